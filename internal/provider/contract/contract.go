@@ -1,0 +1,105 @@
+package contract
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// KindGenerate is the only task kind providers perform today: one LLM
+// generation from a [GenerateInput].
+const KindGenerate = "generate"
+
+// Request is one attempt at a provider operation.
+type Request struct {
+	// OperationID is the stable idempotency key of the operation: the task
+	// id. Every attempt of a task carries the same OperationID.
+	OperationID string
+	// Attempt is the attempt number (1-based), for tracing only; it is never
+	// part of the idempotency key.
+	Attempt int
+	// Kind is the task kind; "" is read as [KindGenerate].
+	Kind string
+	// Input is the task input object; for KindGenerate, a [GenerateInput].
+	Input json.RawMessage
+	// CorrelationID is the caller's correlation id, for tracing.
+	CorrelationID string
+}
+
+// Result is what a successful operation produced.
+type Result struct {
+	// Output is the JSON object saved as the task result; for KindGenerate a
+	// [GenerateOutput].
+	Output json.RawMessage
+	// Provider is the provider's name (Provider.Name).
+	Provider string
+	// ProviderRef is the provider's id for the call (a response id or a
+	// request id), for receipts and support cases.
+	ProviderRef string
+}
+
+// Provider performs the expensive, non-deterministic, side-effecting step of
+// a task.
+type Provider interface {
+	// Name is a short stable name, e.g. "simulated", "bedrock", "openai".
+	Name() string
+	// Generate performs req. Its errors are steered with the constructors of
+	// pkg/retrypolicy: Retryable/Throttled (transient), Permanent (the input
+	// is at fault), Misconfigured (credentials, permissions, model: park) and
+	// Uncertain (the outcome is unknown: the provider may have performed it).
+	Generate(ctx context.Context, req Request) (Result, error)
+}
+
+// Looker is the optional readback a reconciler uses to resolve a task whose
+// outcome is unknown.
+type Looker interface {
+	// Lookup returns the result of an earlier Generate with this operation
+	// id. It returns ErrNotFound when the operation credibly never happened
+	// (safe to re-send), ErrNoReadback when the provider cannot tell, and
+	// any other error (steered like Generate's) when the lookup itself failed.
+	Lookup(ctx context.Context, operationID string) (Result, error)
+}
+
+// IdempotencyHonouring is optionally implemented by a Provider.
+type IdempotencyHonouring interface {
+	// HonoursIdempotencyKey reports whether the provider deduplicates by
+	// Request.OperationID, so that re-sending after an uncertain outcome
+	// cannot cause a second side effect.
+	HonoursIdempotencyKey() bool
+}
+
+var (
+	// ErrNotFound means the provider credibly never performed the operation:
+	// re-sending it is safe.
+	ErrNotFound = errors.New("provider: operation not found")
+	// ErrNoReadback means the provider cannot tell whether the operation
+	// happened.
+	ErrNoReadback = errors.New("provider: no readback")
+)
+
+// GenerateOutput is the shape of Result.Output for KindGenerate, the same for
+// every provider.
+type GenerateOutput struct {
+	// Text is the generated text.
+	Text string `json:"text"`
+	// Model is the model that produced Text.
+	Model string `json:"model"`
+	// StopReason is the provider's reason for stopping, e.g. "end_turn",
+	// "stop", "max_tokens".
+	StopReason string `json:"stop_reason,omitempty"`
+	// Usage counts tokens.
+	Usage Usage `json:"usage"`
+}
+
+// Usage counts the tokens of one generation.
+type Usage struct {
+	// InputTokens is the number of prompt tokens.
+	InputTokens int `json:"input_tokens"`
+	// OutputTokens is the number of generated tokens.
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Marshal encodes o as a Result.Output.
+func (o GenerateOutput) Marshal() (json.RawMessage, error) {
+	return json.Marshal(o)
+}

@@ -1,0 +1,306 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/taskledger/taskledger/internal/provider/bedrock"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/openai"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// KindGenerate is the task kind of one LLM generation.
+const KindGenerate = contract.KindGenerate
+
+type (
+	// Request is one attempt at a provider operation; OperationID (the task
+	// id) is the idempotency key, Attempt is for tracing only.
+	Request = contract.Request
+	// Result is what a successful operation produced: the Output JSON saved
+	// as the task result, the provider's name and its reference for the call.
+	Result = contract.Result
+	// Provider performs a task's side-effecting step. Generate's errors are
+	// steered with the constructors of pkg/retrypolicy.
+	Provider = contract.Provider
+	// Looker is the optional readback: Lookup returns the result of an
+	// earlier Generate, ErrNotFound (credibly never happened) or
+	// ErrNoReadback (cannot tell).
+	Looker = contract.Looker
+	// IdempotencyHonouring is optional: HonoursIdempotencyKey is true when
+	// the provider deduplicates by OperationID.
+	IdempotencyHonouring = contract.IdempotencyHonouring
+	// GenerateInput is the schema of Request.Input for kind "generate",
+	// shared with the submit API's validator.
+	GenerateInput = contract.GenerateInput
+	// GenerateOutput is the shape of Result.Output for kind "generate".
+	GenerateOutput = contract.GenerateOutput
+	// Usage counts the tokens of one generation.
+	Usage = contract.Usage
+	// InputError is a task input that does not match the schema.
+	InputError = contract.InputError
+)
+
+var (
+	// ErrNotFound: the operation credibly never happened; re-sending is safe.
+	ErrNotFound = contract.ErrNotFound
+	// ErrNoReadback: the provider cannot tell whether the operation happened.
+	ErrNoReadback = contract.ErrNoReadback
+)
+
+// ParseGenerateInput parses a "generate" task input strictly (unknown,
+// duplicate or mis-cased fields rejected; limits checked). Its errors are an
+// *InputError wrapped by retrypolicy.Permanent and never quote the input.
+func ParseGenerateInput(raw json.RawMessage) (GenerateInput, error) {
+	return contract.ParseGenerateInput(raw)
+}
+
+// SimulateNames returns the legal values of GenerateInput.Simulate.
+func SimulateNames() []string { return contract.SimulateNames() }
+
+// HonoursIdempotency reports whether p deduplicates by OperationID.
+func HonoursIdempotency(p Provider) bool {
+	h, ok := p.(IdempotencyHonouring)
+	return ok && h.HonoursIdempotencyKey()
+}
+
+// Lookup reads an operation back from p, answering ErrNoReadback when p has
+// no readback.
+func Lookup(ctx context.Context, p Provider, operationID string) (Result, error) {
+	l, ok := p.(Looker)
+	if !ok {
+		return Result{}, ErrNoReadback
+	}
+	return l.Lookup(ctx, operationID)
+}
+
+// Provider names accepted by New.
+const (
+	NameSimulated = simulated.Name
+	NameBedrock   = bedrock.Name
+	NameOpenAI    = openai.Name
+)
+
+// DefaultAPIKeyEnv is the variable that holds the OpenAI-compatible API key
+// when PROVIDER_API_KEY_ENV is not set.
+const DefaultAPIKeyEnv = "OPENAI_API_KEY"
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvProvider        = "PROVIDER"
+	EnvSeed            = "PROVIDER_SEED"
+	EnvFaults          = "PROVIDER_FAULTS"
+	EnvModel           = "PROVIDER_MODEL"
+	EnvBaseURL         = "PROVIDER_BASE_URL"
+	EnvAPIKeyEnv       = "PROVIDER_API_KEY_ENV"
+	EnvAPIKeySecretARN = "PROVIDER_API_KEY_SECRET_ARN"
+	EnvTimeout         = "PROVIDER_TIMEOUT"
+)
+
+// Config selects and configures a provider. It holds the names of where
+// credentials live, never a credential.
+type Config struct {
+	// Name is "simulated" (the default when empty), "bedrock" or "openai".
+	Name string
+	// Seed seeds the simulated provider.
+	Seed int64
+	// Faults is the simulated provider's fault plan spec, e.g.
+	// "throttle=0.1,server_error=0.05" (see simulated.ParseFaultPlan).
+	Faults string
+	// Model is the model id; required for bedrock and openai.
+	Model string
+	// BaseURL is the openai API root; openai.DefaultBaseURL if empty.
+	BaseURL string
+	// APIKeyEnv names the variable holding the openai key; DefaultAPIKeyEnv
+	// if empty.
+	APIKeyEnv string
+	// APIKeySecretARN, when set, is the Secrets Manager secret holding the
+	// openai key (it wins over APIKeyEnv).
+	APIKeySecretARN string
+	// Timeout bounds one call; the adapter's default (2m) if 0.
+	Timeout time.Duration
+	// AWS is the configuration for the Bedrock and Secrets Manager clients;
+	// loaded with config.LoadDefaultConfig if nil.
+	AWS *aws.Config
+
+	err error // a value ConfigFromEnv could not parse
+}
+
+// ConfigFromEnv reads a Config through getenv (os.Getenv if nil); see the
+// package documentation for the variables. Values it cannot parse are
+// reported by Validate and New.
+func ConfigFromEnv(getenv func(string) string) Config {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	c := Config{
+		Name:            strings.ToLower(get(EnvProvider)),
+		Faults:          get(EnvFaults),
+		Model:           get(EnvModel),
+		BaseURL:         get(EnvBaseURL),
+		APIKeyEnv:       get(EnvAPIKeyEnv),
+		APIKeySecretARN: get(EnvAPIKeySecretARN),
+	}
+	if c.Name == "" {
+		c.Name = NameSimulated
+	}
+	if c.APIKeyEnv == "" {
+		c.APIKeyEnv = DefaultAPIKeyEnv
+	}
+	var errs []error
+	if v := get(EnvSeed); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: want an integer, got %q", EnvSeed, clip(v)))
+		}
+		c.Seed = n
+	}
+	if v := get(EnvTimeout); v != "" {
+		d, err := parseTimeout(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: want a positive duration such as 90s, got %q", EnvTimeout, clip(v)))
+		}
+		c.Timeout = d
+	}
+	c.err = errors.Join(errs...)
+	return c
+}
+
+func parseTimeout(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		v = strconv.Itoa(n) + "s"
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = errors.New("not positive")
+	}
+	return d, err
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return strings.ToValidUTF8(s[:40], "") + "…"
+	}
+	return s
+}
+
+// String describes the configuration; it holds no secret.
+func (c Config) String() string {
+	name := c.Name
+	if name == "" {
+		name = NameSimulated
+	}
+	switch name {
+	case NameSimulated:
+		return fmt.Sprintf("provider=%s seed=%d faults=%q", name, c.Seed, c.Faults)
+	case NameOpenAI:
+		key := "env:" + c.APIKeyEnv
+		if c.APIKeySecretARN != "" {
+			key = "secretsmanager:" + c.APIKeySecretARN
+		}
+		return fmt.Sprintf("provider=%s model=%s base_url=%s key=%s timeout=%s", name, c.Model, c.BaseURL, key, c.Timeout)
+	}
+	return fmt.Sprintf("provider=%s model=%s timeout=%s", name, c.Model, c.Timeout)
+}
+
+// Validate reports what New would reject without building anything: values
+// ConfigFromEnv could not parse, an unknown name, a bad fault plan, a
+// missing model. Its errors are retrypolicy.Misconfigured.
+func (c Config) Validate() error {
+	var errs []error
+	if c.err != nil {
+		errs = append(errs, c.err)
+	}
+	switch strings.ToLower(c.Name) {
+	case "", NameSimulated:
+		if _, err := simulated.ParseFaultPlan(c.Faults); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvFaults, err))
+		}
+	case NameBedrock, NameOpenAI:
+		if c.Model == "" {
+			errs = append(errs, fmt.Errorf("%s is required for provider %s", EnvModel, c.Name))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%s: unknown provider %q (want %s, %s or %s)", EnvProvider, clip(c.Name), NameSimulated, NameBedrock, NameOpenAI))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: negative timeout", EnvTimeout))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return retrypolicy.Misconfigured(fmt.Errorf("provider config: %w", errors.Join(errs...)))
+}
+
+// New builds the provider cfg names. For openai with a key from the
+// environment it checks that the variable is set; a Secrets Manager key is
+// read on first use. Errors are retrypolicy.Misconfigured.
+func New(ctx context.Context, cfg Config) (Provider, error) {
+	return newWithEnv(ctx, cfg, os.Getenv)
+}
+
+func newWithEnv(ctx context.Context, cfg Config, getenv func(string) string) (Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch strings.ToLower(cfg.Name) {
+	case NameBedrock:
+		awsCfg, err := awsConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		p, err := bedrock.NewFromConfig(awsCfg, bedrock.Options{Model: cfg.Model, Timeout: cfg.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case NameOpenAI:
+		var key openai.KeySource
+		if cfg.APIKeySecretARN != "" {
+			awsCfg, err := awsConfig(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			key = openai.SecretsManagerKey(secretsmanager.NewFromConfig(awsCfg), cfg.APIKeySecretARN, 0)
+		} else {
+			name := cfg.APIKeyEnv
+			if name == "" {
+				name = DefaultAPIKeyEnv
+			}
+			key = openai.EnvKey(name, getenv)
+			if _, err := key.APIKey(ctx); err != nil {
+				return nil, err
+			}
+		}
+		p, err := openai.New(openai.Options{BaseURL: cfg.BaseURL, Model: cfg.Model, Key: key, Timeout: cfg.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	default:
+		plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated above
+		return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model}), nil
+	}
+}
+
+func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {
+	if cfg.AWS != nil {
+		return *cfg.AWS, nil
+	}
+	c, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, retrypolicy.Misconfigured(fmt.Errorf("provider %s: load AWS config: %w", cfg.Name, err))
+	}
+	return c, nil
+}

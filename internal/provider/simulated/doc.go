@@ -1,0 +1,44 @@
+// Package simulated is a deterministic, seeded stand-in for an LLM provider,
+// with fault injection and an idempotency ledger that counts real side
+// effects. It is the default provider for local runs and tests.
+//
+// # Side effects and idempotency
+//
+// A "side effect" is a generation the provider performed (and, for a real
+// provider, billed). The ledger is keyed by Request.OperationID: the first
+// generation for an operation is recorded and counted; a later Generate with
+// the same operation id returns the recorded Result and counts nothing, the
+// way a provider that honours idempotency keys behaves (HonoursIdempotencyKey
+// reports true). With Options.NoIdempotency every generation is a new side
+// effect, and its text differs from the previous one, so a duplicate or a
+// silently replaced result is visible in tests. Counters (SideEffects,
+// TotalSideEffects, Calls, Snapshot) let tests assert "exactly once".
+//
+// # Faults
+//
+// The faults are [AcceptLoseReply] (the generation happens and is recorded,
+// then the reply is "lost": retrypolicy.Uncertain), [Throttle] (429,
+// retrypolicy.Throttled with Options.ThrottleRetryAfter), [ServerError] (503,
+// retrypolicy.Retryable), [BadRequest] (400, retrypolicy.Permanent),
+// [Credentials] (401, retrypolicy.Misconfigured) and [Slow] (the call takes
+// Options.SlowDelay, long enough to outlive a lease, then succeeds). A call
+// interrupted by its context while the provider is "working" returns
+// retrypolicy.Uncertain, as a real client would, yet records nothing, so a
+// later Lookup credibly answers ErrNotFound.
+//
+// One fault at most applies to a call, chosen in this order:
+//
+//  1. a per-operation script (Provider.Script), consumed one fault per call;
+//  2. the input's "simulate" field: transient and uncertain faults on the
+//     first attempt only (so a demo task recovers), permanent ones
+//     (bad_request, credentials) on every attempt;
+//  3. seeded rates (Options.Faults, see ParseFaultPlan), drawn from a hash of
+//     (seed, operation id, attempt), so a run is reproducible whatever the
+//     goroutine interleaving.
+//
+// # Output
+//
+// The generated text is derived from the seed, a hash of the system and user
+// prompts, the operation id and the side-effect number. It never contains
+// the prompt; it names the prompt's short SHA-256 prefix.
+package simulated

@@ -1,0 +1,394 @@
+package simulated
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Name is the provider's name.
+const Name = "simulated"
+
+// Defaults for Options.
+const (
+	DefaultModel              = "simulated-1"
+	DefaultThrottleRetryAfter = 2 * time.Second
+	DefaultSlowDelay          = 5 * time.Minute
+	// DefaultOutputWords is the length of a reply when the input sets no
+	// max_tokens (one word counts as one token).
+	DefaultOutputWords = 24
+)
+
+// Options configure a Provider. The zero value is a fast, fault-free,
+// idempotent provider with seed 0.
+type Options struct {
+	// Seed makes the output text, references and rate-drawn faults
+	// reproducible.
+	Seed int64
+	// Latency is added to every call; Jitter adds a further uniform delay in
+	// [0, Jitter) drawn from (seed, operation id, attempt).
+	Latency time.Duration
+	Jitter  time.Duration
+	// Faults are drawn per call with these rates.
+	Faults FaultPlan
+	// Clock stamps ledger records; time.Now if nil.
+	Clock func() time.Time
+	// ThrottleRetryAfter is the Retry-After of the Throttle fault;
+	// DefaultThrottleRetryAfter if 0.
+	ThrottleRetryAfter time.Duration
+	// SlowDelay is how long a Slow call takes; DefaultSlowDelay if 0.
+	SlowDelay time.Duration
+	// Model is reported in the output; DefaultModel if empty.
+	Model string
+	// NoIdempotency makes every generation a new side effect, as with a
+	// provider that ignores idempotency keys.
+	NoIdempotency bool
+	// NoReadback makes Lookup answer contract.ErrNoReadback.
+	NoReadback bool
+}
+
+// Record is what the ledger knows about one operation.
+type Record struct {
+	// Result is the first generation's result; zero if none happened.
+	Result contract.Result
+	// SideEffects counts the generations performed.
+	SideEffects int
+	// Calls counts the Generate calls that reached the provider.
+	Calls int
+	// FirstAt is when the first generation happened (Options.Clock).
+	FirstAt time.Time
+}
+
+type entry struct {
+	Record
+	done   bool
+	script []Fault
+}
+
+// Provider is the simulated provider. It is safe for concurrent use.
+type Provider struct {
+	opts Options
+
+	mu     sync.Mutex
+	ops    map[string]*entry
+	total  int
+	onWait func() // test hook: called when a call starts waiting
+}
+
+// New returns a simulated provider.
+func New(opts Options) *Provider {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.ThrottleRetryAfter <= 0 {
+		opts.ThrottleRetryAfter = DefaultThrottleRetryAfter
+	}
+	if opts.SlowDelay <= 0 {
+		opts.SlowDelay = DefaultSlowDelay
+	}
+	if opts.Model == "" {
+		opts.Model = DefaultModel
+	}
+	return &Provider{opts: opts, ops: map[string]*entry{}}
+}
+
+// Name returns "simulated".
+func (p *Provider) Name() string { return Name }
+
+// HonoursIdempotencyKey reports true unless Options.NoIdempotency is set.
+func (p *Provider) HonoursIdempotencyKey() bool { return !p.opts.NoIdempotency }
+
+// String describes the configuration (seed, model, plan, switches).
+func (p *Provider) String() string {
+	return fmt.Sprintf("simulated(seed=%d model=%s faults=%q idempotent=%t readback=%t)",
+		p.opts.Seed, p.opts.Model, p.opts.Faults.String(), !p.opts.NoIdempotency, !p.opts.NoReadback)
+}
+
+// Script queues faults for an operation: each later Generate with this
+// operation id consumes the next one, and calls after the script is used up
+// have no scripted fault. A script takes precedence over the input's
+// "simulate" field and the fault rates.
+func (p *Provider) Script(operationID string, faults ...Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entryLocked(operationID)
+	e.script = append(e.script, faults...)
+}
+
+// SideEffects returns the number of generations performed for an operation.
+func (p *Provider) SideEffects(operationID string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.ops[operationID]; e != nil {
+		return e.SideEffects
+	}
+	return 0
+}
+
+// TotalSideEffects returns the number of generations performed for all
+// operations.
+func (p *Provider) TotalSideEffects() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
+}
+
+// Calls returns the number of Generate calls for an operation that reached
+// the provider (a call rejected for its input or a context already done does
+// not).
+func (p *Provider) Calls(operationID string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.ops[operationID]; e != nil {
+		return e.Calls
+	}
+	return 0
+}
+
+// Snapshot returns the side effects per operation id, for every operation
+// the provider has been called for.
+func (p *Provider) Snapshot() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.ops))
+	for id, e := range p.ops {
+		if e.Calls > 0 || e.SideEffects > 0 {
+			out[id] = e.SideEffects
+		}
+	}
+	return out
+}
+
+// Record returns the ledger's record of an operation.
+func (p *Provider) Record(operationID string) (Record, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.ops[operationID]
+	if e == nil || (e.Calls == 0 && e.SideEffects == 0) {
+		return Record{}, false
+	}
+	return e.Record, true
+}
+
+// Lookup returns the recorded result of the operation, contract.ErrNotFound
+// if no generation happened for it, or contract.ErrNoReadback with
+// Options.NoReadback.
+func (p *Provider) Lookup(ctx context.Context, operationID string) (contract.Result, error) {
+	if p.opts.NoReadback {
+		return contract.Result{}, contract.ErrNoReadback
+	}
+	if err := ctx.Err(); err != nil {
+		return contract.Result{}, retrypolicy.Retryable(fmt.Errorf("simulated: lookup: %w: %w", retrypolicy.ErrRequestNotSent, err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.ops[operationID]; e != nil && e.done {
+		return e.Result, nil
+	}
+	return contract.Result{}, contract.ErrNotFound
+}
+
+// Generate performs req, subject to the fault injection described in the
+// package documentation.
+func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return contract.Result{}, retrypolicy.Retryable(fmt.Errorf("simulated: %w: %w", retrypolicy.ErrRequestNotSent, err))
+	}
+	if req.OperationID == "" {
+		return contract.Result{}, retrypolicy.Permanent(errors.New("simulated: request has no operation id"))
+	}
+	in, err := contract.GenerateInputOf(req)
+	if err != nil {
+		return contract.Result{}, err
+	}
+
+	p.mu.Lock()
+	e := p.entryLocked(req.OperationID)
+	e.Calls++
+	call := e.Calls
+	var scripted Fault
+	if len(e.script) > 0 {
+		scripted, e.script = e.script[0], e.script[1:]
+	}
+	onWait := p.onWait
+	p.mu.Unlock()
+
+	attempt := req.Attempt
+	if attempt <= 0 {
+		attempt = call
+	}
+	fault := p.choose(req.OperationID, attempt, scripted, Fault(in.Simulate))
+
+	delay := p.opts.Latency
+	if p.opts.Jitter > 0 {
+		delay += time.Duration(p.draw(req.OperationID, attempt, "jitter") * float64(p.opts.Jitter))
+	}
+	if fault == Slow {
+		delay += p.opts.SlowDelay
+	}
+	if err := wait(ctx, delay, onWait); err != nil {
+		// The request is "with the provider": a real client cannot tell
+		// whether it was performed. Nothing is recorded, so Lookup will
+		// credibly say ErrNotFound.
+		return contract.Result{}, retrypolicy.Uncertain(fmt.Errorf("simulated: call for operation %s interrupted after it was sent: %w", req.OperationID, err))
+	}
+
+	fe := &FaultError{Fault: fault, OperationID: req.OperationID}
+	switch fault {
+	case Throttle:
+		ra := p.opts.ThrottleRetryAfter
+		fe.Status = &retrypolicy.StatusError{StatusCode: 429, RetryAfter: ra, Body: "simulated throttling"}
+		return contract.Result{}, retrypolicy.Throttled(fe, ra)
+	case ServerError:
+		fe.Status = &retrypolicy.StatusError{StatusCode: 503, Body: "simulated server error"}
+		return contract.Result{}, retrypolicy.Retryable(fe)
+	case BadRequest:
+		fe.Status = &retrypolicy.StatusError{StatusCode: 400, Body: "simulated bad request"}
+		return contract.Result{}, retrypolicy.Permanent(fe)
+	case Credentials:
+		fe.Status = &retrypolicy.StatusError{StatusCode: 401, Body: "simulated invalid credentials"}
+		return contract.Result{}, retrypolicy.Misconfigured(fe)
+	}
+
+	res := p.perform(req.OperationID, in)
+	if fault == AcceptLoseReply {
+		return contract.Result{}, retrypolicy.Uncertain(fe)
+	}
+	return res, nil
+}
+
+// choose applies the precedence script > simulate field > rates.
+func (p *Provider) choose(opID string, attempt int, scripted, simulate Fault) Fault {
+	if scripted != "" {
+		return scripted
+	}
+	if simulate != "" && (simulate.Permanent() || attempt <= 1) {
+		return simulate
+	}
+	if len(p.opts.Faults.Rates) > 0 {
+		return p.opts.Faults.pick(p.draw(opID, attempt, "fault"))
+	}
+	return ""
+}
+
+// perform records one generation, or returns the recorded one when the
+// provider honours idempotency. The ledger check and the write are one
+// critical section, so concurrent duplicates cause one side effect.
+func (p *Provider) perform(opID string, in contract.GenerateInput) contract.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entryLocked(opID)
+	if e.done && !p.opts.NoIdempotency {
+		return e.Result
+	}
+	e.SideEffects++
+	p.total++
+	res := p.render(opID, in, e.SideEffects)
+	if !e.done {
+		e.done = true
+		e.Result = res
+		e.FirstAt = p.opts.Clock()
+	}
+	return res
+}
+
+func (p *Provider) entryLocked(opID string) *entry {
+	e := p.ops[opID]
+	if e == nil {
+		e = &entry{}
+		p.ops[opID] = e
+	}
+	return e
+}
+
+// draw returns a uniform number in [0, 1) determined by the seed, the
+// operation, the attempt and a purpose label.
+func (p *Provider) draw(opID string, attempt int, purpose string) float64 {
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(p.opts.Seed))
+	binary.BigEndian.PutUint64(b[8:], uint64(attempt))
+	h.Write(b[:])
+	h.Write([]byte(purpose + "\x00" + opID))
+	sum := h.Sum(nil)
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
+}
+
+var vocabulary = strings.Fields(`ledger lease fence queue task result receipt review
+attempt budget backoff jitter retry token model prompt answer record durable
+idempotent reconcile heartbeat shard partition message visibility outcome
+provider readback operator summary careful exactly once simulated`)
+
+// render builds the deterministic output of one generation.
+func (p *Provider) render(opID string, in contract.GenerateInput, ordinal int) contract.Result {
+	promptSum := sha256.Sum256([]byte(in.System + "\x00" + in.Prompt))
+	promptHash := hex.EncodeToString(promptSum[:4])
+
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(p.opts.Seed))
+	binary.BigEndian.PutUint64(b[8:], uint64(ordinal))
+	h.Write(b[:])
+	h.Write(promptSum[:])
+	h.Write([]byte(opID))
+	sum := h.Sum(nil)
+	rng := rand.New(rand.NewPCG(binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])))
+
+	words, stop := DefaultOutputWords, "end_turn"
+	if in.MaxTokens > 0 && in.MaxTokens < words {
+		words, stop = in.MaxTokens, "max_tokens"
+	}
+	var text strings.Builder
+	text.WriteString("[simulated reply to prompt sha256:" + promptHash + "]")
+	for range words {
+		text.WriteByte(' ')
+		text.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+	}
+	out := contract.GenerateOutput{
+		Text:       text.String(),
+		Model:      p.opts.Model,
+		StopReason: stop,
+		Usage: contract.Usage{
+			InputTokens:  len(strings.Fields(in.System)) + len(strings.Fields(in.Prompt)),
+			OutputTokens: words,
+		},
+	}
+	raw, err := out.Marshal()
+	if err != nil {
+		panic("simulated: marshal output: " + err.Error()) // plain strings and ints cannot fail
+	}
+	return contract.Result{
+		Output:      raw,
+		Provider:    Name,
+		ProviderRef: "sim-" + hex.EncodeToString(sum[16:24]) + "-" + strconv.Itoa(ordinal),
+	}
+}
+
+// wait sleeps for d, returning the context's error if it ends first.
+func wait(ctx context.Context, d time.Duration, onWait func()) error {
+	if d <= 0 {
+		return nil
+	}
+	if onWait != nil {
+		onWait()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,20 @@
+// Package testenv gives tests real DynamoDB and SQS engines to run against.
+//
+// Conditional writes are only proven against engines that evaluate them, so
+// every integration test runs once per backend, as subtests named after it
+// (TestX/kumo, TestX/moto, TestX/external):
+//
+//   - kumo: the embedded github.com/sivchari/kumo emulator, in-process
+//     (always available);
+//   - moto: moto_server started on a free 127.0.0.1 port when it is on PATH;
+//     otherwise the leg is skipped with the reason printed — unless
+//     TASKLEDGER_REQUIRE_MOTO=1 (set by CI), when its absence fails the test;
+//   - external: the endpoint in AWS_ENDPOINT_URL (LocalStack, a real account),
+//     only when TASKLEDGER_BACKENDS names it.
+//
+// TASKLEDGER_BACKENDS (comma-separated, default "kumo,moto") selects legs.
+// Every test gets its own tables and queues, created from template.yaml by
+// internal/stack under a unique prefix and deleted at the end. Servers are
+// shared per test binary and stopped by Main (call it from TestMain); a
+// moto_server child also dies with the test process (Pdeathsig).
+package testenv

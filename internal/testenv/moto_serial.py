@@ -1,0 +1,27 @@
+"""Run moto's server app with one request at a time.
+
+moto_server's werkzeug server is threaded and moto evaluates a DynamoDB
+condition and applies the write without a lock, so two concurrent
+conditional puts can both succeed — which real DynamoDB never allows for one
+item. This launcher serves the same moto WSGI app (the one moto_server
+builds) behind a global lock, keeping moto's validation fidelity and giving
+the per-item atomicity the ledger relies on. Usage: moto_serial.py HOST PORT
+"""
+import signal
+import sys
+import threading
+
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+
+
+def serial(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+
+
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True)

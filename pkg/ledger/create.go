@@ -1,0 +1,106 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// NewTask describes a submission. Input must already be validated and in
+// canonical form; PayloadSHA256 is the hash the caller computed over it (and
+// anything else that identifies the request, such as kind and parent).
+type NewTask struct {
+	Scope          string
+	IdempotencyKey string
+	Kind           string
+	Input          string
+	PayloadSHA256  string
+	ParentTaskID   string
+	CorrelationID  string
+	// MaxAttempts and MaxAge override the ledger defaults when > 0.
+	MaxAttempts int
+	MaxAge      time.Duration
+}
+
+// Create records a new queued task with one conditional PutItem. The task is
+// due for dispatch at now + DispatchTimeout: if the caller's SQS send is lost,
+// the reconciler re-sends it after that.
+//
+// Errors: *DuplicateError (same key and payload: the existing task, a
+// replay), *PayloadMismatchError (same key, other payload: nothing written),
+// *ThrottledError.
+func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
+	if n.Scope == "" || n.IdempotencyKey == "" || n.Kind == "" || n.PayloadSHA256 == "" {
+		return nil, errors.New("ledger: Create needs Scope, IdempotencyKey, Kind and PayloadSHA256")
+	}
+	now := l.cfg.Now().UTC()
+	t := &Task{
+		TaskID:            TaskID(n.Scope, n.IdempotencyKey),
+		State:             StateQueued,
+		Scope:             n.Scope,
+		IdempotencyKey:    n.IdempotencyKey,
+		PayloadSHA256:     n.PayloadSHA256,
+		Input:             n.Input,
+		Kind:              n.Kind,
+		ParentTaskID:      n.ParentTaskID,
+		CorrelationID:     n.CorrelationID,
+		MaxAttempts:       n.MaxAttempts,
+		AssignmentVersion: 0,
+		CreatedAt:         rfc3339(now),
+		CreatedMs:         now.UnixMilli(),
+		UpdatedAt:         rfc3339(now),
+		UpdatedMs:         now.UnixMilli(),
+		BudgetStartMs:     now.UnixMilli(),
+		MaxAgeMs:          n.MaxAge.Milliseconds(),
+		DueAt:             now.Add(l.cfg.DispatchTimeout).UnixMilli(),
+	}
+	if t.MaxAttempts <= 0 {
+		t.MaxAttempts = l.cfg.MaxAttempts
+	}
+	if t.MaxAgeMs <= 0 {
+		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
+	}
+	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
+	if t.CorrelationID == "" {
+		t.CorrelationID = t.TaskID
+	}
+	t.StateShard = l.StateShard(StateQueued, t.TaskID)
+	item, err := attributevalue.MarshalMap(t)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode task: %w", err)
+	}
+	// Two tries: the second only when the conflicting item vanished between
+	// the failed put and the read (TTL expiry), which is rare but real.
+	for try := 0; try < 2; try++ {
+		_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           &l.cfg.TasksTable,
+			Item:                                item,
+			ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
+			ExpressionAttributeNames:            map[string]string{"#id": "task_id"},
+			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		})
+		if err == nil {
+			return t, nil
+		}
+		if !isConditionFailed(err) {
+			return nil, wrapErr("PutItem task", err)
+		}
+		old, rerr := l.oldOrRead(ctx, t.TaskID, err)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if old == nil {
+			continue
+		}
+		if old.PayloadSHA256 != n.PayloadSHA256 {
+			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
+		}
+		return nil, &DuplicateError{Task: old}
+	}
+	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
+}

@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) when a task or review item does not exist.
+var ErrNotFound = errors.New("ledger: not found")
+
+// DuplicateError reports that a task with the same scope, idempotency key and
+// payload already exists. Task is the existing task: a replay, not a failure.
+type DuplicateError struct{ Task *Task }
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("ledger: task %s already exists for this idempotency key", e.Task.TaskID)
+}
+
+// PayloadMismatchError reports that the idempotency key was used before with a
+// different payload. Nothing was written.
+type PayloadMismatchError struct {
+	TaskID         string
+	ExistingSHA256 string
+	NewSHA256      string
+}
+
+func (e *PayloadMismatchError) Error() string {
+	return fmt.Sprintf("ledger: idempotency key of task %s was used with a different payload", e.TaskID)
+}
+
+// FencedError reports that the caller no longer holds the assignment it
+// names: another worker claimed the task, or it left the running state.
+// The caller must not save anything.
+type FencedError struct {
+	TaskID  string
+	Version int64 // the caller's assignment version
+	// Current is the task as read after the rejected write (nil if gone).
+	Current *Task
+	// Why is one of "already_completed", "taken_over", "not_running", "gone".
+	Why string
+}
+
+func (e *FencedError) Error() string {
+	cur := int64(0)
+	state := State("")
+	if e.Current != nil {
+		cur, state = e.Current.AssignmentVersion, e.Current.State
+	}
+	return fmt.Sprintf("ledger: task %s: assignment %d fenced (%s; now version %d, state %s)", e.TaskID, e.Version, e.Why, cur, state)
+}
+
+// Reasons a task cannot be claimed.
+const (
+	ReasonTerminal        = "terminal"         // completed, failed or cancelled: acknowledge
+	ReasonParked          = "parked"           // needs_review: acknowledge
+	ReasonLeased          = "leased"           // a live lease elsewhere: acknowledge
+	ReasonNotDue          = "not_due"          // retry_wait before not_before: retry later
+	ReasonUnknown         = "unknown_outcome"  // waiting for readback by the reconciler
+	ReasonBudgetExhausted = "budget_exhausted" // park it
+	ReasonExpiredLease    = "expired_lease"    // running, lease expired, takeover not allowed
+	ReasonNotFound        = "not_found"
+)
+
+// NotClaimableError explains why Claim did not take the task.
+type NotClaimableError struct {
+	TaskID string
+	Reason string
+	// Budget is set with ReasonBudgetExhausted: "max_attempts" or "max_age".
+	Budget string
+	// Task is the task as read after the failed claim (nil when not found).
+	Task *Task
+}
+
+func (e *NotClaimableError) Error() string {
+	return fmt.Sprintf("ledger: task %s not claimable: %s", e.TaskID, e.Reason)
+}
+
+// ConflictError reports a state transition that the task's current state
+// does not allow (for example cancelling a running task).
+type ConflictError struct {
+	TaskID string
+	Op     string
+	State  State
+	// Task is the task as read after the rejected write.
+	Task *Task
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("ledger: %s not allowed for task %s in state %s", e.Op, e.TaskID, e.State)
+}
+
+// ThrottledError reports that DynamoDB throttled the request after the SDK's
+// bounded retries. Nothing was written by the failed call.
+type ThrottledError struct {
+	Op         string
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("ledger: %s throttled: %v", e.Op, e.Err)
+}
+
+func (e *ThrottledError) Unwrap() error { return e.Err }

@@ -1,0 +1,330 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// DynamoDB is the subset of *dynamodb.Client the ledger calls. Wrap the real
+// client (or add SDK middleware) to inject faults; do not reimplement it.
+type DynamoDB interface {
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Defaults.
+const (
+	DefaultShards          = 16
+	DefaultMaxAttempts     = 5
+	DefaultMaxAge          = time.Hour
+	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultDispatchTimeout = 2 * time.Minute
+	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
+	ByStateIndex     = "by_state"
+	OpenReviewsIndex = "open_reviews"
+)
+
+// Config names the tables and sets the policies the ledger enforces.
+type Config struct {
+	TasksTable  string
+	ReviewTable string
+	// Shards per state in by_state (default 16). Changing it on a live table
+	// strands indexed tasks in shards nobody queries: treat it as fixed.
+	Shards int
+	// MaxAttempts and MaxAge are the default budgets of new tasks.
+	MaxAttempts int
+	MaxAge      time.Duration
+	// Retention is how long terminal tasks (and so their idempotency keys)
+	// are kept before TTL deletes them (default 7 days).
+	Retention time.Duration
+	// DispatchTimeout is how long a queued task may wait for its SQS message
+	// to be consumed before the reconciler re-sends it (the outbox deadline).
+	DispatchTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Ledger is the task ledger. It is safe for concurrent use.
+type Ledger struct {
+	db  DynamoDB
+	cfg Config
+}
+
+// New returns a Ledger over db.
+func New(db DynamoDB, cfg Config) (*Ledger, error) {
+	if cfg.TasksTable == "" || cfg.ReviewTable == "" {
+		return nil, errors.New("ledger: TasksTable and ReviewTable are required")
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.Shards > 100 {
+		return nil, fmt.Errorf("ledger: Shards=%d: at most 100", cfg.Shards)
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.DispatchTimeout <= 0 {
+		cfg.DispatchTimeout = DefaultDispatchTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Ledger{db: db, cfg: cfg}, nil
+}
+
+// Config returns the effective configuration.
+func (l *Ledger) Config() Config { return l.cfg }
+
+// Now returns the ledger's clock reading.
+func (l *Ledger) Now() time.Time { return l.cfg.Now() }
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// TaskID derives the task id from the caller scope and idempotency key:
+// "t_" + 26 base32 characters of SHA-256(scope NUL key) (130 bits).
+func TaskID(scope, idempotencyKey string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + idempotencyKey))
+	return "t_" + idEncoding.EncodeToString(sum[:])[:26]
+}
+
+// ValidTaskID reports whether s has the shape TaskID produces.
+func ValidTaskID(s string) bool {
+	if len(s) != 28 || !strings.HasPrefix(s, "t_") {
+		return false
+	}
+	for _, c := range s[2:] {
+		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// Shard returns the by_state shard number of a task id.
+func (l *Ledger) Shard(taskID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(taskID))
+	return int(h.Sum32() % uint32(l.cfg.Shards))
+}
+
+// StateShard returns the by_state partition value of a task in state s.
+func (l *Ledger) StateShard(s State, taskID string) string {
+	return ShardKey(s, l.Shard(taskID))
+}
+
+// ShardKey formats a by_state partition value.
+func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", s, shard) }
+
+func taskKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
+}
+
+// Get reads a task with a strongly consistent read.
+func (l *Ledger) Get(ctx context.Context, taskID string) (*Task, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &l.cfg.TasksTable,
+		Key:            taskKey(taskID),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, wrapErr("GetItem task", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	}
+	return decodeTask(out.Item)
+}
+
+func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
+	var t Task
+	if err := attributevalue.UnmarshalMap(item, &t); err != nil {
+		return nil, fmt.Errorf("ledger: decode task: %w", err)
+	}
+	return &t, nil
+}
+
+// oldOrRead returns the item a failed condition reported (ALL_OLD) or, where
+// the engine omitted it, a consistent read. A nil task means "gone".
+func (l *Ledger) oldOrRead(ctx context.Context, taskID string, err error) (*Task, error) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		return decodeTask(ccf.Item)
+	}
+	t, gerr := l.Get(ctx, taskID)
+	if errors.Is(gerr, ErrNotFound) {
+		return nil, nil
+	}
+	return t, gerr
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+var throttleCodes = map[string]bool{
+	"ProvisionedThroughputExceededException": true,
+	"ThrottlingException":                    true,
+	"RequestLimitExceeded":                   true,
+	"Throttling":                             true,
+	"TransactionInProgressException":         true,
+}
+
+// IsThrottle reports whether err is an AWS throttling error.
+func IsThrottle(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && throttleCodes[ae.ErrorCode()]
+}
+
+func wrapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if IsThrottle(err) {
+		return &ThrottledError{Op: op, RetryAfter: time.Second, Err: err}
+	}
+	return fmt.Errorf("ledger: %s: %w", op, err)
+}
+
+// update is a small builder for UpdateItem expressions with names and values.
+type update struct {
+	sets, removes, conds []string
+	names                map[string]string
+	values               map[string]types.AttributeValue
+}
+
+func newUpdate() *update {
+	return &update{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+// n registers an attribute name and returns its placeholder.
+func (u *update) n(attr string) string {
+	p := "#" + attr
+	u.names[p] = attr
+	return p
+}
+
+// v registers a value and returns its placeholder.
+func (u *update) v(name string, val types.AttributeValue) string {
+	p := ":" + name
+	u.values[p] = val
+	return p
+}
+
+func (u *update) set(attr string, val types.AttributeValue) *update {
+	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
+	return u
+}
+
+func (u *update) setExpr(expr string) *update {
+	u.sets = append(u.sets, expr)
+	return u
+}
+
+func (u *update) remove(attrs ...string) *update {
+	for _, a := range attrs {
+		u.removes = append(u.removes, u.n(a))
+	}
+	return u
+}
+
+func (u *update) cond(c string) *update {
+	u.conds = append(u.conds, c)
+	return u
+}
+
+func (u *update) expression() string {
+	var b strings.Builder
+	if len(u.sets) > 0 {
+		b.WriteString("SET " + strings.Join(u.sets, ", "))
+	}
+	if len(u.removes) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
+	}
+	return b.String()
+}
+
+func (u *update) condition() *string {
+	if len(u.conds) == 0 {
+		return nil
+	}
+	return aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
+}
+
+func (u *update) input(table, taskID string) *dynamodb.UpdateItemInput {
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           &table,
+		Key:                                 taskKey(taskID),
+		UpdateExpression:                    aws.String(u.expression()),
+		ConditionExpression:                 u.condition(),
+		ExpressionAttributeNames:            u.names,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(u.values) > 0 {
+		in.ExpressionAttributeValues = u.values
+	}
+	return in
+}
+
+func str(s string) types.AttributeValue     { return &types.AttributeValueMemberS{Value: s} }
+func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
+func strState(s State) types.AttributeValue { return str(string(s)) }
+
+// stamp sets updated_at/updated_ms.
+func (u *update) stamp(now time.Time) *update {
+	u.set("updated_at", str(rfc3339(now)))
+	u.set("updated_ms", num(now.UnixMilli()))
+	return u
+}
+
+// live sets the state and its by_state index attributes.
+func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) *update {
+	u.set("state", strState(s))
+	u.set("state_shard", str(l.StateShard(s, taskID)))
+	u.set("due_at", num(dueAt))
+	return u
+}
+
+// off sets a state that leaves the index (terminal or parked).
+func (l *Ledger) off(u *update, s State, now time.Time) *update {
+	u.set("state", strState(s))
+	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before")
+	if s.Terminal() {
+		u.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
+	}
+	return u
+}
+
+func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
+	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
+	if err != nil {
+		return nil, err
+	}
+	return decodeTask(out.Attributes)
+}

@@ -1,0 +1,267 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// OperatorAction is an operator's decision on an open review item.
+type OperatorAction struct {
+	// Resolution is ResolutionRetry, ResolutionCompleted or ResolutionFailed.
+	Resolution string
+	// Note is the evidence or explanation (required for completed/failed).
+	Note string
+	// By names the operator (IAM user, email); required.
+	By string
+}
+
+// ErrInvalidAction is returned (wrapped) for an operator action that is
+// malformed: unknown resolution, missing operator or note.
+var ErrInvalidAction = errors.New("ledger: invalid operator action")
+
+// MaxNote caps operator notes (bytes).
+const MaxNote = 2000
+
+// Act applies an operator action to the review item of taskID and its task,
+// together, in one transaction conditioned on the item being open and the
+// task being in needs_review:
+//
+//   - retry: the task goes back to queued with the same id and a fresh
+//     budget (attempts 0, age from now), due for dispatch now; the caller
+//     then sends its SQS message (if that send is lost the reconciler's
+//     outbox relay sends it).
+//   - completed: the task is completed with the note as operator evidence.
+//   - failed: the task ends failed with the note as its error message.
+//
+// The item records resolved_by, resolved_at, resolution and the note.
+// Repeating an action that was already applied is a no-op returning
+// replayed=true. A different action on a resolved item is a *ConflictError.
+// Poison-message items have no task: only completed/failed apply (they just
+// close the item).
+func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
+	if err := a.validate(); err != nil {
+		return nil, nil, false, err
+	}
+	r, err = l.GetReview(ctx, taskID)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if r.ReviewStatus == ReviewResolved {
+		return l.replayOrConflict(ctx, r, a)
+	}
+	poison := r.Reason == ReviewPoisonMessage
+	if poison && a.Resolution == ResolutionRetry {
+		return nil, nil, false, fmt.Errorf("%w: a poison message has no task to retry; resolve it as completed or failed", ErrInvalidAction)
+	}
+	now := l.cfg.Now().UTC()
+	ru := newUpdate()
+	ru.set("review_status", str(ReviewResolved))
+	ru.set("resolved_at", str(rfc3339(now)))
+	ru.set("resolved_by", str(a.By))
+	ru.set("resolution", str(a.Resolution))
+	ru.set("resolution_note", str(a.Note))
+	ru.set("expires_at", num(l.retentionExpiry(now)))
+	ru.v("open", str(ReviewOpen))
+	ru.v("pc", num(int64(r.ParkCount)))
+	ru.cond("#review_status = :open")
+	ru.cond(ru.n("park_count") + " = :pc")
+	items := []types.TransactWriteItem{{Update: txUpdate(ru.input(l.cfg.ReviewTable, taskID))}}
+
+	if !poison {
+		cur, err := l.Get(ctx, taskID)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		tu := newUpdate()
+		switch a.Resolution {
+		case ResolutionRetry:
+			l.live(tu, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+			tu.set("attempts", num(0))
+			tu.set("budget_start_ms", num(now.UnixMilli()))
+			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
+			tu.remove("review_reason", "review_summary", "result", "lease_owner", "lease_until", "not_before")
+		case ResolutionCompleted:
+			l.off(tu, StateCompleted, now)
+			ev, _ := json.Marshal(map[string]any{"operator_resolution": map[string]string{
+				"resolved_by": a.By, "evidence": a.Note, "resolved_at": rfc3339(now)}})
+			tu.set("result", str(string(ev)))
+			tu.set("completed_at", str(rfc3339(now)))
+		case ResolutionFailed:
+			l.off(tu, StateFailed, now)
+			setError(tu, "operator_failed", a.Note)
+		}
+		tu.stamp(now)
+		tu.v("parked", strState(StateNeedsReview))
+		tu.v("ver", num(cur.AssignmentVersion))
+		tu.cond("#state = :parked")
+		tu.cond(tu.n("assignment_version") + " = :ver")
+		items = append(items, types.TransactWriteItem{Update: txUpdate(tu.input(l.cfg.TasksTable, taskID))})
+	}
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err != nil {
+		if !isTxConditionFailed(err) {
+			return nil, nil, false, wrapErr("TransactWriteItems operator "+a.Resolution, err)
+		}
+		// Someone acted in between: decide from what is there now.
+		r2, gerr := l.GetReview(ctx, taskID)
+		if gerr != nil {
+			return nil, nil, false, gerr
+		}
+		if r2.ReviewStatus == ReviewResolved {
+			return l.replayOrConflict(ctx, r2, a)
+		}
+		cur, _ := l.Get(ctx, taskID)
+		st := State("")
+		if cur != nil {
+			st = cur.State
+		}
+		return nil, nil, false, &ConflictError{TaskID: taskID, Op: "operator " + a.Resolution, State: st, Task: cur}
+	}
+	r, err = l.GetReview(ctx, taskID)
+	if err != nil || poison {
+		return r, nil, false, err
+	}
+	t, err = l.Get(ctx, taskID)
+	return r, t, false, err
+}
+
+func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorAction) (*Review, *Task, bool, error) {
+	var t *Task
+	if r.Reason != ReviewPoisonMessage {
+		var err error
+		if t, err = l.Get(ctx, r.TaskID); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if r.Resolution == a.Resolution {
+		return r, t, true, nil
+	}
+	st := State("")
+	if t != nil {
+		st = t.State
+	}
+	return nil, nil, false, &ConflictError{TaskID: r.TaskID, Op: "operator " + a.Resolution + " (already resolved as " + r.Resolution + ")", State: st, Task: t}
+}
+
+func (a OperatorAction) validate() error {
+	switch a.Resolution {
+	case ResolutionRetry, ResolutionCompleted, ResolutionFailed:
+	default:
+		return fmt.Errorf("%w: resolution %q: want retry, completed or failed", ErrInvalidAction, a.Resolution)
+	}
+	if strings.TrimSpace(a.By) == "" {
+		return fmt.Errorf("%w: the operator (by) is required for the audit trail", ErrInvalidAction)
+	}
+	if a.Resolution != ResolutionRetry && strings.TrimSpace(a.Note) == "" {
+		return fmt.Errorf("%w: a note (evidence or reason) is required to resolve as %s", ErrInvalidAction, a.Resolution)
+	}
+	if len(a.Note) > MaxNote {
+		return fmt.Errorf("%w: note is %d bytes; at most %d", ErrInvalidAction, len(a.Note), MaxNote)
+	}
+	return nil
+}
+
+func txUpdate(in *dynamodb.UpdateItemInput) *types.Update {
+	return &types.Update{
+		TableName:                 in.TableName,
+		Key:                       in.Key,
+		UpdateExpression:          in.UpdateExpression,
+		ConditionExpression:       in.ConditionExpression,
+		ExpressionAttributeNames:  in.ExpressionAttributeNames,
+		ExpressionAttributeValues: in.ExpressionAttributeValues,
+	}
+}
+
+// LiveRef is a task as the by_state index projects it.
+type LiveRef struct {
+	TaskID            string `dynamodbav:"task_id"`
+	State             State  `dynamodbav:"state"`
+	StateShard        string `dynamodbav:"state_shard"`
+	DueAt             int64  `dynamodbav:"due_at"`
+	AssignmentVersion int64  `dynamodbav:"assignment_version"`
+	Attempts          int    `dynamodbav:"attempts"`
+	MaxAttempts       int    `dynamodbav:"max_attempts"`
+	LeaseUntil        int64  `dynamodbav:"lease_until"`
+	BudgetStartMs     int64  `dynamodbav:"budget_start_ms"`
+	Kind              string `dynamodbav:"kind"`
+	CorrelationID     string `dynamodbav:"correlation_id"`
+}
+
+// LiveQuery selects one shard of one live state.
+type LiveQuery struct {
+	State State
+	Shard int
+	// DueBefore, when > 0, returns only tasks with due_at < DueBefore (ms).
+	DueBefore int64
+	Limit     int32
+	Cursor    string
+}
+
+// QueryLive pages through one by_state shard in due_at order. Terminal and
+// parked tasks are never returned (they are not in the sparse index).
+func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, next string, err error) {
+	if !q.State.Live() {
+		return nil, "", fmt.Errorf("ledger: QueryLive: %q is not a live state", q.State)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                &l.cfg.TasksTable,
+		IndexName:                aws.String(ByStateIndex),
+		KeyConditionExpression:   aws.String("#ss = :ss"),
+		ExpressionAttributeNames: map[string]string{"#ss": "state_shard"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ss": str(ShardKey(q.State, q.Shard)),
+		},
+		Limit: aws.Int32(q.Limit),
+	}
+	if q.DueBefore > 0 {
+		in.KeyConditionExpression = aws.String("#ss = :ss AND #due < :before")
+		in.ExpressionAttributeNames["#due"] = "due_at"
+		in.ExpressionAttributeValues[":before"] = num(q.DueBefore)
+	}
+	if in.ExclusiveStartKey, err = decodeCursor(q.Cursor); err != nil {
+		return nil, "", err
+	}
+	out, err := l.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", wrapErr("Query by_state", err)
+	}
+	if err := attributevalueUnmarshalRefs(out.Items, &refs); err != nil {
+		return nil, "", err
+	}
+	next, err = encodeCursor(out.LastEvaluatedKey)
+	return refs, next, err
+}
+
+// CountLive counts the tasks in one by_state shard (Select COUNT, paging).
+func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &l.cfg.TasksTable,
+		IndexName:                 aws.String(ByStateIndex),
+		KeyConditionExpression:    aws.String("#ss = :ss"),
+		ExpressionAttributeNames:  map[string]string{"#ss": "state_shard"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ss": str(ShardKey(s, shard))},
+		Select:                    types.SelectCount,
+	}
+	n := 0
+	for {
+		out, err := l.db.Query(ctx, in)
+		if err != nil {
+			return n, wrapErr("Query by_state count", err)
+		}
+		n += int(out.Count)
+		if len(out.LastEvaluatedKey) == 0 {
+			return n, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

@@ -1,0 +1,346 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Review reasons.
+const (
+	ReviewBudgetExhausted = "budget_exhausted"
+	ReviewUnknownOutcome  = "unknown_outcome"
+	ReviewProviderConfig  = "provider_config"
+	ReviewPoisonMessage   = "poison_message"
+	ReviewStaleLease      = "stale_lease"
+)
+
+// Review statuses.
+const (
+	ReviewOpen     = "open"
+	ReviewResolved = "resolved"
+)
+
+// Resolutions recorded on a resolved review item.
+const (
+	ResolutionRetry     = "retry"
+	ResolutionCompleted = "completed"
+	ResolutionFailed    = "failed"
+)
+
+// Review is one item of the dead-letter review table. Its attributes are
+// flat so each becomes a column in the DynamoDB console's "Explore items".
+type Review struct {
+	TaskID         string   `dynamodbav:"task_id" json:"task_id"`
+	ReviewStatus   string   `dynamodbav:"review_status" json:"review_status"`
+	Reason         string   `dynamodbav:"reason" json:"reason"`
+	Summary        string   `dynamodbav:"summary" json:"summary"`
+	Known          []string `dynamodbav:"known" json:"known"`
+	Uncertain      []string `dynamodbav:"uncertain" json:"uncertain"`
+	SafeActions    []string `dynamodbav:"safe_actions" json:"safe_actions"`
+	TaskState      string   `dynamodbav:"task_state,omitempty" json:"task_state,omitempty"`
+	Attempts       int      `dynamodbav:"attempts" json:"attempts"`
+	ErrorClass     string   `dynamodbav:"error_class,omitempty" json:"error_class,omitempty"`
+	ErrorMessage   string   `dynamodbav:"error_message,omitempty" json:"error_message,omitempty"`
+	ProviderRef    string   `dynamodbav:"provider_ref,omitempty" json:"provider_ref,omitempty"`
+	PayloadSHA256  string   `dynamodbav:"payload_sha256,omitempty" json:"payload_sha256,omitempty"`
+	CorrelationID  string   `dynamodbav:"correlation_id,omitempty" json:"correlation_id,omitempty"`
+	DeadLetteredAt string   `dynamodbav:"dead_lettered_at" json:"dead_lettered_at"`
+	ResolvedAt     string   `dynamodbav:"resolved_at,omitempty" json:"resolved_at,omitempty"`
+	ResolvedBy     string   `dynamodbav:"resolved_by,omitempty" json:"resolved_by,omitempty"`
+	Resolution     string   `dynamodbav:"resolution,omitempty" json:"resolution,omitempty"`
+	ResolutionNote string   `dynamodbav:"resolution_note,omitempty" json:"resolution_note,omitempty"`
+	// ParkCount counts how often this task was parked (an operator retry
+	// followed by another park overwrites the resolved item).
+	ParkCount int `dynamodbav:"park_count" json:"park_count"`
+	// MessageID and BodySHA256/BodyBytes describe a poison message.
+	MessageID  string `dynamodbav:"message_id,omitempty" json:"message_id,omitempty"`
+	BodySHA256 string `dynamodbav:"body_sha256,omitempty" json:"body_sha256,omitempty"`
+	BodyBytes  int    `dynamodbav:"body_bytes,omitempty" json:"body_bytes,omitempty"`
+	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
+}
+
+func reviewKey(id string) map[string]types.AttributeValue { return taskKey(id) }
+
+// GetReview reads a review item (consistent). Errors: ErrNotFound.
+func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &l.cfg.ReviewTable, Key: reviewKey(taskID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, wrapErr("GetItem review", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("review %s: %w", taskID, ErrNotFound)
+	}
+	var r Review
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return nil, fmt.Errorf("ledger: decode review: %w", err)
+	}
+	return &r, nil
+}
+
+// ListOpenReviews pages through open review items, oldest first, through the
+// open_reviews index. cursor is "" for the first page; next is "" after the last.
+func (l *Ledger) ListOpenReviews(ctx context.Context, limit int32, cursor string) (items []Review, next string, err error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &l.cfg.ReviewTable,
+		IndexName:                 aws.String(OpenReviewsIndex),
+		KeyConditionExpression:    aws.String("#rs = :open"),
+		ExpressionAttributeNames:  map[string]string{"#rs": "review_status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(ReviewOpen)},
+		Limit:                     aws.Int32(limit),
+	}
+	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
+		return nil, "", err
+	}
+	out, err := l.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", wrapErr("Query open_reviews", err)
+	}
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
+		return nil, "", fmt.Errorf("ledger: decode reviews: %w", err)
+	}
+	next, err = encodeCursor(out.LastEvaluatedKey)
+	return items, next, err
+}
+
+// ParkOptions say what the task must still look like for parking to apply.
+type ParkOptions struct {
+	// State and Version the caller read; the park is conditioned on both.
+	State   State
+	Version int64
+	// LeaseExpired additionally requires lease_until < now (reconciler on
+	// an expired lease).
+	LeaseExpired bool
+}
+
+// Park moves a task to needs_review and writes its review item in one
+// TransactWriteItems: never one without the other. r's Reason, Summary,
+// Known, Uncertain and SafeActions come from the caller; the rest is filled
+// from the task.
+//
+// Errors: *ConflictError when the task is no longer in the expected state
+// or version (State needs_review means another actor parked it first: treat
+// as done, see IsAlreadyParked), ErrNotFound, *ThrottledError.
+func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	r.TaskID = t.TaskID
+	r.ReviewStatus = ReviewOpen
+	r.TaskState = string(o.State)
+	r.Attempts = t.Attempts
+	if r.ErrorClass == "" {
+		r.ErrorClass = t.ErrorClass
+	}
+	if r.ErrorMessage == "" {
+		r.ErrorMessage = t.ErrorMessage
+	}
+	r.ErrorMessage = truncate(r.ErrorMessage, MaxErrorMessage)
+	if r.ProviderRef == "" {
+		r.ProviderRef = t.ProviderRef
+	}
+	r.PayloadSHA256 = t.PayloadSHA256
+	r.CorrelationID = t.CorrelationID
+	r.DeadLetteredAt = rfc3339(now)
+	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
+	nilToEmpty(&r)
+	prev, err := l.GetReview(ctx, t.TaskID)
+	switch {
+	case err == nil:
+		r.ParkCount = prev.ParkCount + 1
+	case errors.Is(err, ErrNotFound):
+		r.ParkCount = 1
+	default:
+		return nil, err
+	}
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode review: %w", err)
+	}
+
+	u := newUpdate()
+	l.off(u, StateNeedsReview, now)
+	u.set("review_reason", str(r.Reason))
+	u.set("review_summary", str(r.Summary))
+	if r.ErrorClass != "" {
+		setError(u, r.ErrorClass, r.ErrorMessage)
+	}
+	u.stamp(now)
+	u.n("assignment_version")
+	u.v("ver", num(o.Version))
+	u.v("expect", strState(o.State))
+	u.cond("#assignment_version = :ver")
+	u.cond("#state = :expect")
+	if o.LeaseExpired {
+		u.v("now", num(now.UnixMilli()))
+		u.cond(u.n("lease_until") + " < :now")
+	}
+	upd := u.input(l.cfg.TasksTable, t.TaskID)
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{
+				TableName:                &l.cfg.ReviewTable,
+				Item:                     item,
+				ConditionExpression:      aws.String("attribute_not_exists(#id) OR #rs = :resolved"),
+				ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":resolved": str(ReviewResolved),
+				},
+			}},
+			{Update: &types.Update{
+				TableName:                 upd.TableName,
+				Key:                       upd.Key,
+				UpdateExpression:          upd.UpdateExpression,
+				ConditionExpression:       upd.ConditionExpression,
+				ExpressionAttributeNames:  upd.ExpressionAttributeNames,
+				ExpressionAttributeValues: upd.ExpressionAttributeValues,
+			}},
+		},
+	})
+	if err == nil {
+		return l.Get(ctx, t.TaskID)
+	}
+	if !isTxConditionFailed(err) {
+		return nil, wrapErr("TransactWriteItems park", err)
+	}
+	cur, gerr := l.Get(ctx, t.TaskID)
+	if gerr != nil {
+		return nil, gerr
+	}
+	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
+}
+
+// IsAlreadyParked reports whether err says the task is already in
+// needs_review (another actor parked it first).
+func IsAlreadyParked(err error) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.State == StateNeedsReview
+}
+
+func nilToEmpty(r *Review) {
+	if r.Known == nil {
+		r.Known = []string{}
+	}
+	if r.Uncertain == nil {
+		r.Uncertain = []string{}
+	}
+	if r.SafeActions == nil {
+		r.SafeActions = []string{}
+	}
+}
+
+func isTxConditionFailed(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	// Some emulators omit the reasons; a cancelled transaction with none is
+	// treated as a condition failure and re-read by the caller.
+	return len(tce.CancellationReasons) == 0
+}
+
+// PutPoison records a poison message (a body that is not a task reference)
+// as an open review item keyed "msg_<message id>". Writing the same message
+// twice is a no-op. r needs MessageID, Summary and the body's hash and size.
+func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
+	if r.MessageID == "" {
+		return nil, errors.New("ledger: PutPoison needs MessageID")
+	}
+	now := l.cfg.Now().UTC()
+	r.TaskID = PoisonID(r.MessageID)
+	r.ReviewStatus = ReviewOpen
+	r.Reason = ReviewPoisonMessage
+	r.DeadLetteredAt = rfc3339(now)
+	r.ParkCount = 1
+	nilToEmpty(&r)
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode review: %w", err)
+	}
+	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &l.cfg.ReviewTable,
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
+		ExpressionAttributeNames: map[string]string{"#id": "task_id"},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return nil, wrapErr("PutItem poison", err)
+	}
+	return &r, nil
+}
+
+// PoisonID is the review-table key of a poison message.
+func PoisonID(messageID string) string { return "msg_" + messageID }
+
+func encodeCursor(k map[string]types.AttributeValue) (string, error) {
+	if len(k) == 0 {
+		return "", nil
+	}
+	var m map[string]any
+	if err := attributevalue.UnmarshalMap(k, &m); err != nil {
+		return "", fmt.Errorf("ledger: encode cursor: %w", err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("ledger: encode cursor: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ErrBadCursor is returned for a cursor the ledger did not produce.
+var ErrBadCursor = errors.New("ledger: malformed page cursor")
+
+func decodeCursor(c string) (map[string]types.AttributeValue, error) {
+	if c == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, ErrBadCursor
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, ErrBadCursor
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			out[k] = str(x)
+		case json.Number:
+			out[k] = &types.AttributeValueMemberN{Value: x.String()}
+		default:
+			return nil, ErrBadCursor
+		}
+	}
+	return out, nil
+}
+
+// retentionExpiry is the TTL of resolved review items and terminal tasks.
+func (l *Ledger) retentionExpiry(now time.Time) int64 { return now.Add(l.cfg.Retention).Unix() }
+
+func attributevalueUnmarshalRefs(items []map[string]types.AttributeValue, refs *[]LiveRef) error {
+	if err := attributevalue.UnmarshalListOfMaps(items, refs); err != nil {
+		return fmt.Errorf("ledger: decode live refs: %w", err)
+	}
+	return nil
+}

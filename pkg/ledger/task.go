@@ -1,0 +1,111 @@
+package ledger
+
+import (
+	"time"
+)
+
+// State is a task's lifecycle state.
+type State string
+
+// Task states (DESIGN §3).
+const (
+	StateQueued      State = "queued"
+	StateRunning     State = "running"
+	StateRetryWait   State = "retry_wait"
+	StateUnknown     State = "unknown"
+	StateCompleted   State = "completed"
+	StateFailed      State = "failed"
+	StateCancelled   State = "cancelled"
+	StateNeedsReview State = "needs_review"
+)
+
+// LiveStates are indexed in by_state and watched by the reconciler.
+var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown}
+
+// Terminal reports whether no further transition happens without a person.
+func (s State) Terminal() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// Live reports whether the task is indexed for the reconciler.
+func (s State) Live() bool {
+	switch s {
+	case StateQueued, StateRunning, StateRetryWait, StateUnknown:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	return s.Live() || s.Terminal() || s == StateNeedsReview
+}
+
+// Task is one item of the tasks table. Attribute names avoid DynamoDB
+// reserved words; every expression still goes through expression names.
+type Task struct {
+	TaskID            string `dynamodbav:"task_id"`
+	State             State  `dynamodbav:"state"`
+	Scope             string `dynamodbav:"scope"`
+	IdempotencyKey    string `dynamodbav:"idempotency_key"`
+	PayloadSHA256     string `dynamodbav:"payload_sha256"`
+	Input             string `dynamodbav:"input"`
+	Kind              string `dynamodbav:"kind"`
+	ParentTaskID      string `dynamodbav:"parent_task_id,omitempty"`
+	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
+	Attempts          int    `dynamodbav:"attempts"`
+	MaxAttempts       int    `dynamodbav:"max_attempts"`
+	AssignmentVersion int64  `dynamodbav:"assignment_version"`
+	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
+	LeaseUntil        int64  `dynamodbav:"lease_until,omitempty"` // epoch ms
+	NotBefore         int64  `dynamodbav:"not_before,omitempty"`  // epoch ms
+	CreatedAt         string `dynamodbav:"created_at"`            // RFC 3339 UTC
+	CreatedMs         int64  `dynamodbav:"created_ms"`
+	UpdatedAt         string `dynamodbav:"updated_at"`
+	UpdatedMs         int64  `dynamodbav:"updated_ms"`
+	// BudgetStartMs is when the age budget started: creation, or an
+	// operator's retry with a fresh budget.
+	BudgetStartMs int64 `dynamodbav:"budget_start_ms"`
+	MaxAgeMs      int64 `dynamodbav:"max_age_ms"`
+	// DeadlineMs = BudgetStartMs + MaxAgeMs, stored so conditions can compare it.
+	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
+	Result        string `dynamodbav:"result,omitempty"` // JSON
+	ErrorClass    string `dynamodbav:"error_class,omitempty"`
+	ErrorMessage  string `dynamodbav:"error_message,omitempty"`
+	Provider      string `dynamodbav:"provider,omitempty"`
+	ProviderRef   string `dynamodbav:"provider_ref,omitempty"`
+	ReadbackAt    string `dynamodbav:"readback_at,omitempty"`
+	CompletedAt   string `dynamodbav:"completed_at,omitempty"`
+	ExpiresAt     int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
+	StateShard    string `dynamodbav:"state_shard,omitempty"`
+	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
+	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
+	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
+	// Dispatches counts outbox re-sends by the reconciler.
+	Dispatches int `dynamodbav:"dispatches,omitempty"`
+}
+
+// OperationID is the stable provider idempotency key of the task.
+func (t *Task) OperationID() string { return t.TaskID }
+
+// Created returns the creation time.
+func (t *Task) Created() time.Time { return time.UnixMilli(t.CreatedMs).UTC() }
+
+// LeaseExpired reports whether a running task's lease is over at now.
+func (t *Task) LeaseExpired(now time.Time) bool {
+	return t.State == StateRunning && t.LeaseUntil < now.UnixMilli()
+}
+
+// BudgetLeft reports whether another attempt is allowed at now, and if not,
+// which budget ran out ("max_attempts" or "max_age").
+func (t *Task) BudgetLeft(now time.Time) (bool, string) {
+	if t.MaxAttempts > 0 && t.Attempts >= t.MaxAttempts {
+		return false, "max_attempts"
+	}
+	if t.DeadlineMs > 0 && now.UnixMilli() >= t.DeadlineMs {
+		return false, "max_age"
+	}
+	return true, ""
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

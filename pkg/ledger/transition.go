@@ -1,0 +1,405 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// ClaimOptions configure Claim.
+type ClaimOptions struct {
+	// Owner identifies the worker (e.g. Lambda request id + record id); logged
+	// on the task for operators.
+	Owner string
+	// Lease is how long the claim holds without a heartbeat.
+	Lease time.Duration
+	// AllowTakeover permits claiming a running task whose lease expired. Only
+	// safe when the provider honours the operation id as an idempotency key;
+	// otherwise leave it false and let the reconciler move the task to
+	// unknown or queued.
+	AllowTakeover bool
+}
+
+// Claim takes the task for one attempt with one conditional UpdateItem
+// returning ALL_NEW (the caller gets the input without another read). It is
+// allowed from queued, from retry_wait once not_before has passed, and (with
+// AllowTakeover) from running whose lease expired — and only within the
+// attempt and age budgets. It sets state=running, increments
+// assignment_version (the fencing token) and attempts, and sets the lease.
+//
+// Errors: *NotClaimableError with the reason (terminal, parked, leased,
+// not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
+// contended), *ThrottledError.
+func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	now := l.cfg.Now().UTC()
+	nowMs := now.UnixMilli()
+	leaseUntil := now.Add(o.Lease).UnixMilli()
+	u := newUpdate()
+	l.live(u, StateRunning, taskID, leaseUntil)
+	u.setExpr("#assignment_version = #assignment_version + :one").n("assignment_version")
+	u.setExpr("#attempts = #attempts + :one").n("attempts")
+	u.v("one", num(1))
+	u.set("lease_owner", str(o.Owner))
+	u.set("lease_until", num(leaseUntil))
+	u.stamp(now)
+	u.remove("not_before")
+	u.n("task_id")
+	u.n("max_attempts")
+	u.n("deadline_ms")
+	u.v("now", num(nowMs))
+	u.v("c_queued", strState(StateQueued))
+	u.v("c_retry", strState(StateRetryWait))
+	u.cond("attribute_exists(#task_id)")
+	u.cond("#attempts < #max_attempts")
+	u.cond("#deadline_ms > :now")
+	states := "#state = :c_queued OR (#state = :c_retry AND #not_before <= :now)"
+	if o.AllowTakeover {
+		u.v("c_running", strState(StateRunning))
+		states += " OR (#state = :c_running AND #lease_until < :now)"
+	}
+	u.cond(states)
+	t, err := l.apply(ctx, "claim", taskID, u)
+	if err == nil {
+		return t, nil
+	}
+	if !isConditionFailed(err) {
+		return nil, wrapErr("UpdateItem claim", err)
+	}
+	old, rerr := l.oldOrRead(ctx, taskID, err)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return nil, whyNotClaimable(taskID, old, now, o.AllowTakeover)
+}
+
+// ReasonContended: the task looked claimable when re-read; another writer
+// changed it in between. Retry later.
+const ReasonContended = "contended"
+
+func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotClaimableError {
+	e := &NotClaimableError{TaskID: taskID, Task: t}
+	switch {
+	case t == nil:
+		e.Reason = ReasonNotFound
+	case t.State.Terminal():
+		e.Reason = ReasonTerminal
+	case t.State == StateNeedsReview:
+		e.Reason = ReasonParked
+	case t.State == StateUnknown:
+		e.Reason = ReasonUnknown
+	case t.State == StateRunning && !t.LeaseExpired(now):
+		e.Reason = ReasonLeased
+	default:
+		if ok, budget := t.BudgetLeft(now); !ok {
+			e.Reason, e.Budget = ReasonBudgetExhausted, budget
+			return e
+		}
+		switch {
+		case t.State == StateRunning && !takeover:
+			e.Reason = ReasonExpiredLease
+		case t.State == StateRetryWait && t.NotBefore > now.UnixMilli():
+			e.Reason = ReasonNotDue
+		default:
+			e.Reason = ReasonContended
+		}
+	}
+	return e
+}
+
+// fenced turns a failed fenced write into a *FencedError with the reason.
+func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) error {
+	if !isConditionFailed(err) {
+		return wrapErr("UpdateItem fenced", err)
+	}
+	old, rerr := l.oldOrRead(ctx, taskID, err)
+	if rerr != nil {
+		return rerr
+	}
+	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
+	switch {
+	case old == nil:
+		fe.Why = "gone"
+	case old.AssignmentVersion != version:
+		fe.Why = "taken_over"
+	case old.State == StateCompleted || old.Result != "":
+		fe.Why = "already_completed"
+	default:
+		fe.Why = "not_running"
+	}
+	return fe
+}
+
+// fence adds "assignment_version = mine AND state = from" to u.
+func fence(u *update, version int64, from State) {
+	u.n("assignment_version")
+	u.v("mine", num(version))
+	u.v("from", strState(from))
+	u.cond("#assignment_version = :mine")
+	u.cond(u.n("state") + " = :from")
+}
+
+// Renew extends the lease of the caller's assignment. Errors: *FencedError
+// when the caller no longer holds it (stop the provider call, save nothing).
+func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	until := now.Add(lease).UnixMilli()
+	u := newUpdate()
+	u.set("lease_until", num(until))
+	u.set("due_at", num(until))
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "renew", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// Completion is the saved outcome of a successful generation.
+type Completion struct {
+	Result      string // JSON
+	Provider    string
+	ProviderRef string
+	// ReadbackAt is set when the result came from a provider readback.
+	ReadbackAt time.Time
+}
+
+// Complete saves the result of the caller's assignment: conditioned on
+// assignment_version = mine AND state = running AND attribute_not_exists(result).
+// Errors: *FencedError with Why = already_completed / taken_over /
+// not_running / gone. Never retry it blindly.
+func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion) (*Task, error) {
+	return l.complete(ctx, taskID, version, StateRunning, c)
+}
+
+// CompleteFromReadback completes a task in state unknown with a result the
+// provider returned on Lookup, conditioned on the version the reconciler read.
+func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, version int64, c Completion) (*Task, error) {
+	if c.ReadbackAt.IsZero() {
+		c.ReadbackAt = l.cfg.Now()
+	}
+	return l.complete(ctx, taskID, version, StateUnknown, c)
+}
+
+func (l *Ledger) complete(ctx context.Context, taskID string, version int64, from State, c Completion) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.off(u, StateCompleted, now)
+	u.set("result", str(c.Result))
+	u.set("completed_at", str(rfc3339(now)))
+	if c.Provider != "" {
+		u.set("provider", str(c.Provider))
+	}
+	if c.ProviderRef != "" {
+		u.set("provider_ref", str(c.ProviderRef))
+	}
+	if !c.ReadbackAt.IsZero() {
+		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
+	}
+	u.stamp(now)
+	fence(u, version, from)
+	u.cond("attribute_not_exists(" + u.n("result") + ")")
+	t, err := l.apply(ctx, "complete", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// ScheduleRetry moves the caller's assignment to retry_wait until notBefore.
+// Errors: *FencedError.
+func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	nb := notBefore.UnixMilli()
+	u := newUpdate()
+	l.live(u, StateRetryWait, taskID, nb)
+	u.set("not_before", num(nb))
+	setError(u, errClass, errMsg)
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "retry", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// Fail ends the caller's assignment as failed (the caller's input is at
+// fault). Errors: *FencedError.
+func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.off(u, StateFailed, now)
+	setError(u, errClass, errMsg)
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "fail", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// MarkUnknown records that the attempt's outcome is uncertain; the
+// reconciler resolves it by provider readback. Errors: *FencedError.
+func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, errClass, errMsg string) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.live(u, StateUnknown, taskID, now.UnixMilli())
+	setError(u, errClass, errMsg)
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "unknown", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// Release gives back the caller's assignment before the provider was called
+// (for example when the Lambda deadline is near): the task is queued again
+// and due for dispatch. The attempt stays counted. Errors: *FencedError.
+func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "release", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// Requeue moves a task from state `from` at assignment version `version`
+// back to queued, due for dispatch now: used by the reconciler for an expired
+// lease (from running: also requires the lease to have expired) and for an
+// unknown outcome the provider credibly never saw. Errors: *FencedError when
+// the task moved on in between.
+func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.remove("lease_owner", "lease_until", "not_before")
+	u.stamp(now)
+	fence(u, version, from)
+	if from == StateRunning {
+		u.v("now", num(now.UnixMilli()))
+		u.cond(u.n("lease_until") + " < :now")
+	}
+	t, err := l.apply(ctx, "requeue", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
+
+// ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or
+// retry_wait task from the value the reconciler read to now+DispatchTimeout.
+// Only the caller whose update succeeds sends the SQS message, so two racing
+// reconcilers send it once. ok=false means someone else moved it.
+func (l *Ledger) ClaimDispatch(ctx context.Context, taskID string, state State, dueAt int64) (t *Task, ok bool, err error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	u.set("due_at", num(now.Add(l.cfg.DispatchTimeout).UnixMilli()))
+	u.setExpr("#dispatches = if_not_exists(#dispatches, :zero) + :one").n("dispatches")
+	u.v("zero", num(0))
+	u.v("one", num(1))
+	u.v("from", strState(state))
+	u.v("old_due", num(dueAt))
+	u.cond(u.n("state") + " = :from")
+	u.cond(u.n("due_at") + " = :old_due")
+	u.stamp(now)
+	t, err = l.apply(ctx, "dispatch", taskID, u)
+	if err == nil {
+		return t, true, nil
+	}
+	if isConditionFailed(err) {
+		return nil, false, nil
+	}
+	return nil, false, wrapErr("UpdateItem dispatch", err)
+}
+
+// Cancel cancels a queued or retry_wait task. Cancelling a cancelled task
+// returns it unchanged. Errors: ErrNotFound, *ConflictError (any other state).
+func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.off(u, StateCancelled, now)
+	u.stamp(now)
+	u.v("c_queued", strState(StateQueued))
+	u.v("c_retry", strState(StateRetryWait))
+	u.n("task_id")
+	u.cond("attribute_exists(#task_id)")
+	u.cond("#state = :c_queued OR #state = :c_retry")
+	t, err := l.apply(ctx, "cancel", taskID, u)
+	if err == nil {
+		return t, nil
+	}
+	if !isConditionFailed(err) {
+		return nil, wrapErr("UpdateItem cancel", err)
+	}
+	old, rerr := l.oldOrRead(ctx, taskID, err)
+	switch {
+	case rerr != nil:
+		return nil, rerr
+	case old == nil:
+		return nil, &notFound{taskID}
+	case old.State == StateCancelled:
+		return old, nil
+	}
+	return nil, &ConflictError{TaskID: taskID, Op: "cancel", State: old.State, Task: old}
+}
+
+type notFound struct{ id string }
+
+func (e *notFound) Error() string { return "ledger: task " + e.id + ": not found" }
+func (e *notFound) Unwrap() error { return ErrNotFound }
+
+// MaxErrorMessage caps stored error messages (bytes).
+const MaxErrorMessage = 1024
+
+func setError(u *update, class, msg string) {
+	u.set("error_class", str(class))
+	u.set("error_message", str(truncate(msg, MaxErrorMessage)))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// cut on a rune boundary
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// ExpireToUnknown moves a running task whose lease expired (the worker is
+// gone, maybe mid-call) to unknown, for a step with external side effects
+// whose provider does not honour idempotency keys: re-running it blindly
+// could act twice, so the reconciler reads the provider back instead.
+// Conditioned on state running, the version read and lease_until < now.
+// Errors: *FencedError when the task moved on.
+func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.live(u, StateUnknown, taskID, now.UnixMilli())
+	setError(u, "unknown_outcome", "the worker's lease expired during the attempt; the provider may have acted")
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	u.v("now", num(now.UnixMilli()))
+	u.cond(u.n("lease_until") + " < :now")
+	t, err := l.apply(ctx, "expire", taskID, u)
+	if err != nil {
+		return nil, l.fenced(ctx, taskID, version, err)
+	}
+	return t, nil
+}
