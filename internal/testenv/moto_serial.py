@@ -4,8 +4,11 @@ moto_server's werkzeug server is threaded and moto evaluates a DynamoDB
 condition and applies the write without a lock, so two concurrent
 conditional puts can both succeed — which real DynamoDB never allows for one
 item. This launcher serves the same moto WSGI app (the one moto_server
-builds) behind a global lock, keeping moto's validation fidelity and giving
-the per-item atomicity the ledger relies on. Usage: moto_serial.py HOST PORT
+builds) with DynamoDB requests behind a global lock, keeping moto's
+validation fidelity and giving the per-item atomicity the ledger relies on.
+Only DynamoDB is serialised: an SQS long poll (ReceiveMessage with
+WaitTimeSeconds) waits inside its request and must not stall other calls.
+Usage: moto_serial.py HOST PORT
 """
 import signal
 import sys
@@ -19,6 +22,8 @@ lock = threading.Lock()
 
 
 def serial(environ, start_response):
+    if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
+        return app(environ, start_response)
     with lock:
         return list(app(environ, start_response))
 

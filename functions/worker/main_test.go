@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+)
+
+func TestBuild(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("TASKS_TABLE", "tasks")
+	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
+	t.Setenv("PROVIDER", "")
+	t.Setenv("LEASE_SECONDS", "45")
+	h, err := build(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Lease != 45*time.Second || h.QueueURL != "http://127.0.0.1:1/000000000000/q" || h.SQS == nil || h.Metrics == nil {
+		t.Fatalf("handler %+v", h)
+	}
+	if h.Provider.Name() != simulated.Name {
+		t.Fatalf("provider %s, want the simulated default", h.Provider.Name())
+	}
+
+	for env, want := range map[string]string{"LEASE_SECONDS": "LEASE_SECONDS", "TASKS_TABLE": "TASKS_TABLE", "PROVIDER": "PROVIDER"} {
+		t.Run(env, func(t *testing.T) {
+			switch env {
+			case "LEASE_SECONDS":
+				t.Setenv(env, "1")
+			case "PROVIDER":
+				t.Setenv(env, "nonsense")
+			default:
+				t.Setenv(env, "")
+			}
+			if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("build with bad %s: %v", env, err)
+			}
+		})
+	}
+}

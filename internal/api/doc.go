@@ -1,0 +1,52 @@
+// Package api is taskledger's HTTP API: the API Gateway HTTP API (payload
+// format 2.0) handler behind functions/submit, and a net/http adapter that
+// serves the same handler locally.
+//
+// # Routes
+//
+//	POST /tasks                   submit a task (Idempotency-Key required)
+//	GET  /tasks/{id}              read a task
+//	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
+//	POST /tasks/{id}/cancel       cancel a queued or retry_wait task
+//	OPTIONS on each               CORS preflight
+//
+// api/openapi.yaml is the published contract; the tests validate every
+// response the handler gives against it.
+//
+// # Idempotency
+//
+// A task's id is derived from the caller's scope and the Idempotency-Key
+// (ledger.TaskID), so the ledger's single conditional PutItem is the
+// deduplication. The payload hash is SHA-256 over a canonical JSON form of
+// {"input","kind","parent_task_id"}: object keys sorted, no insignificant
+// whitespace, numbers kept as written (json.Number), so key order and
+// whitespace never change it. The same key with the same payload replays the
+// existing task (200, Idempotent-Replayed: true) for as long as the ledger
+// keeps it (ledger.DefaultRetention, 7 days after it ends); the same key with
+// another payload is 422 and writes nothing.
+//
+// # Caller scope
+//
+// The scope is read from the authorizer context API Gateway attaches:
+// "jwt:<sub>" for a JWT authorizer, "iam:<userArn or callerId>" for IAM,
+// "lambda:<sub or principalId>" for a Lambda authorizer, and "anonymous" when
+// there is no authorizer (local runs, or a deployment without one). An
+// authorizer context without an identity is 401. Scope is part of the task
+// id, so another caller's task is indistinguishable from a missing one (404)
+// and another caller reusing your key gets their own task.
+//
+// # Outbox
+//
+// The conditional PutItem is the commit point. The SQS message that wakes a
+// worker is sent after it; if that send fails the request still answers 202
+// (the task is durable), the failure is logged by task id and counted
+// (metric DispatchSendFailed), and the reconciler re-sends the message once
+// the task's dispatch deadline (due_at) passes. A replay never re-sends.
+// A throttled DynamoDB call answers 503 with Retry-After; the failed call
+// wrote nothing, and retrying with the same key is always safe.
+//
+// # Errors
+//
+// Every error is application/problem+json (RFC 9457) with a stable type URI
+// under ProblemBase; see the Type* constants.
+package api

@@ -1,0 +1,373 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// SendTimeout bounds the outbox SQS send after a task is recorded; past it
+// the request still answers 202 and the reconciler re-sends.
+const SendTimeout = 3 * time.Second
+
+// Dispatcher sends the SQS message that wakes a worker for a task;
+// *dispatch.Sender implements it.
+type Dispatcher interface {
+	Send(ctx context.Context, taskID, correlationID string, delay time.Duration) error
+}
+
+// Handler serves the HTTP API. Its zero limits mean MaxBody and MaxInput.
+// Safe for concurrent use.
+type Handler struct {
+	Ledger   *ledger.Ledger
+	Dispatch Dispatcher
+	Log      *slog.Logger
+	// Metrics receives EMF records (nil: none).
+	Metrics *metrics.Writer
+	// AllowedOrigins is the CORS allow-list (see ParseOrigins); empty
+	// disables CORS.
+	AllowedOrigins []string
+	MaxBody        int
+	MaxInput       int
+	// Now is the clock for request timing (default time.Now).
+	Now func() time.Time
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return logging.Discard()
+	}
+	return h.Log
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
+	}
+	return h.Now()
+}
+
+func (h *Handler) limits() limits {
+	l := limits{body: h.MaxBody, input: h.MaxInput}
+	if l.body <= 0 {
+		l.body = MaxBody
+	}
+	if l.input <= 0 {
+		l.input = MaxInput
+	}
+	return l
+}
+
+// call is one request on its way through the handler.
+type call struct {
+	req     *events.APIGatewayV2HTTPRequest
+	headers map[string]string
+	route   route
+	scope   string
+	// taskID and outcome are logged when the request ends.
+	taskID  string
+	outcome string
+}
+
+// Handle serves one API Gateway HTTP API (payload 2.0) request. It never
+// returns an error: every failure is a problem+json response.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	start := h.now()
+	c := &call{req: &req, headers: lowerHeaders(req.Headers)}
+	method := requestMethod(&req)
+	defer func() {
+		if v := recover(); v != nil {
+			h.log().ErrorContext(ctx, "api: panic serving request", "method", method, "route", c.route.id.template(), "panic_type", fmt.Sprintf("%T", v))
+			resp = internalError().response()
+		}
+		h.applyCORS(c.headers, &resp)
+		attrs := []any{"method", method, "route", c.route.id.template(), "status", resp.StatusCode,
+			"duration_ms", h.now().Sub(start).Milliseconds()}
+		if c.taskID != "" {
+			attrs = append(attrs, "task_id", c.taskID)
+		}
+		if c.outcome != "" {
+			attrs = append(attrs, "outcome", c.outcome)
+		}
+		h.log().InfoContext(ctx, "api: request", attrs...)
+	}()
+
+	rt, ok := matchRoute(&req)
+	if !ok {
+		c.outcome = "no_route"
+		return newProblem(TypeNotFound, http.StatusNotFound, "Not found", "No such resource.").response(), nil
+	}
+	c.route = rt
+	if method == http.MethodOptions {
+		return h.preflight(c.headers, rt), nil
+	}
+	if !rt.allows(method) {
+		p := newProblem(TypeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+			fmt.Sprintf("%s is not supported on %s.", clip(method, 16), rt.id.template()))
+		p.allow = rt.allowed()
+		return p.response(), nil
+	}
+	scope, err := CallerScope(req.RequestContext)
+	if err != nil {
+		c.outcome = "no_identity"
+		return newProblem(TypeUnauthenticated, http.StatusUnauthorized, "Unauthenticated",
+			"The authorizer context names no caller (no JWT sub claim, IAM caller or Lambda authorizer principal).").response(), nil
+	}
+	c.scope = scope
+	switch rt.id {
+	case routeTasks:
+		return h.submit(ctx, c), nil
+	case routeTask:
+		return h.get(ctx, c), nil
+	case routeRegenerate:
+		return h.regenerate(ctx, c), nil
+	case routeCancel:
+		return h.cancel(ctx, c), nil
+	}
+	return internalError().response(), nil
+}
+
+func (h *Handler) body(c *call) ([]byte, *Problem) {
+	return decodeBody(c.req.Body, c.req.IsBase64Encoded, h.limits().body)
+}
+
+func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
+	body, p := h.body(c)
+	if p != nil {
+		return h.reject(c, p)
+	}
+	s, p := parseSubmit(c.headers, body, h.limits())
+	if p != nil {
+		return h.reject(c, p)
+	}
+	return h.create(ctx, c, ledger.NewTask{
+		Scope:          c.scope,
+		IdempotencyKey: s.key,
+		Kind:           s.kind,
+		Input:          s.input,
+		PayloadSHA256:  payloadHash(s.kind, s.input, ""),
+		CorrelationID:  s.correlationID,
+	})
+}
+
+func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
+	body, p := h.body(c)
+	if p != nil {
+		return h.reject(c, p)
+	}
+	s, p := parseRegenerate(c.headers, body, h.limits())
+	if p != nil {
+		return h.reject(c, p)
+	}
+	parent, p := h.visible(ctx, c)
+	if p != nil {
+		return h.reject(c, p)
+	}
+	input := s.input
+	if input == "" {
+		canon, err := CanonicalJSON([]byte(parent.Input))
+		if err != nil {
+			h.log().ErrorContext(ctx, "api: parent input is not JSON", "task_id", parent.TaskID, "input_bytes", len(parent.Input))
+			return h.reject(c, internalError())
+		}
+		input = string(canon)
+	}
+	return h.create(ctx, c, ledger.NewTask{
+		Scope:          c.scope,
+		IdempotencyKey: s.key,
+		Kind:           parent.Kind,
+		Input:          input,
+		PayloadSHA256:  payloadHash(parent.Kind, input, parent.TaskID),
+		ParentTaskID:   parent.TaskID,
+		CorrelationID:  s.correlationID,
+	})
+}
+
+// create records n (the commit point), then sends the outbox message.
+func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.APIGatewayV2HTTPResponse {
+	c.taskID = ledger.TaskID(n.Scope, n.IdempotencyKey)
+	t, err := h.Ledger.Create(ctx, n)
+	var dup *ledger.DuplicateError
+	var mm *ledger.PayloadMismatchError
+	switch {
+	case err == nil:
+		c.outcome = "accepted"
+		counters := []string{"TaskAccepted"}
+		if !h.send(ctx, t) {
+			counters = append(counters, "DispatchSendFailed")
+		}
+		h.count(ctx, t.TaskID, counters...)
+		return h.taskResponse(ctx, c, http.StatusAccepted, t, map[string]string{"Location": c.route.prefix + "/tasks/" + t.TaskID})
+	case errors.As(err, &dup):
+		c.outcome = "replayed"
+		h.count(ctx, dup.Task.TaskID, "TaskReplayed")
+		return h.taskResponse(ctx, c, http.StatusOK, dup.Task, map[string]string{
+			"Location":               c.route.prefix + "/tasks/" + dup.Task.TaskID,
+			HeaderIdempotentReplayed: "true",
+		})
+	case errors.As(err, &mm):
+		c.outcome = "key_reused"
+		h.count(ctx, mm.TaskID, "IdempotencyKeyReused")
+		p := newProblem(TypeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
+			"This Idempotency-Key was already used with a different request payload; nothing was written. Use a new key for a new request.").
+			withField("Idempotency-Key")
+		p.TaskID = mm.TaskID
+		return p.response()
+	}
+	return h.storeFailure(ctx, c, "create", err)
+}
+
+// send is the outbox step after the put. A failure is logged and counted;
+// the task is durable and the reconciler re-sends it after its due_at.
+func (h *Handler) send(ctx context.Context, t *ledger.Task) bool {
+	if h.Dispatch == nil {
+		h.log().WarnContext(ctx, "api: no dispatcher configured; the reconciler will dispatch", "task_id", t.TaskID)
+		return false
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SendTimeout)
+	defer cancel()
+	if err := h.Dispatch.Send(sctx, t.TaskID, t.CorrelationID, 0); err != nil {
+		h.log().WarnContext(ctx, "api: dispatch send failed; the reconciler will re-send after due_at",
+			"task_id", t.TaskID, "due_at", t.DueAt, "error", err.Error())
+		return false
+	}
+	return true
+}
+
+func (h *Handler) get(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
+	t, p := h.visible(ctx, c)
+	if p != nil {
+		return h.reject(c, p)
+	}
+	c.outcome = "read"
+	return h.taskResponse(ctx, c, http.StatusOK, t, nil)
+}
+
+func (h *Handler) cancel(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
+	if _, p := h.visible(ctx, c); p != nil {
+		return h.reject(c, p)
+	}
+	t, err := h.Ledger.Cancel(ctx, c.route.taskID)
+	var ce *ledger.ConflictError
+	switch {
+	case err == nil:
+		c.outcome = "cancelled"
+		return h.taskResponse(ctx, c, http.StatusOK, t, nil)
+	case errors.As(err, &ce):
+		c.outcome = "cancel_conflict"
+		p := newProblem(TypeStateConflict, http.StatusConflict, "Task cannot be cancelled",
+			fmt.Sprintf("Only queued or retry_wait tasks can be cancelled; this task is %s.", ce.State))
+		p.TaskID, p.State = ce.TaskID, string(ce.State)
+		return p.response()
+	case errors.Is(err, ledger.ErrNotFound):
+		return h.reject(c, notFound())
+	}
+	return h.storeFailure(ctx, c, "cancel", err)
+}
+
+// visible reads the task named in the path if the caller may see it.
+// Another caller's task is reported exactly like a missing one.
+func (h *Handler) visible(ctx context.Context, c *call) (*ledger.Task, *Problem) {
+	id := c.route.taskID
+	if !ledger.ValidTaskID(id) {
+		return nil, notFound()
+	}
+	c.taskID = id
+	t, err := h.Ledger.Get(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, notFound()
+	}
+	if err != nil {
+		return nil, h.storeProblem(ctx, c, "get", err)
+	}
+	if t.Scope != c.scope {
+		return nil, notFound()
+	}
+	return t, nil
+}
+
+func (h *Handler) reject(c *call, p *Problem) events.APIGatewayV2HTTPResponse {
+	if c.outcome == "" {
+		c.outcome = "rejected"
+	}
+	return p.response()
+}
+
+func (h *Handler) storeFailure(ctx context.Context, c *call, op string, err error) events.APIGatewayV2HTTPResponse {
+	return h.storeProblem(ctx, c, op, err).response()
+}
+
+// storeProblem maps a ledger error to 503 (throttled, timed out) or 500.
+func (h *Handler) storeProblem(ctx context.Context, c *call, op string, err error) *Problem {
+	var te *ledger.ThrottledError
+	switch {
+	case errors.As(err, &te):
+		c.outcome = "throttled"
+		h.count(ctx, c.taskID, "RequestThrottled")
+		h.log().WarnContext(ctx, "api: task store throttled", "op", op, "task_id", c.taskID)
+		return throttled(te.RetryAfter)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		c.outcome = "timeout"
+		p := throttled(time.Second)
+		p.Type, p.Title = TypeUnavailable, "Service unavailable"
+		p.Detail = "The task store did not answer in time. Retrying with the same Idempotency-Key is safe: it can never create a second task."
+		return p
+	}
+	c.outcome = "error"
+	h.log().ErrorContext(ctx, "api: task store error", "op", op, "task_id", c.taskID, "error", err.Error())
+	return internalError()
+}
+
+func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledger.Task, extra map[string]string) events.APIGatewayV2HTTPResponse {
+	var r *ledger.Review
+	if t.State == ledger.StateNeedsReview {
+		var err error
+		if r, err = h.Ledger.GetReview(ctx, t.TaskID); err != nil {
+			// The task carries the reason and summary; show those.
+			h.log().WarnContext(ctx, "api: review item unavailable", "task_id", t.TaskID, "error", err.Error())
+			r = nil
+		}
+	}
+	body, err := json.Marshal(NewTaskView(t, r))
+	if err != nil {
+		return internalError().response()
+	}
+	headers := map[string]string{
+		"Content-Type":           "application/json",
+		"Cache-Control":          "no-store",
+		"X-Content-Type-Options": "nosniff",
+		responseCorrelationName:  t.CorrelationID,
+	}
+	for k, v := range extra {
+		headers[k] = v
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: string(body)}
+}
+
+// count emits one EMF record adding 1 to each named counter (the task id
+// as a property, never task text).
+func (h *Handler) count(ctx context.Context, taskID string, names ...string) {
+	if h.Metrics == nil || len(names) == 0 {
+		return
+	}
+	rec := h.Metrics.Record("Function", "submit")
+	for _, n := range names {
+		rec.Add(n, 1, metrics.Count)
+	}
+	if taskID != "" {
+		rec.Property("task_id", taskID)
+	}
+	if err := rec.Flush(); err != nil {
+		h.log().WarnContext(ctx, "api: metrics write failed", "error", err.Error())
+	}
+}

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+type routeID int
+
+const (
+	routeTasks routeID = iota + 1
+	routeTask
+	routeRegenerate
+	routeCancel
+)
+
+// Route templates, as API Gateway route keys name them.
+var routePaths = map[routeID]string{
+	routeTasks:      "/tasks",
+	routeTask:       "/tasks/{id}",
+	routeRegenerate: "/tasks/{id}/regenerate",
+	routeCancel:     "/tasks/{id}/cancel",
+}
+
+// routeMethods are the methods each path serves (besides OPTIONS).
+var routeMethods = map[routeID]string{
+	routeTasks:      http.MethodPost,
+	routeTask:       http.MethodGet,
+	routeRegenerate: http.MethodPost,
+	routeCancel:     http.MethodPost,
+}
+
+func (id routeID) template() string { return routePaths[id] }
+func (id routeID) method() string   { return routeMethods[id] }
+
+// RouteKey is the API Gateway route key of the route serving the request
+// (e.g. "POST /tasks/{id}/cancel"), or "" when no route matches.
+func (id routeID) routeKey() string { return id.method() + " " + id.template() }
+
+// route is a matched request path.
+type route struct {
+	id     routeID
+	taskID string
+	// prefix is what precedes /tasks in the raw path (a stage name or a
+	// custom domain's base path), kept for Location.
+	prefix string
+}
+
+func (r route) allows(method string) bool { return method == r.id.method() }
+
+func (r route) allowed() []string { return []string{r.id.method(), http.MethodOptions} }
+
+// matchRoute finds the route of req. A route key API Gateway matched
+// (e.g. "GET /tasks/{id}") is trusted with its path parameter; otherwise
+// ($default, local runs) the raw path is matched, less a named stage.
+func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
+	for id, tpl := range routePaths {
+		if req.RouteKey == id.routeKey() {
+			r := route{id: id, taskID: req.PathParameters["id"]}
+			if strings.Contains(tpl, "{id}") && r.taskID == "" {
+				break
+			}
+			canonical := strings.Replace(tpl, "{id}", r.taskID, 1)
+			if p, ok := strings.CutSuffix(req.RawPath, canonical); ok {
+				r.prefix = p
+			}
+			return r, true
+		}
+	}
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	prefix := ""
+	if st := req.RequestContext.Stage; st != "" && st != "$default" && strings.HasPrefix(path, "/"+st+"/") {
+		prefix = "/" + st
+		path = path[len(prefix):]
+	}
+	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if !strings.HasPrefix(path, "/") || seg[0] != "tasks" {
+		return route{}, false
+	}
+	switch {
+	case len(seg) == 1:
+		return route{id: routeTasks, prefix: prefix}, true
+	case len(seg) == 2 && seg[1] != "":
+		return route{id: routeTask, taskID: seg[1], prefix: prefix}, true
+	case len(seg) == 3 && seg[1] != "" && seg[2] == "regenerate":
+		return route{id: routeRegenerate, taskID: seg[1], prefix: prefix}, true
+	case len(seg) == 3 && seg[1] != "" && seg[2] == "cancel":
+		return route{id: routeCancel, taskID: seg[1], prefix: prefix}, true
+	}
+	return route{}, false
+}
+
+// requestMethod is the request's HTTP method (from the route key when the
+// request context lacks it).
+func requestMethod(req *events.APIGatewayV2HTTPRequest) string {
+	if m := req.RequestContext.HTTP.Method; m != "" {
+		return strings.ToUpper(m)
+	}
+	if m, _, ok := strings.Cut(req.RouteKey, " "); ok {
+		return strings.ToUpper(m)
+	}
+	return ""
+}

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TaskView is the JSON representation of a task (DESIGN §5). Internal
+// fields (scope, idempotency key, lease, fencing version, input) are never
+// shown.
+type TaskView struct {
+	TaskID        string `json:"task_id"`
+	State         string `json:"state"`
+	Kind          string `json:"kind"`
+	CreatedAt     string `json:"created_at"`
+	UpdatedAt     string `json:"updated_at"`
+	Attempts      int    `json:"attempts"`
+	MaxAttempts   int    `json:"max_attempts"`
+	ParentTaskID  string `json:"parent_task_id,omitempty"`
+	CorrelationID string `json:"correlation_id"`
+	// Result is the saved result, as JSON (completed tasks only).
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the last recorded failure (not shown once completed).
+	Error   *ErrorView  `json:"error,omitempty"`
+	Receipt ReceiptView `json:"receipt"`
+	// Review explains a parked task (needs_review only).
+	Review *ReviewView `json:"review,omitempty"`
+}
+
+// ErrorView is a task's last failure.
+type ErrorView struct {
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+// ReceiptView says what was sent to whom and what came back.
+type ReceiptView struct {
+	// OperationID is the idempotency key the provider sees (the task id).
+	OperationID   string `json:"operation_id"`
+	PayloadSHA256 string `json:"payload_sha256"`
+	Provider      string `json:"provider,omitempty"`
+	ProviderRef   string `json:"provider_ref,omitempty"`
+	CompletedAt   string `json:"completed_at,omitempty"`
+	// ReadbackAt is set when the result was recovered by reading the
+	// provider back after an uncertain attempt.
+	ReadbackAt string `json:"readback_at,omitempty"`
+}
+
+// ReviewView is the review item of a parked task.
+type ReviewView struct {
+	Reason      string   `json:"reason"`
+	Summary     string   `json:"summary"`
+	Known       []string `json:"known"`
+	Uncertain   []string `json:"uncertain"`
+	SafeActions []string `json:"safe_actions"`
+}
+
+// NewTaskView renders t. r is t's review item, used only when t is in
+// needs_review; when it is nil there, the reason and summary stored on the
+// task are shown.
+func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
+	v := TaskView{
+		TaskID:        t.TaskID,
+		State:         string(t.State),
+		Kind:          t.Kind,
+		CreatedAt:     t.CreatedAt,
+		UpdatedAt:     t.UpdatedAt,
+		Attempts:      t.Attempts,
+		MaxAttempts:   t.MaxAttempts,
+		ParentTaskID:  t.ParentTaskID,
+		CorrelationID: t.CorrelationID,
+		Receipt: ReceiptView{
+			OperationID:   t.OperationID(),
+			PayloadSHA256: t.PayloadSHA256,
+			Provider:      t.Provider,
+			ProviderRef:   t.ProviderRef,
+			CompletedAt:   t.CompletedAt,
+			ReadbackAt:    t.ReadbackAt,
+		},
+	}
+	if v.CorrelationID == "" {
+		v.CorrelationID = t.TaskID
+	}
+	if t.State == ledger.StateCompleted && t.Result != "" {
+		if json.Valid([]byte(t.Result)) {
+			v.Result = json.RawMessage(t.Result)
+		} else {
+			// Never expected (results are JSON); still show it, as a string.
+			b, _ := json.Marshal(t.Result)
+			v.Result = b
+		}
+	}
+	if t.State != ledger.StateCompleted && t.ErrorClass != "" {
+		v.Error = &ErrorView{Class: t.ErrorClass, Message: t.ErrorMessage}
+	}
+	if t.State == ledger.StateNeedsReview {
+		rv := &ReviewView{Reason: t.ReviewReason, Summary: t.ReviewSummary}
+		if r != nil {
+			rv = &ReviewView{Reason: r.Reason, Summary: r.Summary, Known: r.Known, Uncertain: r.Uncertain, SafeActions: r.SafeActions}
+		}
+		for _, l := range []*[]string{&rv.Known, &rv.Uncertain, &rv.SafeActions} {
+			if *l == nil {
+				*l = []string{}
+			}
+		}
+		v.Review = rv
+	}
+	return v
+}

@@ -1,0 +1,86 @@
+// Package worker is the SQS consumer of taskledger (DESIGN.md §6): it turns a
+// batch of task messages into fenced attempts against the task ledger and a
+// provider, and answers with a partial batch response.
+//
+// # One record
+//
+// A message body is a task reference ({"task_id":"t_…"}, see package
+// dispatch). For each record, [Handler.Handle]:
+//
+//  1. parses the body; anything else is a poison message: it is written to
+//     the review table (reason poison_message, with the message id and the
+//     body's SHA-256 and size, never the body) and acknowledged, so it is
+//     never retried forever;
+//  2. claims the task with one conditional UpdateItem returning ALL_NEW (the
+//     input comes back with it: no read on the happy path). When the claim is
+//     refused the ledger says why: a terminal, parked, unknown or leased task
+//     is acknowledged without calling the provider (the reconciler guarantees
+//     progress; a duplicate delivery of a completed task costs one failed
+//     UpdateItem and nothing else); a retry that is not due yet goes back to
+//     the queue with its visibility set to the remaining delay; a task past
+//     its budgets is parked (budget_exhausted);
+//  3. calls the provider with the task id as operation id (its idempotency
+//     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
+//     assignment version) and extends the message's visibility to 2×Lease.
+//     A fenced renewal means another worker owns the task: the provider
+//     call's context is cancelled at once (cause [ErrFenced]) and nothing is
+//     saved;
+//  4. completes the task conditioned on the assignment version. A rejected
+//     completion is never retried: the ledger reads the task and the worker
+//     logs which case happened (already_completed, taken_over, not_running,
+//     gone);
+//  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
+//     transient → retry_wait with not_before from the Policy's backoff (and
+//     Retry-After), the message's visibility set to that delay and a batch
+//     item failure; permanent input → failed, with the class and the
+//     provider's (safe) message visible to the caller; configuration or
+//     credentials → parked for a person (provider_config); uncertain → see
+//     below. A retry that would not start within the age budget, or with no
+//     attempt left, parks the task (budget_exhausted) instead.
+//
+// # Uncertain outcomes
+//
+// "Unknown is not failed" (DESIGN §1.4). When the provider honours the
+// operation id as an idempotency key (provider.IdempotencyHonouring), sending
+// the same operation again cannot cause a second side effect, so an
+// uncertain attempt is scheduled for a retry like a transient one: the next
+// attempt returns the provider's recorded result and completes the task.
+// Otherwise, or when no attempt is left, the task goes to unknown and the
+// reconciler resolves it by provider readback. The same rule lets a worker
+// take over a running task whose lease expired (ClaimOptions.AllowTakeover)
+// only with an idempotency-honouring provider.
+//
+// # Deadlines
+//
+// Records run concurrently, at most Concurrency at a time. Work stops
+// DeadlineMargin before the Lambda deadline: a record not yet claimed is
+// reported as a failure untouched; a record claimed but not yet sent to the
+// provider is released (back to queued) and reported as a failure; a provider
+// call still in flight is cancelled and the attempt treated as uncertain
+// (never as failed), then reported as a failure. A message left untouched or
+// released is made visible again at once, so another invocation picks it up.
+//
+// # Partial batch responses
+//
+// Handle never returns an error for a per-record problem (that would retry
+// the whole batch); it lists the message ids to retry in
+// BatchItemFailures. A record is acknowledged when the ledger holds its
+// outcome (completed, failed, parked, unknown) or another owner is
+// responsible for it, and reported as a failure when it must come back
+// (retry_wait, not due, contention, deadline, an AWS error).
+//
+// # Fault injection
+//
+// [Hooks] are called at step boundaries. A hook returning an error
+// simulates the worker dying there: the record stops at once with an item
+// failure and no further writes (the lease is left to expire), which is how
+// tests and the soak test exercise crash recovery.
+//
+// # Logs and metrics
+//
+// Logs carry ids, versions, classes, hashes and sizes; never task input,
+// results or credentials. Each batch writes one EMF record of outcome counts
+// (completed, retried, failed, parked, unknown, acked_duplicate, poison,
+// fenced, deferred, item_failures) and each provider call one record of its
+// latency.
+package worker

@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// minBeat keeps a tiny Lease from spinning the heartbeat.
+const minBeat = 10 * time.Millisecond
+
+// heartbeat keeps one assignment alive while the provider works.
+type heartbeat struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	fenced *ledger.FencedError
+	n      int
+}
+
+// startHeartbeat renews the lease every Lease/3 (fenced on the assignment
+// version) and extends the message's visibility to 2×Lease. When a renewal
+// is fenced it cancels the provider call (cancelCall, cause ErrFenced) at
+// once and stops. It stops by itself when callCtx ends (the call returned or
+// the deadline margin was reached).
+func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
+	ctx, cancel := context.WithCancel(callCtx)
+	hb := &heartbeat{cancel: cancel, done: make(chan struct{})}
+	lease := h.lease()
+	go func() {
+		defer close(hb.done)
+		tick := time.NewTicker(max(lease/3, minBeat))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			began := time.Now()
+			_, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease)
+			var fe *ledger.FencedError
+			switch {
+			case errors.As(err, &fe):
+				hb.mu.Lock()
+				hb.fenced = fe
+				hb.mu.Unlock()
+				cancelCall(fmt.Errorf("%w (%s)", ErrFenced, fe.Why))
+				log.WarnContext(ctx, "heartbeat fenced; provider call cancelled", "why", fe.Why, "current_version", currentVersion(fe))
+				return
+			case err != nil:
+				if ctx.Err() != nil {
+					return
+				}
+				// The lease may still hold; try again at the next beat. If it
+				// runs out, the completion is fenced instead.
+				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
+				continue
+			}
+			hb.mu.Lock()
+			hb.n++
+			hb.mu.Unlock()
+			renewed := time.Now()
+			h.setVisibility(ctx, rec, 2*lease, log)
+			log.DebugContext(ctx, "heartbeat", "renew_ms", renewed.Sub(began).Milliseconds(), "visibility_ms", time.Since(renewed).Milliseconds())
+		}
+	}()
+	return hb
+}
+
+// stop ends the heartbeat, waits for it, and reports whether it was fenced.
+func (hb *heartbeat) stop() *ledger.FencedError {
+	hb.cancel()
+	<-hb.done
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.fenced
+}
+
+// beats returns the number of successful renewals.
+func (hb *heartbeat) beats() int {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.n
+}

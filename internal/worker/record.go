@@ -1,0 +1,430 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// MaxErrorMessage caps the error message the worker stores for the caller.
+const MaxErrorMessage = 512
+
+var (
+	ack      = func(o string) result { return result{outcome: o} }
+	retryRec = func(o string) result { return result{outcome: o, retry: true} }
+	deferred = result{outcome: OutcomeDeferred, retry: true}
+)
+
+// record runs one message through DESIGN §6. ctx is the invocation's
+// context (ledger writes that settle an attempt use it); work ends
+// DeadlineMargin earlier (claims and provider calls stop there).
+func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) result {
+	log := h.log().With("message_id", rec.MessageId)
+	msg, err := dispatch.Parse(rec.Body)
+	if err != nil {
+		return h.poison(ctx, rec, err, log)
+	}
+	id := msg.TaskID
+	log = log.With("task_id", id)
+
+	if work.Err() != nil {
+		log.WarnContext(ctx, "deadline margin reached before the claim; leaving the record for another invocation")
+		h.setVisibility(ctx, rec, 0, log)
+		return deferred
+	}
+	if h.died(ctx, work, h.hooks().BeforeClaim, id, log) {
+		return deferred
+	}
+
+	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
+		Owner:         h.owner(ctx, rec.MessageId),
+		Lease:         h.lease(),
+		AllowTakeover: h.honoursIdempotency(),
+	})
+	if err != nil {
+		return h.notClaimed(ctx, rec, id, err, log)
+	}
+	log = log.With("version", t.AssignmentVersion, "attempt", t.Attempts)
+	log.DebugContext(ctx, "claimed", "max_attempts", t.MaxAttempts, "input_bytes", len(t.Input))
+
+	if h.died(ctx, work, h.hooks().AfterClaim, id, log) {
+		return deferred
+	}
+	if work.Err() != nil {
+		// Claimed, but too close to the deadline to call the provider: give
+		// the assignment back rather than let the lease expire.
+		if _, err := h.Ledger.Release(ctx, id, t.AssignmentVersion); err != nil {
+			log.WarnContext(ctx, "release before the deadline failed; the lease will expire", "error", err.Error())
+		} else {
+			log.InfoContext(ctx, "deadline margin reached after the claim; released the task")
+		}
+		h.setVisibility(ctx, rec, 0, log)
+		return deferred
+	}
+
+	a := h.call(ctx, work, rec, t, log)
+
+	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
+		return deferred
+	}
+	if a.fenced != nil {
+		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
+		return ack(OutcomeFenced)
+	}
+	var r result
+	if a.err == nil {
+		r = h.complete(ctx, rec, t, a.res, log)
+	} else {
+		r = h.failure(ctx, rec, t, a.err, a.cutShort, log)
+	}
+	switch r.outcome {
+	case OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown: // this worker wrote the outcome
+		if h.died(ctx, work, h.hooks().AfterSave, id, log) {
+			return deferred
+		}
+	}
+	return r
+}
+
+type hookFunc = func(context.Context, string) error
+
+func (h *Handler) hooks() Hooks {
+	if h.Hooks == nil {
+		return Hooks{}
+	}
+	return *h.Hooks
+}
+
+// died runs a hook with the work context (which ends at the deadline
+// margin, so a hook that pauses can wait for it); true means "the worker
+// died here".
+func (h *Handler) died(ctx, work context.Context, f hookFunc, taskID string, log *slog.Logger) bool {
+	if f == nil {
+		return false
+	}
+	if err := f(work, taskID); err != nil {
+		log.WarnContext(ctx, "hook stopped the record", "error", errors.Join(errDied, err).Error())
+		return true
+	}
+	return false
+}
+
+func currentVersion(fe *ledger.FencedError) int64 {
+	if fe.Current == nil {
+		return 0
+	}
+	return fe.Current.AssignmentVersion
+}
+
+// attempt is what one provider call under a heartbeat came to.
+type attempt struct {
+	res provider.Result
+	err error
+	// fenced is set when a renewal was rejected: another worker owns the task.
+	fenced *ledger.FencedError
+	// cutShort: the deadline margin ended the call while it was in flight.
+	cutShort bool
+}
+
+// call runs the provider under a heartbeat.
+func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) attempt {
+	callCtx, cancel := context.WithCancelCause(work)
+	defer cancel(nil)
+	hb := h.startHeartbeat(callCtx, cancel, rec, t, log)
+
+	req := provider.Request{
+		OperationID:   t.OperationID(),
+		Attempt:       t.Attempts,
+		Kind:          t.Kind,
+		Input:         json.RawMessage(t.Input),
+		CorrelationID: t.CorrelationID,
+	}
+	start := time.Now()
+	res, err := h.Provider.Generate(callCtx, req)
+	latency := time.Since(start)
+	fenced := hb.stop()
+
+	class := ""
+	if err != nil {
+		class = retrypolicy.DefaultClassifier(err).Class.String()
+	}
+	h.providerMetric(h.Provider.Name(), t.TaskID, class, latency)
+	log.InfoContext(ctx, "provider returned", "provider", h.Provider.Name(), "latency_ms", latency.Milliseconds(),
+		"error_class", class, "heartbeats", hb.beats())
+	return attempt{res: res, err: err, fenced: fenced, cutShort: err != nil && work.Err() != nil && fenced == nil}
+}
+
+// complete saves the result, fenced on the assignment version.
+func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, log *slog.Logger) result {
+	name := res.Provider
+	if name == "" {
+		name = h.Provider.Name()
+	}
+	_, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, ledger.Completion{
+		Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef,
+	})
+	var fe *ledger.FencedError
+	switch {
+	case errors.As(err, &fe):
+		// Never retried: someone else owns the task or it is settled.
+		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
+		return ack(OutcomeFenced)
+	case err != nil:
+		log.ErrorContext(ctx, "completion failed; the message will come back", "error", err.Error())
+		return deferred
+	}
+	log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+	return ack(OutcomeCompleted)
+}
+
+// failure settles a failed provider call by its class.
+func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.Task, perr error, cutShort bool, log *slog.Logger) result {
+	c := retrypolicy.DefaultClassifier(perr)
+	msg := safeMessage(c, perr)
+	log = log.With("error_class", c.Class.String(), "reason", c.Reason)
+	if cutShort {
+		if errors.Is(perr, retrypolicy.ErrRequestNotSent) {
+			// Provably never left the process: give the attempt back.
+			if _, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); err != nil {
+				log.WarnContext(ctx, "release at the deadline failed; the lease will expire", "error", err.Error())
+			}
+			h.setVisibility(ctx, rec, 0, log)
+			return deferred
+		}
+		// The provider may have acted: an uncertain attempt, never a failed one.
+		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: "deadline_margin"}
+		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
+		r := h.uncertain(ctx, rec, t, c, msg, log)
+		r.retry = true // unfinished in this invocation: report it
+		return r
+	}
+	switch c.Class {
+	case retrypolicy.PermanentInput:
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg)
+		if r, done := h.settled(ctx, err, "fail", log); done {
+			return r
+		}
+		log.InfoContext(ctx, "failed: the input was rejected")
+		return ack(OutcomeFailed)
+	case retrypolicy.PermanentConfig:
+		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
+			providerConfigReview(h.Provider.Name(), t, c, perr, msg), log)
+	case retrypolicy.UnknownOutcome:
+		return h.uncertain(ctx, rec, t, c, msg, log)
+	default: // Transient, and anything unclassified
+		return h.retry(ctx, rec, t, c, msg, log)
+	}
+}
+
+// retry schedules the next attempt, or parks the task when it would not fit
+// its budgets.
+func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
+	now := h.Ledger.Now()
+	notBefore, budget := h.nextRetry(t, c, now)
+	if budget != "" {
+		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
+			budgetReview(t, budget, c, msg, now), log)
+	}
+	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, log)
+}
+
+// nextRetry returns when the next attempt may start, or which budget rules
+// it out ("max_attempts" or "max_age").
+func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now time.Time) (time.Time, string) {
+	if t.MaxAttempts > 0 && t.Attempts >= t.MaxAttempts {
+		return time.Time{}, retrypolicy.ReasonMaxAttempts
+	}
+	notBefore := h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter)
+	deadline := t.DeadlineMs
+	if deadline <= 0 { // tasks always carry it; fall back to the policy's age budget
+		deadline = t.Created().Add(h.policyMaxAge()).UnixMilli()
+	}
+	if notBefore.UnixMilli() >= deadline {
+		return time.Time{}, retrypolicy.ReasonMaxAge
+	}
+	return notBefore, ""
+}
+
+func (h *Handler) policyMaxAge() time.Duration {
+	if h.Policy.MaxAge > 0 {
+		return h.Policy.MaxAge
+	}
+	return retrypolicy.DefaultMaxAge
+}
+
+func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, log *slog.Logger) result {
+	_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg)
+	if r, done := h.settled(ctx, err, "retry", log); done {
+		return r
+	}
+	delay := notBefore.Sub(now)
+	h.setVisibility(ctx, rec, delay, log)
+	log.InfoContext(ctx, "retry scheduled", "delay_ms", delay.Milliseconds(), "retry_after_ms", c.RetryAfter.Milliseconds())
+	return retryRec(OutcomeRetried)
+}
+
+// uncertain settles an attempt whose outcome is unknown. With a provider
+// that deduplicates by operation id, re-sending is safe and the next attempt
+// returns the recorded result: schedule a retry. Otherwise (or with no budget
+// left) the task goes to unknown for the reconciler's readback.
+func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
+	if h.honoursIdempotency() {
+		now := h.Ledger.Now()
+		if notBefore, budget := h.nextRetry(t, c, now); budget == "" {
+			return h.scheduleRetry(ctx, rec, t, c,
+				msg+" (the provider deduplicates by operation id, so it is re-sent under the same key)", notBefore, now, log)
+		}
+	}
+	_, err := h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg)
+	if r, done := h.settled(ctx, err, "unknown", log); done {
+		return r
+	}
+	log.WarnContext(ctx, "outcome unknown; left for the reconciler's readback")
+	return ack(OutcomeUnknown)
+}
+
+// settled interprets the error of a fenced write that ends an attempt.
+func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.Logger) (result, bool) {
+	if err == nil {
+		return result{}, false
+	}
+	var fe *ledger.FencedError
+	if errors.As(err, &fe) {
+		log.WarnContext(ctx, op+" rejected: the assignment was fenced; nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
+		return ack(OutcomeFenced), true
+	}
+	log.ErrorContext(ctx, op+" failed; the message will come back", "error", err.Error())
+	return deferred, true
+}
+
+// park moves the task to needs_review with its review item.
+func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
+	_, err := h.Ledger.Park(ctx, t, o, r)
+	var ce *ledger.ConflictError
+	switch {
+	case err == nil:
+		log.WarnContext(ctx, "parked for review", "review_reason", r.Reason)
+		return ack(OutcomeParked)
+	case ledger.IsAlreadyParked(err):
+		log.InfoContext(ctx, "already parked by someone else", "review_reason", r.Reason)
+		return ack(OutcomeAckedDuplicate)
+	case errors.As(err, &ce):
+		// The task moved on (another owner, or a terminal state): not ours.
+		log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
+		if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
+			return ack(OutcomeFenced)
+		}
+		return deferred
+	default:
+		log.ErrorContext(ctx, "park failed; the message will come back", "error", err.Error())
+		return deferred
+	}
+}
+
+// notClaimed decides what a refused claim means for the message.
+func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id string, err error, log *slog.Logger) result {
+	var nc *ledger.NotClaimableError
+	if !errors.As(err, &nc) {
+		log.ErrorContext(ctx, "claim failed; the message will come back", "error", err.Error())
+		return deferred
+	}
+	log = log.With("reason", nc.Reason)
+	if nc.Task == nil && (nc.Reason == ledger.ReasonNotDue || nc.Reason == ledger.ReasonBudgetExhausted) {
+		log.ErrorContext(ctx, "claim refused without the task; the message will come back")
+		return deferred
+	}
+	switch nc.Reason {
+	case ledger.ReasonTerminal, ledger.ReasonParked, ledger.ReasonUnknown, ledger.ReasonLeased, ledger.ReasonExpiredLease:
+		// Done, or someone else (a live worker, the reconciler) is
+		// responsible: a duplicate delivery costs no provider call.
+		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", stateOf(nc.Task))
+		return ack(OutcomeAckedDuplicate)
+	case ledger.ReasonNotFound:
+		log.WarnContext(ctx, "message names a task that does not exist; acknowledged")
+		return ack(OutcomeAckedDuplicate)
+	case ledger.ReasonNotDue:
+		delay := time.UnixMilli(nc.Task.NotBefore).Sub(h.Ledger.Now())
+		h.setVisibility(ctx, rec, max(delay, time.Second), log)
+		log.InfoContext(ctx, "retry not due yet; message delayed", "delay_ms", delay.Milliseconds())
+		return deferred
+	case ledger.ReasonBudgetExhausted:
+		t := nc.Task
+		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
+		c := retrypolicy.Classification{}
+		return h.park(ctx, t, o, budgetReview(t, nc.Budget, c, t.ErrorMessage, h.Ledger.Now()), log)
+	default: // contended, or a reason this worker does not know
+		log.InfoContext(ctx, "claim contended; the message will come back")
+		return deferred
+	}
+}
+
+func stateOf(t *ledger.Task) string {
+	if t == nil {
+		return ""
+	}
+	return string(t.State)
+}
+
+// poison records a message that is not a task reference and acknowledges it.
+func (h *Handler) poison(ctx context.Context, rec events.SQSMessage, perr error, log *slog.Logger) result {
+	sum := sha256.Sum256([]byte(rec.Body))
+	r := poisonReview(rec, hex.EncodeToString(sum[:]), perr)
+	log = log.With("body_sha256", r.BodySHA256, "body_bytes", r.BodyBytes)
+	if _, err := h.Ledger.PutPoison(ctx, r); err != nil {
+		log.ErrorContext(ctx, "poison message could not be recorded; the message will come back", "error", err.Error())
+		return deferred
+	}
+	log.WarnContext(ctx, "poison message recorded for review and acknowledged")
+	return ack(OutcomePoison)
+}
+
+// setVisibility makes the message visible again after d (0: at once),
+// capped at SQS's 12 hours. Failures are logged: the queue's default
+// visibility then applies, and a not-due claim corrects it next time.
+func (h *Handler) setVisibility(ctx context.Context, rec events.SQSMessage, d time.Duration, log *slog.Logger) {
+	if h.SQS == nil || h.QueueURL == "" || rec.ReceiptHandle == "" {
+		return
+	}
+	secs := visibilitySeconds(d)
+	_, err := h.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(rec.ReceiptHandle), VisibilityTimeout: secs,
+	})
+	if err != nil {
+		log.WarnContext(ctx, "change message visibility failed", "visibility_s", secs, "error", err.Error())
+	}
+}
+
+// visibilitySeconds rounds d up to whole seconds within [0, 12h].
+func visibilitySeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	d = min(d, MaxVisibility)
+	return int32((d + time.Second - 1) / time.Second)
+}
+
+// safeMessage is the error text stored for the caller: the class reason
+// (unless it only says the provider steered the class) and the provider's
+// error, which by the provider contract carries ids, codes and the
+// provider's short text, never the prompt or a credential.
+func safeMessage(c retrypolicy.Classification, err error) string {
+	s := err.Error()
+	if c.Reason != "" && !strings.HasPrefix(c.Reason, "steered_") {
+		s = c.Reason + ": " + s
+	}
+	return clip(s, MaxErrorMessage)
+}

@@ -1,0 +1,269 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Defaults of the Handler's optional fields.
+const (
+	DefaultLease          = 30 * time.Second
+	DefaultConcurrency    = 4
+	DefaultDeadlineMargin = 5 * time.Second
+	// MaxVisibility is SQS's largest visibility timeout (12 hours).
+	MaxVisibility = 12 * time.Hour
+)
+
+// SQS is the subset of the SQS client the worker calls: the heartbeat and
+// the retry delay both change a message's visibility. Receive and delete
+// belong to the event source mapping.
+type SQS interface {
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Hooks are optional fault-injection points, called with the record's task
+// id at step boundaries and a context that ends DeadlineMargin before the
+// invocation's deadline (a hook that simulates a pause can wait on it). A hook that returns an error simulates the worker
+// dying right there: the record stops at once, is reported as an item
+// failure, and nothing more is written for it (a claimed lease is left to
+// expire, a running heartbeat is stopped).
+type Hooks struct {
+	// BeforeClaim runs after the body parsed, before the claim.
+	BeforeClaim func(ctx context.Context, taskID string) error
+	// AfterClaim runs after a successful claim, before the provider call.
+	AfterClaim func(ctx context.Context, taskID string) error
+	// AfterProvider runs after the provider returned (success or error),
+	// before anything is saved.
+	AfterProvider func(ctx context.Context, taskID string) error
+	// AfterSave runs after the outcome of an attempt was written to the
+	// ledger (completed, retry_wait, failed, parked or unknown).
+	AfterSave func(ctx context.Context, taskID string) error
+}
+
+// ErrFenced is the cause with which the worker cancels a provider call's
+// context when a heartbeat finds that another worker owns the task
+// (context.Cause reports it, wrapped with the reason).
+var ErrFenced = errors.New("worker: assignment fenced")
+
+// errDied is what a hook's error becomes: the record stops without writes.
+var errDied = errors.New("worker: hook stopped the record")
+
+// Handler processes SQS batches of task messages. Tests call Handle
+// directly; functions/worker passes it to lambda.Start. The zero values of
+// the optional fields take the documented defaults. A Handler is safe for
+// concurrent use once built; do not change its fields while Handle runs.
+type Handler struct {
+	// Ledger is the task ledger (required). Its clock is the worker's clock.
+	Ledger *ledger.Ledger
+	// Provider performs the task (required).
+	Provider provider.Provider
+	// SQS and QueueURL are used for heartbeats and retry delays (optional:
+	// without them, visibility is left to the queue's default).
+	SQS      SQS
+	QueueURL string
+	// Policy decides retry delays (backoff, Retry-After floor).
+	Policy retrypolicy.Policy
+	// Lease is how long a claim holds without a heartbeat (DefaultLease).
+	// The heartbeat runs every Lease/3 and extends the message's visibility
+	// to 2×Lease.
+	Lease time.Duration
+	// Concurrency bounds the records processed in parallel
+	// (DefaultConcurrency).
+	Concurrency int
+	// DeadlineMargin is how long before the context's deadline (the Lambda
+	// deadline) the worker stops starting and running provider calls
+	// (DefaultDeadlineMargin).
+	DeadlineMargin time.Duration
+	// Log is the logger (default: discard).
+	Log *slog.Logger
+	// Metrics receives EMF records (optional).
+	Metrics *metrics.Writer
+	// Owner names the lease holder of a record; default: the Lambda request
+	// id and the message id ("<request id>/<message id>").
+	Owner func(ctx context.Context, messageID string) string
+	// Hooks are optional fault-injection points.
+	Hooks *Hooks
+}
+
+// Outcomes of one record, as counted in the batch metrics.
+const (
+	OutcomeCompleted      = "completed"
+	OutcomeRetried        = "retried"
+	OutcomeFailed         = "failed"
+	OutcomeParked         = "parked"
+	OutcomeUnknown        = "unknown"
+	OutcomeAckedDuplicate = "acked_duplicate" // someone else owns the task (or it is done): no provider call
+	OutcomePoison         = "poison"
+	OutcomeFenced         = "fenced"   // lost the assignment during the attempt: nothing saved
+	OutcomeDeferred       = "deferred" // back to the queue without an outcome (not due, contended, deadline, AWS error, hook)
+)
+
+// result is what became of one record.
+type result struct {
+	outcome string
+	retry   bool // report a batch item failure
+}
+
+func (h *Handler) lease() time.Duration {
+	if h.Lease > 0 {
+		return h.Lease
+	}
+	return DefaultLease
+}
+
+func (h *Handler) concurrency() int {
+	if h.Concurrency > 0 {
+		return h.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+func (h *Handler) margin() time.Duration {
+	if h.DeadlineMargin > 0 {
+		return h.DeadlineMargin
+	}
+	return DefaultDeadlineMargin
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return logging.Discard()
+}
+
+func (h *Handler) owner(ctx context.Context, messageID string) string {
+	if h.Owner != nil {
+		return h.Owner(ctx, messageID)
+	}
+	req := "local"
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		req = lc.AwsRequestID
+	}
+	return req + "/" + messageID
+}
+
+// honoursIdempotency reports whether re-sending an operation cannot cause a
+// second side effect.
+func (h *Handler) honoursIdempotency() bool {
+	return provider.HonoursIdempotency(h.Provider)
+}
+
+// Handle processes one SQS batch and returns the message ids to retry
+// (ReportBatchItemFailures). Its error is non-nil only when the Handler is
+// misconfigured, never for a problem with a record.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if h.Ledger == nil || h.Provider == nil {
+		return events.SQSEventResponse{}, errors.New("worker: Handler needs a Ledger and a Provider")
+	}
+	// work ends DeadlineMargin before the Lambda deadline: no claim or
+	// provider call runs past it. Ledger writes that settle an attempt use
+	// ctx itself, so they still have the margin to finish.
+	work := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		work, cancel = context.WithDeadline(ctx, dl.Add(-h.margin()))
+		defer cancel()
+	}
+
+	results := make([]result, len(ev.Records))
+	sem := make(chan struct{}, h.concurrency())
+	var wg sync.WaitGroup
+	for i := range ev.Records {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = h.safeRecord(ctx, work, ev.Records[i])
+		}()
+	}
+	wg.Wait()
+
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	counts := map[string]int{}
+	failed := map[string]bool{}
+	for i, r := range results {
+		counts[r.outcome]++
+		id := ev.Records[i].MessageId
+		if r.retry && !failed[id] {
+			failed[id] = true
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		}
+	}
+	h.batchMetrics(len(ev.Records), counts, len(resp.BatchItemFailures))
+	h.log().InfoContext(ctx, "batch done", "records", len(ev.Records), "item_failures", len(resp.BatchItemFailures),
+		"completed", counts[OutcomeCompleted], "retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed],
+		"parked", counts[OutcomeParked], "unknown", counts[OutcomeUnknown], "acked_duplicate", counts[OutcomeAckedDuplicate],
+		"poison", counts[OutcomePoison], "fenced", counts[OutcomeFenced], "deferred", counts[OutcomeDeferred])
+	return resp, nil
+}
+
+// safeRecord turns a panic in one record into an item failure for it alone.
+func (h *Handler) safeRecord(ctx, work context.Context, rec events.SQSMessage) (r result) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log().ErrorContext(ctx, "record panicked", "message_id", rec.MessageId, "panic", fmt.Sprint(p))
+			r = result{outcome: OutcomeDeferred, retry: true}
+		}
+	}()
+	return h.record(ctx, work, rec)
+}
+
+func (h *Handler) batchMetrics(records int, counts map[string]int, failures int) {
+	if h.Metrics == nil {
+		return
+	}
+	r := h.Metrics.Record("Service", "worker")
+	r.Add("Records", float64(records), metrics.Count)
+	for _, o := range []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
+		OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred} {
+		r.Add(metricName(o), float64(counts[o]), metrics.Count)
+	}
+	r.Add("ItemFailures", float64(failures), metrics.Count)
+	_ = r.Flush()
+}
+
+func (h *Handler) providerMetric(name, taskID, class string, latency time.Duration) {
+	if h.Metrics == nil {
+		return
+	}
+	_ = h.Metrics.Record("Service", "worker", "Provider", name).
+		Set("ProviderLatency", float64(latency.Milliseconds()), metrics.Milliseconds).
+		Add("ProviderCalls", 1, metrics.Count).
+		Property("task_id", taskID).
+		Property("error_class", class).
+		Flush()
+}
+
+// metricName turns "acked_duplicate" into "AckedDuplicate".
+func metricName(o string) string {
+	b := []byte(o)
+	up := true
+	out := b[:0]
+	for _, c := range b {
+		if c == '_' {
+			up = true
+			continue
+		}
+		if up && c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up = false
+		out = append(out, c)
+	}
+	return string(out)
+}
