@@ -66,6 +66,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
 	}
 	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
+	// Due for dispatch check at the outbox deadline, or at the age
+	// deadline if that comes first, so the reconciler parks it in time.
+	t.DueAt = min(t.DueAt, t.DeadlineMs)
 	if t.CorrelationID == "" {
 		t.CorrelationID = t.TaskID
 	}

@@ -510,3 +510,32 @@ func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
 		}
 	})
 }
+
+func TestDueAtNeverPastAgeDeadline(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		n := newTask("k10", "p")
+		n.MaxAge = 90 * time.Second // shorter than the 2-minute dispatch timeout
+		task, err := b.l.Create(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.DueAt != task.DeadlineMs {
+			t.Fatalf("created due_at %d, want the age deadline %d", task.DueAt, task.DeadlineMs)
+		}
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(20 * time.Second)
+		rq, err := b.l.Requeue(ctx, task.TaskID, ledger.StateRunning, c.AssignmentVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.l.Get(ctx, task.TaskID)
+		if rq.DueAt != task.DeadlineMs || got.DueAt != task.DeadlineMs {
+			t.Fatalf("requeued due_at %d (stored %d), want the age deadline %d", rq.DueAt, got.DueAt, task.DeadlineMs)
+		}
+	})
+}

@@ -86,7 +86,9 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			tu.set("attempts", num(0))
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
-			tu.remove("review_reason", "review_summary", "result", "lease_owner", "lease_until", "not_before")
+			// The previous error stays on the (resolved) review item; the
+			// task starts clean so its view does not show a stale error.
+			tu.remove("review_reason", "review_summary", "result", "lease_owner", "lease_until", "not_before", "error_class", "error_message")
 		case ResolutionCompleted:
 			l.off(tu, StateCompleted, now)
 			ev, _ := json.Marshal(map[string]any{"operator_resolution": map[string]string{
@@ -190,8 +192,10 @@ type LiveRef struct {
 	MaxAttempts       int    `dynamodbav:"max_attempts"`
 	LeaseUntil        int64  `dynamodbav:"lease_until"`
 	BudgetStartMs     int64  `dynamodbav:"budget_start_ms"`
-	Kind              string `dynamodbav:"kind"`
-	CorrelationID     string `dynamodbav:"correlation_id"`
+	// DeadlineMs is the age deadline; 0 where the index does not project it.
+	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
+	Kind          string `dynamodbav:"kind"`
+	CorrelationID string `dynamodbav:"correlation_id"`
 }
 
 // LiveQuery selects one shard of one live state.

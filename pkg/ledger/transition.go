@@ -274,7 +274,7 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Ta
 	if err != nil {
 		return nil, l.fenced(ctx, taskID, version, err)
 	}
-	return t, nil
+	return l.clampDue(ctx, t)
 }
 
 // Requeue moves a task from state `from` at assignment version `version`
@@ -297,7 +297,33 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	if err != nil {
 		return nil, l.fenced(ctx, taskID, version, err)
 	}
-	return t, nil
+	return l.clampDue(ctx, t)
+}
+
+// clampDue pulls a queued task's dispatch deadline (due_at) forward to its
+// age deadline when the dispatch timeout would overshoot it, so the
+// reconciler sees — and parks — a task that runs out of age budget within
+// one period instead of up to DispatchTimeout later. It costs a second
+// write only on that rare edge; a failed condition means the task moved on,
+// which is fine.
+func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
+	if t.State != StateQueued || t.DeadlineMs <= 0 || t.DueAt <= t.DeadlineMs {
+		return t, nil
+	}
+	u := newUpdate()
+	u.set("due_at", num(t.DeadlineMs))
+	u.v("old_due", num(t.DueAt))
+	u.v("queued", strState(StateQueued))
+	u.cond(u.n("due_at") + " = :old_due")
+	u.cond(u.n("state") + " = :queued")
+	nt, err := l.apply(ctx, "clamp", t.TaskID, u)
+	switch {
+	case err == nil:
+		return nt, nil
+	case isConditionFailed(err):
+		return t, nil
+	}
+	return nil, wrapErr("UpdateItem clamp", err)
 }
 
 // ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var ctx = context.Background()
+
+type bundle struct {
+	env *testenv.Env
+	l   *ledger.Ledger
+}
+
+func setup(t *testing.T, e *testenv.Env) *bundle {
+	t.Helper()
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{env: e, l: l}
+}
+
+// parked creates a task, claims it, schedules a retry and parks it.
+func parked(t *testing.T, b *bundle, key string) *ledger.Task {
+	t.Helper()
+	task, err := b.l.Create(ctx, ledger.NewTask{Scope: "alice", IdempotencyKey: key, Kind: "generate",
+		Input: `{"prompt":"hi"}`, PayloadSHA256: "sha-" + key, MaxAttempts: 1})
+	if err == nil {
+		task, err = b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+	}
+	if err == nil {
+		task, err = b.l.ScheduleRetry(ctx, task.TaskID, task.AssignmentVersion, time.Now(), "transient", "503")
+	}
+	if err == nil {
+		task, err = b.l.Park(ctx, task, ledger.ParkOptions{State: task.State, Version: task.AssignmentVersion}, review.BudgetExhausted(task, review.BudgetAttempts))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (b *bundle) cli(env map[string]string, args ...string) result {
+	var out, errb bytes.Buffer
+	if env == nil {
+		env = map[string]string{"USER": "alice-ops"}
+	}
+	code := run(args, &out, &errb, func(k string) string { return env[k] })
+	return result{code, out.String(), errb.String()}
+}
+
+// flags names every resource explicitly.
+func (b *bundle) flags() []string {
+	n := b.env.Names
+	return []string{"--endpoint", b.env.Endpoint, "--region", "us-east-1", "--tasks-table", n.TasksTable, "--review-table", n.ReviewTable, "--queue-url", n.TaskQueueURL}
+}
+
+func (b *bundle) must(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	r := b.cli(env, append(args, b.flags()...)...)
+	if r.code != 0 {
+		t.Fatalf("taskledger %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func messages(t *testing.T, e *testenv.Env) []string {
+	t.Helper()
+	var ids []string
+	for {
+		out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Names.TaskQueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return ids
+		}
+		for _, m := range out.Messages {
+			msg, err := dispatch.Parse(aws.ToString(m.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, msg.TaskID)
+		}
+	}
+}
+
+func TestReviewListAndShow(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		a := parked(t, b, "a")
+		parked(t, b, "b")
+
+		r := b.must(t, nil, "review", "list")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "TASK_ID") || !strings.Contains(r.stdout, a.TaskID) || !strings.Contains(r.stdout, "budget_exhausted") {
+			t.Fatalf("review list:\n%s", r.stdout)
+		}
+		// Columns are aligned: SUMMARY starts at the same offset in every row.
+		col := strings.Index(lines[0], "SUMMARY")
+		for _, l := range lines[1:] {
+			if len(l) <= col || l[col] == ' ' || l[col-1] != ' ' {
+				t.Fatalf("misaligned row %q (SUMMARY at %d)", l, col)
+			}
+		}
+
+		r = b.must(t, nil, "review", "list", "--limit", "1")
+		if !strings.Contains(r.stderr, "--cursor") {
+			t.Fatalf("a partial page does not tell how to continue: %q", r.stderr)
+		}
+		r = b.must(t, nil, "review", "list", "--limit", "1", "--all", "--json")
+		var page struct {
+			Items []ledger.Review `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Items) != 2 {
+			t.Fatalf("list --all --json = %s (%v)", r.stdout, err)
+		}
+
+		r = b.must(t, nil, "review", "show", a.TaskID)
+		for _, want := range []string{"reason", "budget_exhausted", "known:", "uncertain:", "safe actions:", "taskledger review retry " + a.TaskID, "needs_review"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Fatalf("review show lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		r = b.must(t, nil, "--json", "review", "show", a.TaskID)
+		var detail struct {
+			Review ledger.Review `json:"review"`
+			Task   struct {
+				State string `json:"state"`
+			} `json:"task"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &detail); err != nil || detail.Review.Reason != ledger.ReviewBudgetExhausted || detail.Task.State != "needs_review" {
+			t.Fatalf("show --json = %s (%v)", r.stdout, err)
+		}
+
+		r = b.must(t, nil, "task", "get", a.TaskID)
+		if !strings.Contains(r.stdout, "needs_review") || !strings.Contains(r.stdout, "1 of 1") {
+			t.Fatalf("task get:\n%s", r.stdout)
+		}
+	})
+}
+
+func TestRetryAndResolveChangeTaskAndItemTogether(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		x := parked(t, b, "x")
+		y := parked(t, b, "y")
+
+		r := b.must(t, nil, "review", "retry", x.TaskID, "--note", "provider fixed")
+		if !strings.Contains(r.stdout, "re-queued") || !strings.Contains(r.stdout, "task message sent") {
+			t.Fatalf("retry output:\n%s", r.stdout)
+		}
+		task, _ := b.l.Get(ctx, x.TaskID)
+		rv, _ := b.l.GetReview(ctx, x.TaskID)
+		if task.State != ledger.StateQueued || task.Attempts != 0 || rv.ReviewStatus != ledger.ReviewResolved || rv.ResolvedBy != "alice-ops" || rv.ResolutionNote != "provider fixed" {
+			t.Fatalf("after retry: task %s/%d review %+v", task.State, task.Attempts, rv)
+		}
+		r = b.must(t, nil, "review", "retry", x.TaskID, "--note", "provider fixed")
+		if !strings.Contains(r.stdout, "nothing changed") {
+			t.Fatalf("repeated retry output:\n%s", r.stdout)
+		}
+		if ids := messages(t, e); len(ids) != 1 || ids[0] != x.TaskID {
+			t.Fatalf("queue = %v, want exactly one message", ids)
+		}
+
+		args := []string{"review", "resolve", y.TaskID, "--outcome", "completed", "--note", "provider console shows req-7 succeeded", "--by", "bob"}
+		r = b.must(t, nil, args...)
+		if !strings.Contains(r.stdout, "resolved as completed by bob") {
+			t.Fatalf("resolve output:\n%s", r.stdout)
+		}
+		task, _ = b.l.Get(ctx, y.TaskID)
+		rv, _ = b.l.GetReview(ctx, y.TaskID)
+		if task.State != ledger.StateCompleted || !strings.Contains(task.Result, "req-7") || rv.Resolution != ledger.ResolutionCompleted || rv.ResolvedBy != "bob" {
+			t.Fatalf("after resolve: task %s review %+v", task.State, rv)
+		}
+		r = b.must(t, nil, append(args, "--json")...)
+		var res struct {
+			Replayed bool `json:"replayed"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || !res.Replayed {
+			t.Fatalf("repeated resolve --json = %s", r.stdout)
+		}
+
+		// A different action on a resolved item is an error (1), not a no-op.
+		c := b.cli(nil, append([]string{"review", "resolve", y.TaskID, "--outcome", "failed", "--note", "n"}, b.flags()...)...)
+		if c.code != 1 || !strings.Contains(c.stderr, "conflict") {
+			t.Fatalf("conflicting resolve: %+v", c)
+		}
+		c = b.cli(nil, append([]string{"review", "show", "t_aaaaaaaaaaaaaaaaaaaaaaaaaa"}, b.flags()...)...)
+		if c.code != 1 || !strings.Contains(c.stderr, "not found") {
+			t.Fatalf("show missing: %+v", c)
+		}
+	})
+}
+
+func TestConfigFromEnvironment(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		p := parked(t, b, "env")
+		env := map[string]string{"USER": "carol", "AWS_ENDPOINT_URL": e.Endpoint, "AWS_REGION": "us-east-1",
+			"TASKS_TABLE": e.Names.TasksTable, "REVIEW_TABLE": e.Names.ReviewTable, "TASK_QUEUE_URL": e.Names.TaskQueueURL}
+		r := b.cli(env, "review", "retry", p.TaskID)
+		if r.code != 0 {
+			t.Fatalf("retry with env config: %+v", r)
+		}
+		if rv, _ := b.l.GetReview(ctx, p.TaskID); rv.ResolvedBy != "carol" {
+			t.Fatalf("--by did not default to $USER: %+v", rv)
+		}
+	})
+}
+
+type fakeStacks struct {
+	outputs map[string]string
+	asked   string
+}
+
+func (f *fakeStacks) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	f.asked = aws.ToString(in.StackName)
+	if f.outputs == nil {
+		return nil, errors.New("Stack with id " + f.asked + " does not exist")
+	}
+	s := cfntypes.Stack{StackName: in.StackName}
+	for k, v := range f.outputs {
+		s.Outputs = append(s.Outputs, cfntypes.Output{OutputKey: aws.String(k), OutputValue: aws.String(v)})
+	}
+	return &cloudformation.DescribeStacksOutput{Stacks: []cfntypes.Stack{s}}, nil
+}
+
+func TestConfigFromStackOutputs(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		p := parked(t, b, "stack")
+		fake := &fakeStacks{outputs: map[string]string{
+			OutputTasksTable: e.Names.TasksTable, OutputReviewTable: e.Names.ReviewTable, OutputTaskQueue: e.Names.TaskQueueURL, "ApiUrl": "https://x"}}
+		// Stale environment values lose to the stack named on the command line.
+		env := map[string]string{"USER": "dan", "TASKS_TABLE": "stale", "REVIEW_TABLE": "stale", "TASK_QUEUE_URL": "stale"}
+		var out, errb bytes.Buffer
+		a := &app{stdout: &out, stderr: &errb, env: func(k string) string { return env[k] }, cfn: func(aws.Config) stackDescriber { return fake }}
+		code := a.run(ctx, []string{"--stack", "taskledger-prod", "--endpoint", e.Endpoint, "review", "retry", p.TaskID})
+		if code != 0 || fake.asked != "taskledger-prod" {
+			t.Fatalf("exit %d asked %q\n%s%s", code, fake.asked, out.String(), errb.String())
+		}
+		if ids := messages(t, e); len(ids) != 1 {
+			t.Fatalf("queue from stack outputs got %v", ids)
+		}
+		fake.outputs = nil
+		if code := a.run(ctx, []string{"--stack", "nope", "--endpoint", e.Endpoint, "review", "list"}); code != 1 || !strings.Contains(errb.String(), "does not exist") {
+			t.Fatalf("missing stack: exit %d %s", code, errb.String())
+		}
+	})
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	b := &bundle{env: &testenv.Env{Endpoint: "http://127.0.0.1:1"}}
+	b.env.Names.TasksTable, b.env.Names.ReviewTable = "t", "r"
+	for _, args := range [][]string{
+		{},
+		{"review"},
+		{"review", "frobnicate"},
+		{"review", "show"},
+		{"review", "show", "a", "b"},
+		{"review", "resolve", "t_x", "--outcome", "maybe", "--note", "n"},
+		{"review", "resolve", "t_x", "--outcome", "failed"},
+		{"review", "list", "--limit", "0"},
+		{"review", "list", "--bogus"},
+	} {
+		r := b.cli(nil, append(args, "--endpoint", "http://127.0.0.1:1", "--tasks-table", "t", "--review-table", "r")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "taskledger:") {
+			t.Errorf("taskledger %v: exit %d stderr %q, want usage error 2", args, r.code, r.stderr)
+		}
+	}
+	// retry needs a queue, and an operator.
+	if r := b.cli(nil, "review", "retry", "t_x", "--endpoint", "http://127.0.0.1:1", "--tasks-table", "t", "--review-table", "r"); r.code != 2 || !strings.Contains(r.stderr, "queue") {
+		t.Errorf("retry without a queue: %+v", r)
+	}
+	if r := b.cli(map[string]string{}, "review", "retry", "t_x", "--queue-url", "q", "--endpoint", "http://127.0.0.1:1", "--tasks-table", "t", "--review-table", "r"); r.code != 2 || !strings.Contains(r.stderr, "--by") {
+		t.Errorf("retry without $USER or --by: %+v", r)
+	}
+	if r := b.cli(nil, "-h"); r.code != 0 || !strings.Contains(r.stdout, "review resolve") {
+		t.Errorf("-h: %+v", r)
+	}
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestBuildFromEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "AWS_REGION": "us-east-1",
+		"TASK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DEAD_LETTER_QUEUE_URL": "http://127.0.0.1:1/000000000000/dlq",
+	}
+	get := func(k string) string { return env[k] }
+	h, err := build(context.Background(), get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Ledger.Config().TasksTable != "tasks" || h.DLQURL != env["DEAD_LETTER_QUEUE_URL"] || h.Dispatch.QueueURL != env["TASK_QUEUE_URL"] || h.Provider == nil || h.Provider.Name() != "simulated" {
+		t.Fatalf("handler = %+v", h)
+	}
+	for _, k := range required {
+		saved := env[k]
+		env[k] = ""
+		if _, err := build(context.Background(), get); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("without %s: %v", k, err)
+		}
+		env[k] = saved
+	}
+	env["PROVIDER"] = "nonsense"
+	if _, err := build(context.Background(), get); err == nil {
+		t.Error("an unknown provider was accepted")
+	}
+}

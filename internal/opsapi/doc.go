@@ -1,0 +1,36 @@
+// Package opsapi is the operator's HTTP API behind the local web page's
+// review view: list and read the dead-letter review table, and act on an
+// item (retry, or resolve as completed or failed).
+//
+// # Routes
+//
+//	GET  /reviews               open items, oldest first; ?limit=1..100 (50), ?cursor=
+//	GET  /reviews/{id}          one item (open or resolved) and its task
+//	POST /reviews/{id}/retry    {"by":"...","note":"..."}
+//	POST /reviews/{id}/resolve  {"outcome":"completed|failed","note":"...","by":"..."}
+//
+// Mount it under a prefix with http.StripPrefix. POST bodies must be
+// application/json (at most 16 KiB): a browser cannot send that
+// cross-origin without a CORS preflight, which this handler never grants,
+// so a foreign page cannot act on the operator's behalf.
+//
+// # Model
+//
+// An action is ledger.Act: one transaction over the review item and its
+// task, conditioned on the item being open and the task parked, audited on
+// the item (resolved_by, resolved_at, resolution, resolution_note). After a
+// retry that changed something, the handler sends the task's SQS message;
+// if that send fails the task is still queued with a dispatch deadline and
+// the reconciler's outbox relay sends it. Repeating an action that was
+// already applied is not an error: 200 with "replayed": true, and nothing
+// is sent again. A different action on a resolved item is 409.
+//
+// # Errors
+//
+// Errors are application/problem+json (RFC 9457) with a stable type
+// "https://taskledger.dev/problems/<slug>" (the public API's base):
+// invalid-request (400, a bad query parameter), malformed-json (400),
+// bad-cursor (400), invalid-action (400), not-found (404), state-conflict
+// (409), body-too-large (413), unsupported-media-type (415), throttled
+// (503, Retry-After) and internal (500).
+package opsapi

@@ -1,0 +1,277 @@
+package opsapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// MaxBody caps POST bodies (bytes).
+const MaxBody = 16 << 10
+
+// Handler serves the operator API. Ledger is required; Dispatch is needed
+// for retry (without it a retried task waits for the reconciler's relay).
+type Handler struct {
+	Ledger   *ledger.Ledger
+	Dispatch *dispatch.Sender
+	Log      *slog.Logger
+
+	once sync.Once
+	mux  *http.ServeMux
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.once.Do(func() {
+		m := http.NewServeMux()
+		m.HandleFunc("GET /reviews", h.list)
+		m.HandleFunc("GET /reviews/{id}", h.show)
+		m.HandleFunc("POST /reviews/{id}/retry", h.retry)
+		m.HandleFunc("POST /reviews/{id}/resolve", h.resolve)
+		m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no such route: "+r.Method+" "+r.URL.Path)
+		})
+		h.mux = m
+	})
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return logging.Discard()
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	limit := int32(50)
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			writeProblem(w, http.StatusBadRequest, "invalid-request", "Invalid limit", "limit must be an integer from 1 to 100")
+			return
+		}
+		limit = int32(n)
+	}
+	items, next, err := h.Ledger.ListOpenReviews(r.Context(), limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []ledger.Review{}
+	}
+	writeJSON(w, http.StatusOK, ReviewPage{Items: items, NextCursor: next})
+}
+
+func (h *Handler) show(w http.ResponseWriter, r *http.Request) {
+	id, ok := reviewID(w, r)
+	if !ok {
+		return
+	}
+	d, err := Show(r.Context(), h.Ledger, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// Show reads a review item and, unless it is a poison message, its task.
+func Show(ctx context.Context, l *ledger.Ledger, id string) (ReviewDetail, error) {
+	rv, err := l.GetReview(ctx, id)
+	if err != nil {
+		return ReviewDetail{}, err
+	}
+	d := ReviewDetail{Review: rv}
+	if rv.Reason != ledger.ReviewPoisonMessage {
+		t, err := l.Get(ctx, id)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return ReviewDetail{}, err
+		}
+		d.Task = ViewTask(t)
+	}
+	return d, nil
+}
+
+type retryBody struct {
+	By   string `json:"by"`
+	Note string `json:"note"`
+}
+
+type resolveBody struct {
+	Outcome string `json:"outcome"`
+	Note    string `json:"note"`
+	By      string `json:"by"`
+}
+
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
+	id, ok := reviewID(w, r)
+	if !ok {
+		return
+	}
+	var b retryBody
+	if !decode(w, r, &b) {
+		return
+	}
+	h.act(w, r, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, Note: b.Note, By: b.By})
+}
+
+func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+	id, ok := reviewID(w, r)
+	if !ok {
+		return
+	}
+	var b resolveBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if b.Outcome != ledger.ResolutionCompleted && b.Outcome != ledger.ResolutionFailed {
+		writeProblem(w, http.StatusBadRequest, "invalid-action", "Invalid outcome", `outcome must be "completed" or "failed" (use /retry to re-queue)`)
+		return
+	}
+	h.act(w, r, id, ledger.OperatorAction{Resolution: b.Outcome, Note: b.Note, By: b.By})
+}
+
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledger.OperatorAction) {
+	res, err := Apply(r.Context(), h.Ledger, h.Dispatch, id, a)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log().InfoContext(r.Context(), "opsapi: operator action", "review_id", id, "resolution", a.Resolution,
+		"by", a.By, "replayed", res.Replayed, "dispatched", res.Dispatched != nil && *res.Dispatched)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// Apply performs an operator action (ledger.Act) and, after a retry that
+// changed something, sends the task's message. A failed send is not an
+// error: the task is queued with a dispatch deadline and the reconciler
+// relays it (Dispatched=false says so). The CLI and the HTTP API share it.
+func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, id string, a ledger.OperatorAction) (ActionResult, error) {
+	rv, t, replayed, err := l.Act(ctx, id, a)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	res := ActionResult{Review: rv, Task: ViewTask(t), Replayed: replayed}
+	if a.Resolution == ledger.ResolutionRetry && !replayed {
+		sent := false
+		if d != nil && t != nil {
+			sent = d.Send(ctx, t.TaskID, t.CorrelationID, 0) == nil
+		}
+		res.Dispatched = &sent
+	}
+	return res, nil
+}
+
+// reviewID validates the {id} path value: a task id or a poison item id.
+func reviewID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if ledger.ValidTaskID(id) || (strings.HasPrefix(id, "msg_") && len(id) <= 200) {
+		return id, true
+	}
+	writeProblem(w, http.StatusNotFound, "not-found", "Review item not found", "no review item has the id "+strconv.Quote(clip(id, 80)))
+	return "", false
+}
+
+// decode reads a JSON POST body strictly into v.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		writeProblem(w, http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "send the body as application/json")
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", fmt.Sprintf("the body is over %d bytes", MaxBody))
+			return false
+		}
+		writeProblem(w, http.StatusBadRequest, "malformed-json", "Unreadable body", err.Error())
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		detail := "the body must be one JSON object"
+		if err != nil {
+			detail += ": " + err.Error()
+		}
+		writeProblem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", detail)
+		return false
+	}
+	return true
+}
+
+// fail maps a ledger error to a problem response.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *ledger.ConflictError
+	var te *ledger.ThrottledError
+	switch {
+	case errors.Is(err, ledger.ErrInvalidAction):
+		writeProblem(w, http.StatusBadRequest, "invalid-action", "Invalid action", err.Error())
+	case errors.Is(err, ledger.ErrBadCursor):
+		writeProblem(w, http.StatusBadRequest, "bad-cursor", "Invalid cursor", "use the next_cursor of a previous page")
+	case errors.Is(err, ledger.ErrNotFound):
+		writeProblem(w, http.StatusNotFound, "not-found", "Review item not found", "no review item or task has the id "+strconv.Quote(r.PathValue("id")))
+	case errors.As(err, &ce):
+		writeProblem(w, http.StatusConflict, "state-conflict", "Conflicting action", ce.Error())
+	case errors.As(err, &te):
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(te.RetryAfter/time.Second))))
+		writeProblem(w, http.StatusServiceUnavailable, "throttled", "Throttled", "DynamoDB throttled the request; nothing was changed; try again")
+	default:
+		h.log().ErrorContext(r.Context(), "opsapi: request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "the request failed; see the logs")
+	}
+}
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ProblemType returns the stable type URI of a problem slug.
+func ProblemType(slug string) string { return ProblemBase + slug }
+
+// ProblemBase prefixes every problem type; the same base as the public
+// API's (internal/api), so one document can describe both.
+const ProblemBase = "https://taskledger.dev/problems/"
+
+func writeProblem(w http.ResponseWriter, status int, slug, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: ProblemType(slug), Title: title, Status: status, Detail: detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

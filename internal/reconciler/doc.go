@@ -1,0 +1,68 @@
+// Package reconciler is the scheduled handler that keeps every accepted task
+// moving toward exactly one end state (DESIGN.md §7). EventBridge Scheduler
+// invokes it every minute; each run is bounded and the next run resumes
+// where it stopped.
+//
+// # Model
+//
+// The reconciler reads only the sparse by_state index (live tasks; terminal
+// and parked tasks are not in it), one shard of one state at a time, in
+// due_at order with DueBefore = now (less a grace per state). It never
+// keeps a cursor between runs: whatever it did not reach is still due and
+// is found again next run. The walk is round-robin over all (state, shard)
+// streams, one page each, starting at a rotating shard, so one hot shard or
+// one crowded state cannot starve the others within the time budget.
+//
+// For each due task it makes one consistent read of the task and applies the
+// rule of the task's current state:
+//
+//   - running, lease_until more than Grace in the past: with budget left and
+//     a step that cannot cause a second side effect (SideEffects(kind) is
+//     false: by default, the provider honours idempotency keys) → Requeue and
+//     send its message. A step with side effects, or a provider that can be
+//     read back → unknown (ledger.ExpireToUnknown), resolved by readback on a
+//     later run. Otherwise, no budget → park budget_exhausted.
+//   - unknown, for at least Settle: provider Lookup. Found →
+//     CompleteFromReadback (readback_at). contract.ErrNotFound (credibly
+//     never happened) → Requeue and send, or park budget_exhausted when no
+//     budget is left. contract.ErrNoReadback, or no Looker → park
+//     unknown_outcome. A failed lookup is retried next run, and parked once
+//     the task is past its age budget.
+//   - queued / retry_wait past due_at (retry_wait: plus RelaySlack, since
+//     the worker's delayed message normally arrives on its own) → the outbox
+//     relay: ledger.ClaimDispatch, and only its winner sends the message.
+//   - any live state past its age or attempt budget → park budget_exhausted
+//     (running only once its lease expired).
+//
+// Then it drains the task dead-letter queue (bounded): a body that is not a
+// task reference becomes a poison_message review item and is deleted only
+// after the item is written; a task reference is deleted (the task's own
+// due_at brings it back to the rules above if it is still live).
+//
+// Finally it emits CloudWatch EMF metrics: live tasks and the age of the
+// oldest task per live state, open review items, re-sent dispatches,
+// readback outcomes, parked and re-queued tasks.
+//
+// # Concurrency
+//
+// Two runs at once are safe: every write is conditioned on the state and
+// version the run read (Requeue, ExpireToUnknown, CompleteFromReadback and
+// Park are fenced; Park is one transaction with the review item), and the
+// relay sends only after winning ClaimDispatch. The loser of any race sees a
+// *ledger.FencedError, a *ledger.ConflictError (ledger.IsAlreadyParked) or
+// ok=false and counts it in Summary.Raced: no double park, no double send,
+// no lost task.
+//
+// # Cost
+//
+// Reads grow with live work, never with history: per run, one Query per
+// (state, shard) stream page for the rules and one per stream for metrics,
+// one GetItem per due task, and a few Queries of the open_reviews index.
+//
+// # Age approximation
+//
+// The index is ordered by due_at, not by age. The oldest-task metric of a
+// state is the largest age (now - budget_start_ms) among the first page
+// (PageLimit tasks, earliest due first) of each of its shards; it is exact
+// whenever a shard holds at most PageLimit tasks of that state.
+package reconciler

@@ -1,0 +1,370 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Defaults for Handler's zero fields.
+const (
+	DefaultBudget        = 40 * time.Second // the function's timeout is 60 s
+	DefaultPageLimit     = 100
+	DefaultMaxPerRun     = 1000
+	DefaultGrace         = 5 * time.Second
+	DefaultSettle        = 30 * time.Second
+	DefaultRelaySlack    = 30 * time.Second
+	DefaultConcurrency   = 8
+	DefaultDLQBatches    = 10 // of up to 10 messages each
+	DefaultLookupTimeout = 10 * time.Second
+	// MaxOpenReviewPages bounds the open-review count (pages of 100).
+	MaxOpenReviewPages = 10
+)
+
+// DLQ is the subset of the SQS client used to drain the dead-letter queue.
+type DLQ interface {
+	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+// Handler is the reconciler. Ledger and Dispatch are required; the rest is
+// optional. A Handler is safe for concurrent use, and two Handlers (two
+// Lambda invocations) may run over the same tables at once.
+type Handler struct {
+	Ledger   *ledger.Ledger
+	Dispatch *dispatch.Sender
+	// DLQ and DLQURL: the task dead-letter queue; the drain is skipped when
+	// either is unset.
+	DLQ    DLQ
+	DLQURL string
+	// Provider is read back (contract.Looker) for unknown outcomes; nil
+	// means no readback is possible.
+	Provider contract.Provider
+	// Metrics receives the EMF records; nil writes none.
+	Metrics *metrics.Writer
+	Log     *slog.Logger
+
+	// Budget is the wall-clock time one run may spend (default 40 s, under
+	// the function's 60 s timeout); a context deadline shortens it.
+	Budget time.Duration
+	// PageLimit is the page size of index queries (default 100).
+	PageLimit int32
+	// MaxPerRun caps the tasks examined per run (default 1000).
+	MaxPerRun int
+	// Grace is how long past lease_until a running task is left alone
+	// (default 5 s): a heartbeat may be in flight.
+	Grace time.Duration
+	// Settle is how long a task stays unknown before it is read back
+	// (default 30 s): a provider may still be finishing the call.
+	Settle time.Duration
+	// RelaySlack delays re-sending a retry_wait task past its not_before
+	// (default 30 s): the worker's delayed message normally arrives itself.
+	RelaySlack time.Duration
+	// Concurrency bounds the tasks handled at once (default 8).
+	Concurrency int
+	// DLQBatches bounds the dead-letter receives per run (default 10).
+	DLQBatches int
+	// LookupTimeout bounds one provider Lookup (default 10 s).
+	LookupTimeout time.Duration
+	// SideEffects reports whether re-running a step of this kind could
+	// cause a second external side effect. Default: true unless Provider
+	// honours idempotency keys (contract.IdempotencyHonouring).
+	SideEffects func(kind string) bool
+}
+
+// Summary is what one run did. It is also the Lambda's response.
+type Summary struct {
+	// Examined counts due tasks read (one GetItem each).
+	Examined int `json:"examined"`
+	// Requeued counts running/unknown tasks put back to queued (and sent).
+	Requeued int `json:"requeued"`
+	// Resent counts outbox re-sends of queued/retry_wait tasks.
+	Resent int `json:"resent"`
+	// ExpiredToUnknown counts running tasks with an expired lease moved to
+	// unknown for readback.
+	ExpiredToUnknown int `json:"expired_to_unknown"`
+	// Parked counts tasks this run moved to needs_review.
+	Parked int `json:"parked"`
+	// Completed counts tasks completed from a provider readback.
+	Completed int `json:"completed"`
+	// Readback outcomes of provider Lookups.
+	ReadbackFound      int `json:"readback_found"`
+	ReadbackNotFound   int `json:"readback_not_found"`
+	ReadbackNoReadback int `json:"readback_no_readback"`
+	ReadbackErrors     int `json:"readback_errors"`
+	// Raced counts tasks another actor moved first (a no-op here).
+	Raced int `json:"raced"`
+	// SendErrors counts SQS sends that failed; the task stays due and is
+	// re-sent by a later run.
+	SendErrors int `json:"send_errors"`
+	// PoisonMessages counts dead-letter messages written as review items;
+	// DeadLettersDeleted counts all dead-letter messages deleted.
+	PoisonMessages     int `json:"poison_messages"`
+	DeadLettersDeleted int `json:"dead_letters_deleted"`
+	// Errors counts unexpected failures (AWS errors); each is logged.
+	Errors int `json:"errors"`
+	// Partial is true when the time budget or MaxPerRun stopped the walk;
+	// what is left is still due and is handled by the next run.
+	Partial bool `json:"partial"`
+	// LiveTasks and OldestAgeSeconds are per live state (see the package
+	// documentation for the age approximation). OpenReviews is a lower
+	// bound when OpenReviewsTruncated.
+	LiveTasks            map[ledger.State]int     `json:"live_tasks"`
+	OldestAgeSeconds     map[ledger.State]float64 `json:"oldest_age_seconds"`
+	OpenReviews          int                      `json:"open_reviews"`
+	OpenReviewsTruncated bool                     `json:"open_reviews_truncated,omitempty"`
+	DurationMs           int64                    `json:"duration_ms"`
+}
+
+// RunError reports that a run hit unexpected errors. The run still did
+// everything else it could; Summary says what.
+type RunError struct {
+	Summary Summary
+	First   error
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("reconciler: %d error(s) in this run; first: %v", e.Summary.Errors, e.First)
+}
+
+func (e *RunError) Unwrap() error { return e.First }
+
+// Handle runs one reconciliation. ev is the EventBridge Scheduler payload
+// (see events/scheduler-tick.json); any JSON is accepted and none of it
+// steers the run. It returns a *RunError when something failed
+// unexpectedly, so the invocation shows up in the function's Errors metric;
+// retrying it is safe.
+func (h *Handler) Handle(ctx context.Context, ev json.RawMessage) (Summary, error) {
+	if h.Ledger == nil || h.Dispatch == nil {
+		return Summary{}, errors.New("reconciler: Ledger and Dispatch are required")
+	}
+	r := h.newRun(ctx)
+	log := r.log
+	if sched := scheduleOf(ev); sched.Resource != "" || sched.Time != "" {
+		log.InfoContext(ctx, "reconciler: run", "schedule", sched.Resource, "scheduled_time", sched.Time)
+	}
+
+	r.drainDLQ(ctx)
+	r.walk(ctx)
+	r.measure(ctx)
+
+	r.sum.DurationMs = time.Since(r.start).Milliseconds()
+	r.emit()
+	log.InfoContext(ctx, "reconciler: done",
+		"examined", r.sum.Examined, "requeued", r.sum.Requeued, "resent", r.sum.Resent,
+		"parked", r.sum.Parked, "completed", r.sum.Completed, "expired_to_unknown", r.sum.ExpiredToUnknown,
+		"raced", r.sum.Raced, "poison", r.sum.PoisonMessages, "errors", r.sum.Errors,
+		"partial", r.sum.Partial, "duration_ms", r.sum.DurationMs)
+	if r.sum.Errors > 0 {
+		return r.sum, &RunError{Summary: r.sum, First: r.firstErr}
+	}
+	return r.sum, nil
+}
+
+type schedule struct {
+	Resource string
+	Time     string
+}
+
+// scheduleOf extracts the schedule ARN and time from a Scheduler default
+// notification, if ev is one; anything else yields zero values.
+func scheduleOf(ev json.RawMessage) schedule {
+	var n struct {
+		Time      string   `json:"time"`
+		Resources []string `json:"resources"`
+	}
+	if json.Unmarshal(ev, &n) != nil {
+		return schedule{}
+	}
+	s := schedule{Time: n.Time}
+	if len(n.Resources) > 0 {
+		s.Resource = n.Resources[0]
+	}
+	return s
+}
+
+// run is the state of one Handle call.
+type run struct {
+	h   *Handler
+	log *slog.Logger
+	// now is the ledger clock at the start: the rules' notion of "due".
+	now time.Time
+	// start, workUntil and hardUntil are wall-clock: the time budget.
+	start     time.Time
+	workUntil time.Time
+	hardUntil time.Time
+
+	mu       sync.Mutex
+	sum      Summary
+	firstErr error
+}
+
+func (h *Handler) newRun(ctx context.Context) *run {
+	r := &run{h: h, log: h.Log, now: h.Ledger.Now().UTC(), start: time.Now()}
+	if r.log == nil {
+		r.log = logging.Discard()
+	}
+	budget := h.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	r.hardUntil = r.start.Add(budget)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-2*time.Second).Before(r.hardUntil) {
+		r.hardUntil = dl.Add(-2 * time.Second)
+	}
+	// Keep the last eighth of the budget for metrics.
+	r.workUntil = r.hardUntil.Add(-r.hardUntil.Sub(r.start) / 8)
+	r.sum.LiveTasks = map[ledger.State]int{}
+	r.sum.OldestAgeSeconds = map[ledger.State]float64{}
+	return r
+}
+
+func (r *run) workLeft() bool { return time.Now().Before(r.workUntil) }
+func (r *run) timeLeft() bool { return time.Now().Before(r.hardUntil) }
+
+// count applies f to the summary under the lock.
+func (r *run) count(f func(s *Summary)) {
+	r.mu.Lock()
+	f(&r.sum)
+	r.mu.Unlock()
+}
+
+// fail records an unexpected error.
+func (r *run) fail(ctx context.Context, msg string, err error, attrs ...any) {
+	r.mu.Lock()
+	r.sum.Errors++
+	if r.firstErr == nil {
+		r.firstErr = fmt.Errorf("%s: %w", msg, err)
+	}
+	r.mu.Unlock()
+	r.log.ErrorContext(ctx, "reconciler: "+msg, append(attrs, "error", err.Error())...)
+}
+
+func (h *Handler) pageLimit() int32 {
+	if h.PageLimit > 0 {
+		return h.PageLimit
+	}
+	return DefaultPageLimit
+}
+
+func durOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func intOr(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
+}
+
+// sideEffects reports whether re-running a step of kind could act twice.
+func (h *Handler) sideEffects(kind string) bool {
+	if h.SideEffects != nil {
+		return h.SideEffects(kind)
+	}
+	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
+		return false
+	}
+	return true
+}
+
+func (h *Handler) looker() (contract.Looker, bool) {
+	lk, ok := h.Provider.(contract.Looker)
+	return lk, ok && h.Provider != nil
+}
+
+// stream is one (state, shard) partition of the by_state index.
+type stream struct {
+	state     ledger.State
+	shard     int
+	dueBefore int64
+	cursor    string
+	done      bool
+}
+
+// walk applies the rules to every due live task, round-robin over the
+// streams, one page each per round, until all are exhausted, the work
+// budget is spent or MaxPerRun tasks were examined.
+func (r *run) walk(ctx context.Context) {
+	h := r.h
+	shards := h.Ledger.Config().Shards
+	start := rand.IntN(shards)
+	nowMs := r.now.UnixMilli()
+	due := map[ledger.State]int64{
+		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
+		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
+		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
+		ledger.StateQueued:    nowMs,
+	}
+	var streams []*stream
+	for i := range shards {
+		shard := (start + i) % shards
+		for _, st := range []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued} {
+			streams = append(streams, &stream{state: st, shard: shard, dueBefore: due[st]})
+		}
+	}
+	maxPerRun := intOr(h.MaxPerRun, DefaultMaxPerRun)
+	sem := make(chan struct{}, intOr(h.Concurrency, DefaultConcurrency))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	examined := 0
+	for active := len(streams); active > 0; {
+		active = 0
+		for _, s := range streams {
+			if s.done {
+				continue
+			}
+			if ctx.Err() != nil || !r.workLeft() || examined >= maxPerRun {
+				r.count(func(s *Summary) { s.Partial = true })
+				return
+			}
+			refs, next, err := h.Ledger.QueryLive(ctx, ledger.LiveQuery{
+				State: s.state, Shard: s.shard, DueBefore: s.dueBefore, Limit: h.pageLimit(), Cursor: s.cursor,
+			})
+			if err != nil {
+				r.fail(ctx, "query by_state", err, "state", s.state, "shard", s.shard)
+				s.done = true
+				continue
+			}
+			s.cursor, s.done = next, next == ""
+			if !s.done {
+				active++
+			}
+			for _, ref := range refs {
+				if examined >= maxPerRun {
+					r.count(func(s *Summary) { s.Partial = true })
+					s.done = true
+					break
+				}
+				examined++
+				sem <- struct{}{}
+				wg.Add(1)
+				go func(id string) {
+					defer wg.Done()
+					defer func() { <-sem }()
+					r.reconcile(ctx, id)
+				}(ref.TaskID)
+			}
+			// Let this page finish before the next query of the same
+			// stream, so a cursor never races the writes it pages over.
+			wg.Wait()
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// reconcile reads one due task consistently and applies the rule of the
+// state it is in now (the index is eventually consistent and other actors
+// move tasks all the time).
+func (r *run) reconcile(ctx context.Context, id string) {
+	t, err := r.h.Ledger.Get(ctx, id)
+	r.count(func(s *Summary) { s.Examined++ })
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		r.raced()
+		return
+	case err != nil:
+		r.fail(ctx, "read task", err, "task_id", id)
+		return
+	}
+	switch t.State {
+	case ledger.StateRunning:
+		r.expiredLease(ctx, t)
+	case ledger.StateUnknown:
+		r.unknown(ctx, t)
+	case ledger.StateQueued, ledger.StateRetryWait:
+		r.relay(ctx, t)
+	default: // terminal or parked since the index was read
+		r.raced()
+	}
+}
+
+func (r *run) raced() { r.count(func(s *Summary) { s.Raced++ }) }
+
+// expiredLease handles a running task whose lease may have expired.
+func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
+	h := r.h
+	if t.LeaseUntil >= r.now.Add(-durOr(h.Grace, DefaultGrace)).UnixMilli() {
+		r.raced() // renewed, or claimed anew, since the index was read
+		return
+	}
+	budgetLeft, budget := t.BudgetLeft(r.now)
+	sideEffects := h.sideEffects(t.Kind)
+	_, canReadBack := h.looker()
+	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
+	switch {
+	case budgetLeft && !sideEffects:
+		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateRunning, t.AssignmentVersion)
+		if r.lost(ctx, "requeue expired lease", t.TaskID, err) {
+			return
+		}
+		r.count(func(s *Summary) { s.Requeued++ })
+		log.InfoContext(ctx, "reconciler: expired lease re-queued")
+		r.send(ctx, u)
+	case sideEffects || canReadBack:
+		// Re-running could act twice, or the provider can tell us what
+		// happened: resolve it by readback (a later run, after Settle).
+		_, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
+		if r.lost(ctx, "expire lease to unknown", t.TaskID, err) {
+			return
+		}
+		r.count(func(s *Summary) { s.ExpiredToUnknown++ })
+		log.InfoContext(ctx, "reconciler: expired lease moved to unknown", "side_effects", sideEffects, "budget_left", budgetLeft)
+	default:
+		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
+			review.BudgetExhausted(t, budget))
+	}
+}
+
+// unknown resolves an uncertain outcome by provider readback.
+func (r *run) unknown(ctx context.Context, t *ledger.Task) {
+	h := r.h
+	if t.DueAt >= r.now.Add(-durOr(h.Settle, DefaultSettle)).UnixMilli() {
+		r.raced()
+		return
+	}
+	opts := ledger.ParkOptions{State: ledger.StateUnknown, Version: t.AssignmentVersion}
+	at := unknownSince(t)
+	name := ""
+	if h.Provider != nil {
+		name = h.Provider.Name()
+	}
+	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
+	lk, ok := h.looker()
+	if !ok {
+		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
+		why := "no provider is configured for readback"
+		if name != "" {
+			why = fmt.Sprintf("provider %q offers no readback (Lookup)", name)
+		}
+		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, durOr(h.LookupTimeout, DefaultLookupTimeout))
+	res, err := lk.Lookup(lctx, t.OperationID())
+	cancel()
+	switch {
+	case err == nil && len(res.Output) > 0:
+		r.count(func(s *Summary) { s.ReadbackFound++ })
+		if res.Provider == "" {
+			res.Provider = name
+		}
+		_, err := h.Ledger.CompleteFromReadback(ctx, t.TaskID, t.AssignmentVersion, ledger.Completion{
+			Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now,
+		})
+		if r.lost(ctx, "complete from readback", t.TaskID, err) {
+			return
+		}
+		r.count(func(s *Summary) { s.Completed++ })
+		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+	case errors.Is(err, contract.ErrNotFound):
+		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if ok, budget := t.BudgetLeft(r.now); !ok {
+			r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
+			return
+		}
+		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
+		if r.lost(ctx, "requeue after readback not found", t.TaskID, err) {
+			return
+		}
+		r.count(func(s *Summary) { s.Requeued++ })
+		log.InfoContext(ctx, "reconciler: provider never saw the operation; re-queued")
+		r.send(ctx, u)
+	case errors.Is(err, contract.ErrNoReadback):
+		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
+		why := "the provider cannot tell whether the operation happened"
+		if name != "" {
+			why = fmt.Sprintf("provider %q cannot tell whether the operation happened", name)
+		}
+		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+	default:
+		if err == nil {
+			err = errors.New("the provider returned an empty result")
+		}
+		r.count(func(s *Summary) { s.ReadbackErrors++ })
+		if t.DeadlineMs > 0 && r.now.UnixMilli() >= t.DeadlineMs {
+			r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, "readback kept failing until the age budget ended: "+err.Error()))
+			return
+		}
+		// Transient: the task stays unknown and due; the next run retries.
+		log.WarnContext(ctx, "reconciler: readback failed; retrying next run", "error", err.Error())
+	}
+}
+
+// unknownSince is when the outcome became uncertain: the end of the lease
+// for an attempt whose worker vanished, else when it was marked unknown.
+func unknownSince(t *ledger.Task) time.Time {
+	if t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt {
+		return time.UnixMilli(t.LeaseUntil).UTC()
+	}
+	if t.DueAt > 0 {
+		return time.UnixMilli(t.DueAt).UTC()
+	}
+	return time.UnixMilli(t.UpdatedMs).UTC()
+}
+
+// relay is the outbox relay for queued and retry_wait tasks whose message
+// is overdue, and the age/attempt budget check for them.
+func (r *run) relay(ctx context.Context, t *ledger.Task) {
+	h := r.h
+	if ok, budget := t.BudgetLeft(r.now); !ok {
+		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, review.BudgetExhausted(t, budget))
+		return
+	}
+	dueBefore := r.now
+	if t.State == ledger.StateRetryWait {
+		dueBefore = dueBefore.Add(-durOr(h.RelaySlack, DefaultRelaySlack))
+	}
+	if t.DueAt >= dueBefore.UnixMilli() {
+		r.raced()
+		return
+	}
+	u, won, err := h.Ledger.ClaimDispatch(ctx, t.TaskID, t.State, t.DueAt)
+	switch {
+	case err != nil:
+		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)
+		return
+	case !won:
+		r.raced() // another reconciler (or a claim) got there first
+		return
+	}
+	if r.send(ctx, u) {
+		r.count(func(s *Summary) { s.Resent++ })
+		r.log.InfoContext(ctx, "reconciler: dispatch re-sent", "task_id", t.TaskID, "state", t.State, "dispatches", u.Dispatches)
+	}
+}
+
+// send enqueues the task's message. A failed send leaves the task queued
+// with its dispatch deadline, so a later run re-sends it.
+func (r *run) send(ctx context.Context, t *ledger.Task) bool {
+	if err := r.h.Dispatch.Send(ctx, t.TaskID, t.CorrelationID, 0); err != nil {
+		r.count(func(s *Summary) { s.SendErrors++ })
+		r.fail(ctx, "send task message", err, "task_id", t.TaskID)
+		return false
+	}
+	return true
+}
+
+// park moves t to needs_review with its review item (one transaction).
+func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv ledger.Review) {
+	_, err := r.h.Ledger.Park(ctx, t, o, rv)
+	if r.lost(ctx, "park", t.TaskID, err) {
+		return
+	}
+	r.count(func(s *Summary) { s.Parked++ })
+	r.log.InfoContext(ctx, "reconciler: parked", "task_id", t.TaskID, "reason", rv.Reason, "state", o.State, "attempts", t.Attempts)
+}
+
+// lost reports whether err means the write did not happen: a race lost to
+// another actor (counted, not an error) or an unexpected failure.
+func (r *run) lost(ctx context.Context, op, id string, err error) bool {
+	if err == nil {
+		return false
+	}
+	var fe *ledger.FencedError
+	var ce *ledger.ConflictError
+	if errors.As(err, &fe) || errors.As(err, &ce) || errors.Is(err, ledger.ErrNotFound) {
+		r.raced()
+		r.log.DebugContext(ctx, "reconciler: "+op+": task moved on", "task_id", id, "why", err.Error())
+		return true
+	}
+	r.fail(ctx, op, err, "task_id", id)
+	return true
+}

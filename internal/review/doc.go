@@ -1,0 +1,26 @@
+// Package review writes the words of a review item: the one-sentence
+// summary, and the known / uncertain / safe_actions lists that tell an
+// operator what happened, what nobody can tell, and which actions are safe.
+//
+// # Model
+//
+// A task is parked (needs_review) for one of a few reasons, and each reason
+// has its own constructor here, shared by the worker and the reconciler so
+// that the same situation always reads the same way in the DynamoDB console,
+// the CLI and the local web page:
+//
+//   - [BudgetExhausted]: the attempt or age budget ran out.
+//   - [UnknownOutcome]: the provider may have produced a result, and it
+//     cannot be read back.
+//   - [ProviderConfig]: the provider rejected credentials, permissions or
+//     the model (fix the configuration, then retry).
+//   - [StaleLease]: a worker stopped renewing its lease mid-call and the
+//     step can be neither re-run safely nor read back.
+//   - [Poison]: a dead-letter message that is not a task reference.
+//
+// The functions are pure: they read the task (never its input or result
+// text) and return a [ledger.Review] whose Reason, Summary, Known, Uncertain
+// and SafeActions are set; ledger.Park and ledger.PutPoison fill the rest.
+// Safe actions name the operator commands of cmd/taskledger
+// ("taskledger review retry <id>", "taskledger review resolve <id> ...").
+package review
