@@ -57,6 +57,9 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	}
 	pcfg := provider.ConfigFromEnv(getenv)
 	pcfg.AWS = &cfg
+	// The simulated provider's idempotency ledger lives in the worker's
+	// process, not this one: never claim "never happened" from ours.
+	pcfg.NoReadback = true
 	p, err := provider.New(ctx, pcfg)
 	if err != nil {
 		return nil, err

@@ -132,6 +132,12 @@ type Config struct {
 	// AWS is the configuration for the Bedrock and Secrets Manager clients;
 	// loaded with config.LoadDefaultConfig if nil.
 	AWS *aws.Config
+	// NoReadback makes the simulated provider answer Lookup with
+	// ErrNoReadback. Set it wherever the instance is not the one the
+	// workers called (a deployed reconciler Lambda: each process has its own
+	// in-memory idempotency ledger, so its "not found" would be a lie and
+	// would re-queue work that may have happened).
+	NoReadback bool
 
 	err error // a value ConfigFromEnv could not parse
 }
@@ -290,7 +296,7 @@ func newWithEnv(ctx context.Context, cfg Config, getenv func(string) string) (Pr
 		return p, nil
 	default:
 		plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated above
-		return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model}), nil
+		return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback}), nil
 	}
 }
 

@@ -179,3 +179,18 @@ func TestAliasesAreTheContract(t *testing.T) {
 		t.Fatal("SimulateNames and simulated.Faults differ")
 	}
 }
+
+func TestNewSimulatedNoReadback(t *testing.T) {
+	t.Parallel()
+	p, err := New(context.Background(), Config{Name: NameSimulated, NoReadback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lookup(context.Background(), p, "t_never"); !errors.Is(err, ErrNoReadback) {
+		t.Fatalf("Lookup with NoReadback = %v, want ErrNoReadback", err)
+	}
+	q, _ := New(context.Background(), Config{Name: NameSimulated})
+	if _, err := Lookup(context.Background(), q, "t_never"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Lookup on a shared instance = %v, want ErrNotFound", err)
+	}
+}

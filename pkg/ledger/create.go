@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -69,6 +71,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	// Due for dispatch check at the outbox deadline, or at the age
 	// deadline if that comes first, so the reconciler parks it in time.
 	t.DueAt = min(t.DueAt, t.DeadlineMs)
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	t.CreateNonce = hex.EncodeToString(nonce[:])
 	if t.CorrelationID == "" {
 		t.CorrelationID = t.TaskID
 	}
@@ -99,6 +104,11 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		}
 		if old == nil {
 			continue
+		}
+		if old.CreateNonce == t.CreateNonce {
+			// Our own write: the first PutItem succeeded but its response
+			// was lost and the SDK retried it. This call created the task.
+			return old, nil
 		}
 		if old.PayloadSHA256 != n.PayloadSHA256 {
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}

@@ -81,6 +81,9 @@ type Task struct {
 	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
 	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
 	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
+	// CreateNonce is random per Create call, so a Create whose PutItem
+	// response was lost (and retried by the SDK) recognises its own write.
+	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
 }
