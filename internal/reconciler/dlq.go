@@ -66,13 +66,12 @@ func (r *run) deadLetter(ctx context.Context, m types.Message) {
 	switch {
 	case perr != nil:
 		sum := sha256.Sum256([]byte(body))
-		rv := review.Poison(id, hex.EncodeToString(sum[:]), len(body), perr.Error())
+		o := review.PoisonOptions{Queue: review.DeadLetterQueue}
 		if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil && ms > 0 {
-			rv.Known = append(rv.Known, "first sent to the task queue at "+time.UnixMilli(ms).UTC().Format(time.RFC3339))
+			o.SentAt = time.UnixMilli(ms)
 		}
-		if n := m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]; n != "" {
-			rv.Known = append(rv.Known, "received "+n+" times before it was dead-lettered")
-		}
+		o.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		rv := review.PoisonFrom(id, hex.EncodeToString(sum[:]), len(body), perr.Error(), o)
 		if _, err := h.Ledger.PutPoison(ctx, rv); err != nil {
 			r.fail(ctx, "record poison message", err, "message_id", id)
 			return // not deleted: it reappears and is recorded next run

@@ -9,14 +9,27 @@
 // that the same situation always reads the same way in the DynamoDB console,
 // the CLI and the local web page:
 //
-//   - [BudgetExhausted]: the attempt or age budget ran out.
+//   - [BudgetExhausted]: the attempt or age budget ran out (found by the
+//     reconciler or at a claim); [BudgetExhaustedAfter] when it runs out as
+//     an attempt ends (the worker), quoting that attempt's [Failure] and,
+//     for the age budget, when the next attempt could have started.
 //   - [UnknownOutcome]: the provider may have produced a result, and it
 //     cannot be read back.
 //   - [ProviderConfig]: the provider rejected credentials, permissions or
-//     the model (fix the configuration, then retry).
+//     the model (fix the configuration, then retry), quoting the attempt's
+//     [Failure] (class, reason, HTTP status).
 //   - [StaleLease]: a worker stopped renewing its lease mid-call and the
 //     step can be neither re-run safely nor read back.
-//   - [Poison]: a dead-letter message that is not a task reference.
+//   - [Poison]: a dead-letter message that is not a task reference;
+//     [PoisonFrom] also for one a worker acknowledged on the task queue,
+//     with its receive count, sent time and correlation id
+//     ([PoisonOptions]).
+//
+// A [Failure] is what the worker learnt from the failure that just happened
+// ([FailureOf] builds it from a retrypolicy.Classification and the error):
+// its class, reason, HTTP status and the safe error text stored for the
+// caller. A task that is found rather than just failed has its last error
+// in the task itself, and the functions quote that instead.
 //
 // The functions are pure: they read the task (never its input or result
 // text) and return a [ledger.Review] whose Reason, Summary, Known, Uncertain

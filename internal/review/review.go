@@ -1,11 +1,14 @@
 package review
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // Budget names accepted by BudgetExhausted (as reported by
@@ -18,64 +21,174 @@ const (
 // MaxDetail caps error text quoted in a review item (bytes).
 const MaxDetail = 300
 
-// BudgetExhausted explains a task parked because its attempt budget
-// (budget = "max_attempts") or age budget ("max_age") ran out. The wording
-// depends on the state t was in: a running task whose lease expired or an
-// unknown outcome leaves a possible side effect uncertain; a queued or
-// retry_wait task had no attempt in flight.
+// maxCorrelationID caps a poison message's correlation id (bytes).
+const maxCorrelationID = 128
+
+var unknownOutcome = retrypolicy.UnknownOutcome.String()
+
+// Failure is how the attempt that just ended failed, as retrypolicy
+// classified it: classes, reasons, codes and the provider's short error
+// text, never task input or results.
+type Failure struct {
+	// Class is the retrypolicy class name ("transient", "permanent_config", …).
+	Class string
+	// Reason is the classifier's short reason ("http_429", "dial_error", …).
+	Reason string
+	// HTTPStatus is the provider's HTTP status code, 0 if there was none.
+	HTTPStatus int
+	// Message is the error text stored for the caller (ids, codes and the
+	// provider's short text; adapters guarantee no credential or task text).
+	// It becomes the review item's error_message; Known quotes it clipped to
+	// MaxDetail.
+	Message string
+}
+
+// FailureOf describes err, classified as c; msg is the error text stored
+// for the caller. The HTTP status is found in err's chain (a
+// *retrypolicy.StatusError, or any error with an HTTPStatusCode() int
+// method, such as the AWS SDK's).
+func FailureOf(c retrypolicy.Classification, err error, msg string) Failure {
+	f := Failure{Reason: c.Reason, HTTPStatus: httpStatus(err), Message: msg}
+	if c.Class != 0 {
+		f.Class = c.Class.String()
+	}
+	return f
+}
+
+// detail is the failure's reason and status without the class: "HTTP 429",
+// "aws_AccessDeniedException, HTTP 403", "dial_error", or "".
+func (f Failure) detail() string {
+	var parts []string
+	if f.Reason != "" && !strings.HasPrefix(f.Reason, "steered_") && (f.HTTPStatus == 0 || f.Reason != fmt.Sprintf("http_%d", f.HTTPStatus)) {
+		parts = append(parts, f.Reason)
+	}
+	if f.HTTPStatus != 0 {
+		parts = append(parts, fmt.Sprintf("HTTP %d", f.HTTPStatus))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describe is "HTTP 429 (transient)", or "a transient error" with no detail.
+func (f Failure) describe() string {
+	class := f.Class
+	if class == "" {
+		class = "unclassified"
+	}
+	if d := f.detail(); d != "" {
+		return d + " (" + class + ")"
+	}
+	return "a " + class + " error"
+}
+
+// BudgetExhausted explains a task found with its attempt budget
+// (budget = "max_attempts") or age budget ("max_age") gone, by the
+// reconciler or at a claim. The wording depends on the state t was in: a
+// running task whose lease expired or an unknown outcome leaves a possible
+// side effect uncertain (as does an earlier attempt recorded as
+// unknown_outcome); a queued or retry_wait task had no attempt in flight.
 func BudgetExhausted(t *ledger.Task, budget string) ledger.Review {
+	return BudgetExhaustedAfter(t, budget, Failure{}, time.Time{})
+}
+
+// BudgetExhaustedAfter is [BudgetExhausted] for a worker that parks a task
+// as its attempt ends: f is how that attempt failed (the zero Failure when
+// no attempt just ended: the task's stored error is quoted then), and
+// nextAttempt, when not zero, is the earliest time the next attempt could
+// have started (backoff and any Retry-After), which the age budget's end
+// ruled out. With a Failure the review's error class and message are f's.
+func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt time.Time) ledger.Review {
 	id := t.TaskID
+	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
+	leaseLost := !ended && t.State == ledger.StateRunning
+	markedUnknown := !ended && t.State == ledger.StateUnknown
+	earlierUnknown := !markedUnknown && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
+	inFlight := leaseLost || markedUnknown
+	mayHaveResult := inFlight || earlierUnknown
+
+	ageBudget := "age budget"
+	if t.MaxAgeMs > 0 {
+		ageBudget = humanDuration(time.Duration(t.MaxAgeMs)*time.Millisecond) + " age budget"
+	}
 	var what string
-	switch budget {
-	case BudgetAge:
-		what = fmt.Sprintf("was not finished within its %s age budget", humanDuration(time.Duration(t.MaxAgeMs)*time.Millisecond))
+	switch {
+	case budget == BudgetAge && !nextAttempt.IsZero():
+		what = fmt.Sprintf("could not start its next attempt before its %s ends at %s", ageBudget, stamp(t.DeadlineMs))
+	case budget == BudgetAge:
+		what = "was not finished within its " + ageBudget
 	default:
 		budget = BudgetAttempts
 		what = fmt.Sprintf("used %d of %d attempts without a result", t.Attempts, t.MaxAttempts)
 	}
-	inFlight := t.State == ledger.StateRunning || t.State == ledger.StateUnknown
+	switch {
+	case ended:
+		what += ", the last attempt failing with " + f.describe()
+	case t.ErrorClass != "":
+		what += " (last recorded error: " + t.ErrorClass + ")"
+	}
 
-	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted}
-	if inFlight {
+	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: f.Class, ErrorMessage: f.Message}
+	switch {
+	case inFlight:
 		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
-	} else {
-		r.Summary = fmt.Sprintf("Task %s %s; retry it with a fresh budget or resolve it as failed.", id, what)
+	case earlierUnknown:
+		r.Summary = fmt.Sprintf("Task %s %s, and an earlier attempt whose outcome was unknown may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
+	default:
+		r.Summary = fmt.Sprintf("Task %s %s; retry it with a fresh budget once the cause has cleared, or resolve it as failed.", id, what)
 	}
 
 	r.Known = append(r.Known,
-		fmt.Sprintf("budget exhausted: %s", budget),
+		"budget exhausted: "+budget,
 		fmt.Sprintf("attempts used: %d of %d", t.Attempts, t.MaxAttempts),
-		fmt.Sprintf("created at %s; age budget %s ended at %s", stamp(t.CreatedMs), humanDuration(time.Duration(t.MaxAgeMs)*time.Millisecond), stamp(t.DeadlineMs)),
-		fmt.Sprintf("state when parked: %s", t.State),
+		fmt.Sprintf("created at %s; %s until %s", stamp(t.CreatedMs), ageBudget, stamp(t.DeadlineMs)),
 	)
-	r.Known = append(r.Known, lastError(t)...)
+	if !nextAttempt.IsZero() {
+		r.Known = append(r.Known, fmt.Sprintf("the next attempt could start at %s at the earliest (backoff and any Retry-After from the provider), not before the age budget ends", stamp(nextAttempt.UnixMilli())))
+	}
+	r.Known = append(r.Known, fmt.Sprintf("state when parked: %s", t.State))
+	if ended {
+		r.Known = append(r.Known, fmt.Sprintf("attempt %d ended with %s and returned no result; no attempt is in flight", t.Attempts, f.describe()))
+		if f.Message != "" {
+			r.Known = append(r.Known, "error: "+clip(f.Message, MaxDetail))
+		}
+		if t.ErrorClass != "" && t.ErrorClass != f.Class {
+			r.Known = append(r.Known, "an earlier attempt ended with "+t.ErrorClass)
+		}
+	} else {
+		r.Known = append(r.Known, lastError(t)...)
+	}
 	if t.ProviderRef != "" {
 		r.Known = append(r.Known, "provider reference: "+t.ProviderRef)
 	}
-
-	switch t.State {
-	case ledger.StateRunning:
+	switch {
+	case leaseLost:
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped renewing the lease", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil)))
+	case !ended && !markedUnknown && earlierUnknown:
+		r.Known = append(r.Known, "no attempt was in flight when the task was parked")
+	case !ended && !markedUnknown:
+		r.Known = append(r.Known, "no attempt was in flight when the task was parked, so nothing was generated and left unsaved")
+	}
+
+	if earlierUnknown {
 		r.Uncertain = append(r.Uncertain,
-			fmt.Sprintf("whether attempt %d reached the provider and produced a result that was never saved", t.Attempts))
-	case ledger.StateUnknown:
+			fmt.Sprintf("whether the provider performed an earlier attempt whose outcome was unknown: look up operation id %s at the provider (its console or logs) before resolving", t.OperationID()))
+	}
+	switch {
+	case leaseLost:
+		r.Uncertain = append(r.Uncertain,
+			fmt.Sprintf("whether attempt %d reached the provider (operation id %s) and produced a result that was never saved before its worker's lease expired", t.Attempts, t.OperationID()))
+	case markedUnknown:
 		r.Uncertain = append(r.Uncertain,
 			fmt.Sprintf("whether the provider produced a result for operation %s around %s (the outcome was recorded as unknown)", t.OperationID(), stamp(t.UpdatedMs)))
 	default:
-		r.Known = append(r.Known, "no attempt was in flight when the task was parked, so nothing was generated and left unsaved")
-		why := "whether another attempt would succeed"
-		if t.ErrorClass != "" {
-			why += " (earlier attempts ended with " + t.ErrorClass + ")"
-		}
-		r.Uncertain = append(r.Uncertain, why)
+		r.Uncertain = append(r.Uncertain, "whether the cause of the failures (throttling, an outage, a slow provider) has cleared, so that another attempt would succeed")
 	}
 
 	retry := "retry: `taskledger review retry " + id + "` re-queues the same task id with a fresh attempt and age budget"
-	if inFlight {
-		retry += ", accepting that the provider may generate a second time"
+	if mayHaveResult {
+		retry += ", accepting that the provider may generate a second time unless it deduplicates by operation id " + t.OperationID()
 	}
 	r.SafeActions = append(r.SafeActions, retry)
-	if inFlight {
+	if mayHaveResult {
 		r.SafeActions = append(r.SafeActions, resolveCompleted(id))
 	}
 	r.SafeActions = append(r.SafeActions, resolveFailed(id))
@@ -112,30 +225,42 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 	return r
 }
 
-// ProviderConfig explains a task parked because the provider rejected
-// taskledger's configuration, credentials, permissions or model (a
-// retrypolicy.PermanentConfig failure). err's text is the provider's short
-// error (never a credential; adapters guarantee it).
-func ProviderConfig(t *ledger.Task, err error) ledger.Review {
+// ProviderConfig explains a task parked because provider (its name; may be
+// empty) rejected taskledger's configuration, credentials, permissions or
+// model: f is the attempt's retrypolicy.PermanentConfig failure (its class
+// defaults to "permanent_config"), whose reason and HTTP status are quoted
+// and whose message becomes the review's error message.
+func ProviderConfig(t *ledger.Task, provider string, f Failure) ledger.Review {
 	id := t.TaskID
-	msg := ""
-	if err != nil {
-		msg = clip(err.Error(), MaxDetail)
+	if f.Class == "" {
+		f.Class = retrypolicy.PermanentConfig.String()
 	}
-	r := ledger.Review{Reason: ledger.ReviewProviderConfig, ErrorClass: "permanent_config", ErrorMessage: msg}
-	r.Summary = fmt.Sprintf("Task %s was refused by the provider because of taskledger's configuration (credentials, permissions or model); fix the configuration, then retry it.", id)
+	who := "the provider"
+	if provider != "" {
+		who = fmt.Sprintf("provider %q", provider)
+	}
+	refused := who
+	if d := f.detail(); d != "" {
+		refused += " (" + d + ")"
+	}
+	r := ledger.Review{Reason: ledger.ReviewProviderConfig, ErrorClass: f.Class, ErrorMessage: f.Message}
+	r.Summary = fmt.Sprintf("Task %s was refused by %s because of taskledger's credentials, permissions or model configuration, so no result was produced; fix the configuration, then retry it.", id, refused)
 	r.Known = append(r.Known,
-		fmt.Sprintf("attempt %d of %d was refused by the provider", t.Attempts, t.MaxAttempts),
+		fmt.Sprintf("attempt %d of %d was refused by %s with %s", t.Attempts, t.MaxAttempts, who, f.describe()),
 	)
-	if msg != "" {
-		r.Known = append(r.Known, "provider error: "+msg)
+	if f.Message != "" {
+		r.Known = append(r.Known, "provider error: "+clip(f.Message, MaxDetail))
 	}
-	r.Known = append(r.Known, "a refused request performs no generation, so nothing was produced for this attempt")
+	r.Known = append(r.Known,
+		"a credentials, permission or model rejection happens before the provider generates anything, so nothing was generated or billed for this attempt",
+		fmt.Sprintf("no result is saved; a retry keeps the task id and operation id %s", t.OperationID()),
+	)
 	r.Uncertain = append(r.Uncertain,
 		"which setting is wrong: the API key or secret, the IAM permissions, the model id or the endpoint",
+		"whether it affects every task or only this one (other open provider_config items from the same time point to the configuration)",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"fix the provider configuration (secret, IAM policy, PROVIDER_MODEL, PROVIDER_BASE_URL), then `taskledger review retry "+id+"`",
+		"fix the provider credentials or configuration (secret, IAM policy, PROVIDER_MODEL, PROVIDER_BASE_URL), then `taskledger review retry "+id+"`",
 		resolveFailed(id),
 	)
 	return r
@@ -168,29 +293,80 @@ func StaleLease(t *ledger.Task) ledger.Review {
 	return r
 }
 
+// Queue says where a poison message was found.
+type Queue int
+
+const (
+	// DeadLetterQueue: the reconciler drained it from the task dead-letter
+	// queue (deleted there once the review item is recorded).
+	DeadLetterQueue Queue = iota
+	// TaskQueue: a worker received it on the task queue and acknowledged it
+	// (deleted it), so it is never retried.
+	TaskQueue
+)
+
+// PoisonOptions is what SQS tells about a poison message besides its body.
+// The zero value is a dead-letter message with no attributes.
+type PoisonOptions struct {
+	// Queue is where the message was found.
+	Queue Queue
+	// ReceiveCount is its ApproximateReceiveCount, 0 if unknown.
+	ReceiveCount int
+	// SentAt is its SentTimestamp, zero if unknown.
+	SentAt time.Time
+	// CorrelationID is its correlation_id message attribute, if any
+	// (clipped to 128 bytes).
+	CorrelationID string
+}
+
 // Poison explains a dead-letter message that is not a task reference.
 // msgID is the SQS message id; bodySHA and size describe the body (never
 // stored itself); why is the parse error.
 func Poison(msgID, bodySHA string, size int, why string) ledger.Review {
-	why = clip(why, MaxDetail)
+	return PoisonFrom(msgID, bodySHA, size, why, PoisonOptions{})
+}
+
+// PoisonFrom is [Poison] for a message found on o.Queue, with what SQS
+// tells about it.
+func PoisonFrom(msgID, bodySHA string, size int, why string, o PoisonOptions) ledger.Review {
 	r := ledger.Review{
-		Reason:       ledger.ReviewPoisonMessage,
-		MessageID:    msgID,
-		BodySHA256:   bodySHA,
-		BodyBytes:    size,
-		ErrorClass:   ledger.ReviewPoisonMessage,
-		ErrorMessage: why,
+		Reason:        ledger.ReviewPoisonMessage,
+		MessageID:     msgID,
+		BodySHA256:    bodySHA,
+		BodyBytes:     size,
+		ErrorClass:    ledger.ReviewPoisonMessage,
+		ErrorMessage:  clip(why, MaxDetail),
+		CorrelationID: clip(o.CorrelationID, maxCorrelationID),
 	}
-	r.Summary = fmt.Sprintf("Message %s on the task dead-letter queue is not a task reference, so no task ran for it; find and fix its sender, then resolve this item.", msgID)
+	var fate string
+	switch o.Queue {
+	case TaskQueue:
+		r.Summary = fmt.Sprintf("Message %s on the task queue is not a task reference, so no task ran for it and it was acknowledged rather than retried; find and fix its sender, then resolve this item.", msgID)
+		fate = "a worker acknowledged it (deleted it from the task queue), so it is not retried and does not reach the dead-letter queue"
+	default:
+		r.Summary = fmt.Sprintf("Message %s on the task dead-letter queue is not a task reference, so no task ran for it; find and fix its sender, then resolve this item.", msgID)
+		fate = "it was drained from the task dead-letter queue (deleted there once this item was recorded)"
+	}
 	r.Known = append(r.Known,
 		fmt.Sprintf("body: %d bytes, SHA-256 %s (the body itself is not stored)", size, bodySHA),
-		"rejected because: "+why,
+		"rejected because: "+clip(strings.TrimPrefix(why, dispatch.ErrPoison.Error()+": "), MaxDetail),
 		"no task was created, changed or run for this message",
+		fate,
 	)
-	r.Uncertain = append(r.Uncertain, "which client or process sent it")
+	if o.ReceiveCount > 0 {
+		r.Known = append(r.Known, fmt.Sprintf("receive count when recorded: %d", o.ReceiveCount))
+	}
+	if !o.SentAt.IsZero() {
+		r.Known = append(r.Known, "first sent at "+o.SentAt.UTC().Format(time.RFC3339))
+	}
+	if r.CorrelationID != "" {
+		r.Known = append(r.Known, "correlation id: "+r.CorrelationID)
+	}
+	r.Uncertain = append(r.Uncertain, "which client or process sent it, and whether it was meant to start a task")
 	r.SafeActions = append(r.SafeActions,
-		"fix the sender; task messages are exactly {\"task_id\":\"t_…\"}",
-		"close the item: `taskledger review resolve "+ledger.PoisonID(msgID)+" --outcome failed --note \"<what you found>\"` (there is no task to retry)",
+		"find and fix the sender (the message id, sent time and correlation id identify it in its logs); task messages are exactly {\"task_id\":\"t_…\"}, and nothing in the tasks table needs repair",
+		"if a task was intended, submit it through the API (POST /tasks with an Idempotency-Key)",
+		"close the item once the sender is fixed: `taskledger review resolve "+ledger.PoisonID(msgID)+" --outcome failed --note \"<what you found>\"` (there is no task to retry)",
 	)
 	return r
 }
@@ -212,6 +388,19 @@ func lastError(t *ledger.Task) []string {
 		s += " (" + clip(t.ErrorMessage, MaxDetail) + ")"
 	}
 	return []string{s}
+}
+
+// httpStatus finds an HTTP status code in err's chain, 0 if none.
+func httpStatus(err error) int {
+	var se *retrypolicy.StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode
+	}
+	var hs interface{ HTTPStatusCode() int }
+	if errors.As(err, &hs) {
+		return hs.HTTPStatusCode()
+	}
+	return 0
 }
 
 func stamp(ms int64) string {

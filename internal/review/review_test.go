@@ -1,13 +1,13 @@
 package review_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 const secret = "PROMPT-TEXT-MUST-NOT-APPEAR"
@@ -72,8 +72,9 @@ func TestUnknownOutcome(t *testing.T) {
 
 func TestProviderConfig(t *testing.T) {
 	t.Parallel()
-	r := review.ProviderConfig(task(ledger.StateRunning), errors.New("401 invalid api key"))
-	check(t, r, ledger.ReviewProviderConfig, "provider error: 401 invalid api key", "fix the provider configuration")
+	r := review.ProviderConfig(task(ledger.StateRunning), "openai", review.Failure{Class: "permanent_config", HTTPStatus: 401, Message: "401 invalid api key"})
+	check(t, r, ledger.ReviewProviderConfig, "provider error: 401 invalid api key", "fix the provider credentials or configuration",
+		`refused by provider "openai" (HTTP 401)`, "HTTP 401 (permanent_config)", "no result was produced")
 	if r.ErrorClass != "permanent_config" || r.ErrorMessage != "401 invalid api key" {
 		t.Errorf("error fields = %q %q", r.ErrorClass, r.ErrorMessage)
 	}
@@ -94,5 +95,85 @@ func TestPoison(t *testing.T) {
 	}
 	if len(r.ErrorMessage) > review.MaxDetail+4 {
 		t.Errorf("error message not clipped: %d bytes", len(r.ErrorMessage))
+	}
+}
+
+// awsLikeError carries an HTTP status the way the AWS SDK's errors do.
+type awsLikeError struct{}
+
+func (awsLikeError) Error() string       { return "AccessDeniedException: not authorized" }
+func (awsLikeError) HTTPStatusCode() int { return 403 }
+
+func TestFailureOf(t *testing.T) {
+	t.Parallel()
+	perr := retrypolicy.Misconfigured(&retrypolicy.StatusError{StatusCode: 401})
+	f := review.FailureOf(retrypolicy.Classify(perr), perr, "m")
+	if f.Class != "permanent_config" || f.HTTPStatus != 401 || f.Message != "m" {
+		t.Errorf("FailureOf(steered 401) = %+v", f)
+	}
+	r := review.ProviderConfig(task(ledger.StateRunning), "", f)
+	check(t, r, ledger.ReviewProviderConfig, "refused by the provider (HTTP 401)", "with HTTP 401 (permanent_config)")
+	if strings.Contains(all(r), "steered") {
+		t.Errorf("steering noise in the review item:\n%s", all(r))
+	}
+
+	f = review.FailureOf(retrypolicy.Classification{Class: retrypolicy.PermanentConfig, Reason: "aws_AccessDeniedException"}, awsLikeError{}, "m")
+	check(t, review.ProviderConfig(task(ledger.StateRunning), "bedrock", f), ledger.ReviewProviderConfig,
+		`provider "bedrock" (aws_AccessDeniedException, HTTP 403)`)
+
+	if f := review.FailureOf(retrypolicy.Classification{}, nil, ""); f.Class != "" || f.HTTPStatus != 0 {
+		t.Errorf("FailureOf(no failure) = %+v", f)
+	}
+}
+
+func TestBudgetExhaustedAfter(t *testing.T) {
+	t.Parallel()
+	// The attempt that just ended failed: nothing is in flight, even though
+	// the task is still running under the worker's lease.
+	tk := task(ledger.StateRunning)
+	tk.ErrorClass, tk.ErrorMessage = "", ""
+	f := review.Failure{Class: "transient", Reason: "http_503", HTTPStatus: 503, Message: "http_503: upstream unavailable"}
+	r := review.BudgetExhaustedAfter(tk, review.BudgetAttempts, f, time.Time{})
+	check(t, r, ledger.ReviewBudgetExhausted, "used 5 of 5 attempts without a result, the last attempt failing with HTTP 503 (transient)",
+		"attempt 5 ended with HTTP 503 (transient) and returned no result", "budget exhausted: max_attempts", "whether the cause of the failures")
+	if r.ErrorClass != "transient" || r.ErrorMessage != f.Message {
+		t.Errorf("error fields = %q %q", r.ErrorClass, r.ErrorMessage)
+	}
+	if len(r.SafeActions) != 2 || strings.Contains(all(r), "--outcome completed") || strings.Contains(all(r), "leased to") {
+		t.Errorf("an attempt that ended is not in flight:\n%s", all(r))
+	}
+
+	// The next attempt would start after the age budget's end.
+	next := time.Date(2025, 3, 1, 11, 0, 30, 0, time.UTC)
+	tk.Attempts = 2
+	r = review.BudgetExhaustedAfter(tk, review.BudgetAge, review.Failure{Class: "transient", Reason: "http_429"}, next)
+	check(t, r, ledger.ReviewBudgetExhausted, "could not start its next attempt before its 1h age budget ends at 2025-03-01T11:00:00Z, the last attempt failing with http_429 (transient)",
+		"the next attempt could start at 2025-03-01T11:00:30Z at the earliest", "budget exhausted: max_age")
+
+	// An earlier attempt's outcome was unknown: even with nothing in flight,
+	// a result may exist at the provider.
+	tk = task(ledger.StateRetryWait)
+	tk.ErrorClass = "unknown_outcome"
+	r = review.BudgetExhausted(tk, review.BudgetAge)
+	check(t, r, ledger.ReviewBudgetExhausted, "(last recorded error: unknown_outcome)", "an earlier attempt whose outcome was unknown may have reached the provider",
+		"look up operation id t_abcdefghijklmnopqrstuvwxyz at the provider", "--outcome completed")
+	if strings.Contains(all(r), "nothing was generated") {
+		t.Errorf("an earlier unknown outcome must not be reported as nothing generated:\n%s", all(r))
+	}
+}
+
+func TestPoisonFromTaskQueue(t *testing.T) {
+	t.Parallel()
+	sent := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	r := review.PoisonFrom("m-2", "def456", 9, "dispatch: not a task reference: trailing data after the JSON object",
+		review.PoisonOptions{Queue: review.TaskQueue, ReceiveCount: 3, SentAt: sent, CorrelationID: strings.Repeat("c", 500)})
+	check(t, r, ledger.ReviewPoisonMessage, "on the task queue", "acknowledged rather than retried", "deleted it from the task queue",
+		"rejected because: trailing data after the JSON object", "receive count when recorded: 3", "first sent at 2025-03-01T09:00:00Z",
+		"review resolve msg_m-2 --outcome failed", "POST /tasks")
+	if len(r.CorrelationID) > 128+len("…") || !strings.HasPrefix(r.CorrelationID, "ccc") {
+		t.Errorf("correlation id = %q", r.CorrelationID)
+	}
+	if d := review.Poison("m-3", "x", 1, "y"); !strings.Contains(d.Summary, "dead-letter queue") || d.CorrelationID != "" || strings.Contains(all(d), "receive count") {
+		t.Errorf("dead-letter poison item = %+v", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -72,7 +73,7 @@ func TestReviews(t *testing.T) {
 	task := &ledger.Task{TaskID: "t_aaaaaaaaaaaaaaaaaaaaaaaaaa", State: ledger.StateRunning, Attempts: 2, MaxAttempts: 5,
 		DeadlineMs: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC).UnixMilli()}
 	perr := retrypolicy.Misconfigured(&retrypolicy.StatusError{StatusCode: 403})
-	r := providerConfigReview("simulated", task, retrypolicy.Classify(perr), perr, "m")
+	r := review.ProviderConfig(task, "simulated", review.FailureOf(retrypolicy.Classify(perr), perr, "m"))
 	if r.Reason != ledger.ReviewProviderConfig || !strings.Contains(r.Summary, "HTTP 403") ||
 		len(r.Known) < 2 || len(r.Uncertain) == 0 || len(r.SafeActions) != 2 || !strings.Contains(r.Known[0], "attempt 2 of 5") {
 		t.Errorf("provider_config review %+v", r)
@@ -81,10 +82,16 @@ func TestReviews(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 59, 0, 0, time.UTC)
 	c := retrypolicy.Classification{Class: retrypolicy.Transient, Reason: "http_429"}
 	for budget, want := range map[string]string{
-		"max_attempts": "all 5 of its attempts without completing; the last failure was http_429 (transient)",
-		"max_age":      "next attempt could not start before its age budget ends at 2026-01-01T01:00:00Z",
+		"max_attempts": "used 5 of 5 attempts without a result, the last attempt failing with http_429 (transient)",
+		"max_age":      "could not start its next attempt before its age budget ends at 2026-01-01T01:00:00Z",
 	} {
-		r := budgetReview(task, budget, c, "m", now)
+		at, next := *task, time.Time{}
+		if budget == "max_attempts" {
+			at.Attempts = at.MaxAttempts
+		} else {
+			next = now.Add(2 * time.Minute)
+		}
+		r := review.BudgetExhaustedAfter(&at, budget, review.FailureOf(c, nil, "m"), next)
 		if r.Reason != ledger.ReviewBudgetExhausted || !strings.Contains(r.Summary, want) || r.ErrorClass != "transient" || len(r.SafeActions) != 2 {
 			t.Errorf("%s review %+v, want summary with %q", budget, r, want)
 		}
@@ -92,14 +99,14 @@ func TestReviews(t *testing.T) {
 	// At the claim (no classification): the stored error and the expired
 	// lease's uncertainty are used.
 	task.ErrorClass = "unknown_outcome"
-	r = budgetReview(task, "max_age", retrypolicy.Classification{}, "", now)
-	if !strings.Contains(r.Summary, "age budget ran out") || !strings.Contains(r.Summary, "unknown_outcome") ||
-		!strings.Contains(r.Uncertain[0], "read it back") {
+	r = review.BudgetExhausted(task, "max_age")
+	if !strings.Contains(r.Summary, "was not finished within its age budget") || !strings.Contains(r.Summary, "unknown_outcome") ||
+		!strings.Contains(r.Uncertain[0], "earlier attempt whose outcome was unknown: look up operation id") {
 		t.Errorf("claim-time review %+v", r)
 	}
 	task.ErrorClass = ""
-	r = budgetReview(task, "max_age", retrypolicy.Classification{}, "", now)
-	if strings.Contains(r.Summary, "last failure") || !strings.Contains(r.Uncertain[0], "lease expired") {
+	r = review.BudgetExhausted(task, "max_age")
+	if strings.Contains(r.Summary, "last attempt failing") || strings.Contains(r.Summary, "last recorded error") || !strings.Contains(r.Uncertain[0], "lease expired") {
 		t.Errorf("claim-time review without an error %+v", r)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -222,7 +223,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
 		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			providerConfigReview(h.Provider.Name(), t, c, perr, msg), log)
+			review.ProviderConfig(t, h.Provider.Name(), review.FailureOf(c, perr, msg)), log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
@@ -237,13 +238,14 @@ func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Ta
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
 		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			budgetReview(t, budget, c, msg, now), log)
+			review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore), log)
 	}
 	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, log)
 }
 
 // nextRetry returns when the next attempt may start, or which budget rules
-// it out ("max_attempts" or "max_age").
+// it out ("max_attempts" or "max_age"; with "max_age", the time is when the
+// next attempt could have started).
 func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now time.Time) (time.Time, string) {
 	if t.MaxAttempts > 0 && t.Attempts >= t.MaxAttempts {
 		return time.Time{}, retrypolicy.ReasonMaxAttempts
@@ -254,7 +256,7 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 		deadline = t.Created().Add(h.policyMaxAge()).UnixMilli()
 	}
 	if notBefore.UnixMilli() >= deadline {
-		return time.Time{}, retrypolicy.ReasonMaxAge
+		return notBefore, retrypolicy.ReasonMaxAge
 	}
 	return notBefore, ""
 }
@@ -364,8 +366,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
-		c := retrypolicy.Classification{}
-		return h.park(ctx, t, o, budgetReview(t, nc.Budget, c, t.ErrorMessage, h.Ledger.Now()), log)
+		return h.park(ctx, t, o, review.BudgetExhausted(t, nc.Budget), log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")
 		return deferred

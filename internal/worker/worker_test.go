@@ -547,7 +547,7 @@ func TestBudgetExhausted(t *testing.T) {
 				t.Fatalf("task %s review %+v, want budget_exhausted (%s)", id, r, budget)
 			}
 		}
-		if !strings.Contains(mustReview(t, b, lastAttempt.TaskID).Summary, "all 1 of its attempts") {
+		if !strings.Contains(mustReview(t, b, lastAttempt.TaskID).Summary, "used 1 of 1 attempts without a result") {
 			t.Errorf("summary %q", mustReview(t, b, lastAttempt.TaskID).Summary)
 		}
 
