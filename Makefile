@@ -16,8 +16,18 @@ N         ?= 2000
 all: build
 
 ## run: the whole stack locally (embedded emulator, simulated provider)
+# Built, then exec'd (not `go run`): Ctrl-C and SIGTERM reach the stack
+# itself, which shuts down cleanly and leaves no process behind.
 run:
-	ADDR=$(ADDR) $(GO) run ./cmd/taskledger-local
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/taskledger-local ./cmd/taskledger-local
+	ADDR=$(ADDR) exec $(BIN)/taskledger-local
+
+## test-rie: the bootstrap binaries under the Lambda Runtime Interface Emulator
+## with every events/ sample (also part of test-go; here RIE is required)
+.PHONY: test-rie
+test-rie:
+	TASKLEDGER_REQUIRE_RIE=1 $(GO) test -count=1 -v -run TestArtifactsMatchInProcess ./internal/rietest
 
 ## test: everything CI runs (lint, unit + integration on kumo and moto)
 test: lint test-go
@@ -37,17 +47,109 @@ cfn-lint:
 test-go:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-## deps: test dependencies that are not Go modules (browser test)
+## deps: test dependencies that are not Go modules (browser test): Debian
+## chromium and npm playwright-core (never a browser build of its own)
 deps:
-	@true
+	@if [ -x /usr/bin/chromium ]; then echo "deps: chromium present: $$(/usr/bin/chromium --version 2>/dev/null)"; \
+	else echo "deps: installing Debian chromium (apt-get)"; \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || { echo "deps: apt-get install chromium failed (root needed)" >&2; exit 1; }; fi
+	@command -v node >/dev/null || { echo "deps: node (>= 20) is missing; the browser test needs it" >&2; exit 1; }
+	@if [ -f web/test/node_modules/playwright-core/package.json ]; then echo "deps: web/test/node_modules present"; \
+	else echo "deps: npm ci in web/test (playwright-core from package-lock.json)"; \
+	  cd web/test && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund; fi
 
-## build: stripped linux/arm64 bootstrap binaries for deployment
+## browser-test: the page in headless chromium against an in-process local stack (screenshots in web/test/screenshots)
+browser-test: deps
+	TASKLEDGER_REQUIRE_BROWSER=1 $(GO) test -count=1 -v -run 'TestBrowser|TestPageLogic|TestFS' ./web
+
+## soak: N tasks (default 2000) through the real handlers and emulated event
+## sources with faults injected on a seeded schedule; checks every invariant and
+## prints fault kind x injected x final states x violations (TASKLEDGER_BACKEND=moto optional)
+soak:
+	$(GO) run ./cmd/taskledger-soak -n $(N)
+
+## bench: AWS calls per task vs DESIGN §9, full vs bare pipeline throughput,
+## submit latency, bootstrap sizes and init, reconciler reads vs history
+bench:
+	$(GO) run ./cmd/taskledger-bench
+
+## build: stripped linux/arm64 bootstrap binaries for deployment (bin/<fn>/bootstrap)
+# One command line for every Lambda artifact, here and under `sam build`.
+GOBUILD_LAMBDA = CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH_DEPLOY) $(GO) build -buildvcs=false \
+                 -tags lambda.norpc -trimpath -ldflags '$(LDFLAGS)'
+
 build: $(addprefix build-,$(FUNCTIONS))
-	@ls -l $(BIN)/*/bootstrap | awk '{printf "%-40s %8.1f KiB\n", $$9, $$5/1024}'
+	@for f in $(FUNCTIONS); do b=$(BIN)/$$f/bootstrap; \
+	  printf '%-26s %7d KiB  %s\n' $$b $$(( $$(wc -c < $$b) / 1024 )) \
+	    "$$($(GO) version -m $$b | awk '$$2 ~ /^GO(OS|ARCH)=/ {printf "%s ", $$2}')"; done
 
 build-%:
 	@mkdir -p $(BIN)/$*
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH_DEPLOY) $(GO) build -tags lambda.norpc -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$*/bootstrap ./functions/$*
+	$(GOBUILD_LAMBDA) -o $(BIN)/$*/bootstrap ./functions/$*
+
+# `sam build` (Metadata BuildMethod: makefile, CodeUri: .) runs
+# `make build-<LogicalId>` with ARTIFACTS_DIR set and packages what lands there.
+# One root go.mod serves all three functions; SAM's go1.x builder wants a
+# go.mod per function, so the makefile method is the one that fits.
+.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction
+build-SubmitFunction build-WorkerFunction build-ReconcilerFunction:
+	$(if $(ARTIFACTS_DIR),,$(error $@: ARTIFACTS_DIR is not set (sam build sets it)))
+	$(GOBUILD_LAMBDA) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(SAM_FN_$(@:build-%=%))
+
+SAM_FN_SubmitFunction     := submit
+SAM_FN_WorkerFunction     := worker
+SAM_FN_ReconcilerFunction := reconciler
+
+## deploy: sam build + sam deploy (--guided the first time, until samconfig.toml
+## holds the stack's settings; STACK names the stack for later targets)
+STACK ?= taskledger
+SAM   ?= sam
+deploy:
+	$(SAM) build --build-in-source --parallel
+	@if [ -f samconfig.toml ] && grep -q '^stack_name' samconfig.toml; then \
+	  echo "$(SAM) deploy (settings from samconfig.toml)"; $(SAM) deploy; \
+	else \
+	  echo "$(SAM) deploy --guided (first deployment: answers are saved to samconfig.toml)"; \
+	  $(SAM) deploy --guided --stack-name $(STACK) --capabilities CAPABILITY_IAM; \
+	fi
+
+## invoke-<fn>: run a built function in SAM's Lambda container (Docker) with
+## an events/ sample: EVENT=events/x.json to choose another. With STACK set,
+## the function's table and queue variables point at that deployed stack.
+EVENT_submit     ?= events/apigw-submit-new.json
+EVENT_worker     ?= events/sqs-batch.json
+EVENT_reconciler ?= events/scheduler-tick.json
+STACK_GIVEN := $(filter command environment,$(firstword $(origin STACK)))
+$(addprefix invoke-,$(FUNCTIONS)): invoke-%:
+	@test -d .aws-sam/build || $(SAM) build --build-in-source --parallel
+	@if [ -n "$(STACK_GIVEN)" ]; then \
+	  out() { aws cloudformation describe-stacks --stack-name $(STACK) \
+	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
+	  printf '{"Parameters":{"TASKS_TABLE":"%s","REVIEW_TABLE":"%s","TASK_QUEUE_URL":"%s","DEAD_LETTER_QUEUE_URL":"%s"}}\n' \
+	    "$$(out TasksTableName)" "$$(out ReviewTableName)" "$$(out TaskQueueUrl)" "$$(out DeadLetterQueueUrl)" > .aws-sam/env-$(STACK).json; \
+	  env="--env-vars .aws-sam/env-$(STACK).json"; \
+	fi; \
+	$(SAM) local invoke $(SAM_FUNCTION_$*) --event $(or $(EVENT),$(EVENT_$*)) $$env
+
+SAM_FUNCTION_submit     := SubmitFunction
+SAM_FUNCTION_worker     := WorkerFunction
+SAM_FUNCTION_reconciler := ReconcilerFunction
+
+## logs: tail the deployed functions' CloudWatch logs (FN=WorkerFunction for one)
+logs:
+	$(SAM) logs --stack-name $(STACK) --tail $(if $(FN),--name $(FN))
+
+## localstack-test: the integration suites against LocalStack on
+## http://localhost:4566 (needs Docker with the compose plugin; see localstack/)
+LOCALSTACK_COMPOSE ?= docker compose -f localstack/docker-compose.yml
+localstack-test:
+	$(LOCALSTACK_COMPOSE) up -d --wait --wait-timeout 180
+	@AWS_ENDPOINT_URL=http://localhost:4566 AWS_REGION=us-east-1 \
+	  AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_PROFILE= \
+	  TASKLEDGER_BACKENDS=external $(GO) test -count=1 -timeout 30m $(PKGS); \
+	status=$$?; \
+	if [ -z "$(KEEP)" ]; then $(LOCALSTACK_COMPOSE) down -v; else echo "KEEP set: LocalStack left running"; fi; \
+	exit $$status
 
 clean:
 	rm -rf $(BIN) .aws-sam

@@ -1,0 +1,146 @@
+// Command taskledger-local runs the whole taskledger stack on this machine
+// (`make run`): the embedded AWS emulator, the tables and queues of
+// template.yaml, the three handlers behind emulated event sources, the
+// simulated provider and the browser page. See package internal/local.
+//
+// Environment:
+//
+//	ADDR                 HTTP listen address (default 127.0.0.1:3000; loopback only)
+//	AWS_ENDPOINT_URL     use this AWS endpoint (LocalStack, moto_server) instead of the embedded emulator
+//	PROVIDER, PROVIDER_* the provider (default simulated; see internal/provider)
+//	PROVIDER_FAULTS      simulated faults for demos, e.g. "throttle=0.2,accept_lose_reply=0.1"
+//	LOG_LEVEL            level of the handlers' JSON logs on stderr (default warn)
+//	ALLOWED_ORIGINS      CORS allow-list of the task API (default none: the page is same-origin)
+//	LEASE_SECONDS        the worker's lease (default 30)
+//	RECONCILE_EVERY      the reconciler's period (default: the template's schedule), e.g. 10s
+//	TASKLEDGER_PREFIX    resource name prefix (default taskledger-local)
+//
+// It stops cleanly on Ctrl-C or SIGTERM; a second signal exits at once.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/local"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/web"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "taskledger-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	o, err := options()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Println("taskledger-local: starting…")
+	st, err := local.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	banner(st, o)
+
+	<-ctx.Done()
+	stop() // a second Ctrl-C now kills the process
+	fmt.Println("\ntaskledger-local: stopping (in-flight work gets a few seconds to finish)…")
+	if err := st.Close(); err != nil {
+		return err
+	}
+	fmt.Println("taskledger-local: stopped")
+	return nil
+}
+
+func options() (local.Options, error) {
+	level := os.Getenv("LOG_LEVEL")
+	if level == "" {
+		level = "warn"
+	}
+	o := local.Options{
+		Addr:           os.Getenv("ADDR"),
+		Endpoint:       strings.TrimSpace(os.Getenv("AWS_ENDPOINT_URL")),
+		Provider:       provider.ConfigFromEnv(nil),
+		Progress:       os.Stdout,
+		Log:            logging.New(os.Stderr, level),
+		Prefix:         os.Getenv("TASKLEDGER_PREFIX"),
+		WebFS:          web.FS,
+		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
+	}
+	if err := o.Provider.Validate(); err != nil {
+		return o, err
+	}
+	if v := os.Getenv("LEASE_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 3 {
+			return o, fmt.Errorf("LEASE_SECONDS=%q: want a whole number of seconds, at least 3", v)
+		}
+		o.Lease = time.Duration(n) * time.Second
+	}
+	if v := os.Getenv("RECONCILE_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return o, fmt.Errorf("RECONCILE_EVERY=%q: want a duration of at least 1s, e.g. 10s", v)
+		}
+		o.ReconcileEvery = d
+	}
+	return o, nil
+}
+
+func banner(st *local.Stack, o local.Options) {
+	emu := st.Endpoint + "  (external)"
+	if st.Embedded {
+		emu = st.Endpoint + "  (embedded kumo: DynamoDB + SQS, in this process)"
+	}
+	prov := o.Provider.String()
+	if s, ok := st.Provider.(fmt.Stringer); ok {
+		prov = s.String()
+	}
+	p := st.Poller
+	awsCLI := ""
+	if st.Embedded {
+		awsCLI = "AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+	}
+	lines := []string{
+		"",
+		"taskledger local stack is up",
+		"  page        " + st.URL + "/",
+		"  task API    " + st.URL + "/tasks      operator API " + st.URL + "/reviews",
+		"  emulator    " + emu,
+		"  tables      " + st.Names.TasksTable + ", " + st.Names.ReviewTable,
+		"  queues      " + queueName(st.Names.TaskQueueURL) + ", " + queueName(st.Names.DeadLetterQueueURL) + " (dead letters)",
+		"  provider    " + prov,
+		fmt.Sprintf("  worker      batches of up to %d, window %s, %d at a time, timeout %s, partial batch responses %t",
+			p.BatchSize, p.MaxBatchingWindow, p.MaxConcurrency, p.Timeout, p.ReportBatchItemFailures),
+		fmt.Sprintf("  reconciler  every %s (and once now)", st.Ticker.Every),
+		"",
+		"Try:",
+		"  curl -si -X POST " + st.URL + "/tasks -H 'Content-Type: application/json' \\",
+		"       -H \"Idempotency-Key: $(date +%s%N)\" -d '{\"kind\":\"generate\",\"input\":{\"prompt\":\"Say hello\"}}'",
+		"  curl -s " + st.URL + "/tasks/<task_id>",
+		"  " + awsCLI + "aws --endpoint-url " + st.Endpoint + " --region " + st.AWS.Region + " dynamodb scan --table-name " + st.Names.TasksTable,
+		"",
+		"Ctrl-C stops everything. Progress:",
+	}
+	fmt.Println(strings.Join(lines, "\n"))
+}
+
+// queueName is the last path element of a queue URL.
+func queueName(url string) string {
+	return url[strings.LastIndex(url, "/")+1:]
+}

@@ -1,0 +1,155 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lines collects a process's output and reports when a line matches.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) add(s string) { l.mu.Lock(); l.all = append(l.all, s); l.mu.Unlock() }
+
+func (l *lines) find(re *regexp.Regexp) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.all {
+		if m := re.FindStringSubmatch(s); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.all, "\n")
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The binary comes up, prints where it is, completes a task submitted with
+// plain HTTP, and exits 0 on SIGINT (Ctrl-C) without leaving a process.
+func TestBinaryRunsAndStopsOnInterrupt(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "taskledger-local")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "ADDR=127.0.0.1:0", "AWS_ENDPOINT_URL=", "LOG_LEVEL=error", "TASKLEDGER_PREFIX=cmdtest")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := &lines{}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.add(sc.Text())
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { <-copied; exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("output:\n%s", out.String())
+		}
+	})
+
+	page := regexp.MustCompile(`^\s+page\s+(http://127\.0\.0\.1:\d+)/$`)
+	eventually(t, 60*time.Second, "the banner", func() bool { return out.find(page) != nil })
+	base := out.find(page)[1]
+	for _, want := range []string{"emulator    http://127.0.0.1:", "tables      cmdtest-TasksTable, cmdtest-ReviewTable", "curl -si -X POST " + base + "/tasks"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("banner lacks %q", want)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/tasks", strings.NewReader(`{"kind":"generate","input":{"prompt":"Say hello"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "cmd-test-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /tasks: %v", err)
+	}
+	var v struct {
+		TaskID string `json:"task_id"`
+		State  string `json:"state"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || v.TaskID == "" {
+		t.Fatalf("POST /tasks = %d %+v", resp.StatusCode, v)
+	}
+	eventually(t, 20*time.Second, "the task to complete", func() bool {
+		r, err := http.Get(base + "/tasks/" + v.TaskID)
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return strings.Contains(string(b), `"state":"completed"`)
+	})
+	eventually(t, 10*time.Second, "the batch progress line", func() bool {
+		return out.find(regexp.MustCompile(`worker: batch of 1 → 1 completed`)) != nil
+	})
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGINT: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGINT")
+	}
+	if !strings.Contains(out.String(), "taskledger-local: stopped") {
+		t.Errorf("no clean-stop line")
+	}
+	// Nothing of the process group is left.
+	if err := syscall.Kill(-cmd.Process.Pid, 0); err == nil {
+		t.Errorf("processes of group %d still exist after exit", cmd.Process.Pid)
+	}
+	if _, err := http.Get(base + "/"); err == nil {
+		t.Errorf("%s still answers after exit", base)
+	}
+}

@@ -1,0 +1,376 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/sivchari/kumo"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/stack"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddr   = "127.0.0.1:3000"
+	DefaultPrefix = "taskledger-local"
+	DefaultLease  = 30 * time.Second
+	// DefaultStatusEvery is the period of the status line.
+	DefaultStatusEvery = 10 * time.Second
+	// EmbeddedPollWait is the poller's long-poll wait on the embedded
+	// emulator: kumo wakes a long poll only when a message is sent, not
+	// when a delayed or invisible one becomes visible, so a 20 s wait
+	// would hold retries back by up to 20 s.
+	EmbeddedPollWait = time.Second
+)
+
+// Logical ids in template.yaml the local stack wires together.
+const (
+	workerFunction     = "WorkerFunction"
+	reconcilerFunction = "ReconcilerFunction"
+	taskQueue          = "TaskQueue"
+)
+
+// Options configure Start. The zero value runs the embedded emulator and
+// the simulated provider on DefaultAddr.
+type Options struct {
+	// Addr is the HTTP listen address (DefaultAddr); it must be a loopback
+	// address. "127.0.0.1:0" picks a free port (tests).
+	Addr string
+	// Endpoint is an external AWS endpoint (LocalStack, moto_server, …);
+	// "" starts the embedded kumo emulator.
+	Endpoint string
+	// Region of the AWS clients (default: AWS_REGION, else us-east-1).
+	Region string
+	// Provider selects the provider (the zero value: simulated, seed 0, no
+	// faults). See provider.ConfigFromEnv.
+	Provider provider.Config
+	// ReconcileEvery overrides the reconciler's period (default: the
+	// template's ScheduleV2 rate).
+	ReconcileEvery time.Duration
+	// Lease is the worker's lease (DefaultLease).
+	Lease time.Duration
+	// PollWait overrides the SQS poller's long-poll wait (default:
+	// EmbeddedPollWait on the embedded emulator, DefaultPollWait otherwise).
+	PollWait time.Duration
+	// StatusEvery is the period of the status line on Progress
+	// (DefaultStatusEvery; negative: none).
+	StatusEvery time.Duration
+	// AllowedOrigins is the submit API's CORS allow-list (empty: none; the
+	// page at "/" is same-origin).
+	AllowedOrigins []string
+	// Progress receives human progress lines (nil: discard).
+	Progress io.Writer
+	// Log receives the handlers' structured logs (nil: discard).
+	Log *slog.Logger
+	// Prefix names the resources: Prefix+"-"+LogicalId (DefaultPrefix).
+	Prefix string
+	// WebFS is the page served at "/" (package web's FS); nil serves a
+	// placeholder.
+	WebFS fs.FS
+	// Template is the SAM template (default: template.yaml found by
+	// stack.Find).
+	Template *stack.Template
+}
+
+// Stack is a running local stack. Its fields are read-only.
+type Stack struct {
+	// URL is the HTTP base URL ("http://127.0.0.1:3000").
+	URL string
+	// Endpoint is the AWS endpoint in use (embedded or external).
+	Endpoint string
+	// Embedded is true when Endpoint is the embedded emulator.
+	Embedded bool
+	Names    stack.Names
+	AWS      aws.Config
+	DDB      *dynamodb.Client
+	SQS      *sqs.Client
+	Ledger   *ledger.Ledger
+	// Provider is the provider the worker and the reconciler share
+	// (*simulated.Provider when simulated).
+	Provider provider.Provider
+	// Poller and Ticker are the emulated event sources (do not change their
+	// fields).
+	Poller *Poller
+	Ticker *Ticker
+
+	emu    *kumo.Server
+	srv    *http.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start brings the stack up: the emulator (or the external endpoint), every
+// table and queue of the template, and the three handlers behind their
+// emulated event sources. Close it when done; ctx only bounds Start itself.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	addr := o.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	if err := loopback(addr); err != nil {
+		return nil, err
+	}
+	prefix := o.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	log := o.Log
+	if log == nil {
+		log = logging.Discard()
+	}
+	prog := newProgress(o.Progress)
+	tpl := o.Template
+	if tpl == nil {
+		path, err := stack.Find()
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		if tpl, err = stack.Load(path); err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+	}
+
+	s := &Stack{Endpoint: o.Endpoint}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.Endpoint == "" {
+		s.emu = kumo.NewServer()
+		s.Endpoint = s.emu.URL
+		s.Embedded = true
+	}
+
+	region := o.Region
+	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		region = "us-east-1"
+	}
+	s.AWS, err = awsclient.Load(ctx, awsclient.Options{
+		Endpoint: s.Endpoint,
+		Region:   region,
+		// The embedded emulator (and LocalStack) take any credentials; with
+		// an external endpoint the usual chain applies when configured.
+		StaticCredentials: s.Embedded || !haveCredentials(),
+		HTTPClient:        awsclient.DefaultHTTPClient(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	s.DDB = awsclient.DynamoDB(s.AWS)
+	// DynamoDB disables CRC validation only when it sees an endpoint; the
+	// embedded one is in cfg.BaseEndpoint, which it checks.
+	s.SQS = awsclient.SQS(s.AWS)
+
+	s.Names, err = tpl.Create(ctx, s.DDB, s.SQS, prefix, func(line string) { prog.printf("stack: %s", line) })
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable})
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	s.Provider, err = provider.New(ctx, o.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+
+	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins}
+	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log}
+	lease := o.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	work := &worker.Handler{
+		Ledger:   s.Ledger,
+		Provider: s.Provider,
+		SQS:      s.SQS,
+		QueueURL: s.Names.TaskQueueURL,
+		Policy:   retrypolicy.Default(),
+		Lease:    lease,
+		Log:      log,
+		Metrics:  metrics.NewWriter(&metricsSink{p: prog}),
+	}
+	recon := &reconciler.Handler{
+		Ledger:   s.Ledger,
+		Dispatch: sender,
+		DLQ:      s.SQS,
+		DLQURL:   s.Names.DeadLetterQueueURL,
+		Provider: s.Provider,
+		Log:      log,
+	}
+
+	// Event sources, configured from the template.
+	fns := tpl.Functions()
+	var mapping *stack.EventSourceMapping
+	for _, m := range tpl.SQSEvents() {
+		if m.Function == workerFunction && m.Queue == taskQueue {
+			mapping = &m
+		}
+	}
+	if mapping == nil {
+		return nil, fmt.Errorf("local: template has no SQS event of %s on %s", workerFunction, taskQueue)
+	}
+	s.Poller = MappingPoller(*mapping, fns[workerFunction])
+	s.Poller.SQS = s.SQS
+	s.Poller.QueueURL = s.Names.TaskQueueURL
+	s.Poller.QueueARN = s.Names.TaskQueueARN
+	s.Poller.Region = s.AWS.Region
+	s.Poller.PollWait = o.PollWait
+	if s.Poller.PollWait <= 0 && s.Embedded {
+		s.Poller.PollWait = EmbeddedPollWait
+	}
+	s.Poller.Deliver = work.Handle
+	s.Poller.Log = log
+	s.Poller.OnBatch = func(r BatchReport) {
+		if r.Err != nil {
+			prog.printf("worker: batch of %d failed as a whole (%v); it comes back after its visibility timeout", r.Records, r.Err)
+		}
+	}
+
+	var sched *stack.Schedule
+	for _, sc := range tpl.Schedules() {
+		if sc.Function == reconcilerFunction {
+			sched = &sc
+		}
+	}
+	if sched == nil {
+		return nil, fmt.Errorf("local: template has no schedule for %s", reconcilerFunction)
+	}
+	if s.Ticker, err = ScheduleTicker(*sched, fns[reconcilerFunction]); err != nil {
+		return nil, err
+	}
+	if o.ReconcileEvery > 0 {
+		s.Ticker.Every = o.ReconcileEvery
+	}
+	s.Ticker.Region = s.AWS.Region
+	s.Ticker.Deliver = func(ctx context.Context, ev json.RawMessage) error {
+		sum, err := recon.Handle(ctx, ev)
+		if line := reconcilerLine(sum, err); line != "" {
+			prog.printf("%s", line)
+		}
+		return err
+	}
+
+	// HTTP: the API, the operator API and the page.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	mux := http.NewServeMux()
+	taskAPI := api.NewHTTPHandler(submit)
+	mux.Handle("/tasks", taskAPI)
+	mux.Handle("/tasks/", taskAPI)
+	mux.Handle("/reviews", ops)
+	mux.Handle("/reviews/", ops)
+	mux.Handle("/", pageHandler(o.WebFS))
+	s.srv = &http.Server{
+		Handler:           prog.logRequests(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("local: http server stopped", "error", err.Error())
+		}
+	}()
+	go func() { defer s.wg.Done(); _ = s.Poller.Run(runCtx) }()
+	go func() { defer s.wg.Done(); _ = s.Ticker.Run(runCtx) }()
+	every := o.StatusEvery
+	if every == 0 {
+		every = DefaultStatusEvery
+	}
+	if every > 0 && o.Progress != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); prog.statusLoop(runCtx, s.Ledger, every) }()
+	}
+	return s, nil
+}
+
+// Close stops the HTTP server (waiting for requests in flight), the poller
+// and the ticker (waiting for invocations in flight, cancelled after their
+// shutdown grace) and the embedded emulator. It is idempotent.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s.srv.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("local: http shutdown: %w", err))
+				_ = s.srv.Close()
+			}
+			cancel()
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		if s.emu != nil {
+			s.emu.Close()
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// loopback rejects listen addresses that are not on a loopback interface.
+func loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("local: address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("local: address %q is not a loopback address (the local stack has no authentication; use 127.0.0.1)", addr)
+}
+
+// haveCredentials reports whether the environment names AWS credentials
+// (keys or a profile); without them an external endpoint is assumed to be
+// an emulator that takes the dummy "test" keys.
+func haveCredentials() bool {
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		if strings.TrimSpace(os.Getenv(k)) != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,326 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	Kind   Kind   // the task's planned kind, or a run-wide kind
+	TaskID string // the task or review item concerned
+	Rule   string // a stable name, e.g. "two_saved_results"
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s %s [%s]: %s", v.Rule, v.TaskID, v.Kind, v.Detail)
+}
+
+type checker struct {
+	s          *soak
+	rows       map[Kind]*Row
+	violations []Violation
+}
+
+func (c *checker) add(k Kind, id, rule, format string, args ...any) {
+	c.violations = append(c.violations, Violation{Kind: k, TaskID: id, Rule: rule, Detail: fmt.Sprintf(format, args...)})
+	c.row(k).Violations++
+}
+
+func (c *checker) row(k Kind) *Row {
+	r := c.rows[k]
+	if r == nil {
+		r = &Row{Kind: k, States: map[ledger.State]int{}}
+		c.rows[k] = r
+	}
+	return r
+}
+
+// check reads the tables and the provider's ledger and builds the report.
+func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error) {
+	tasks, err := s.scanTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reviews, err := s.scanReviews(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stored := make(map[string]*ledger.Task, len(tasks))
+	for i := range tasks {
+		stored[tasks[i].TaskID] = &tasks[i]
+	}
+	reviewOf := make(map[string]*ledger.Review, len(reviews))
+	for i := range reviews {
+		reviewOf[reviews[i].TaskID] = &reviews[i]
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &checker{s: s, rows: map[Kind]*Row{}}
+	rep := &Report{
+		Backend: s.env.Backend, N: s.cfg.N, Seed: s.cfg.Seed, Elapsed: elapsed,
+		Calls: s.counter.Calls(), Attempts: s.counter.Attempts(),
+		ProviderCalls: s.provCalls, SideEffects: s.prov.TotalSideEffects(),
+		Reconciler: s.recon, Worker: s.batches, Stored: len(tasks), Latency: s.lat.quantiles(),
+	}
+	slack := s.cfg.ReconcileEvery + s.cfg.ReconcileBudget
+	for _, t := range s.tasks {
+		row := c.row(t.kind)
+		row.Tasks++
+		st := stored[t.id]
+		c.checkSubmit(t, st)
+		if st == nil {
+			continue
+		}
+		rep.Accepted++
+		final := st.State.Terminal() || st.State == ledger.StateNeedsReview
+		if !final {
+			row.NotFinal++
+			c.add(t.kind, t.id, "not_final", "state %s after the drain", st.State)
+		} else {
+			row.States[st.State]++
+			if !slices.Contains(expected(t.kind), st.State) {
+				row.Unexpected++
+				if len(row.unexpectedIDs) < 3 {
+					row.unexpectedIDs = append(row.unexpectedIDs, fmt.Sprintf("%s→%s(%s)", t.id, st.State, st.ReviewReason+st.ErrorClass))
+				}
+			}
+			endMs := st.UpdatedMs
+			if ts, err := time.Parse(time.RFC3339Nano, st.CompletedAt); err == nil && st.State == ledger.StateCompleted {
+				endMs = ts.UnixMilli()
+			}
+			took := time.Duration(endMs-st.CreatedMs) * time.Millisecond
+			rep.MaxToFinal = max(rep.MaxToFinal, took)
+			if over := time.Duration(endMs-st.DeadlineMs) * time.Millisecond; over > slack {
+				c.add(t.kind, t.id, "final_too_late", "final %s after its age budget ended (allowed: one reconciler period + one run budget, %s)", over, slack)
+			}
+		}
+		// At most one saved result, and a completed one is the provider's.
+		saves, fencedSaves := s.saves[t.id], s.fencedSav[t.id]
+		rep.Saves += saves
+		rep.FencedSaves += fencedSaves
+		if saves > 1 {
+			c.add(t.kind, t.id, "two_saved_results", "%d result writes succeeded", saves)
+		}
+		effects := s.prov.SideEffects(t.id)
+		if effects > 1 {
+			c.add(t.kind, t.id, "duplicate_side_effect", "%d provider side effects for one task (the provider honours idempotency keys)", effects)
+		}
+		if st.State == ledger.StateCompleted {
+			prec, ok := s.prov.Record(t.id)
+			switch {
+			case saves != 1:
+				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen", saves)
+			case !ok || effects != 1:
+				c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
+			case string(prec.Result.Output) != st.Result || prec.Result.ProviderRef != st.ProviderRef:
+				c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
+			}
+		} else if st.Result != "" {
+			c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
+		}
+		if st.Attempts > st.MaxAttempts {
+			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
+		}
+		if st.State == ledger.StateNeedsReview {
+			r := reviewOf[t.id]
+			switch {
+			case r == nil:
+				c.add(t.kind, t.id, "parked_without_review", "needs_review without a review item")
+			case r.ReviewStatus != ledger.ReviewOpen:
+				c.add(t.kind, t.id, "parked_review_not_open", "review item is %q", r.ReviewStatus)
+			case r.Reason == "":
+				c.add(t.kind, t.id, "review_without_reason", "open review item has no reason")
+			}
+		}
+	}
+	for id := range stored {
+		if s.byID[id] == nil {
+			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
+		}
+	}
+	poisonSent := map[string]bool{}
+	for _, m := range s.poison {
+		poisonSent[ledger.PoisonID(m.id)] = true
+		if m.queue == "task" {
+			rep.PoisonToQueue++
+		} else {
+			rep.PoisonToDLQ++
+		}
+		r := reviewOf[ledger.PoisonID(m.id)]
+		switch {
+		case r == nil:
+			c.add(PoisonMessage, ledger.PoisonID(m.id), "poison_not_recorded", "poison message sent to the %s queue has no review item", m.queue)
+		case r.Reason != ledger.ReviewPoisonMessage || r.ReviewStatus != ledger.ReviewOpen:
+			c.add(PoisonMessage, r.TaskID, "poison_review_wrong", "reason %q status %q", r.Reason, r.ReviewStatus)
+		}
+	}
+	for _, r := range reviews {
+		if strings.HasPrefix(r.TaskID, "msg_") {
+			if !poisonSent[r.TaskID] {
+				c.add(PoisonMessage, r.TaskID, "unexpected_poison_item", "a message the run did not send as poison was recorded as poison")
+			}
+			continue
+		}
+		rep.Reviews++
+		t := stored[r.TaskID]
+		k := KindNone
+		if pt := s.byID[r.TaskID]; pt != nil {
+			k = pt.kind
+		}
+		switch {
+		case t == nil:
+			c.add(k, r.TaskID, "review_without_task", "review item (%s) for a task that does not exist", r.Reason)
+		case r.ReviewStatus == ledger.ReviewOpen && t.State != ledger.StateNeedsReview:
+			c.add(k, r.TaskID, "open_review_for_unparked_task", "open review item (%s) but the task is %s", r.Reason, t.State)
+		}
+	}
+
+	// Rows: injected counts and run-wide notes.
+	for _, k := range AllKinds() {
+		c.row(k).Injected = s.injected[k]
+	}
+	c.row(KindNone)
+	c.row(ReconcilerRace).Note = fmt.Sprintf("%d ticks, %d runs, %d raced writes lost harmlessly, %d run errors", s.ticks, s.recon.Runs, s.recon.Raced, s.recon.Errors)
+	c.row(PoisonMessage).Note = fmt.Sprintf("%d to the task queue, %d to the DLQ", rep.PoisonToQueue, rep.PoisonToDLQ)
+	c.row(StaleWorker).Note = fmt.Sprintf("%d stale result writes fenced in all", rep.FencedSaves)
+	var bg []string
+	for _, n := range s.inj.Injected() {
+		if n.N > 0 {
+			bg = append(bg, fmt.Sprintf("%s %s.%s×%d", n.Kind, n.Service, n.Operation, n.N))
+		}
+	}
+	c.row(BackgroundAWS).Note = "all AWS faults: " + strings.Join(bg, ", ")
+	for k, notes := range s.notes {
+		r := c.row(k)
+		r.Note = strings.TrimPrefix(r.Note+"; "+strings.Join(notes, "; "), "; ")
+	}
+	for _, k := range append([]Kind{KindNone}, AllKinds()...) {
+		r := c.row(k)
+		if len(r.unexpectedIDs) > 0 {
+			r.Note = strings.TrimPrefix(r.Note+"; unexpected: "+strings.Join(r.unexpectedIDs, ", "), "; ")
+		}
+		rep.Rows = append(rep.Rows, *r)
+	}
+	rep.Violations = c.violations
+	return rep, nil
+}
+
+// checkSubmit verifies what the callers of t saw against what is stored.
+func (c *checker) checkSubmit(t *task, st *ledger.Task) {
+	rec := c.s.records[t.id]
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	accepts := 0
+	for _, cl := range rec.calls {
+		if cl.variant == "cancel" {
+			if cl.status != 200 && cl.status != 409 && cl.status != 503 {
+				c.add(t.kind, t.id, "unexpected_status", "cancel answered %d", cl.status)
+			}
+			continue
+		}
+		switch cl.status {
+		case 200, 202, 422, 503:
+		default:
+			c.add(t.kind, t.id, "unexpected_status", "submit (%s) answered %d", cl.variant, cl.status)
+		}
+		if cl.status == 202 {
+			accepts++
+		}
+		if cl.status/100 == 2 && cl.taskID != t.id {
+			c.add(t.kind, t.id, "wrong_task_id", "submit (%s) answered task %q", cl.variant, cl.taskID)
+		}
+	}
+	if accepts > 1 {
+		c.add(t.kind, t.id, "accepted_twice", "%d callers of one key got 202", accepts)
+	}
+	var acceptedInputs []string
+	for variant, cl := range rec.finals {
+		if variant == "cancel" {
+			continue
+		}
+		switch {
+		case cl.status/100 == 2:
+			acceptedInputs = append(acceptedInputs, rec.inputs[variant])
+		case cl.status == 422 && t.kind != KeyReusedPayload:
+			c.add(t.kind, t.id, "unexpected_422", "caller %s got 422 with the key's only payload", variant)
+		case cl.status >= 500 && st != nil:
+			c.add(t.kind, t.id, "stored_but_caller_left_with_5xx", "caller %s gave up after %d tries with %d, yet the task is stored", variant, maxSubmitTries, cl.status)
+		}
+	}
+	if st == nil {
+		if len(acceptedInputs) > 0 {
+			c.add(t.kind, t.id, "accepted_task_lost", "a caller got 2xx but the task is not stored")
+		}
+		return
+	}
+	if len(acceptedInputs) == 0 {
+		c.add(t.kind, t.id, "stored_without_acceptance", "the task is stored but no caller got 2xx")
+	}
+	for _, in := range acceptedInputs {
+		if !sameJSON(in, st.Input) {
+			c.add(t.kind, t.id, "stored_payload_not_accepted", "a caller got 2xx for a payload other than the stored one")
+		}
+	}
+	first := func(variant string) []call {
+		var out []call
+		for _, cl := range rec.calls {
+			if cl.variant == variant {
+				out = append(out, cl)
+			}
+		}
+		return out
+	}
+	switch t.kind {
+	case DDBPutLostReply:
+		calls := first("a")
+		if len(calls) < 2 || calls[0].status != 503 || calls[1].status != 200 || !calls[1].replayed {
+			c.add(t.kind, t.id, "lost_put_not_found_by_key", "after the put whose reply was lost the caller saw %v, want 503 then 200 replayed", statuses(calls))
+		}
+	case DuplicateSubmit:
+		if d, ok := rec.finals["dup"]; ok && (d.status != 200 || !d.replayed) {
+			c.add(t.kind, t.id, "replay_not_200", "the repeated submit answered %d (replayed %t)", d.status, d.replayed)
+		}
+	case KeyReusedPayload:
+		a, okA := rec.finals["a"]
+		b, okB := rec.finals["b"]
+		if okA && okB {
+			ok2xx := (a.status/100 == 2) != (b.status/100 == 2)
+			ok422 := a.status == 422 || b.status == 422
+			if !ok2xx || !ok422 {
+				c.add(t.kind, t.id, "key_reuse_not_rejected", "the two payloads of one key got %d and %d; want one 2xx and one 422", a.status, b.status)
+			}
+		}
+	case CancelRace:
+		if cl, ok := rec.finals["cancel"]; ok {
+			if (cl.status == 200) != (st.State == ledger.StateCancelled) {
+				c.add(t.kind, t.id, "cancel_inconsistent", "cancel answered %d, task ended %s", cl.status, st.State)
+			}
+		}
+	}
+}
+
+func statuses(cs []call) []int {
+	out := make([]int, len(cs))
+	for i, c := range cs {
+		out[i] = c.status
+	}
+	return out
+}
+
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return a == b
+	}
+	return reflect.DeepEqual(x, y)
+}

@@ -1,0 +1,105 @@
+package soak
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// The checker is only worth its zero if it sees broken promises: a small
+// soak runs, then the tables are tampered with before the check, and every
+// tampering must show up as its violation.
+func TestCheckerCatchesBrokenPromises(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, "kumo")
+	var tampered []string
+	cfg := Config{N: len(TaskKinds()), Seed: 3, FaultShare: 1, NoBackground: true, SubmitRate: -1}
+	cfg.beforeCheck = func(ctx context.Context, s *soak) {
+		tasks, err := s.scanTasks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byState := map[ledger.State][]ledger.Task{}
+		for _, tk := range tasks {
+			byState[tk.State] = append(byState[tk.State], tk)
+		}
+		completed, failed, parked := byState[ledger.StateCompleted], byState[ledger.StateFailed], byState[ledger.StateNeedsReview]
+		if len(completed) < 4 || len(failed) < 1 || len(parked) < 1 || len(s.poison) < 1 {
+			t.Fatalf("the soak did not produce the states to tamper with: %d completed, %d failed, %d parked, %d poison",
+				len(completed), len(failed), len(parked), len(s.poison))
+		}
+		set := func(id, attr string, v types.AttributeValue) {
+			_, err := s.cleanDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(e.Names.TasksTable), Key: key(id), UpdateExpression: aws.String("SET #a = :v"),
+				ExpressionAttributeNames:  map[string]string{"#a": attr},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A task back in a live state (lost on the way to a final one).
+		set(completed[0].TaskID, "state", &types.AttributeValueMemberS{Value: "queued"})
+		tampered = append(tampered, "not_final")
+		// A result silently replaced.
+		set(completed[1].TaskID, "result", &types.AttributeValueMemberS{Value: `{"text":"not the provider's"}`})
+		tampered = append(tampered, "result_not_the_providers")
+		// A second save seen at the SDK.
+		s.saves[completed[2].TaskID]++
+		tampered = append(tampered, "two_saved_results")
+		// Attempts above the budget.
+		set(failed[0].TaskID, "attempts", &types.AttributeValueMemberN{Value: "9"})
+		tampered = append(tampered, "attempts_over_budget")
+		// A parked task without its review item, and an orphan review item.
+		del := func(id string) {
+			if _, err := s.cleanDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(e.Names.ReviewTable), Key: key(id)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		del(parked[0].TaskID)
+		tampered = append(tampered, "parked_without_review")
+		orphan, _ := attributevalue.MarshalMap(ledger.Review{TaskID: ledger.TaskID("nobody", "nothing"), ReviewStatus: ledger.ReviewOpen, Reason: ledger.ReviewBudgetExhausted, DeadLetteredAt: "2026-01-01T00:00:00Z"})
+		if _, err := s.cleanDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.Names.ReviewTable), Item: orphan}); err != nil {
+			t.Fatal(err)
+		}
+		tampered = append(tampered, "review_without_task")
+		// A poison message that was never recorded.
+		del(ledger.PoisonID(s.poison[0].id))
+		tampered = append(tampered, "poison_not_recorded")
+		// A caller left with a 503 for a stored task.
+		rec := s.records[completed[3].TaskID]
+		rec.finals["z"] = call{variant: "z", status: 503}
+		tampered = append(tampered, "stored_but_caller_left_with_5xx")
+	}
+	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, v := range rep.Violations {
+		rules = append(rules, v.Rule)
+	}
+	for _, want := range tampered {
+		if !slices.Contains(rules, want) {
+			t.Errorf("tampering %q went unnoticed; violations: %v", want, rules)
+		}
+	}
+	// Two tamperings break two rules each: the task put back to queued
+	// still carries a result, and a completed task with two saves has not
+	// exactly one.
+	if len(rep.Violations) > len(tampered)+2 {
+		t.Errorf("more violations than tamperings (%d > %d): %v", len(rep.Violations), len(tampered)+2, rep.Violations)
+	}
+}
+
+func key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
+}

@@ -1,0 +1,177 @@
+package soak
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Kind is a fault kind of the soak: a row of the report.
+type Kind string
+
+// Per-task fault kinds. Each faulted task gets exactly one, on a seeded
+// schedule; the rest run the happy path (KindNone).
+const (
+	KindNone Kind = "none"
+
+	// The worker dies at a step boundary (worker.Hooks), once.
+	KillBeforeClaim    Kind = "kill_before_claim"
+	KillAfterClaim     Kind = "kill_after_claim"
+	KillAfterProvider  Kind = "kill_after_provider"
+	KillAfterSave      Kind = "kill_after_save"
+	DuplicateDelivery  Kind = "duplicate_delivery"  // the same SQS record delivered twice (concurrently, or again later)
+	DuplicateSubmit    Kind = "duplicate_submit"    // the same key and payload, again after the 202
+	ConcurrentSubmit   Kind = "concurrent_submit"   // the same key and payload, three callers at once
+	KeyReusedPayload   Kind = "key_reused_payload"  // the same key with another payload (after, or racing)
+	ProviderLoseReply  Kind = "provider_lose_reply" // accepted and recorded, reply lost (uncertain)
+	Provider429        Kind = "provider_429"        // throttled with Retry-After
+	Provider5xx        Kind = "provider_5xx"        // two 503s, then success
+	Provider4xx        Kind = "provider_4xx"        // permanent: the input is rejected
+	ProviderCredential Kind = "provider_credentials"
+	ProviderSlow       Kind = "provider_slow"      // slower than the lease: heartbeats
+	ProviderExhaust    Kind = "provider_exhaust"   // 5xx on every attempt: attempt budget
+	StaleWorker        Kind = "stale_worker"       // pauses after the provider until another worker took over
+	DDBThrottle        Kind = "ddb_throttle"       // PutItem (submit), claim or second UpdateItem throttled
+	DDBPutLostReply    Kind = "ddb_put_lost_reply" // the task is put, the reply is lost: 503, retried
+	SQSSendFailure     Kind = "sqs_send_failure"   // submit's SendMessage fails: the reconciler relays
+	SQSSendLostReply   Kind = "sqs_send_lost_reply"
+	CancelRace         Kind = "cancel_race" // cancel right after the 202, racing the worker
+)
+
+// Run-wide fault kinds (rows without tasks of their own).
+const (
+	ReconcilerRace Kind = "reconciler_race" // two reconcilers run at once on a tick
+	PoisonMessage  Kind = "poison_message"  // a body that is no task reference (task queue or DLQ)
+	BackgroundAWS  Kind = "background_aws"  // seeded-rate AWS faults on any call of the handlers
+)
+
+// TaskKinds lists the per-task fault kinds in report order.
+func TaskKinds() []Kind {
+	return []Kind{
+		KillBeforeClaim, KillAfterClaim, KillAfterProvider, KillAfterSave,
+		DuplicateDelivery, DuplicateSubmit, ConcurrentSubmit, KeyReusedPayload,
+		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
+		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
+	}
+}
+
+// AllKinds lists every fault kind in report order (KindNone excluded).
+func AllKinds() []Kind {
+	return append(TaskKinds(), ReconcilerRace, PoisonMessage, BackgroundAWS)
+}
+
+// expected are the final states a task of each kind may legitimately end
+// in; anything else is reported (not a violation: budgets can legitimately
+// park a task).
+func expected(k Kind) []ledger.State {
+	switch k {
+	case Provider4xx:
+		return []ledger.State{ledger.StateFailed}
+	case ProviderCredential, ProviderExhaust:
+		return []ledger.State{ledger.StateNeedsReview}
+	case CancelRace:
+		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
+	}
+	return []ledger.State{ledger.StateCompleted}
+}
+
+// task is one planned submission.
+type task struct {
+	i      int
+	key    string
+	id     string
+	kind   Kind
+	input  string // the input object submitted
+	other  string // KeyReusedPayload: the other input
+	racing bool   // KeyReusedPayload / DuplicateDelivery variant
+}
+
+// plan assigns kinds to tasks: ceil(share×n) faulted tasks take the task
+// kinds round-robin, the rest none, then a seeded shuffle.
+func plan(n int, share float64, seed int64, scope string) []*task {
+	faulted := int(float64(n)*share + 0.999999)
+	faulted = min(max(faulted, 0), n)
+	kinds := TaskKinds()
+	tasks := make([]*task, n)
+	for i := range n {
+		k := KindNone
+		if i < faulted {
+			k = kinds[i%len(kinds)]
+		}
+		tasks[i] = &task{kind: k}
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
+	rng.Shuffle(n, func(a, b int) { tasks[a], tasks[b] = tasks[b], tasks[a] })
+	count := map[Kind]int{}
+	for i, t := range tasks {
+		t.i = i
+		t.key = fmt.Sprintf("soak-%d-%05d", seed, i)
+		t.id = ledger.TaskID(scope, t.key)
+		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
+		count[t.kind]++
+		t.racing = count[t.kind]%2 == 0
+		if t.kind == KeyReusedPayload {
+			t.other = fmt.Sprintf(`{"prompt":"another payload for soak task %d","max_tokens":8}`, i)
+		}
+	}
+	return tasks
+}
+
+// providerScript is the simulated provider's script for a task kind.
+func providerScript(k Kind, maxAttempts int) []simulated.Fault {
+	switch k {
+	case ProviderLoseReply:
+		return []simulated.Fault{simulated.AcceptLoseReply}
+	case Provider429:
+		return []simulated.Fault{simulated.Throttle}
+	case Provider5xx:
+		return []simulated.Fault{simulated.ServerError, simulated.ServerError}
+	case Provider4xx:
+		// Permanent faults answer every attempt the same way (an attempt
+		// whose outcome was not saved is retried).
+		return repeat(simulated.BadRequest, maxAttempts+1)
+	case ProviderCredential:
+		return repeat(simulated.Credentials, maxAttempts+1)
+	case ProviderSlow:
+		return []simulated.Fault{simulated.Slow}
+	case ProviderExhaust:
+		return repeat(simulated.ServerError, maxAttempts)
+	}
+	return nil
+}
+
+func repeat(f simulated.Fault, n int) []simulated.Fault {
+	out := make([]simulated.Fault, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
+// awsSteps are the scripted AWS faults of a task kind.
+func awsSteps(t *task, seed int64) []faultinject.Step {
+	switch t.kind {
+	case DDBThrottle:
+		// Which call is throttled is drawn per task: the submit's put, the
+		// worker's claim, or the second UpdateItem (a heartbeat or the
+		// completion).
+		switch u := faultinject.Draw(seed, "ddb_throttle", t.id); {
+		case u < 1.0/3:
+			return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 1, Kind: faultinject.Throttle}}
+		case u < 2.0/3:
+			return []faultinject.Step{{Service: "DynamoDB", Operation: "UpdateItem", N: 1, Kind: faultinject.Throttle}}
+		default:
+			return []faultinject.Step{{Service: "DynamoDB", Operation: "UpdateItem", N: 2, Kind: faultinject.Throttle}}
+		}
+	case DDBPutLostReply:
+		return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 1, Kind: faultinject.LostReply}}
+	case SQSSendFailure:
+		return []faultinject.Step{{Service: "SQS", Operation: "SendMessage", N: 1, Kind: faultinject.SendFailure}}
+	case SQSSendLostReply:
+		return []faultinject.Step{{Service: "SQS", Operation: "SendMessage", N: 1, Kind: faultinject.LostReply}}
+	}
+	return nil
+}

@@ -1,0 +1,577 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/local"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/stack"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Scope is the caller scope of every soak submit (no authorizer).
+const Scope = api.Anonymous
+
+// Logical ids of template.yaml the soak wires.
+const (
+	workerFunction = "WorkerFunction"
+	taskQueue      = "TaskQueue"
+)
+
+// soak is one run.
+type soak struct {
+	cfg   Config
+	env   *Env
+	log   *slog.Logger
+	tasks []*task
+	byID  map[string]*task
+	start time.Time
+
+	counter *awsclient.Counter // the handlers' calls (faulty clients)
+	lat     latencies
+	inj     *faultinject.Injector
+	plan    *faultinject.Plan
+	prov    *simulated.Provider
+	clean   *ledger.Ledger // no faults: hooks and checker
+	cleanDB *dynamodb.Client
+	cleanQ  *sqs.Client
+
+	submit     *api.Handler
+	work       *worker.Handler
+	reconciles [2]*reconciler.Handler
+
+	mu        sync.Mutex
+	injected  map[Kind]int
+	notes     map[Kind][]string
+	fired     map[string]bool // kind|task: a one-shot fault already fired
+	saves     map[string]int  // successful writes of a result, per task
+	fencedSav map[string]int  // result writes rejected by their condition
+	records   map[string]*record
+	poison    []poisonMsg
+	recon     reconStats
+	batches   batchStats
+	provCalls int
+	ticks     int
+}
+
+type reconStats struct {
+	Runs, Errors, Raced, Requeued, Resent, Parked, Completed, ExpiredToUnknown, Poison int
+}
+
+type batchStats struct {
+	Batches, Records, ItemFailures, Deleted, Failed int
+}
+
+type poisonMsg struct {
+	id    string
+	queue string // "task" or "dlq"
+}
+
+// Run performs one soak on env and returns its report. An error means the
+// run could not be carried out; broken invariants are in the report.
+func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	s := &soak{
+		cfg: cfg, env: env, log: cfg.Log,
+		byID:     map[string]*task{},
+		injected: map[Kind]int{}, notes: map[Kind][]string{}, fired: map[string]bool{},
+		saves: map[string]int{}, fencedSav: map[string]int{}, records: map[string]*record{},
+	}
+	if s.log == nil {
+		s.log = logging.Discard()
+	}
+	s.tasks = plan(cfg.N, cfg.FaultShare, cfg.Seed, Scope)
+	for _, t := range s.tasks {
+		s.byID[t.id] = t
+		s.records[t.id] = &record{}
+	}
+	if err := s.wire(ctx); err != nil {
+		return nil, err
+	}
+
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	poller, ticker, err := s.eventSources()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	var bg sync.WaitGroup
+	bg.Go(func() { _ = poller.Run(runCtx) })
+	bg.Go(func() { _ = ticker.Run(runCtx) })
+
+	s.start = time.Now()
+	s.progress("soak: %d tasks on %s, seed %d, %.0f%% faulted, lease %s, reconciler every %s, max age %s",
+		cfg.N, env.Backend, cfg.Seed, 100*cfg.FaultShare, cfg.Lease, cfg.ReconcileEvery, cfg.MaxAge)
+	s.submitAll(ctx)
+	s.progress("soak: all submitted after %s; draining", time.Since(s.start).Round(time.Millisecond))
+	drained := s.drain(ctx)
+	stop()
+	bg.Wait()
+	elapsed := time.Since(s.start)
+	if cfg.beforeCheck != nil {
+		cfg.beforeCheck(ctx, s)
+	}
+	s.progress("soak: event sources stopped after %s (drained: %t); checking", elapsed.Round(time.Millisecond), drained)
+	return s.check(ctx, elapsed)
+}
+
+func (s *soak) progress(format string, args ...any) {
+	if s.cfg.Progress != nil {
+		fmt.Fprintf(s.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// wire builds the clients, the provider and the three handlers.
+func (s *soak) wire(ctx context.Context) error {
+	cfg, env := s.cfg, s.env
+	s.cleanDB = awsclient.DynamoDB(env.AWS)
+	s.cleanQ = awsclient.SQS(env.AWS)
+	// The template's 360 s visibility, compressed with the lease.
+	secs := int((cfg.Visibility + time.Second - 1) / time.Second)
+	if _, err := s.cleanQ.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
+		QueueUrl:   aws.String(env.Names.TaskQueueURL),
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(secs)},
+	}); err != nil {
+		return fmt.Errorf("soak: set the task queue's visibility timeout: %w", err)
+	}
+
+	s.prov = simulated.New(simulated.Options{
+		Seed:               cfg.Seed,
+		ThrottleRetryAfter: time.Second,
+		SlowDelay:          cfg.Lease * 5 / 2,
+	})
+	s.plan = faultinject.NewPlan()
+	for _, t := range s.tasks {
+		if sc := providerScript(t.kind, cfg.MaxAttempts); len(sc) > 0 {
+			s.prov.Script(t.id, sc...)
+		}
+		for _, st := range awsSteps(t, cfg.Seed) {
+			s.plan.Add(t.id, st)
+		}
+	}
+	s.inj = faultinject.New(faultinject.Chain{s.plan, faultinject.Rates{Seed: cfg.Seed, Rules: cfg.Background}})
+	s.inj.OnInject = s.onInject
+	s.inj.OnResult = s.onResult
+	s.counter = awsclient.NewCounter()
+	faulty := env.AWS.Copy()
+	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, env.AWS.APIOptions...), s.counter.Register, s.inj.Register, s.lat.register)
+	ddb, sq := awsclient.DynamoDB(faulty), awsclient.SQS(faulty)
+
+	lcfg := ledger.Config{
+		TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable,
+		MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge, DispatchTimeout: cfg.DispatchTimeout,
+	}
+	led, err := ledger.New(ddb, lcfg)
+	if err != nil {
+		return err
+	}
+	if s.clean, err = ledger.New(s.cleanDB, lcfg); err != nil {
+		return err
+	}
+	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
+	prov := &countingProvider{Provider: s.prov, s: s}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log}
+	s.work = &worker.Handler{
+		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
+		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
+		Lease:  cfg.Lease, Concurrency: 10, Log: s.log, Hooks: s.hooks(),
+	}
+	for i := range s.reconciles {
+		s.reconciles[i] = &reconciler.Handler{
+			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
+			Budget: cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+		}
+	}
+	return nil
+}
+
+// eventSources builds the SQS event source mapping (from the template, on
+// the clean client: it is AWS's side) and the schedule.
+func (s *soak) eventSources() (*local.Poller, *local.Ticker, error) {
+	tpl := stack.MustLoadDefault()
+	var mapping *stack.EventSourceMapping
+	for _, m := range tpl.SQSEvents() {
+		if m.Function == workerFunction && m.Queue == taskQueue {
+			mapping = &m
+		}
+	}
+	if mapping == nil {
+		return nil, nil, errors.New("soak: template.yaml has no SQS event of WorkerFunction on TaskQueue")
+	}
+	p := local.MappingPoller(*mapping, tpl.Functions()[workerFunction])
+	p.SQS = s.cleanQ
+	p.QueueURL, p.QueueARN = s.env.Names.TaskQueueURL, s.env.Names.TaskQueueARN
+	p.Region = s.env.AWS.Region
+	p.PollWait = local.EmbeddedPollWait
+	p.Deliver = s.deliver
+	p.OnBatch = s.onBatch
+	p.Log = s.log
+	t := &local.Ticker{
+		Every: s.cfg.ReconcileEvery, RunAtStart: true, Timeout: s.cfg.ReconcileBudget + 10*time.Second,
+		FunctionName: "ReconcilerFunction", Region: s.env.AWS.Region, Deliver: s.reconcile,
+	}
+	return p, t, nil
+}
+
+// once reports whether the one-shot fault k has not fired for id yet, and
+// marks it fired.
+func (s *soak) once(k Kind, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := string(k) + "|" + id
+	if s.fired[key] {
+		return false
+	}
+	s.fired[key] = true
+	return true
+}
+
+func (s *soak) inject(k Kind) {
+	s.mu.Lock()
+	s.injected[k]++
+	s.mu.Unlock()
+}
+
+func (s *soak) note(k Kind, msg string) {
+	s.mu.Lock()
+	if len(s.notes[k]) < 5 {
+		s.notes[k] = append(s.notes[k], msg)
+	}
+	s.mu.Unlock()
+}
+
+// onInject attributes an AWS fault: to the task's planned kind when the
+// plan scripted it, to the background otherwise.
+func (s *soak) onInject(c faultinject.Call, k faultinject.Kind) {
+	if t := s.byID[c.TaskID]; t != nil && s.plan.Decide(c) == k {
+		s.inject(t.kind)
+		return
+	}
+	s.inject(BackgroundAWS)
+}
+
+// onResult counts result writes at the SDK: an UpdateItem whose SET
+// assigns the result attribute.
+func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
+	in, ok := params.(*dynamodb.UpdateItemInput)
+	if !ok || in.UpdateExpression == nil || !setsAttr(*in.UpdateExpression, in.ExpressionAttributeNames, "result") {
+		return
+	}
+	var ccf *types.ConditionalCheckFailedException
+	s.mu.Lock()
+	switch {
+	case err == nil:
+		s.saves[c.TaskID]++
+	case errors.As(err, &ccf):
+		s.fencedSav[c.TaskID]++
+	}
+	s.mu.Unlock()
+}
+
+// setsAttr reports whether an update expression's SET clause assigns attr
+// (through an expression name).
+func setsAttr(expr string, names map[string]string, attr string) bool {
+	set, _, _ := strings.Cut(expr, " REMOVE ")
+	set, ok := strings.CutPrefix(strings.TrimSpace(set), "SET ")
+	if !ok {
+		return false
+	}
+	for _, part := range strings.Split(set, ",") {
+		lhs, _, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		lhs = strings.TrimSpace(lhs)
+		if names[lhs] == attr || lhs == attr {
+			return true
+		}
+	}
+	return false
+}
+
+// errKilled is what a hook returns to kill the worker at a step boundary.
+var errKilled = errors.New("soak: worker killed here")
+
+func (s *soak) hooks() *worker.Hooks {
+	kill := func(k Kind) func(context.Context, string) error {
+		return func(_ context.Context, id string) error {
+			if t := s.byID[id]; t != nil && t.kind == k && s.once(k, id) {
+				s.inject(k)
+				return errKilled
+			}
+			return nil
+		}
+	}
+	afterProvider := kill(KillAfterProvider)
+	return &worker.Hooks{
+		BeforeClaim: kill(KillBeforeClaim),
+		AfterClaim:  kill(KillAfterClaim),
+		AfterProvider: func(ctx context.Context, id string) error {
+			if t := s.byID[id]; t != nil && t.kind == StaleWorker && s.once(StaleWorker, id) {
+				s.stale(ctx, id)
+				return nil // carry on as the stale worker: its save must be fenced
+			}
+			return afterProvider(ctx, id)
+		},
+		AfterSave: kill(KillAfterSave),
+	}
+}
+
+// stale pauses the worker (its heartbeat has stopped) until another worker
+// claimed the task (a higher assignment version), then lets it carry on.
+func (s *soak) stale(ctx context.Context, id string) {
+	t0, err := s.clean.Get(ctx, id)
+	if err != nil {
+		s.note(StaleWorker, "read before the pause failed: "+err.Error())
+		return
+	}
+	deadline := time.Now().Add(4*s.cfg.Visibility + 4*s.cfg.ReconcileEvery + 10*time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			s.note(StaleWorker, "invocation deadline before a takeover of "+id)
+			return
+		case <-tick.C:
+		}
+		t, err := s.clean.Get(ctx, id)
+		if err == nil && t.AssignmentVersion > t0.AssignmentVersion {
+			s.inject(StaleWorker)
+			return
+		}
+	}
+	s.note(StaleWorker, "no takeover of "+id+" within the pause")
+}
+
+// countingProvider counts the scripted provider faults as they happen.
+type countingProvider struct {
+	*simulated.Provider
+	s *soak
+}
+
+func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	res, err := p.Provider.Generate(ctx, req)
+	s := p.s
+	s.mu.Lock()
+	s.provCalls++
+	s.mu.Unlock()
+	t := s.byID[req.OperationID]
+	if t == nil {
+		return res, err
+	}
+	var fe *simulated.FaultError
+	switch {
+	case errors.As(err, &fe) && fe.Fault != simulated.Slow:
+		s.inject(t.kind)
+	case t.kind == ProviderSlow && s.once(ProviderSlow, t.id):
+		s.inject(ProviderSlow)
+	}
+	return res, err
+}
+
+// deliver is the worker function behind the poller. Records of tasks
+// planned for a duplicate delivery are delivered twice: at once, in a second
+// invocation with the same message id and receipt handle (two pollers
+// received it), or again after this invocation, as a new message.
+func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var dups []events.SQSMessage
+	var late []string
+	for _, r := range ev.Records {
+		m, err := dispatch.Parse(r.Body)
+		if err != nil {
+			continue
+		}
+		t := s.byID[m.TaskID]
+		if t == nil || t.kind != DuplicateDelivery || !s.once(DuplicateDelivery, t.id) {
+			continue
+		}
+		s.inject(DuplicateDelivery)
+		if t.racing {
+			dups = append(dups, r)
+		} else {
+			late = append(late, t.id)
+		}
+	}
+	var wg sync.WaitGroup
+	if len(dups) > 0 {
+		// The duplicate's own response does not matter: the message is
+		// deleted (or kept) by the receipt of the first delivery.
+		wg.Go(func() { _, _ = s.work.Handle(ctx, events.SQSEvent{Records: dups}) })
+	}
+	resp, err := s.work.Handle(ctx, ev)
+	wg.Wait()
+	sender := dispatch.Sender{SQS: s.cleanQ, QueueURL: s.env.Names.TaskQueueURL}
+	for _, id := range late {
+		if serr := sender.Send(context.WithoutCancel(ctx), id, "", 0); serr != nil {
+			s.note(DuplicateDelivery, "late duplicate send failed: "+serr.Error())
+		}
+	}
+	return resp, err
+}
+
+func (s *soak) onBatch(r local.BatchReport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches.Batches++
+	s.batches.Records += r.Records
+	s.batches.ItemFailures += r.ItemFailures
+	s.batches.Deleted += r.Deleted
+	if r.Err != nil {
+		s.batches.Failed++
+	}
+}
+
+// reconcile is the scheduled function: on a seeded share of ticks two
+// reconcilers run at once.
+func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
+	s.mu.Lock()
+	s.ticks++
+	tick := s.ticks
+	s.mu.Unlock()
+	race := faultinject.Draw(s.cfg.Seed, "reconciler_race", strconv.Itoa(tick)) < s.cfg.RaceShare
+	n := 1
+	if race {
+		n = 2
+		s.inject(ReconcilerRace)
+	}
+	var wg sync.WaitGroup
+	sums := make([]reconciler.Summary, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { sums[i], errs[i] = s.reconciles[i].Handle(ctx, ev) })
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, sum := range sums {
+		st := &s.recon
+		st.Runs++
+		if errs[i] != nil {
+			st.Errors++
+		}
+		st.Raced += sum.Raced
+		st.Requeued += sum.Requeued
+		st.Resent += sum.Resent
+		st.Parked += sum.Parked
+		st.Completed += sum.Completed
+		st.ExpiredToUnknown += sum.ExpiredToUnknown
+		st.Poison += sum.PoisonMessages
+	}
+	return errors.Join(errs...)
+}
+
+// drain waits until every task that exists is final and every poison
+// message is recorded, or DrainTimeout passes.
+func (s *soak) drain(ctx context.Context) bool {
+	deadline := time.Now().Add(s.cfg.DrainTimeout)
+	lastReport := time.Now()
+	for {
+		tasks, err := s.scanTasks(ctx)
+		live := 0
+		if err == nil {
+			for _, t := range tasks {
+				if t.State.Live() {
+					live++
+				}
+			}
+		}
+		poisonOK := err == nil && s.poisonRecorded(ctx)
+		if err == nil && live == 0 && poisonOK {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.progress("soak: drain timeout: %d live tasks, poison recorded: %t", live, poisonOK)
+			return false
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			lastReport = time.Now()
+			s.progress("soak: %s: %d tasks stored, %d live", time.Since(s.start).Round(time.Second), len(tasks), live)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond): // polling the tables: no event to wait on
+		}
+	}
+}
+
+func (s *soak) poisonRecorded(ctx context.Context) bool {
+	s.mu.Lock()
+	msgs := append([]poisonMsg(nil), s.poison...)
+	s.mu.Unlock()
+	for _, m := range msgs {
+		if _, err := s.clean.GetReview(ctx, ledger.PoisonID(m.id)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// scanTasks reads the whole tasks table (consistent).
+func (s *soak) scanTasks(ctx context.Context) ([]ledger.Task, error) {
+	var out []ledger.Task
+	err := s.scan(ctx, s.env.Names.TasksTable, func(items []map[string]types.AttributeValue) error {
+		var page []ledger.Task
+		if err := attributevalue.UnmarshalListOfMaps(items, &page); err != nil {
+			return err
+		}
+		out = append(out, page...)
+		return nil
+	})
+	return out, err
+}
+
+func (s *soak) scanReviews(ctx context.Context) ([]ledger.Review, error) {
+	var out []ledger.Review
+	err := s.scan(ctx, s.env.Names.ReviewTable, func(items []map[string]types.AttributeValue) error {
+		var page []ledger.Review
+		if err := attributevalue.UnmarshalListOfMaps(items, &page); err != nil {
+			return err
+		}
+		out = append(out, page...)
+		return nil
+	})
+	return out, err
+}
+
+func (s *soak) scan(ctx context.Context, table string, page func([]map[string]types.AttributeValue) error) error {
+	in := &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := s.cleanDB.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("soak: scan %s: %w", table, err)
+		}
+		if err := page(out.Items); err != nil {
+			return err
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

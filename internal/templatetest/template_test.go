@@ -1,0 +1,644 @@
+package templatetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/stack"
+)
+
+// notSetByTemplate are variables the code reads that template.yaml leaves
+// unset on purpose, with the reason. Every entry must still be read by some
+// function, so the list cannot rot.
+var notSetByTemplate = map[string]string{
+	"AWS_REGION":                  "set by the Lambda runtime",
+	"AWS_DEFAULT_REGION":          "set by the Lambda runtime",
+	"AWS_ENDPOINT_URL":            "emulators only (make run, tests); unset in AWS",
+	"AWS_ENDPOINT_URL_DYNAMODB":   "emulators only; unset in AWS",
+	"TASKLEDGER_SDK_MAX_ATTEMPTS": "optional; the default (3 attempts) is the deployed setting",
+	"PROVIDER_SEED":               "simulated provider only (local runs, tests, demos)",
+	"PROVIDER_FAULTS":             "simulated provider only: fault injection is never deployed",
+	"PROVIDER_TIMEOUT":            "optional; the worker also stops a call DeadlineMargin before its Lambda deadline",
+	"PROVIDER_API_KEY_ENV":        "names a variable holding an API key; deployments use PROVIDER_API_KEY_SECRET_ARN instead, so no key is ever in the function's configuration",
+}
+
+// dynamicReads are environment reads whose name is not a constant, by the
+// function that makes them (see facts.dynamic), with the reason.
+var dynamicReads = map[string]string{
+	"envKey.APIKey": "openai.EnvKey reads the variable PROVIDER_API_KEY_ENV names (default OPENAI_API_KEY) " +
+		"— only when no PROVIDER_API_KEY_SECRET_ARN is set, which a deployment always sets for Provider=openai",
+}
+
+// permissionOnlyParams are parameters a policy may reference although no
+// environment variable carries them.
+var permissionOnlyParams = map[string]string{
+	"BedrockResourceArns": "the exact Bedrock ARNs to grant; the code only needs the model id (PROVIDER_MODEL)",
+}
+
+// managedBySAM documents the only "*" resources the deployed roles hold. They
+// are not in template.yaml: SAM attaches these AWS managed policies to the
+// execution roles it generates, and a function with a SAM-generated role
+// cannot opt out of them.
+var managedBySAM = map[string]string{
+	"AWSLambdaBasicExecutionRole":    "every function: logs:CreateLogGroup/CreateLogStream/PutLogEvents on *",
+	"AWSLambdaSQSQueueExecutionRole": "the worker (SQS event): sqs:ReceiveMessage/DeleteMessage/GetQueueAttributes on * for the event source mapping, which the worker's code never calls",
+}
+
+var (
+	factsOnce sync.Once
+	factsByFn map[string]facts
+	factsErr  error
+)
+
+// codeFacts analyses every function once per test binary.
+func codeFacts(t *testing.T, tpl *stack.Template) map[string]facts {
+	t.Helper()
+	factsOnce.Do(func() {
+		root := moduleRoot(t)
+		tables := tpl.LogicalIDs("AWS::DynamoDB::Table")
+		factsByFn = map[string]facts{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for id := range tpl.Functions() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f, err := analyse(root, "./functions/"+functionDir(id), tables)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					factsErr = fmt.Errorf("%s: %w", id, err)
+				}
+				factsByFn[id] = f
+			}()
+		}
+		wg.Wait()
+	})
+	if factsErr != nil {
+		t.Fatal(factsErr)
+	}
+	return factsByFn
+}
+
+// functionDir maps a logical id to its directory under functions/:
+// SubmitFunction → submit.
+func functionDir(id string) string { return strings.ToLower(strings.TrimSuffix(id, "Function")) }
+
+// moduleRoot is the directory of go.mod at or above the working directory
+// (the template may be elsewhere: TASKLEDGER_TEMPLATE).
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !fileExists(filepath.Join(dir, "go.mod")) {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
+	return dir
+}
+
+func load(t *testing.T) *stack.Template {
+	t.Helper()
+	p, err := stack.Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := stack.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+func TestEveryFunctionHasItsCode(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	root := moduleRoot(t)
+	ids := slices.Sorted(maps.Keys(tpl.Functions()))
+	if !slices.Equal(ids, []string{"ReconcilerFunction", "SubmitFunction", "WorkerFunction"}) {
+		t.Fatalf("functions = %v", ids)
+	}
+	for _, id := range ids {
+		if !fileExists(filepath.Join(root, "functions", functionDir(id), "main.go")) {
+			t.Errorf("%s: no functions/%s/main.go", id, functionDir(id))
+		}
+		p, _ := tpl.Resource(id)
+		if p["CodeUri"] != "." {
+			t.Errorf("%s: CodeUri = %v, want the module root", id, p["CodeUri"])
+		}
+	}
+}
+
+// (i) Each function's environment variables are exactly the ones its code
+// reads, less the documented notSetByTemplate.
+func TestEnvironmentMatchesCode(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	all := codeFacts(t, tpl)
+	readAnywhere := map[string]bool{}
+	for id, f := range tpl.Functions() {
+		code := all[id]
+		for name, where := range code.env {
+			readAnywhere[name] = true
+			if _, set := f.Env[name]; !set && notSetByTemplate[name] == "" {
+				t.Errorf("%s: the code reads %s (%s) but template.yaml does not set it", id, name, strings.Join(where, ", "))
+			}
+		}
+		for name := range f.Env {
+			if code.env[name] == nil {
+				t.Errorf("%s: template.yaml sets %s but the function's code never reads it", id, name)
+			}
+			if notSetByTemplate[name] != "" {
+				t.Errorf("%s: template.yaml sets %s, which notSetByTemplate says it leaves unset", id, name)
+			}
+		}
+		for where, calls := range code.dynamic {
+			fn, _, _ := strings.Cut(where, " (")
+			if dynamicReads[fn] == "" {
+				t.Errorf("%s: %s reads an environment variable whose name is not a constant (%s): make it one, or list it in dynamicReads with the reason", id, where, strings.Join(calls, "; "))
+			}
+		}
+		t.Logf("%s reads %v", id, slices.Sorted(maps.Keys(code.env)))
+	}
+	for name, why := range notSetByTemplate {
+		if !readAnywhere[name] {
+			t.Errorf("notSetByTemplate lists %s (%s) but no function reads it", name, why)
+		}
+	}
+}
+
+// (ii) Each function's inline IAM statements grant exactly what its code
+// calls: the same actions, on the same tables and indexes.
+func TestPoliciesMatchCode(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	all := codeFacts(t, tpl)
+	for id, f := range tpl.Functions() {
+		code := all[id].needs
+		grants := map[string]bool{}
+		for _, s := range statements(t, id, f) {
+			for _, g := range s.grants() {
+				grants[g] = true
+			}
+		}
+		for _, need := range slices.Sorted(maps.Keys(code)) {
+			if !grants[need] {
+				t.Errorf("%s: the code needs %s (%s) but the policy does not grant it", id, need, strings.Join(code[need], ", "))
+			}
+		}
+		for _, g := range slices.Sorted(maps.Keys(grants)) {
+			if code[g] == nil {
+				t.Errorf("%s: the policy grants %s but the function's code never needs it", id, g)
+			}
+		}
+		t.Logf("%s needs %v", id, slices.Sorted(maps.Keys(code)))
+	}
+}
+
+// (iii) For an SQS event source mapping AWS requires the queue's visibility
+// timeout to be at least the function's timeout; we keep 6x (AWS's advice),
+// so a batch retried by the runtime never overlaps a live one.
+func TestQueueVisibilityCoversWorker(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	fns := tpl.Functions()
+	esms := tpl.SQSEvents()
+	if len(esms) == 0 {
+		t.Fatal("no SQS event source mapping in the template")
+	}
+	for _, e := range esms {
+		vt, to := tpl.QueueVisibilityTimeout(e.Queue), fns[e.Function].Timeout
+		if to <= 0 || vt < 6*to {
+			t.Errorf("%s: VisibilityTimeout %v < 6 x %s Timeout %v", e.Queue, vt, e.Function, to)
+		}
+		if !e.ReportBatchItemFailures {
+			t.Errorf("%s: ReportBatchItemFailures is off", e.Function)
+		}
+		q, _ := tpl.Resource(e.Queue)
+		rp, _ := q["RedrivePolicy"].(map[string]any)
+		dlq := getAtt(rp["deadLetterTargetArn"], "Arn")
+		if dlq == "" || rp["maxReceiveCount"] == nil {
+			t.Errorf("%s: RedrivePolicy = %v, want a dead-letter target and maxReceiveCount", e.Queue, rp)
+			continue
+		}
+		d, _ := tpl.Resource(dlq)
+		if d["MessageRetentionPeriod"] != 1209600 {
+			t.Errorf("%s: MessageRetentionPeriod = %v, want 1209600 (14 days)", dlq, d["MessageRetentionPeriod"])
+		}
+	}
+}
+
+// (iv) No "*" in any action or resource of the template's policies, and
+// every resource is this stack's own: a table, index, queue or secret that
+// the same function's environment names (or a documented permission-only
+// parameter). The "*" resources of the AWS managed policies SAM attaches are
+// the documented exceptions (managedBySAM).
+func TestPoliciesAreScoped(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	for id, f := range tpl.Functions() {
+		own := map[string]bool{}
+		for _, v := range f.Env {
+			for r := range refs(v) {
+				own[r] = true
+			}
+		}
+		for _, s := range statements(t, id, f) {
+			for _, a := range s.actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %q", id, a)
+				}
+			}
+			for _, r := range s.resources {
+				b, _ := json.Marshal(r)
+				if strings.Contains(string(b), "*") {
+					t.Errorf("%s: wildcard resource %s", id, b)
+				}
+				for ref := range refs(r) {
+					if !own[ref] && permissionOnlyParams[ref] == "" {
+						t.Errorf("%s: %v on %s: %s is not named by the function's environment", id, s.actions, b, ref)
+					}
+				}
+				if len(refs(r)) == 0 {
+					t.Errorf("%s: %v on a literal resource %s", id, s.actions, b)
+				}
+			}
+		}
+	}
+	if len(managedBySAM) != 2 {
+		t.Error("managedBySAM documents the two AWS managed policies SAM attaches")
+	}
+}
+
+// API Gateway answers CORS preflights itself and overrides the function's
+// CORS headers, so the HttpApi's configuration must match the handler's.
+func TestCORSMatchesHandler(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	p, ok := tpl.Resource("HttpApi")
+	if !ok {
+		t.Fatal("no HttpApi")
+	}
+	br := ifBranches(p["CorsConfiguration"])
+	if len(br) != 1 {
+		t.Fatalf("CorsConfiguration = %v, want Fn::If [HasCors, {...}, AWS::NoValue]", p["CorsConfiguration"])
+	}
+	cors := br[0].(map[string]any)
+	split := func(s string) []any {
+		var out []any
+		for _, h := range strings.Split(s, ",") {
+			out = append(out, strings.TrimSpace(h))
+		}
+		return out
+	}
+	if got, want := cors["AllowHeaders"], split(api.CORSAllowHeaders); !reflect.DeepEqual(got, want) {
+		t.Errorf("AllowHeaders = %v, want %v (api.CORSAllowHeaders)", got, want)
+	}
+	if got, want := cors["ExposeHeaders"], split(api.CORSExposeHeaders); !reflect.DeepEqual(got, want) {
+		t.Errorf("ExposeHeaders = %v, want %v (api.CORSExposeHeaders)", got, want)
+	}
+	if cors["MaxAge"] != api.CORSMaxAge {
+		t.Errorf("MaxAge = %v, want %d", cors["MaxAge"], api.CORSMaxAge)
+	}
+	want := map[string]any{"Fn::Split": []any{",", map[string]any{"Ref": "AllowedOrigins"}}}
+	if !reflect.DeepEqual(cors["AllowOrigins"], want) {
+		t.Errorf("AllowOrigins = %v, want %v", cors["AllowOrigins"], want)
+	}
+	if env := tpl.Functions()["SubmitFunction"].Env["ALLOWED_ORIGINS"]; !reflect.DeepEqual(env, map[string]any{"Ref": "AllowedOrigins"}) {
+		t.Errorf("submit ALLOWED_ORIGINS = %v, want the same parameter as the API's CORS", env)
+	}
+}
+
+// Structured JSON logs, each function in its own log group with retention.
+func TestLogGroups(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	for id := range tpl.Functions() {
+		p, _ := tpl.Resource(id)
+		lc, _ := p["LoggingConfig"].(map[string]any)
+		if lc["LogFormat"] != "JSON" {
+			t.Errorf("%s: LoggingConfig.LogFormat = %v, want JSON", id, lc["LogFormat"])
+		}
+		group := ref(lc["LogGroup"])
+		if tpl.ResourceType(group) != "AWS::Logs::LogGroup" {
+			t.Errorf("%s: LoggingConfig.LogGroup = %v, want a Ref to an AWS::Logs::LogGroup", id, lc["LogGroup"])
+			continue
+		}
+		g, _ := tpl.Resource(group)
+		if ref(g["RetentionInDays"]) != "LogRetentionDays" {
+			t.Errorf("%s: RetentionInDays = %v, want Ref LogRetentionDays", group, g["RetentionInDays"])
+		}
+	}
+}
+
+// The three alarms issue 7 asks for, with actions only when AlarmEmail is
+// set, and the open-reviews alarm on the metric the reconciler really emits.
+func TestAlarms(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	type want struct {
+		namespace, metric string
+		dims              []any
+	}
+	wants := []want{
+		{"AWS/SQS", "ApproximateAgeOfOldestMessage", []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{"TaskQueue", "QueueName"}}}}},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{"TaskDeadLetterQueue", "QueueName"}}}}},
+		{metrics.Namespace, "OpenReviews", []any{map[string]any{"Name": "Function", "Value": "reconciler"}}},
+	}
+	actions := map[string]any{"Fn::If": []any{"HasAlarmEmail", []any{map[string]any{"Ref": "AlarmTopic"}}, map[string]any{"Ref": "AWS::NoValue"}}}
+	for _, w := range wants {
+		found := false
+		for _, id := range tpl.LogicalIDs("AWS::CloudWatch::Alarm") {
+			p, _ := tpl.Resource(id)
+			if p["Namespace"] != w.namespace || p["MetricName"] != w.metric {
+				continue
+			}
+			found = true
+			if !reflect.DeepEqual(p["Dimensions"], w.dims) {
+				t.Errorf("%s: Dimensions = %v, want %v", id, p["Dimensions"], w.dims)
+			}
+			if p["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("%s: ComparisonOperator = %v", id, p["ComparisonOperator"])
+			}
+			if w.metric != "ApproximateAgeOfOldestMessage" && p["Threshold"] != 0 {
+				t.Errorf("%s: Threshold = %v, want 0 (any message / any open item)", id, p["Threshold"])
+			}
+			if !reflect.DeepEqual(p["AlarmActions"], actions) || !reflect.DeepEqual(p["OKActions"], actions) {
+				t.Errorf("%s: AlarmActions/OKActions = %v / %v, want %v", id, p["AlarmActions"], p["OKActions"], actions)
+			}
+		}
+		if !found {
+			t.Errorf("no alarm on %s %s", w.namespace, w.metric)
+		}
+	}
+	if !emits(t, filepath.Join(moduleRoot(t), "internal", "reconciler"), "OpenReviews", "Function", "reconciler") {
+		t.Error(`internal/reconciler no longer emits OpenReviews in a Record("Function", "reconciler"): update OpenReviewsAlarm`)
+	}
+}
+
+// emits reports whether a non-test file in dir has a function that both
+// calls Record(dimName, dimValue) — the only dimension set — and
+// Set(metric, ...) or Add(metric, ...).
+func emits(t *testing.T, dir, metric, dimName, dimValue string) bool {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := func(e ast.Expr) string {
+		if b, ok := e.(*ast.BasicLit); ok && b.Kind == token.STRING {
+			s, _ := strconv.Unquote(b.Value)
+			return s
+		}
+		return ""
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			var record, set bool
+			ast.Inspect(d, func(n ast.Node) bool {
+				c, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				s, ok := c.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				switch {
+				case s.Sel.Name == "Record" && len(c.Args) == 2 && lit(c.Args[0]) == dimName && lit(c.Args[1]) == dimValue:
+					record = true
+				case (s.Sel.Name == "Set" || s.Sel.Name == "Add") && len(c.Args) > 0 && lit(c.Args[0]) == metric:
+					set = true
+				}
+				return true
+			})
+			if record && set {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// statement is one policy statement with Fn::If expanded.
+type statement struct {
+	actions   []string
+	resources []any
+}
+
+// grants are the permissions a statement gives, in the form facts.needs
+// uses: DynamoDB by table (and index) logical id, other services by action.
+func (s statement) grants() []string {
+	var out []string
+	for _, a := range s.actions {
+		if !strings.HasPrefix(a, "dynamodb:") {
+			out = append(out, a)
+			continue
+		}
+		for _, r := range s.resources {
+			out = append(out, a+" on "+tableResource(r))
+		}
+	}
+	return out
+}
+
+// tableResource names a DynamoDB resource: !GetAtt T.Arn → "T",
+// !Sub ${T.Arn}/index/I → "T/index/I"; anything else is quoted as is.
+func tableResource(r any) string {
+	if t := getAtt(r, "Arn"); t != "" {
+		return t
+	}
+	if m, ok := r.(map[string]any); ok {
+		if s, ok := m["Fn::Sub"].(string); ok {
+			if g := subIndex.FindStringSubmatch(s); g != nil {
+				return g[1] + "/index/" + g[2]
+			}
+		}
+	}
+	b, _ := json.Marshal(r)
+	return "?" + string(b)
+}
+
+var subIndex = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/index/(\w+)$`)
+
+// statements expands a function's inline policies. A policy that is not an
+// inline document (a managed policy name or a SAM policy template) fails the
+// test: least privilege is reviewed here, statement by statement.
+func statements(t *testing.T, id string, f stack.Function) []statement {
+	t.Helper()
+	var out []statement
+	for _, p := range f.Policies {
+		doc, ok := p.(map[string]any)
+		if !ok || doc["Statement"] == nil {
+			t.Errorf("%s: policy %v is not an inline policy document", id, p)
+			continue
+		}
+		for _, raw := range listOf(doc["Statement"]) {
+			st, ok := raw.(map[string]any)
+			if !ok || st["Effect"] != "Allow" {
+				t.Errorf("%s: statement %v: want an Allow statement", id, raw)
+				continue
+			}
+			if st["NotAction"] != nil || st["NotResource"] != nil {
+				t.Errorf("%s: NotAction/NotResource grant everything else: %v", id, st)
+			}
+			var s statement
+			for _, a := range listOf(st["Action"]) {
+				as, _ := a.(string)
+				s.actions = append(s.actions, as)
+			}
+			s.resources = listOf(st["Resource"])
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ifBranches expands Fn::If into both branches (each condition depends on
+// a parameter, so each branch is live in some deployment), dropping
+// AWS::NoValue.
+func ifBranches(v any) []any {
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		if args, ok := m["Fn::If"].([]any); ok && len(args) == 3 {
+			return append(ifBranches(args[1]), ifBranches(args[2])...)
+		}
+		if m["Ref"] == "AWS::NoValue" {
+			return nil
+		}
+	}
+	return []any{v}
+}
+
+// listOf flattens a value that may be a scalar, a list or an Fn::If of
+// either into its elements.
+func listOf(v any) []any {
+	var out []any
+	for _, b := range ifBranches(v) {
+		if l, ok := b.([]any); ok {
+			for _, e := range l {
+				out = append(out, ifBranches(e)...)
+			}
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// refs returns the logical ids and parameters a value references (Ref,
+// Fn::GetAtt, ${X} and ${X.Attr} in Fn::Sub), without pseudo parameters.
+func refs(v any) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				switch k {
+				case "Ref":
+					if s, ok := x.(string); ok && !strings.HasPrefix(s, "AWS::") {
+						out[s] = true
+					}
+				case "Fn::GetAtt":
+					if l, ok := x.([]any); ok && len(l) > 0 {
+						out[fmt.Sprint(l[0])] = true
+					}
+				case "Fn::Sub":
+					s, _ := x.(string)
+					if l, ok := x.([]any); ok && len(l) > 0 {
+						s, _ = l[0].(string)
+						walk(l[1:])
+					}
+					for _, m := range subVar.FindAllStringSubmatch(s, -1) {
+						if !strings.HasPrefix(m[1], "AWS::") {
+							out[m[1]] = true
+						}
+					}
+				default:
+					walk(x)
+				}
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+var subVar = regexp.MustCompile(`\$\{([\w:]+)(?:\.\w+)?\}`)
+
+// getAtt returns X for {"Fn::GetAtt": [X, attr]}.
+func getAtt(v any, attr string) string {
+	m, _ := v.(map[string]any)
+	l, _ := m["Fn::GetAtt"].([]any)
+	if len(l) == 2 && l[1] == attr {
+		s, _ := l[0].(string)
+		return s
+	}
+	return ""
+}
+
+// ref returns X for {"Ref": X}.
+func ref(v any) string {
+	m, _ := v.(map[string]any)
+	s, _ := m["Ref"].(string)
+	return s
+}
+
+// The analysis itself must be able to fail: testdata/fixture reads the
+// environment every way the analysis knows, calls DynamoDB through a query
+// and a transaction, and has unreachable code that must not count.
+func TestAnalysisFindsFixtureFacts(t *testing.T) {
+	t.Parallel()
+	f, err := analyse(moduleRoot(t), "./internal/templatetest/testdata/fixture", []string{"TasksTable", "ReviewTable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"LISTED_A", "LISTED_B", "VIA_CLOSURE"} {
+		if f.env[v] == nil {
+			t.Errorf("env %s not found; got %v", v, slices.Sorted(maps.Keys(f.env)))
+		}
+	}
+	if f.env["NEVER_READ"] != nil {
+		t.Error("an env read in unreachable code was counted")
+	}
+	if len(f.dynamic) != 1 {
+		t.Errorf("dynamic reads = %v, want the LookupEnv(name) in main", f.dynamic)
+	}
+	needs := slices.Sorted(maps.Keys(f.needs))
+	want := []string{"dynamodb:ConditionCheckItem on TasksTable", "dynamodb:PutItem on ReviewTable", "dynamodb:Query on ReviewTable/index/open_reviews"}
+	if !slices.Equal(needs, want) {
+		t.Errorf("needs = %v, want %v", needs, want)
+	}
+}

@@ -1,0 +1,270 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/local"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/web"
+)
+
+// Chromium is Debian's chromium package; the test never uses a browser
+// build downloaded by playwright.
+const chromium = "/usr/bin/chromium"
+
+// requireEnv makes missing browser-test tools a failure instead of a skip
+// (CI sets it; `make deps` installs them).
+const requireEnv = "TASKLEDGER_REQUIRE_BROWSER"
+
+// missing skips t, or fails it when requireEnv is "1".
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(requireEnv) == "1" {
+		t.Fatalf(format+" ("+requireEnv+"=1; run `make deps`)", args...)
+	}
+	t.Skipf(format+" (run `make deps`; set "+requireEnv+"=1 to fail instead)", args...)
+}
+
+func needNode(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(t, "node not found on PATH")
+	}
+	return node
+}
+
+func needBrowser(t *testing.T) string {
+	t.Helper()
+	node := needNode(t)
+	if fi, err := os.Stat(chromium); err != nil || fi.IsDir() {
+		missing(t, "%s not found (Debian package chromium)", chromium)
+	}
+	if _, err := os.Stat(filepath.Join("test", "node_modules", "playwright-core", "package.json")); err != nil {
+		missing(t, "web/test/node_modules/playwright-core not installed (cd web/test && npm ci)")
+	}
+	return node
+}
+
+// report is what web/test/browser.mjs prints as its last stdout line.
+type report struct {
+	OK    bool `json:"ok"`
+	Steps []struct {
+		Name   string          `json:"name"`
+		OK     bool            `json:"ok"`
+		MS     int64           `json:"ms"`
+		Detail json.RawMessage `json:"detail"`
+	} `json:"steps"`
+	Screenshots []string          `json:"screenshots"`
+	Tasks       map[string]string `json:"tasks"`
+	Errors      []string          `json:"errors"`
+}
+
+// TestBrowser drives the page in headless Chromium against a local stack
+// (embedded emulator, simulated provider) and then checks, in the ledger,
+// that what the page showed is what happened.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	node := needBrowser(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	s, err := local.Start(ctx, local.Options{
+		Addr:           "127.0.0.1:0",
+		WebFS:          web.FS,
+		ReconcileEvery: 500 * time.Millisecond,
+		StatusEvery:    -1,
+		// The embedded emulator's state is shared by the process: fresh
+		// tables per run, so the count below sees only this run's tasks.
+		Prefix: testenv.UniquePrefix(),
+	})
+	if err != nil {
+		t.Fatalf("local.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("stack Close: %v", err)
+		}
+	})
+
+	shots := os.Getenv("TASKLEDGER_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join("test", "screenshots")
+	}
+	shots, err = filepath.Abs(shots)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "browser.mjs"), s.URL, shots)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 10 * time.Second
+	runErr := cmd.Run()
+	t.Logf("browser.mjs stderr:\n%s", stderr.String())
+
+	rep := parseReport(t, stdout.Bytes())
+	for _, st := range rep.Steps {
+		t.Logf("step %-80q ok=%t %5dms %s", st.Name, st.OK, st.MS, clip(string(st.Detail), 400))
+	}
+	if runErr != nil || !rep.OK {
+		t.Fatalf("browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
+	}
+	for _, e := range rep.Errors {
+		t.Logf("browser console: %s", e)
+	}
+
+	if len(rep.Screenshots) == 0 {
+		t.Fatal("no screenshot saved")
+	}
+	for _, p := range rep.Screenshots {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 10_000 {
+			t.Errorf("screenshot %s: not a plausible PNG (%d bytes)", p, len(b))
+		}
+	}
+	t.Logf("screenshots: %s", strings.Join(rep.Screenshots, " "))
+
+	// What the page showed is what the ledger holds.
+	want := map[string]ledger.State{
+		"completed":       ledger.StateCompleted,
+		"regenerated":     ledger.StateCompleted,
+		"doubleClick":     "",
+		"slowDoubleClick": "",
+		"retried":         "",
+		"parked":          ledger.StateFailed,
+	}
+	for name, state := range want {
+		id := rep.Tasks[name]
+		if id == "" {
+			t.Fatalf("report names no %q task: %v", name, rep.Tasks)
+		}
+		task, err := s.Ledger.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("%s task %s: %v", name, id, err)
+		}
+		if state != "" && task.State != state {
+			t.Errorf("%s task %s: state %s, want %s", name, id, task.State, state)
+		}
+	}
+	if p, c := rep.Tasks["regenerated"], rep.Tasks["completed"]; p != "" {
+		if task, err := s.Ledger.Get(ctx, p); err == nil && task.ParentTaskID != c {
+			t.Errorf("regenerated task's parent = %q, want %q", task.ParentTaskID, c)
+		}
+	}
+	rv, err := s.Ledger.GetReview(ctx, rep.Tasks["parked"])
+	if err != nil {
+		t.Fatalf("review item: %v", err)
+	}
+	if rv.ReviewStatus != "resolved" || rv.ResolvedBy != "browser-test" || rv.Resolution != "failed" {
+		t.Errorf("review item: status %q, resolution %q by %q; want resolved, failed, by browser-test", rv.ReviewStatus, rv.Resolution, rv.ResolvedBy)
+	}
+	if rv.ParkCount < 2 {
+		t.Errorf("review item park_count = %d, want >= 2 (parked, retried from the page, parked again)", rv.ParkCount)
+	}
+	// Every logical submission of the run made exactly one task: the double
+	// clicks and the retried send included.
+	out, err := s.DDB.Scan(ctx, &dynamodb.ScanInput{TableName: &s.Names.TasksTable, Select: types.SelectCount, ConsistentRead: ptr(true)})
+	if err != nil {
+		t.Fatalf("scan tasks: %v", err)
+	}
+	if out.Count != int32(len(want)) {
+		t.Errorf("tasks table holds %d tasks, want %d (one per logical submission)", out.Count, len(want))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func parseReport(t *testing.T, stdout []byte) report {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	last := lines[len(lines)-1]
+	var rep report
+	if err := json.Unmarshal([]byte(last), &rep); err != nil {
+		t.Fatalf("browser.mjs printed no JSON report (%v); stdout:\n%s", err, clip(string(stdout), 4000))
+	}
+	return rep
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// TestPageLogic runs the node unit tests of static/lib.js (node only, no
+// browser, no npm packages).
+func TestPageLogic(t *testing.T) {
+	t.Parallel()
+	node := needNode(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", filepath.Join("test", "lib.test.mjs")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^# pass (\d+)$`).FindSubmatch(out)
+	if m == nil || string(m[1]) == "0" {
+		t.Fatalf("node --test ran no passing test:\n%s", out)
+	}
+	t.Logf("node unit tests passed: %s", m[1])
+}
+
+// TestFS checks the embedded page: its files are there, and it loads
+// nothing from the network (every src/href is relative; no CSS imports or
+// remote urls).
+func TestFS(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"index.html", "app.js", "lib.js", "style.css"} {
+		b, err := fs.ReadFile(web.FS, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(b) == 0 {
+			t.Fatalf("%s is empty", name)
+		}
+	}
+	html, _ := fs.ReadFile(web.FS, "index.html")
+	refs := regexp.MustCompile(`(?i)\b(?:src|href)\s*=\s*"([^"]*)"`).FindAllSubmatch(html, -1)
+	if len(refs) < 3 {
+		t.Fatalf("index.html references %d files, want at least style.css, lib.js, app.js", len(refs))
+	}
+	for _, m := range refs {
+		ref := string(m[1])
+		switch {
+		case ref == "#" || strings.HasPrefix(ref, "data:"):
+		case strings.Contains(ref, ":") || strings.HasPrefix(ref, "//"):
+			t.Errorf("index.html loads %q from the network", ref)
+		default:
+			if _, err := fs.Stat(web.FS, ref); err != nil {
+				t.Errorf("index.html references %q: %v", ref, err)
+			}
+		}
+	}
+	css, _ := fs.ReadFile(web.FS, "style.css")
+	if regexp.MustCompile(`(?i)@import|url\(`).Match(css) {
+		t.Error("style.css imports or loads a url")
+	}
+	if _, err := fs.Stat(web.FS, "static"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("web.FS is not rooted at static/ (found a static/ inside it: %v)", err)
+	}
+}

@@ -1,0 +1,599 @@
+/*
+ * taskledger page: DOM and HTTP. The pure logic lives in lib.js.
+ *
+ * Rules this file keeps: every submission carries an Idempotency-Key that is
+ * new per press of Send and reused by the automatic retries of that press;
+ * task text is only ever put into the DOM with textContent (never innerHTML)
+ * and never into the URL or web storage (only task ids and states are
+ * remembered, in sessionStorage).
+ */
+(function () {
+  'use strict';
+
+  var L = window.TaskledgerLib;
+  var $ = function (id) { return document.getElementById(id); };
+
+  var LS_API = 'taskledger.apiBase';
+  var LS_OPERATOR = 'taskledger.operator';
+  var SS_TASKS = 'taskledger.tasks:';
+  var POLL_MS = 1000;
+  var POLL_ERROR_MS = 2500;
+  var BACKGROUND_MS = 3000;
+
+  var st = {
+    base: '',
+    tasks: [],          // this session's tasks: [{task_id, state, parent_task_id, created_at}]
+    current: '',        // task id in the task view
+    view: null,         // its last view
+    pollSeq: 0,
+    pollTimer: 0,
+    lastPress: null,    // {key, payload, at} of the last press of Send
+    lastRegen: null,    // same, for Regenerate
+    clickDetail: 0,
+    sending: false,
+    reviewCursor: ''
+  };
+
+  // ---- storage (never task text) ----
+
+  function get(store, k) {
+    try { return store.getItem(k); } catch (e) { return null; }
+  }
+  function set(store, k, v) {
+    try { store.setItem(k, v); } catch (e) { /* storage disabled: keep going */ }
+  }
+
+  function loadSession() {
+    var raw = get(window.sessionStorage, SS_TASKS + st.base);
+    var list = [];
+    try { list = raw ? JSON.parse(raw) : []; } catch (e) { list = []; }
+    st.tasks = Array.isArray(list) ? list : [];
+  }
+  function saveSession() {
+    set(window.sessionStorage, SS_TASKS + st.base, JSON.stringify(st.tasks));
+  }
+
+  // ---- small DOM helpers ----
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) if (Object.prototype.hasOwnProperty.call(attrs, k)) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  function setStatus(node, text, kind) {
+    node.textContent = text;
+    node.className = 'status' + (kind ? ' ' + kind : '') + (node.classList.contains('ri-status') ? ' ri-status' : '');
+  }
+
+  function fillList(ul, items) {
+    ul.textContent = '';
+    (items || []).forEach(function (s) { ul.appendChild(el('li', null, s)); });
+    if (!items || !items.length) ul.appendChild(el('li', { 'class': 'muted' }, '—'));
+  }
+
+  function when(s) {
+    if (!s) return '—';
+    return String(s).replace('T', ' ').replace(/\.\d+Z$/, 'Z').replace(/Z$/, ' UTC');
+  }
+
+  function short(key) {
+    return key ? key.slice(0, 8) + '…' : '';
+  }
+
+  function badge(node, state) {
+    node.textContent = state ? state.replace('_', ' ') : '';
+    node.className = 'badge state-' + (state || 'none');
+  }
+
+  // ---- HTTP ----
+
+  // call sends one logical request (with automatic retries unless
+  // opts.retry === false) and resolves with {status, headers, body,
+  // attempts}; body is the parsed JSON or null. It rejects on a network
+  // failure that outlasted the retries.
+  function call(method, path, opts) {
+    opts = opts || {};
+    var headers = { 'Accept': 'application/json, application/problem+json' };
+    if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+    if (opts.key) headers['Idempotency-Key'] = opts.key;
+    var init = {
+      method: method,
+      headers: headers,
+      body: opts.body,
+      mode: 'cors',
+      credentials: 'omit',
+      cache: 'no-store',
+      referrerPolicy: 'no-referrer'
+    };
+    return L.sendWithRetry(st.base + path, init, {
+      maxAttempts: opts.retry === false ? 1 : 6,
+      onRetry: opts.onRetry
+    }).then(function (r) {
+      return r.response.text().then(function (text) {
+        var body = null;
+        if (text) { try { body = JSON.parse(text); } catch (e) { body = null; } }
+        return { status: r.response.status, statusText: r.response.statusText, headers: r.response.headers, body: body, attempts: r.attempts };
+      });
+    });
+  }
+
+  function networkText(err) {
+    return 'Could not reach the API at ' + st.base + ' (' + (err && err.message ? err.message : 'network error') +
+      '). Check the API base URL, and that the API allows this page’s origin (CORS).';
+  }
+
+  function retryText(what, info) {
+    return what + ': attempt ' + info.attempt + ' got ' + info.reason + '; retrying in ' +
+      (info.delayMs / 1000).toFixed(1) + ' s with the same Idempotency-Key…';
+  }
+
+  function isView(b) {
+    return b && typeof b === 'object' && typeof b.task_id === 'string' && typeof b.state === 'string';
+  }
+
+  // ---- API base ----
+
+  function initApiBase() {
+    var r = L.resolveApiBase(window.location.href, get(window.localStorage, LS_API));
+    st.base = r.base;
+    if (r.source === 'query') set(window.localStorage, LS_API, r.base);
+    $('api-base').value = r.base;
+    $('api-source').textContent = !r.base ? 'enter the API’s URL' :
+      ({ query: 'from ?api=', stored: 'remembered', origin: 'this page’s origin' }[r.source] || '');
+  }
+
+  function onApiSubmit(ev) {
+    ev.preventDefault();
+    var b = L.normalizeBase($('api-base').value);
+    if (!b) {
+      $('api-source').textContent = 'enter an absolute http(s) URL, e.g. https://abc.execute-api.eu-west-1.amazonaws.com';
+      $('api-base').setAttribute('aria-invalid', 'true');
+      return;
+    }
+    $('api-base').removeAttribute('aria-invalid');
+    $('api-base').value = b;
+    set(window.localStorage, LS_API, b);
+    $('api-source').textContent = 'remembered';
+    if (b !== st.base) {
+      st.base = b;
+      stopPolling();
+      st.current = '';
+      $('task-view').hidden = true;
+      loadSession();
+      renderTaskList();
+      if (!$('view-review').hidden) loadReviews(false);
+    }
+  }
+
+  // ---- session task list ----
+
+  function remember(view) {
+    var next = L.mergeSession(st.tasks, L.sessionEntry(view));
+    if (JSON.stringify(next) === JSON.stringify(st.tasks)) return;
+    st.tasks = next;
+    saveSession();
+    renderTaskList();
+  }
+
+  // refreshOthers keeps the states in the session list current: every few
+  // seconds it reads the live tasks other than the one in the task view
+  // (which has its own, faster poll).
+  function refreshOthers() {
+    var base = st.base;
+    var live = st.tasks.filter(function (t) { return t.task_id !== st.current && !L.isSettled(t.state); }).slice(0, 10);
+    var chain = Promise.resolve();
+    live.forEach(function (t) {
+      chain = chain.then(function () {
+        return call('GET', '/tasks/' + encodeURIComponent(t.task_id), { retry: false }).then(function (r) {
+          if (st.base === base && r.status === 200 && isView(r.body)) remember(r.body);
+        }, function () { /* the next round tries again */ });
+      });
+    });
+    chain.then(function () { setTimeout(refreshOthers, BACKGROUND_MS); });
+  }
+
+  function renderTaskList() {
+    var ul = $('task-list');
+    ul.textContent = '';
+    $('task-list-empty').hidden = st.tasks.length > 0;
+    st.tasks.forEach(function (t) {
+      var li = el('li', { 'data-task-id': t.task_id, 'data-state': t.state, 'data-testid': 'task-list-item' });
+      var b = el('button', { type: 'button', 'class': 'linkish' });
+      if (t.task_id === st.current) b.setAttribute('aria-current', 'true');
+      b.appendChild(el('code', null, t.task_id));
+      b.appendChild(document.createTextNode(' '));
+      var s = el('span');
+      badge(s, t.state);
+      b.appendChild(s);
+      if (t.parent_task_id) b.appendChild(el('span', { 'class': 'muted parent' }, '↳ regenerated from ' + t.parent_task_id));
+      b.addEventListener('click', function () { showTask(t.task_id, null); });
+      li.appendChild(b);
+      ul.appendChild(li);
+    });
+  }
+
+  // ---- task view ----
+
+  function stopPolling() {
+    st.pollSeq++;
+    if (st.pollTimer) clearTimeout(st.pollTimer);
+    st.pollTimer = 0;
+    $('task-live').textContent = '';
+  }
+
+  // showTask opens id in the task view and polls it about every second
+  // until it is terminal or parked. view, when given, is rendered at once.
+  function showTask(id, view) {
+    stopPolling();
+    var changed = st.current !== id;
+    st.current = id;
+    if (changed) setStatus($('task-action-status'), '');
+    $('task-view').hidden = false;
+    if (view) renderTask(view);
+    else if (changed) { $('task-id').textContent = id; badge($('task-state'), ''); $('task-state-help').textContent = 'loading…'; }
+    renderTaskList();
+    var seq = st.pollSeq;
+    var schedule = function (ms) {
+      if (seq !== st.pollSeq) return;
+      $('task-live').textContent = '● live';
+      st.pollTimer = setTimeout(tick, ms);
+    };
+    var tick = function () {
+      if (seq !== st.pollSeq) return;
+      call('GET', '/tasks/' + encodeURIComponent(id), { retry: false }).then(function (r) {
+        if (seq !== st.pollSeq) return;
+        if (r.status === 200 && isView(r.body)) {
+          renderTask(r.body);
+          remember(r.body);
+          if (L.isSettled(r.body.state)) { $('task-live').textContent = ''; return; }
+          schedule(POLL_MS);
+        } else if (r.status === 404) {
+          $('task-live').textContent = '';
+          setStatus($('task-action-status'), 'Task ' + id + ' was not found at this API (wrong API base URL, another caller’s task, or past its retention).', 'error');
+        } else {
+          setStatus($('task-action-status'), 'Refreshing: ' + L.problemText(r.status, r.body, r.statusText), 'error');
+          schedule(POLL_ERROR_MS);
+        }
+      }, function (err) {
+        if (seq !== st.pollSeq) return;
+        setStatus($('task-action-status'), networkText(err) + ' Still trying.', 'error');
+        schedule(POLL_ERROR_MS);
+      });
+    };
+    if (view && L.isSettled(view.state)) return;
+    if (view) schedule(POLL_MS); else tick();
+  }
+
+  function renderTask(v) {
+    st.view = v;
+    var tv = $('task-view');
+    tv.setAttribute('data-task-id', v.task_id);
+    tv.setAttribute('data-state', v.state);
+    $('task-id').textContent = v.task_id;
+    badge($('task-state'), v.state);
+    $('task-state-help').textContent = L.stateHelp(v.state);
+    $('task-attempts').textContent = (v.attempts || 0) + ' of ' + (v.max_attempts || '?');
+    $('task-created').textContent = when(v.created_at);
+    $('task-updated').textContent = when(v.updated_at);
+    $('task-correlation').textContent = v.correlation_id || '—';
+
+    var hasParent = !!v.parent_task_id;
+    $('task-parent-dt').hidden = !hasParent;
+    $('task-parent-dd').hidden = !hasParent;
+    $('task-parent').textContent = v.parent_task_id || '';
+
+    var hasResult = v.result != null;
+    $('task-result-box').hidden = !hasResult;
+    $('task-result').textContent = hasResult ? L.resultText(v.result) : '';
+    var model = hasResult && v.result && typeof v.result === 'object' && v.result.model ? 'model ' + v.result.model : '';
+    $('task-result-model').textContent = model;
+
+    var err = v.error;
+    $('task-error-box').hidden = !err;
+    $('task-error-class').textContent = err ? err.class || '' : '';
+    $('task-error-message').textContent = err ? err.message || '' : '';
+
+    var rv = v.review;
+    $('task-review').hidden = !rv;
+    if (rv) {
+      $('task-review-reason').textContent = rv.reason || '';
+      $('task-review-summary').textContent = rv.summary || '';
+      fillList($('task-review-known'), rv.known);
+      fillList($('task-review-uncertain'), rv.uncertain);
+      fillList($('task-review-safe'), rv.safe_actions);
+    }
+
+    var rc = v.receipt || {};
+    Array.prototype.forEach.call($('task-receipt').querySelectorAll('[data-field]'), function (n) {
+      var f = n.getAttribute('data-field');
+      var val = rc[f];
+      n.textContent = val ? (/_at$/.test(f) ? when(val) : val) : '—';
+    });
+
+    $('cancel').disabled = L.isTerminal(v.state);
+  }
+
+  // ---- submit ----
+
+  function setSending(on) {
+    st.sending = on;
+    $('send').disabled = on;
+    $('send').setAttribute('aria-busy', on ? 'true' : 'false');
+    $('send-busy').hidden = !on;
+  }
+
+  function onSubmit(ev) {
+    ev.preventDefault();
+    var detail = st.clickDetail;
+    st.clickDetail = 0;
+    if (st.sending) return; // one request per press; the button is disabled meanwhile
+    var status = $('submit-status');
+    var built = L.buildInput({
+      prompt: $('prompt').value,
+      system: $('system').value,
+      max_tokens: $('max-tokens').value,
+      simulate: $('simulate').value
+    });
+    if (built.error) {
+      status.removeAttribute('data-status');
+      setStatus(status, built.error, 'error');
+      $('prompt').focus();
+      return;
+    }
+    var body = JSON.stringify({ kind: 'generate', input: built.input });
+    var press = L.keyForPress(st.lastPress, body, detail, Date.now());
+    st.lastPress = press;
+    setSending(true);
+    status.setAttribute('data-status', 'sending');
+    status.setAttribute('data-key', press.key);
+    setStatus(status, 'Sending… Idempotency-Key ' + short(press.key) + (press.reused ? ' (same press: key reused)' : ''), 'busy');
+    call('POST', '/tasks', {
+      body: body,
+      key: press.key,
+      onRetry: function (info) { setStatus(status, retryText('Send', info), 'busy'); }
+    }).then(function (r) {
+      var tries = r.attempts > 1 ? ' (after ' + r.attempts + ' sends with the same key)' : '';
+      if ((r.status === 202 || r.status === 200) && isView(r.body)) {
+        var replayed = r.status === 200 && /^true$/i.test(r.headers.get('Idempotent-Replayed') || '');
+        status.setAttribute('data-status', String(r.status));
+        status.setAttribute('data-task-id', r.body.task_id);
+        status.setAttribute('data-replayed', replayed ? 'true' : 'false');
+        if (r.status === 202) {
+          setStatus(status, '202 Accepted — new task ' + r.body.task_id + ' recorded' + tries + '.', 'ok');
+        } else {
+          setStatus(status, '200 OK, Idempotent-Replayed — this request was already accepted; showing the existing task ' +
+            r.body.task_id + '. No new task was created' + tries + '.', 'replay');
+        }
+        remember(r.body);
+        showTask(r.body.task_id, r.body);
+        return;
+      }
+      status.setAttribute('data-status', String(r.status));
+      var msg = L.problemText(r.status, r.body, r.statusText);
+      if (r.status === 422) msg += ' Change nothing and press Send again to get a new key.';
+      setStatus(status, msg, 'error');
+    }, function (err) {
+      status.setAttribute('data-status', 'network');
+      setStatus(status, networkText(err) + ' Pressing Send again is safe only with the same content: a new press gets a new key.', 'error');
+    }).then(function () { setSending(false); });
+  }
+
+  // ---- regenerate / cancel ----
+
+  function onRegenerate(ev) {
+    var parent = st.current;
+    if (!parent) return;
+    var btn = $('regenerate');
+    var status = $('task-action-status');
+    var press = L.keyForPress(st.lastRegen, 'regenerate:' + parent, ev.detail, Date.now());
+    st.lastRegen = press;
+    btn.disabled = true;
+    setStatus(status, 'Regenerating ' + parent + '…', 'busy');
+    call('POST', '/tasks/' + encodeURIComponent(parent) + '/regenerate', {
+      key: press.key,
+      onRetry: function (info) { setStatus(status, retryText('Regenerate', info), 'busy'); }
+    }).then(function (r) {
+      if ((r.status === 202 || r.status === 200) && isView(r.body)) {
+        remember(r.body);
+        showTask(r.body.task_id, r.body);
+        setStatus($('task-action-status'), (r.status === 202 ? '202 Accepted — new task ' : '200 Idempotent-Replayed — existing task ') +
+          r.body.task_id + ', regenerated from ' + parent + '.', r.status === 202 ? 'ok' : 'replay');
+        return;
+      }
+      setStatus(status, 'Regenerate: ' + L.problemText(r.status, r.body, r.statusText), 'error');
+    }, function (err) {
+      setStatus(status, networkText(err), 'error');
+    }).then(function () { btn.disabled = false; });
+  }
+
+  function onCancel() {
+    var id = st.current;
+    if (!id) return;
+    var btn = $('cancel');
+    var status = $('task-action-status');
+    btn.disabled = true;
+    setStatus(status, 'Cancelling ' + id + '…', 'busy');
+    call('POST', '/tasks/' + encodeURIComponent(id) + '/cancel', {
+      onRetry: function (info) { setStatus(status, retryText('Cancel', info), 'busy'); }
+    }).then(function (r) {
+      if (r.status === 200 && isView(r.body)) {
+        remember(r.body);
+        showTask(id, r.body);
+        setStatus(status, 'Cancelled: the task will not run.', 'ok');
+        return;
+      }
+      if (r.status === 409) {
+        var state = r.body && r.body.state ? r.body.state : '';
+        var why = {
+          running: ' A provider call already in progress cannot be recalled; wait for its outcome.',
+          needs_review: ' A parked task is closed from the review queue (Resolve).',
+          unknown: ' Its outcome is being read back from the provider.'
+        }[state] || '';
+        setStatus(status, 'Not cancelled (409) — ' + L.problemText(r.status, r.body, r.statusText) + why, 'error');
+        showTask(id, null);
+        return;
+      }
+      setStatus(status, 'Cancel: ' + L.problemText(r.status, r.body, r.statusText), 'error');
+      btn.disabled = false;
+    }, function (err) {
+      setStatus(status, networkText(err), 'error');
+      btn.disabled = false;
+    });
+  }
+
+  // ---- tabs ----
+
+  function selectTab(which) {
+    var review = which === 'review';
+    $('tab-tasks').setAttribute('aria-selected', review ? 'false' : 'true');
+    $('tab-review').setAttribute('aria-selected', review ? 'true' : 'false');
+    $('tab-tasks').tabIndex = review ? -1 : 0;
+    $('tab-review').tabIndex = review ? 0 : -1;
+    $('view-tasks').hidden = review;
+    $('view-review').hidden = !review;
+    if (review) loadReviews(false);
+  }
+
+  function onTabKey(ev) {
+    if (ev.key !== 'ArrowLeft' && ev.key !== 'ArrowRight') return;
+    var next = ev.target.id === 'tab-tasks' ? 'review' : 'tasks';
+    selectTab(next);
+    $('tab-' + next).focus();
+  }
+
+  // ---- review queue ----
+
+  function loadReviews(append) {
+    var status = $('review-status');
+    var path = '/reviews';
+    if (append && st.reviewCursor) path += '?cursor=' + encodeURIComponent(st.reviewCursor);
+    $('review-refresh').disabled = true;
+    return call('GET', path).then(function (r) {
+      if (r.status !== 200 || !r.body || !Array.isArray(r.body.items)) {
+        setStatus(status, 'Review queue: ' + L.problemText(r.status, r.body, r.statusText), 'error');
+        return;
+      }
+      var ul = $('review-list');
+      if (!append) ul.textContent = '';
+      r.body.items.forEach(function (it) {
+        if (!ul.querySelector('li[data-task-id="' + cssEscape(it.task_id) + '"]')) ul.appendChild(reviewItem(it));
+      });
+      st.reviewCursor = r.body.next_cursor || '';
+      $('review-more').hidden = !st.reviewCursor;
+      var n = ul.children.length;
+      $('review-empty').hidden = n > 0;
+      $('review-count').textContent = n ? String(n) + (st.reviewCursor ? '+' : '') : '';
+    }, function (err) {
+      setStatus(status, networkText(err), 'error');
+    }).then(function () { $('review-refresh').disabled = false; });
+  }
+
+  function cssEscape(s) {
+    return window.CSS && CSS.escape ? CSS.escape(s) : String(s).replace(/["\\]/g, '\\$&');
+  }
+
+  function reviewItem(it) {
+    var li = $('review-item-tpl').content.firstElementChild.cloneNode(true);
+    li.setAttribute('data-task-id', it.task_id);
+    var q = function (c) { return li.querySelector('.' + c); };
+    q('ri-task').textContent = it.task_id;
+    q('ri-reason').textContent = it.reason || 'review';
+    q('ri-when').textContent = 'parked ' + when(it.dead_lettered_at);
+    q('ri-summary').textContent = it.summary || '';
+    var facts = [];
+    if (it.attempts != null) facts.push('attempts ' + it.attempts);
+    if (it.task_state) facts.push('parked from ' + it.task_state);
+    if (it.error_class) facts.push(it.error_class + (it.error_message ? ': ' + it.error_message : ''));
+    if (it.provider_ref) facts.push('provider ref ' + it.provider_ref);
+    q('ri-facts').textContent = facts.join(' · ');
+    fillList(q('ri-known'), it.known);
+    fillList(q('ri-uncertain'), it.uncertain);
+    fillList(q('ri-safe'), it.safe_actions);
+    var noteId = 'note-' + it.task_id;
+    q('ri-note').id = noteId;
+    q('ri-retry').setAttribute('aria-label', 'Retry ' + it.task_id);
+    q('ri-resolve').setAttribute('aria-label', 'Resolve ' + it.task_id);
+    q('ri-retry').addEventListener('click', function () { act(li, it.task_id, 'retry'); });
+    q('ri-resolve').addEventListener('click', function () { act(li, it.task_id, 'resolve'); });
+    return li;
+  }
+
+  function act(li, id, action) {
+    var itemStatus = li.querySelector('.ri-status');
+    var by = $('operator').value.trim();
+    if (!by) {
+      setStatus(itemStatus, 'Enter your operator name above first: actions are recorded with it.', 'error');
+      $('operator').focus();
+      return;
+    }
+    set(window.localStorage, LS_OPERATOR, by);
+    var note = li.querySelector('.ri-note').value;
+    var payload = { by: by, note: note };
+    if (action === 'resolve') payload.outcome = li.querySelector('.ri-outcome').value;
+    var buttons = li.querySelectorAll('button');
+    Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
+    setStatus(itemStatus, (action === 'retry' ? 'Re-queueing ' : 'Resolving ') + id + '…', 'busy');
+    call('POST', '/reviews/' + encodeURIComponent(id) + '/' + action, {
+      body: JSON.stringify(payload),
+      onRetry: function (info) { setStatus(itemStatus, retryText(action, info), 'busy'); }
+    }).then(function (r) {
+      if (r.status < 200 || r.status > 299) {
+        setStatus(itemStatus, L.problemText(r.status, r.body, r.statusText), 'error');
+        Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+        if (r.status === 409 || r.status === 404) loadReviews(false);
+        return;
+      }
+      var done = action === 'retry' ? 'Re-queued ' + id + ' (same task, fresh budget)' :
+        'Resolved ' + id + ' as ' + payload.outcome;
+      return call('GET', '/tasks/' + encodeURIComponent(id)).then(function (t) {
+        var status = $('review-status');
+        status.setAttribute('data-task-id', id);
+        if (t.status === 200 && isView(t.body)) {
+          status.setAttribute('data-task-state', t.body.state);
+          setStatus(status, done + ' by ' + by + '. The task is now ' + t.body.state + '.', 'ok');
+          remember(t.body);
+          if (st.current === id) showTask(id, t.body);
+        } else {
+          status.removeAttribute('data-task-state');
+          setStatus(status, done + ' by ' + by + '.', 'ok');
+        }
+      }, function () {
+        setStatus($('review-status'), done + ' by ' + by + '.', 'ok');
+      }).then(function () { return loadReviews(false); });
+    }, function (err) {
+      setStatus(itemStatus, networkText(err), 'error');
+      Array.prototype.forEach.call(buttons, function (b) { b.disabled = false; });
+    });
+  }
+
+  // ---- wiring ----
+
+  function init() {
+    initApiBase();
+    loadSession();
+    renderTaskList();
+    $('operator').value = get(window.localStorage, LS_OPERATOR) || '';
+    $('api-form').addEventListener('submit', onApiSubmit);
+    $('send').addEventListener('click', function (ev) { st.clickDetail = ev.detail || 0; });
+    $('submit-form').addEventListener('submit', onSubmit);
+    $('regenerate').addEventListener('click', onRegenerate);
+    $('cancel').addEventListener('click', onCancel);
+    $('tab-tasks').addEventListener('click', function () { selectTab('tasks'); });
+    $('tab-review').addEventListener('click', function () { selectTab('review'); });
+    $('tab-tasks').addEventListener('keydown', onTabKey);
+    $('tab-review').addEventListener('keydown', onTabKey);
+    $('review-refresh').addEventListener('click', function () { loadReviews(false); });
+    $('review-more').addEventListener('click', function () { loadReviews(true); });
+    $('task-parent').addEventListener('click', function (ev) {
+      ev.preventDefault();
+      if (st.view && st.view.parent_task_id) showTask(st.view.parent_task_id, null);
+    });
+    $('task-open-review').addEventListener('click', function () { selectTab('review'); $('tab-review').focus(); });
+    setTimeout(refreshOthers, BACKGROUND_MS);
+    document.documentElement.setAttribute('data-ready', 'true');
+  }
+
+  init();
+})();

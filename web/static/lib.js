@@ -1,0 +1,253 @@
+/*
+ * taskledger page: pure logic (no DOM). Loaded as a classic script by
+ * index.html, where it defines globalThis.TaskledgerLib, and by the node
+ * unit tests (web/test/lib.test.mjs) through require().
+ */
+(function (root) {
+  'use strict';
+
+  // States after which a task never changes again.
+  var TERMINAL = ['completed', 'failed', 'cancelled'];
+
+  // isTerminal reports whether state is final.
+  function isTerminal(state) {
+    return TERMINAL.indexOf(state) >= 0;
+  }
+
+  // isSettled reports whether polling a task in state can stop: it is
+  // final, or parked for a person (only an operator moves it on).
+  function isSettled(state) {
+    return isTerminal(state) || state === 'needs_review';
+  }
+
+  // normalizeBase trims s and drops trailing slashes; it returns '' unless
+  // s is an absolute http(s) URL.
+  function normalizeBase(s) {
+    if (typeof s !== 'string') return '';
+    s = s.trim().replace(/\/+$/, '');
+    if (!/^https?:\/\/[^\s/?#]+/i.test(s)) return '';
+    try {
+      var u = new URL(s);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
+      if (u.search || u.hash) return '';
+    } catch (e) {
+      return '';
+    }
+    return s;
+  }
+
+  // resolveApiBase picks the API base URL: the ?api= query parameter of
+  // pageHref, else the remembered value, else the page's own origin.
+  // source says which one won ('query' | 'stored' | 'origin').
+  function resolveApiBase(pageHref, stored) {
+    var u = new URL(pageHref);
+    var q = normalizeBase(u.searchParams.get('api') || '');
+    if (q) return { base: q, source: 'query' };
+    var st = normalizeBase(stored || '');
+    if (st) return { base: st, source: 'stored' };
+    var origin = u.origin && u.origin !== 'null' ? u.origin : '';
+    return { base: origin, source: 'origin' };
+  }
+
+  // newKey returns a fresh Idempotency-Key (a random UUID). It falls back
+  // to getRandomValues where randomUUID is missing (an insecure context).
+  function newKey(c) {
+    c = c || root.crypto;
+    if (c && typeof c.randomUUID === 'function') return c.randomUUID();
+    var b = new Uint8Array(16);
+    c.getRandomValues(b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    var h = Array.prototype.map.call(b, function (x) { return (x + 0x100).toString(16).slice(1); }).join('');
+    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
+  }
+
+  // A second press within this window, with the same payload, is the same
+  // press (a double click or a bounced key): it reuses the key.
+  var SAME_PRESS_MS = 1000;
+
+  // keyForPress decides the Idempotency-Key of a press of Send. prev is the
+  // previous press ({key, payload, at}) or null; payload is the request
+  // body as sent; clickDetail is the click event's detail (2 for the second
+  // click of a double click). A new logical request gets a new key; the
+  // second click of a double click, or a repeat of the same payload within
+  // SAME_PRESS_MS, reuses prev.key.
+  function keyForPress(prev, payload, clickDetail, now, mint) {
+    var same = prev && prev.payload === payload &&
+      (clickDetail > 1 || (now - prev.at >= 0 && now - prev.at < SAME_PRESS_MS));
+    if (same) return { key: prev.key, payload: payload, at: now, reused: true };
+    return { key: (mint || newKey)(), payload: payload, at: now, reused: false };
+  }
+
+  // parseRetryAfter turns a Retry-After header (delta-seconds or an
+  // HTTP-date) into milliseconds from now, or null when absent/invalid.
+  function parseRetryAfter(value, now) {
+    if (value == null) return null;
+    value = String(value).trim();
+    if (value === '') return null;
+    if (/^\d+$/.test(value)) return parseInt(value, 10) * 1000;
+    if (!/^[A-Za-z]{3}/.test(value)) return null; // HTTP-dates start with the day name
+    var t = Date.parse(value);
+    if (isNaN(t)) return null;
+    return Math.max(0, t - now);
+  }
+
+  // Backoff of automatic retries: full jitter over an exponential ceiling.
+  var BACKOFF_BASE_MS = 500;
+  var BACKOFF_CAP_MS = 8000;
+  var RETRY_AFTER_CAP_MS = 60000;
+
+  // retryDelayMs is how long to wait before retry number attempt (1 for the
+  // first retry). A server's Retry-After wins (capped at a minute); else a
+  // random wait up to min(cap, base*2^(attempt-1)), at least 100 ms.
+  function retryDelayMs(attempt, retryAfterMs, rand) {
+    if (retryAfterMs != null) return Math.min(retryAfterMs, RETRY_AFTER_CAP_MS);
+    var ceil = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * Math.pow(2, Math.max(0, attempt - 1)));
+    var r = (rand || Math.random)();
+    return Math.max(100, Math.floor(r * ceil));
+  }
+
+  // isRetryableStatus: statuses after which the same request (same key) is
+  // sent again. 503 is the API's "throttled, nothing written"; 429, 502 and
+  // 504 come from gateways. Repeating is safe: the key makes it one task.
+  function isRetryableStatus(status) {
+    return status === 503 || status === 429 || status === 502 || status === 504;
+  }
+
+  // sendWithRetry sends one logical request, repeating it unchanged (same
+  // headers, so the same Idempotency-Key) after a network error or a
+  // retryable status, up to opts.maxAttempts sends. It resolves with
+  // {response, attempts} for the first non-retryable response (or the last
+  // one), and rejects with the last network error when every send failed.
+  // opts: fetch, sleep(ms) -> Promise, now() -> ms, rand, maxAttempts,
+  // onRetry({attempt, delayMs, reason}).
+  function sendWithRetry(url, init, opts) {
+    opts = opts || {};
+    var doFetch = opts.fetch || root.fetch.bind(root);
+    var sleep = opts.sleep || function (ms) { return new Promise(function (r) { setTimeout(r, ms); }); };
+    var now = opts.now || Date.now;
+    var max = opts.maxAttempts || 6;
+    var attempt = 0;
+    function once() {
+      attempt++;
+      return doFetch(url, init).then(function (resp) {
+        if (!isRetryableStatus(resp.status) || attempt >= max) {
+          return { response: resp, attempts: attempt };
+        }
+        var ra = parseRetryAfter(resp.headers.get('Retry-After'), now());
+        return wait(retryDelayMs(attempt, ra, opts.rand), 'HTTP ' + resp.status);
+      }, function (err) {
+        if (err && err.name === 'AbortError') throw err;
+        if (attempt >= max) throw err;
+        return wait(retryDelayMs(attempt, null, opts.rand), 'network error');
+      });
+    }
+    function wait(ms, reason) {
+      if (opts.onRetry) opts.onRetry({ attempt: attempt, delayMs: ms, reason: reason });
+      return sleep(ms).then(once);
+    }
+    return once();
+  }
+
+  // problemText renders an error response: RFC 9457 title and detail when
+  // the body is a problem document, else the status line.
+  function problemText(status, body, statusText) {
+    if (body && typeof body === 'object' && (body.title || body.detail)) {
+      var t = body.title || ('HTTP ' + status);
+      return body.detail ? t + ': ' + body.detail : t;
+    }
+    return 'HTTP ' + status + (statusText ? ' ' + statusText : '');
+  }
+
+  // resultText is what to show of a task result: its "text" field when it
+  // has one, else the JSON itself.
+  function resultText(result) {
+    if (result == null) return '';
+    if (typeof result === 'string') return result;
+    if (typeof result.text === 'string') return result.text;
+    return JSON.stringify(result, null, 2);
+  }
+
+  // Human words for each state.
+  var STATE_HELP = {
+    queued: 'waiting for a worker',
+    running: 'a worker is calling the provider',
+    retry_wait: 'a transient failure; waiting to retry',
+    unknown: 'outcome uncertain; the reconciler will read the provider back',
+    completed: 'result saved',
+    failed: 'failed permanently',
+    cancelled: 'cancelled before it ran',
+    needs_review: 'parked for a person — see the review block'
+  };
+
+  function stateHelp(state) {
+    return STATE_HELP[state] || '';
+  }
+
+  // sessionEntry is what the page remembers about a task in sessionStorage:
+  // ids and states only, never the task's text.
+  function sessionEntry(view) {
+    return {
+      task_id: view.task_id,
+      state: view.state,
+      parent_task_id: view.parent_task_id || '',
+      created_at: view.created_at || ''
+    };
+  }
+
+  // mergeSession inserts or updates entry in list (newest first) and
+  // returns the new list; a task appears once.
+  function mergeSession(list, entry) {
+    var out = [];
+    var found = false;
+    for (var i = 0; i < list.length; i++) {
+      if (list[i].task_id === entry.task_id) {
+        found = true;
+        out.push(Object.assign({}, list[i], entry));
+      } else {
+        out.push(list[i]);
+      }
+    }
+    if (!found) out.unshift(entry);
+    return out;
+  }
+
+  // buildInput is the task input of the submit form; empty optional fields
+  // are left out. It returns {input} or {error}.
+  function buildInput(f) {
+    var prompt = (f.prompt || '').trim();
+    if (!prompt) return { error: 'Write a prompt first.' };
+    var input = { prompt: f.prompt };
+    if ((f.system || '').trim()) input.system = f.system;
+    var mt = String(f.max_tokens == null ? '' : f.max_tokens).trim();
+    if (mt !== '') {
+      if (!/^\d+$/.test(mt) || +mt < 1 || +mt > 8192) return { error: 'Max tokens must be a whole number from 1 to 8192.' };
+      input.max_tokens = +mt;
+    }
+    if (f.simulate && f.simulate !== 'none') input.simulate = f.simulate;
+    return { input: input };
+  }
+
+  var lib = {
+    TERMINAL: TERMINAL,
+    SAME_PRESS_MS: SAME_PRESS_MS,
+    isTerminal: isTerminal,
+    isSettled: isSettled,
+    normalizeBase: normalizeBase,
+    resolveApiBase: resolveApiBase,
+    newKey: newKey,
+    keyForPress: keyForPress,
+    parseRetryAfter: parseRetryAfter,
+    retryDelayMs: retryDelayMs,
+    isRetryableStatus: isRetryableStatus,
+    sendWithRetry: sendWithRetry,
+    problemText: problemText,
+    resultText: resultText,
+    stateHelp: stateHelp,
+    sessionEntry: sessionEntry,
+    mergeSession: mergeSession,
+    buildInput: buildInput
+  };
+  root.TaskledgerLib = lib;
+  if (typeof module === 'object' && module.exports) module.exports = lib;
+})(typeof globalThis !== 'undefined' ? globalThis : this);
