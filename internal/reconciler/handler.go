@@ -305,7 +305,6 @@ type stream struct {
 func (r *run) walk(ctx context.Context) {
 	h := r.h
 	shards := h.Ledger.Config().Shards
-	start := rand.IntN(shards)
 	nowMs := r.now.UnixMilli()
 	due := map[ledger.State]int64{
 		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
@@ -313,13 +312,19 @@ func (r *run) walk(ctx context.Context) {
 		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
 		ledger.StateQueued:    nowMs,
 	}
-	var streams []*stream
-	for i := range shards {
-		shard := (start + i) % shards
-		for _, st := range []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued} {
-			streams = append(streams, &stream{state: st, shard: shard, dueBefore: due[st]})
+	// Every (state, shard) pair is a stream; the run starts at a random one
+	// of all of them, so a run whose budget covers only a few queries still
+	// reaches every state over successive runs (rotating only the shard
+	// would always read running first and could starve queued).
+	states := []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued}
+	all := make([]*stream, 0, shards*len(states))
+	for shard := range shards {
+		for _, st := range states {
+			all = append(all, &stream{state: st, shard: shard, dueBefore: due[st]})
 		}
 	}
+	start := rand.IntN(len(all))
+	streams := append(all[start:len(all):len(all)], all[:start]...)
 	maxPerRun := intOr(h.MaxPerRun, DefaultMaxPerRun)
 	sem := make(chan struct{}, intOr(h.Concurrency, DefaultConcurrency))
 	var wg sync.WaitGroup
