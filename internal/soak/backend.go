@@ -3,21 +3,16 @@ package soak
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/sivchari/kumo"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/emulator"
 	"github.com/taskledger/taskledger/internal/stack"
 )
 
@@ -40,8 +35,7 @@ type Backend struct {
 }
 
 // OpenBackend brings up a backend: "kumo" (embedded emulator), "moto"
-// (moto_server on a free loopback port, behind a DynamoDB request lock; see
-// motoLauncher) or "external" (AWS_ENDPOINT_URL, or the default AWS chain).
+// (moto on a free loopback port, DynamoDB serialised; see internal/emulator) or "external" (AWS_ENDPOINT_URL, or the default AWS chain).
 func OpenBackend(ctx context.Context, name string) (b *Backend, err error) {
 	var stop func()
 	endpoint := ""
@@ -51,10 +45,11 @@ func OpenBackend(ctx context.Context, name string) (b *Backend, err error) {
 		srv := kumo.NewServer()
 		endpoint, stop = srv.URL, srv.Close
 	case "moto":
-		endpoint, stop, err = startMoto(ctx)
+		m, err := emulator.StartMoto(ctx, "")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("soak: moto backend: %w", err)
 		}
+		endpoint, stop = m.URL, m.Stop
 	case "external":
 		endpoint = os.Getenv("AWS_ENDPOINT_URL")
 		stop = func() {}
@@ -115,73 +110,4 @@ func StartBackend(ctx context.Context, name string) (env *Env, close func(), err
 		return nil, nil, err
 	}
 	return env, func() { drop(); b.Close() }, nil
-}
-
-// motoLauncher serves moto's WSGI app with DynamoDB requests behind a lock,
-// as internal/testenv does: plain moto_server evaluates a DynamoDB condition
-// and applies the write without a lock, so two concurrent conditional puts of
-// one item can both succeed, which real DynamoDB never allows. Unlike
-// testenv's launcher it leaves SQS requests out of the lock, so a long poll
-// does not stall every other request for its wait.
-//
-//go:embed moto_launcher.py
-var motoLauncher []byte
-
-func startMoto(ctx context.Context) (string, func(), error) {
-	py, err := exec.LookPath("python3")
-	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
-		return "", nil, errors.New("soak: moto backend needs python3 with moto[server] 5.2.1 importable")
-	}
-	f, err := os.CreateTemp("", "soak-moto-*.py")
-	if err != nil {
-		return "", nil, err
-	}
-	script := f.Name()
-	_, werr := f.Write(motoLauncher)
-	f.Close()
-	if werr != nil {
-		os.Remove(script)
-		return "", nil, werr
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.Remove(script)
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(py, script, "127.0.0.1", fmt.Sprint(port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	cmd.Env = append(os.Environ(), "MOTO_ALLOW_NONEXISTENT_REGION=true")
-	if err := cmd.Start(); err != nil {
-		os.Remove(script)
-		return "", nil, fmt.Errorf("soak: start moto: %w", err)
-	}
-	stop := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		os.Remove(script)
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/moto-api/", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			return url, stop, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return "", nil, fmt.Errorf("soak: moto did not answer on %s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a starting server; no event to wait on
-	}
 }

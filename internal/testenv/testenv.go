@@ -3,17 +3,13 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +19,7 @@ import (
 	"github.com/sivchari/kumo"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/emulator"
 	"github.com/taskledger/taskledger/internal/stack"
 )
 
@@ -122,11 +119,8 @@ func (s skip) Error() string { return string(s) }
 var (
 	mu      sync.Mutex
 	kumoSrv *kumo.Server
-	motoURL string
+	moto    *emulator.Moto
 	motoErr error
-	motoCmd *exec.Cmd
-	// motoScript is the temporary launcher file, removed by Shutdown.
-	motoScript string
 )
 
 func endpointFor(backend string) (string, error) {
@@ -139,10 +133,16 @@ func endpointFor(backend string) (string, error) {
 		}
 		return kumoSrv.URL, nil
 	case "moto":
-		if motoURL == "" && motoErr == nil {
-			motoURL, motoErr = startMoto()
+		if moto == nil && motoErr == nil {
+			moto, motoErr = emulator.StartMoto(context.Background(), os.Getenv("TASKLEDGER_MOTO_LOG"))
+			if errors.Is(motoErr, emulator.ErrMotoUnavailable) {
+				motoErr = skip(motoErr.Error())
+			}
 		}
-		return motoURL, motoErr
+		if motoErr != nil {
+			return "", motoErr
+		}
+		return moto.URL, nil
 	case "external":
 		ep := os.Getenv("AWS_ENDPOINT_URL")
 		if ep == "" {
@@ -153,84 +153,6 @@ func endpointFor(backend string) (string, error) {
 	return "", fmt.Errorf("unknown backend %q (want kumo, moto or external)", backend)
 }
 
-// MotoPath is the moto_server binary looked up on PATH.
-const MotoPath = "moto_server"
-
-func startMoto() (string, error) {
-	bin, err := exec.LookPath(MotoPath)
-	if err != nil {
-		return "", skip("moto_server is not on PATH (install moto[server] 5.2.1 to run this leg)")
-	}
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	// Prefer moto's app behind a request lock (see moto_serial.py); fall
-	// back to plain moto_server when no python3 on PATH can import moto.
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	py, script, ok := serialLauncher()
-	if ok {
-		cmd = exec.Command(py, script, "127.0.0.1", fmt.Sprint(port))
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if p := os.Getenv("TASKLEDGER_MOTO_LOG"); p != "" {
-		if f, err := os.Create(p); err == nil {
-			cmd.Stdout, cmd.Stderr = f, f
-		}
-	}
-	cmd.Env = append(os.Environ(), "MOTO_ALLOW_NONEXISTENT_REGION=true")
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start moto_server: %w", err)
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/moto-api/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			return "", fmt.Errorf("moto_server did not answer on %s within 30s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	motoCmd = cmd
-	motoScript = script
-	return url, nil
-}
-
-//go:embed moto_serial.py
-var motoSerial []byte
-
-// serialLauncher writes moto_serial.py to a temporary file and returns the
-// python3 that can import moto.
-func serialLauncher() (python, script string, ok bool) {
-	py, err := exec.LookPath("python3")
-	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
-		return "", "", false
-	}
-	f, err := os.CreateTemp("", "moto_serial-*.py")
-	if err != nil {
-		return "", "", false
-	}
-	defer f.Close()
-	if _, err := f.Write(motoSerial); err != nil {
-		return "", "", false
-	}
-	return py, f.Name(), true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Shutdown stops the servers this process started.
 func Shutdown() {
 	mu.Lock()
@@ -239,19 +161,9 @@ func Shutdown() {
 		kumoSrv.Close()
 		kumoSrv = nil
 	}
-	if motoCmd != nil {
-		_ = syscall.Kill(-motoCmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = motoCmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-motoCmd.Process.Pid, syscall.SIGKILL)
-		}
-		motoCmd, motoURL = nil, ""
-		if motoScript != "" {
-			_ = os.Remove(motoScript)
-		}
+	if moto != nil {
+		moto.Stop()
+		moto = nil
 	}
 }
 

@@ -1,0 +1,12 @@
+// Package emulator starts the AWS-compatible engines taskledger runs
+// against outside AWS: the embedded kumo emulator (in-process) and moto
+// (a moto_server child process on a free 127.0.0.1 port). Tests (through
+// internal/testenv), the soak and the bench share it.
+//
+// moto is served by moto_serial.py: moto's own WSGI app with DynamoDB
+// requests behind a lock. Plain moto_server evaluates a DynamoDB condition
+// and applies the write without a lock, so two concurrent conditional puts
+// on one item can both succeed — which DynamoDB never allows. SQS requests
+// stay outside the lock so a long poll does not stall other calls. When no
+// python3 on PATH can import moto, plain moto_server is started instead.
+package emulator

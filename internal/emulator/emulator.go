@@ -1,0 +1,128 @@
+package emulator
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrMotoUnavailable is returned (wrapped) when neither python3 with moto
+// nor moto_server is on PATH.
+var ErrMotoUnavailable = errors.New("moto_server is not on PATH (install moto[server] 5.2.1)")
+
+//go:embed moto_serial.py
+var motoSerial []byte
+
+// Moto is a running moto server.
+type Moto struct {
+	URL string
+
+	cmd    *exec.Cmd
+	script string
+	once   sync.Once
+}
+
+// StartMoto starts moto on a free 127.0.0.1 port and waits until it answers
+// (30 s at most). The child dies with this process (Pdeathsig); Stop ends
+// it earlier. If logPath is not empty, moto's output goes there.
+func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	if py, script, ok := serialLauncher(); ok {
+		m.script = script
+		m.cmd = exec.Command(py, script, "127.0.0.1", fmt.Sprint(port))
+	} else {
+		bin, err := exec.LookPath("moto_server")
+		if err != nil {
+			return nil, ErrMotoUnavailable
+		}
+		m.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	}
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	m.cmd.Env = append(os.Environ(), "MOTO_ALLOW_NONEXISTENT_REGION=true")
+	if logPath != "" {
+		if f, err := os.Create(logPath); err == nil {
+			m.cmd.Stdout, m.cmd.Stderr = f, f
+		}
+	}
+	if err := m.cmd.Start(); err != nil {
+		m.removeScript()
+		return nil, fmt.Errorf("emulator: start moto: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return m, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			m.Stop()
+			return nil, fmt.Errorf("emulator: moto did not answer on %s within 30s: %v", m.URL, err)
+		}
+		time.Sleep(50 * time.Millisecond) // a starting server: no event to wait on
+	}
+}
+
+// Stop ends moto (SIGTERM, then SIGKILL after 5 s). Safe to call twice.
+func (m *Moto) Stop() {
+	m.once.Do(func() {
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = m.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		m.removeScript()
+	})
+}
+
+func (m *Moto) removeScript() {
+	if m.script != "" {
+		_ = os.Remove(m.script)
+	}
+}
+
+// serialLauncher writes moto_serial.py to a temporary file and returns a
+// python3 that can import moto.
+func serialLauncher() (python, script string, ok bool) {
+	py, err := exec.LookPath("python3")
+	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
+		return "", "", false
+	}
+	f, err := os.CreateTemp("", "moto_serial-*.py")
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	if _, err := f.Write(motoSerial); err != nil {
+		_ = os.Remove(f.Name())
+		return "", "", false
+	}
+	return py, f.Name(), true
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
