@@ -20,7 +20,7 @@ func TestBuildFromEnvironment(t *testing.T) {
 	if h.Ledger.Config().TasksTable != "tasks" || h.DLQURL != env["DEAD_LETTER_QUEUE_URL"] || h.Dispatch.QueueURL != env["TASK_QUEUE_URL"] || h.Provider == nil || h.Provider.Name() != "simulated" {
 		t.Fatalf("handler = %+v", h)
 	}
-	for _, k := range required {
+	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL", "DEAD_LETTER_QUEUE_URL"} {
 		saved := env[k]
 		env[k] = ""
 		if _, err := build(context.Background(), get); err == nil || !strings.Contains(err.Error(), k) {

@@ -20,11 +20,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/worker"
-	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
@@ -32,23 +32,13 @@ func main() {
 	log := logging.FromEnv()
 	h, err := build(context.Background())
 	if err != nil {
-		log.Error("worker: init failed", "error", err.Error())
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		lambdaenv.Exit(log, "worker", err)
 	}
 	h.Log = log
 	lambda.Start(h.Handle)
 }
 
 func build(ctx context.Context) (*worker.Handler, error) {
-	env := map[string]string{}
-	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL"} {
-		v := os.Getenv(k)
-		if v == "" {
-			return nil, fmt.Errorf("environment variable %s is required (set by template.yaml)", k)
-		}
-		env[k] = v
-	}
 	lease := worker.DefaultLease
 	if v := os.Getenv("LEASE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -57,25 +47,21 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		}
 		lease = time.Duration(n) * time.Second
 	}
-	cfg, err := awsclient.Load(ctx, awsclient.Options{})
+	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	pcfg := provider.ConfigFromEnv(nil)
-	pcfg.AWS = &cfg
+	pcfg.AWS = &b.AWS
 	p, err := provider.New(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}
-	l, err := ledger.New(awsclient.DynamoDB(cfg), ledger.Config{TasksTable: env["TASKS_TABLE"], ReviewTable: env["REVIEW_TABLE"]})
-	if err != nil {
-		return nil, err
-	}
 	return &worker.Handler{
-		Ledger:   l,
+		Ledger:   b.Ledger,
 		Provider: p,
-		SQS:      awsclient.SQS(cfg),
-		QueueURL: env["TASK_QUEUE_URL"],
+		SQS:      awsclient.SQS(b.AWS),
+		QueueURL: b.TaskQueueURL,
 		Policy:   retrypolicy.Default(),
 		Lease:    lease,
 		Metrics:  metrics.NewWriter(os.Stdout),
