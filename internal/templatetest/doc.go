@@ -39,7 +39,14 @@
 // variables read by libraries (the Lambda runtime's AWS_LAMBDA_*, the SDK's
 // AWS_*). Neither reads taskledger configuration or calls AWS on its own.
 //
-// The template side counts both branches of every Fn::If in a policy: each
+// The template side reads each function's own execution role (its Role:
+// !GetAtt <AWS::IAM::Role>.Arn) and that role's inline Policies; no AWS
+// managed policy is allowed, so the statements there are everything the
+// function may do. Besides the code's calls, a role must grant what the
+// Lambda service does with it — logs:CreateLogStream/PutLogEvents on the
+// function's own log group and, for an SQS event source,
+// sqs:ReceiveMessage/DeleteMessage/GetQueueAttributes on that queue — and
+// nothing more. It counts both branches of every Fn::If in a policy: each
 // condition depends on a parameter, so each branch is live in some
 // deployment.
 package templatetest

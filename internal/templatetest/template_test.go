@@ -1,6 +1,7 @@
 package templatetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -20,6 +21,7 @@ import (
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/stack"
+	"gopkg.in/yaml.v3"
 )
 
 // notSetByTemplate are variables the code reads that template.yaml leaves
@@ -50,13 +52,35 @@ var permissionOnlyParams = map[string]string{
 	"BedrockResourceArns": "the exact Bedrock ARNs to grant; the code only needs the model id (PROVIDER_MODEL)",
 }
 
-// managedBySAM documents the only "*" resources the deployed roles hold. They
-// are not in template.yaml: SAM attaches these AWS managed policies to the
-// execution roles it generates, and a function with a SAM-generated role
-// cannot opt out of them.
-var managedBySAM = map[string]string{
-	"AWSLambdaBasicExecutionRole":    "every function: logs:CreateLogGroup/CreateLogStream/PutLogEvents on *",
-	"AWSLambdaSQSQueueExecutionRole": "the worker (SQS event): sqs:ReceiveMessage/DeleteMessage/GetQueueAttributes on * for the event source mapping, which the worker's code never calls",
+// awsRequiredWildcards documents the only "*" the deployed roles hold. None
+// is written in template.yaml: the functions run as the template's own roles
+// (no AWS managed policy), and the one "*" comes from an ARN CloudFormation
+// resolves. TestPoliciesAreScoped checks each entry is used as documented.
+var awsRequiredWildcards = map[string]string{
+	"AWS::Logs::LogGroup.Arn": "a log group's Arn attribute ends in \":*\" — every log stream of that one group, " +
+		"the resource logs:CreateLogStream and logs:PutLogEvents take (AWS's documented form for a function's logs)",
+}
+
+// lambdaServiceActions are permissions the Lambda service uses with a
+// function's role, never its code, each on exactly one resource of the
+// template: the function's log group, and the queue of its SQS event source
+// mapping. They are checked in place of code facts.
+func lambdaServiceActions(tpl *stack.Template, id string) map[string]string {
+	out := map[string]string{}
+	p, _ := tpl.Resource(id)
+	lc, _ := p["LoggingConfig"].(map[string]any)
+	if g := ref(lc["LogGroup"]); g != "" {
+		out["logs:CreateLogStream"] = g
+		out["logs:PutLogEvents"] = g
+	}
+	for _, e := range tpl.SQSEvents() {
+		if e.Function == id {
+			for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
+				out[a] = e.Queue
+			}
+		}
+	}
+	return out
 }
 
 var (
@@ -187,31 +211,39 @@ func TestEnvironmentMatchesCode(t *testing.T) {
 	}
 }
 
-// (ii) Each function's inline IAM statements grant exactly what its code
-// calls: the same actions, on the same tables and indexes.
+// (ii) Each function's IAM statements (its role's inline policies) grant
+// exactly what its code calls — the same actions, on the same tables and
+// indexes — plus what the Lambda service does with the role
+// (lambdaServiceActions).
 func TestPoliciesMatchCode(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
 	all := codeFacts(t, tpl)
-	for id, f := range tpl.Functions() {
+	for id := range tpl.Functions() {
 		code := all[id].needs
+		needs := maps.Clone(code)
+		for a, on := range lambdaServiceActions(tpl, id) {
+			if needs[a] == nil {
+				needs[a] = []string{"the Lambda service on " + on}
+			}
+		}
 		grants := map[string]bool{}
-		for _, s := range statements(t, id, f) {
+		for _, s := range statements(t, tpl, id) {
 			for _, g := range s.grants() {
 				grants[g] = true
 			}
 		}
-		for _, need := range slices.Sorted(maps.Keys(code)) {
+		for _, need := range slices.Sorted(maps.Keys(needs)) {
 			if !grants[need] {
-				t.Errorf("%s: the code needs %s (%s) but the policy does not grant it", id, need, strings.Join(code[need], ", "))
+				t.Errorf("%s: %s is needed (%s) but the policy does not grant it", id, need, strings.Join(needs[need], ", "))
 			}
 		}
 		for _, g := range slices.Sorted(maps.Keys(grants)) {
-			if code[g] == nil {
-				t.Errorf("%s: the policy grants %s but the function's code never needs it", id, g)
+			if needs[g] == nil {
+				t.Errorf("%s: the policy grants %s but neither the function's code nor the Lambda service needs it", id, g)
 			}
 		}
-		t.Logf("%s needs %v", id, slices.Sorted(maps.Keys(code)))
+		t.Logf("%s needs %v", id, slices.Sorted(maps.Keys(needs)))
 	}
 }
 
@@ -248,14 +280,17 @@ func TestQueueVisibilityCoversWorker(t *testing.T) {
 	}
 }
 
-// (iv) No "*" in any action or resource of the template's policies, and
-// every resource is this stack's own: a table, index, queue or secret that
-// the same function's environment names (or a documented permission-only
-// parameter). The "*" resources of the AWS managed policies SAM attaches are
-// the documented exceptions (managedBySAM).
+// (iv) No "*" in any action or resource of the roles' policies, and every
+// resource is this stack's own: a table, index, queue or secret that the
+// same function's environment names (or a documented permission-only
+// parameter), or the function's own log group. The Lambda service's actions
+// are on exactly their resource. The only "*" deployed is the one
+// awsRequiredWildcards documents.
 func TestPoliciesAreScoped(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
+	all := codeFacts(t, tpl)
+	used := map[string]bool{}
 	for id, f := range tpl.Functions() {
 		own := map[string]bool{}
 		for _, v := range f.Env {
@@ -263,10 +298,25 @@ func TestPoliciesAreScoped(t *testing.T) {
 				own[r] = true
 			}
 		}
-		for _, s := range statements(t, id, f) {
+		service := lambdaServiceActions(tpl, id)
+		logGroup := service["logs:PutLogEvents"]
+		if logGroup == "" {
+			t.Errorf("%s: no LoggingConfig.LogGroup", id)
+		}
+		own[logGroup] = true
+		for _, s := range statements(t, tpl, id) {
 			for _, a := range s.actions {
 				if strings.Contains(a, "*") {
 					t.Errorf("%s: wildcard action %q", id, a)
+				}
+				on, isService := service[a]
+				if !isService || all[id].needs[a] != nil {
+					continue
+				}
+				for _, r := range s.resources {
+					if getAtt(r, "Arn") != on {
+						t.Errorf("%s: %s (the Lambda service's) on %v, want only !GetAtt %s.Arn", id, a, r, on)
+					}
 				}
 			}
 			for _, r := range s.resources {
@@ -276,18 +326,136 @@ func TestPoliciesAreScoped(t *testing.T) {
 				}
 				for ref := range refs(r) {
 					if !own[ref] && permissionOnlyParams[ref] == "" {
-						t.Errorf("%s: %v on %s: %s is not named by the function's environment", id, s.actions, b, ref)
+						t.Errorf("%s: %v on %s: %s is neither named by the function's environment nor its log group", id, s.actions, b, ref)
 					}
 				}
 				if len(refs(r)) == 0 {
 					t.Errorf("%s: %v on a literal resource %s", id, s.actions, b)
 				}
+				// A log group's ARN resolves to "...:log-group:NAME:*".
+				if g := getAtt(r, "Arn"); tpl.ResourceType(g) == "AWS::Logs::LogGroup" {
+					used["AWS::Logs::LogGroup.Arn"] = true
+					if g != logGroup {
+						t.Errorf("%s: %v on log group %s, not its own (%s)", id, s.actions, g, logGroup)
+					}
+					for _, a := range s.actions {
+						if a != "logs:CreateLogStream" && a != "logs:PutLogEvents" {
+							t.Errorf("%s: %s on %s, whose ARN ends in :* — only the log-stream actions belong there", id, a, g)
+						}
+					}
+				}
 			}
 		}
 	}
-	if len(managedBySAM) != 2 {
-		t.Error("managedBySAM documents the two AWS managed policies SAM attaches")
+	for k, why := range awsRequiredWildcards {
+		if !used[k] {
+			t.Errorf("awsRequiredWildcards lists %s (%s) but no statement uses it", k, why)
+		}
 	}
+}
+
+// Each function runs as its own role from the template, which only Lambda
+// may assume and which holds inline policies only: no AWS managed policy
+// (SAM attaches none to a role it did not generate), no customer managed or
+// separately attached policy, no permissions boundary, no X-Ray tracing
+// (its actions only take "*", and SAM would not grant them to this role).
+func TestRolesAreExplicit(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy"} {
+		if ids := tpl.LogicalIDs(typ); len(ids) > 0 {
+			t.Errorf("%s resources %v: attach statements as the role's inline Policies, where they are reviewed", typ, ids)
+		}
+	}
+	forbidden := map[string]string{
+		"Policies":            "SAM ignores Policies when Role is set: put the statements in the role",
+		"PermissionsBoundary": "SAM applies it only to a role it generates",
+		"Tracing":             "X-Ray needs xray:PutTraceSegments/PutTelemetryRecords on \"*\", which the roles do not grant; enabling it means adding them as a documented exception",
+	}
+	for _, k := range globalFunctionKeys(t, tpl) {
+		if why := forbidden[k]; why != "" || k == "Role" {
+			t.Errorf("Globals.Function.%s: %s", k, cmp.Or(why, "each function has its own role"))
+		}
+	}
+	roleOf := map[string]string{}
+	for _, id := range slices.Sorted(maps.Keys(tpl.Functions())) {
+		p, _ := tpl.Resource(id)
+		for _, k := range slices.Sorted(maps.Keys(forbidden)) {
+			if p[k] != nil {
+				t.Errorf("%s: %s = %v: %s", id, k, p[k], forbidden[k])
+			}
+		}
+		role := getAtt(p["Role"], "Arn")
+		if tpl.ResourceType(role) != "AWS::IAM::Role" {
+			t.Errorf("%s: Role = %v, want !GetAtt <an AWS::IAM::Role of this template>.Arn", id, p["Role"])
+			continue
+		}
+		if other, ok := roleOf[role]; ok {
+			t.Errorf("%s and %s share the role %s: each function gets its own", other, id, role)
+		}
+		roleOf[role] = id
+		r, _ := tpl.Resource(role)
+		for k := range r {
+			if k != "AssumeRolePolicyDocument" && k != "Policies" {
+				t.Errorf("%s: property %s (%v): want AssumeRolePolicyDocument and inline Policies only", role, k, r[k])
+			}
+		}
+		trust := map[string]any{
+			"Version": "2012-10-17",
+			"Statement": []any{map[string]any{
+				"Effect":    "Allow",
+				"Principal": map[string]any{"Service": "lambda.amazonaws.com"},
+				"Action":    "sts:AssumeRole",
+			}},
+		}
+		if !reflect.DeepEqual(r["AssumeRolePolicyDocument"], trust) {
+			t.Errorf("%s: AssumeRolePolicyDocument = %v, want only lambda.amazonaws.com (sts:AssumeRole)", role, r["AssumeRolePolicyDocument"])
+		}
+	}
+	for _, role := range tpl.LogicalIDs("AWS::IAM::Role") {
+		if roleOf[role] == "" {
+			t.Errorf("%s: no function uses it", role)
+		}
+	}
+}
+
+// globalFunctionKeys are the property names under Globals.Function.
+func globalFunctionKeys(t *testing.T, tpl *stack.Template) []string {
+	t.Helper()
+	b, err := os.ReadFile(tpl.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	child := func(n *yaml.Node, key string) *yaml.Node {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+		return nil
+	}
+	if len(doc.Content) == 0 {
+		t.Fatal("empty template")
+	}
+	fn := child(child(doc.Content[0], "Globals"), "Function")
+	if fn == nil {
+		t.Fatal("no Globals.Function")
+	}
+	var keys []string
+	for i := 0; i < len(fn.Content); i += 2 {
+		keys = append(keys, fn.Content[i].Value)
+	}
+	if !slices.Contains(keys, "Runtime") {
+		t.Fatalf("Globals.Function keys %v: the YAML walk is wrong (no Runtime)", keys)
+	}
+	return keys
 }
 
 // API Gateway answers CORS preflights itself and overrides the function's
@@ -489,16 +657,28 @@ func tableResource(r any) string {
 
 var subIndex = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/index/(\w+)$`)
 
-// statements expands a function's inline policies. A policy that is not an
-// inline document (a managed policy name or a SAM policy template) fails the
+// statements expands the inline policies of a function's role (its Role:
+// !GetAtt <role>.Arn). A policy that is not an inline document fails the
 // test: least privilege is reviewed here, statement by statement.
-func statements(t *testing.T, id string, f stack.Function) []statement {
+func statements(t *testing.T, tpl *stack.Template, id string) []statement {
 	t.Helper()
+	p, _ := tpl.Resource(id)
+	role := getAtt(p["Role"], "Arn")
+	r, ok := tpl.Resource(role)
+	if !ok || tpl.ResourceType(role) != "AWS::IAM::Role" {
+		t.Errorf("%s: Role = %v is not an AWS::IAM::Role of the template", id, p["Role"])
+		return nil
+	}
+	policies := listOf(r["Policies"])
+	if len(policies) == 0 {
+		t.Errorf("%s: role %s has no inline Policies", id, role)
+	}
 	var out []statement
-	for _, p := range f.Policies {
-		doc, ok := p.(map[string]any)
-		if !ok || doc["Statement"] == nil {
-			t.Errorf("%s: policy %v is not an inline policy document", id, p)
+	for _, pol := range policies {
+		m, _ := pol.(map[string]any)
+		doc, ok := m["PolicyDocument"].(map[string]any)
+		if !ok || m["PolicyName"] == nil || doc["Statement"] == nil {
+			t.Errorf("%s: %s policy %v is not an inline {PolicyName, PolicyDocument}", id, role, pol)
 			continue
 		}
 		for _, raw := range listOf(doc["Statement"]) {
