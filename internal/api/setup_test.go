@@ -36,30 +36,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type bundle struct {
 	env     *testenv.Env
 	l       *ledger.Ledger
 	h       *api.Handler
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *testenv.Buffer
+	metrics *testenv.Buffer
 }
 
 type option struct {
@@ -90,7 +72,7 @@ func setup(t *testing.T, e *testenv.Env, opts ...func(*option)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{env: e, l: l, logs: &syncBuffer{}, metrics: &syncBuffer{}}
+	b := &bundle{env: e, l: l, logs: &testenv.Buffer{}, metrics: &testenv.Buffer{}}
 	b.h = &api.Handler{
 		Ledger:         l,
 		Dispatch:       &dispatch.Sender{SQS: o.sqs, QueueURL: e.Names.TaskQueueURL},

@@ -1,14 +1,12 @@
 package local_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -18,32 +16,15 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type stackBundle struct {
 	st       *local.Stack
-	progress *syncBuffer
+	progress *testenv.Buffer
 	client   *http.Client
 }
 
 func setupStack(t *testing.T, o local.Options) stackBundle {
 	t.Helper()
-	prog := &syncBuffer{}
+	prog := &testenv.Buffer{}
 	o.Addr = "127.0.0.1:0"
 	o.Prefix = testenv.UniquePrefix()
 	o.Progress = prog

@@ -1,7 +1,6 @@
 package reconciler_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,42 +29,17 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is a settable clock shared by the ledger and the provider.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type bundle struct {
 	env   *testenv.Env
 	l     *ledger.Ledger
-	clock *clock
+	clock *testenv.Clock
 	prov  *simulated.Provider
-	emf   *syncBuffer
+	emf   *testenv.Buffer
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func setup(t *testing.T, e *testenv.Env, popts ...simulated.Options) *bundle {
 	t.Helper()
-	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +49,7 @@ func setup(t *testing.T, e *testenv.Env, popts ...simulated.Options) *bundle {
 		o = popts[0]
 		o.Clock = c.Now
 	}
-	return &bundle{env: e, l: l, clock: c, prov: simulated.New(o), emf: &syncBuffer{}}
+	return &bundle{env: e, l: l, clock: c, prov: simulated.New(o), emf: &testenv.Buffer{}}
 }
 
 func (b *bundle) handler() *reconciler.Handler {
@@ -611,7 +585,7 @@ func TestReadsIndependentOfHistory(t *testing.T) {
 		for _, completed := range []int{10, many} {
 			env := testenv.New(t, e.Backend)
 			b := setup(t, env)
-			b.clock.t = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // same ids, same times
+			b.clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) // same ids, same times
 			fillCompleted(t, b, completed)
 			// The same few live tasks: a lost send, an expired lease, a
 			// fresh queued task and a running one.

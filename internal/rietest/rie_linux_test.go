@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,24 +210,6 @@ func functionEnv(t *testing.T, fn stack.Function, n stack.Names, params map[stri
 	return env
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -243,7 +224,7 @@ func freePort(t *testing.T) int {
 type rieFunction struct {
 	name   string
 	invoke string // the invocation URL
-	out    *syncBuffer
+	out    *testenv.Buffer
 }
 
 // startRIE runs bootstrap under aws-lambda-rie on free loopback ports with
@@ -269,7 +250,7 @@ func startRIE(t *testing.T, rie, bootstrap string, fn stack.Function, env map[st
 	for k, v := range full {
 		envList = append(envList, k+"="+v)
 	}
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	cmd := exec.Command(rie,
 		"--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", api),
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", rapi),

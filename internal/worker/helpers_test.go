@@ -30,37 +30,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is a settable clock for a ledger.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t.UTC().Truncate(time.Millisecond)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer is a goroutine-safe log/metrics sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func newClock(t time.Time) *testenv.Clock {
+	return testenv.NewClock(t.UTC().Truncate(time.Millisecond))
 }
 
 // visibilityCall is one ChangeMessageVisibility the worker made.
@@ -92,13 +63,13 @@ func (r *recordingSQS) Calls() []visibilityCall {
 // bundle is one test's worker on one backend.
 type bundle struct {
 	e       *testenv.Env
-	clock   *clock
+	clock   *testenv.Clock
 	l       *ledger.Ledger
 	sim     *simulated.Provider
 	sqs     *recordingSQS
 	h       *worker.Handler
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *testenv.Buffer
+	metrics *testenv.Buffer
 }
 
 type options struct {
@@ -117,7 +88,7 @@ func setup(t *testing.T, e *testenv.Env, opts ...func(*options)) *bundle {
 	for _, f := range opts {
 		f(&o)
 	}
-	b := &bundle{e: e, clock: newClock(time.Now()), logs: &syncBuffer{}, metrics: &syncBuffer{}}
+	b := &bundle{e: e, clock: newClock(time.Now()), logs: &testenv.Buffer{}, metrics: &testenv.Buffer{}}
 	// Short polls only (see poll).
 	if _, err := e.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
 		QueueUrl:   aws.String(e.Names.TaskQueueURL),
@@ -150,7 +121,7 @@ func (b *bundle) handler(l *ledger.Ledger, p contract.Provider) *worker.Handler 
 	}
 }
 
-func newLedger(t *testing.T, e *testenv.Env, c *clock, reviewTable string) *ledger.Ledger {
+func newLedger(t *testing.T, e *testenv.Env, c *testenv.Clock, reviewTable string) *ledger.Ledger {
 	t.Helper()
 	if reviewTable == "" {
 		reviewTable = e.Names.ReviewTable

@@ -14,28 +14,15 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is a settable clock shared by the ledgers of one test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type bundle struct {
 	env   *testenv.Env
 	l     *ledger.Ledger
-	clock *clock
+	clock *testenv.Clock
 }
 
 func setup(t *testing.T, e *testenv.Env, mod ...func(*ledger.Config)) *bundle {
 	t.Helper()
-	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	cfg := ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: c.Now}
 	for _, m := range mod {
 		m(&cfg)
