@@ -12,9 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -85,27 +83,6 @@ func (b *bundle) must(t *testing.T, env map[string]string, args ...string) resul
 		t.Fatalf("taskledger %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
 	return r
-}
-
-func messages(t *testing.T, e *testenv.Env) []string {
-	t.Helper()
-	var ids []string
-	for {
-		out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Names.TaskQueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return ids
-		}
-		for _, m := range out.Messages {
-			msg, err := dispatch.Parse(aws.ToString(m.Body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, msg.TaskID)
-		}
-	}
 }
 
 func TestReviewListAndShow(t *testing.T) {
@@ -182,7 +159,7 @@ func TestRetryAndResolveChangeTaskAndItemTogether(t *testing.T) {
 		if !strings.Contains(r.stdout, "nothing changed") {
 			t.Fatalf("repeated retry output:\n%s", r.stdout)
 		}
-		if ids := messages(t, e); len(ids) != 1 || ids[0] != x.TaskID {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != x.TaskID {
 			t.Fatalf("queue = %v, want exactly one message", ids)
 		}
 
@@ -263,7 +240,7 @@ func TestConfigFromStackOutputs(t *testing.T) {
 		if code != 0 || fake.asked != "taskledger-prod" {
 			t.Fatalf("exit %d asked %q\n%s%s", code, fake.asked, out.String(), errb.String())
 		}
-		if ids := messages(t, e); len(ids) != 1 {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 {
 			t.Fatalf("queue from stack outputs got %v", ids)
 		}
 		fake.outputs = nil

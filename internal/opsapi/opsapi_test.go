@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/internal/review"
@@ -88,27 +85,6 @@ func wantProblem(t *testing.T, code int, h http.Header, m map[string]any, status
 	t.Helper()
 	if code != status || h.Get("Content-Type") != "application/problem+json" || m["type"] != opsapi.ProblemType(slug) || m["status"] != float64(status) {
 		t.Fatalf("got %d %s %v, want %d problem %s", code, h.Get("Content-Type"), m, status, slug)
-	}
-}
-
-func queued(t *testing.T, e *testenv.Env) []string {
-	t.Helper()
-	var ids []string
-	for {
-		out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Names.TaskQueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return ids
-		}
-		for _, m := range out.Messages {
-			msg, err := dispatch.Parse(aws.ToString(m.Body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, msg.TaskID)
-		}
 	}
 }
 
@@ -191,7 +167,7 @@ func TestRetryChangesTaskAndItemTogetherAndReplays(t *testing.T) {
 		if code != 200 || m["replayed"] != true || m["dispatched"] != nil {
 			t.Fatalf("repeated retry: %d %v, want 200 replayed", code, m)
 		}
-		if ids := queued(t, e); len(ids) != 1 || ids[0] != task.TaskID {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
 			t.Fatalf("queue = %v, want one message (the replay sends nothing)", ids)
 		}
 		c, h, m := do(t, b, "POST", "/reviews/"+task.TaskID+"/resolve", `{"outcome":"failed","note":"x","by":"ops"}`)

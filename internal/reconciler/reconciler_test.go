@@ -107,31 +107,6 @@ func handle(t *testing.T, h *reconciler.Handler) reconciler.Summary {
 	return s
 }
 
-// drain receives every visible message of a queue (hiding them for 5 min)
-// and returns the task ids they reference.
-func drain(t *testing.T, e *testenv.Env, url string) []string {
-	t.Helper()
-	var ids []string
-	for {
-		// WaitTimeSeconds 0 would be omitted (the task queue long-polls
-		// 20 s by default): wait 1 s for the last, empty receive.
-		out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1})
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return ids
-		}
-		for _, m := range out.Messages {
-			msg, err := dispatch.Parse(aws.ToString(m.Body))
-			if err != nil {
-				t.Fatalf("queue holds a non-task message %q", aws.ToString(m.Body))
-			}
-			ids = append(ids, msg.TaskID)
-		}
-	}
-}
-
 // runTwice runs two reconcilers at once and returns both summaries.
 func runTwice(t *testing.T, b *bundle, mod func(*reconciler.Handler)) [2]reconciler.Summary {
 	t.Helper()
@@ -180,7 +155,7 @@ func TestExpiredLeaseWithBudgetIsRequeuedAndCompletes(t *testing.T) {
 		if got.State != ledger.StateQueued || got.LeaseOwner != "" {
 			t.Fatalf("task = %s owner %q, want queued without lease", got.State, got.LeaseOwner)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
 			t.Fatalf("queue = %v, want one message for %s", ids, task.TaskID)
 		}
 		// The old worker is fenced; a new claim works and completes.
@@ -240,7 +215,7 @@ func TestExpiredLeaseWithoutBudgetIsParkedOnceUnderRace(t *testing.T) {
 		if err != nil || len(open) != n {
 			t.Fatalf("open reviews = %d (%v), want %d", len(open), err, n)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 0 {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 0 {
 			t.Fatalf("parked tasks were sent: %v", ids)
 		}
 	})
@@ -267,7 +242,7 @@ func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
 		if got := get(t, b, task.TaskID); got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewUnknownOutcome {
 			t.Fatalf("task = %s/%s", got.State, got.ReviewReason)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 0 {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 0 {
 			t.Fatalf("a step with side effects was re-sent: %v", ids)
 		}
 	})
@@ -318,7 +293,7 @@ func TestUnknownWithReadbackHitCompletes(t *testing.T) {
 		if n := b.prov.SideEffects(task.TaskID); n != 1 {
 			t.Fatalf("provider side effects = %d, want 1 (no re-generation)", n)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 0 {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 0 {
 			t.Fatalf("a read-back task was re-sent: %v", ids)
 		}
 	})
@@ -336,7 +311,7 @@ func TestUnknownNeverHappenedIsRequeued(t *testing.T) {
 		if got := get(t, b, task.TaskID); got.State != ledger.StateQueued {
 			t.Fatalf("state = %s, want queued", got.State)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
 			t.Fatalf("queue = %v", ids)
 		}
 	})
@@ -399,7 +374,7 @@ func TestLostSendIsResentExactlyOnce(t *testing.T) {
 		if got := sums[0].Resent + sums[1].Resent; got != 1 {
 			t.Fatalf("re-sent %d times, want exactly 1 (%+v)", got, sums)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
 			t.Fatalf("queue = %v, want exactly one message for %s", ids, task.TaskID)
 		}
 		if got := get(t, b, task.TaskID); got.Dispatches != 1 || got.State != ledger.StateQueued {
@@ -435,7 +410,7 @@ func TestOverdueRetryWaitIsResent(t *testing.T) {
 		if s := handle(t, b.handler()); s.Resent != 1 {
 			t.Fatalf("summary = %+v, want 1 re-sent", s)
 		}
-		if ids := drain(t, e, e.Names.TaskQueueURL); len(ids) != 1 {
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 {
 			t.Fatalf("queue = %v", ids)
 		}
 		if got := claim(t, b, task.TaskID); got.Attempts != 2 {
@@ -703,7 +678,7 @@ func TestBoundedRunsResumeWhereTheyStopped(t *testing.T) {
 				t.Fatalf("run %d: %+v", run, s)
 			}
 		}
-		ids := drain(t, e, e.Names.TaskQueueURL)
+		ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
 		got := map[string]bool{}
 		for _, id := range ids {
 			got[id] = true

@@ -2,8 +2,15 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
 )
 
 // Clock is a settable clock for ledger.Config.Now and friends: tests move
@@ -57,4 +64,32 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// DrainTaskIDs receives every visible message of the queue at url (hiding
+// each for 5 minutes) and returns the task ids they reference, failing the
+// test on a message that is not a task reference.
+func (e *Env) DrainTaskIDs(t testing.TB, url string) []string {
+	t.Helper()
+	var ids []string
+	for {
+		// WaitTimeSeconds 0 would be omitted (the task queue long-polls
+		// 20 s by default): wait 1 s for the last, empty receive.
+		out, err := e.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return ids
+		}
+		for _, m := range out.Messages {
+			msg, err := dispatch.Parse(aws.ToString(m.Body))
+			if err != nil {
+				t.Fatalf("queue holds a non-task message %q", aws.ToString(m.Body))
+			}
+			ids = append(ids, msg.TaskID)
+		}
+	}
 }
