@@ -86,7 +86,6 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	s, err := local.Start(ctx, local.Options{
 		Addr:           "127.0.0.1:0",
-		WebFS:          web.FS,
 		ReconcileEvery: 500 * time.Millisecond,
 		StatusEvery:    -1,
 		// The embedded emulator's state is shared by the process: fresh
@@ -254,8 +253,10 @@ func TestFS(t *testing.T) {
 		case ref == "#" || strings.HasPrefix(ref, "data:"):
 		case strings.Contains(ref, ":") || strings.HasPrefix(ref, "//"):
 			t.Errorf("index.html loads %q from the network", ref)
+		case !strings.HasPrefix(ref, "static/"):
+			t.Errorf("index.html references %q: the API serves the page's files under static/ only", ref)
 		default:
-			if _, err := fs.Stat(web.FS, ref); err != nil {
+			if _, err := fs.Stat(web.FS, strings.TrimPrefix(ref, "static/")); err != nil {
 				t.Errorf("index.html references %q: %v", ref, err)
 			}
 		}
