@@ -150,11 +150,15 @@
   }
 
   // problemText renders an error response: RFC 9457 title and detail when
-  // the body is a problem document, else the status line.
+  // the body is a problem document, API Gateway's own {"message"} (its
+  // authorizer's 401, its throttling 429), else the status line.
   function problemText(status, body, statusText) {
     if (body && typeof body === 'object' && (body.title || body.detail)) {
       var t = body.title || ('HTTP ' + status);
       return body.detail ? t + ': ' + body.detail : t;
+    }
+    if (body && typeof body === 'object' && typeof body.message === 'string' && body.message) {
+      return 'HTTP ' + status + ': ' + body.message + (status === 401 ? ' — sign in (again) to use the API.' : '');
     }
     return 'HTTP ' + status + (statusText ? ' ' + statusText : '');
   }

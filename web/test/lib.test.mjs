@@ -137,6 +137,9 @@ test('problemText shows title and detail of problem+json, else the status', () =
     'Task cannot be cancelled: It is running.');
   assert.equal(L.problemText(500, { title: 'Internal error' }), 'Internal error');
   assert.equal(L.problemText(502, null, 'Bad Gateway'), 'HTTP 502 Bad Gateway');
+  // API Gateway's own bodies (its JWT authorizer's 401, its 429).
+  assert.equal(L.problemText(401, { message: 'Unauthorized' }), 'HTTP 401: Unauthorized — sign in (again) to use the API.');
+  assert.equal(L.problemText(429, { message: 'Too Many Requests' }), 'HTTP 429: Too Many Requests');
 });
 
 test('buildInput: required prompt, optional fields left out, simulate none dropped', () => {

@@ -138,6 +138,7 @@ async function main() {
     contexts.push(alice.ctx);
     page = alice.page;
     const flow = trackFlow(alice.ctx, issuer);
+    let apiFrom = 0; // API calls from the sign-in on
 
     await step('the API refuses requests without a valid token (401, API Gateway shape)', async () => {
       const out = {};
@@ -164,10 +165,32 @@ async function main() {
       check(await page.isVisible('#sign-in'), 'Sign in button visible');
       check(/sign in/i.test(await page.textContent('#sign-in')), 'the button says Sign in');
       check(await page.isHidden('#open-banner'), 'no "open to anyone" banner in jwt mode');
+      // Sending before signing in: the API's 401, and the page says to sign in.
+      await page.fill('#prompt', 'Not signed in yet.');
+      await page.click('#send');
+      await page.waitForSelector('#submit-status[data-status="401"]');
+      await page.waitForSelector('#auth-status:not([hidden])');
+      const said = (await page.textContent('#auth-status')).trim();
+      check(/sign in/i.test(said), 'the page asks to sign in: ' + said);
+      check(await page.getAttribute('html', 'data-auth') === 'signed-out', 'still signed out (no redirect without a session)');
+      await page.fill('#prompt', '');
       await shot(page, '10-signed-out.png');
+      return { said };
+    });
+
+    await step('a forged callback (unknown state) is refused', async () => {
+      const tokenCalls = flow.token.length;
+      await page.goto(stackURL.replace(/\/?$/, '/') + '?code=forged&state=forged', { waitUntil: 'load' });
+      await page.waitForSelector('html[data-ready="true"][data-auth="signed-out"]');
+      const said = (await page.textContent('#auth-status')).trim();
+      check(/state/.test(said), 'the page names the state mismatch: ' + said);
+      check(flow.token.length === tokenCalls, 'no code exchange for a forged callback');
+      check(!new URL(page.url()).search, 'the forged code left the address bar');
+      return { said };
     });
 
     await step('sign in: authorization code + PKCE S256, state and nonce, no client secret', async () => {
+      apiFrom = flow.apiAuth.length;
       const user = await signIn(page, stackURL, 'alice@example.com');
       check(flow.authorize.length === 1, `one authorization request (got ${flow.authorize.length})`);
       const a = flow.authorize[0];
@@ -192,9 +215,10 @@ async function main() {
       await page.waitForSelector('#submit-status[data-status="202"]');
       const id = await page.getAttribute('#submit-status', 'data-task-id');
       await page.waitForSelector(`#task-view[data-task-id="${id}"][data-state="completed"]`);
-      const posts = flow.apiAuth.filter((r) => r.method === 'POST' && r.path === '/tasks');
+      const mine = flow.apiAuth.slice(apiFrom);
+      const posts = mine.filter((r) => r.method === 'POST' && r.path === '/tasks');
       check(posts.length >= 1 && posts.every((r) => /^Bearer eyJ/.test(r.auth)), 'every POST /tasks carries a bearer JWT');
-      check(flow.apiAuth.every((r) => /^Bearer /.test(r.auth)), 'every API call carries the bearer');
+      check(mine.every((r) => /^Bearer /.test(r.auth)), 'every API call after sign-in carries the bearer');
       report.tasks.alice = id;
       await shot(page, '11-signed-in-completed.png');
       return { taskID: id, apiCalls: flow.apiAuth.length };
@@ -264,6 +288,8 @@ async function main() {
     await step('no page errors and no foreign network loads', async () => {
       const pageErrors = report.errors.filter((e) => e.startsWith('pageerror'));
       check(pageErrors.length === 0, 'page errors: ' + pageErrors.join('; '));
+      const csp = report.errors.filter((e) => /Content Security Policy/i.test(e));
+      check(csp.length === 0, 'CSP violations: ' + csp.join('; '));
       check(alice.foreign.length === 0, 'foreign requests: ' + alice.foreign.join(', '));
     });
     report.ok = true;
