@@ -8,9 +8,17 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"github.com/taskledger/taskledger/internal/api"
 )
+
+// The page's files are text: validate them as strings against the document.
+func init() {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css"} {
+		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
+	}
+}
 
 func publicRequest(method, routeKey, rawPath string, params map[string]string) events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{
@@ -57,6 +65,9 @@ func TestPublicRoutesServeThePage(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tc.status, resp.Body)
+			}
+			if tc.req.RequestContext.HTTP.Method == http.MethodGet {
+				conform(t, tc.req, resp)
 			}
 			if got := resp.Headers["Content-Type"]; got != tc.ctype {
 				t.Errorf("Content-Type %q, want %q", got, tc.ctype)
