@@ -37,8 +37,10 @@ type Handler struct {
 	// AllowedOrigins is the CORS allow-list (see ParseOrigins); empty
 	// disables CORS.
 	AllowedOrigins []string
-	MaxBody        int
-	MaxInput       int
+	// Auth is what GET /auth/config tells the page about sign-in.
+	Auth     AuthConfig
+	MaxBody  int
+	MaxInput int
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -104,6 +106,10 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 
 	rt, ok := matchRoute(&req)
 	if !ok {
+		if resp, served := h.servePublic(&req, method); served {
+			c.outcome = "public"
+			return resp, nil
+		}
 		c.outcome = "no_route"
 		return newProblem(TypeNotFound, http.StatusNotFound, "Not found", "No such resource.").response(), nil
 	}
