@@ -16,6 +16,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/sivchari/kumo v0.33.1
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	gopkg.in/yaml.v3 v3.0.1
 )
 

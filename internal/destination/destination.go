@@ -240,7 +240,7 @@ func NewRegistry(ds ...Destination) (*Registry, error) {
 			return nil, errors.New("destination: nil destination")
 		}
 		name := d.Name()
-		if !validName(name) {
+		if !ValidName(name) {
 			return nil, fmt.Errorf("destination: invalid destination name %q", clip(name, 40))
 		}
 		if _, dup := r.byName[name]; dup {

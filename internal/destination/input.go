@@ -130,7 +130,7 @@ func decodeDeliverField(in *DeliverInput, key string, val json.RawMessage) error
 		if json.Unmarshal(val, &s) != nil {
 			return inputErr(key, "must be a string")
 		}
-		if !validName(s) {
+		if !ValidName(s) {
 			return inputErr(key, "must be 1 to %d characters: lowercase letters, digits, '_' or '-', starting with a letter", MaxNameLen)
 		}
 		in.Destination = s
@@ -159,7 +159,7 @@ func decodeDeliverField(in *DeliverInput, key string, val json.RawMessage) error
 
 // validName reports whether s is a destination name: a lowercase letter,
 // then lowercase letters, digits, '_' or '-', at most MaxNameLen in all.
-func validName(s string) bool {
+func ValidName(s string) bool {
 	if s == "" || len(s) > MaxNameLen || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
