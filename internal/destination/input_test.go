@@ -119,3 +119,28 @@ func TestParseParams(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseDeliverInput: any input either parses into a registered-name
+// shape with object params and payload, or fails with a permanent
+// *InputError; nothing panics.
+func FuzzParseDeliverInput(f *testing.F) {
+	for _, s := range []string{
+		`{"destination":"notify","params":{"to":"a@example.com"},"payload":{"text":"hi"}}`,
+		`{"destination":"crm","payload":{}}`, `{"payload":{}}`, `[]`, `{"destination":"x","payload":{},"payload":{}}`, ``,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		in, err := destination.ParseDeliverInput(json.RawMessage(raw))
+		if err != nil {
+			var ie *destination.InputError
+			if !errors.As(err, &ie) || retrypolicy.Classify(err).Class != retrypolicy.PermanentInput {
+				t.Fatalf("error %v is not a permanent *InputError", err)
+			}
+			return
+		}
+		if !destination.ValidName(in.Destination) || in.Params[0] != '{' || in.Payload[0] != '{' || !json.Valid(in.Payload) || !json.Valid(in.Params) {
+			t.Fatalf("accepted %q as %+v", raw, in)
+		}
+	})
+}

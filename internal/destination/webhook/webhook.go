@@ -242,6 +242,26 @@ type BodyData struct {
 	Payload       json.RawMessage `json:"payload"`
 }
 
+// encodeBody encodes a Body with the payload's exact bytes (json.Marshal
+// would compact them), so payload_sha256 is the hash of the bytes the
+// receiver gets.
+func encodeBody(now time.Time, d BodyData) ([]byte, error) {
+	payload := d.Payload
+	d.Payload = json.RawMessage(`null`)
+	b, err := json.Marshal(Body{Type: EventType, Timestamp: now.UTC().Truncate(time.Second), Data: d})
+	if err != nil {
+		return nil, err
+	}
+	const tail = `"payload":null}}`
+	if !bytes.HasSuffix(b, []byte(tail)) {
+		return nil, errors.New("unexpected body encoding")
+	}
+	out := make([]byte, 0, len(b)+len(payload))
+	out = append(out, b[:len(b)-len(`null}}`)]...)
+	out = append(out, payload...)
+	return append(out, `}}`...), nil
+}
+
 // Sign returns the Standard Webhooks signature header value
 // "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>".
 func Sign(key []byte, id string, timestamp time.Time, body []byte) string {
@@ -280,9 +300,7 @@ func (w *Webhook) Deliver(ctx context.Context, req destination.Request) (destina
 		return destination.Receipt{}, err
 	}
 	now := w.now()
-	body, err := json.Marshal(Body{Type: EventType, Timestamp: now.UTC().Truncate(time.Second), Data: BodyData{
-		OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Payload: req.Payload,
-	}})
+	body, err := encodeBody(now, BodyData{OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Payload: req.Payload})
 	if err != nil {
 		return destination.Receipt{}, retrypolicy.Permanent(fmt.Errorf("webhook: operation %s: encode body: %w", req.OperationID, err))
 	}

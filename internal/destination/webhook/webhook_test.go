@@ -187,7 +187,9 @@ func setup(t *testing.T, mutate func(map[string]webhook.Endpoint)) bundle {
 	return bundle{rcv: rcv, hook: h, secrets: secrets}
 }
 
-const payload = `{"summary":"customer private summary 0451","to":"crm"}`
+// payload has insignificant whitespace: the receiver must get these exact
+// bytes, whose hash the receipt names.
+const payload = `{"summary": "customer private summary 0451",  "to":"crm"}`
 
 func req(opID, ep string) destination.Request {
 	return destination.Request{OperationID: opID, Attempt: 1, Destination: webhook.Name,
@@ -216,8 +218,12 @@ func TestDeliverIsSignedAndVerified(t *testing.T) {
 	if h.Get("Idempotency-Key") != "task-1" || h.Get("webhook-id") != "task-1" || !strings.HasPrefix(h.Get("webhook-signature"), "v1,") {
 		t.Errorf("headers %v", h)
 	}
+	raw := b.rcv.bodies["task-1"]
+	if !strings.HasSuffix(string(raw), `"payload":`+payload+`}}`) {
+		t.Errorf("body does not carry the payload's exact bytes: %s", raw)
+	}
 	var body webhook.Body
-	if err := json.Unmarshal(b.rcv.bodies["task-1"], &body); err != nil {
+	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatal(err)
 	}
 	if body.Type != webhook.EventType || body.Data.OperationID != "task-1" || body.Data.PayloadSHA256 != want.PayloadSHA256 ||
