@@ -87,3 +87,64 @@ func Number(s string) int {
 	digits = strings.Trim(digits, "0")
 	return (len(digits)+1)/2 + 1
 }
+
+// UpdateLowerBound returns a lower bound of the size of the item an
+// UpdateItem would leave: the key plus every "path = :value" assignment of
+// its SET clause (name placeholders resolved through names). Attributes the
+// item already has, and SET actions of other forms (arithmetic,
+// if_not_exists, list_append), are not counted, so the item can only be
+// larger — never smaller — than this bound.
+func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names map[string]string, values map[string]types.AttributeValue) int {
+	n := Item(key)
+	set := setClause(expr)
+	if set == "" {
+		return n
+	}
+	for _, part := range strings.Split(set, ",") {
+		lhs, rhs, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		lhs, rhs = strings.TrimSpace(lhs), strings.TrimSpace(rhs)
+		if !strings.HasPrefix(rhs, ":") || strings.ContainsAny(rhs, " ()+-") || strings.ContainsAny(lhs, " ().[]") {
+			continue
+		}
+		v, ok := values[rhs]
+		if !ok {
+			continue
+		}
+		name := lhs
+		if strings.HasPrefix(lhs, "#") {
+			if name, ok = names[lhs]; !ok {
+				continue
+			}
+		}
+		if _, isKey := key[name]; isKey {
+			continue
+		}
+		n += Attribute(name, v)
+	}
+	return n
+}
+
+// setClause returns the SET actions of an update expression (without the
+// keyword), up to the next clause keyword.
+func setClause(expr string) string {
+	fields := strings.Fields(expr)
+	var out []string
+	in := false
+	for _, f := range fields {
+		switch strings.ToUpper(f) {
+		case "SET":
+			in = true
+			continue
+		case "REMOVE", "ADD", "DELETE":
+			in = false
+			continue
+		}
+		if in {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -54,3 +54,18 @@ func TestLimitBoundary(t *testing.T) {
 		t.Fatalf("Item = %d, want exactly the limit %d", got, itemsize.MaxItemBytes)
 	}
 }
+
+func TestUpdateLowerBound(t *testing.T) {
+	key := map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: "t_1"}} // 10
+	expr := "SET #result = :result, #n = #n + :one, #state = :s, #x = if_not_exists(#x, :d) REMOVE #lease_owner"
+	names := map[string]string{"#result": "result", "#n": "n", "#state": "state", "#x": "x", "#lease_owner": "lease_owner"}
+	values := map[string]types.AttributeValue{
+		":result": &types.AttributeValueMemberS{Value: "abcd"}, // 6 + 4
+		":one":    &types.AttributeValueMemberN{Value: "1"},
+		":s":      &types.AttributeValueMemberS{Value: "done"}, // 5 + 4
+		":d":      &types.AttributeValueMemberS{Value: strings.Repeat("z", 100)},
+	}
+	if got, want := itemsize.UpdateLowerBound(key, expr, names, values), 10+10+9; got != want {
+		t.Fatalf("UpdateLowerBound = %d, want %d (only plain assignments and the key)", got, want)
+	}
+}
