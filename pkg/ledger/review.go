@@ -22,6 +22,12 @@ const (
 	ReviewProviderConfig  = "provider_config"
 	ReviewPoisonMessage   = "poison_message"
 	ReviewStaleLease      = "stale_lease"
+	// ReviewResultTooLarge: the provider succeeded but its result does not
+	// fit DynamoDB's 400 KB item; it was not saved.
+	ReviewResultTooLarge = "result_too_large"
+	// ReviewResultNotSaved: a readback found the result but saving it kept
+	// failing until the task's age budget ended.
+	ReviewResultNotSaved = "result_not_saved"
 )
 
 // Review statuses.
