@@ -170,13 +170,8 @@ func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
 }
 
 // oldOrRead returns the item a failed condition reported (ALL_OLD) or, where
-// the engine omitted it, a consistent read. A nil task means "gone". For a
-// *conditionFailed from apply it returns the item apply already read.
+// the engine omitted it, a consistent read. A nil task means "gone".
 func (l *Ledger) oldOrRead(ctx context.Context, taskID string, err error) (*Task, error) {
-	var cf *conditionFailed
-	if errors.As(err, &cf) {
-		return cf.current, nil
-	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
 		return decodeTask(ccf.Item)
@@ -382,8 +377,8 @@ func newNonce() string {
 // returns it as the write's result. That is the same mechanism as Create's
 // create_nonce, at the one place every fenced write goes through.
 //
-// Errors: *conditionFailed (with the current item) when the condition
-// failed for another reason; otherwise the AWS error labelled by op
+// Errors: *conditionFailed when the condition failed for another reason
+// (see currentOf); otherwise the AWS error labelled by op
 // ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
 	nonce := newNonce()
@@ -399,14 +394,34 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 		}
 		return nil, wrapErr("UpdateItem "+op, err)
 	}
-	cur, rerr := l.oldOrRead(ctx, taskID, err)
-	if rerr != nil {
-		return nil, rerr
+	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
+	// engine that omits it (kumo) leaves the read to callers that need the
+	// item anyway (currentOf), so a caller that only wants "not applied"
+	// (ClaimDispatch, clampDue) never pays for a read.
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		cur, derr := decodeTask(ccf.Item)
+		if derr != nil {
+			return nil, derr
+		}
+		if cur.WriteNonce == nonce {
+			return cur, nil // our own write; its reply was lost
+		}
 	}
-	if cur != nil && cur.WriteNonce == nonce {
-		return cur, nil // our own write; its reply was lost
+	return nil, &conditionFailed{op: op, nonce: nonce, err: err}
+}
+
+// currentOf returns the task as it is after apply's failed condition (from
+// ALL_OLD or one consistent read; nil when gone) and whether it carries the
+// failed write's nonce — i.e. the write was applied after all (its reply
+// was lost and the SDK's retry failed the condition on its own effect).
+func (l *Ledger) currentOf(ctx context.Context, taskID string, err error) (cur *Task, mine bool, rerr error) {
+	cur, rerr = l.oldOrRead(ctx, taskID, err)
+	if rerr != nil || cur == nil {
+		return cur, false, rerr
 	}
-	return nil, &conditionFailed{op: op, current: cur, err: err}
+	var cf *conditionFailed
+	return cur, errors.As(err, &cf) && cf.nonce != "" && cur.WriteNonce == cf.nonce, nil
 }
 
 // ownWrite resolves an ambiguous failure of a write that set nonce — a
@@ -445,12 +460,12 @@ func ambiguous(err error) bool {
 	return !errors.As(err, &tce)
 }
 
-// conditionFailed is apply's failed condition, with the task as it is now
-// (nil when gone) so the caller explains the refusal without another read.
+// conditionFailed is apply's failed condition, with the nonce of the write
+// that failed (see currentOf).
 type conditionFailed struct {
-	op      string
-	current *Task
-	err     error
+	op    string
+	nonce string
+	err   error
 }
 
 func (e *conditionFailed) Error() string {

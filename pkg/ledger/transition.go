@@ -75,9 +75,12 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	if !isConditionFailed(err) {
 		return nil, err
 	}
-	old, rerr := l.oldOrRead(ctx, taskID, err)
+	old, mine, rerr := l.currentOf(ctx, taskID, err)
 	if rerr != nil {
 		return nil, rerr
+	}
+	if mine {
+		return old, nil
 	}
 	return nil, whyNotClaimable(taskID, old, now, o.AllowTakeover)
 }
@@ -119,13 +122,19 @@ func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotC
 // fenced turns a failed fenced write into a *FencedError with the reason.
 // Any other error is returned as apply labelled it, by the operation
 // ("UpdateItem complete: ValidationException ..."): it is not a fence.
-func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) error {
+//
+// When the item shows the failed write's own nonce, the write was applied
+// (its reply was lost): fenced returns the task as written and no error.
+func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) (*Task, error) {
 	if !isConditionFailed(err) {
-		return err
+		return nil, err
 	}
-	old, rerr := l.oldOrRead(ctx, taskID, err)
+	old, mine, rerr := l.currentOf(ctx, taskID, err)
 	if rerr != nil {
-		return rerr
+		return nil, rerr
+	}
+	if mine {
+		return old, nil
 	}
 	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
 	switch {
@@ -138,7 +147,7 @@ func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err e
 	default:
 		fe.Why = "not_running"
 	}
-	return fe
+	return nil, fe
 }
 
 // fence adds "assignment_version = mine AND state = from" to u; with more
@@ -167,7 +176,9 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "renew", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -230,7 +241,9 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 	}
 	t, err := l.apply(ctx, "complete", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -249,7 +262,9 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "retry", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -265,7 +280,9 @@ func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClas
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "fail", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -282,7 +299,9 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "unknown", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -299,7 +318,9 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Ta
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "release", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return l.clampDue(ctx, t)
 }
@@ -322,7 +343,9 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	}
 	t, err := l.apply(ctx, "requeue", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return l.clampDue(ctx, t)
 }
@@ -452,7 +475,9 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	u.cond(u.n("lease_until") + " < :now")
 	t, err := l.apply(ctx, "expire", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
