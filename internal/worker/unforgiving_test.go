@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/provider/contract"
@@ -182,6 +184,39 @@ func TestExpiredLastAttemptLeftToTheReconciler(t *testing.T) {
 		}
 		if b.sim.Calls(task.TaskID) != 0 {
 			t.Fatal("the provider was called")
+		}
+	})
+}
+
+// TestLapsedWorkerSavesItsResultFromUnknown: the reconciler expired the
+// lease of a worker that was slow but alive (running → unknown at the same
+// version); when its provider call returns, its fenced Complete still
+// saves the result, and the provider is called once.
+func TestLapsedWorkerSavesItsResultFromUnknown(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
+		ctx := context.Background()
+		g := newGate(b.sim)
+		b.h.Provider = g // the default 30 s lease: no renewal during the test
+		task := b.create(t, "lapsed", prompt)
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		done := make(chan events.SQSEventResponse, 1)
+		go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
+		g.waitStarted(t)
+
+		b.clock.Advance(time.Minute)
+		claimed := b.get(t, task.TaskID)
+		if _, err := b.l.ExpireToUnknown(ctx, task.TaskID, claimed.AssignmentVersion); err != nil {
+			t.Fatalf("the reconciler's ExpireToUnknown: %v", err)
+		}
+		close(g.release)
+		wantNoFailures(t, await(t, done))
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateCompleted)
+		rec, _ := b.sim.Record(task.TaskID)
+		if got.Result != string(rec.Result.Output) || got.AssignmentVersion != claimed.AssignmentVersion || b.sim.SideEffects(task.TaskID) != 1 {
+			t.Fatalf("result saved %v, version %d (claimed %d), side effects %d", got.Result == string(rec.Result.Output), got.AssignmentVersion, claimed.AssignmentVersion, b.sim.SideEffects(task.TaskID))
 		}
 	})
 }
