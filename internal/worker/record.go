@@ -82,10 +82,14 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
 	}
-	if a.fenced != nil {
+	if a.fenced != nil && a.err != nil {
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
 	}
+	// A renewal was refused but the call returned a result anyway: try to
+	// save it. Complete is fenced on this assignment, so it succeeds only
+	// if no one else took the task (the reconciler may have moved it to
+	// unknown at this version: the result then settles it).
 	var r result
 	if a.err == nil {
 		r = h.complete(ctx, rec, t, a.res, log)
@@ -175,15 +179,32 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	if name == "" {
 		name = h.Provider.Name()
 	}
-	_, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, ledger.Completion{
-		Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef,
-	})
+	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef}
+	// An item over DynamoDB's limit cannot be saved: decide now, without
+	// sending a write that can only fail.
+	err := ledger.CheckCompletion(t, c)
+	if err == nil {
+		// A Complete whose reply was lost is recognised by the ledger as
+		// saved (write_nonce): a FencedError here really means not saved.
+		_, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c)
+	}
 	var fe *ledger.FencedError
+	var tl *ledger.ItemTooLargeError
+	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
+	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	switch {
 	case errors.As(err, &fe):
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)
+	case errors.As(err, &tl):
+		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
+		return h.park(ctx, t, po, review.ResultTooLarge(t, x), log)
+	case ledger.IsValidation(err):
+		// DynamoDB refused the write as invalid: repeating it cannot help.
+		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
+		return h.park(ctx, t, po, review.ResultNotSaved(t, x, err), log)
 	case err != nil:
 		log.ErrorContext(ctx, "completion failed; the message will come back", "error", err.Error())
 		return deferred
@@ -365,6 +386,15 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 		return deferred
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
+		if t.State == ledger.StateRunning {
+			// An expired lease on the last attempt (or past the age
+			// budget): that attempt may have reached the provider, which
+			// may have acted and may offer a readback. The reconciler
+			// decides (unknown → readback, or park with what it knows);
+			// parking budget_exhausted here would skip the readback.
+			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
+			return ack(OutcomeAckedDuplicate)
+		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
 		return h.park(ctx, t, o, review.BudgetExhausted(t, nc.Budget), log)
 	default: // contended, or a reason this worker does not know
