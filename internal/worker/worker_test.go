@@ -656,7 +656,7 @@ func TestDeadlineMargin(t *testing.T) {
 			wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
 			got := b.get(t, task.TaskID)
 			wantState(t, got, ledger.StateQueued)
-			if got.Attempts != 1 || got.LeaseOwner != "" || got.Result != "" || b.sim.Calls(task.TaskID) != 0 {
+			if got.Attempts != 0 || got.LeaseOwner != "" || got.Result != "" || b.sim.Calls(task.TaskID) != 0 {
 				t.Fatalf("released task: attempts %d owner %q calls %d", got.Attempts, got.LeaseOwner, b.sim.Calls(task.TaskID))
 			}
 		})
