@@ -88,6 +88,6 @@
 // Logs carry ids, versions, classes, hashes and sizes; never task input,
 // results or credentials. Each batch writes one EMF record of outcome counts
 // (completed, retried, failed, parked, unknown, acked_duplicate, poison,
-// fenced, deferred, not_admitted, item_failures) and each provider call one record of its
-// latency.
+// fenced, deferred, not_admitted, item_failures) and each provider call one
+// record of its latency.
 package worker
