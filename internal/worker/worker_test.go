@@ -673,6 +673,9 @@ func TestDeadlineMargin(t *testing.T) {
 			if again := b.receive(t, 1, 1); len(again) != 1 {
 				t.Fatal("the record not admitted did not become visible again")
 			}
+			if !strings.Contains(b.logs.String(), "less time than one provider call needs") {
+				t.Errorf("no warning that the invocation cannot fit a call:\n%s", b.logs.String())
+			}
 			if !strings.Contains(b.metrics.String(), `"NotAdmitted":1`) {
 				t.Errorf("batch metrics lack NotAdmitted=1:\n%s", b.metrics.String())
 			}
