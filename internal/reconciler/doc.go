@@ -38,6 +38,10 @@
 //   - queued / retry_wait past due_at (retry_wait: plus RelaySlack, since
 //     the worker's delayed message normally arrives on its own) → the outbox
 //     relay: ledger.ClaimDispatch, and only its winner sends the message.
+//     Each re-send doubles the wait for the next (DispatchTimeout × 2^n,
+//     capped, and never past the task's age deadline), so a queue backlog
+//     older than DispatchTimeout costs a few duplicate messages per task,
+//     not one every DispatchTimeout.
 //   - any live state past its age or attempt budget → park budget_exhausted
 //     (running only once its lease expired, and only when no readback can
 //     say more).

@@ -207,7 +207,7 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		r.raced()
 		return
 	}
-	u, won, err := h.Ledger.ClaimDispatch(ctx, t.TaskID, t.State, t.DueAt)
+	u, won, err := h.Ledger.ClaimDispatch(ctx, t)
 	switch {
 	case err != nil:
 		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)

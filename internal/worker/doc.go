@@ -63,13 +63,20 @@
 //
 // # Deadlines
 //
-// Records run concurrently, at most Concurrency at a time. Work stops
-// DeadlineMargin before the Lambda deadline: a record not yet claimed is
-// reported as a failure untouched; a record claimed but not yet sent to the
-// provider is released (back to queued) and reported as a failure; a provider
-// call still in flight is cancelled and the attempt treated as uncertain
-// (never as failed), then reported as a failure. A message left untouched or
-// released is made visible again at once, so another invocation picks it up.
+// Never start a provider call that cannot finish. Every call is bounded by
+// its call timeout (Handler.CallTimeout, by default the one the provider
+// declares, provider.CallTimeout) on the call's context, and work stops
+// DeadlineMargin before the Lambda deadline. A record is admitted only when
+// work has at least the call timeout left: checked before the claim (a
+// record turned away is not claimed, consumes no attempt, is made visible
+// again at once and reported as a failure: outcome not_admitted), and again
+// after it (if the claim itself ate the time, the task is released —
+// ledger.Release gives the attempt back — and the message made visible
+// again). A call that runs past its call timeout is an uncertain attempt,
+// never a failed one. Records run concurrently, at most Concurrency at a
+// time; with Concurrency at least the batch size (the template's
+// arithmetic, README "Timing") every admitted record starts at once, so a
+// full batch fits the function's Timeout.
 //
 // # Partial batch responses
 //
@@ -92,6 +99,6 @@
 // Logs carry ids, versions, classes, hashes and sizes; never task input,
 // results or credentials. Each batch writes one EMF record of outcome counts
 // (completed, retried, failed, parked, unknown, acked_duplicate, poison,
-// fenced, deferred, item_failures) and each provider call one record of its
-// latency.
+// fenced, deferred, not_admitted, item_failures) and each provider call one
+// record of its latency.
 package worker

@@ -38,6 +38,9 @@ const (
 	DefaultMaxAge          = time.Hour
 	DefaultRetention       = 7 * 24 * time.Hour
 	DefaultDispatchTimeout = 2 * time.Minute
+	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
+	// DispatchBackoffCap (16 minutes with the default DispatchTimeout).
+	DefaultDispatchBackoffFactor = 8
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
 	OpenReviewsIndex = "open_reviews"
@@ -58,7 +61,11 @@ type Config struct {
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
 	// to be consumed before the reconciler re-sends it (the outbox deadline).
+	// Each re-send doubles the wait (see DispatchBackoff).
 	DispatchTimeout time.Duration
+	// DispatchBackoffCap caps the wait between re-sends (default
+	// DefaultDispatchBackoffFactor × DispatchTimeout).
+	DispatchBackoffCap time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -92,6 +99,10 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	if cfg.DispatchTimeout <= 0 {
 		cfg.DispatchTimeout = DefaultDispatchTimeout
 	}
+	if cfg.DispatchBackoffCap <= 0 {
+		cfg.DispatchBackoffCap = DefaultDispatchBackoffFactor * cfg.DispatchTimeout
+	}
+	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -307,12 +307,17 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 }
 
 // Release gives back the caller's assignment before the provider was called
-// (for example when the Lambda deadline is near): the task is queued again
-// and due for dispatch. The attempt stays counted. Errors: *FencedError.
+// (for example when the Lambda deadline is near, or a request that provably
+// never left the process): the task is queued again, due for dispatch, and
+// the attempt is given back (attempts - 1), since no provider call was
+// made. The assignment version stays incremented, so the released holder
+// stays fenced. Errors: *FencedError.
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	fence(u, version, StateRunning)
@@ -376,25 +381,55 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	return nil, wrapErr("UpdateItem clamp", err)
 }
 
+// DispatchBackoff is how long the outbox waits for the message of the
+// dispatch numbered n (0: the submit's own send, n: the n-th re-send) to be
+// consumed before the next re-send: DispatchTimeout × 2^n, capped at
+// DispatchBackoffCap. A queue backlog older than DispatchTimeout therefore
+// costs a logarithmic number of duplicate messages, not one per
+// DispatchTimeout.
+func (l *Ledger) DispatchBackoff(n int) time.Duration {
+	d := l.cfg.DispatchTimeout
+	for range max(n, 0) {
+		if d >= l.cfg.DispatchBackoffCap {
+			break
+		}
+		d *= 2
+	}
+	return min(d, l.cfg.DispatchBackoffCap)
+}
+
 // ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or
-// retry_wait task from the value the reconciler read to now+DispatchTimeout.
-// Only the caller whose update succeeds sends the SQS message, so two racing
-// reconcilers send it once. ok=false means someone else moved it.
-func (l *Ledger) ClaimDispatch(ctx context.Context, taskID string, state State, dueAt int64) (t *Task, ok bool, err error) {
+// retry_wait task from the value t (the reconciler's consistent read) holds
+// to now + DispatchBackoff(t.Dispatches+1), clamped to the age deadline
+// (deadline_ms) so an age-budget park still happens within one reconciler
+// period, and counts the dispatch. The update is conditioned on t's state,
+// due_at and dispatch count: only the caller whose update succeeds sends
+// the SQS message, so two racing reconcilers send it once. ok=false means
+// someone else moved it.
+func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
+	next := t.Dispatches + 1
+	due := now.Add(l.DispatchBackoff(next)).UnixMilli()
+	if t.DeadlineMs > 0 {
+		due = min(due, t.DeadlineMs)
+	}
 	u := newUpdate()
-	u.set("due_at", num(now.Add(l.cfg.DispatchTimeout).UnixMilli()))
-	u.setExpr("#dispatches = if_not_exists(#dispatches, :zero) + :one").n("dispatches")
-	u.v("zero", num(0))
-	u.v("one", num(1))
-	u.v("from", strState(state))
-	u.v("old_due", num(dueAt))
+	u.set("due_at", num(due))
+	u.set("dispatches", num(int64(next)))
+	u.v("from", strState(t.State))
+	u.v("old_due", num(t.DueAt))
+	u.v("old_dispatches", num(int64(t.Dispatches)))
 	u.cond(u.n("state") + " = :from")
 	u.cond(u.n("due_at") + " = :old_due")
+	if t.Dispatches == 0 {
+		u.cond("attribute_not_exists(#dispatches) OR #dispatches = :old_dispatches")
+	} else {
+		u.cond("#dispatches = :old_dispatches")
+	}
 	u.stamp(now)
-	t, err = l.apply(ctx, "dispatch", taskID, u)
+	nt, err = l.apply(ctx, "dispatch", t.TaskID, u)
 	if err == nil {
-		return t, true, nil
+		return nt, true, nil
 	}
 	if isConditionFailed(err) {
 		return nil, false, nil
