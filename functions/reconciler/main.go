@@ -58,6 +58,7 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	return &reconciler.Handler{
 		Ledger:   b.Ledger,
 		Dispatch: &dispatch.Sender{SQS: sq, QueueURL: b.TaskQueueURL},
+		Backlog:  &dispatch.Backlog{SQS: sq, QueueURL: b.TaskQueueURL},
 		DLQ:      sq,
 		DLQURL:   dlqURL,
 		Provider: p,

@@ -30,9 +30,20 @@ const (
 	DefaultConcurrency   = 8
 	DefaultDLQBatches    = 10 // of up to 10 messages each
 	DefaultLookupTimeout = 10 * time.Second
+	// DefaultBacklogThreshold is one full receive round of the event
+	// source mapping (BatchSize 10 × MaximumConcurrency 10): fewer visible
+	// messages are a healthy pipeline's messages in transit, more are a
+	// backlog.
+	DefaultBacklogThreshold = 100
 	// MaxOpenReviewPages bounds the open-review count (pages of 100).
 	MaxOpenReviewPages = 10
 )
+
+// Backlog reports how many messages wait in the task queue;
+// *dispatch.Backlog implements it.
+type Backlog interface {
+	Visible(ctx context.Context) (int, error)
+}
 
 // DLQ is the subset of the SQS client used to drain the dead-letter queue.
 type DLQ interface {
@@ -79,6 +90,17 @@ type Handler struct {
 	DLQBatches int
 	// LookupTimeout bounds one provider Lookup (default 10 s).
 	LookupTimeout time.Duration
+	// Backlog reports the task queue's visible backlog (optional; nil
+	// never defers). While at least BacklogThreshold messages wait there,
+	// the relay does not re-send a queued task: its message is most likely
+	// among them, and a re-send would only queue a duplicate behind the
+	// same backlog (each duplicate later costs a failed claim). The
+	// dispatch deadline still backs off and stays clamped to the age
+	// deadline, so the task is looked at again and parked in time.
+	Backlog Backlog
+	// BacklogThreshold is the visible-message count from which the relay
+	// defers (default DefaultBacklogThreshold).
+	BacklogThreshold int
 	// SideEffects reports whether re-running a step of this kind could
 	// cause a second external side effect. Default: true unless Provider
 	// honours idempotency keys (contract.IdempotencyHonouring).
@@ -87,12 +109,21 @@ type Handler struct {
 
 // Summary is what one run did. It is also the Lambda's response.
 type Summary struct {
-	// Examined counts due tasks read (one GetItem each).
+	// Examined counts due tasks looked at: one GetItem each, except a
+	// queued or retry_wait task within its budgets, whose re-send is
+	// claimed straight from the index entry (see reconcileRef).
 	Examined int `json:"examined"`
 	// Requeued counts running/unknown tasks put back to queued (and sent).
 	Requeued int `json:"requeued"`
 	// Resent counts outbox re-sends of queued/retry_wait tasks.
 	Resent int `json:"resent"`
+	// RelayDeferred counts queued tasks whose re-send was held back
+	// because the task queue had a backlog (their dispatch deadline
+	// backed off without a send).
+	RelayDeferred int `json:"relay_deferred"`
+	// QueueBacklog is the visible backlog the relay saw (-1: not asked,
+	// or the read failed).
+	QueueBacklog int `json:"queue_backlog"`
 	// ExpiredToUnknown counts running tasks with an expired lease moved to
 	// unknown for readback.
 	ExpiredToUnknown int `json:"expired_to_unknown"`
@@ -210,6 +241,11 @@ type run struct {
 	mu       sync.Mutex
 	sum      Summary
 	firstErr error
+
+	// backlogOnce asks Backlog at most once per run, and only when a
+	// queued task is due for a re-send.
+	backlogOnce sync.Once
+	backlog     int
 }
 
 func (h *Handler) newRun(ctx context.Context) *run {
@@ -227,6 +263,7 @@ func (h *Handler) newRun(ctx context.Context) *run {
 	}
 	// Keep the last eighth of the budget for metrics.
 	r.workUntil = r.hardUntil.Add(-r.hardUntil.Sub(r.start) / 8)
+	r.sum.QueueBacklog = -1
 	r.sum.LiveTasks = map[ledger.State]int{}
 	r.sum.OldestAgeSeconds = map[ledger.State]float64{}
 	return r
@@ -361,11 +398,11 @@ func (r *run) walk(ctx context.Context) {
 				examined++
 				sem <- struct{}{}
 				wg.Add(1)
-				go func(id string) {
+				go func(ref ledger.LiveRef) {
 					defer wg.Done()
 					defer func() { <-sem }()
-					r.reconcile(ctx, id)
-				}(ref.TaskID)
+					r.reconcileRef(ctx, ref)
+				}(ref)
 			}
 			// Let this page finish before the next query of the same
 			// stream, so a cursor never races the writes it pages over.

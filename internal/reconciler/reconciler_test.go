@@ -56,6 +56,7 @@ func (b *bundle) handler() *reconciler.Handler {
 	return &reconciler.Handler{
 		Ledger:   b.l,
 		Dispatch: &dispatch.Sender{SQS: b.env.SQS, QueueURL: b.env.Names.TaskQueueURL},
+		Backlog:  &dispatch.Backlog{SQS: b.env.SQS, QueueURL: b.env.Names.TaskQueueURL},
 		DLQ:      b.env.SQS,
 		DLQURL:   b.env.Names.DeadLetterQueueURL,
 		Provider: b.prov,

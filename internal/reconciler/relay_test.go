@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -39,6 +41,90 @@ func TestRelayBacksOffUnderBacklog(t *testing.T) {
 		}
 		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != sends {
 			t.Fatalf("queue holds %d messages, want %d re-sends", len(ids), sends)
+		}
+	})
+}
+
+// TestRelayClaimsFromTheIndexWithoutARead: a due queued task within its
+// budgets is re-sent from its index entry alone — no GetItem — and the
+// second re-send still sees the dispatch count and the age deadline, which
+// proves the by_state projection carries them (moto enforces INCLUDE
+// projections; kumo returns every attribute).
+func TestRelayClaimsFromTheIndexWithoutARead(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		dt := ledger.DefaultDispatchTimeout
+		task := create(t, b, "index-only")
+		for i, gap := range []time.Duration{dt, 2 * dt} {
+			b.clock.Advance(gap + time.Second)
+			e.Counter.Reset()
+			s := handle(t, b.handler())
+			if s.Resent != 1 || s.Examined != 1 {
+				t.Fatalf("re-send %d: summary %+v, want one examined and re-sent", i+1, s)
+			}
+			if n := e.Counter.Calls()["DynamoDB.GetItem"]; n != 0 {
+				t.Fatalf("re-send %d: %d GetItem calls, want none", i+1, n)
+			}
+			if got := get(t, b, task.TaskID); got.Dispatches != i+1 {
+				t.Fatalf("re-send %d: dispatches = %d", i+1, got.Dispatches)
+			}
+		}
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 2 {
+			t.Fatalf("queue holds %d messages, want the 2 re-sends", len(ids))
+		}
+	})
+}
+
+// TestRelayHeldBackByQueueBacklog: while the task queue holds a backlog, a
+// queued task's message is most likely in it, so the relay backs off
+// without a send; once the backlog is gone the next due run re-sends. A
+// task whose age deadline comes first is still parked in time (the backed
+// off deadline is clamped to it).
+func TestRelayHeldBackByQueueBacklog(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		dt := ledger.DefaultDispatchTimeout
+		withThreshold := func(h *reconciler.Handler) { h.BacklogThreshold = 3 }
+		task := create(t, b, "behind-the-backlog")
+		short := create(t, b, "short-lived", func(n *ledger.NewTask) { n.MaxAge = dt + 30*time.Second })
+		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
+		for _, id := range []string{task.TaskID, short.TaskID, task.TaskID} {
+			if err := backlog.Send(ctx, id, "", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		b.clock.Advance(dt + time.Second)
+		s := runTwice(t, b, withThreshold)
+		if got := s[0].RelayDeferred + s[1].RelayDeferred; got != 2 || s[0].Resent+s[1].Resent != 0 {
+			t.Fatalf("with a backlog of 3: summaries %+v, want both tasks held back, none re-sent", s)
+		}
+		if s[0].QueueBacklog != 3 && s[1].QueueBacklog != 3 {
+			t.Fatalf("queue backlog seen: %d / %d, want 3", s[0].QueueBacklog, s[1].QueueBacklog)
+		}
+		got := get(t, b, task.TaskID)
+		if got.Dispatches != 1 || got.DueAt != b.clock.Now().Add(2*dt).UnixMilli() {
+			t.Fatalf("held back task: dispatches %d, due in %v; want 1 and %v", got.Dispatches,
+				time.UnixMilli(got.DueAt).Sub(b.clock.Now()), 2*dt)
+		}
+		if sh := get(t, b, short.TaskID); sh.DueAt != sh.DeadlineMs {
+			t.Fatalf("short-lived task: due_at %d, want its age deadline %d", sh.DueAt, sh.DeadlineMs)
+		}
+
+		// The backlog is consumed; the short-lived task's deadline passes.
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 3 {
+			t.Fatalf("drained %d messages, want the 3 of the backlog", len(ids))
+		}
+		b.clock.Advance(2*dt + time.Second)
+		s = runTwice(t, b, withThreshold)
+		if got := s[0].Resent + s[1].Resent; got != 1 {
+			t.Fatalf("without a backlog: summaries %+v, want exactly one re-send", s)
+		}
+		if got := s[0].Parked + s[1].Parked; got != 1 || get(t, b, short.TaskID).State != ledger.StateNeedsReview {
+			t.Fatalf("short-lived task not parked at its age deadline: %+v", s)
+		}
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
+			t.Fatalf("queue holds %v, want one message for %s", ids, task.TaskID)
 		}
 	})
 }

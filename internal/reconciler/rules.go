@@ -11,6 +11,24 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
+// reconcileRef handles one due index entry. A queued or retry_wait task
+// within its budgets needs no read: the relay's ClaimDispatch is
+// conditioned on the state, due_at and dispatch count the entry carries, so
+// an entry the eventually consistent index has not caught up with loses the
+// condition and costs nothing (under a backlog every queued task comes due
+// again and again; a GetItem each would double what the relay costs).
+// Everything else is read consistently first.
+func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
+	if t, ok := ref.RelayTask(); ok {
+		if budgetLeft, _ := t.BudgetLeft(r.now); budgetLeft {
+			r.count(func(s *Summary) { s.Examined++ })
+			r.relay(ctx, t)
+			return
+		}
+	}
+	r.reconcile(ctx, ref.TaskID)
+}
+
 // reconcile reads one due task consistently and applies the rule of the
 // state it is in now (the index is eventually consistent and other actors
 // move tasks all the time).
@@ -207,6 +225,7 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		r.raced()
 		return
 	}
+	deferred := t.State == ledger.StateQueued && r.queueBacklogged(ctx)
 	u, won, err := h.Ledger.ClaimDispatch(ctx, t)
 	switch {
 	case err != nil:
@@ -215,11 +234,37 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	case !won:
 		r.raced() // another reconciler (or a claim) got there first
 		return
+	case deferred:
+		// The deadline backed off (and stays clamped to the age
+		// deadline); the message is most likely in the backlog.
+		r.count(func(s *Summary) { s.RelayDeferred++ })
+		r.log.DebugContext(ctx, "reconciler: re-send held back by the queue backlog", "task_id", t.TaskID, "dispatches", u.Dispatches)
+		return
 	}
 	if r.send(ctx, u) {
 		r.count(func(s *Summary) { s.Resent++ })
 		r.log.InfoContext(ctx, "reconciler: dispatch re-sent", "task_id", t.TaskID, "state", t.State, "dispatches", u.Dispatches)
 	}
+}
+
+// queueBacklogged reports whether the task queue holds at least
+// BacklogThreshold visible messages, asking SQS once per run. A failed read
+// counts as no backlog: re-sending is the safe default.
+func (r *run) queueBacklogged(ctx context.Context) bool {
+	h := r.h
+	if h.Backlog == nil {
+		return false
+	}
+	r.backlogOnce.Do(func() {
+		n, err := h.Backlog.Visible(ctx)
+		if err != nil {
+			r.log.WarnContext(ctx, "reconciler: queue backlog unknown; re-sending as usual", "error", err.Error())
+			return
+		}
+		r.backlog = n
+		r.count(func(s *Summary) { s.QueueBacklog = n })
+	})
+	return r.backlog >= intOr(h.BacklogThreshold, DefaultBacklogThreshold)
 }
 
 // send enqueues the task's message. A failed send leaves the task queued

@@ -197,6 +197,25 @@ type LiveRef struct {
 	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
 	Kind          string `dynamodbav:"kind"`
 	CorrelationID string `dynamodbav:"correlation_id"`
+	// Dispatches is the outbox re-send count (absent: 0).
+	Dispatches int `dynamodbav:"dispatches"`
+}
+
+// RelayTask returns the entry as the partial task the outbox relay needs
+// (ClaimDispatch and the budget check: state, due_at, dispatches, attempts,
+// max_attempts, deadline_ms, correlation_id), for a queued or retry_wait
+// entry that carries its age deadline; ok=false otherwise (read the task).
+// The index is eventually consistent: ClaimDispatch's condition is what
+// makes acting on a stale entry harmless.
+func (r LiveRef) RelayTask() (*Task, bool) {
+	if (r.State != StateQueued && r.State != StateRetryWait) || r.DeadlineMs <= 0 {
+		return nil, false
+	}
+	return &Task{
+		TaskID: r.TaskID, State: r.State, DueAt: r.DueAt, Dispatches: r.Dispatches,
+		AssignmentVersion: r.AssignmentVersion, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		DeadlineMs: r.DeadlineMs, BudgetStartMs: r.BudgetStartMs, Kind: r.Kind, CorrelationID: r.CorrelationID,
+	}, true
 }
 
 // LiveQuery selects one shard of one live state.
