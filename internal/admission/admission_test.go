@@ -200,6 +200,12 @@ func TestWindowItemShape(t *testing.T) {
 				t.Fatalf("window item carries %s: it would enter the by_state index or look like a task", a)
 			}
 		}
+		// 1 write unit per admit: the item (an upper bound of DynamoDB's
+		// size rules: names plus value text) stays under 1 KB, even with a
+		// 256-byte model id.
+		if n := sizeUpperBound(out.Item) + 256; n >= 1024 {
+			t.Fatalf("window item is up to %d bytes: an admit would cost more than 1 write unit", n)
+		}
 	})
 }
 
@@ -307,3 +313,22 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// sizeUpperBound over-estimates an item's DynamoDB size: attribute names
+// plus the text of S and N values (a number is stored in fewer bytes than
+// its digits).
+func sizeUpperBound(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			n += len(v.Value)
+		case *types.AttributeValueMemberN:
+			n += len(v.Value) + 1
+		default:
+			n += 1024 // unexpected type: fail the bound
+		}
+	}
+	return n
+}

@@ -94,6 +94,10 @@ func TestConcurrentReservesNeverOverspend(t *testing.T) {
 		if s.ReservedTokens != 9000 || s.ReservedCost != 600_000 || s.Spent.Tokens() != 0 {
 			t.Fatalf("state %+v, want 9000 tokens / 600000 micros reserved", s)
 		}
+		// Six reservations in flight: still 1 write unit per Reserve/Settle.
+		if n := sizeUpperBound(b.item(t, "spend#t_chainroot")); n >= 1024 {
+			t.Fatalf("budget item is up to %d bytes: more than 1 write unit per write", n)
+		}
 	})
 }
 
@@ -211,4 +215,22 @@ func TestLostRepliesReserveAndSettleOnce(t *testing.T) {
 			t.Fatalf("stored %+v", got)
 		}
 	})
+}
+
+// sizeUpperBound over-estimates an item's DynamoDB size: attribute names
+// plus the text of S and N values.
+func sizeUpperBound(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			n += len(v.Value)
+		case *types.AttributeValueMemberN:
+			n += len(v.Value) + 1
+		default:
+			n += 1024
+		}
+	}
+	return n
 }
