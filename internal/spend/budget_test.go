@@ -234,3 +234,45 @@ func sizeUpperBound(item map[string]types.AttributeValue) int {
 	}
 	return n
 }
+
+// TestConcurrentReservesWithLostRepliesCountOnce: lost replies during
+// concurrent reserves neither overspend nor double-reserve.
+func TestConcurrentReservesWithLostRepliesCountOnce(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		rates := faultinject.Rates{Seed: 14, Rules: []faultinject.Rule{{Service: "DynamoDB", Operation: "UpdateItem", Kind: faultinject.LostReply, Rate: 0.5}}}
+		b := setup(t, e, rates)
+		budget := spend.Budget{MaxTokens: 1000}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		ok, exhausted := 0, 0
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := b.acct.Reserve(context.Background(), "t_lr", budget, spend.Reservation{ID: fmt.Sprintf("t_lr.%d", i), Tokens: 100})
+				mu.Lock()
+				defer mu.Unlock()
+				var be *spend.BudgetExhaustedError
+				switch {
+				case err == nil:
+					ok++
+				case errors.As(err, &be):
+					exhausted++
+				default:
+					t.Errorf("reserve: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if b.inj.Total(faultinject.LostReply) == 0 {
+			t.Fatal("no lost reply injected: the test proves nothing")
+		}
+		s, err := b.acct.Get(context.Background(), "t_lr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != 10 || exhausted != 10 || s.ReservedTokens != 1000 {
+			t.Fatalf("reserved %d, exhausted %d, stored %d tokens; want 10, 10, 1000 (each counted once)", ok, exhausted, s.ReservedTokens)
+		}
+	})
+}
