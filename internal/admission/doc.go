@@ -47,7 +47,7 @@
 //
 // # Lost replies and the bound
 //
-// An Admit whose reply is lost (timeout, [faultinject.LostReply]) may or
+// An Admit whose reply is lost (a timeout; internal/faultinject's LostReply in tests) may or
 // may not have counted. It is retried (at most Config.MaxAttempts writes in
 // all) with the SAME nonce and the condition "last_nonce <> :nonce"; if that
 // condition is what failed, the returned (or consistently re-read) item

@@ -69,6 +69,9 @@ func (q *Quotas) today() (day string, next time.Time, now time.Time) {
 // time to the next UTC day. It writes nothing (one consistent GetItem), so
 // a refused submit changes nothing.
 func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
+	if want < 0 {
+		return fmt.Errorf("spend: negative quota want %d", want)
+	}
 	day, next, now := q.today()
 	item, err := getItem(ctx, q.c.DB, q.c.Table, QuotaItemKey(scope, day))
 	if err != nil {

@@ -47,6 +47,9 @@ func TestDailyQuota(t *testing.T) {
 		if err := q.Check(ctx, "alice", 0); err != nil {
 			t.Fatalf("next day: %v", err)
 		}
+		if err := q.Check(ctx, "alice", -1); err == nil || errors.As(err, &qe) {
+			t.Fatalf("negative want: %v, want a plain error", err)
+		}
 		if key := spend.QuotaItemKey("alice", "2026-12-01"); len(key) != len("quota#")+26+len("#2026-12-01") {
 			t.Fatalf("key %q", key)
 		}
