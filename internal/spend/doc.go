@@ -1,0 +1,76 @@
+// Package spend is spend accounting: a per-model price table from
+// configuration, the cost of a usage, budget reservation for a task or a
+// regenerate chain, and a per-caller daily quota (issue 14, DESIGN §13; not
+// yet wired into the submit handler or the worker).
+//
+// # Money
+//
+// Money is integer micro-dollars ([Micros]); prices are micro-dollars per
+// million tokens, parsed exactly from plain decimals ([ParseUSD]); the cost
+// of a usage is rounded UP to the micro-dollar. No float is ever summed.
+//
+// # Configuration
+//
+// [ParseConfig] reads, strictly (unknown fields, missing or negative prices,
+// exponents, more than 6 decimals and trailing data are [*ConfigError]):
+//
+//	{"models": {"<model id>": {"input_usd_per_mtok": 3, "output_usd_per_mtok": 15}},
+//	 "daily_quota": {"usd": 25}}      // or {"tokens": 2000000}; optional
+//
+// A model not in the table is [*UnknownModelError]: the call cannot be
+// priced, so it is not made.
+//
+// # Budgets
+//
+// A budget ({max_total_tokens, max_cost_usd}; a zero dimension is
+// unlimited) is kept on one item of the tasks table keyed
+// "spend#<task id or regenerate chain root id>" — never a task id ("t_..."),
+// never in the by_state index (no state_shard/due_at), with a TTL
+// (expires_at, refreshed on every write, 8 days: longer than the tasks'
+// 7-day retention). Attributes: used_tokens/used_micros (spent + reserved),
+// spent_input_tokens, spent_output_tokens, spent_micros, max_tokens,
+// max_micros, and one rsv_<hash of the reservation id> per attempt in
+// flight. Budgets are separate items rather than attributes on the task so
+// a chain's budget is shared by all its tasks and the hot task item stays
+// small (DESIGN §12).
+//
+//   - [Accountant.Reserve] before a provider call: ONE conditional
+//     UpdateItem adds the call's maximum (input + max output tokens, priced)
+//     if used + reservation <= max on every limited dimension. Concurrent
+//     attempts therefore can never together reserve beyond the budget.
+//     Refusal is [*BudgetExhaustedError] with spent, reserved, remaining and
+//     the refused reservation (the facts for a budget_exhausted review).
+//   - [Accountant.Settle] after it, with the provider's reported usage: ONE
+//     conditional UpdateItem replaces the reservation by the actual usage.
+//     Real spend is always recorded; an attempt whose outcome is unknown is
+//     settled at its full reservation (the provider may have charged).
+//
+// Both are idempotent per reservation id (the task id and its assignment
+// version, unique per attempt): a retry after a lost reply, or a redelivered
+// message, finds its own rsv_ attribute (or its absence, for Settle) and
+// changes nothing; ambiguous failures are retried up to MaxAttempts writes.
+//
+// The bound: spent + reserved <= max holds at every Reserve, so overspend
+// is zero while each call's usage stays within its reservation (the
+// provider enforces max output tokens). A provider reporting more than was
+// reserved overshoots by that excess for that one call; the next Reserve is
+// then refused. A crashed worker's reservation stays counted (the safe side)
+// until the attempt is settled.
+//
+// # Daily quota
+//
+// [Quotas] keeps "quota#<26 base32 chars of SHA-256(scope)>#<YYYY-MM-DD>"
+// (UTC day; the scope hashed so any caller identity makes a short key;
+// TTL two days after the day). [Quotas.Check] is one consistent GetItem and
+// writes nothing: over quota is [*QuotaExceededError] with RetryAfter to
+// the next UTC day (a 429 with Retry-After at submit). [Quotas.Add] records a
+// settled call's usage (tokens or micro-dollars, per the configuration) with
+// one unconditional UpdateItem, not retried. The quota is a soft daily cap:
+// tasks accepted before it filled may overrun it by what they use.
+//
+// # Calls per provider call
+//
+// Reserve 1 UpdateItem + Settle 1 UpdateItem (+ Quotas.Add 1 UpdateItem when
+// a quota is configured), each 1 write unit while the item is under 1 KB
+// (a handful of reservations in flight). Submit: 1 GetItem (0.5 read unit).
+package spend

@@ -1,0 +1,63 @@
+package spend
+
+import (
+	"fmt"
+	"time"
+)
+
+// ConfigError is a problem in the spend configuration document. Field is
+// the JSON path ("models.m1.input_usd_per_mtok"), "" for the whole document.
+type ConfigError struct{ Field, Problem string }
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return "spend: config: " + e.Problem
+	}
+	return fmt.Sprintf("spend: config %s: %s", e.Field, e.Problem)
+}
+
+// UnknownModelError says the price table has no price for the model: the
+// call cannot be priced, so it must not be made (a configuration problem,
+// park it as provider_config rather than retry).
+type UnknownModelError struct{ Model string }
+
+func (e *UnknownModelError) Error() string {
+	return fmt.Sprintf("spend: no price configured for model %q", e.Model)
+}
+
+// BudgetExhaustedError says a reservation does not fit the budget: what was
+// spent, what is reserved by attempts in flight, what remains, and what the
+// refused call needed — the facts for a budget_exhausted review item.
+type BudgetExhaustedError struct {
+	Key    string
+	Budget Budget
+	State  State
+	Wanted Reservation
+}
+
+func (e *BudgetExhaustedError) Error() string {
+	rt, rc := e.State.Remaining(e.Budget)
+	return fmt.Sprintf("spend: budget %s exhausted: spent %d tokens / $%s, reserved %d tokens / $%s, remaining %d tokens / $%s; the call needs %d tokens / $%s",
+		e.Key, e.State.Spent.Tokens(), e.State.Spent.Cost, e.State.ReservedTokens, e.State.ReservedCost,
+		rt, rc, e.Wanted.Tokens, e.Wanted.Cost)
+}
+
+// QuotaExceededError says a caller's daily quota is used up. RetryAfter is
+// the time to the next UTC day (round it up to whole seconds for the
+// Retry-After header: RetryAfterSeconds).
+type QuotaExceededError struct {
+	Day         string
+	Unit        Unit
+	Used, Limit int64
+	RetryAfter  time.Duration
+}
+
+func (e *QuotaExceededError) Error() string {
+	return fmt.Sprintf("spend: daily quota exceeded for %s: used %d of %d %s; retry after %ds", e.Day, e.Used, e.Limit, e.Unit, e.RetryAfterSeconds())
+}
+
+// RetryAfterSeconds is RetryAfter rounded up to whole seconds (at least 1).
+func (e *QuotaExceededError) RetryAfterSeconds() int64 {
+	s := int64((e.RetryAfter + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
