@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,12 @@ type Options struct {
 	// AllowedOrigins is the submit API's CORS allow-list (empty: none; the
 	// page at "/" is same-origin).
 	AllowedOrigins []string
+	// TaskIDKey is the server secret task ids are derived with (see
+	// ledger.Config.IDKey). Empty: a random key for this process — ids are
+	// stable while it runs and the embedded emulator forgets everything on
+	// exit; with an external endpoint that keeps its tables, set one (make
+	// run: TASK_ID_KEY), or a replay after a restart becomes a new task.
+	TaskIDKey ledger.SecretKey
 	// Progress receives human progress lines (nil: discard).
 	Progress io.Writer
 	// Log receives the handlers' structured logs (nil: discard).
@@ -194,7 +201,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable})
+	idKey := o.TaskIDKey
+	if len(idKey) == 0 {
+		idKey = make(ledger.SecretKey, ledger.MinIDKeyBytes)
+		if _, err := rand.Read(idKey); err != nil {
+			return nil, fmt.Errorf("local: task id key: %w", err)
+		}
+	}
+	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, IDKey: idKey})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
