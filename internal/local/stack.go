@@ -219,7 +219,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
 	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins}
-	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log}
+	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log} // Hosts: set once bound
 	lease := o.Lease
 	if lease <= 0 {
 		lease = DefaultLease
@@ -301,6 +301,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	ops.Hosts = opsapi.LoopbackHosts(ln.Addr()) // DNS rebinding: only our own address
 	mux := http.NewServeMux()
 	taskAPI := api.NewHTTPHandler(submit)
 	mux.Handle("/tasks", taskAPI)
