@@ -9,6 +9,7 @@
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
 //	POST /tasks/{id}/cancel       cancel a queued or retry_wait task
 //	OPTIONS on each               CORS preflight
+//	GET  /auth/config             public: how the page signs in (AuthConfig)
 //
 // api/openapi.yaml is the published contract; the tests validate every
 // response the handler gives against it.
@@ -16,8 +17,9 @@
 // # Idempotency
 //
 // A task's id is derived from the caller's scope and the Idempotency-Key
-// (ledger.TaskID), so the ledger's single conditional PutItem is the
-// deduplication. The payload hash is SHA-256 over a canonical JSON form of
+// with a server secret (Ledger.TaskID: HMAC-SHA256 under the deployment's
+// task id key), so the ledger's single conditional PutItem is the
+// deduplication and nobody can compute a task id from a key. The payload hash is SHA-256 over a canonical JSON form of
 // {"input","kind","parent_task_id"}: object keys sorted, no insignificant
 // whitespace, numbers kept as written (json.Number), so key order and
 // whitespace never change it. The same key with the same payload replays the
@@ -31,9 +33,13 @@
 // "jwt:<sub>" for a JWT authorizer, "iam:<userArn or callerId>" for IAM,
 // "lambda:<sub or principalId>" for a Lambda authorizer, and "anonymous" when
 // there is no authorizer (local runs, or a deployment without one). An
-// authorizer context without an identity is 401. Scope is part of the task
-// id, so another caller's task is indistinguishable from a missing one (404)
-// and another caller reusing your key gets their own task.
+// authorizer context without an identity is 401, and so is a request
+// without one when AuthConfig.Mode is jwt or iam (a route left open by
+// mistake). Scope is part of the task id, so another caller's task is
+// indistinguishable from a missing one (404) and another caller reusing
+// your key gets their own task. Without an authorizer (mode none) every
+// caller shares the anonymous scope: the keyed id derivation is what keeps
+// a known key from naming a task, and a 422 never names the task.
 //
 // # Outbox
 //
