@@ -2,7 +2,6 @@ package templatetest
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,166 +12,51 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// noValue is what Ref AWS::NoValue evaluates to.
-type noValueT struct{}
+var noValue = stack.NoValue
 
-var noValue noValueT
-
-// deployment evaluates the template's parameters, conditions and the
-// intrinsics that depend only on them, as CloudFormation would for one
-// set of parameter values. Resource references stay symbolic ("ref:X",
-// "getatt:X.Attr", "sub:..."), which is all the assertions below need.
+// deployment is stack.Values for one set of parameter values, failing the
+// test on an evaluation error. Resource references stay symbolic
+// ("ref:X", "getatt:X.Attr", "sub:..."), which is all the assertions need.
 type deployment struct {
 	t      *testing.T
+	v      *stack.Values
 	params map[string]any
-	conds  map[string]any
-	memo   map[string]bool
 }
 
 func deploy(t *testing.T, tpl *stack.Template, overrides map[string]string) *deployment {
 	t.Helper()
-	d := &deployment{t: t, params: map[string]any{}, conds: tpl.Section("Conditions"), memo: map[string]bool{}}
-	for name, raw := range tpl.Section("Parameters") {
-		p, _ := raw.(map[string]any)
-		v := fmt.Sprint(p["Default"])
-		if p["Default"] == nil {
-			v = ""
-		}
-		if o, ok := overrides[name]; ok {
-			v = o
-		}
-		if p["Type"] == "CommaDelimitedList" {
-			var l []any
-			for _, s := range strings.Split(v, ",") {
-				l = append(l, s)
-			}
-			d.params[name] = l
-			continue
-		}
-		d.params[name] = v
+	v, err := tpl.Values(overrides)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name := range overrides {
-		if _, ok := d.params[name]; !ok {
-			t.Fatalf("no parameter %s", name)
-		}
-	}
-	return d
+	return &deployment{t: t, v: v, params: map[string]any{"AllowedOrigins": v.Param("AllowedOrigins")}}
 }
 
 func (d *deployment) cond(name string) bool {
-	if v, ok := d.memo[name]; ok {
-		return v
+	d.t.Helper()
+	b, err := d.v.Condition(name)
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	c, ok := d.conds[name]
-	if !ok {
-		d.t.Fatalf("no condition %s", name)
-	}
-	v, ok := d.eval(c).(bool)
-	if !ok {
-		d.t.Fatalf("condition %s is not a boolean", name)
-	}
-	d.memo[name] = v
-	return v
+	return b
 }
 
-func (d *deployment) eval(v any) any {
-	switch v := v.(type) {
-	case []any:
-		var out []any
-		for _, x := range v {
-			if e := d.eval(x); e != noValue {
-				out = append(out, e)
-			}
-		}
-		return out
-	case map[string]any:
-		if len(v) != 1 {
-			out := map[string]any{}
-			for k, x := range v {
-				if e := d.eval(x); e != noValue {
-					out[k] = e
-				}
-			}
-			return out
-		}
-		for k, x := range v {
-			args, _ := x.([]any)
-			switch k {
-			case "Ref":
-				name := x.(string)
-				if name == "AWS::NoValue" {
-					return noValue
-				}
-				if p, ok := d.params[name]; ok {
-					return p
-				}
-				return "ref:" + name
-			case "Condition":
-				return d.cond(x.(string))
-			case "Fn::If":
-				if d.cond(args[0].(string)) {
-					return d.eval(args[1])
-				}
-				return d.eval(args[2])
-			case "Fn::Equals":
-				return reflect.DeepEqual(d.eval(args[0]), d.eval(args[1]))
-			case "Fn::Not":
-				return !d.eval(args[0]).(bool)
-			case "Fn::And", "Fn::Or":
-				acc := k == "Fn::And"
-				for _, a := range args {
-					b := d.eval(a).(bool)
-					if k == "Fn::And" {
-						acc = acc && b
-					} else {
-						acc = acc || b
-					}
-				}
-				return acc
-			case "Fn::Contains":
-				return slices.Contains(d.eval(args[0]).([]any), d.eval(args[1]))
-			case "Fn::Join":
-				var parts []string
-				for _, p := range d.eval(args[1]).([]any) {
-					parts = append(parts, fmt.Sprint(p))
-				}
-				return strings.Join(parts, args[0].(string))
-			case "Fn::Select":
-				l, _ := d.eval(args[1]).([]any)
-				i := 0
-				fmt.Sscan(fmt.Sprint(args[0]), &i)
-				if i < len(l) {
-					return l[i]
-				}
-				return fmt.Sprintf("select:%d:%v", i, args[1])
-			case "Fn::GetAtt":
-				return fmt.Sprintf("getatt:%v.%v", args[0], args[1])
-			case "Fn::Sub":
-				return fmt.Sprint("sub:", x)
-			}
-			return map[string]any{k: d.eval(x)}
-		}
+func (d *deployment) eval(x any) any {
+	d.t.Helper()
+	r, err := d.v.Eval(x, nil)
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	return v
+	return r
 }
 
-// ruleFailures evaluates the template's Rules: the AssertDescription of
-// every assertion that fails for this deployment.
 func (d *deployment) ruleFailures(tpl *stack.Template) []string {
-	var out []string
-	for _, name := range slices.Sorted(maps.Keys(tpl.Section("Rules"))) {
-		r := tpl.Section("Rules")[name].(map[string]any)
-		if c, ok := r["RuleCondition"]; ok && !d.eval(c).(bool) {
-			continue
-		}
-		for _, a := range r["Assertions"].([]any) {
-			am := a.(map[string]any)
-			if !d.eval(am["Assert"]).(bool) {
-				out = append(out, fmt.Sprint(am["AssertDescription"]))
-			}
-		}
+	d.t.Helper()
+	f, err := tpl.RuleFailures(d.v)
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	return out
+	return f
 }
 
 var authModes = []string{"jwt", "cognito", "iam", "none"}
