@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/taskledger/taskledger/internal/stack"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
