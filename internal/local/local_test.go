@@ -171,6 +171,10 @@ func TestStackServesPage(t *testing.T) {
 		if !strings.Contains(body, "taskledger local stack") {
 			t.Errorf("placeholder page = %q", body)
 		}
+		// How the page signs in: no authorizer locally, so none.
+		if cfg := getBody(t, b, "/auth/config", http.StatusOK); !strings.Contains(cfg, `"auth_mode":"none"`) {
+			t.Errorf("GET /auth/config = %q", cfg)
+		}
 	})
 	t.Run("webfs", func(t *testing.T) {
 		t.Parallel()

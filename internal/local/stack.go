@@ -306,6 +306,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	taskAPI := api.NewHTTPHandler(submit)
 	mux.Handle("/tasks", taskAPI)
 	mux.Handle("/tasks/", taskAPI)
+	mux.Handle("/auth/config", taskAPI) // public: how the page signs in
 	mux.Handle("/reviews", ops)
 	mux.Handle("/reviews/", ops)
 	mux.Handle("/", pageHandler(o.WebFS))
