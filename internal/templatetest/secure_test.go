@@ -1,7 +1,12 @@
 package templatetest
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -319,5 +324,48 @@ func TestKMSOnlyThroughSecretsManager(t *testing.T) {
 	}
 	if all["ReconcilerFunction"].needs["secretsmanager:GetSecretValue"] != nil {
 		t.Error("the reconciler's code can read a secret again (provider.NewReadback)")
+	}
+}
+
+// SAM's translator (what `sam deploy` and cfn-lint run) keeps the Rules that
+// stop a default deploy, and creates no API besides HttpApi (a function
+// with HttpApi events would get an implicit, unprotected one).
+func TestSAMTransformKeepsRules(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	if err := exec.Command("python3", "-c", "import samtranslator, cfnlint").Run(); err != nil {
+		if os.Getenv("TASKLEDGER_REQUIRE_CFN_LINT") == "1" {
+			t.Fatalf("python3 with samtranslator and cfnlint is required (TASKLEDGER_REQUIRE_CFN_LINT=1): %v", err)
+		}
+		t.Skipf("skipped: python3 with samtranslator and cfnlint (cfn-lint's own dependencies) is not available: %v", err)
+	}
+	out, err := exec.Command("python3", filepath.Join("testdata", "sam_transform.py"), tpl.Path()).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("SAM transform: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var cfn struct {
+		Rules     map[string]any
+		Resources map[string]struct{ Type string }
+	}
+	if err := json.Unmarshal(out, &cfn); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(tpl.Section("Rules"))
+	var wantRules map[string]any
+	_ = json.Unmarshal(want, &wantRules)
+	if len(wantRules) == 0 || !reflect.DeepEqual(cfn.Rules, wantRules) {
+		t.Errorf("transformed Rules = %v, want the template's %v", cfn.Rules, wantRules)
+	}
+	for id, r := range cfn.Resources {
+		if (r.Type == "AWS::ApiGatewayV2::Api" || r.Type == "AWS::ApiGateway::RestApi") && id != "HttpApi" {
+			t.Errorf("the transform created another API, %s (%s): no authorizer protects it", id, r.Type)
+		}
+	}
+	if cfn.Resources["JwtAuthorizer"].Type != "AWS::ApiGatewayV2::Authorizer" {
+		t.Error("the transform lost JwtAuthorizer")
 	}
 }
