@@ -47,15 +47,16 @@ cfn-lint:
 test-go:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-## deps: test dependencies that are not Go modules (browser test): Debian
-## chromium and npm playwright-core (never a browser build of its own)
+## deps: test dependencies that are not Go modules (browser tests): Debian
+## chromium, npm playwright-core (never a browser build of its own) and
+## oauth2-mock-server (the sign-in test's OpenID Connect issuer)
 deps:
 	@if [ -x /usr/bin/chromium ]; then echo "deps: chromium present: $$(/usr/bin/chromium --version 2>/dev/null)"; \
 	else echo "deps: installing Debian chromium (apt-get)"; \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || { echo "deps: apt-get install chromium failed (root needed)" >&2; exit 1; }; fi
 	@command -v node >/dev/null || { echo "deps: node (>= 20) is missing; the browser test needs it" >&2; exit 1; }
-	@if [ -f web/test/node_modules/playwright-core/package.json ]; then echo "deps: web/test/node_modules present"; \
-	else echo "deps: npm ci in web/test (playwright-core from package-lock.json)"; \
+	@if [ -f web/test/node_modules/playwright-core/package.json ] && [ -f web/test/node_modules/oauth2-mock-server/package.json ]; then echo "deps: web/test/node_modules present"; \
+	else echo "deps: npm ci in web/test (playwright-core, oauth2-mock-server from package-lock.json)"; \
 	  cd web/test && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund; fi
 
 ## browser-test: the page in headless chromium against an in-process local stack (screenshots in web/test/screenshots)

@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -86,7 +88,6 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	s, err := local.Start(ctx, local.Options{
 		Addr:           "127.0.0.1:0",
-		WebFS:          web.FS,
 		ReconcileEvery: 500 * time.Millisecond,
 		StatusEvery:    -1,
 		// The embedded emulator's state is shared by the process: fresh
@@ -191,6 +192,121 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
+// TestBrowserSignIn drives the page's OpenID Connect sign-in in headless
+// Chromium: web/test/signin.mjs starts a local issuer from npm
+// (oauth2-mock-server), this test starts the local stack with its emulated
+// API Gateway JWT authorizer pointed at that issuer, and the script signs
+// two users in, submits, reads across users, and presents an expired
+// token. The ledger then shows the tasks under each user's own scope.
+func TestBrowserSignIn(t *testing.T) {
+	t.Parallel()
+	node := needBrowser(t)
+	if _, err := os.Stat(filepath.Join("test", "node_modules", "oauth2-mock-server", "package.json")); err != nil {
+		missing(t, "web/test/node_modules/oauth2-mock-server not installed (cd web/test && npm ci)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	shots, err := filepath.Abs(filepath.Join("test", "screenshots"))
+	if v := os.Getenv("TASKLEDGER_SCREENSHOTS"); v != "" {
+		shots, err = filepath.Abs(v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "signin.mjs"), shots)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start signin.mjs: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	out := bufio.NewReader(stdoutPipe)
+	first, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("signin.mjs printed no issuer line (%v); stderr:\n%s", err, stderr.String())
+	}
+	var iss struct {
+		Issuer   string `json:"issuer"`
+		ClientID string `json:"client_id"`
+	}
+	if err := json.Unmarshal([]byte(first), &iss); err != nil || iss.Issuer == "" || iss.ClientID == "" {
+		t.Fatalf("issuer line %q: %v", first, err)
+	}
+
+	s, err := local.Start(ctx, local.Options{
+		Addr:           "127.0.0.1:0",
+		ReconcileEvery: 500 * time.Millisecond,
+		StatusEvery:    -1,
+		Prefix:         testenv.UniquePrefix(),
+		OIDCIssuer:     iss.Issuer,
+		OIDCAudience:   []string{iss.ClientID},
+	})
+	if err != nil {
+		t.Fatalf("local.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("stack Close: %v", err)
+		}
+	})
+	if _, err := io.WriteString(stdin, s.URL+"\n"); err != nil {
+		t.Fatalf("write stack URL: %v", err)
+	}
+	_ = stdin.Close()
+
+	rest, _ := io.ReadAll(out)
+	runErr := cmd.Wait()
+	t.Logf("signin.mjs stderr:\n%s", stderr.String())
+	rep := parseReport(t, rest)
+	for _, st := range rep.Steps {
+		t.Logf("step %-80q ok=%t %5dms %s", st.Name, st.OK, st.MS, clip(string(st.Detail), 400))
+	}
+	if runErr != nil || !rep.OK {
+		t.Fatalf("sign-in browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
+	}
+	for _, e := range rep.Errors {
+		t.Logf("browser console: %s", e)
+	}
+	if len(rep.Screenshots) < 3 {
+		t.Errorf("screenshots: %v, want the signed-out, signed-in and second-user pages", rep.Screenshots)
+	}
+	t.Logf("screenshots: %s", strings.Join(rep.Screenshots, " "))
+
+	// The ledger: each user's task under their own JWT scope, and nothing
+	// from the refused requests.
+	for user, want := range map[string]ledger.State{"alice": ledger.StateCompleted, "bob": ""} {
+		id := rep.Tasks[user]
+		task, err := s.Ledger.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("%s's task %q: %v", user, id, err)
+		}
+		if task.Scope != "jwt:"+user {
+			t.Errorf("%s's task scope = %q, want jwt:%s", user, task.Scope, user)
+		}
+		if want != "" && task.State != want {
+			t.Errorf("%s's task state = %s, want %s", user, task.State, want)
+		}
+	}
+	n, err := s.DDB.Scan(ctx, &dynamodb.ScanInput{TableName: &s.Names.TasksTable, Select: types.SelectCount, ConsistentRead: ptr(true)})
+	if err != nil {
+		t.Fatalf("scan tasks: %v", err)
+	}
+	if n.Count != 2 {
+		t.Errorf("tasks table holds %d tasks, want 2 (alice's and bob's; the refused requests wrote nothing)", n.Count)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func parseReport(t *testing.T, stdout []byte) report {
@@ -254,8 +370,10 @@ func TestFS(t *testing.T) {
 		case ref == "#" || strings.HasPrefix(ref, "data:"):
 		case strings.Contains(ref, ":") || strings.HasPrefix(ref, "//"):
 			t.Errorf("index.html loads %q from the network", ref)
+		case !strings.HasPrefix(ref, "static/"):
+			t.Errorf("index.html references %q: the API serves the page's files under static/ only", ref)
 		default:
-			if _, err := fs.Stat(web.FS, ref); err != nil {
+			if _, err := fs.Stat(web.FS, strings.TrimPrefix(ref, "static/")); err != nil {
 				t.Errorf("index.html references %q: %v", ref, err)
 			}
 		}

@@ -1,8 +1,12 @@
 // Package web is the browser page of taskledger: plain HTML, JavaScript and
 // CSS with no framework, no build step and no network loads of its own,
-// embedded in the binary as [FS] and served at "/" by the local stack
-// (internal/local). The same files can be hosted anywhere (an S3 bucket, a
-// static site) and pointed at a deployed API.
+// embedded in the binary as [FS] and served by the submit handler
+// (internal/api) at "/" (index.html) and "/static/{file}" — deployed, on the
+// API's own routes (same origin: no CORS), and locally by the local stack
+// (internal/local), with a strict Content-Security-Policy. index.html
+// names its files as static/…, relative, so a stage path prefix works. The
+// same files can be hosted anywhere (an S3 bucket, a static site) and
+// pointed at a deployed API.
 //
 // # Model
 //
@@ -24,6 +28,19 @@
 //     is terminal or parked (needs_review), with attempts, result, last
 //     error, receipt and review block; Regenerate (a new task linked to its
 //     parent, with its own key) and Cancel (409 explained).
+//   - Sign-in: GET /auth/config names the API's auth mode. In "jwt" the
+//     page signs in with OpenID Connect, authorization code + PKCE (S256)
+//     against the issuer's discovery document, state and nonce checked, no
+//     client secret; the redirect URI is the page's URL without query. The
+//     tokens stay in sessionStorage (never localStorage); every API call
+//     sends Authorization: Bearer with the access token when it is a JWT
+//     naming the client (aud, or client_id as in Cognito access tokens),
+//     else the ID token — the token API Gateway's JWT authorizer accepts
+//     with audience = client id. A 401 sends the user to sign in again
+//     (except right after a sign-in: then the API's issuer or audience is
+//     wrong, and the page says so). Sign out forgets the tokens in this
+//     tab. In "none" a banner says the API is open to anyone; in "iam" the
+//     page says it cannot sign requests. The task list is kept per user.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -32,7 +49,11 @@
 // building) is in static/lib.js and unit-tested with node's test runner
 // (web/test/lib.test.mjs); the page as a whole is tested in headless
 // Chromium driven by playwright-core (web/test/browser.mjs, run by
-// browser_test.go against an in-process local stack).
+// browser_test.go against an in-process local stack). The sign-in flow is
+// tested the same way (web/test/signin.mjs, TestBrowserSignIn) against an
+// OpenID Connect issuer from npm (oauth2-mock-server) and the local stack's
+// emulated JWT authorizer: two users, the 404 across them, 401 for garbage,
+// expired and wrong-audience tokens, re-sign-in after a 401, sign out.
 //
 // Task text is written to the DOM only as text (never as HTML) and never to
 // the URL or to web storage; only task ids and states are remembered, in

@@ -15,12 +15,21 @@
 //	RECONCILE_EVERY      the reconciler's period (default: the template's schedule), e.g. 10s
 //	TASKLEDGER_PREFIX    resource name prefix (default taskledger-local)
 //
+// Sign-in (default: none — no authorizer, every caller is anonymous):
+//
+//	TASKLEDGER_OIDC_ISSUER     an OpenID Connect issuer URL: /tasks… then require a bearer JWT
+//	                           of that issuer, checked like API Gateway's JWT authorizer
+//	TASKLEDGER_OIDC_AUDIENCE   the authorizer's audience, comma-separated (the app client id)
+//	TASKLEDGER_OIDC_CLIENT_ID  the client id the page signs in with (default: the first audience)
+//	TASKLEDGER_OIDC_SCOPES     scopes the page asks for (default "openid email profile")
+//
 // It stops cleanly on Ctrl-C or SIGTERM; a second signal exits at once.
 package main
 
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,7 +42,6 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
-	"github.com/taskledger/taskledger/web"
 )
 
 func main() {
@@ -80,8 +88,14 @@ func options() (local.Options, error) {
 		Progress:       os.Stdout,
 		Log:            logging.New(os.Stderr, level),
 		Prefix:         os.Getenv("TASKLEDGER_PREFIX"),
-		WebFS:          web.FS,
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
+		OIDCIssuer:     strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_ISSUER")),
+		OIDCAudience:   api.ParseOrigins(os.Getenv("TASKLEDGER_OIDC_AUDIENCE")),
+		OIDCClientID:   strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_CLIENT_ID")),
+		OIDCScopes:     strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_SCOPES")),
+	}
+	if err := oidcOptions(o); err != nil {
+		return o, err
 	}
 	if err := o.Provider.Validate(); err != nil {
 		return o, err
@@ -109,6 +123,25 @@ func options() (local.Options, error) {
 	return o, nil
 }
 
+// oidcOptions checks the sign-in settings: an issuer needs an audience,
+// and the other settings mean nothing without an issuer.
+func oidcOptions(o local.Options) error {
+	if o.OIDCIssuer == "" {
+		if len(o.OIDCAudience) > 0 || o.OIDCClientID != "" || o.OIDCScopes != "" {
+			return fmt.Errorf("TASKLEDGER_OIDC_AUDIENCE, _CLIENT_ID and _SCOPES need TASKLEDGER_OIDC_ISSUER (the issuer URL)")
+		}
+		return nil
+	}
+	u, err := url.Parse(o.OIDCIssuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("TASKLEDGER_OIDC_ISSUER=%q: want the issuer's http(s) URL, exactly as its tokens' iss claim names it", o.OIDCIssuer)
+	}
+	if len(o.OIDCAudience) == 0 {
+		return fmt.Errorf("TASKLEDGER_OIDC_ISSUER is set but TASKLEDGER_OIDC_AUDIENCE is empty: name the app client id the tokens are issued to")
+	}
+	return nil
+}
+
 func banner(st *local.Stack, o local.Options) {
 	emu := st.Endpoint + "  (external)"
 	if st.Embedded {
@@ -127,6 +160,7 @@ func banner(st *local.Stack, o local.Options) {
 		"",
 		"taskledger local stack is up",
 		"  page        " + st.URL + "/",
+		"  sign-in     " + authLine(st.Auth),
 		"  task API    " + st.URL + "/tasks      operator API " + st.URL + "/reviews",
 		"  emulator    " + emu,
 		"  tables      " + st.Names.TasksTable + ", " + st.Names.ReviewTable,
@@ -145,6 +179,13 @@ func banner(st *local.Stack, o local.Options) {
 		"Ctrl-C stops everything. Progress:",
 	}
 	fmt.Println(strings.Join(lines, "\n"))
+}
+
+func authLine(a api.AuthConfig) string {
+	if a.Mode != "jwt" {
+		return "none — no authorizer: the API is open to anyone who can reach  this port (set TASKLEDGER_OIDC_ISSUER to require sign-in)"
+	}
+	return "jwt — issuer " + a.Issuer + ", client id " + a.ClientID + " (emulated API Gateway JWT authorizer on /tasks)"
 }
 
 // queueName is the last path element of a queue URL.

@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/local"
 )
 
 // lines collects a process's output and reports when a line matches.
@@ -151,5 +154,28 @@ func TestBinaryRunsAndStopsOnInterrupt(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/"); err == nil {
 		t.Errorf("%s still answers after exit", base)
+	}
+}
+
+func TestOIDCOptions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env     map[string]string
+		wantErr string
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"TASKLEDGER_OIDC_ISSUER": "https://idp.example", "TASKLEDGER_OIDC_AUDIENCE": "c1"}, ""},
+		{map[string]string{"TASKLEDGER_OIDC_ISSUER": "https://idp.example"}, "TASKLEDGER_OIDC_AUDIENCE is empty"},
+		{map[string]string{"TASKLEDGER_OIDC_AUDIENCE": "c1"}, "need TASKLEDGER_OIDC_ISSUER"},
+		{map[string]string{"TASKLEDGER_OIDC_ISSUER": "idp.example", "TASKLEDGER_OIDC_AUDIENCE": "c1"}, "want the issuer's http(s) URL"},
+	} {
+		o := local.Options{
+			OIDCIssuer:   tc.env["TASKLEDGER_OIDC_ISSUER"],
+			OIDCAudience: api.ParseOrigins(tc.env["TASKLEDGER_OIDC_AUDIENCE"]),
+		}
+		err := oidcOptions(o)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%v: error %v, want %q", tc.env, err, tc.wantErr)
+		}
 	}
 }

@@ -6,8 +6,12 @@
 //
 // Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required);
 // LEASE_SECONDS (the claim's lease, default 30; the heartbeat runs every
-// third of it); PROVIDER and PROVIDER_* (see internal/provider); LOG_LEVEL
-// (debug|info|warn|error).
+// third of it); WORKER_CONCURRENCY (records of a batch processed at once,
+// default worker.DefaultConcurrency; keep it at least the event source's
+// BatchSize); PROVIDER and PROVIDER_* (see internal/provider; PROVIDER_TIMEOUT
+// is the call timeout the worker admits records by); LOG_LEVEL
+// (debug|info|warn|error). template.yaml sets them as one arithmetic
+// (README "Timing").
 package main
 
 import (
@@ -47,6 +51,14 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		}
 		lease = time.Duration(n) * time.Second
 	}
+	concurrency := worker.DefaultConcurrency
+	if v := os.Getenv("WORKER_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return nil, fmt.Errorf("WORKER_CONCURRENCY=%q: want an integer from 1 to 1000", v)
+		}
+		concurrency = n
+	}
 	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -58,12 +70,13 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		return nil, err
 	}
 	return &worker.Handler{
-		Ledger:   b.Ledger,
-		Provider: p,
-		SQS:      awsclient.SQS(b.AWS),
-		QueueURL: b.TaskQueueURL,
-		Policy:   retrypolicy.Default(),
-		Lease:    lease,
-		Metrics:  metrics.NewWriter(os.Stdout),
+		Ledger:      b.Ledger,
+		Provider:    p,
+		SQS:         awsclient.SQS(b.AWS),
+		QueueURL:    b.TaskQueueURL,
+		Policy:      retrypolicy.Default(),
+		Lease:       lease,
+		Concurrency: concurrency,
+		Metrics:     metrics.NewWriter(os.Stdout),
 	}, nil
 }

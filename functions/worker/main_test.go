@@ -16,6 +16,8 @@ func TestBuild(t *testing.T) {
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
 	t.Setenv("PROVIDER", "")
 	t.Setenv("LEASE_SECONDS", "45")
+	t.Setenv("WORKER_CONCURRENCY", "7")
+	t.Setenv("PROVIDER_TIMEOUT", "90")
 	h, err := build(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -23,15 +25,26 @@ func TestBuild(t *testing.T) {
 	if h.Lease != 45*time.Second || h.QueueURL != "http://127.0.0.1:1/000000000000/q" || h.SQS == nil || h.Metrics == nil {
 		t.Fatalf("handler %+v", h)
 	}
+	if h.Concurrency != 7 {
+		t.Fatalf("concurrency %d, want WORKER_CONCURRENCY=7", h.Concurrency)
+	}
+	if c, ok := h.Provider.(interface{ CallTimeout() time.Duration }); !ok || c.CallTimeout() != 90*time.Second {
+		t.Fatalf("provider %T does not declare PROVIDER_TIMEOUT=90 as its call timeout", h.Provider)
+	}
 	if h.Provider.Name() != simulated.Name {
 		t.Fatalf("provider %s, want the simulated default", h.Provider.Name())
 	}
 
-	for env, want := range map[string]string{"LEASE_SECONDS": "LEASE_SECONDS", "TASKS_TABLE": "TASKS_TABLE", "PROVIDER": "PROVIDER"} {
+	for env, want := range map[string]string{"LEASE_SECONDS": "LEASE_SECONDS", "TASKS_TABLE": "TASKS_TABLE", "PROVIDER": "PROVIDER",
+		"WORKER_CONCURRENCY": "WORKER_CONCURRENCY", "PROVIDER_TIMEOUT": "PROVIDER_TIMEOUT"} {
 		t.Run(env, func(t *testing.T) {
 			switch env {
 			case "LEASE_SECONDS":
 				t.Setenv(env, "1")
+			case "WORKER_CONCURRENCY":
+				t.Setenv(env, "0")
+			case "PROVIDER_TIMEOUT":
+				t.Setenv(env, "soon")
 			case "PROVIDER":
 				t.Setenv(env, "nonsense")
 			default:

@@ -78,34 +78,9 @@ type authConfigBody struct {
 	AuthorizationEndpoint string `json:"authorization_endpoint"`
 }
 
-// authConfigPath is the public route the page reads before it signs in (no
-// authorizer in front of it; see template.yaml).
-const authConfigPath = "/auth/config"
-
-// isAuthConfig reports whether req is for GET (or HEAD, or a misdirected
-// method on) /auth/config, less a named stage.
-func isAuthConfig(req *events.APIGatewayV2HTTPRequest) bool {
-	if req.RouteKey == "GET "+authConfigPath {
-		return true
-	}
-	path := req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
-	}
-	if st := req.RequestContext.Stage; st != "" && st != "$default" {
-		path = strings.TrimPrefix(path, "/"+st)
-	}
-	return path == authConfigPath
-}
-
-// authConfig answers GET /auth/config with public settings only.
-func (h *Handler) authConfig(method string) events.APIGatewayV2HTTPResponse {
-	if method != http.MethodGet {
-		p := newProblem(TypeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
-			fmt.Sprintf("%s is not supported on %s.", clip(method, 16), authConfigPath))
-		p.allow = []string{http.MethodGet}
-		return p.response()
-	}
+// authConfig answers GET /auth/config (servePublic routes it) with public
+// settings only.
+func (h *Handler) authConfig() events.APIGatewayV2HTTPResponse {
 	a := h.Auth
 	if a.Mode == "" {
 		a.Mode = AuthNone

@@ -9,7 +9,15 @@
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
 //	POST /tasks/{id}/cancel       cancel a queued or retry_wait task
 //	OPTIONS on each               CORS preflight
-//	GET  /auth/config             public: how the page signs in (AuthConfig)
+//	GET  /                        the browser page (package web), public
+//	GET  /static/{file}           its scripts and stylesheet, public
+//	GET  /auth/config             how the page signs in (AuthConfig), public
+//
+// The public routes have no authorizer in front of them: the page must load
+// and learn its issuer before it has a token. They are served with a strict
+// Content-Security-Policy (Handler.ContentSecurityPolicy), nosniff,
+// no-referrer, no framing, and ETags; index.html is revalidated on every
+// load, the other files are cached for five minutes.
 //
 // api/openapi.yaml is the published contract; the tests validate every
 // response the handler gives against it.
@@ -32,7 +40,9 @@
 // The scope is read from the authorizer context API Gateway attaches:
 // "jwt:<sub>" for a JWT authorizer, "iam:<userArn or callerId>" for IAM,
 // "lambda:<sub or principalId>" for a Lambda authorizer, and "anonymous" when
-// there is no authorizer (local runs, or a deployment without one). An
+// there is no authorizer (local runs, or a deployment without one).
+// NewHTTPHandler passes on an authorizer context a middleware attached with
+// WithAuthorizer (the local stack's JWT authorizer emulation). An
 // authorizer context without an identity is 401, and so is a request
 // without one when AuthConfig.Mode is jwt or iam (a route left open by
 // mistake). Scope is part of the task id, so another caller's task is

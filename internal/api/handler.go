@@ -106,11 +106,11 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}()
 
 	rt, ok := matchRoute(&req)
-	if !ok && isAuthConfig(&req) {
-		c.outcome = "auth_config"
-		return h.authConfig(method), nil
-	}
 	if !ok {
+		if resp, served := h.servePublic(&req, method); served {
+			c.outcome = "public"
+			return resp, nil
+		}
 		c.outcome = "no_route"
 		return newProblem(TypeNotFound, http.StatusNotFound, "Not found", "No such resource.").response(), nil
 	}

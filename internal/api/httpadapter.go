@@ -17,7 +17,8 @@ import (
 
 // NewHTTPHandler serves h over net/http the way API Gateway would invoke it:
 // each request becomes the APIGatewayV2HTTPRequest an HTTP API ($default
-// stage, no authorizer, so every caller is anonymous) would send, and the
+// stage; no authorizer, so every caller is anonymous, unless a middleware
+// attached one with WithAuthorizer) would send, and the
 // handler's response is written back. The local runner mounts it on
 // 127.0.0.1.
 //
@@ -38,6 +39,9 @@ func NewHTTPHandler(h *Handler) http.Handler {
 			resp := newProblem(TypeMalformedJSON, http.StatusBadRequest, "Unreadable request body", "The request body could not be read.").response()
 			WriteHTTP(w, resp)
 			return
+		}
+		if a := authorizerFrom(r.Context()); a != nil {
+			ev.RequestContext.Authorizer = a
 		}
 		resp, _ := h.Handle(r.Context(), ev)
 		WriteHTTP(w, resp)

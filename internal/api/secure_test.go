@@ -121,7 +121,7 @@ func TestAuthorizerRequired(t *testing.T) {
 
 // TestAuthConfig: GET /auth/config is public, needs no caller, and says
 // exactly what the page needs to sign in — never a secret.
-func TestAuthConfig(t *testing.T) {
+func TestAuthConfigEveryField(t *testing.T) {
 	t.Parallel()
 	h := &api.Handler{Auth: api.AuthConfig{Mode: api.AuthJWT, Issuer: "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_abc", ClientID: "client123",
 		AuthorizationEndpoint: "https://tl.auth.eu-west-1.amazoncognito.com/oauth2/authorize"}}

@@ -29,6 +29,16 @@
 // net.Error-like Timeout() (the lost reply), so callers classify them exactly
 // as they classify the real thing (ledger.IsThrottle, for instance).
 //
+// # Item size
+//
+// DynamoDB refuses a write whose item would exceed 400 KB with a
+// ValidationException and applies nothing; kumo does not enforce the limit
+// and moto applies the write before it errors. [EnforceItemSize] (also
+// applied by every [Injector]) refuses such writes before they are sent,
+// with DynamoDB's error, sizing items by package itemsize; for updates the
+// key plus the SET values is a sound lower bound (see [EnforceItemSize]).
+// internal/testenv registers it on every test client.
+//
 // # Schedules
 //
 // [Plan] scripts faults per task ("the first PutItem of task t_x is

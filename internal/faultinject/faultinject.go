@@ -118,6 +118,13 @@ func (i *Injector) handle(ctx context.Context, in middleware.InitializeInput, ne
 	c.N = i.seen[k]
 	i.mu.Unlock()
 
+	// DynamoDB's item-size limit, which the emulators do not enforce as
+	// DynamoDB does (itemsize.go): refused before it is sent, not a fault.
+	if c.Service == "DynamoDB" {
+		if err := CheckItemSize(in.Parameters); err != nil {
+			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		}
+	}
 	var kind Kind
 	if i.sched != nil && i.enabled.Load() {
 		kind = i.sched.Decide(c)

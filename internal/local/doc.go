@@ -16,9 +16,26 @@
 //   - their event sources, emulated from the template:
 //     an HTTP server on Options.Addr (loopback only) standing in for the
 //     HTTP API — the submit handler at /tasks… through api.NewHTTPHandler,
-//     the operator API at /reviews…, the browser page at / —;
+//     the operator API at /reviews…, and the submit handler's public
+//     routes: the browser page at / and /static/…, /auth/config —;
 //     a Poller standing in for the worker's SQS event source mapping;
 //     a Ticker standing in for the reconciler's EventBridge schedule.
+//
+// # The JWT authorizer (JWTAuthorizer)
+//
+// Without Options.OIDCIssuer there is no authorizer (auth mode "none", the
+// default of `make run`): every caller is anonymous. With it (and
+// Options.OIDCAudience), /tasks… sit behind an emulation of the HTTP API's
+// JWT authorizer: the bearer JWT's signature is checked against the
+// issuer's JWKS (from its discovery document; github.com/coreos/go-oidc),
+// iss must equal the issuer, aud must name an audience (or, without aud,
+// client_id must), exp/nbf/iat must hold. A missing or refused token gets
+// API Gateway's 401 {"message":"Unauthorized"} and never reaches the
+// handler; an accepted one's claims (rendered as strings, as API Gateway
+// does) and scopes become requestContext.authorizer.jwt, so the handler's
+// caller scope is "jwt:<sub>" exactly as deployed. OPTIONS passes (API
+// Gateway answers preflights itself), and so do the public routes. The
+// operator API (/reviews…) is local only and stays open.
 //
 // # The SQS event source mapping (Poller)
 //

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/taskledger/taskledger/internal/api"
@@ -162,29 +161,64 @@ func TestStackTransientFailureCompletesLater(t *testing.T) {
 	}
 }
 
+// The stack serves the page the way the deployed API does: the submit
+// handler answers /, /static/… and /auth/config (auth mode none without an
+// issuer).
 func TestStackServesPage(t *testing.T) {
 	t.Parallel()
-	t.Run("placeholder", func(t *testing.T) {
-		t.Parallel()
-		b := setupStack(t, local.Options{StatusEvery: -1})
-		body := getBody(t, b, "/", http.StatusOK)
-		if !strings.Contains(body, "taskledger local stack") {
-			t.Errorf("placeholder page = %q", body)
+	b := setupStack(t, local.Options{StatusEvery: -1})
+	resp, body := get(t, b, "/", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `src="static/app.js"`) {
+		t.Fatalf("GET / = %d %q, want the page", resp.StatusCode, clipTo(body, 200))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+		t.Errorf("GET / Content-Type = %q", ct)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("GET / CSP = %q", csp)
+	}
+	resp, body = get(t, b, "/static/app.js", "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/javascript; charset=utf-8" || !strings.Contains(body, "TaskledgerLib") {
+		t.Errorf("GET /static/app.js = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if resp, _ := get(t, b, "/static/app.js", resp.Header.Get("ETag")); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("GET /static/app.js with its ETag = %d, want 304", resp.StatusCode)
+	}
+	for _, p := range []string{"/missing.js", "/static/missing.js", "/static/..%2fembed.go"} {
+		if resp, _ := get(t, b, p, ""); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)
 		}
-		// How the page signs in: no authorizer locally, so none.
-		if cfg := getBody(t, b, "/auth/config", http.StatusOK); !strings.Contains(cfg, `"auth_mode":"none"`) {
-			t.Errorf("GET /auth/config = %q", cfg)
-		}
-	})
-	t.Run("webfs", func(t *testing.T) {
-		t.Parallel()
-		page := fstest.MapFS{"index.html": {Data: []byte("<title>the page</title>")}}
-		b := setupStack(t, local.Options{StatusEvery: -1, WebFS: page})
-		if body := getBody(t, b, "/", http.StatusOK); !strings.Contains(body, "the page") {
-			t.Errorf("GET / = %q, want the WebFS index", body)
-		}
-		getBody(t, b, "/missing.js", http.StatusNotFound)
-	})
+	}
+	resp, body = get(t, b, "/auth/config", "")
+	var cfg map[string]string
+	if err := json.Unmarshal([]byte(body), &cfg); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /auth/config = %d %q (%v)", resp.StatusCode, body, err)
+	}
+	if cfg["auth_mode"] != "none" || cfg["issuer"] != "" || cfg["client_id"] != "" {
+		t.Errorf("GET /auth/config = %v, want auth_mode none without issuer or client id", cfg)
+	}
+}
+
+func get(t *testing.T, b stackBundle, path, etag string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.st.URL+path, nil)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 func getBody(t *testing.T, b stackBundle, path string, want int) string {

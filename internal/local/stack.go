@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,9 +95,20 @@ type Options struct {
 	Log *slog.Logger
 	// Prefix names the resources: Prefix+"-"+LogicalId (DefaultPrefix).
 	Prefix string
-	// WebFS is the page served at "/" (package web's FS); nil serves a
-	// placeholder.
-	WebFS fs.FS
+	// OIDCIssuer, when set, puts an emulated API Gateway JWT authorizer
+	// (JWTAuthorizer) in front of /tasks…: the issuer URL, exactly as its
+	// tokens' iss claim names it. Empty: no authorizer, every caller is
+	// anonymous (auth mode "none", as `make run` has it).
+	OIDCIssuer string
+	// OIDCAudience is the authorizer's audience list (required with
+	// OIDCIssuer): the app client id(s).
+	OIDCAudience []string
+	// OIDCClientID is the client id the page signs in with
+	// (GET /auth/config; default: OIDCAudience[0]).
+	OIDCClientID string
+	// OIDCScopes are the scopes the page asks for (default
+	// api.DefaultScopes).
+	OIDCScopes string
 	// Template is the SAM template (default: template.yaml found by
 	// stack.Find).
 	Template *stack.Template
@@ -112,11 +122,13 @@ type Stack struct {
 	Endpoint string
 	// Embedded is true when Endpoint is the embedded emulator.
 	Embedded bool
-	Names    stack.Names
-	AWS      aws.Config
-	DDB      *dynamodb.Client
-	SQS      *sqs.Client
-	Ledger   *ledger.Ledger
+	// Auth is what /auth/config reports (Mode "none" without an issuer).
+	Auth   api.AuthConfig
+	Names  stack.Names
+	AWS    aws.Config
+	DDB    *dynamodb.Client
+	SQS    *sqs.Client
+	Ledger *ledger.Ledger
 	// Provider is the provider the worker and the reconciler share
 	// (*simulated.Provider when simulated).
 	Provider provider.Provider
@@ -218,7 +230,21 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}}
+	var authz *JWTAuthorizer
+	if o.OIDCIssuer != "" {
+		authz, err = NewJWTAuthorizer(ctx, o.OIDCIssuer, o.OIDCAudience, nil, log)
+		if err != nil {
+			return nil, err
+		}
+		clientID := o.OIDCClientID
+		if clientID == "" {
+			clientID = o.OIDCAudience[0]
+		}
+		submit.Auth = api.AuthConfig{Mode: "jwt", Issuer: o.OIDCIssuer, ClientID: clientID, Scopes: o.OIDCScopes}
+		prog.printf("auth: JWT authorizer on /tasks (issuer %s, audience %s)", o.OIDCIssuer, strings.Join(o.OIDCAudience, ","))
+	}
+	s.Auth = submit.Auth
 	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log} // Hosts: set once bound
 	lease := o.Lease
 	if lease <= 0 {
@@ -295,7 +321,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return err
 	}
 
-	// HTTP: the API, the operator API and the page.
+	// HTTP: the API (behind the authorizer when there is one), the
+	// operator API, and the public routes the submit handler also serves:
+	// the page at / and /static/…, and /auth/config.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
@@ -304,12 +332,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	ops.Hosts = opsapi.LoopbackHosts(ln.Addr()) // DNS rebinding: only our own address
 	mux := http.NewServeMux()
 	taskAPI := api.NewHTTPHandler(submit)
-	mux.Handle("/tasks", taskAPI)
-	mux.Handle("/tasks/", taskAPI)
-	mux.Handle("/auth/config", taskAPI) // public: how the page signs in
+	var tasks http.Handler = taskAPI
+	if authz != nil {
+		tasks = authz.Wrap(taskAPI)
+	}
+	mux.Handle("/tasks", tasks)
+	mux.Handle("/tasks/", tasks)
 	mux.Handle("/reviews", ops)
 	mux.Handle("/reviews/", ops)
-	mux.Handle("/", pageHandler(o.WebFS))
+	mux.Handle("/", taskAPI)
 	s.srv = &http.Server{
 		Handler:           prog.logRequests(mux),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -22,6 +22,11 @@
 // person — unless the provider honours idempotency keys, in which case a
 // re-send cannot cause a second side effect (HonoursIdempotency).
 //
+// Every implementation declares its call timeout (CallTimer; the CallTimeout
+// helper): the worker starts a call only when the Lambda invocation has that
+// much time left plus its deadline margin, and bounds the call's context by
+// it, so no call is cut short by the function's own timeout.
+//
 // # Implementations
 //
 //	simulated  internal/provider/simulated: deterministic, seeded, fault
@@ -40,7 +45,7 @@
 //	PROVIDER_BASE_URL            openai: API root (default https://api.openai.com/v1)
 //	PROVIDER_API_KEY_ENV         openai: variable holding the key (default OPENAI_API_KEY)
 //	PROVIDER_API_KEY_SECRET_ARN  openai: Secrets Manager secret holding the key (wins over the variable)
-//	PROVIDER_TIMEOUT             per-call timeout, a Go duration or seconds (default 2m)
+//	PROVIDER_TIMEOUT             per-call timeout, a Go duration or seconds (default 2m; simulated 1m)
 //
 // The types, errors and ParseGenerateInput are defined in
 // internal/provider/contract (a leaf package, so that the adapters can use

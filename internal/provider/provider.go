@@ -40,6 +40,8 @@ type (
 	// IdempotencyHonouring is optional: HonoursIdempotencyKey is true when
 	// the provider deduplicates by OperationID.
 	IdempotencyHonouring = contract.IdempotencyHonouring
+	// CallTimer is optional: CallTimeout is the longest one call may take.
+	CallTimer = contract.CallTimer
 	// GenerateInput is the schema of Request.Input for kind "generate",
 	// shared with the submit API's validator.
 	GenerateInput = contract.GenerateInput
@@ -72,6 +74,15 @@ func SimulateNames() []string { return contract.SimulateNames() }
 func HonoursIdempotency(p Provider) bool {
 	h, ok := p.(IdempotencyHonouring)
 	return ok && h.HonoursIdempotencyKey()
+}
+
+// CallTimeout returns the call timeout p declares (contract.CallTimer), or
+// 0 when it declares none.
+func CallTimeout(p Provider) time.Duration {
+	if c, ok := p.(CallTimer); ok {
+		return max(c.CallTimeout(), 0)
+	}
+	return 0
 }
 
 // Lookup reads an operation back from p, answering ErrNoReadback when p has
@@ -127,7 +138,10 @@ type Config struct {
 	// APIKeySecretARN, when set, is the Secrets Manager secret holding the
 	// openai key (it wins over APIKeyEnv).
 	APIKeySecretARN string
-	// Timeout bounds one call; the adapter's default (2m) if 0.
+	// Timeout bounds one call (PROVIDER_TIMEOUT); the adapter's default if
+	// 0: bedrock.DefaultTimeout and openai.DefaultTimeout (2m),
+	// simulated.DefaultCallTimeout (1m). Each provider declares it
+	// (CallTimeout) and the worker admits and bounds calls by it.
 	Timeout time.Duration
 	// AWS is the configuration for the Bedrock and Secrets Manager clients;
 	// loaded with config.LoadDefaultConfig if nil.
@@ -302,7 +316,7 @@ func newKeyless(ctx context.Context, cfg Config) (Provider, error) {
 		return p, nil
 	}
 	plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated by the caller
-	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback}), nil
+	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback, CallTimeout: cfg.Timeout}), nil
 }
 
 // NewReadback builds the provider the reconciler holds to read unknown

@@ -22,17 +22,34 @@
 //     send its message. A step with side effects, or a provider that can be
 //     read back → unknown (ledger.ExpireToUnknown), resolved by readback on a
 //     later run. Otherwise, no budget → park budget_exhausted.
+//     This is also the path of an expired lease on the last attempt: the
+//     worker acknowledges such a duplicate message and leaves it here, so a
+//     provider that may have acted is read back before anything is parked.
 //   - unknown, for at least Settle: provider Lookup. Found →
-//     CompleteFromReadback (readback_at). contract.ErrNotFound (credibly
-//     never happened) → Requeue and send, or park budget_exhausted when no
-//     budget is left. contract.ErrNoReadback, or no Looker → park
-//     unknown_outcome. A failed lookup is retried next run, and parked once
-//     the task is past its age budget.
+//     CompleteFromReadback (readback_at); a result too large for the item
+//     (ledger.CheckCompletion, ledger.ItemTooLargeError) → park
+//     result_too_large; a save refused as invalid, or failing on every run
+//     until the age budget ends → park result_not_saved with the readback
+//     facts. contract.ErrNotFound (credibly never happened) → Requeue and
+//     send, or park budget_exhausted when no budget is left.
+//     contract.ErrNoReadback, or no Looker → park unknown_outcome. A failed
+//     lookup is retried next run, and parked once the task is past its age
+//     budget.
 //   - queued / retry_wait past due_at (retry_wait: plus RelaySlack, since
 //     the worker's delayed message normally arrives on its own) → the outbox
 //     relay: ledger.ClaimDispatch, and only its winner sends the message.
+//     Each re-send doubles the wait for the next (DispatchTimeout × 2^n,
+//     capped, and never past the task's age deadline), so a queue backlog
+//     older than DispatchTimeout costs a few duplicate messages per task,
+//     not one every DispatchTimeout.
 //   - any live state past its age or attempt budget → park budget_exhausted
-//     (running only once its lease expired).
+//     (running only once its lease expired, and only when no readback can
+//     say more).
+//
+// Every branch ends within the age budget plus one run: a branch that can
+// fail on every run (a lookup, a readback save) parks once the task is past
+// its deadline; the others either act at once or hand the task to a state
+// whose rule checks the budget (queued and retry_wait here, and the claim).
 //
 // Then it drains the task dead-letter queue (bounded): a body that is not a
 // task reference becomes a poison_message review item and is deleted only

@@ -107,9 +107,27 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		if res.Provider == "" {
 			res.Provider = name
 		}
-		_, err := h.Ledger.CompleteFromReadback(ctx, t.TaskID, t.AssignmentVersion, ledger.Completion{
-			Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now,
-		})
+		c := ledger.Completion{Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now}
+		x := review.Result{Provider: res.Provider, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output), FromReadback: true}
+		err := ledger.CheckCompletion(t, c)
+		if err == nil {
+			_, err = h.Ledger.CompleteFromReadback(ctx, t.TaskID, t.AssignmentVersion, c)
+		}
+		var tl *ledger.ItemTooLargeError
+		switch {
+		case errors.As(err, &tl):
+			// Deterministic: it will never fit. Park with the facts.
+			x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+			log.WarnContext(ctx, "reconciler: read-back result too large for the task item", "result_bytes", len(res.Output), "item_bytes", tl.Bytes)
+			r.park(ctx, t, opts, review.ResultTooLarge(t, x))
+			return
+		case err != nil && !isRace(err) && (ledger.IsValidation(err) || r.pastDeadline(t)):
+			// The save cannot succeed, or kept failing until the age
+			// budget ended: park with the readback facts, not forever.
+			log.ErrorContext(ctx, "reconciler: read-back result could not be saved; parked", "error", err.Error())
+			r.park(ctx, t, opts, review.ResultNotSaved(t, x, err))
+			return
+		}
 		if r.lost(ctx, "complete from readback", t.TaskID, err) {
 			return
 		}
@@ -140,13 +158,25 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			err = errors.New("the provider returned an empty result")
 		}
 		r.count(func(s *Summary) { s.ReadbackErrors++ })
-		if t.DeadlineMs > 0 && r.now.UnixMilli() >= t.DeadlineMs {
+		if r.pastDeadline(t) {
 			r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, "readback kept failing until the age budget ended: "+err.Error()))
 			return
 		}
 		// Transient: the task stays unknown and due; the next run retries.
 		log.WarnContext(ctx, "reconciler: readback failed; retrying next run", "error", err.Error())
 	}
+}
+
+// pastDeadline reports whether t's age budget has ended at the run's start.
+func (r *run) pastDeadline(t *ledger.Task) bool {
+	return t.DeadlineMs > 0 && r.now.UnixMilli() >= t.DeadlineMs
+}
+
+// isRace reports whether err means another actor moved the task first.
+func isRace(err error) bool {
+	var fe *ledger.FencedError
+	var ce *ledger.ConflictError
+	return errors.As(err, &fe) || errors.As(err, &ce) || errors.Is(err, ledger.ErrNotFound)
 }
 
 // unknownSince is when the outcome became uncertain: the end of the lease
@@ -177,7 +207,7 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		r.raced()
 		return
 	}
-	u, won, err := h.Ledger.ClaimDispatch(ctx, t.TaskID, t.State, t.DueAt)
+	u, won, err := h.Ledger.ClaimDispatch(ctx, t)
 	switch {
 	case err != nil:
 		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)
@@ -219,9 +249,7 @@ func (r *run) lost(ctx context.Context, op, id string, err error) bool {
 	if err == nil {
 		return false
 	}
-	var fe *ledger.FencedError
-	var ce *ledger.ConflictError
-	if errors.As(err, &fe) || errors.As(err, &ce) || errors.Is(err, ledger.ErrNotFound) {
+	if isRace(err) {
 		r.raced()
 		r.log.DebugContext(ctx, "reconciler: "+op+": task moved on", "task_id", id, "why", err.Error())
 		return true

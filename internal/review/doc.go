@@ -20,6 +20,12 @@
 //     [Failure] (class, reason, HTTP status).
 //   - [StaleLease]: a worker stopped renewing its lease mid-call and the
 //     step can be neither re-run safely nor read back.
+//   - [ResultTooLarge]: the provider call (or a readback) succeeded with a
+//     result too large for DynamoDB's 400 KB item; it was not saved; sizes,
+//     the provider reference and the S3 offload of DESIGN §12 are quoted
+//     ([Result]). Nothing about the outcome is uncertain.
+//   - [ResultNotSaved]: a result was returned or read back but saving it
+//     was refused as invalid, or kept failing until the age budget ended.
 //   - [Poison]: a dead-letter message that is not a task reference;
 //     [PoisonFrom] also for one a worker acknowledged on the task queue,
 //     with its receive count, sent time and correlation id

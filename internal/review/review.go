@@ -371,6 +371,106 @@ func PoisonFrom(msgID, bodySHA string, size int, why string, o PoisonOptions) le
 	return r
 }
 
+// Result describes a result the provider returned that taskledger could
+// not save: sizes and references only, never the result itself.
+type Result struct {
+	// Provider and ProviderRef name the provider and its reference for the
+	// call (request or response id), if it gave one.
+	Provider    string
+	ProviderRef string
+	// ResultBytes is the result's size; ItemBytes the size the task item
+	// would have had with it (0 if not computed); Limit DynamoDB's item limit.
+	ResultBytes int
+	ItemBytes   int
+	Limit       int
+	// FromReadback: the result came from a provider readback (Lookup) by
+	// the reconciler, not from the worker's call.
+	FromReadback bool
+}
+
+func (x Result) source(t *ledger.Task) string {
+	p := x.Provider
+	if p == "" {
+		p = "the provider"
+	}
+	ref := "no provider reference"
+	if x.ProviderRef != "" {
+		ref = "provider_ref " + x.ProviderRef
+	}
+	if x.FromReadback {
+		return fmt.Sprintf("a readback from %s found the result of operation %s (%s)", p, t.OperationID(), ref)
+	}
+	return fmt.Sprintf("attempt %d of %d called %s with operation id %s and the call succeeded (%s)", t.Attempts, t.MaxAttempts, p, t.OperationID(), ref)
+}
+
+// ResultTooLarge explains a task whose provider call succeeded with a
+// result too large for the task item (DynamoDB's 400 KB item limit): the
+// result was not saved, and nothing about the outcome is uncertain.
+func ResultTooLarge(t *ledger.Task, x Result) ledger.Review {
+	id := t.TaskID
+	if x.Limit == 0 {
+		x.Limit = 400 * 1024
+	}
+	size := fmt.Sprintf("the result is %d bytes", x.ResultBytes)
+	if x.ItemBytes > 0 {
+		size += fmt.Sprintf("; the task item with it would be %d bytes", x.ItemBytes)
+	}
+	size += fmt.Sprintf(", over DynamoDB's item limit of %d bytes", x.Limit)
+	r := ledger.Review{Reason: ledger.ReviewResultTooLarge, ProviderRef: x.ProviderRef, ErrorClass: "result_too_large",
+		ErrorMessage: fmt.Sprintf("result of %d bytes exceeds the %d-byte item limit; not saved", x.ResultBytes, x.Limit)}
+	r.Summary = fmt.Sprintf("Task %s: the provider produced a result of %d bytes, too large to save in the task item (limit %d bytes), so it was not saved; re-run it with a smaller output or resolve it with evidence.", id, x.ResultBytes, x.Limit)
+	r.Known = append(r.Known,
+		x.source(t),
+		size,
+		"the result was not saved: the task has no result and nothing was written but this review",
+		"storing large results in S3 with a pointer in the task item comes with DESIGN §12; until then no result over the limit can be saved",
+	)
+	r.Uncertain = append(r.Uncertain,
+		"nothing about the outcome: the provider call succeeded; only its result could not be stored",
+		"whether a retry produces a smaller result (generation is not deterministic; a retry is billed again)",
+	)
+	r.SafeActions = append(r.SafeActions,
+		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget; the provider is called again and billed again, and the result must fit",
+		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<where the result is>\"` if the result was obtained from the provider another way (its reference is above)",
+		resolveFailed(id),
+	)
+	return r
+}
+
+// ResultNotSaved explains a task whose result the provider returned but
+// which could not be saved: found by a readback (x.FromReadback) and not
+// saved before the task's age budget ended, or returned to the worker and
+// refused by DynamoDB as invalid (a ValidationException, which no repeat
+// can fix). err is the last save error.
+func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
+	id := t.TaskID
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	r := ledger.Review{Reason: ledger.ReviewResultNotSaved, ProviderRef: x.ProviderRef, ErrorClass: "result_not_saved", ErrorMessage: msg}
+	if x.FromReadback {
+		r.Summary = fmt.Sprintf("Task %s: a provider readback found its result (%d bytes) but saving it kept failing until its age budget ended at %s, so it was not saved; fix the cause, then retry or resolve it with evidence.", id, x.ResultBytes, stamp(t.DeadlineMs))
+	} else {
+		r.Summary = fmt.Sprintf("Task %s: the provider call succeeded with a result of %d bytes but DynamoDB refused to save it as invalid, so it was not saved; fix the cause, then retry or resolve it with evidence.", id, x.ResultBytes)
+	}
+	r.Known = append(r.Known,
+		x.source(t),
+		fmt.Sprintf("the result is %d bytes", x.ResultBytes),
+		"saving it failed: "+clip(msg, MaxDetail),
+		"the result was not saved: the task has no result",
+	)
+	r.Uncertain = append(r.Uncertain,
+		"why the save failed (the error above: permissions, throttling or a malformed value)",
+	)
+	r.SafeActions = append(r.SafeActions,
+		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget; the provider is called again (the readback may find the same result)",
+		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<evidence>\"` citing the provider reference above",
+		resolveFailed(id),
+	)
+	return r
+}
+
 func resolveCompleted(id string) string {
 	return "resolve as completed: `taskledger review resolve " + id + " --outcome completed --note \"<evidence>\"` only with evidence from the provider (its console, logs or request id) that the generation succeeded"
 }

@@ -1,6 +1,7 @@
 package review_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +177,28 @@ func TestPoisonFromTaskQueue(t *testing.T) {
 	if d := review.Poison("m-3", "x", 1, "y"); !strings.Contains(d.Summary, "dead-letter queue") || d.CorrelationID != "" || strings.Contains(all(d), "receive count") {
 		t.Errorf("dead-letter poison item = %+v", d)
 	}
+}
+
+func TestResultTooLarge(t *testing.T) {
+	t.Parallel()
+	tk := task(ledger.StateRunning)
+	tk.Attempts = 2
+	r := review.ResultTooLarge(tk, review.Result{Provider: "bedrock", ProviderRef: "req-77", ResultBytes: 500000, ItemBytes: 500900, Limit: 409600})
+	check(t, r, ledger.ReviewResultTooLarge, "the call succeeded", "provider_ref req-77", "500000 bytes", "500900 bytes", "409600 bytes",
+		"was not saved", "S3", "DESIGN §12", "review retry t_abcdefghijklmnopqrstuvwxyz")
+	if strings.Contains(all(r), "may have") {
+		t.Errorf("a succeeded call is not an unknown outcome:\n%s", all(r))
+	}
+	if r.ProviderRef != "req-77" || r.ErrorClass != "result_too_large" {
+		t.Errorf("provider_ref %q error_class %q", r.ProviderRef, r.ErrorClass)
+	}
+	rb := review.ResultTooLarge(tk, review.Result{Provider: "sim", ResultBytes: 1 << 20, Limit: 409600, FromReadback: true})
+	check(t, rb, ledger.ReviewResultTooLarge, "a readback from sim found the result", "no provider reference")
+}
+
+func TestResultNotSaved(t *testing.T) {
+	t.Parallel()
+	r := review.ResultNotSaved(task(ledger.StateUnknown), review.Result{Provider: "sim", ProviderRef: "ref-1", ResultBytes: 42, FromReadback: true},
+		errors.New("ledger: UpdateItem complete: AccessDeniedException"))
+	check(t, r, ledger.ReviewResultNotSaved, "readback from sim found the result", "42 bytes", "AccessDeniedException", "was not saved", "--outcome completed")
 }

@@ -147,7 +147,7 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 	t.Run("queues", func(t *testing.T) {
 		q := queueAttrs(ctx, t, b.sq, n.TaskQueueURL)
 		for k, want := range map[string]string{
-			"VisibilityTimeout": "360", "MessageRetentionPeriod": "345600",
+			"VisibilityTimeout": "900", "MessageRetentionPeriod": "345600",
 			"ReceiveMessageWaitTimeSeconds": "20", "QueueArn": n.TaskQueueARN,
 		} {
 			if q[k] != want {
@@ -332,7 +332,7 @@ func testDrift(t *testing.T, tmpl *Template, b bundle) {
 		t.Errorf("progress %q: want the stale queue reused", lines)
 	}
 	attrs := queueAttrs(ctx, t, b.sq, aws.ToString(q.QueueUrl))
-	if attrs["VisibilityTimeout"] != "360" || !strings.Contains(attrs["RedrivePolicy"], b.prefix+"-TaskDeadLetterQueue") {
+	if attrs["VisibilityTimeout"] != "900" || !strings.Contains(attrs["RedrivePolicy"], b.prefix+"-TaskDeadLetterQueue") {
 		t.Errorf("stale queue not converged: %v", attrs)
 	}
 }

@@ -160,7 +160,7 @@ func TestTemplateQueues(t *testing.T) {
 	}
 
 	q, _ := tmpl.Resource("TaskQueue")
-	for k, want := range map[string]int{"VisibilityTimeout": 360, "MessageRetentionPeriod": 345600, "ReceiveMessageWaitTimeSeconds": 20} {
+	for k, want := range map[string]int{"VisibilityTimeout": 900, "MessageRetentionPeriod": 345600, "ReceiveMessageWaitTimeSeconds": 20} {
 		if got, ok := toInt(q[k]); !ok || got != want {
 			t.Errorf("TaskQueue %s = %v, want %d", k, q[k], want)
 		}
@@ -179,7 +179,7 @@ func TestTemplateQueues(t *testing.T) {
 		}
 	}
 
-	if got := tmpl.QueueVisibilityTimeout("TaskQueue"); got != 360*time.Second {
+	if got := tmpl.QueueVisibilityTimeout("TaskQueue"); got != 900*time.Second {
 		t.Errorf("QueueVisibilityTimeout(TaskQueue) = %v", got)
 	}
 	if got := tmpl.QueueVisibilityTimeout("TaskDeadLetterQueue"); got != 30*time.Second {
@@ -198,7 +198,7 @@ func TestTemplateFunctions(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(fns)); !slices.Equal(got, []string{"ReconcilerFunction", "SubmitFunction", "WorkerFunction"}) {
 		t.Fatalf("functions = %v", got)
 	}
-	timeouts := map[string]time.Duration{"SubmitFunction": 10 * time.Second, "WorkerFunction": time.Minute, "ReconcilerFunction": time.Minute}
+	timeouts := map[string]time.Duration{"SubmitFunction": 10 * time.Second, "WorkerFunction": 140 * time.Second, "ReconcilerFunction": time.Minute}
 	for id, f := range fns {
 		if f.Runtime != "provided.al2023" || !slices.Equal(f.Architectures, []string{"arm64"}) || f.MemorySize != 256 {
 			t.Errorf("%s: globals not merged: %+v", id, f)
@@ -221,7 +221,7 @@ func TestTemplateFunctions(t *testing.T) {
 		t.Errorf("TASKS_TABLE = %#v", got)
 	}
 	w := fns["WorkerFunction"].Env
-	for _, k := range []string{"PROVIDER", "PROVIDER_MODEL", "PROVIDER_BASE_URL", "PROVIDER_API_KEY_SECRET_ARN", "LEASE_SECONDS"} {
+	for _, k := range []string{"PROVIDER", "PROVIDER_MODEL", "PROVIDER_BASE_URL", "PROVIDER_API_KEY_SECRET_ARN", "PROVIDER_TIMEOUT", "LEASE_SECONDS", "WORKER_CONCURRENCY"} {
 		if _, ok := w[k]; !ok {
 			t.Errorf("worker env %s missing", k)
 		}

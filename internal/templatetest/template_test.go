@@ -35,7 +35,6 @@ var notSetByTemplate = map[string]string{
 	"TASKLEDGER_SDK_MAX_ATTEMPTS": "optional; the default (3 attempts) is the deployed setting",
 	"PROVIDER_SEED":               "simulated provider only (local runs, tests, demos)",
 	"PROVIDER_FAULTS":             "simulated provider only: fault injection is never deployed",
-	"PROVIDER_TIMEOUT":            "optional; the worker also stops a call DeadlineMargin before its Lambda deadline",
 	"PROVIDER_API_KEY_ENV":        "names a variable holding an API key; deployments use PROVIDER_API_KEY_SECRET_ARN instead, so no key is ever in the function's configuration",
 }
 

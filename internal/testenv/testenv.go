@@ -20,6 +20,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/emulator"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/stack"
 )
 
@@ -85,7 +86,8 @@ func New(t testing.TB, backend string) *Env {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	cfg.APIOptions = append(cfg.APIOptions, counter.Register)
+	// DynamoDB's item-size limit, enforced as DynamoDB does (the emulators do not).
+	cfg.APIOptions = append(cfg.APIOptions, counter.Register, faultinject.EnforceItemSize)
 	e := &Env{Backend: backend, Endpoint: endpoint, AWS: cfg, DDB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), Counter: counter}
 	tpl := stack.MustLoadDefault()
 	prefix := UniquePrefix()

@@ -18,17 +18,28 @@
 //     progress; a duplicate delivery of a completed task costs one failed
 //     UpdateItem and nothing else); a retry that is not due yet goes back to
 //     the queue with its visibility set to the remaining delay; a task past
-//     its budgets is parked (budget_exhausted);
+//     its budgets is parked (budget_exhausted) — except a running task whose
+//     lease expired on its last attempt, which is acknowledged and left to
+//     the reconciler: that attempt may have reached the provider, and only
+//     the reconciler's readback can say what happened. A claim whose reply
+//     was lost is recognised by the ledger (write_nonce) as this worker's
+//     claim, never as "leased" by someone else;
 //  3. calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version) and extends the message's visibility to 2×Lease.
 //     A fenced renewal means another worker owns the task: the provider
 //     call's context is cancelled at once (cause [ErrFenced]) and nothing is
 //     saved;
-//  4. completes the task conditioned on the assignment version. A rejected
-//     completion is never retried: the ledger reads the task and the worker
-//     logs which case happened (already_completed, taken_over, not_running,
-//     gone);
+//  4. completes the task conditioned on the assignment version (state
+//     running, or unknown at the same version when the reconciler expired a
+//     slow worker's lease). A rejected completion is never retried: the
+//     ledger reads the task and the worker logs which case happened
+//     (already_completed, taken_over, not_running, gone); a completion
+//     whose reply was lost is recognised as saved. A result that would push
+//     the item over DynamoDB's 400 KB limit (ledger.CheckCompletion) is not
+//     sent: the task is parked result_too_large with the provider reference
+//     and the sizes; a completion DynamoDB refuses as invalid is parked
+//     result_not_saved (repeating it cannot succeed);
 //  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
 //     transient → retry_wait with not_before from the Policy's backoff (and
 //     Retry-After), the message's visibility set to that delay and a batch
@@ -52,13 +63,20 @@
 //
 // # Deadlines
 //
-// Records run concurrently, at most Concurrency at a time. Work stops
-// DeadlineMargin before the Lambda deadline: a record not yet claimed is
-// reported as a failure untouched; a record claimed but not yet sent to the
-// provider is released (back to queued) and reported as a failure; a provider
-// call still in flight is cancelled and the attempt treated as uncertain
-// (never as failed), then reported as a failure. A message left untouched or
-// released is made visible again at once, so another invocation picks it up.
+// Never start a provider call that cannot finish. Every call is bounded by
+// its call timeout (Handler.CallTimeout, by default the one the provider
+// declares, provider.CallTimeout) on the call's context, and work stops
+// DeadlineMargin before the Lambda deadline. A record is admitted only when
+// work has at least the call timeout left: checked before the claim (a
+// record turned away is not claimed, consumes no attempt, is made visible
+// again at once and reported as a failure: outcome not_admitted), and again
+// after it (if the claim itself ate the time, the task is released —
+// ledger.Release gives the attempt back — and the message made visible
+// again). A call that runs past its call timeout is an uncertain attempt,
+// never a failed one. Records run concurrently, at most Concurrency at a
+// time; with Concurrency at least the batch size (the template's
+// arithmetic, README "Timing") every admitted record starts at once, so a
+// full batch fits the function's Timeout.
 //
 // # Partial batch responses
 //
@@ -81,6 +99,6 @@
 // Logs carry ids, versions, classes, hashes and sizes; never task input,
 // results or credentials. Each batch writes one EMF record of outcome counts
 // (completed, retried, failed, parked, unknown, acked_duplicate, poison,
-// fenced, deferred, item_failures) and each provider call one record of its
-// latency.
+// fenced, deferred, not_admitted, item_failures) and each provider call one
+// record of its latency.
 package worker

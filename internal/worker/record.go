@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -25,9 +26,10 @@ import (
 const MaxErrorMessage = 512
 
 var (
-	ack      = func(o string) result { return result{outcome: o} }
-	retryRec = func(o string) result { return result{outcome: o, retry: true} }
-	deferred = result{outcome: OutcomeDeferred, retry: true}
+	ack         = func(o string) result { return result{outcome: o} }
+	retryRec    = func(o string) result { return result{outcome: o, retry: true} }
+	deferred    = result{outcome: OutcomeDeferred, retry: true}
+	notAdmitted = result{outcome: OutcomeNotAdmitted, retry: true}
 )
 
 // record runs one message through DESIGN §6. ctx is the invocation's
@@ -42,10 +44,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	id := msg.TaskID
 	log = log.With("task_id", id)
 
-	if work.Err() != nil {
-		log.WarnContext(ctx, "deadline margin reached before the claim; leaving the record for another invocation")
+	// Admission: never start a provider call that cannot finish. Checked
+	// before the claim, so a record turned away consumes no attempt.
+	if !h.admitted(work) {
+		log.WarnContext(ctx, "too little time left for a provider call; leaving the record for another invocation",
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
 		h.setVisibility(ctx, rec, 0, log)
-		return deferred
+		return notAdmitted
 	}
 	if h.died(ctx, work, h.hooks().BeforeClaim, id, log) {
 		return deferred
@@ -65,16 +70,17 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterClaim, id, log) {
 		return deferred
 	}
-	if work.Err() != nil {
-		// Claimed, but too close to the deadline to call the provider: give
-		// the assignment back rather than let the lease expire.
+	if !h.admitted(work) {
+		// The claim itself ate the time: give the assignment and the
+		// attempt back (no call was made) rather than let the lease expire.
 		if _, err := h.Ledger.Release(ctx, id, t.AssignmentVersion); err != nil {
 			log.WarnContext(ctx, "release before the deadline failed; the lease will expire", "error", err.Error())
 		} else {
-			log.InfoContext(ctx, "deadline margin reached after the claim; released the task")
+			log.InfoContext(ctx, "too little time left after the claim; released the task and its attempt",
+				"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
 		}
 		h.setVisibility(ctx, rec, 0, log)
-		return deferred
+		return notAdmitted
 	}
 
 	a := h.call(ctx, work, rec, t, log)
@@ -82,15 +88,19 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
 	}
-	if a.fenced != nil {
+	if a.fenced != nil && a.err != nil {
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
 	}
+	// A renewal was refused but the call returned a result anyway: try to
+	// save it. Complete is fenced on this assignment, so it succeeds only
+	// if no one else took the task (the reconciler may have moved it to
+	// unknown at this version: the result then settles it).
 	var r result
 	if a.err == nil {
 		r = h.complete(ctx, rec, t, a.res, log)
 	} else {
-		r = h.failure(ctx, rec, t, a.err, a.cutShort, log)
+		r = h.failure(ctx, rec, t, a.err, a.cutBy, log)
 	}
 	switch r.outcome {
 	case OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown: // this worker wrote the outcome
@@ -99,6 +109,14 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		}
 	}
 	return r
+}
+
+// timeLeft is the time to ctx's deadline (0 without one), for logs.
+func timeLeft(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 0
 }
 
 type hookFunc = func(context.Context, string) error
@@ -137,14 +155,18 @@ type attempt struct {
 	err error
 	// fenced is set when a renewal was rejected: another worker owns the task.
 	fenced *ledger.FencedError
-	// cutShort: the deadline margin ended the call while it was in flight.
-	cutShort bool
+	// cutBy names what ended the call while it was in flight:
+	// "deadline_margin" (cannot happen for an admitted record unless the
+	// provider overran its own timeout) or "call_timeout"; "" otherwise.
+	cutBy string
 }
 
-// call runs the provider under a heartbeat.
+// call runs the provider under a heartbeat, bounded by the call timeout.
 func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) attempt {
-	callCtx, cancel := context.WithCancelCause(work)
+	fenceable, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
+	callCtx, stop := context.WithTimeoutCause(fenceable, h.callTimeout(), errCallTimeout)
+	defer stop()
 	hb := h.startHeartbeat(callCtx, cancel, rec, t, log)
 
 	req := provider.Request{
@@ -166,8 +188,21 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	h.providerMetric(h.Provider.Name(), t.TaskID, class, latency)
 	log.InfoContext(ctx, "provider returned", "provider", h.Provider.Name(), "latency_ms", latency.Milliseconds(),
 		"error_class", class, "heartbeats", hb.beats())
-	return attempt{res: res, err: err, fenced: fenced, cutShort: err != nil && work.Err() != nil && fenced == nil}
+	a := attempt{res: res, err: err, fenced: fenced}
+	if err != nil && fenced == nil {
+		switch {
+		case work.Err() != nil:
+			a.cutBy = "deadline_margin"
+		case errors.Is(context.Cause(callCtx), errCallTimeout):
+			a.cutBy = "call_timeout"
+		}
+	}
+	return a
 }
+
+// errCallTimeout is the cause of a call context that ran out of its call
+// timeout.
+var errCallTimeout = errors.New("worker: provider call timeout")
 
 // complete saves the result, fenced on the assignment version.
 func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, log *slog.Logger) result {
@@ -175,15 +210,32 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	if name == "" {
 		name = h.Provider.Name()
 	}
-	_, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, ledger.Completion{
-		Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef,
-	})
+	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef}
+	// An item over DynamoDB's limit cannot be saved: decide now, without
+	// sending a write that can only fail.
+	err := ledger.CheckCompletion(t, c)
+	if err == nil {
+		// A Complete whose reply was lost is recognised by the ledger as
+		// saved (write_nonce): a FencedError here really means not saved.
+		_, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c)
+	}
 	var fe *ledger.FencedError
+	var tl *ledger.ItemTooLargeError
+	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
+	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	switch {
 	case errors.As(err, &fe):
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)
+	case errors.As(err, &tl):
+		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
+		return h.park(ctx, t, po, review.ResultTooLarge(t, x), log)
+	case ledger.IsValidation(err):
+		// DynamoDB refused the write as invalid: repeating it cannot help.
+		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
+		return h.park(ctx, t, po, review.ResultNotSaved(t, x, err), log)
 	case err != nil:
 		log.ErrorContext(ctx, "completion failed; the message will come back", "error", err.Error())
 		return deferred
@@ -193,11 +245,11 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 }
 
 // failure settles a failed provider call by its class.
-func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.Task, perr error, cutShort bool, log *slog.Logger) result {
+func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.Task, perr error, cutBy string, log *slog.Logger) result {
 	c := retrypolicy.DefaultClassifier(perr)
 	msg := safeMessage(c, perr)
 	log = log.With("error_class", c.Class.String(), "reason", c.Reason)
-	if cutShort {
+	if cutBy != "" {
 		if errors.Is(perr, retrypolicy.ErrRequestNotSent) {
 			// Provably never left the process: give the attempt back.
 			if _, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); err != nil {
@@ -207,7 +259,11 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 			return deferred
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
-		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: "deadline_margin"}
+		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
+		if cutBy == "call_timeout" {
+			msg = fmt.Sprintf("the provider call ran past its %s call timeout after it was sent; the provider may have acted", h.callTimeout())
+			return h.uncertain(ctx, rec, t, c, msg, log)
+		}
 		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		r := h.uncertain(ctx, rec, t, c, msg, log)
 		r.retry = true // unfinished in this invocation: report it
@@ -365,6 +421,15 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 		return deferred
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
+		if t.State == ledger.StateRunning {
+			// An expired lease on the last attempt (or past the age
+			// budget): that attempt may have reached the provider, which
+			// may have acted and may offer a readback. The reconciler
+			// decides (unknown → readback, or park with what it knows);
+			// parking budget_exhausted here would skip the readback.
+			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
+			return ack(OutcomeAckedDuplicate)
+		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
 		return h.park(ctx, t, o, review.BudgetExhausted(t, nc.Budget), log)
 	default: // contended, or a reason this worker does not know

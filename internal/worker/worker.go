@@ -19,11 +19,23 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// Defaults of the Handler's optional fields.
+// Defaults of the Handler's optional fields. Together with template.yaml
+// they form one arithmetic (README "Timing"; internal/templatetest checks
+// it): Concurrency ≥ the event source's BatchSize, so every admitted record
+// starts in the first wave; the function Timeout ≥ DefaultCallTimeout +
+// DeadlineMargin + AdmissionSlack, so a full batch is admitted; the queue's
+// VisibilityTimeout ≥ 6 × Timeout + the batching window.
 const (
 	DefaultLease          = 30 * time.Second
-	DefaultConcurrency    = 4
+	DefaultConcurrency    = 10
 	DefaultDeadlineMargin = 5 * time.Second
+	// DefaultCallTimeout bounds a call to a provider that declares no call
+	// timeout (provider.CallTimer); the real adapters' default is the same.
+	DefaultCallTimeout = 2 * time.Minute
+	// AdmissionSlack is the time the template's function Timeout keeps
+	// beyond DeadlineMargin + call timeout for the batching of records,
+	// the claim (with SDK retries) and the heartbeat's start.
+	AdmissionSlack = 10 * time.Second
 	// MaxVisibility is SQS's largest visibility timeout (12 hours).
 	MaxVisibility = 12 * time.Hour
 )
@@ -82,8 +94,14 @@ type Handler struct {
 	// to 2×Lease.
 	Lease time.Duration
 	// Concurrency bounds the records processed in parallel
-	// (DefaultConcurrency).
+	// (DefaultConcurrency). Keep it at least the batch size: a record that
+	// waits for a slot may find too little time left to be admitted.
 	Concurrency int
+	// CallTimeout bounds one provider call, on the call's context. Default:
+	// the timeout the provider declares (provider.CallTimeout), else
+	// DefaultCallTimeout. A record is admitted (claimed and sent) only when
+	// the invocation has at least CallTimeout + DeadlineMargin left.
+	CallTimeout time.Duration
 	// DeadlineMargin is how long before the context's deadline (the Lambda
 	// deadline) the worker stops starting and running provider calls
 	// (DefaultDeadlineMargin).
@@ -110,6 +128,9 @@ const (
 	OutcomePoison         = "poison"
 	OutcomeFenced         = "fenced"   // lost the assignment during the attempt: nothing saved
 	OutcomeDeferred       = "deferred" // back to the queue without an outcome (not due, contended, deadline, AWS error, hook)
+	// OutcomeNotAdmitted: too little invocation time left for a provider call;
+	// back to the queue at once, with no attempt consumed.
+	OutcomeNotAdmitted = "not_admitted"
 )
 
 // result is what became of one record.
@@ -130,6 +151,28 @@ func (h *Handler) concurrency() int {
 		return h.Concurrency
 	}
 	return DefaultConcurrency
+}
+
+// callTimeout is the bound of one provider call (see Handler.CallTimeout).
+func (h *Handler) callTimeout() time.Duration {
+	if h.CallTimeout > 0 {
+		return h.CallTimeout
+	}
+	if d := provider.CallTimeout(h.Provider); d > 0 {
+		return d
+	}
+	return DefaultCallTimeout
+}
+
+// admitted reports whether a provider call started now could run its whole
+// call timeout before work ends (DeadlineMargin before the invocation's
+// deadline). Without a deadline every record is admitted.
+func (h *Handler) admitted(work context.Context) bool {
+	if work.Err() != nil {
+		return false
+	}
+	dl, ok := work.Deadline()
+	return !ok || time.Until(dl) >= h.callTimeout()
 }
 
 func (h *Handler) margin() time.Duration {
@@ -178,6 +221,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		var cancel context.CancelFunc
 		work, cancel = context.WithDeadline(ctx, dl.Add(-h.margin()))
 		defer cancel()
+		if left := time.Until(dl); len(ev.Records) > 0 && left < h.callTimeout()+h.margin() {
+			// Fine near the end of a long test invocation; in Lambda, where each
+			// batch starts a fresh invocation, it means nothing is ever admitted.
+			h.log().WarnContext(ctx, "the invocation starts with less time than one provider call needs; no record is admitted "+
+				"(keep the function Timeout at least the call timeout + deadline margin + slack, README \"Timing\")",
+				"time_left_ms", left.Milliseconds(), "call_timeout_ms", h.callTimeout().Milliseconds(), "deadline_margin_ms", h.margin().Milliseconds())
+		}
 	}
 
 	results := make([]result, len(ev.Records))
@@ -208,7 +258,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	h.log().InfoContext(ctx, "batch done", "records", len(ev.Records), "item_failures", len(resp.BatchItemFailures),
 		"completed", counts[OutcomeCompleted], "retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed],
 		"parked", counts[OutcomeParked], "unknown", counts[OutcomeUnknown], "acked_duplicate", counts[OutcomeAckedDuplicate],
-		"poison", counts[OutcomePoison], "fenced", counts[OutcomeFenced], "deferred", counts[OutcomeDeferred])
+		"poison", counts[OutcomePoison], "fenced", counts[OutcomeFenced], "deferred", counts[OutcomeDeferred],
+		"not_admitted", counts[OutcomeNotAdmitted])
 	return resp, nil
 }
 
@@ -230,7 +281,7 @@ func (h *Handler) batchMetrics(records int, counts map[string]int, failures int)
 	r := h.Metrics.Record("Service", "worker")
 	r.Add("Records", float64(records), metrics.Count)
 	for _, o := range []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
-		OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred} {
+		OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred, OutcomeNotAdmitted} {
 		r.Add(metricName(o), float64(counts[o]), metrics.Count)
 	}
 	r.Add("ItemFailures", float64(failures), metrics.Count)

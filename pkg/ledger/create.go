@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // NewTask describes a submission. Input must already be validated and in
@@ -82,14 +83,20 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode task: %w", err)
 	}
+	// An item whose expires_at has passed is treated as absent: DynamoDB's
+	// TTL sweeper deletes it eventually (often within days), but its
+	// retention window is over, so the key is free again and a fresh task
+	// replaces it (202, not a replay). Only terminal tasks carry expires_at.
+	//
 	// Two tries: the second only when the conflicting item vanished between
 	// the failed put and the read (TTL expiry), which is rare but real.
 	for try := 0; try < 2; try++ {
 		_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           &l.cfg.TasksTable,
 			Item:                                item,
-			ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
-			ExpressionAttributeNames:            map[string]string{"#id": "task_id"},
+			ConditionExpression:                 aws.String("attribute_not_exists(#id) OR #exp < :now_s"),
+			ExpressionAttributeNames:            map[string]string{"#id": "task_id", "#exp": "expires_at"},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": num(now.Unix())},
 			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
 		})
 		if err == nil {
@@ -102,8 +109,8 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		if rerr != nil {
 			return nil, rerr
 		}
-		if old == nil {
-			continue
+		if old == nil || (old.ExpiresAt > 0 && old.ExpiresAt < now.Unix()) {
+			continue // gone, or expired in between: put again
 		}
 		if old.CreateNonce == t.CreateNonce {
 			// Our own write: the first PutItem succeeded but its response

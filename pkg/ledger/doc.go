@@ -16,7 +16,40 @@
 // assignment_version, the fencing token: Claim increments it, and Renew,
 // Complete, ScheduleRetry, Fail and MarkUnknown are all conditioned on
 // "assignment_version = mine AND state = running". A worker that lost its
-// lease gets *FencedError and must save nothing.
+// lease gets *FencedError and must save nothing. Complete also accepts
+// state unknown at the caller's own version (the reconciler expired the
+// lease of a worker that was slow but alive; no other attempt started), so
+// that worker's result still settles the task.
+//
+// # Lost replies
+//
+// A write whose reply is lost may have been applied. Every conditional
+// UpdateItem (and Park's transaction) sets a fresh random write_nonce, as
+// Create sets create_nonce. When the write's condition then fails (the SDK
+// retried a write that had already applied: a claim now "leased" by itself,
+// a completion "already completed" by itself) or the call fails ambiguously
+// (a timeout, a 5xx after the SDK's retries), the ledger looks at the item —
+// the ALL_OLD the failed condition returned, or one consistent read — and a
+// matching nonce means the write was this call's own: it returns the task
+// as written instead of an error. Callers therefore see a lost reply on
+// Claim, Complete, ScheduleRetry, MarkUnknown, Fail, Release, Requeue,
+// ExpireToUnknown and Park as the success it was.
+//
+// # Item size
+//
+// DynamoDB refuses items over 400 KB (package itemsize computes its
+// sizes). CheckCompletion sizes the task as a completion would leave it, so
+// callers can decide before writing; Complete itself refuses a write whose
+// key and values alone exceed the limit. Both return *ItemTooLargeError, as
+// does a ValidationException about the item size from DynamoDB.
+//
+// # Retention
+//
+// Terminal tasks carry expires_at (epoch seconds, end + Retention) for
+// DynamoDB's TTL. The sweeper may delete an item days later; until then,
+// Create treats an item whose expires_at has passed as absent
+// (attribute_not_exists(task_id) OR expires_at < now) and writes a fresh
+// task under the same id.
 //
 // States: queued, running, retry_wait, unknown (live; indexed) and completed,
 // failed, cancelled (terminal; TTL set) and needs_review (parked; waits for a
@@ -28,8 +61,11 @@
 //
 // Methods return typed errors a caller inspects with errors.As:
 // *DuplicateError, *PayloadMismatchError, *FencedError, *NotClaimableError,
-// *ConflictError, *ThrottledError, and ErrNotFound (errors.Is). Anything else
-// is an unexpected AWS error, wrapped with the operation name.
+// *ConflictError, *ThrottledError, *ItemTooLargeError, and ErrNotFound
+// (errors.Is). Anything else is an unexpected AWS error, labelled with the
+// operation that got it ("ledger: UpdateItem complete: ValidationException
+// ..."), never as a fence; IsValidation tells a request that no repeat can
+// fix.
 //
 // # Emulators
 //

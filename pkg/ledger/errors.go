@@ -103,3 +103,28 @@ func (e *ThrottledError) Error() string {
 }
 
 func (e *ThrottledError) Unwrap() error { return e.Err }
+
+// ItemTooLargeError reports a write refused because the item would exceed
+// DynamoDB's 400 KB item limit: either the ledger's own check before the
+// write (Err nil) or DynamoDB's ValidationException. Nothing was written.
+// Repeating the write cannot succeed.
+type ItemTooLargeError struct {
+	TaskID string
+	Op     string
+	// Bytes is the item's size as computed (0 when only DynamoDB's error is
+	// known); ResultBytes the size of the result being saved, if any.
+	Bytes       int
+	ResultBytes int
+	Limit       int
+	Err         error
+}
+
+func (e *ItemTooLargeError) Error() string {
+	if e.Err != nil && e.Bytes == 0 {
+		return fmt.Sprintf("ledger: %s: item too large for DynamoDB (limit %d bytes): %v", e.Op, e.Limit, e.Err)
+	}
+	return fmt.Sprintf("ledger: %s of task %s: item would be %d bytes, over DynamoDB's limit of %d (result %d bytes); nothing written",
+		e.Op, e.TaskID, e.Bytes, e.Limit, e.ResultBytes)
+}
+
+func (e *ItemTooLargeError) Unwrap() error { return e.Err }

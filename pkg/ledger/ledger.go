@@ -3,8 +3,10 @@ package ledger
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -16,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // DynamoDB is the subset of *dynamodb.Client the ledger calls. Wrap the real
@@ -35,6 +39,9 @@ const (
 	DefaultMaxAge          = time.Hour
 	DefaultRetention       = 7 * 24 * time.Hour
 	DefaultDispatchTimeout = 2 * time.Minute
+	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
+	// DispatchBackoffCap (16 minutes with the default DispatchTimeout).
+	DefaultDispatchBackoffFactor = 8
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
 	OpenReviewsIndex = "open_reviews"
@@ -55,7 +62,11 @@ type Config struct {
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
 	// to be consumed before the reconciler re-sends it (the outbox deadline).
+	// Each re-send doubles the wait (see DispatchBackoff).
 	DispatchTimeout time.Duration
+	// DispatchBackoffCap caps the wait between re-sends (default
+	// DefaultDispatchBackoffFactor × DispatchTimeout).
+	DispatchBackoffCap time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// IDKey is the server secret task ids are derived with (HMAC-SHA256,
@@ -109,6 +120,10 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	if cfg.DispatchTimeout <= 0 {
 		cfg.DispatchTimeout = DefaultDispatchTimeout
 	}
+	if cfg.DispatchBackoffCap <= 0 {
+		cfg.DispatchBackoffCap = DefaultDispatchBackoffFactor * cfg.DispatchTimeout
+	}
+	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -236,14 +251,51 @@ func IsThrottle(err error) bool {
 	return errors.As(err, &ae) && throttleCodes[ae.ErrorCode()]
 }
 
+// wrapErr labels an AWS error with the operation that got it ("UpdateItem
+// complete: ValidationException ..."): throttles become *ThrottledError, an
+// item-size ValidationException *ItemTooLargeError. An error wrapErr already
+// labelled is returned unchanged.
 func wrapErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.As(err, new(*opError)) || errors.As(err, new(*ThrottledError)) || errors.As(err, new(*ItemTooLargeError)) {
+		return err
+	}
 	if IsThrottle(err) {
 		return &ThrottledError{Op: op, RetryAfter: time.Second, Err: err}
 	}
-	return fmt.Errorf("ledger: %s: %w", op, err)
+	if isItemTooLarge(err) {
+		return &ItemTooLargeError{Op: op, Limit: itemsize.MaxItemBytes, Err: err}
+	}
+	return &opError{op: op, err: err}
+}
+
+// opError is an AWS error labelled with the ledger operation.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return "ledger: " + e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// isItemTooLarge reports whether err is DynamoDB's ValidationException for
+// an item over the size limit ("Item size has exceeded the maximum allowed
+// size", "Item size to update has exceeded ...").
+func isItemTooLarge(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" {
+		return false
+	}
+	return strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
+}
+
+// IsValidation reports whether err is a ValidationException: the request
+// itself is invalid, so repeating it cannot succeed (never transient).
+func IsValidation(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }
 
 // update is a small builder for UpdateItem expressions with names and values.
@@ -359,10 +411,113 @@ func (l *Ledger) off(u *update, s State, now time.Time) *update {
 	return u
 }
 
-func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
-	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
-	if err != nil {
-		return nil, err
-	}
-	return decodeTask(out.Attributes)
+// newNonce returns 96 random bits, hex encoded.
+func newNonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
+
+// apply sends one conditional UpdateItem of the task. Every such write sets
+// a fresh write_nonce, so a write whose reply was lost — and whose SDK retry
+// then failed its condition because the first send had already applied —
+// is recognised as this call's own: when the item the failed condition
+// reports (ALL_OLD, or a consistent read) carries this call's nonce, apply
+// returns it as the write's result. That is the same mechanism as Create's
+// create_nonce, at the one place every fenced write goes through.
+//
+// Errors: *conditionFailed when the condition failed for another reason
+// (see currentOf); otherwise the AWS error labelled by op
+// ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
+func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
+	nonce := newNonce()
+	u.set("write_nonce", str(nonce))
+	in := u.input(l.cfg.TasksTable, taskID)
+	out, err := l.db.UpdateItem(ctx, in)
+	if err == nil {
+		return decodeTask(out.Attributes)
+	}
+	if !isConditionFailed(err) {
+		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
+			return cur, nil
+		}
+		return nil, wrapErr("UpdateItem "+op, err)
+	}
+	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
+	// engine that omits it (kumo) leaves the read to callers that need the
+	// item anyway (currentOf), so a caller that only wants "not applied"
+	// (ClaimDispatch, clampDue) never pays for a read.
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		cur, derr := decodeTask(ccf.Item)
+		if derr != nil {
+			return nil, derr
+		}
+		if cur.WriteNonce == nonce {
+			return cur, nil // our own write; its reply was lost
+		}
+	}
+	return nil, &conditionFailed{op: op, nonce: nonce, err: err}
+}
+
+// currentOf returns the task as it is after apply's failed condition (from
+// ALL_OLD or one consistent read; nil when gone) and whether it carries the
+// failed write's nonce — i.e. the write was applied after all (its reply
+// was lost and the SDK's retry failed the condition on its own effect).
+func (l *Ledger) currentOf(ctx context.Context, taskID string, err error) (cur *Task, mine bool, rerr error) {
+	cur, rerr = l.oldOrRead(ctx, taskID, err)
+	if rerr != nil || cur == nil {
+		return cur, false, rerr
+	}
+	var cf *conditionFailed
+	return cur, errors.As(err, &cf) && cf.nonce != "" && cur.WriteNonce == cf.nonce, nil
+}
+
+// ownWrite resolves an ambiguous failure of a write that set nonce — a
+// timeout, a lost reply, a 5xx after the SDK's retries: the write may have
+// been applied. One consistent read tells: the item carries the nonce only
+// if this write was applied (and nothing wrote after it). A definitive
+// rejection (a throttle, a validation error, any other client fault) was not
+// applied and is not read.
+func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) (*Task, bool) {
+	if !ambiguous(err) {
+		return nil, false
+	}
+	cur, gerr := l.Get(ctx, taskID)
+	if gerr != nil || cur.WriteNonce != nonce {
+		return nil, false
+	}
+	return cur, true
+}
+
+// ambiguous reports whether a failed call may nevertheless have been
+// applied: anything but an API error the service sent as a client fault or
+// a throttle (which DynamoDB rejects before applying).
+func ambiguous(err error) bool {
+	if IsThrottle(err) || IsValidation(err) {
+		return false
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultClient {
+		return false
+	}
+	var hs interface{ HTTPStatusCode() int }
+	if errors.As(err, &hs) && hs.HTTPStatusCode() >= 400 && hs.HTTPStatusCode() < 500 {
+		return false
+	}
+	var tce *types.TransactionCanceledException
+	return !errors.As(err, &tce)
+}
+
+// conditionFailed is apply's failed condition, with the nonce of the write
+// that failed (see currentOf).
+type conditionFailed struct {
+	op    string
+	nonce string
+	err   error
+}
+
+func (e *conditionFailed) Error() string {
+	return "ledger: UpdateItem " + e.op + ": condition failed: " + e.err.Error()
+}
+func (e *conditionFailed) Unwrap() error { return e.err }

@@ -100,6 +100,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			setError(tu, "operator_failed", a.Note)
 		}
 		tu.stamp(now)
+		tu.set("write_nonce", str(newNonce()))
 		tu.v("parked", strState(StateNeedsReview))
 		tu.v("ver", num(cur.AssignmentVersion))
 		tu.cond("#state = :parked")

@@ -22,6 +22,12 @@ const (
 	ReviewProviderConfig  = "provider_config"
 	ReviewPoisonMessage   = "poison_message"
 	ReviewStaleLease      = "stale_lease"
+	// ReviewResultTooLarge: the provider succeeded but its result does not
+	// fit DynamoDB's 400 KB item; it was not saved.
+	ReviewResultTooLarge = "result_too_large"
+	// ReviewResultNotSaved: a readback found the result but saving it kept
+	// failing until the task's age budget ended.
+	ReviewResultNotSaved = "result_not_saved"
 )
 
 // Review statuses.
@@ -187,6 +193,10 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		u.v("now", num(now.UnixMilli()))
 		u.cond(u.n("lease_until") + " < :now")
 	}
+	// As in apply: a transaction whose reply was lost and whose retry was
+	// refused recognises its own write by the nonce.
+	nonce := newNonce()
+	u.set("write_nonce", str(nonce))
 	upd := u.input(l.cfg.TasksTable, t.TaskID)
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: []types.TransactWriteItem{
@@ -213,11 +223,17 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		return l.Get(ctx, t.TaskID)
 	}
 	if !isTxConditionFailed(err) {
+		if cur, ok := l.ownWrite(ctx, t.TaskID, nonce, err); ok {
+			return cur, nil
+		}
 		return nil, wrapErr("TransactWriteItems park", err)
 	}
 	cur, gerr := l.Get(ctx, t.TaskID)
 	if gerr != nil {
 		return nil, gerr
+	}
+	if cur.WriteNonce == nonce {
+		return cur, nil // our own park; its reply was lost
 	}
 	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
 }

@@ -84,6 +84,10 @@ type Task struct {
 	// CreateNonce is random per Create call, so a Create whose PutItem
 	// response was lost (and retried by the SDK) recognises its own write.
 	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
+	// WriteNonce is random per conditional UpdateItem, so a write whose
+	// reply was lost (and whose SDK retry failed its condition) recognises
+	// its own effect (see Ledger.apply).
+	WriteNonce string `dynamodbav:"write_nonce,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
 }

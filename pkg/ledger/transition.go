@@ -2,7 +2,12 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // ClaimOptions configure Claim.
@@ -60,16 +65,22 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		states += " OR (#state = :c_running AND #lease_until < :now)"
 	}
 	u.cond(states)
+	// A claim whose reply was lost, retried by the SDK and then refused
+	// because the task is running under this very claim, is recognised by
+	// apply (write_nonce) and returned as claimed, not as "leased".
 	t, err := l.apply(ctx, "claim", taskID, u)
 	if err == nil {
 		return t, nil
 	}
 	if !isConditionFailed(err) {
-		return nil, wrapErr("UpdateItem claim", err)
+		return nil, err
 	}
-	old, rerr := l.oldOrRead(ctx, taskID, err)
+	old, mine, rerr := l.currentOf(ctx, taskID, err)
 	if rerr != nil {
 		return nil, rerr
+	}
+	if mine {
+		return old, nil
 	}
 	return nil, whyNotClaimable(taskID, old, now, o.AllowTakeover)
 }
@@ -109,13 +120,21 @@ func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotC
 }
 
 // fenced turns a failed fenced write into a *FencedError with the reason.
-func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) error {
+// Any other error is returned as apply labelled it, by the operation
+// ("UpdateItem complete: ValidationException ..."): it is not a fence.
+//
+// When the item shows the failed write's own nonce, the write was applied
+// (its reply was lost): fenced returns the task as written and no error.
+func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) (*Task, error) {
 	if !isConditionFailed(err) {
-		return wrapErr("UpdateItem fenced", err)
+		return nil, err
 	}
-	old, rerr := l.oldOrRead(ctx, taskID, err)
+	old, mine, rerr := l.currentOf(ctx, taskID, err)
 	if rerr != nil {
-		return rerr
+		return nil, rerr
+	}
+	if mine {
+		return old, nil
 	}
 	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
 	switch {
@@ -128,16 +147,21 @@ func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err e
 	default:
 		fe.Why = "not_running"
 	}
-	return fe
+	return nil, fe
 }
 
-// fence adds "assignment_version = mine AND state = from" to u.
-func fence(u *update, version int64, from State) {
+// fence adds "assignment_version = mine AND state = from" to u; with more
+// states, "(state = from OR state = also...)".
+func fence(u *update, version int64, from State, also ...State) {
 	u.n("assignment_version")
 	u.v("mine", num(version))
 	u.v("from", strState(from))
 	u.cond("#assignment_version = :mine")
-	u.cond(u.n("state") + " = :from")
+	c := u.n("state") + " = :from"
+	for i, s := range also {
+		c += fmt.Sprintf(" OR #state = %s", u.v(fmt.Sprintf("from%d", i+1), strState(s)))
+	}
+	u.cond(c)
 }
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
@@ -152,7 +176,9 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "renew", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -167,11 +193,17 @@ type Completion struct {
 }
 
 // Complete saves the result of the caller's assignment: conditioned on
-// assignment_version = mine AND state = running AND attribute_not_exists(result).
+// assignment_version = mine AND (state = running OR state = unknown) AND
+// attribute_not_exists(result). State unknown at the caller's own version
+// means the reconciler expired the lease of a worker that was slow but
+// alive: the assignment is still the caller's, no other attempt has
+// started, and saving the result it holds settles the uncertainty.
+//
 // Errors: *FencedError with Why = already_completed / taken_over /
-// not_running / gone. Never retry it blindly.
+// not_running / gone (never retry it blindly); *ItemTooLargeError when the
+// item would exceed DynamoDB's limit (nothing written; see CheckCompletion).
 func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion) (*Task, error) {
-	return l.complete(ctx, taskID, version, StateRunning, c)
+	return l.complete(ctx, taskID, version, c, StateRunning, StateUnknown)
 }
 
 // CompleteFromReadback completes a task in state unknown with a result the
@@ -180,10 +212,10 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
 	}
-	return l.complete(ctx, taskID, version, StateUnknown, c)
+	return l.complete(ctx, taskID, version, c, StateUnknown)
 }
 
-func (l *Ledger) complete(ctx context.Context, taskID string, version int64, from State, c Completion) (*Task, error) {
+func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, from State, also ...State) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.off(u, StateCompleted, now)
@@ -199,11 +231,19 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, fro
 		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
 	}
 	u.stamp(now)
-	fence(u, version, from)
+	fence(u, version, from, also...)
 	u.cond("attribute_not_exists(" + u.n("result") + ")")
+	// The key and the values this write sets are a lower bound of the
+	// item's size: refuse what cannot fit before sending it.
+	in := u.input(l.cfg.TasksTable, taskID)
+	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
+		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete", Bytes: n, ResultBytes: len(c.Result), Limit: itemsize.MaxItemBytes}
+	}
 	t, err := l.apply(ctx, "complete", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -222,7 +262,9 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "retry", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -238,7 +280,9 @@ func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClas
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "fail", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -255,24 +299,33 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "unknown", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
 
 // Release gives back the caller's assignment before the provider was called
-// (for example when the Lambda deadline is near): the task is queued again
-// and due for dispatch. The attempt stays counted. Errors: *FencedError.
+// (for example when the Lambda deadline is near, or a request that provably
+// never left the process): the task is queued again, due for dispatch, and
+// the attempt is given back (attempts - 1), since no provider call was
+// made. The assignment version stays incremented, so the released holder
+// stays fenced. Errors: *FencedError.
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "release", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return l.clampDue(ctx, t)
 }
@@ -295,7 +348,9 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	}
 	t, err := l.apply(ctx, "requeue", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return l.clampDue(ctx, t)
 }
@@ -326,25 +381,55 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	return nil, wrapErr("UpdateItem clamp", err)
 }
 
+// DispatchBackoff is how long the outbox waits for the message of the
+// dispatch numbered n (0: the submit's own send, n: the n-th re-send) to be
+// consumed before the next re-send: DispatchTimeout × 2^n, capped at
+// DispatchBackoffCap. A queue backlog older than DispatchTimeout therefore
+// costs a logarithmic number of duplicate messages, not one per
+// DispatchTimeout.
+func (l *Ledger) DispatchBackoff(n int) time.Duration {
+	d := l.cfg.DispatchTimeout
+	for range max(n, 0) {
+		if d >= l.cfg.DispatchBackoffCap {
+			break
+		}
+		d *= 2
+	}
+	return min(d, l.cfg.DispatchBackoffCap)
+}
+
 // ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or
-// retry_wait task from the value the reconciler read to now+DispatchTimeout.
-// Only the caller whose update succeeds sends the SQS message, so two racing
-// reconcilers send it once. ok=false means someone else moved it.
-func (l *Ledger) ClaimDispatch(ctx context.Context, taskID string, state State, dueAt int64) (t *Task, ok bool, err error) {
+// retry_wait task from the value t (the reconciler's consistent read) holds
+// to now + DispatchBackoff(t.Dispatches+1), clamped to the age deadline
+// (deadline_ms) so an age-budget park still happens within one reconciler
+// period, and counts the dispatch. The update is conditioned on t's state,
+// due_at and dispatch count: only the caller whose update succeeds sends
+// the SQS message, so two racing reconcilers send it once. ok=false means
+// someone else moved it.
+func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
+	next := t.Dispatches + 1
+	due := now.Add(l.DispatchBackoff(next)).UnixMilli()
+	if t.DeadlineMs > 0 {
+		due = min(due, t.DeadlineMs)
+	}
 	u := newUpdate()
-	u.set("due_at", num(now.Add(l.cfg.DispatchTimeout).UnixMilli()))
-	u.setExpr("#dispatches = if_not_exists(#dispatches, :zero) + :one").n("dispatches")
-	u.v("zero", num(0))
-	u.v("one", num(1))
-	u.v("from", strState(state))
-	u.v("old_due", num(dueAt))
+	u.set("due_at", num(due))
+	u.set("dispatches", num(int64(next)))
+	u.v("from", strState(t.State))
+	u.v("old_due", num(t.DueAt))
+	u.v("old_dispatches", num(int64(t.Dispatches)))
 	u.cond(u.n("state") + " = :from")
 	u.cond(u.n("due_at") + " = :old_due")
+	if t.Dispatches == 0 {
+		u.cond("attribute_not_exists(#dispatches) OR #dispatches = :old_dispatches")
+	} else {
+		u.cond("#dispatches = :old_dispatches")
+	}
 	u.stamp(now)
-	t, err = l.apply(ctx, "dispatch", taskID, u)
+	nt, err = l.apply(ctx, "dispatch", t.TaskID, u)
 	if err == nil {
-		return t, true, nil
+		return nt, true, nil
 	}
 	if isConditionFailed(err) {
 		return nil, false, nil
@@ -425,7 +510,53 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	u.cond(u.n("lease_until") + " < :now")
 	t, err := l.apply(ctx, "expire", taskID, u)
 	if err != nil {
-		return nil, l.fenced(ctx, taskID, version, err)
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// CheckCompletion computes the size of the item t would become when
+// completed with c (t as the caller read it: the claimed task, or the
+// unknown task the reconciler read) and returns an *ItemTooLargeError when
+// it exceeds DynamoDB's 400 KB item limit. Check before Complete: an
+// oversized result cannot be saved, and sending it would only fail.
+func CheckCompletion(t *Task, c Completion) error {
+	n, err := CompletedItemSize(t, c)
+	if err != nil {
+		return err
+	}
+	if n > itemsize.MaxItemBytes {
+		return &ItemTooLargeError{TaskID: t.TaskID, Op: "complete", Bytes: n, ResultBytes: len(c.Result), Limit: itemsize.MaxItemBytes}
+	}
+	return nil
+}
+
+// CompletedItemSize returns the size (DynamoDB's rules, package itemsize)
+// of the item t would become when completed with c.
+func CompletedItemSize(t *Task, c Completion) (int, error) {
+	x := *t
+	now := "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
+	x.State = StateCompleted
+	x.Result = c.Result
+	x.CompletedAt, x.UpdatedAt = now, now
+	x.UpdatedMs = 1<<41 - 1
+	x.ExpiresAt = 1<<33 - 1
+	if c.Provider != "" {
+		x.Provider = c.Provider
+	}
+	if c.ProviderRef != "" {
+		x.ProviderRef = c.ProviderRef
+	}
+	if !c.ReadbackAt.IsZero() {
+		x.ReadbackAt = now
+	}
+	x.StateShard, x.DueAt, x.LeaseOwner, x.LeaseUntil, x.NotBefore = "", 0, "", 0, 0
+	x.WriteNonce = newNonce()
+	item, err := attributevalue.MarshalMap(&x)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: encode task: %w", err)
+	}
+	return itemsize.Item(item), nil
 }

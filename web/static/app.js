@@ -6,6 +6,13 @@
  * task text is only ever put into the DOM with textContent (never innerHTML)
  * and never into the URL or web storage (only task ids and states are
  * remembered, in sessionStorage).
+ *
+ * Sign-in (when GET /auth/config says auth_mode "jwt"): OpenID Connect
+ * authorization code + PKCE (S256) against the configured issuer, state and
+ * nonce checked, no client secret. The tokens stay in sessionStorage (this
+ * tab only; never localStorage) and only the bearer the API accepts is kept;
+ * every API call carries it as Authorization: Bearer. A 401 sends the user
+ * to sign in again.
  */
 (function () {
   'use strict';
@@ -16,6 +23,11 @@
   var LS_API = 'taskledger.apiBase';
   var LS_OPERATOR = 'taskledger.operator';
   var SS_TASKS = 'taskledger.tasks:';
+  var SS_AUTH = 'taskledger.auth:';
+  var SS_PENDING = 'taskledger.oidc.pending';
+  // A 401 this soon after signing in is a misconfigured API (issuer or
+  // audience), not an expired token: say so instead of looping.
+  var FRESH_SIGNIN_MS = 15000;
   var POLL_MS = 1000;
   var POLL_ERROR_MS = 2500;
   var BACKGROUND_MS = 3000;
@@ -31,7 +43,8 @@
     lastRegen: null,    // same, for Regenerate
     clickDetail: 0,
     sending: false,
-    reviewCursor: ''
+    reviewCursor: '',
+    auth: { mode: '', config: null, discovery: null, session: null, redirecting: false }
   };
 
   // ---- storage (never task text) ----
@@ -43,14 +56,25 @@
     try { store.setItem(k, v); } catch (e) { /* storage disabled: keep going */ }
   }
 
+  function remove(store, k) {
+    try { store.removeItem(k); } catch (e) { /* storage disabled */ }
+  }
+
+  // tasksKey names this session's task list: per API, and per signed-in
+  // user so that a second user never sees the first one's list.
+  function tasksKey() {
+    var s = st.auth.session;
+    return SS_TASKS + st.base + (s && s.sub ? '|' + s.sub : '');
+  }
+
   function loadSession() {
-    var raw = get(window.sessionStorage, SS_TASKS + st.base);
+    var raw = get(window.sessionStorage, tasksKey());
     var list = [];
     try { list = raw ? JSON.parse(raw) : []; } catch (e) { list = []; }
     st.tasks = Array.isArray(list) ? list : [];
   }
   function saveSession() {
-    set(window.sessionStorage, SS_TASKS + st.base, JSON.stringify(st.tasks));
+    set(window.sessionStorage, tasksKey(), JSON.stringify(st.tasks));
   }
 
   // ---- small DOM helpers ----
@@ -98,6 +122,7 @@
     var headers = { 'Accept': 'application/json, application/problem+json' };
     if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
     if (opts.key) headers['Idempotency-Key'] = opts.key;
+    if (st.auth.session && st.auth.session.bearer) headers['Authorization'] = 'Bearer ' + st.auth.session.bearer;
     var init = {
       method: method,
       headers: headers,
@@ -114,6 +139,7 @@
       return r.response.text().then(function (text) {
         var body = null;
         if (text) { try { body = JSON.parse(text); } catch (e) { body = null; } }
+        if (r.response.status === 401) onUnauthorized();
         return { status: r.response.status, statusText: r.response.statusText, headers: r.response.headers, body: body, attempts: r.attempts };
       });
     });
@@ -131,6 +157,200 @@
 
   function isView(b) {
     return b && typeof b === 'object' && typeof b.task_id === 'string' && typeof b.state === 'string';
+  }
+
+
+  // ---- sign-in (OpenID Connect, authorization code + PKCE) ----
+
+  function authStatus(text, kind) {
+    var n = $('auth-status');
+    n.hidden = !text;
+    setStatus(n, text || '', kind);
+  }
+
+  function renderAuth() {
+    var a = st.auth;
+    var signedIn = a.mode === 'jwt' && !!a.session;
+    document.documentElement.setAttribute('data-auth', a.mode === 'jwt' ? (signedIn ? 'signed-in' : 'signed-out') : (a.mode || 'unknown'));
+    $('open-banner').hidden = a.mode !== 'none';
+    $('sign-in').hidden = a.mode !== 'jwt' || signedIn;
+    $('sign-out').hidden = !signedIn;
+    var who = $('auth-user');
+    who.removeAttribute('data-sub');
+    if (signedIn) {
+      who.textContent = 'Signed in as ' + (a.session.name || a.session.sub);
+      who.setAttribute('data-sub', a.session.sub);
+    } else if (a.mode === 'jwt') {
+      who.textContent = 'Not signed in';
+    } else if (a.mode === 'none') {
+      who.textContent = 'No sign-in (auth mode none)';
+    } else if (a.mode === 'iam') {
+      who.textContent = 'IAM authorization';
+    } else {
+      who.textContent = '';
+    }
+  }
+
+  function authKey() { return SS_AUTH + st.base; }
+
+  function readJSON(store, k) {
+    try { return JSON.parse(get(store, k) || 'null'); } catch (e) { return null; }
+  }
+
+  // loadAuth reads GET /auth/config and sets the page up for its mode:
+  // none (warning banner), jwt (finish a sign-in coming back from the
+  // issuer, or restore this tab's session), iam (no sign-in from a page).
+  function loadAuth() {
+    var a = st.auth;
+    a.mode = ''; a.config = null; a.discovery = null; a.session = null;
+    return fetch(st.base + '/auth/config', { cache: 'no-store', credentials: 'omit', headers: { 'Accept': 'application/json' } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .catch(function () { return null; })
+      .then(function (cfg) {
+        a.config = cfg && typeof cfg === 'object' ? cfg : null;
+        a.mode = a.config && typeof a.config.auth_mode === 'string' ? a.config.auth_mode : 'unknown';
+        if (a.mode === 'iam') {
+          authStatus('This API uses IAM (SigV4) authorization: a browser page cannot sign its requests. Use the CLI or an AWS SDK.', 'error');
+        } else if (a.mode === 'unknown') {
+          authStatus('Could not read ' + st.base + '/auth/config: sign-in settings unknown; requests are sent without a token.', 'error');
+        }
+        if (a.mode !== 'jwt') return;
+        if (!a.config.issuer || !a.config.client_id) {
+          authStatus('The API requires sign-in but /auth/config names no issuer or client id.', 'error');
+          return;
+        }
+        var cb = L.parseCallback(window.location.href);
+        if (cb) return completeSignIn(cb);
+        var sess = readJSON(window.sessionStorage, authKey());
+        if (L.sessionValid(sess, Date.now(), 0)) a.session = sess;
+        else remove(window.sessionStorage, authKey());
+      })
+      .then(renderAuth);
+  }
+
+  // discover fetches the issuer's discovery document (and checks that it
+  // is the issuer's own).
+  function discover() {
+    var a = st.auth;
+    if (a.discovery) return Promise.resolve(a.discovery);
+    var issuer = a.config.issuer;
+    return fetch(issuer.replace(/\/+$/, '') + '/.well-known/openid-configuration', { credentials: 'omit', cache: 'no-store' })
+      .then(function (r) {
+        if (!r.ok) throw new Error('discovery answered HTTP ' + r.status);
+        return r.json();
+      })
+      .then(function (d) {
+        if (!d || d.issuer !== issuer) throw new Error('the discovery document names issuer ' + (d && d.issuer) + ', not ' + issuer);
+        if (!d.authorization_endpoint || !d.token_endpoint) throw new Error('the discovery document has no authorization or token endpoint');
+        a.discovery = d;
+        return d;
+      });
+  }
+
+  // startSignIn sends the browser to the issuer: a fresh PKCE verifier,
+  // state and nonce are kept in sessionStorage for the way back.
+  function startSignIn(why) {
+    var a = st.auth;
+    if (a.mode !== 'jwt' || a.redirecting) return Promise.resolve();
+    authStatus(why || 'Signing in…', 'busy');
+    return discover().then(function (d) {
+      var verifier = L.randomToken();
+      var state = L.randomToken(null, 16);
+      var nonce = L.randomToken(null, 16);
+      return L.pkceChallenge(verifier).then(function (challenge) {
+        var redirect = L.redirectURI(window.location.href);
+        set(window.sessionStorage, SS_PENDING, JSON.stringify({
+          state: state, nonce: nonce, verifier: verifier, issuer: a.config.issuer, clientId: a.config.client_id,
+          redirectURI: redirect, tokenEndpoint: d.token_endpoint, base: st.base
+        }));
+        a.redirecting = true;
+        window.location.assign(L.authorizeURL(a.config.authorization_endpoint || d.authorization_endpoint, {
+          clientId: a.config.client_id, redirectURI: redirect, scope: a.config.scopes || 'openid',
+          state: state, nonce: nonce, challenge: challenge
+        }));
+      });
+    }).catch(function (err) {
+      authStatus('Sign-in could not start: ' + (err && err.message ? err.message : err), 'error');
+    });
+  }
+
+  // completeSignIn finishes the code flow on the way back from the issuer:
+  // state must match the sign-in started in this tab, the code is
+  // exchanged with the PKCE verifier, and the ID token's iss, aud, nonce
+  // and exp are checked before anything is kept.
+  function completeSignIn(cb) {
+    var a = st.auth;
+    var pending = readJSON(window.sessionStorage, SS_PENDING);
+    remove(window.sessionStorage, SS_PENDING);
+    // The code and state leave the address bar (and history) at once.
+    window.history.replaceState(null, '', L.redirectURI(window.location.href));
+    if (!pending || !cb.state || cb.state !== pending.state) {
+      authStatus('Sign-in refused: the response does not belong to a sign-in started in this tab (state mismatch). Sign in again.', 'error');
+      return Promise.resolve();
+    }
+    if (cb.error) {
+      authStatus('Sign-in failed at the issuer: ' + cb.error + (cb.description ? ' — ' + cb.description : ''), 'error');
+      return Promise.resolve();
+    }
+    authStatus('Completing sign-in…', 'busy');
+    return fetch(pending.tokenEndpoint, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Accept': 'application/json' },
+      body: L.tokenRequestBody({ code: cb.code, redirectURI: pending.redirectURI, clientId: pending.clientId, verifier: pending.verifier }),
+      credentials: 'omit',
+      cache: 'no-store'
+    }).then(function (r) {
+      return r.json().catch(function () { return null; }).then(function (body) {
+        if (!r.ok || !body) throw new Error('the token endpoint answered HTTP ' + r.status + (body && body.error ? ' (' + body.error + ')' : ''));
+        return body;
+      });
+    }).then(function (tokens) {
+      var claims = L.decodeJwt(tokens.id_token);
+      var bad = L.checkIdToken(claims, { issuer: pending.issuer, clientId: pending.clientId, nonce: pending.nonce }, Date.now());
+      if (bad) throw new Error(bad);
+      var sess = L.sessionFrom(tokens, claims, pending.clientId, Date.now());
+      if (!sess.bearer) throw new Error('the issuer returned no token the API can accept');
+      sess.at = Date.now();
+      a.session = sess;
+      set(window.sessionStorage, authKey(), JSON.stringify(sess));
+      authStatus('');
+    }).catch(function (err) {
+      authStatus('Sign-in failed: ' + (err && err.message ? err.message : err), 'error');
+    });
+  }
+
+  function signOut(text) {
+    remove(window.sessionStorage, authKey());
+    st.auth.session = null;
+    stopPolling();
+    st.current = '';
+    $('task-view').hidden = true;
+    loadSession();
+    renderTaskList();
+    renderAuth();
+    authStatus(text || 'Signed out. The issuer may still remember you: the next sign-in can skip its login page.', 'ok');
+  }
+
+  // onUnauthorized handles a 401 from the API: an expired or refused
+  // token sends the user to sign in again (once; a 401 right after a
+  // fresh sign-in is a configuration problem and is said instead).
+  function onUnauthorized() {
+    var a = st.auth;
+    if (a.mode !== 'jwt' || a.redirecting) return;
+    var sess = a.session;
+    if (!sess) {
+      authStatus('The API requires sign-in: press Sign in.', 'error');
+      return;
+    }
+    if (sess.at && Date.now() - sess.at < FRESH_SIGNIN_MS) {
+      authStatus('The API refused a token issued moments ago (401): its JWT authorizer\u2019s issuer or audience does not match ' +
+        a.config.issuer + ' / ' + a.config.client_id + '.', 'error');
+      return;
+    }
+    remove(window.sessionStorage, authKey());
+    a.session = null;
+    renderAuth();
+    startSignIn('Your sign-in expired or was refused (401): signing in again…');
   }
 
   // ---- API base ----
@@ -161,9 +381,11 @@
       stopPolling();
       st.current = '';
       $('task-view').hidden = true;
-      loadSession();
-      renderTaskList();
-      if (!$('view-review').hidden) loadReviews(false);
+      loadAuth().then(function () {
+        loadSession();
+        renderTaskList();
+        if (!$('view-review').hidden) loadReviews(false);
+      });
     }
   }
 
@@ -572,6 +794,12 @@
 
   function init() {
     initApiBase();
+    $('sign-in').addEventListener('click', function () { startSignIn(); });
+    $('sign-out').addEventListener('click', function () { signOut(); });
+    loadAuth().then(start);
+  }
+
+  function start() {
     loadSession();
     renderTaskList();
     $('operator').value = get(window.localStorage, LS_OPERATOR) || '';

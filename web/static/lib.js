@@ -150,11 +150,15 @@
   }
 
   // problemText renders an error response: RFC 9457 title and detail when
-  // the body is a problem document, else the status line.
+  // the body is a problem document, API Gateway's own {"message"} (its
+  // authorizer's 401, its throttling 429), else the status line.
   function problemText(status, body, statusText) {
     if (body && typeof body === 'object' && (body.title || body.detail)) {
       var t = body.title || ('HTTP ' + status);
       return body.detail ? t + ': ' + body.detail : t;
+    }
+    if (body && typeof body === 'object' && typeof body.message === 'string' && body.message) {
+      return 'HTTP ' + status + ': ' + body.message + (status === 401 ? ' — sign in (again) to use the API.' : '');
     }
     return 'HTTP ' + status + (statusText ? ' ' + statusText : '');
   }
@@ -228,6 +232,146 @@
     return { input: input };
   }
 
+
+  // ---- OpenID Connect sign-in (authorization code + PKCE, S256) ----
+
+  // base64url encodes bytes (a Uint8Array or ArrayBuffer) without padding.
+  function base64url(bytes) {
+    var b = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    var s = '';
+    for (var i = 0; i < b.length; i++) s += String.fromCharCode(b[i]);
+    return root.btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  }
+
+  // randomToken is n random bytes (default 32), base64url: a PKCE code
+  // verifier (43 characters for 32 bytes), a state or a nonce.
+  function randomToken(c, n) {
+    c = c || root.crypto;
+    var b = new Uint8Array(n || 32);
+    c.getRandomValues(b);
+    return base64url(b);
+  }
+
+  // pkceChallenge resolves to the S256 code challenge of verifier:
+  // base64url(SHA-256(verifier)) (RFC 7636 §4.2).
+  function pkceChallenge(verifier, subtle) {
+    subtle = subtle || (root.crypto && root.crypto.subtle);
+    if (!subtle) return Promise.reject(new Error('Web Crypto is unavailable: sign-in needs https (or localhost)'));
+    return subtle.digest('SHA-256', new TextEncoder().encode(verifier)).then(base64url);
+  }
+
+  // redirectURI is the page's own URL without query or fragment: where
+  // the issuer sends the browser back (register it with the app client).
+  function redirectURI(pageHref) {
+    var u = new URL(pageHref);
+    return u.origin + u.pathname;
+  }
+
+  // authorizeURL builds the authorization request (response_type=code,
+  // S256 PKCE, state and nonce).
+  function authorizeURL(endpoint, p) {
+    var u = new URL(endpoint);
+    u.searchParams.set('response_type', 'code');
+    u.searchParams.set('client_id', p.clientId);
+    u.searchParams.set('redirect_uri', p.redirectURI);
+    u.searchParams.set('scope', p.scope || 'openid');
+    u.searchParams.set('state', p.state);
+    u.searchParams.set('nonce', p.nonce);
+    u.searchParams.set('code_challenge', p.challenge);
+    u.searchParams.set('code_challenge_method', 'S256');
+    return u.toString();
+  }
+
+  // parseCallback reads the authorization response from the page URL:
+  // {code, state} or {error, description, state}; null when the URL is not
+  // a callback.
+  function parseCallback(pageHref) {
+    var q = new URL(pageHref).searchParams;
+    if (q.get('error')) return { error: q.get('error'), description: q.get('error_description') || '', state: q.get('state') || '' };
+    if (q.get('code')) return { code: q.get('code'), state: q.get('state') || '' };
+    return null;
+  }
+
+  // tokenRequestBody is the form body of the code exchange (a public
+  // client: no secret, the PKCE verifier proves the caller).
+  function tokenRequestBody(p) {
+    var f = new URLSearchParams();
+    f.set('grant_type', 'authorization_code');
+    f.set('code', p.code);
+    f.set('redirect_uri', p.redirectURI);
+    f.set('client_id', p.clientId);
+    f.set('code_verifier', p.verifier);
+    return f.toString();
+  }
+
+  // decodeJwt returns a JWT's payload (claims) without verifying it, or
+  // null when token is not a JWT. The API verifies signatures; the page
+  // only reads claims of tokens it got straight from the token endpoint.
+  function decodeJwt(token) {
+    if (typeof token !== 'string') return null;
+    var parts = token.split('.');
+    if (parts.length !== 3) return null;
+    try {
+      var b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+      while (b64.length % 4) b64 += '=';
+      var bin = root.atob(b64);
+      var bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      var claims = JSON.parse(new TextDecoder().decode(bytes));
+      return claims && typeof claims === 'object' && !Array.isArray(claims) ? claims : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function audList(aud) {
+    if (Array.isArray(aud)) return aud;
+    return typeof aud === 'string' ? [aud] : [];
+  }
+
+  // checkIdToken checks the ID token's claims against the sign-in that
+  // asked for it (OIDC Core §3.1.3.7): iss, aud, nonce, exp. It returns ''
+  // or what is wrong.
+  function checkIdToken(claims, want, nowMs) {
+    if (!claims) return 'the ID token is not a JWT';
+    if (claims.iss !== want.issuer) return 'the ID token was issued by ' + claims.iss + ', not ' + want.issuer;
+    if (audList(claims.aud).indexOf(want.clientId) < 0) return 'the ID token is not for this client';
+    if (!want.nonce || claims.nonce !== want.nonce) return 'the ID token nonce does not match this sign-in';
+    if (typeof claims.exp !== 'number' || claims.exp * 1000 <= nowMs) return 'the ID token has expired';
+    return '';
+  }
+
+  // bearerFor picks the token the API's JWT authorizer accepts with
+  // audience = client id: the access token when it is a JWT naming the
+  // client (aud, or client_id as in Cognito access tokens), else the ID
+  // token (whose aud is always the client id).
+  function bearerFor(tokens, clientId) {
+    var at = decodeJwt(tokens.access_token);
+    if (at && (audList(at.aud).indexOf(clientId) >= 0 || (!at.aud && at.client_id === clientId))) return tokens.access_token;
+    return tokens.id_token || '';
+  }
+
+  // sessionFrom builds what the page keeps in sessionStorage after a
+  // sign-in: the bearer, when it expires (ms), and who it names.
+  function sessionFrom(tokens, idClaims, clientId, nowMs) {
+    var bearer = bearerFor(tokens, clientId);
+    var bc = decodeJwt(bearer) || {};
+    var exp = typeof bc.exp === 'number' ? bc.exp * 1000 :
+      (tokens.expires_in ? nowMs + tokens.expires_in * 1000 : nowMs + 3600 * 1000);
+    return {
+      bearer: bearer,
+      expires_at: exp,
+      sub: idClaims.sub || '',
+      name: idClaims.email || idClaims.preferred_username || idClaims.name || idClaims.sub || ''
+    };
+  }
+
+  // sessionValid reports whether a stored session can still be used
+  // (skewMs before its expiry counts as expired).
+  function sessionValid(sess, nowMs, skewMs) {
+    return !!(sess && sess.bearer && typeof sess.expires_at === 'number' && sess.expires_at - (skewMs || 0) > nowMs);
+  }
+
   var lib = {
     TERMINAL: TERMINAL,
     SAME_PRESS_MS: SAME_PRESS_MS,
@@ -246,7 +390,19 @@
     stateHelp: stateHelp,
     sessionEntry: sessionEntry,
     mergeSession: mergeSession,
-    buildInput: buildInput
+    buildInput: buildInput,
+    base64url: base64url,
+    randomToken: randomToken,
+    pkceChallenge: pkceChallenge,
+    redirectURI: redirectURI,
+    authorizeURL: authorizeURL,
+    parseCallback: parseCallback,
+    tokenRequestBody: tokenRequestBody,
+    decodeJwt: decodeJwt,
+    checkIdToken: checkIdToken,
+    bearerFor: bearerFor,
+    sessionFrom: sessionFrom,
+    sessionValid: sessionValid
   };
   root.TaskledgerLib = lib;
   if (typeof module === 'object' && module.exports) module.exports = lib;

@@ -143,7 +143,12 @@ async function main() {
       await page.waitForSelector('html[data-ready="true"]');
       const base = await page.inputValue('#api-base');
       check(base === origin, `API base defaults to the page origin (got ${base})`);
-      return { title: await page.title(), apiBase: base };
+      // The local stack runs without an authorizer (auth mode none): the
+      // page says the API is open to anyone, and offers no sign-in.
+      await page.waitForSelector('#open-banner:not([hidden])');
+      check(await page.getAttribute('html', 'data-auth') === 'none', 'auth mode none');
+      check(await page.isHidden('#sign-in'), 'no sign-in button in mode none');
+      return { title: await page.title(), apiBase: base, banner: (await page.textContent('#open-banner')).trim().slice(0, 60) };
     });
 
     await step('submit and see the task complete', async () => {

@@ -137,6 +137,9 @@ test('problemText shows title and detail of problem+json, else the status', () =
     'Task cannot be cancelled: It is running.');
   assert.equal(L.problemText(500, { title: 'Internal error' }), 'Internal error');
   assert.equal(L.problemText(502, null, 'Bad Gateway'), 'HTTP 502 Bad Gateway');
+  // API Gateway's own bodies (its JWT authorizer's 401, its 429).
+  assert.equal(L.problemText(401, { message: 'Unauthorized' }), 'HTTP 401: Unauthorized — sign in (again) to use the API.');
+  assert.equal(L.problemText(429, { message: 'Too Many Requests' }), 'HTTP 429: Too Many Requests');
 });
 
 test('buildInput: required prompt, optional fields left out, simulate none dropped', () => {
@@ -164,4 +167,82 @@ test('states: terminal and settled', () => {
   for (const s of ['queued', 'running', 'retry_wait', 'unknown']) assert.ok(!L.isSettled(s));
   assert.equal(L.resultText({ text: 'hello', model: 'm' }), 'hello');
   assert.equal(L.resultText({ other: 1 }), '{\n  "other": 1\n}');
+});
+
+// ---- OpenID Connect sign-in ----
+
+const jwt = (claims) => ['eyJhbGciOiJSUzI1NiJ9', Buffer.from(JSON.stringify(claims)).toString('base64url'), 'sig'].join('.');
+
+test('pkceChallenge: the RFC 7636 appendix B example (S256)', async () => {
+  assert.equal(await L.pkceChallenge('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk'), 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM');
+});
+
+test('randomToken: base64url, 43 characters for 32 bytes, never repeats', () => {
+  const a = L.randomToken(), b = L.randomToken();
+  assert.match(a, /^[A-Za-z0-9_-]{43}$/);
+  assert.notEqual(a, b);
+  assert.match(L.randomToken(undefined, 16), /^[A-Za-z0-9_-]{22}$/);
+});
+
+test('authorizeURL: code flow with S256, state and nonce; no secret', () => {
+  const u = new URL(L.authorizeURL('https://idp.example/oauth2/authorize?x=1', {
+    clientId: 'c1', redirectURI: 'https://app.example/', scope: 'openid email', state: 's', nonce: 'n', challenge: 'ch',
+  }));
+  const q = Object.fromEntries(u.searchParams);
+  assert.deepEqual(q, { x: '1', response_type: 'code', client_id: 'c1', redirect_uri: 'https://app.example/', scope: 'openid email',
+    state: 's', nonce: 'n', code_challenge: 'ch', code_challenge_method: 'S256' });
+  const body = new URLSearchParams(L.tokenRequestBody({ code: 'k', redirectURI: 'https://app.example/', clientId: 'c1', verifier: 'v' }));
+  assert.equal(body.get('grant_type'), 'authorization_code');
+  assert.equal(body.get('code_verifier'), 'v');
+  assert.equal(body.get('client_secret'), null);
+});
+
+test('parseCallback and redirectURI', () => {
+  assert.deepEqual(L.parseCallback('https://a.example/?code=c&state=s'), { code: 'c', state: 's' });
+  assert.deepEqual(L.parseCallback('https://a.example/?error=access_denied&state=s'), { error: 'access_denied', description: '', state: 's' });
+  assert.equal(L.parseCallback('https://a.example/?api=x'), null);
+  assert.equal(L.redirectURI('https://a.example/prod/?code=c&state=s#x'), 'https://a.example/prod/');
+});
+
+test('decodeJwt: claims of a JWT, null for anything else', () => {
+  assert.deepEqual(L.decodeJwt(jwt({ sub: 'é', n: 1 })), { sub: 'é', n: 1 });
+  assert.equal(L.decodeJwt('garbage'), null);
+  assert.equal(L.decodeJwt('a.!!!.c'), null);
+  assert.equal(L.decodeJwt(undefined), null);
+});
+
+test('checkIdToken: iss, aud, nonce and exp are each checked', () => {
+  const now = 1_700_000_000_000;
+  const good = { iss: 'https://idp', aud: 'c1', nonce: 'n', exp: now / 1000 + 60, sub: 'u' };
+  const want = { issuer: 'https://idp', clientId: 'c1', nonce: 'n' };
+  assert.equal(L.checkIdToken(good, want, now), '');
+  assert.equal(L.checkIdToken({ ...good, aud: ['x', 'c1'] }, want, now), '');
+  assert.match(L.checkIdToken({ ...good, iss: 'https://evil' }, want, now), /issued by/);
+  assert.match(L.checkIdToken({ ...good, aud: 'other' }, want, now), /not for this client/);
+  assert.match(L.checkIdToken({ ...good, nonce: 'replayed' }, want, now), /nonce/);
+  assert.match(L.checkIdToken({ ...good, nonce: undefined }, { ...want, nonce: undefined }, now), /nonce/);
+  assert.match(L.checkIdToken({ ...good, exp: now / 1000 - 1 }, want, now), /expired/);
+  assert.match(L.checkIdToken(null, want, now), /not a JWT/);
+});
+
+test('bearerFor: an access token naming the client, else the ID token', () => {
+  const id = jwt({ aud: 'c1', sub: 'u' });
+  assert.equal(L.bearerFor({ id_token: id, access_token: jwt({ sub: 'u', scope: 'x' }) }, 'c1'), id, 'access token without aud/client_id');
+  assert.equal(L.bearerFor({ id_token: id, access_token: 'opaque' }, 'c1'), id, 'opaque access token');
+  const cognitoAT = jwt({ client_id: 'c1', sub: 'u' });
+  assert.equal(L.bearerFor({ id_token: id, access_token: cognitoAT }, 'c1'), cognitoAT, 'Cognito access token (client_id)');
+  const audAT = jwt({ aud: ['api', 'c1'] });
+  assert.equal(L.bearerFor({ id_token: id, access_token: audAT }, 'c1'), audAT);
+  assert.equal(L.bearerFor({ id_token: id, access_token: jwt({ aud: 'api', client_id: 'c1' }) }, 'c1'), id, 'aud wins over client_id, as API Gateway has it');
+});
+
+test('sessionFrom and sessionValid', () => {
+  const now = 1_700_000_000_000;
+  const id = jwt({ aud: 'c1', sub: 'u1', email: 'a@example.com', exp: now / 1000 + 600 });
+  const s = L.sessionFrom({ id_token: id, access_token: 'opaque' }, L.decodeJwt(id), 'c1', now);
+  assert.deepEqual(s, { bearer: id, expires_at: now + 600_000, sub: 'u1', name: 'a@example.com' });
+  assert.equal(L.sessionValid(s, now, 30_000), true);
+  assert.equal(L.sessionValid(s, now + 590_000, 30_000), false, 'within the skew counts as expired');
+  assert.equal(L.sessionValid(null, now), false);
+  assert.equal(L.sessionValid({ bearer: '', expires_at: now + 1e6 }, now), false);
 });

@@ -77,6 +77,10 @@ func NewFromConfig(cfg aws.Config, opts Options, optFns ...func(*bedrockruntime.
 	return New(bedrockruntime.NewFromConfig(cfg, optFns...), opts)
 }
 
+// CallTimeout is the bound of one Converse call (0 when none is set):
+// contract.CallTimer.
+func (p *Provider) CallTimeout() time.Duration { return max(p.timeout, 0) }
+
 // Name returns "bedrock".
 func (p *Provider) Name() string { return Name }
 

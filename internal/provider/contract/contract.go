@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 )
 
 // KindGenerate is the only task kind providers perform today: one LLM
@@ -58,6 +59,15 @@ type Looker interface {
 	// (safe to re-send), ErrNoReadback when the provider cannot tell, and
 	// any other error (steered like Generate's) when the lookup itself failed.
 	Lookup(ctx context.Context, operationID string) (Result, error)
+}
+
+// CallTimer is optionally implemented by a Provider that bounds its calls.
+type CallTimer interface {
+	// CallTimeout is the longest one Generate call may take (0: no bound
+	// declared). The worker starts a call only when the invocation has at
+	// least this much time left (plus its deadline margin), and enforces it
+	// on the call's context.
+	CallTimeout() time.Duration
 }
 
 // IdempotencyHonouring is optionally implemented by a Provider.

@@ -104,6 +104,10 @@ func New(opts Options) (*Provider, error) {
 	return p, nil
 }
 
+// CallTimeout is the bound of one chat completion call (0 when none is
+// set): contract.CallTimer.
+func (p *Provider) CallTimeout() time.Duration { return max(p.timeout, 0) }
+
 // Name returns "openai".
 func (p *Provider) Name() string { return Name }
 

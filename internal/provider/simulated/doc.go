@@ -21,8 +21,10 @@
 // retrypolicy.Throttled with Options.ThrottleRetryAfter), [ServerError] (503,
 // retrypolicy.Retryable), [BadRequest] (400, retrypolicy.Permanent),
 // [Credentials] (401, retrypolicy.Misconfigured) and [Slow] (the call takes
-// Options.SlowDelay, long enough to outlive a lease, then succeeds). A call
-// interrupted by its context while the provider is "working" returns
+// Options.SlowDelay, long enough to outlive a lease, then succeeds if that
+// fits the call timeout). A call interrupted by its context while the
+// provider is "working" — cancelled, or past Options.CallTimeout (the call
+// timeout it declares to the worker, DefaultCallTimeout if unset) — returns
 // retrypolicy.Uncertain, as a real client would, yet records nothing, so a
 // later Lookup credibly answers ErrNotFound.
 //

@@ -24,7 +24,13 @@ const Name = "simulated"
 const (
 	DefaultModel              = "simulated-1"
 	DefaultThrottleRetryAfter = 2 * time.Second
-	DefaultSlowDelay          = 5 * time.Minute
+	// DefaultCallTimeout is the simulated call timeout when
+	// Options.CallTimeout is 0.
+	DefaultCallTimeout = time.Minute
+	// DefaultSlowDelay outlives the worker's default 30 s lease (so the
+	// heartbeat must keep the claim) and fits DefaultCallTimeout (so a slow
+	// call still succeeds).
+	DefaultSlowDelay = 45 * time.Second
 	// DefaultOutputWords is the length of a reply when the input sets no
 	// max_tokens (one word counts as one token).
 	DefaultOutputWords = 24
@@ -49,6 +55,10 @@ type Options struct {
 	ThrottleRetryAfter time.Duration
 	// SlowDelay is how long a Slow call takes; DefaultSlowDelay if 0.
 	SlowDelay time.Duration
+	// CallTimeout bounds one Generate call, which returns
+	// retrypolicy.Uncertain when it runs out (the request was "sent");
+	// DefaultCallTimeout if 0. It is declared to the worker (CallTimeout).
+	CallTimeout time.Duration
 	// Model is reported in the output; DefaultModel if empty.
 	Model string
 	// NoIdempotency makes every generation a new side effect, as with a
@@ -97,11 +107,17 @@ func New(opts Options) *Provider {
 	if opts.SlowDelay <= 0 {
 		opts.SlowDelay = DefaultSlowDelay
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
 	if opts.Model == "" {
 		opts.Model = DefaultModel
 	}
 	return &Provider{opts: opts, ops: map[string]*entry{}}
 }
+
+// CallTimeout is Options.CallTimeout: contract.CallTimer.
+func (p *Provider) CallTimeout() time.Duration { return p.opts.CallTimeout }
 
 // Name returns "simulated".
 func (p *Provider) Name() string { return Name }
@@ -237,6 +253,8 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	if fault == Slow {
 		delay += p.opts.SlowDelay
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
+	defer cancel()
 	if err := wait(ctx, delay, onWait); err != nil {
 		// The request is "with the provider": a real client cannot tell
 		// whether it was performed. Nothing is recorded, so Lookup will

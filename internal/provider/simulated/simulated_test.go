@@ -422,3 +422,24 @@ func TestInvalidInputIsPermanentAndNotACall(t *testing.T) {
 		t.Fatalf("no operation id: %v", err)
 	}
 }
+
+// TestCallTimeoutCutsTheCall: a call longer than the declared call timeout
+// ends at it as an uncertain outcome, as a real client's would.
+func TestCallTimeoutCutsTheCall(t *testing.T) {
+	t.Parallel()
+	p := simulated.New(simulated.Options{SlowDelay: time.Hour, CallTimeout: 20 * time.Millisecond})
+	if p.CallTimeout() != 20*time.Millisecond {
+		t.Fatalf("CallTimeout = %v", p.CallTimeout())
+	}
+	p.Script("op", simulated.Slow)
+	_, err := p.Generate(t.Context(), req("op", 1, prompt))
+	if classOf(err) != retrypolicy.UnknownOutcome || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow call past its timeout: %v (%v), want unknown outcome wrapping DeadlineExceeded", err, classOf(err))
+	}
+	if got := simulated.New(simulated.Options{}).CallTimeout(); got != simulated.DefaultCallTimeout {
+		t.Errorf("default CallTimeout = %v", got)
+	}
+	if simulated.DefaultSlowDelay >= simulated.DefaultCallTimeout {
+		t.Errorf("DefaultSlowDelay %v does not fit DefaultCallTimeout %v: a slow call could never succeed", simulated.DefaultSlowDelay, simulated.DefaultCallTimeout)
+	}
+}

@@ -1,0 +1,150 @@
+package itemsize
+
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// MaxItemBytes is DynamoDB's item size limit: 400 KB (binary kilobytes).
+const MaxItemBytes = 400 * 1024
+
+// Item returns the size of an item: the sum of its attributes' name and
+// value sizes.
+func Item(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += Attribute(name, v)
+	}
+	return n
+}
+
+// Attribute returns the size of one top-level attribute: its name's bytes
+// plus its value's size.
+func Attribute(name string, v types.AttributeValue) int {
+	return len(name) + Value(v)
+}
+
+// Value returns the size of a value without a name.
+func Value(v types.AttributeValue) int {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(x.Value)
+	case *types.AttributeValueMemberN:
+		return Number(x.Value)
+	case *types.AttributeValueMemberB:
+		return len(x.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range x.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range x.Value {
+			n += Number(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range x.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range x.Value {
+			n += 1 + Value(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range x.Value {
+			n += 1 + len(k) + Value(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// Number returns the size of a number in DynamoDB's string form: 1 byte per
+// two significant digits (rounded up) plus 1 byte. Sign, decimal point and
+// exponent are not digits; leading and trailing zeroes are trimmed.
+func Number(s string) int {
+	mant := s
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		mant = mant[:i]
+	}
+	digits := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, mant)
+	digits = strings.Trim(digits, "0")
+	return (len(digits)+1)/2 + 1
+}
+
+// UpdateLowerBound returns a lower bound of the size of the item an
+// UpdateItem would leave: the key plus every "path = :value" assignment of
+// its SET clause (name placeholders resolved through names). Attributes the
+// item already has, and SET actions of other forms (arithmetic,
+// if_not_exists, list_append), are not counted, so the item can only be
+// larger — never smaller — than this bound.
+func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names map[string]string, values map[string]types.AttributeValue) int {
+	n := Item(key)
+	set := setClause(expr)
+	if set == "" {
+		return n
+	}
+	for _, part := range strings.Split(set, ",") {
+		lhs, rhs, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		lhs, rhs = strings.TrimSpace(lhs), strings.TrimSpace(rhs)
+		if !strings.HasPrefix(rhs, ":") || strings.ContainsAny(rhs, " ()+-") || strings.ContainsAny(lhs, " ().[]") {
+			continue
+		}
+		v, ok := values[rhs]
+		if !ok {
+			continue
+		}
+		name := lhs
+		if strings.HasPrefix(lhs, "#") {
+			if name, ok = names[lhs]; !ok {
+				continue
+			}
+		}
+		if _, isKey := key[name]; isKey {
+			continue
+		}
+		n += Attribute(name, v)
+	}
+	return n
+}
+
+// setClause returns the SET actions of an update expression (without the
+// keyword), up to the next clause keyword.
+func setClause(expr string) string {
+	fields := strings.Fields(expr)
+	var out []string
+	in := false
+	for _, f := range fields {
+		switch strings.ToUpper(f) {
+		case "SET":
+			in = true
+			continue
+		case "REMOVE", "ADD", "DELETE":
+			in = false
+			continue
+		}
+		if in {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, " ")
+}
