@@ -116,7 +116,8 @@ deploy:
 
 ## invoke-<fn>: run a built function in SAM's Lambda container (Docker) with
 ## an events/ sample: EVENT=events/x.json to choose another. With STACK set,
-## the function's table and queue variables point at that deployed stack.
+## the function gets the deployed function's environment (tables, queues,
+## auth settings, the task id key secret, read with your credentials).
 EVENT_submit     ?= events/apigw-submit-new.json
 EVENT_worker     ?= events/sqs-batch.json
 EVENT_reconciler ?= events/scheduler-tick.json
@@ -124,10 +125,10 @@ STACK_GIVEN := $(filter command environment,$(firstword $(origin STACK)))
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%:
 	@test -d .aws-sam/build || $(SAM) build --build-in-source --parallel
 	@if [ -n "$(STACK_GIVEN)" ]; then \
-	  out() { aws cloudformation describe-stacks --stack-name $(STACK) \
-	    --query "Stacks[0].Outputs[?OutputKey=='$$1'].OutputValue" --output text; }; \
-	  printf '{"Parameters":{"TASKS_TABLE":"%s","REVIEW_TABLE":"%s","TASK_QUEUE_URL":"%s","DEAD_LETTER_QUEUE_URL":"%s"}}\n' \
-	    "$$(out TasksTableName)" "$$(out ReviewTableName)" "$$(out TaskQueueUrl)" "$$(out DeadLetterQueueUrl)" > .aws-sam/env-$(STACK).json; \
+	  fn=$$(aws cloudformation describe-stack-resource --stack-name $(STACK) --logical-resource-id $(SAM_FUNCTION_$*) \
+	    --query StackResourceDetail.PhysicalResourceId --output text) && \
+	  aws lambda get-function-configuration --function-name "$$fn" \
+	    --query '{Parameters: Environment.Variables}' --output json > .aws-sam/env-$(STACK).json || exit 1; \
 	  env="--env-vars .aws-sam/env-$(STACK).json"; \
 	fi; \
 	$(SAM) local invoke $(SAM_FUNCTION_$*) --event $(or $(EVENT),$(EVENT_$*)) $$env

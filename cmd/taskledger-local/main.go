@@ -41,6 +41,7 @@ import (
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 func main() {
@@ -105,6 +106,12 @@ func options() (local.Options, error) {
 			return o, fmt.Errorf("LEASE_SECONDS=%q: want a whole number of seconds, at least 3", v)
 		}
 		o.Lease = time.Duration(n) * time.Second
+	}
+	if v := strings.TrimSpace(os.Getenv("TASK_ID_KEY")); v != "" {
+		if len(v) < ledger.MinIDKeyBytes {
+			return o, fmt.Errorf("TASK_ID_KEY has %d bytes: want at least %d (random; it keys the task ids)", len(v), ledger.MinIDKeyBytes)
+		}
+		o.TaskIDKey = ledger.SecretKey(v)
 	}
 	if v := os.Getenv("RECONCILE_EVERY"); v != "" {
 		d, err := time.ParseDuration(v)

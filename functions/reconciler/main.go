@@ -50,7 +50,7 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	// The simulated provider's idempotency ledger lives in the worker's
 	// process, not this one: never claim "never happened" from ours.
 	pcfg.NoReadback = true
-	p, err := provider.New(ctx, pcfg)
+	p, err := provider.NewReadback(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}

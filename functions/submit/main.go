@@ -4,8 +4,12 @@
 // the environment, builds the dependencies and starts the Lambda runtime.
 //
 // Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required),
-// ALLOWED_ORIGINS (comma-separated CORS allow-list; "*" allows any; empty
-// disables CORS), LOG_LEVEL (debug|info|warn|error).
+// TASK_ID_KEY_SECRET_ARN (required: the Secrets Manager secret task ids are
+// derived with, read once at init), AUTH_MODE (required: jwt, iam or none)
+// with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET
+// /auth/config tells the page), ALLOWED_ORIGINS (comma-separated CORS
+// allow-list; "*" allows any; empty disables CORS), LOG_LEVEL
+// (debug|info|warn|error).
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
@@ -20,6 +25,7 @@ import (
 	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 func main() {
@@ -33,12 +39,27 @@ func main() {
 }
 
 func build(ctx context.Context) (*api.Handler, error) {
+	auth, err := api.ParseAuthConfig(os.Getenv("AUTH_MODE"), os.Getenv("OIDC_ISSUER"), os.Getenv("OIDC_CLIENT_ID"), os.Getenv("OIDC_AUTHORIZATION_ENDPOINT"))
+	if err != nil {
+		return nil, err
+	}
 	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
+	key, err := lambdaenv.TaskIDKey(ctx, secretsmanager.NewFromConfig(b.AWS), os.Getenv("TASK_ID_KEY_SECRET_ARN"))
+	if err != nil {
+		return nil, err
+	}
+	cfg := b.Ledger.Config()
+	cfg.IDKey = key
+	led, err := ledger.New(awsclient.DynamoDB(b.AWS), cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &api.Handler{
-		Ledger:         b.Ledger,
+		Ledger:         led,
+		Auth:           auth,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

@@ -4,16 +4,27 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // Not parallel: t.Setenv changes the process environment.
 func TestBuildRequiresEnvironment(t *testing.T) {
-	for _, missing := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL"} {
+	required := []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL", "TASK_ID_KEY_SECRET_ARN", "AUTH_MODE"}
+	for _, missing := range required {
 		t.Run(missing, func(t *testing.T) {
 			t.Setenv("AWS_REGION", "us-east-1")
-			for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL"} {
+			for _, k := range required {
 				t.Setenv(k, "x")
 			}
+			t.Setenv("AUTH_MODE", "none")
 			t.Setenv(missing, "")
 			_, err := build(context.Background())
 			if err == nil || !strings.Contains(err.Error(), missing) {
@@ -23,11 +34,27 @@ func TestBuildRequiresEnvironment(t *testing.T) {
 	}
 }
 
+// TestBuild reads the task id key from a real secret (moto) and hands the
+// handler the auth settings GET /auth/config reports.
 func TestBuild(t *testing.T) {
+	e := testenv.New(t, "moto")
+	sm := secretsmanager.NewFromConfig(e.AWS)
+	key := strings.Repeat("Ab3", 22)
+	sec, err := sm.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{Name: aws.String(testenv.UniquePrefix() + "task-id-key"), SecretString: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", e.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("TASKS_TABLE", "tasks")
 	t.Setenv("REVIEW_TABLE", "review")
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
+	t.Setenv("TASK_ID_KEY_SECRET_ARN", *sec.ARN)
+	t.Setenv("AUTH_MODE", "jwt")
+	t.Setenv("OIDC_ISSUER", "https://issuer.example.com")
+	t.Setenv("OIDC_CLIENT_ID", "page-client")
 	t.Setenv("ALLOWED_ORIGINS", "https://app.example.com, http://localhost:8080")
 	h, err := build(context.Background())
 	if err != nil {
@@ -36,7 +63,17 @@ func TestBuild(t *testing.T) {
 	if h.Ledger == nil || h.Dispatch == nil || h.Metrics == nil || len(h.AllowedOrigins) != 2 {
 		t.Fatalf("handler %+v", h)
 	}
-	if got := h.Ledger.Config(); got.TasksTable != "tasks" || got.ReviewTable != "review" {
+	if got := h.Ledger.Config(); got.TasksTable != "tasks" || got.ReviewTable != "review" || string(got.IDKey) != key {
 		t.Fatalf("ledger config %+v", got)
+	}
+	if h.Ledger.TaskID(api.Anonymous, "k") == ledger.TaskID(api.Anonymous, "k") {
+		t.Fatal("task ids are not keyed")
+	}
+	if h.Auth != (api.AuthConfig{Mode: "jwt", Issuer: "https://issuer.example.com", ClientID: "page-client"}) {
+		t.Fatalf("auth %+v", h.Auth)
+	}
+	t.Setenv("AUTH_MODE", "cognito")
+	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "AUTH_MODE") {
+		t.Fatalf("AUTH_MODE=cognito (a template value, not a function value): %v", err)
 	}
 }

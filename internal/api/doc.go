@@ -25,8 +25,9 @@
 // # Idempotency
 //
 // A task's id is derived from the caller's scope and the Idempotency-Key
-// (ledger.TaskID), so the ledger's single conditional PutItem is the
-// deduplication. The payload hash is SHA-256 over a canonical JSON form of
+// with a server secret (Ledger.TaskID: HMAC-SHA256 under the deployment's
+// task id key), so the ledger's single conditional PutItem is the
+// deduplication and nobody can compute a task id from a key. The payload hash is SHA-256 over a canonical JSON form of
 // {"input","kind","parent_task_id"}: object keys sorted, no insignificant
 // whitespace, numbers kept as written (json.Number), so key order and
 // whitespace never change it. The same key with the same payload replays the
@@ -42,9 +43,13 @@
 // there is no authorizer (local runs, or a deployment without one).
 // NewHTTPHandler passes on an authorizer context a middleware attached with
 // WithAuthorizer (the local stack's JWT authorizer emulation). An
-// authorizer context without an identity is 401. Scope is part of the task
-// id, so another caller's task is indistinguishable from a missing one (404)
-// and another caller reusing your key gets their own task.
+// authorizer context without an identity is 401, and so is a request
+// without one when AuthConfig.Mode is jwt or iam (a route left open by
+// mistake). Scope is part of the task id, so another caller's task is
+// indistinguishable from a missing one (404) and another caller reusing
+// your key gets their own task. Without an authorizer (mode none) every
+// caller shares the anonymous scope: the keyed id derivation is what keeps
+// a known key from naming a task, and a 422 never names the task.
 //
 // # Outbox
 //

@@ -37,7 +37,8 @@ type Handler struct {
 	// AllowedOrigins is the CORS allow-list (see ParseOrigins); empty
 	// disables CORS.
 	AllowedOrigins []string
-	// Auth is what GET /auth/config tells the page about sign-in.
+	// Auth is what GET /auth/config tells the page about sign-in; with jwt
+	// or iam a /tasks request without an authorizer context is refused.
 	Auth     AuthConfig
 	MaxBody  int
 	MaxInput int
@@ -129,6 +130,13 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return newProblem(TypeUnauthenticated, http.StatusUnauthorized, "Unauthenticated",
 			"The authorizer context names no caller (no JWT sub claim, IAM caller or Lambda authorizer principal).").response(), nil
 	}
+	if scope == Anonymous && h.Auth.requiresIdentity() {
+		c.outcome = "no_authorizer"
+		h.log().WarnContext(ctx, "api: request without an authorizer context while AUTH_MODE requires one; is a route missing its authorizer?",
+			"auth_mode", h.Auth.Mode, "route", rt.id.template())
+		return newProblem(TypeUnauthenticated, http.StatusUnauthorized, "Unauthenticated",
+			"This API requires an authorizer ("+h.Auth.Mode+"), and the request came without one.").response(), nil
+	}
 	c.scope = scope
 	switch rt.id {
 	case routeTasks:
@@ -201,7 +209,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 
 // create records n (the commit point), then sends the outbox message.
 func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.APIGatewayV2HTTPResponse {
-	c.taskID = ledger.TaskID(n.Scope, n.IdempotencyKey)
+	c.taskID = h.Ledger.TaskID(n.Scope, n.IdempotencyKey)
 	t, err := h.Ledger.Create(ctx, n)
 	var dup *ledger.DuplicateError
 	var mm *ledger.PayloadMismatchError
@@ -224,11 +232,12 @@ func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.
 	case errors.As(err, &mm):
 		c.outcome = "key_reused"
 		h.count(ctx, mm.TaskID, "IdempotencyKeyReused")
-		p := newProblem(TypeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
+		// No task id or state: without an authorizer every caller shares
+		// the Anonymous scope, and the task belongs to whoever used the key
+		// first. The caller who did already has its id (the 202's Location).
+		return newProblem(TypeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
 			"This Idempotency-Key was already used with a different request payload; nothing was written. Use a new key for a new request.").
-			withField("Idempotency-Key")
-		p.TaskID = mm.TaskID
-		return p.response()
+			withField("Idempotency-Key").response()
 	}
 	return h.storeFailure(ctx, c, "create", err)
 }

@@ -58,8 +58,8 @@ func TestSubmitRows(t *testing.T) {
 		// 422: same key, other payload; nothing written.
 		resp = b.do(t, submitReq("key-1", body(prompt+" In French.")))
 		p := wantProblem(t, resp, http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
-		if p.TaskID != id {
-			t.Fatalf("422 names task %q", p.TaskID)
+		if p.TaskID != "" || p.State != "" || strings.Contains(resp.Body, id) {
+			t.Fatalf("422 leaks the task: %s", resp.Body)
 		}
 		after, _ := b.l.Get(context.Background(), id)
 		if after.PayloadSHA256 != wantHash || after.UpdatedAt != stored.UpdatedAt {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,8 +21,19 @@ import (
 // attached one with WithAuthorizer) would send, and the
 // handler's response is written back. The local runner mounts it on
 // 127.0.0.1.
+//
+// Like API Gateway, it reads a request body up to APIGatewayMaxPayload
+// before the handler answers, even when the handler will refuse it as too
+// large: a client still sending its body then gets the 413, not a
+// connection reset. A declared Content-Length above that limit is 413 at
+// once, as API Gateway answers it without invoking the function.
 func NewHTTPHandler(h *Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > APIGatewayMaxPayload {
+			WriteHTTP(w, newProblem(TypeBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",
+				fmt.Sprintf("The request body is larger than API Gateway's %d-byte payload limit.", APIGatewayMaxPayload)).response())
+			return
+		}
 		ev, err := RequestFromHTTP(r, h.limits().body)
 		if err != nil {
 			resp := newProblem(TypeMalformedJSON, http.StatusBadRequest, "Unreadable request body", "The request body could not be read.").response()
@@ -36,10 +48,16 @@ func NewHTTPHandler(h *Handler) http.Handler {
 	})
 }
 
+// APIGatewayMaxPayload is API Gateway's request payload limit (10 MB). It
+// reads a request up to this size before the function sees it.
+const APIGatewayMaxPayload = 10 << 20
+
 // RequestFromHTTP converts r into an API Gateway HTTP API payload 2.0
-// event. At most maxBody+1 bytes of the body are read, so a larger body is
-// still recognisably over the cap. A body that is not UTF-8 is
-// base64-encoded, as API Gateway does for binary payloads.
+// event. At most maxBody+1 bytes of the body are kept, so a larger body is
+// still recognisably over the cap; the rest, up to APIGatewayMaxPayload in
+// all, is read and discarded so the client can finish sending before it is
+// answered. A body that is not UTF-8 is base64-encoded, as API Gateway does
+// for binary payloads.
 func RequestFromHTTP(r *http.Request, maxBody int) (events.APIGatewayV2HTTPRequest, error) {
 	var body []byte
 	if r.Body != nil {
@@ -47,6 +65,12 @@ func RequestFromHTTP(r *http.Request, maxBody int) (events.APIGatewayV2HTTPReque
 		body, err = io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
 		if err != nil {
 			return events.APIGatewayV2HTTPRequest{}, err
+		}
+		if len(body) > maxBody {
+			if rest := int64(APIGatewayMaxPayload) - int64(len(body)); rest > 0 {
+				// A failure here is the client going away; the 413 stands.
+				_, _ = io.CopyN(io.Discard, r.Body, rest)
+			}
 		}
 	}
 	headers := make(map[string]string, len(r.Header))

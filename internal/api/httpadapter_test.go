@@ -1,8 +1,12 @@
 package api_test
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -117,4 +121,63 @@ func TestHTTPHandler(t *testing.T) {
 			t.Fatalf("oversized: %d %s", resp.StatusCode, out)
 		}
 	})
+}
+
+// TestHTTPAdapterReadsOversizedBodyBeforeAnswering: over a real socket, a
+// client sends a 2 MiB body in full and then reads the 413 — the adapter
+// has read (and discarded) the body, as API Gateway does up to its 10 MB
+// limit, so the client never meets a reset connection, and the same
+// connection serves the next request. A declared length over 10 MB is 413
+// before any body is sent.
+func TestHTTPAdapterReadsOversizedBodyBeforeAnswering(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(api.NewHTTPHandler(&api.Handler{}))
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	big := bytes.Repeat([]byte("x"), 2<<20)
+	for round := 0; round < 2; round++ {
+		head := fmt.Sprintf("POST /tasks HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nIdempotency-Key: big-%d\r\nContent-Length: %d\r\n\r\n",
+			srv.Listener.Addr(), round, len(big))
+		// Every byte is written before anything is read: without the
+		// drain the server would answer after 64 KiB and close, and these
+		// writes (or the read below) would fail with a reset.
+		if _, err := conn.Write(append([]byte(head), big...)); err != nil {
+			t.Fatalf("round %d: writing the body: %v", round, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("round %d: reading the answer: %v", round, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var p api.Problem
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			json.Unmarshal(b, &p) != nil || p.Type != api.TypeBodyTooLarge {
+			t.Fatalf("round %d: %d %v %s, want 413 body-too-large", round, resp.StatusCode, resp.Header, b)
+		}
+		if resp.Close {
+			t.Fatalf("round %d: the server closes the connection after a drained 413", round)
+		}
+	}
+
+	// Declared over API Gateway's limit: 413 at once, nothing read.
+	conn2, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	fmt.Fprintf(conn2, "POST /tasks HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", srv.Listener.Addr(), api.APIGatewayMaxPayload+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("Content-Length over 10 MB: %d, want 413", resp.StatusCode)
+	}
 }

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 type stackBundle struct {
@@ -112,6 +114,11 @@ func TestStackCompletesTasks(t *testing.T) {
 	v := b.submit(t, "local-happy-1", `{"prompt":"Say hello"}`)
 	if v.State != "queued" {
 		t.Errorf("new task state %q, want queued", v.State)
+	}
+	// The local stack keys task ids with a per-process secret too: the id
+	// cannot be computed from the (anonymous) caller's key.
+	if v.TaskID == ledger.TaskID(api.Anonymous, "local-happy-1") {
+		t.Errorf("task id %s is the unkeyed hash of the Idempotency-Key", v.TaskID)
 	}
 	done := b.awaitState(t, v.TaskID, "completed", 20*time.Second)
 	if done.Attempts != 1 || len(done.Result) == 0 {

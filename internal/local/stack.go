@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,12 @@ type Options struct {
 	// AllowedOrigins is the submit API's CORS allow-list (empty: none; the
 	// page at "/" is same-origin).
 	AllowedOrigins []string
+	// TaskIDKey is the server secret task ids are derived with (see
+	// ledger.Config.IDKey). Empty: a random key for this process — ids are
+	// stable while it runs and the embedded emulator forgets everything on
+	// exit; with an external endpoint that keeps its tables, set one (make
+	// run: TASK_ID_KEY), or a replay after a restart becomes a new task.
+	TaskIDKey ledger.SecretKey
 	// Progress receives human progress lines (nil: discard).
 	Progress io.Writer
 	// Log receives the handlers' structured logs (nil: discard).
@@ -206,7 +213,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable})
+	idKey := o.TaskIDKey
+	if len(idKey) == 0 {
+		idKey = make(ledger.SecretKey, ledger.MinIDKeyBytes)
+		if _, err := rand.Read(idKey); err != nil {
+			return nil, fmt.Errorf("local: task id key: %w", err)
+		}
+	}
+	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, IDKey: idKey})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
@@ -231,7 +245,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		prog.printf("auth: JWT authorizer on /tasks (issuer %s, audience %s)", o.OIDCIssuer, strings.Join(o.OIDCAudience, ","))
 	}
 	s.Auth = submit.Auth
-	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log}
+	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log} // Hosts: set once bound
 	lease := o.Lease
 	if lease <= 0 {
 		lease = DefaultLease
@@ -315,6 +329,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	ops.Hosts = opsapi.LoopbackHosts(ln.Addr()) // DNS rebinding: only our own address
 	mux := http.NewServeMux()
 	taskAPI := api.NewHTTPHandler(submit)
 	var tasks http.Handler = taskAPI

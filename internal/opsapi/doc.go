@@ -12,7 +12,11 @@
 // Mount it under a prefix with http.StripPrefix. POST bodies must be
 // application/json (at most 16 KiB): a browser cannot send that
 // cross-origin without a CORS preflight, which this handler never grants,
-// so a foreign page cannot act on the operator's behalf.
+// so a foreign page cannot act on the operator's behalf. A page that
+// rebinds its own domain to 127.0.0.1 (DNS rebinding) is same-origin to
+// the browser, so the handler also checks Host: only its own loopback
+// address (Handler.Hosts, LoopbackHosts) is served; any other name is 421
+// host-not-allowed and nothing runs.
 //
 // # Model
 //
@@ -29,7 +33,8 @@
 //
 // Errors are application/problem+json (RFC 9457) with a stable type
 // "https://taskledger.dev/problems/<slug>" (the public API's base):
-// invalid-request (400, a bad query parameter), malformed-json (400),
+// invalid-request (400, a bad query parameter), host-not-allowed (421),
+// malformed-json (400),
 // bad-cursor (400), invalid-action (400), not-found (404), state-conflict
 // (409), body-too-large (413), unsupported-media-type (415), throttled
 // (503, Retry-After) and internal (500).

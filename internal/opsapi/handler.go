@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,6 +30,12 @@ type Handler struct {
 	Ledger   *ledger.Ledger
 	Dispatch *dispatch.Sender
 	Log      *slog.Logger
+	// Hosts are the Host header values served ("host:port", compared
+	// without case): the addresses the server is bound to (LoopbackHosts).
+	// Empty: localhost, 127.0.0.1 and [::1] on any port. A request naming
+	// any other host — a DNS-rebinding page whose own domain now resolves to
+	// 127.0.0.1 — is answered 421 and nothing runs.
+	Hosts []string
 
 	once sync.Once
 	mux  *http.ServeMux
@@ -36,6 +43,12 @@ type Handler struct {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r.Host) {
+		h.log().WarnContext(r.Context(), "opsapi: request for a foreign Host refused (DNS rebinding?)", "host_bytes", len(r.Host), "method", r.Method)
+		writeProblem(w, http.StatusMisdirectedRequest, "host-not-allowed", "Host not allowed",
+			"The operator API answers only requests addressed to its own loopback address (localhost, 127.0.0.1 or [::1] and its port). Nothing was done.")
+		return
+	}
 	h.once.Do(func() {
 		m := http.NewServeMux()
 		m.HandleFunc("GET /reviews", h.list)
@@ -48,6 +61,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mux = m
 	})
 	h.mux.ServeHTTP(w, r)
+}
+
+// LoopbackHosts are the Host values a server listening on addr answers to:
+// localhost, 127.0.0.1 and [::1] with addr's port, and addr itself.
+func LoopbackHosts(addr net.Addr) []string {
+	_, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return []string{addr.String()}
+	}
+	return []string{addr.String(), net.JoinHostPort("localhost", port), net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+}
+
+func (h *Handler) hostAllowed(host string) bool {
+	if len(h.Hosts) > 0 {
+		for _, a := range h.Hosts {
+			if strings.EqualFold(a, host) {
+				return true
+			}
+		}
+		return false
+	}
+	name := host
+	if hn, _, err := net.SplitHostPort(host); err == nil {
+		name = hn
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	switch strings.ToLower(name) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }
 
 func (h *Handler) log() *slog.Logger {

@@ -72,6 +72,7 @@ func do(t *testing.T, b *bundle, method, path, body string) (int, http.Header, m
 		req = httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Host = "localhost:3000" // what the page's requests carry
 	rec := httptest.NewRecorder()
 	b.h.ServeHTTP(rec, req)
 	var m map[string]any
@@ -215,10 +216,76 @@ func TestResolve(t *testing.T) {
 
 		req := httptest.NewRequest("POST", p, strings.NewReader(`outcome=failed`))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = "127.0.0.1:3000"
 		rec := httptest.NewRecorder()
 		b.h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnsupportedMediaType {
 			t.Fatalf("form post = %d, want 415", rec.Code)
+		}
+	})
+}
+
+// TestHostCheck: a request whose Host is not the server's own loopback
+// address (a DNS-rebinding page: its domain now resolves to 127.0.0.1, but
+// the browser still names it) is 421 problem+json, over a real socket, and
+// changes nothing; the server's own names are served.
+func TestHostCheck(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := parked(t, b, "rebind")
+		srv := httptest.NewServer(b.h)
+		t.Cleanup(srv.Close)
+		b.h.Hosts = opsapi.LoopbackHosts(srv.Listener.Addr())
+		_, port, _ := strings.Cut(srv.Listener.Addr().String(), ":")
+		send := func(method, host, path, body string) (int, map[string]any) {
+			t.Helper()
+			req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var m map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+				t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
+			}
+			if resp.StatusCode == http.StatusMisdirectedRequest && resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("421 without problem+json: %v", resp.Header)
+			}
+			return resp.StatusCode, m
+		}
+		retry := "/reviews/" + task.TaskID + "/retry"
+		for _, host := range []string{"attacker.example:" + port, "attacker.example", "127.0.0.1.nip.io:" + port, "localhost:1"} {
+			code, m := send("POST", host, retry, `{"by":"mallory","note":"rebound"}`)
+			if code != http.StatusMisdirectedRequest || m["type"] != opsapi.ProblemType("host-not-allowed") {
+				t.Fatalf("Host %q: %d %v, want 421 host-not-allowed", host, code, m)
+			}
+			if code, _ := send("GET", host, "/reviews", ""); code != http.StatusMisdirectedRequest {
+				t.Fatalf("GET with Host %q = %d", host, code)
+			}
+		}
+		if got, _ := b.l.Get(ctx, task.TaskID); got.State != ledger.StateNeedsReview {
+			t.Fatalf("a refused retry changed the task: %s", got.State)
+		}
+		for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port} {
+			if code, _ := send("GET", host, "/reviews", ""); code != http.StatusOK {
+				t.Fatalf("GET with Host %q = %d, want 200", host, code)
+			}
+		}
+		// Without configured Hosts: loopback names on any port only.
+		b.h.Hosts = nil
+		if code, _ := send("GET", "[::1]:8080", "/reviews", ""); code != http.StatusOK {
+			t.Fatalf("default hosts refuse [::1]: %d", code)
+		}
+		if code, _ := send("GET", "evil.example:8080", "/reviews", ""); code != http.StatusMisdirectedRequest {
+			t.Fatalf("default hosts accept evil.example: %d", code)
 		}
 	})
 }

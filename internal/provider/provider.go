@@ -274,8 +274,37 @@ func newWithEnv(ctx context.Context, cfg Config, getenv func(string) string) (Pr
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch strings.ToLower(cfg.Name) {
-	case NameBedrock:
+	if strings.ToLower(cfg.Name) != NameOpenAI {
+		return newKeyless(ctx, cfg)
+	}
+	var key openai.KeySource
+	if cfg.APIKeySecretARN != "" {
+		awsCfg, err := awsConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		key = openai.SecretsManagerKey(secretsmanager.NewFromConfig(awsCfg), cfg.APIKeySecretARN, 0)
+	} else {
+		name := cfg.APIKeyEnv
+		if name == "" {
+			name = DefaultAPIKeyEnv
+		}
+		key = openai.EnvKey(name, getenv)
+		if _, err := key.APIKey(ctx); err != nil {
+			return nil, err
+		}
+	}
+	p, err := openai.New(openai.Options{BaseURL: cfg.BaseURL, Model: cfg.Model, Key: key, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newKeyless builds the adapters that need no API key (bedrock: the
+// function's role; simulated). cfg is validated.
+func newKeyless(ctx context.Context, cfg Config) (Provider, error) {
+	if strings.ToLower(cfg.Name) == NameBedrock {
 		awsCfg, err := awsConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -285,33 +314,36 @@ func newWithEnv(ctx context.Context, cfg Config, getenv func(string) string) (Pr
 			return nil, err
 		}
 		return p, nil
-	case NameOpenAI:
-		var key openai.KeySource
-		if cfg.APIKeySecretARN != "" {
-			awsCfg, err := awsConfig(ctx, cfg)
-			if err != nil {
-				return nil, err
-			}
-			key = openai.SecretsManagerKey(secretsmanager.NewFromConfig(awsCfg), cfg.APIKeySecretARN, 0)
-		} else {
-			name := cfg.APIKeyEnv
-			if name == "" {
-				name = DefaultAPIKeyEnv
-			}
-			key = openai.EnvKey(name, getenv)
-			if _, err := key.APIKey(ctx); err != nil {
-				return nil, err
-			}
-		}
-		p, err := openai.New(openai.Options{BaseURL: cfg.BaseURL, Model: cfg.Model, Key: key, Timeout: cfg.Timeout})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	default:
-		plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated above
-		return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback, CallTimeout: cfg.Timeout}), nil
 	}
+	plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated by the caller
+	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback, CallTimeout: cfg.Timeout}), nil
+}
+
+// NewReadback builds the provider the reconciler holds to read unknown
+// outcomes back (Lookup): the adapter cfg names, with New's name and
+// guarantees, but it never reads an API key. No adapter that needs a key
+// (openai) has a readback, so the reconciler never calls such a provider
+// and its role holds no secretsmanager:GetSecretValue; Generate on the
+// openai adapter built here fails as Misconfigured without a request.
+func NewReadback(ctx context.Context, cfg Config) (Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.ToLower(cfg.Name) != NameOpenAI {
+		return newKeyless(ctx, cfg)
+	}
+	p, err := openai.New(openai.Options{BaseURL: cfg.BaseURL, Model: cfg.Model, Key: readbackOnly{}, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readbackOnly is the key source of NewReadback's openai adapter.
+type readbackOnly struct{}
+
+func (readbackOnly) APIKey(context.Context) (string, error) {
+	return "", retrypolicy.Misconfigured(errors.New("provider: this instance only reads back (the reconciler's); it holds no API key"))
 }
 
 func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {

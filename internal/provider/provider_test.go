@@ -194,3 +194,40 @@ func TestNewSimulatedNoReadback(t *testing.T) {
 		t.Fatalf("Lookup on a shared instance = %v, want ErrNotFound", err)
 	}
 }
+
+// NewReadback (the reconciler's provider) builds every adapter without an
+// API key: openai with neither a key variable nor a secret, the same name
+// and guarantees as New's, Lookup is ErrNoReadback, and Generate is
+// refused as Misconfigured without a request.
+func TestNewReadbackHoldsNoKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := Config{Name: NameOpenAI, Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "TASKLEDGER_TEST_NO_SUCH_KEY_VARIABLE",
+		APIKeySecretARN: "arn:aws:secretsmanager:us-east-1:123456789012:secret:never-read"}
+	p, err := NewReadback(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != full.Name() || HonoursIdempotency(p) != HonoursIdempotency(full) {
+		t.Errorf("readback provider %s/%v differs from %s/%v", p.Name(), HonoursIdempotency(p), full.Name(), HonoursIdempotency(full))
+	}
+	if _, err := Lookup(ctx, p, "op"); !errors.Is(err, ErrNoReadback) {
+		t.Errorf("Lookup = %v, want ErrNoReadback", err)
+	}
+	_, err = p.Generate(ctx, contract.Request{OperationID: "op", Input: json.RawMessage(`{"prompt":"x"}`)})
+	if c := retrypolicy.Classify(err); c.Class != retrypolicy.PermanentConfig {
+		t.Errorf("Generate = %v (%v), want a Misconfigured refusal", err, c.Class)
+	}
+	for _, name := range []string{NameSimulated, NameBedrock} {
+		if p, err := NewReadback(ctx, Config{Name: name, Model: "m", NoReadback: true, AWS: &aws.Config{Region: "us-east-1"}}); err != nil || p.Name() == "" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := NewReadback(ctx, Config{Name: "nonsense"}); err == nil {
+		t.Error("an unknown provider was accepted")
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/api"
@@ -60,10 +61,10 @@ func handle[E, R any](fn func(context.Context, E) (R, error)) invoker {
 
 // inProcess builds the three handlers as functions/*/main.go build them,
 // from the same template environment, on e's resources.
-func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string) map[string]invoker {
+func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, idKey ledger.SecretKey) map[string]invoker {
 	t.Helper()
 	ctx := context.Background()
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: env["SubmitFunction"]["TASKS_TABLE"], ReviewTable: env["SubmitFunction"]["REVIEW_TABLE"]})
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: env["SubmitFunction"]["TASKS_TABLE"], ReviewTable: env["SubmitFunction"]["REVIEW_TABLE"], IDKey: idKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +87,17 @@ func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string) m
 		}
 		lease = time.Duration(n) * time.Second
 	}
+	se := env["SubmitFunction"]
+	auth, err := api.ParseAuthConfig(se["AUTH_MODE"], se["OIDC_ISSUER"], se["OIDC_CLIENT_ID"], se["OIDC_AUTHORIZATION_ENDPOINT"])
+	if err != nil {
+		t.Fatal(err)
+	}
 	submit := &api.Handler{
 		Ledger:         l,
 		Dispatch:       sender,
 		Metrics:        quiet,
-		AllowedOrigins: api.ParseOrigins(env["SubmitFunction"]["ALLOWED_ORIGINS"]),
+		AllowedOrigins: api.ParseOrigins(se["ALLOWED_ORIGINS"]),
+		Auth:           auth,
 	}
 	work := &worker.Handler{
 		Ledger:   l,
@@ -149,10 +156,29 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 	t.Logf("aws-lambda-rie and bootstraps ready in %v", time.Since(start).Round(time.Millisecond))
 
 	tpl := stack.MustLoadDefault()
-	params := parameterDefaults(t, tpl.Path())
+	// The samples come through a Cognito JWT authorizer: deploy as
+	// AuthMode=jwt with that issuer and client.
+	vals, err := tpl.Values(map[string]string{"AuthMode": "jwt",
+		"JwtIssuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Ab12Cd34E", "JwtAudience": "4f1k2j3h4g5f6d7s8a9p0o1i2u"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fns := tpl.Functions()
 	remoteEnv := testenv.New(t, "kumo")
 	localEnv := testenv.New(t, "kumo")
+	// The task id key: a Secrets Manager secret on the emulator for the
+	// bootstrap, the same value in process, so both derive the same ids.
+	idKey := ledger.SecretKey("rietest-task-id-key-0123456789abcdefghij")
+	refsOf := func(e *testenv.Env) map[string]string {
+		out, err := secretsmanager.NewFromConfig(e.AWS).CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
+			Name: aws.String(testenv.UniquePrefix() + "-TaskIdKeySecret"), SecretString: aws.String(string(idKey))})
+		if err != nil {
+			t.Fatalf("create the task id key secret: %v", err)
+		}
+		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "TaskQueue": e.Names.TaskQueueURL,
+			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN}
+	}
+	remoteRefs, localRefs := refsOf(remoteEnv), refsOf(localEnv)
 
 	remote := map[string]invoker{}
 	localEnvs := map[string]map[string]string{}
@@ -161,14 +187,14 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 		if !ok {
 			t.Fatalf("template has no %s", logical)
 		}
-		f := startRIE(t, rie, bins[dir], fn, functionEnv(t, fn, remoteEnv.Names, params), remoteEnv.Endpoint)
+		f := startRIE(t, rie, bins[dir], fn, functionEnv(t, fn, vals, remoteRefs), remoteEnv.Endpoint)
 		remote[logical] = f.call
-		localEnvs[logical] = functionEnv(t, fn, localEnv.Names, params)
+		localEnvs[logical] = functionEnv(t, fn, vals, localRefs)
 	}
-	local := inProcess(t, localEnv, localEnvs)
+	local := inProcess(t, localEnv, localEnvs, idKey)
 
-	// Ids: task ids derive from (scope, Idempotency-Key), identical in both
-	// copies. The samples' own ids are replaced by the ones the submits
+	// Ids: task ids derive from (scope, Idempotency-Key) under the same
+	// key, identical in both copies. The samples' own ids are replaced by the ones the submits
 	// return, so the sequence does not depend on how the samples were made.
 	var firstID, regenID string
 	batchIDs := make([]string, 3)

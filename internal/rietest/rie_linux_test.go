@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/taskledger/taskledger/internal/stack"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
@@ -116,94 +114,20 @@ func buildBootstraps(goTool, root, out string) (map[string]string, error) {
 	return paths, nil
 }
 
-// parameterDefaults reads the Parameters' Default values from the template
-// (strings; lists joined by ",").
-func parameterDefaults(t *testing.T, path string) map[string]string {
+// functionEnv is the environment template.yaml gives a function for the
+// parameter values in vals, with refs resolving the resources (the local
+// tables, queues and the task id key secret).
+func functionEnv(t *testing.T, fn stack.Function, vals *stack.Values, refs map[string]string) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("parse %s: %v", path, err)
-	}
-	out := map[string]string{}
-	root := doc.Content[0]
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value != "Parameters" {
-			continue
-		}
-		params := root.Content[i+1]
-		for j := 0; j+1 < len(params.Content); j += 2 {
-			name, def := params.Content[j].Value, params.Content[j+1]
-			for k := 0; k+1 < len(def.Content); k += 2 {
-				if def.Content[k].Value == "Default" {
-					out[name] = def.Content[k+1].Value
-				}
-			}
-		}
-	}
-	return out
-}
-
-// functionEnv is the environment template.yaml gives a function, resolved
-// against the local resources and parameter defaults.
-func functionEnv(t *testing.T, fn stack.Function, n stack.Names, params map[string]string) map[string]string {
-	t.Helper()
-	refs := map[string]string{
-		"TasksTable":          n.TasksTable,
-		"ReviewTable":         n.ReviewTable,
-		"TaskQueue":           n.TaskQueueURL,
-		"TaskDeadLetterQueue": n.DeadLetterQueueURL,
-	}
-	for k, v := range params {
-		refs[k] = v
-	}
-	var resolve func(v any) (string, error)
-	resolve = func(v any) (string, error) {
-		switch x := v.(type) {
-		case string:
-			return x, nil
-		case int, int64, float64, bool:
-			return fmt.Sprint(x), nil
-		case map[string]any:
-			if r, ok := x["Ref"].(string); ok {
-				s, ok := refs[r]
-				if !ok {
-					return "", fmt.Errorf("!Ref %s: not a table, queue or parameter", r)
-				}
-				return s, nil
-			}
-			if j, ok := x["Fn::Join"].([]any); ok && len(j) == 2 {
-				sep, _ := j[0].(string)
-				var parts []string
-				switch l := j[1].(type) {
-				case []any:
-					for _, p := range l {
-						s, err := resolve(p)
-						if err != nil {
-							return "", err
-						}
-						parts = append(parts, s)
-					}
-				default: // a Ref to a CommaDelimitedList
-					s, err := resolve(l)
-					if err != nil {
-						return "", err
-					}
-					parts = strings.Split(s, ",")
-				}
-				return strings.Join(parts, sep), nil
-			}
-		}
-		return "", fmt.Errorf("unsupported value %v (teach functionEnv)", v)
-	}
 	env := map[string]string{}
 	for k, v := range fn.Env {
-		s, err := resolve(v)
+		r, err := vals.Eval(v, refs)
 		if err != nil {
 			t.Fatalf("%s environment %s: %v", fn.LogicalID, k, err)
+		}
+		s, ok := r.(string)
+		if !ok || strings.HasPrefix(s, "ref:") || strings.HasPrefix(s, "getatt:") || strings.HasPrefix(s, "sub:") {
+			t.Fatalf("%s environment %s = %v: unresolved (teach functionEnv's refs)", fn.LogicalID, k, r)
 		}
 		env[k] = s
 	}

@@ -23,6 +23,13 @@
 // and likewise for every other "!Name" → "Fn::Name". Unknown tags are an
 // error, reported with their line number.
 //
+// # Evaluating a deployment
+//
+// Values evaluates the template for one set of parameter values (the
+// defaults, less overrides): Conditions, the intrinsics that depend only on
+// parameters, and RuleFailures — the Rules assertions CloudFormation would
+// refuse the deploy with. Tests use it to check what each AuthMode deploys.
+//
 // # Creating resources
 //
 // Create makes every AWS::DynamoDB::Table and AWS::SQS::Queue, named

@@ -31,6 +31,13 @@ var shortForms = map[string]string{
 	"Length":       "Fn::Length",
 	"ToJsonString": "Fn::ToJsonString",
 	"ForEach":      "Fn::ForEach",
+	// Rule functions (the template's Rules section).
+	"Contains":         "Fn::Contains",
+	"EachMemberEquals": "Fn::EachMemberEquals",
+	"EachMemberIn":     "Fn::EachMemberIn",
+	"RefAll":           "Fn::RefAll",
+	"ValueOf":          "Fn::ValueOf",
+	"ValueOfAll":       "Fn::ValueOfAll",
 }
 
 // parseYAML decodes a CloudFormation/SAM YAML document into plain Go values

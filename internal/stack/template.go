@@ -162,6 +162,28 @@ func (t *Template) Resource(logicalID string) (map[string]any, bool) {
 	return deepCopy(r.Properties).(map[string]any), true
 }
 
+// Section returns a deep copy of a top-level section of the template
+// ("Parameters", "Rules", "Conditions", "Outputs"; long-form intrinsics,
+// unevaluated), or nil when the template has none.
+func (t *Template) Section(name string) map[string]any {
+	m, _ := t.doc[name].(map[string]any)
+	if m == nil {
+		return nil
+	}
+	return deepCopy(m).(map[string]any)
+}
+
+// ResourceEntry returns a deep copy of a resource's whole entry (Type,
+// Properties, Condition, DeletionPolicy, ...), or false.
+func (t *Template) ResourceEntry(logicalID string) (map[string]any, bool) {
+	rs, _ := t.doc["Resources"].(map[string]any)
+	m, ok := rs[logicalID].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return deepCopy(m).(map[string]any), true
+}
+
 // ResourceType returns a resource's Type ("" if there is no such resource).
 func (t *Template) ResourceType(logicalID string) string {
 	return t.resources[logicalID].Type

@@ -42,11 +42,22 @@
 // The template side reads each function's own execution role (its Role:
 // !GetAtt <AWS::IAM::Role>.Arn) and that role's inline Policies; no AWS
 // managed policy is allowed, so the statements there are everything the
-// function may do. Besides the code's calls, a role must grant what the
+// function may do. A function whose code reads a secret may also hold
+// kms:Decrypt on SecretsKmsKeyArn, only with kms:ViaService Secrets Manager
+// (the service decrypts on its behalf). Besides the code's calls, a role must grant what the
 // Lambda service does with it — logs:CreateLogStream/PutLogEvents on the
 // function's own log group and, for an SQS event source,
 // sqs:ReceiveMessage/DeleteMessage/GetQueueAttributes on that queue — and
 // nothing more. It counts both branches of every Fn::If in a policy: each
 // condition depends on a parameter, so each branch is live in some
 // deployment.
+//
+// secure_test.go evaluates the template per AuthMode (stack.Values): a
+// default deploy fails its Rules with a message naming what to set; every
+// task route requires the mode's authorizer and only the page and
+// /auth/config are public; throttling has defaults and CORS is off; the
+// submit function's auth settings match the authorizer; Cognito admits
+// only administrator-created users through a public code+PKCE client; the
+// task id key secret is read by the submit function alone; and SAM's
+// translator keeps the Rules and adds no unprotected API.
 package templatetest

@@ -49,7 +49,14 @@ var dynamicReads = map[string]string{
 // environment variable carries them.
 var permissionOnlyParams = map[string]string{
 	"BedrockResourceArns": "the exact Bedrock ARNs to grant; the code only needs the model id (PROVIDER_MODEL)",
+	"SecretsKmsKeyArn":    "the customer-managed key of the secrets a function reads; Secrets Manager decrypts with it on the function's behalf (kms:ViaService), the code never names it",
 }
+
+// secretsManagerKMS is the permission Secrets Manager uses on a function's
+// behalf when a secret it reads is encrypted with a customer-managed key:
+// needed exactly by functions whose code calls GetSecretValue, and granted
+// only through Secrets Manager (TestKMSOnlyThroughSecretsManager).
+const secretsManagerKMS = "kms:Decrypt"
 
 // awsRequiredWildcards documents the only "*" the deployed roles hold. None
 // is written in template.yaml: the functions run as the template's own roles
@@ -225,6 +232,9 @@ func TestPoliciesMatchCode(t *testing.T) {
 			if needs[a] == nil {
 				needs[a] = []string{"the Lambda service on " + on}
 			}
+		}
+		if needs["secretsmanager:GetSecretValue"] != nil {
+			needs[secretsManagerKMS] = []string{"Secrets Manager, decrypting a secret under SecretsKmsKeyArn"}
 		}
 		grants := map[string]bool{}
 		for _, s := range statements(t, tpl, id) {
@@ -619,6 +629,7 @@ func emits(t *testing.T, dir, metric, dimName, dimValue string) bool {
 type statement struct {
 	actions   []string
 	resources []any
+	condition any
 }
 
 // grants are the permissions a statement gives, in the form facts.needs
@@ -695,6 +706,7 @@ func statements(t *testing.T, tpl *stack.Template, id string) []statement {
 				s.actions = append(s.actions, as)
 			}
 			s.resources = listOf(st["Resource"])
+			s.condition = st["Condition"]
 			out = append(out, s)
 		}
 	}

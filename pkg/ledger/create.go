@@ -43,7 +43,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	}
 	now := l.cfg.Now().UTC()
 	t := &Task{
-		TaskID:            TaskID(n.Scope, n.IdempotencyKey),
+		TaskID:            l.TaskID(n.Scope, n.IdempotencyKey),
 		State:             StateQueued,
 		Scope:             n.Scope,
 		IdempotencyKey:    n.IdempotencyKey,

@@ -3,8 +3,10 @@
 // # Model
 //
 // One item per task in the tasks table, keyed by task_id. The id is derived
-// from (scope, idempotency key) — see TaskID — so deduplicating a submission
-// is a single conditional PutItem (attribute_not_exists(task_id)). A replay
+// from (scope, idempotency key) — see Ledger.TaskID: HMAC-SHA256 under the
+// server secret Config.IDKey, so an id cannot be computed from a key — and
+// deduplicating a submission is a single conditional PutItem
+// (attribute_not_exists(task_id)). A replay
 // with the same payload hash returns *DuplicateError carrying the existing
 // task; another payload under the same key returns *PayloadMismatchError and
 // writes nothing.

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
@@ -68,7 +69,24 @@ type Config struct {
 	DispatchBackoffCap time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// IDKey is the server secret task ids are derived with (HMAC-SHA256,
+	// see Ledger.TaskID); at least MinIDKeyBytes. A deployed submit function
+	// always sets it (the template's generated secret), so nobody can
+	// compute a task id from an Idempotency-Key. Empty keeps the unkeyed
+	// derivation of the package function TaskID (tests, tools); it must not
+	// change while tasks are live, or replays get new ids.
+	IDKey SecretKey
 }
+
+// MinIDKeyBytes is the shortest Config.IDKey New accepts.
+const MinIDKeyBytes = 32
+
+// SecretKey is key material that fmt never prints (every verb shows
+// "[redacted N bytes]"), so a logged Config leaks nothing.
+type SecretKey []byte
+
+// Format implements fmt.Formatter.
+func (k SecretKey) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "[redacted %d bytes]", len(k)) }
 
 // Ledger is the task ledger. It is safe for concurrent use.
 type Ledger struct {
@@ -83,6 +101,9 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultShards
+	}
+	if n := len(cfg.IDKey); n > 0 && n < MinIDKeyBytes {
+		return nil, fmt.Errorf("ledger: IDKey has %d bytes: at least %d", n, MinIDKeyBytes)
 	}
 	if cfg.Shards > 100 {
 		return nil, fmt.Errorf("ledger: Shards=%d: at most 100", cfg.Shards)
@@ -117,12 +138,29 @@ func (l *Ledger) Now() time.Time { return l.cfg.Now() }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// TaskID derives the task id from the caller scope and idempotency key:
-// "t_" + 26 base32 characters of SHA-256(scope NUL key) (130 bits).
+// TaskID derives a task id without a key: "t_" + 26 base32 characters of
+// SHA-256(scope NUL key) (130 bits). Anyone who knows a scope and key can
+// compute it, so only a ledger without Config.IDKey (tests, tools) uses it;
+// Ledger.TaskID is the derivation Create uses.
 func TaskID(scope, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + idempotencyKey))
-	return "t_" + idEncoding.EncodeToString(sum[:])[:26]
+	return formatID(sum[:])
 }
+
+// TaskID derives the id of the task a (scope, idempotency key) pair names:
+// with Config.IDKey, "t_" + 26 base32 characters of
+// HMAC-SHA256(IDKey, scope NUL key), which nobody without the server secret
+// can compute from a key; without it, the package function TaskID.
+func (l *Ledger) TaskID(scope, idempotencyKey string) string {
+	if len(l.cfg.IDKey) == 0 {
+		return TaskID(scope, idempotencyKey)
+	}
+	m := hmac.New(sha256.New, l.cfg.IDKey)
+	m.Write([]byte(scope + "\x00" + idempotencyKey))
+	return formatID(m.Sum(nil))
+}
+
+func formatID(sum []byte) string { return "t_" + idEncoding.EncodeToString(sum)[:26] }
 
 // ValidTaskID reports whether s has the shape TaskID produces.
 func ValidTaskID(s string) bool {
