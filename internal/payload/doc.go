@@ -50,8 +50,10 @@
 // size and content type by HEAD and the SHA-256 by the stored checksum or,
 // when the store kept none, by reading the object. kumo and moto check
 // neither presigned signatures nor checksums, so on them Resolve is what
-// catches an oversized or altered upload (the tests assert it). The
-// document's SHA-256 is meant to join the task's payload hash.
+// catches an oversized or altered upload (the tests assert it). A task
+// then references the document through [Store.Adopt], a server-side copy
+// to inputs/<sha256>, so uploads/ can expire after a day. The document's
+// SHA-256 is meant to join the task's payload hash.
 //
 // Formats ([Formats]): pdf, txt, md, html, csv, docx up to
 // [MaxDocumentSize] (4.5 MB), png and jpeg up to [MaxImageSize] (3.75 MB) —

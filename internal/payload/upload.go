@@ -279,3 +279,32 @@ func (s *Store) Resolve(ctx context.Context, scope, uploadID string) (Ref, error
 	}
 	return ref, nil
 }
+
+// Adopt copies a resolved upload to inputs/<sha256> (server side, no
+// bytes through the function) and returns the content-addressed reference
+// the task item should keep, so the uploads/ prefix can expire after a day
+// while the task's input lives for the retention window. Call it after
+// Resolve and before writing the item. The copy is verified by size and
+// SHA-256 like any Get. Errors: ErrBadRef, ErrNotFound, ErrIntegrity,
+// transient S3 trouble steered by pkg/retrypolicy.
+func (s *Store) Adopt(ctx context.Context, upload Ref) (Ref, error) {
+	if err := upload.Validate(); err != nil || upload.Bucket != s.bucket {
+		return Ref{}, retrypolicy.Permanent(fmt.Errorf("%w: not an upload in this store", ErrBadRef))
+	}
+	dst := Ref{Bucket: s.bucket, Key: InputKey(upload.SHA256), SHA256: upload.SHA256, Size: upload.Size}
+	_, err := s.s3.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(dst.Key),
+		CopySource:        aws.String(s.bucket + "/" + upload.Key),
+		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+		ContentType:       aws.String("application/octet-stream"),
+		MetadataDirective: s3types.MetadataDirectiveReplace,
+	})
+	if err != nil {
+		return Ref{}, s.steer("copy "+upload.Key+" to "+dst.Key, err)
+	}
+	if _, err := s.Get(ctx, dst); err != nil {
+		return Ref{}, err
+	}
+	return dst, nil
+}

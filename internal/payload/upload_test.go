@@ -137,6 +137,16 @@ func TestUploadLifecycle(t *testing.T) {
 			if err != nil || !bytes.Equal(got, doc) {
 				t.Fatalf("Get = %v", err)
 			}
+			in, err := b.store.Adopt(ctx, ref)
+			if err != nil {
+				t.Fatalf("Adopt: %v", err)
+			}
+			if in.Key != InputKey(Digest(doc)) || in.SHA256 != ref.SHA256 || in.Size != ref.Size {
+				t.Fatalf("adopted ref = %+v", in)
+			}
+			if got, err := b.store.Get(ctx, in); err != nil || !bytes.Equal(got, doc) {
+				t.Fatalf("Get(adopted) = %v", err)
+			}
 			// Presigning the same id again (a page retry) is fine; with
 			// another declaration it is a conflict.
 			if _, err := b.store.PresignUpload(ctx, uploadReq("caller-a", "good", doc)); err != nil {
