@@ -79,3 +79,29 @@ func TestRefAttributeRoundTrip(t *testing.T) {
 		t.Errorf("non-map: err = %v", err)
 	}
 }
+
+func TestInlineThresholdConfigurable(t *testing.T) {
+	t.Parallel()
+	if _, err := New(nil, "Not_A_Bucket", Options{}); err == nil {
+		t.Fatal("New accepted an invalid bucket name")
+	}
+	cases := []struct {
+		limit, n int
+		inline   bool
+	}{
+		{0, DefaultInlineLimit, true},
+		{0, DefaultInlineLimit + 1, false},
+		{100, 100, true},
+		{100, 101, false},
+		{-1, 0, false},
+	}
+	for _, c := range cases {
+		st, err := New(nil, "payloads", Options{InlineLimit: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Inline(c.n); got != c.inline {
+			t.Errorf("limit %d: Inline(%d) = %v, want %v", c.limit, c.n, got, c.inline)
+		}
+	}
+}
