@@ -30,7 +30,7 @@ func (c *Counter) Register(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			c.add(c.calls, key(ctx))
 			return next.HandleInitialize(ctx, in)
-		}), middleware.Before); err != nil {
+		}), middleware.After); err != nil { // After: S3 registers its service metadata in Initialize
 		return err
 	}
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("taskledgerAttemptCounter",

@@ -9,4 +9,9 @@
 // on one item can both succeed — which DynamoDB never allows. SQS requests
 // stay outside the lock so a long poll does not stall other calls. When no
 // python3 on PATH can import moto, plain moto_server is started instead.
+//
+// [LegEndpoint], [LegFor] and [StopLegs] are the shared per-process legs
+// for test suites that need no tables or queues (internal/payload's S3
+// tests): the same kumo/moto/external selection (TASKLEDGER_BACKENDS) and
+// TASKLEDGER_REQUIRE_MOTO rule as internal/testenv.
 package emulator

@@ -216,6 +216,8 @@ var _ smithy.APIError = (*InjectedError)(nil)
 func rejection(k Kind, c Call) *InjectedError {
 	e := &InjectedError{Kind: k, Call: c}
 	switch {
+	case k == Throttle && c.Service == "S3":
+		e.Code, e.Status = "SlowDown", http.StatusServiceUnavailable
 	case k == Throttle && c.Service == "SQS":
 		e.Code, e.Status = "RequestThrottled", http.StatusBadRequest
 	case k == Throttle:

@@ -1,0 +1,79 @@
+// Package payload is the S3 claim-check store (DESIGN §12, issue 13
+// groundwork; not yet wired into the ledger, submit handler or worker).
+//
+// # Why the hot item stays small
+//
+// DynamoDB bills an UpdateItem by the larger of the item's size before and
+// after, one write unit per started KB. The task item is updated on every
+// claim, heartbeat and completion, so an item carrying a 30 KB prompt costs
+// 31 write units per update where a 1 KB item costs 2. Payloads above an
+// inline threshold (DefaultInlineLimit, 4 KiB; Options.InlineLimit) go to
+// S3 and the item keeps a [Ref] {bucket, key, sha256, size} — JSON
+// {"bucket","key","sha256","size"} via [ParseRef], DynamoDB map
+// {bucket:S, key:S, sha256:S, size:N} via [Ref.Attribute] and
+// [RefFromAttribute], both parsed strictly. A payload at or under the
+// threshold stays inline and makes no S3 call at all ([Store.PlaceInput],
+// [Store.PlaceResult]). [PlanOffload] is the item-level backstop: given an
+// attribute map, the payload attributes that may move, and the ledger's
+// item-size function, it picks what goes to S3 so the item stays under
+// [DefaultItemBudget] (400 KB less 50 KiB of headroom for what the item
+// gains later), or returns [ErrItemTooLarge].
+//
+// # Write ordering and key layout
+//
+//   - inputs/<sha256>: content-addressed, written BEFORE the item that
+//     references it, with x-amz-checksum-sha256 (S3 verifies the bytes) and
+//     If-None-Match: * (an existing object has the same bytes; a second put
+//     is a no-op success, so a retry after a lost reply is safe).
+//   - results/<task_id>/<assignment_version>: written by the worker holding
+//     that assignment BEFORE its fenced completion update. A fenced-out
+//     worker's object is never referenced by the item: an orphan, not the
+//     answer. The same bytes again succeed; other bytes are [ErrConflict].
+//   - upload-intents/<upload_id>: the declaration of a presigned upload
+//     (caller-scope hash, sha256, size, content type), If-None-Match: *, so
+//     an upload id belongs to the first caller that presigned it.
+//   - uploads/<scope_hash>/<upload_id>: the uploaded document.
+//
+// [Store.Get] verifies size and SHA-256 against the reference (a mismatch
+// is [ErrIntegrity], a missing object [ErrNotFound], both steered
+// PermanentConfig; throttles, 5xx and lost replies are steered
+// Retryable/Throttled through pkg/retrypolicy — every write here is
+// idempotent, so an uncertain outcome is safe to repeat).
+//
+// # Documents
+//
+// [Store.PresignUpload] returns a presigned PUT whose signature covers
+// Content-Length, Content-Type and x-amz-checksum-sha256: S3 rejects a body
+// of another length (SignatureDoesNotMatch) or other bytes (BadDigest).
+// [Store.Resolve](scope, upload id) returns the [Ref] or [ErrUnknownUpload],
+// [ErrForeignUpload], [ErrNotUploaded], [ErrUploadMismatch] — re-checking
+// size and content type by HEAD and the SHA-256 by the stored checksum or,
+// when the store kept none, by reading the object. kumo and moto check
+// neither presigned signatures nor checksums, so on them Resolve is what
+// catches an oversized or altered upload (the tests assert it). A task
+// then references the document through [Store.Adopt], a server-side copy
+// to inputs/<sha256>, so uploads/ can expire after a day. The document's
+// SHA-256 is meant to join the task's payload hash.
+//
+// Formats ([Formats]): pdf, txt, md, html, csv, docx up to
+// [MaxDocumentSize] (4.5 MB), png and jpeg up to [MaxImageSize] (3.75 MB) —
+// the Bedrock Converse per-document and per-image limits. Uploads expire
+// after [DefaultUploadExpiry] (15 min, at most 1 h).
+//
+// # Lifecycle and bucket security (for the template wiring)
+//
+// Orphans exist by design (a fenced-out worker's result, an input whose
+// item write failed, an intent never used, an upload never referenced), so
+// the bucket needs lifecycle rules: upload-intents/ and uploads/ expire
+// after 1 day unless the ledger copies the document under inputs/; inputs/
+// and results/ expire after the task retention window; incomplete
+// multipart uploads abort after 1 day. The bucket is encrypted (SSE-S3 or
+// SSE-KMS), has every public-access block on, a policy denying
+// aws:SecureTransport=false, BucketOwnerEnforced ownership, and per
+// function least privilege: submit s3:PutObject/GetObject on inputs/*,
+// upload-intents/*, uploads/* (and presigning needs PutObject on
+// uploads/*); worker s3:GetObject on inputs/* and uploads/*, PutObject and
+// GetObject on results/*; reconciler GetObject only where it reads back.
+// Keys carry ids and hashes only: never task text or the caller scope
+// itself (only [ScopeHash]).
+package payload
