@@ -307,3 +307,45 @@ func TestStackReviewFlow(t *testing.T) {
 		t.Errorf("progress lacks the resolve call:\n%s", p)
 	}
 }
+
+// TestStackRefusesForeignHosts: every route of the local server — the task
+// API, the page, the operator API — answers only requests addressed to its
+// own loopback address, so a DNS-rebinding page (its own domain now
+// resolving to 127.0.0.1) can neither submit nor read anything; a refused
+// submit writes nothing.
+func TestStackRefusesForeignHosts(t *testing.T) {
+	t.Parallel()
+	b := setupStack(t, local.Options{StatusEvery: -1})
+	_, port, _ := strings.Cut(strings.TrimPrefix(b.st.URL, "http://"), ":")
+	do := func(method, host, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, b.st.URL+path, strings.NewReader(body))
+		req.Host = host
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "rebound")
+		}
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type") + " " + string(out)
+	}
+	submit := `{"kind":"generate","input":{"prompt":"rebound"}}`
+	for _, host := range []string{"attacker.example:" + port, "127.0.0.1.nip.io:" + port} {
+		for _, c := range []struct{ method, path, body string }{
+			{"POST", "/tasks", submit}, {"GET", "/tasks/t_aaaaaaaaaaaaaaaaaaaaaaaaaa", ""}, {"GET", "/", ""}, {"GET", "/reviews", ""},
+		} {
+			code, body := do(c.method, host, c.path, c.body)
+			if code != http.StatusMisdirectedRequest || !strings.HasPrefix(body, "application/problem+json") {
+				t.Fatalf("%s %s with Host %q = %d %s, want 421 problem+json", c.method, c.path, host, code, clipTo(body, 200))
+			}
+		}
+	}
+	// The refused submit wrote nothing: the same key from the real origin is new.
+	if code, body := do("POST", "localhost:"+port, "/tasks", submit); code != http.StatusAccepted {
+		t.Fatalf("POST /tasks with Host localhost:%s = %d %s, want 202 (a new task)", port, code, clipTo(body, 200))
+	}
+}

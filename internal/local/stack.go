@@ -342,7 +342,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	mux.Handle("/reviews/", ops)
 	mux.Handle("/", taskAPI)
 	s.srv = &http.Server{
-		Handler:           prog.logRequests(mux),
+		Handler:           prog.logRequests(ops.Guard(mux)), // DNS rebinding: every route
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -43,10 +43,7 @@ type Handler struct {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.hostAllowed(r.Host) {
-		h.log().WarnContext(r.Context(), "opsapi: request for a foreign Host refused (DNS rebinding?)", "host_bytes", len(r.Host), "method", r.Method)
-		writeProblem(w, http.StatusMisdirectedRequest, "host-not-allowed", "Host not allowed",
-			"The operator API answers only requests addressed to its own loopback address (localhost, 127.0.0.1 or [::1] and its port). Nothing was done.")
+	if !h.admitHost(w, r) {
 		return
 	}
 	h.once.Do(func() {
@@ -61,6 +58,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mux = m
 	})
 	h.mux.ServeHTTP(w, r)
+}
+
+// Guard serves next only for requests whose Host is one of h.Hosts (the
+// same rule as the operator API's own), answering any other 421: the local
+// stack wraps its whole server with it, so a DNS-rebinding page can neither
+// submit nor read tasks through a browser on this machine.
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.admitHost(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// admitHost answers 421 and reports false for a foreign Host.
+func (h *Handler) admitHost(w http.ResponseWriter, r *http.Request) bool {
+	if h.hostAllowed(r.Host) {
+		return true
+	}
+	h.log().WarnContext(r.Context(), "opsapi: request for a foreign Host refused (DNS rebinding?)", "host_bytes", len(r.Host), "method", r.Method)
+	writeProblem(w, http.StatusMisdirectedRequest, "host-not-allowed", "Host not allowed",
+		"This local server answers only requests addressed to its own loopback address (localhost, 127.0.0.1 or [::1] and its port). Nothing was done.")
+	return false
 }
 
 // LoopbackHosts are the Host values a server listening on addr answers to:
