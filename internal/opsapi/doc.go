@@ -16,7 +16,8 @@
 // rebinds its own domain to 127.0.0.1 (DNS rebinding) is same-origin to
 // the browser, so the handler also checks Host: only its own loopback
 // address (Handler.Hosts, LoopbackHosts) is served; any other name is 421
-// host-not-allowed and nothing runs.
+// host-not-allowed and nothing runs. Handler.Guard applies the same rule to
+// any handler: the local stack wraps its whole server with it.
 //
 // # Model
 //
