@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +281,63 @@ func TestAttackThrottledRetryWriteTurnsA429IntoUnknown(t *testing.T) {
 					b.sim.SideEffects(task.TaskID), r.Uncertain)
 			}
 		}
+	})
+}
+
+// TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown: the change lets
+// a slow but alive worker Complete from unknown at its own version (the
+// assignment is still its own). But the heartbeat still treats the refused
+// renewal of that same state as "fenced" and cancels the provider call, so
+// the result that would settle the uncertainty is never produced: the
+// feature only works if the call returns before the next heartbeat tick.
+// Here the renewals are throttled until the reconciler expires the lease
+// to unknown (a worker whose heartbeats did not get through); the next
+// renewal is refused on state unknown at the worker's version.
+func TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		ctx := context.Background()
+		g := newGate(b.sim)
+		b.h.Provider = g
+		b.h.Lease = 60 * time.Millisecond // a heartbeat every 20 ms of real time
+		task := b.create(t, "lapsed-heartbeat", prompt)
+		var renewals atomic.Bool
+		renewed := make(chan struct{}, 64)
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
+				if !renewals.Load() {
+					return faultinject.Throttle
+				}
+				renewed <- struct{}{}
+			}
+			return ""
+		})
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		done := make(chan events.SQSEventResponse, 1)
+		go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
+		g.waitStarted(t)
+
+		b.clock.Advance(time.Minute)
+		claimed := b.get(t, task.TaskID)
+		if _, err := b.l.ExpireToUnknown(ctx, task.TaskID, claimed.AssignmentVersion); err != nil {
+			t.Fatalf("the reconciler's ExpireToUnknown: %v", err)
+		}
+		renewals.Store(true)
+		<-renewed // the first renewal after the expiry has been sent
+		select {
+		case <-done:
+			got := b.get(t, task.TaskID)
+			t.Fatalf("the refused renewal (state unknown at the worker's own version %d) cancelled the provider call (cause %v); task %s, nothing saved",
+				claimed.AssignmentVersion, g.Cause(), got.State)
+		case <-time.After(5 * time.Second): // the call is still running: release it
+		}
+		close(g.release)
+		await(t, done)
+		if inj.Total(faultinject.Throttle) == 0 {
+			t.Fatal("no renewal was throttled: the lease did not lapse as staged")
+		}
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateCompleted)
 	})
 }
