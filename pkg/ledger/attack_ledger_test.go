@@ -12,18 +12,18 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReplacementResetsTheFencingToken: Create now replaces an item
-// past expires_at with a fresh task whose assignment_version starts again
-// at 0, so the fencing token of a task id is no longer monotonic (DESIGN
-// §4). A worker still holding version 1 of the old task — a lapsed worker
-// whose task was parked and resolved by an operator while its call was
-// still running — is then accepted by the new task's fence once the new
-// task's first claim reaches version 1: it saves the old prompt's result as
-// the new task's. Only the length of the retention window stands between
-// the two; Config.Retention accepts any positive value (here one minute).
-func TestAttackReplacementResetsTheFencingToken(t *testing.T) {
+// TestReplacementKeepsTheFencingToken (found by the adversarial review):
+// Create replaces an item past expires_at with a fresh task; it must carry
+// the old item's assignment_version over, so the fencing token of a task id
+// stays monotonic (DESIGN §4). Otherwise a worker still holding version 1
+// of the old task — a lapsed worker whose task was parked and resolved by
+// an operator while its call was still running — is accepted by the new
+// task's fence once the new task's first claim reaches version 1, and
+// saves the old prompt's result as the new task's. Retention is the
+// shortest the ledger accepts (MinRetention).
+func TestReplacementKeepsTheFencingToken(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, func(c *ledger.Config) { c.Retention = time.Minute })
+		b := setup(t, e, func(c *ledger.Config) { c.Retention = ledger.MinRetention })
 		ctx := context.Background()
 		old, err := b.l.Create(ctx, newTask("fence-ttl", "old prompt"))
 		if err != nil {
@@ -46,7 +46,7 @@ func TestAttackReplacementResetsTheFencingToken(t *testing.T) {
 		if _, _, _, err := b.l.Act(ctx, old.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionFailed, Note: "gave up", By: "op"}); err != nil {
 			t.Fatal(err)
 		}
-		b.clock.Advance(2 * time.Minute)
+		b.clock.Advance(ledger.MinRetention + time.Minute)
 		fresh, err := b.l.Create(ctx, newTask("fence-ttl", "new prompt"))
 		if err != nil {
 			t.Fatalf("re-create past TTL: %v", err)

@@ -45,9 +45,13 @@
 //
 // Terminal tasks carry expires_at (epoch seconds, end + Retention) for
 // DynamoDB's TTL. The sweeper may delete an item days later; until then,
-// Create treats an item whose expires_at has passed as absent
-// (attribute_not_exists(task_id) OR expires_at < now) and writes a fresh
-// task under the same id.
+// Create treats an item whose expires_at has passed as absent and writes a
+// fresh task under the same id — conditioned on the expired item read (its
+// expires_at and assignment_version) and keeping its assignment_version, so
+// the fencing token of a task id never goes backwards and a worker still
+// holding a version of the old task cannot complete the new one. Retention
+// is at least MinRetention (1 hour, longer than any Lambda invocation), so
+// by the time TTL deletes an item no holder of its token is still running.
 //
 // States: queued, running, retry_wait, unknown (live; indexed) and completed,
 // failed, cancelled (terminal; TTL set) and needs_review (parked; waits for a
