@@ -17,7 +17,10 @@
 // lease gets *FencedError and must save nothing. Complete also accepts
 // state unknown at the caller's own version (the reconciler expired the
 // lease of a worker that was slow but alive; no other attempt started), so
-// that worker's result still settles the task.
+// that worker's result still settles the task. When the reconciler has
+// already parked that task unknown_outcome (no readback) at the same
+// version, CompleteLapsed saves the result and resolves the open review item
+// in one TransactWriteItems, fenced the same way.
 //
 // # Lost replies
 //
@@ -31,7 +34,7 @@
 // matching nonce means the write was this call's own: it returns the task
 // as written instead of an error. Callers therefore see a lost reply on
 // Claim, Complete, ScheduleRetry, MarkUnknown, Fail, Release, Requeue,
-// ExpireToUnknown and Park as the success it was.
+// ExpireToUnknown, Park and CompleteLapsed as the success it was.
 //
 // # Item size
 //
