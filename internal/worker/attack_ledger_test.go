@@ -196,15 +196,17 @@ func TestAttackOversizedResultFromUnknownIsNotParked(t *testing.T) {
 	})
 }
 
-// TestAttackLapsedResultDiscardedAfterUnknownPark: a slow but alive worker's
-// lease expired; the reconciler moved the task to unknown and, with no
-// readback, parked it unknown_outcome ("whether the provider performed the
-// generation" is uncertain; "retry" accepts a duplicate). Then the
-// worker's call returns with the result. Its Complete (fenced on running
-// or unknown at its version; the park kept the version) is refused and the
-// result is discarded: the review still says the outcome is uncertain, and
-// its suggested retry makes the non-idempotent provider act a second time.
-func TestAttackLapsedResultDiscardedAfterUnknownPark(t *testing.T) {
+// TestLapsedResultSavedAfterUnknownPark (found by the adversarial review):
+// a slow but alive worker's lease expired; the reconciler moved the task to
+// unknown and, with no readback, parked it unknown_outcome ("whether the
+// provider performed the generation" is uncertain; "retry" accepts a
+// duplicate). Then the worker's call returns with the result. Its Complete
+// (fenced on running or unknown at its version; the park kept the version)
+// is refused; the worker must then save the result from the park
+// (ledger.CompleteLapsed) and resolve the review, rather than discard it and
+// leave a review whose suggested retry makes the non-idempotent provider
+// act a second time.
+func TestLapsedResultSavedAfterUnknownPark(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -229,10 +231,18 @@ func TestAttackLapsedResultDiscardedAfterUnknownPark(t *testing.T) {
 		if !ok {
 			t.Fatal("the provider has no record")
 		}
-		if got.Result == string(rec.Result.Output) {
-			return // saved: the promise held
-		}
 		r := mustReview(t, b, task.TaskID)
+		if got.Result == string(rec.Result.Output) {
+			// Saved: the promise held. The review says so, by the worker.
+			if got.State != ledger.StateCompleted || r.ReviewStatus != ledger.ReviewResolved || r.Resolution != ledger.ResolutionCompleted ||
+				!strings.HasPrefix(r.ResolvedBy, "worker ") || !strings.Contains(r.ResolutionNote, "after the task was parked unknown_outcome") {
+				t.Fatalf("result saved but task %s, review %s/%s by %q: %q", got.State, r.ReviewStatus, r.Resolution, r.ResolvedBy, r.ResolutionNote)
+			}
+			if n := b.sim.SideEffects(task.TaskID); n != 1 {
+				t.Fatalf("provider side effects = %d, want 1", n)
+			}
+			return
+		}
 		if r.ReviewStatus == ledger.ReviewOpen && r.Reason == ledger.ReviewUnknownOutcome {
 			t.Fatalf("the worker held the provider's result (side effects %d) and discarded it; the task stays %s with an open unknown_outcome review saying %q",
 				b.sim.SideEffects(task.TaskID), got.State, r.Uncertain)
