@@ -21,11 +21,13 @@
 //     false: by default, the provider honours idempotency keys) → Requeue and
 //     send its message. A step with side effects, or a provider that can be
 //     read back → unknown (ledger.ExpireToUnknown), resolved by readback on a
-//     later run. Otherwise, no budget → park budget_exhausted.
+//     later run — or in the same run, without the Settle wait, when the task
+//     is past its age deadline. Otherwise, no budget → park budget_exhausted.
 //     This is also the path of an expired lease on the last attempt: the
 //     worker acknowledges such a duplicate message and leaves it here, so a
 //     provider that may have acted is read back before anything is parked.
-//   - unknown, for at least Settle: provider Lookup. Found →
+//   - unknown, for at least Settle (not waited for past the age deadline):
+//     provider Lookup. Found →
 //     CompleteFromReadback (readback_at); a result too large for the item
 //     (ledger.CheckCompletion, ledger.ItemTooLargeError) → park
 //     result_too_large; a save refused as invalid, or failing on every run

@@ -79,7 +79,8 @@ type Handler struct {
 	// (default 5 s): a heartbeat may be in flight.
 	Grace time.Duration
 	// Settle is how long a task stays unknown before it is read back
-	// (default 30 s): a provider may still be finishing the call.
+	// (default 30 s): a provider may still be finishing the call. An
+	// expired lease past the task's age deadline is read back at once.
 	Settle time.Duration
 	// RelaySlack delays re-sending a retry_wait task past its not_before
 	// (default 30 s): the worker's delayed message normally arrives itself.

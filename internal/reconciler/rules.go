@@ -80,22 +80,30 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	case sideEffects || canReadBack:
 		// Re-running could act twice, or the provider can tell us what
 		// happened: resolve it by readback (a later run, after Settle).
-		_, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
+		u, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
 		if r.lost(ctx, "expire lease to unknown", t.TaskID, err) {
 			return
 		}
 		r.count(func(s *Summary) { s.ExpiredToUnknown++ })
 		log.InfoContext(ctx, "reconciler: expired lease moved to unknown", "side_effects", sideEffects, "budget_left", budgetLeft)
+		if r.pastDeadline(u) {
+			// The age budget is over: the promise is a final state within
+			// one period, so resolve now rather than a run later.
+			r.unknown(ctx, u)
+		}
 	default:
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
 			review.BudgetExhausted(t, budget))
 	}
 }
 
-// unknown resolves an uncertain outcome by provider readback.
+// unknown resolves an uncertain outcome by provider readback. It waits
+// Settle after the task became unknown (a slow worker may still save its
+// result; a provider's readback may lag) — unless the task's age budget is
+// over, when it resolves at once so the task is final within one period.
 func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	h := r.h
-	if t.DueAt >= r.now.Add(-durOr(h.Settle, DefaultSettle)).UnixMilli() {
+	if !r.pastDeadline(t) && t.DueAt >= r.now.Add(-durOr(h.Settle, DefaultSettle)).UnixMilli() {
 		r.raced()
 		return
 	}

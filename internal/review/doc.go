@@ -26,6 +26,10 @@
 //     ([Result]). Nothing about the outcome is uncertain.
 //   - [ResultNotSaved]: a result was returned or read back but saving it
 //     was refused as invalid, or kept failing until the age budget ended.
+//   - [LapsedResult] is not a park but the resolution of an [UnknownOutcome]
+//     item: the attempt was slow, not lost, and the worker saved its result
+//     after the park (ledger.CompleteLapsed), so the item is resolved as
+//     completed by that worker.
 //   - [Poison]: a dead-letter message that is not a task reference;
 //     [PoisonFrom] also for one a worker acknowledged on the task queue,
 //     with its receive count, sent time and correlation id

@@ -202,3 +202,23 @@ func TestResultNotSaved(t *testing.T) {
 		errors.New("ledger: UpdateItem complete: AccessDeniedException"))
 	check(t, r, ledger.ReviewResultNotSaved, "readback from sim found the result", "42 bytes", "AccessDeniedException", "was not saved", "--outcome completed")
 }
+
+func TestLapsedResult(t *testing.T) {
+	t.Parallel()
+	tk := task(ledger.StateRunning)
+	tk.Attempts, tk.AssignmentVersion = 2, 3
+	at := time.Date(2025, 3, 1, 10, 40, 0, 0, time.UTC)
+	r := review.LapsedResult(tk, review.Result{Provider: "bedrock", ProviderRef: "req-9", ResultBytes: 1234}, at, "req-1/rec-2")
+	if r.By != "worker req-1/rec-2" {
+		t.Errorf("by = %q", r.By)
+	}
+	for _, w := range []string{"attempt 2 of 5 called bedrock", "provider_ref req-9", "1234 bytes", "2025-03-01T10:40:00Z",
+		"after the task was parked unknown_outcome", "assignment version 3", "no retry is needed"} {
+		if !strings.Contains(r.Note, w) {
+			t.Errorf("missing %q in %q", w, r.Note)
+		}
+	}
+	if strings.Contains(r.Note, secret) || len(r.Note) > ledger.MaxNote {
+		t.Errorf("note leaks task text or is too long (%d bytes): %q", len(r.Note), r.Note)
+	}
+}

@@ -35,7 +35,12 @@
 //     slow worker's lease). A rejected completion is never retried: the
 //     ledger reads the task and the worker logs which case happened
 //     (already_completed, taken_over, not_running, gone); a completion
-//     whose reply was lost is recognised as saved. A result that would push
+//     whose reply was lost is recognised as saved. One refusal is not the
+//     end: when the reconciler has already parked the task unknown_outcome
+//     at the worker's own version (a slow worker, no readback), the result
+//     is saved from the park with ledger.CompleteLapsed, which resolves the
+//     review item as completed by the worker (lapsed.go; a few jittered
+//     tries). A result that would push
 //     the item over DynamoDB's 400 KB limit (ledger.CheckCompletion) is not
 //     sent: the task is parked result_too_large with the provider reference
 //     and the sizes; a completion DynamoDB refuses as invalid is parked

@@ -225,6 +225,9 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	switch {
 	case errors.As(err, &fe):
+		if r, ok := h.lapsed(ctx, t, c, fe, log); ok {
+			return r // parked unknown_outcome at this version: see lapsed.go
+		}
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)

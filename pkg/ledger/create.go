@@ -14,6 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// MinRetention is the shortest Config.Retention the ledger accepts. A task
+// id re-created after its item expired keeps the old item's fencing token
+// (assignment_version), but once TTL has deleted the item that token is
+// gone and the new task starts again at 0. Retention must therefore outlast
+// any worker still holding a version of the old task: a Lambda invocation
+// runs at most 15 minutes, plus its lease and margins; one hour is ample.
+const MinRetention = time.Hour
+
 // NewTask describes a submission. Input must already be validated and in
 // canonical form; PayloadSHA256 is the hash the caller computed over it (and
 // anything else that identifies the request, such as kind and parent).
@@ -88,17 +96,40 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	// retention window is over, so the key is free again and a fresh task
 	// replaces it (202, not a replay). Only terminal tasks carry expires_at.
 	//
-	// Two tries: the second only when the conflicting item vanished between
-	// the failed put and the read (TTL expiry), which is rare but real.
-	for try := 0; try < 2; try++ {
-		_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
+	// The replacement keeps the expired item's assignment_version, so the
+	// fencing token of a task id never goes backwards: a worker still
+	// holding a version of the old task cannot pass the new task's fence.
+	// It is put conditioned on the expired item being exactly the one read
+	// (same expires_at and assignment_version). After the sweeper deleted
+	// the item the version is gone; Retention (at least MinRetention, longer
+	// than any invocation) guarantees no holder of it is still running.
+	//
+	// Three tries: a put is repeated only when the conflicting item turned
+	// out expired or gone, or changed between the failed put and the read.
+	var expired *Task
+	for try := 0; try < 3; try++ {
+		in := &dynamodb.PutItemInput{
 			TableName:                           &l.cfg.TasksTable,
 			Item:                                item,
-			ConditionExpression:                 aws.String("attribute_not_exists(#id) OR #exp < :now_s"),
-			ExpressionAttributeNames:            map[string]string{"#id": "task_id", "#exp": "expires_at"},
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":now_s": num(now.Unix())},
+			ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
+			ExpressionAttributeNames:            map[string]string{"#id": "task_id"},
 			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-		})
+		}
+		if expired != nil {
+			t.AssignmentVersion = expired.AssignmentVersion
+			if item, err = attributevalue.MarshalMap(t); err != nil {
+				return nil, fmt.Errorf("ledger: encode task: %w", err)
+			}
+			in.Item = item
+			in.ConditionExpression = aws.String("#exp = :old_exp AND #exp < :now_s AND #ver = :old_ver")
+			in.ExpressionAttributeNames = map[string]string{"#exp": "expires_at", "#ver": "assignment_version"}
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+				":old_exp": num(expired.ExpiresAt),
+				":now_s":   num(now.Unix()),
+				":old_ver": num(expired.AssignmentVersion),
+			}
+		}
+		_, err = l.db.PutItem(ctx, in)
 		if err == nil {
 			return t, nil
 		}
@@ -109,15 +140,18 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		if rerr != nil {
 			return nil, rerr
 		}
-		if old == nil || (old.ExpiresAt > 0 && old.ExpiresAt < now.Unix()) {
-			continue // gone, or expired in between: put again
-		}
-		if old.CreateNonce == t.CreateNonce {
+		switch {
+		case old == nil:
+			expired = nil // swept in between: put as new
+			continue
+		case old.CreateNonce == t.CreateNonce:
 			// Our own write: the first PutItem succeeded but its response
 			// was lost and the SDK retried it. This call created the task.
 			return old, nil
-		}
-		if old.PayloadSHA256 != n.PayloadSHA256 {
+		case old.ExpiresAt > 0 && old.ExpiresAt < now.Unix():
+			expired = old // replace it, keeping its fencing token
+			continue
+		case old.PayloadSHA256 != n.PayloadSHA256:
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
 		return nil, &DuplicateError{Task: old}

@@ -19,7 +19,10 @@
 // lease gets *FencedError and must save nothing. Complete also accepts
 // state unknown at the caller's own version (the reconciler expired the
 // lease of a worker that was slow but alive; no other attempt started), so
-// that worker's result still settles the task.
+// that worker's result still settles the task. When the reconciler has
+// already parked that task unknown_outcome (no readback) at the same
+// version, CompleteLapsed saves the result and resolves the open review item
+// in one TransactWriteItems, fenced the same way.
 //
 // # Lost replies
 //
@@ -33,7 +36,7 @@
 // matching nonce means the write was this call's own: it returns the task
 // as written instead of an error. Callers therefore see a lost reply on
 // Claim, Complete, ScheduleRetry, MarkUnknown, Fail, Release, Requeue,
-// ExpireToUnknown and Park as the success it was.
+// ExpireToUnknown, Park and CompleteLapsed as the success it was.
 //
 // # Item size
 //
@@ -47,9 +50,13 @@
 //
 // Terminal tasks carry expires_at (epoch seconds, end + Retention) for
 // DynamoDB's TTL. The sweeper may delete an item days later; until then,
-// Create treats an item whose expires_at has passed as absent
-// (attribute_not_exists(task_id) OR expires_at < now) and writes a fresh
-// task under the same id.
+// Create treats an item whose expires_at has passed as absent and writes a
+// fresh task under the same id — conditioned on the expired item read (its
+// expires_at and assignment_version) and keeping its assignment_version, so
+// the fencing token of a task id never goes backwards and a worker still
+// holding a version of the old task cannot complete the new one. Retention
+// is at least MinRetention (1 hour, longer than any Lambda invocation), so
+// by the time TTL deletes an item no holder of its token is still running.
 //
 // States: queued, running, retry_wait, unknown (live; indexed) and completed,
 // failed, cancelled (terminal; TTL set) and needs_review (parked; waits for a

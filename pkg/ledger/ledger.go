@@ -58,7 +58,8 @@ type Config struct {
 	MaxAttempts int
 	MaxAge      time.Duration
 	// Retention is how long terminal tasks (and so their idempotency keys)
-	// are kept before TTL deletes them (default 7 days).
+	// are kept before TTL deletes them (default 7 days, at least
+	// MinRetention).
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
 	// to be consumed before the reconciler re-sends it (the outbox deadline).
@@ -116,6 +117,9 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.Retention < MinRetention {
+		return nil, fmt.Errorf("ledger: Retention=%s: at least %s (MinRetention), so no worker of a task outlives its item", cfg.Retention, MinRetention)
 	}
 	if cfg.DispatchTimeout <= 0 {
 		cfg.DispatchTimeout = DefaultDispatchTimeout
