@@ -455,7 +455,7 @@ func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkO
 func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
 	var nc *ledger.NotClaimableError
 	var th *ledger.ThrottledError
-	if errors.As(err, &nc) || errors.As(err, &th) || ledger.IsThrottle(err) || ledger.IsValidation(err) {
+	if errors.As(err, &nc) || errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
 		return result{}, false // refused, or certainly not applied
 	}
 	t, ok, rerr := h.Ledger.ReleaseClaim(ctx, id, owner, 0)

@@ -532,6 +532,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// MayHaveApplied reports whether a write that returned err may nevertheless
+// have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
+// validation error or another client fault, which DynamoDB rejects before
+// applying.
+func MayHaveApplied(err error) bool { return err != nil && ambiguous(err) }
+
 // ambiguous reports whether a failed call may nevertheless have been
 // applied: anything but an API error the service sent as a client fault or
 // a throttle (which DynamoDB rejects before applying).
