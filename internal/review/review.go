@@ -208,7 +208,7 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 	r := ledger.Review{Reason: ledger.ReviewUnknownOutcome}
 	r.Summary = fmt.Sprintf("Task %s: the provider may have produced a result at %s; no readback is possible; safe: resolve as completed with evidence, or retry accepting a possible duplicate generation.", id, when)
 	r.Known = append(r.Known,
-		fmt.Sprintf("attempt %d of %d was sent to %s with operation id %s", t.Attempts, t.MaxAttempts, provider, t.OperationID()),
+		sentLine(t, provider),
 		fmt.Sprintf("its outcome was recorded as unknown at %s", when),
 		"no readback: "+clip(why, MaxDetail),
 	)
@@ -223,6 +223,18 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 		resolveFailed(id),
 	)
 	return r
+}
+
+// sentLine says what is known about the attempt's send: a worker that
+// marked the outcome unknown had sent the call; a lease the reconciler
+// expired (ledger.LeaseExpiredMessage) says nothing about whether the
+// worker got as far as the call (it may have died after its claim).
+func sentLine(t *ledger.Task, provider string) string {
+	line := fmt.Sprintf("attempt %d of %d %%s to %s with operation id %s", t.Attempts, t.MaxAttempts, provider, t.OperationID())
+	if t.ErrorMessage == ledger.LeaseExpiredMessage {
+		return fmt.Sprintf(line, "may have been sent") + " (the worker's lease expired; whether its call had started is not recorded)"
+	}
+	return fmt.Sprintf(line, "was sent")
 }
 
 // ProviderConfig explains a task parked because provider (its name; may be
@@ -441,7 +453,8 @@ func ResultTooLarge(t *ledger.Task, x Result) ledger.Review {
 // which could not be saved: found by a readback (x.FromReadback) and not
 // saved before the task's age budget ended, or returned to the worker and
 // refused by DynamoDB as invalid (a ValidationException, which no repeat
-// can fix). err is the last save error.
+// can fix) or failing on every repeat while the worker held the task. err
+// is the last save error.
 func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 	id := t.TaskID
 	msg := ""
@@ -451,8 +464,10 @@ func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 	r := ledger.Review{Reason: ledger.ReviewResultNotSaved, ProviderRef: x.ProviderRef, ErrorClass: "result_not_saved", ErrorMessage: msg}
 	if x.FromReadback {
 		r.Summary = fmt.Sprintf("Task %s: a provider readback found its result (%d bytes) but saving it kept failing until its age budget ended at %s, so it was not saved; fix the cause, then retry or resolve it with evidence.", id, x.ResultBytes, stamp(t.DeadlineMs))
-	} else {
+	} else if ledger.IsValidation(err) {
 		r.Summary = fmt.Sprintf("Task %s: the provider call succeeded with a result of %d bytes but DynamoDB refused to save it as invalid, so it was not saved; fix the cause, then retry or resolve it with evidence.", id, x.ResultBytes)
+	} else {
+		r.Summary = fmt.Sprintf("Task %s: the provider call succeeded with a result of %d bytes but saving it kept failing (repeated while the worker held the task), so it was not saved; fix the cause, then retry or resolve it with evidence.", id, x.ResultBytes)
 	}
 	r.Known = append(r.Known,
 		x.source(t),

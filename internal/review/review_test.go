@@ -71,6 +71,36 @@ func TestUnknownOutcome(t *testing.T) {
 		"simulated with operation id t_abcdefghijklmnopqrstuvwxyz", "no readback: the provider offers no readback")
 }
 
+// TestUnknownOutcomeOfAnExpiredLease: a lease the reconciler expired says
+// nothing about whether the worker's call had started; a worker's own
+// MarkUnknown followed a call that was sent.
+func TestUnknownOutcomeOfAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC)
+	x := task(ledger.StateUnknown)
+	x.ErrorClass, x.ErrorMessage = "unknown_outcome", ledger.LeaseExpiredMessage
+	r := review.UnknownOutcome(x, "simulated", at, "the provider offers no readback")
+	check(t, r, ledger.ReviewUnknownOutcome, "attempt 5 of 5 may have been sent to simulated", "whether its call had started is not recorded")
+	if strings.Contains(all(r), "was sent") {
+		t.Errorf("an expired lease is worded as a known send:\n%s", all(r))
+	}
+	y := task(ledger.StateUnknown)
+	y.ErrorClass, y.ErrorMessage = "unknown_outcome", "timeout after the request was sent"
+	check(t, review.UnknownOutcome(y, "simulated", at, "no readback"), ledger.ReviewUnknownOutcome, "attempt 5 of 5 was sent to simulated")
+}
+
+// TestResultNotSavedAfterRepeats: a worker whose saves kept failing (not
+// refused as invalid) is not told DynamoDB found the write invalid.
+func TestResultNotSavedAfterRepeats(t *testing.T) {
+	t.Parallel()
+	r := review.ResultNotSaved(task(ledger.StateRunning), review.Result{Provider: "sim", ProviderRef: "ref-1", ResultBytes: 42},
+		errors.New("ledger: UpdateItem complete: ThrottlingException"))
+	check(t, r, ledger.ReviewResultNotSaved, "saving it kept failing", "ref-1", "ThrottlingException", "--outcome completed")
+	if strings.Contains(r.Summary, "invalid") {
+		t.Errorf("summary calls a throttled save invalid: %q", r.Summary)
+	}
+}
+
 func TestProviderConfig(t *testing.T) {
 	t.Parallel()
 	r := review.ProviderConfig(task(ledger.StateRunning), "openai", review.Failure{Class: "permanent_config", HTTPStatus: 401, Message: "401 invalid api key"})

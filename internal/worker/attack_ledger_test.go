@@ -313,9 +313,14 @@ func TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown(t *testing.T) {
 		task := b.create(t, "lapsed-heartbeat", prompt)
 		var renewals atomic.Bool
 		renewed := make(chan struct{}, 64)
+		throttled := make(chan struct{}, 64)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
 				if !renewals.Load() {
+					select {
+					case throttled <- struct{}{}:
+					default:
+					}
 					return faultinject.Throttle
 				}
 				renewed <- struct{}{}
@@ -327,6 +332,11 @@ func TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown(t *testing.T) {
 		done := make(chan events.SQSEventResponse, 1)
 		go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
 		g.waitStarted(t)
+		select { // a renewal did not get through: the lease lapses
+		case <-throttled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no renewal was attempted while the provider call ran")
+		}
 
 		b.clock.Advance(time.Minute)
 		claimed := b.get(t, task.TaskID)

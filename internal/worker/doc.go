@@ -27,9 +27,12 @@
 //  3. calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version) and extends the message's visibility to 2×Lease.
-//     A fenced renewal means another worker owns the task: the provider
-//     call's context is cancelled at once (cause [ErrFenced]) and nothing is
-//     saved;
+//     A fenced renewal means another worker owns the task (or it is
+//     settled): the provider call's context is cancelled at once (cause
+//     [ErrFenced]) and nothing is saved — except a refusal that shows the
+//     task unknown at this worker's own version (the reconciler expired a
+//     lease whose renewals did not get through): renewals stop, the call
+//     goes on, and its result can still be saved from unknown;
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
@@ -44,7 +47,8 @@
 //     the item over DynamoDB's 400 KB limit (ledger.CheckCompletion) is not
 //     sent: the task is parked result_too_large with the provider reference
 //     and the sizes; a completion DynamoDB refuses as invalid is parked
-//     result_not_saved (repeating it cannot succeed);
+//     result_not_saved (repeating it cannot succeed). Both parks are made
+//     from running, or from unknown at the worker's own version;
 //  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
 //     transient → retry_wait with not_before from the Policy's backoff (and
 //     Retry-After), the message's visibility set to that delay and a batch
@@ -65,6 +69,23 @@
 // reconciler resolves it by provider readback. The same rule lets a worker
 // take over a running task whose lease expired (ClaimOptions.AllowTakeover)
 // only with an idempotency-honouring provider.
+//
+// # Failed settling writes
+//
+// What the worker learned from the provider lives only in its memory until
+// the write that settles the attempt (Complete, ScheduleRetry, MarkUnknown,
+// Fail) succeeds; deferring the message would not help, since the
+// redelivery meets the worker's own live lease and is acknowledged. So a
+// settling write that is throttled or fails ambiguously is repeated in
+// process (five more sends at most, full-jitter backoff from 100 ms,
+// never into the last second of the invocation) with the same write nonce,
+// so a send applied late is recognised, and under a heartbeat that keeps
+// the lease. When the repeats run out, a result is parked result_not_saved
+// with the provider reference, and a definite transient failure (the
+// provider did not act) is released (ledger.Release: queued again, the
+// attempt given back); only MarkUnknown and Fail fall back to deferring.
+// A claim whose reply was lost and could not be confirmed is given back
+// with ledger.ReleaseClaim, conditioned on this record's lease owner.
 //
 // # Deadlines
 //

@@ -29,8 +29,12 @@ type heartbeat struct {
 // startHeartbeat renews the lease every Lease/3 (fenced on the assignment
 // version) and extends the message's visibility to 2×Lease. When a renewal
 // is fenced it cancels the provider call (cancelCall, cause ErrFenced) at
-// once and stops. It stops by itself when callCtx ends (the call returned or
-// the deadline margin was reached).
+// once and stops — unless the refusal shows the task in unknown at this
+// very assignment version: the reconciler expired a lease whose renewals
+// did not get through, no one else holds the task, and Complete (allowed
+// from unknown at the caller's version) can still save the call's result.
+// Then it stops renewing and lets the call run. It stops by itself when
+// callCtx ends (the call returned or the deadline margin was reached).
 func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
 	ctx, cancel := context.WithCancel(callCtx)
 	hb := &heartbeat{cancel: cancel, done: make(chan struct{})}
@@ -49,6 +53,10 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 			_, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease)
 			var fe *ledger.FencedError
 			switch {
+			case errors.As(err, &fe) && stillOurs(fe, t.AssignmentVersion):
+				log.WarnContext(ctx, "heartbeat refused: the lease lapsed to unknown at this assignment; renewals stop, the call goes on so its result can settle the task",
+					"why", fe.Why, "current_version", currentVersion(fe))
+				return
 			case errors.As(err, &fe):
 				hb.mu.Lock()
 				hb.fenced = fe
@@ -61,7 +69,8 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 					return
 				}
 				// The lease may still hold; try again at the next beat. If it
-				// runs out, the completion is fenced instead.
+				// runs out, the reconciler moves the task to unknown at this
+				// version, from which Complete can still save the result.
 				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
 				continue
 			}
@@ -74,6 +83,15 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 		}
 	}()
 	return hb
+}
+
+// stillOurs reports whether a refused renewal left the assignment with the
+// caller: the task is unknown at the caller's version (a lapsed lease the
+// reconciler expired). Anything else — a new version, a terminal state,
+// needs_review, queued or retry_wait — means the call's result cannot be
+// saved by this worker.
+func stillOurs(fe *ledger.FencedError, version int64) bool {
+	return fe.Current != nil && fe.Current.State == ledger.StateUnknown && fe.Current.AssignmentVersion == version
 }
 
 // stop ends the heartbeat, waits for it, and reports whether it was fenced.

@@ -56,12 +56,16 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return deferred
 	}
 
+	owner := h.owner(ctx, rec.MessageId)
 	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
-		Owner:         h.owner(ctx, rec.MessageId),
+		Owner:         owner,
 		Lease:         h.lease(),
 		AllowTakeover: h.honoursIdempotency(),
 	})
 	if err != nil {
+		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
+			return r
+		}
 		return h.notClaimed(ctx, rec, id, err, log)
 	}
 	log = log.With("version", t.AssignmentVersion, "attempt", t.Attempts)
@@ -217,7 +221,11 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	if err == nil {
 		// A Complete whose reply was lost is recognised by the ledger as
 		// saved (write_nonce): a FencedError here really means not saved.
-		_, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c)
+		// A throttled or failed send is repeated with the same nonce.
+		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
+			return err
+		}, log)
 	}
 	var fe *ledger.FencedError
 	var tl *ledger.ItemTooLargeError
@@ -234,14 +242,18 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	case errors.As(err, &tl):
 		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
 		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-		return h.park(ctx, t, po, review.ResultTooLarge(t, x), log)
+		return h.parkResult(ctx, t, po, review.ResultTooLarge(t, x), log)
 	case ledger.IsValidation(err):
 		// DynamoDB refused the write as invalid: repeating it cannot help.
 		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
-		return h.park(ctx, t, po, review.ResultNotSaved(t, x, err), log)
+		return h.parkResult(ctx, t, po, review.ResultNotSaved(t, x, err), log)
 	case err != nil:
-		log.ErrorContext(ctx, "completion failed; the message will come back", "error", err.Error())
-		return deferred
+		// Repeats ran out. Deferring would lose what the worker knows (the
+		// redelivery meets its own lease): park it with the provider
+		// reference. Had a send been applied after all, the park finds the
+		// task completed and changes nothing.
+		log.ErrorContext(ctx, "completion kept failing; parking result_not_saved", "error", err.Error(), "result_bytes", len(res.Output))
+		return h.parkResult(ctx, t, po, review.ResultNotSaved(t, x, err), log)
 	}
 	log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	return ack(OutcomeCompleted)
@@ -274,7 +286,10 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}
 	switch c.Class {
 	case retrypolicy.PermanentInput:
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg)
+		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			return err
+		}, log)
 		if r, done := h.settled(ctx, err, "fail", log); done {
 			return r
 		}
@@ -328,7 +343,20 @@ func (h *Handler) policyMaxAge() time.Duration {
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, log *slog.Logger) result {
-	_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg)
+	err := h.save(ctx, rec, t, "retry", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
+		return err
+	}, log)
+	if err != nil && c.Class == retrypolicy.Transient && transient(ctx, err) {
+		// Repeats ran out. The provider certainly did not act (a definite
+		// transient failure): give the assignment and the attempt back
+		// rather than let the lease lapse into a false "unknown".
+		if _, rerr := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); rerr == nil {
+			log.WarnContext(ctx, "retry could not be scheduled; released the task and its attempt", "error", err.Error())
+			h.setVisibility(ctx, rec, notBefore.Sub(now), log)
+			return deferred
+		}
+	}
 	if r, done := h.settled(ctx, err, "retry", log); done {
 		return r
 	}
@@ -350,7 +378,10 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 				msg+" (the provider deduplicates by operation id, so it is re-sent under the same key)", notBefore, now, log)
 		}
 	}
-	_, err := h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg)
+	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+		return err
+	}, log)
 	if r, done := h.settled(ctx, err, "unknown", log); done {
 		return r
 	}
@@ -375,6 +406,11 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 // park moves the task to needs_review with its review item.
 func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
 	_, err := h.Ledger.Park(ctx, t, o, r)
+	return h.parked(ctx, err, r, log)
+}
+
+// parked interprets the error of a park.
+func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *slog.Logger) result {
 	var ce *ledger.ConflictError
 	switch {
 	case err == nil:
@@ -394,6 +430,48 @@ func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions
 		log.ErrorContext(ctx, "park failed; the message will come back", "error", err.Error())
 		return deferred
 	}
+}
+
+// parkResult parks a task whose provider call succeeded but whose result
+// cannot be saved, from the states Complete accepts: running at the
+// caller's version, or unknown at the same version (the reconciler expired
+// the lease of this slow but alive worker; the assignment is still its
+// own). What the worker knows — the call succeeded, here is its reference
+// and size — is recorded rather than left to an unknown_outcome park.
+func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
+	_, err := h.Ledger.Park(ctx, t, o, r)
+	var ce *ledger.ConflictError
+	if errors.As(err, &ce) && ce.State == ledger.StateUnknown && ce.Task != nil && ce.Task.AssignmentVersion == o.Version {
+		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
+		o.State = ledger.StateUnknown
+		return h.park(ctx, t, o, r, log)
+	}
+	return h.parked(ctx, err, r, log)
+}
+
+// unconfirmedClaim handles a claim that may have been applied although the
+// worker could not confirm it (a lost reply whose nonce read failed): the
+// task may be running under this record's owner with no provider call
+// behind it, which the redelivery would take for a live lease and the
+// reconciler for an uncertain attempt. The claim is given back, conditioned
+// on this owner; done=false when err is not such an error.
+func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
+	var nc *ledger.NotClaimableError
+	var th *ledger.ThrottledError
+	if errors.As(err, &nc) || errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
+		return result{}, false // refused, or certainly not applied
+	}
+	t, ok, rerr := h.Ledger.ReleaseClaim(ctx, id, owner, 0)
+	switch {
+	case rerr != nil:
+		log.ErrorContext(ctx, "claim unconfirmed and its release failed; the message will come back", "error", err.Error(), "release_error", rerr.Error())
+	case ok:
+		log.WarnContext(ctx, "claim unconfirmed; released it (no provider call was made) and the message will come back", "error", err.Error(), "version", t.AssignmentVersion)
+		h.setVisibility(ctx, rec, 0, log)
+	default:
+		log.ErrorContext(ctx, "claim failed and was not applied; the message will come back", "error", err.Error())
+	}
+	return deferred, true
 }
 
 // notClaimed decides what a refused claim means for the message.

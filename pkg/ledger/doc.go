@@ -32,11 +32,16 @@
 // retried a write that had already applied: a claim now "leased" by itself,
 // a completion "already completed" by itself) or the call fails ambiguously
 // (a timeout, a 5xx after the SDK's retries), the ledger looks at the item —
-// the ALL_OLD the failed condition returned, or one consistent read — and a
-// matching nonce means the write was this call's own: it returns the task
-// as written instead of an error. Callers therefore see a lost reply on
-// Claim, Complete, ScheduleRetry, MarkUnknown, Fail, Release, Requeue,
-// ExpireToUnknown, Park and CompleteLapsed as the success it was.
+// the ALL_OLD the failed condition returned, or a consistent read, tried a
+// few times with jittered backoff — and a matching nonce means the write
+// was this call's own: it returns the task as written instead of an error.
+// Callers therefore see a lost reply on Claim, Complete, ScheduleRetry,
+// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, Park and
+// CompleteLapsed as the success it was. A caller that repeats a settling
+// write after an error passes the same nonce each time (WithNonce,
+// NewNonce), so a send applied late is still recognised. A claim that stays
+// unconfirmed (its reads kept failing) is given back with ReleaseClaim,
+// conditioned on the lease owner.
 //
 // # Item size
 //

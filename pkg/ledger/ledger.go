@@ -47,6 +47,12 @@ const (
 	OpenReviewsIndex = "open_reviews"
 )
 
+// LeaseExpiredMessage is the error message ExpireToUnknown records: the
+// worker's lease lapsed, and nothing says whether its provider call had
+// started (review wording tells it apart from a worker's own MarkUnknown,
+// which follows a call that was sent).
+const LeaseExpiredMessage = "the worker's lease expired during the attempt; the provider may have acted"
+
 // Config names the tables and sets the policies the ledger enforces.
 type Config struct {
 	TasksTable  string
@@ -307,6 +313,31 @@ type update struct {
 	sets, removes, conds []string
 	names                map[string]string
 	values               map[string]types.AttributeValue
+	nonce                string // write_nonce to set (apply: default fresh)
+}
+
+// WriteOption adjusts one fenced write of the caller's assignment
+// (Complete, ScheduleRetry, Fail, MarkUnknown, Release).
+type WriteOption func(*update)
+
+// WithNonce makes the write set nonce (from NewNonce) as its write_nonce.
+// Repeat a write whose first send ended in an error with the same nonce:
+// if that send was applied after all, the repeat's failed condition finds
+// the nonce and returns the task as written instead of a *FencedError.
+func WithNonce(nonce string) WriteOption {
+	return func(u *update) { u.nonce = nonce }
+}
+
+// NewNonce returns a fresh write nonce for WithNonce.
+func NewNonce() string { return newNonce() }
+
+func (u *update) with(opts []WriteOption) *update {
+	for _, o := range opts {
+		if o != nil {
+			o(u)
+		}
+	}
+	return u
 }
 
 func newUpdate() *update {
@@ -433,8 +464,16 @@ func newNonce() string {
 // Errors: *conditionFailed when the condition failed for another reason
 // (see currentOf); otherwise the AWS error labelled by op
 // ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
+//
+// A caller that repeats a write after an error it could not resolve (a
+// throttle, a failed read in ownWrite) passes the same nonce each time
+// (WithNonce): an earlier send that was applied late is then recognised as
+// its own too.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
-	nonce := newNonce()
+	nonce := u.nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
 	u.set("write_nonce", str(nonce))
 	in := u.input(l.cfg.TasksTable, taskID)
 	out, err := l.db.UpdateItem(ctx, in)
@@ -480,19 +519,66 @@ func (l *Ledger) currentOf(ctx context.Context, taskID string, err error) (cur *
 // ownWrite resolves an ambiguous failure of a write that set nonce — a
 // timeout, a lost reply, a 5xx after the SDK's retries: the write may have
 // been applied. One consistent read tells: the item carries the nonce only
-// if this write was applied (and nothing wrote after it). A definitive
-// rejection (a throttle, a validation error, any other client fault) was not
-// applied and is not read.
+// if this write was applied (and nothing wrote after it). The read is
+// tried up to ownWriteReads times (a throttled or failed read tells
+// nothing, and giving up turns an applied write into an unconfirmed one).
+// A definitive rejection (a throttle, a validation error, any other client
+// fault) was not applied and is not read.
 func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) (*Task, bool) {
 	if !ambiguous(err) {
 		return nil, false
 	}
-	cur, gerr := l.Get(ctx, taskID)
-	if gerr != nil || cur.WriteNonce != nonce {
-		return nil, false
+	for i := range ownWriteReads {
+		if i > 0 && !sleepCtx(ctx, jitter(ownWriteBackoff<<(i-1))) {
+			return nil, false
+		}
+		cur, gerr := l.Get(ctx, taskID)
+		switch {
+		case gerr == nil:
+			return cur, cur.WriteNonce == nonce
+		case errors.Is(gerr, ErrNotFound):
+			return nil, false
+		}
 	}
-	return cur, true
+	return nil, false
 }
+
+// ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
+// first wait between them (doubled each time, full jitter).
+const (
+	ownWriteReads   = 4
+	ownWriteBackoff = 50 * time.Millisecond
+)
+
+// jitter returns a uniformly random duration in [d/2, d] (never zero for
+// d > 0, so a retry never spins).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	n := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16 | int64(b[3])<<24 | int64(b[4]&0x7f)<<32
+	return d/2 + time.Duration(n%int64(d/2+1))
+}
+
+// sleepCtx waits d or until ctx ends; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// MayHaveApplied reports whether a write that returned err may nevertheless
+// have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
+// validation error or another client fault, which DynamoDB rejects before
+// applying.
+func MayHaveApplied(err error) bool { return err != nil && ambiguous(err) }
 
 // ambiguous reports whether a failed call may nevertheless have been
 // applied: anything but an API error the service sent as a client fault or

@@ -202,8 +202,8 @@ type Completion struct {
 // Errors: *FencedError with Why = already_completed / taken_over /
 // not_running / gone (never retry it blindly); *ItemTooLargeError when the
 // item would exceed DynamoDB's limit (nothing written; see CheckCompletion).
-func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion) (*Task, error) {
-	return l.complete(ctx, taskID, version, c, StateRunning, StateUnknown)
+func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
+	return l.complete(ctx, taskID, version, c, opts, StateRunning, StateUnknown)
 }
 
 // CompleteFromReadback completes a task in state unknown with a result the
@@ -212,12 +212,12 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
 	}
-	return l.complete(ctx, taskID, version, c, StateUnknown)
+	return l.complete(ctx, taskID, version, c, nil, StateUnknown)
 }
 
-func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, from State, also ...State) (*Task, error) {
+func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, opts []WriteOption, from State, also ...State) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.off(u, StateCompleted, now)
 	u.set("result", str(c.Result))
 	u.set("completed_at", str(rfc3339(now)))
@@ -250,10 +250,10 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 
 // ScheduleRetry moves the caller's assignment to retry_wait until notBefore.
 // Errors: *FencedError.
-func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string) (*Task, error) {
+func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.live(u, StateRetryWait, taskID, nb)
 	u.set("not_before", num(nb))
 	setError(u, errClass, errMsg)
@@ -271,9 +271,9 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 
 // Fail ends the caller's assignment as failed (the caller's input is at
 // fault). Errors: *FencedError.
-func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string) (*Task, error) {
+func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
 	u.stamp(now)
@@ -289,9 +289,9 @@ func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClas
 
 // MarkUnknown records that the attempt's outcome is uncertain; the
 // reconciler resolves it by provider readback. Errors: *FencedError.
-func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, errClass, errMsg string) (*Task, error) {
+func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.live(u, StateUnknown, taskID, now.UnixMilli())
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
@@ -312,9 +312,9 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 // the attempt is given back (attempts - 1), since no provider call was
 // made. The assignment version stays incremented, so the released holder
 // stays fenced. Errors: *FencedError.
-func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Task, error) {
+func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 	u.setExpr("#attempts = #attempts - :one").n("attempts")
 	u.v("one", num(1))
@@ -328,6 +328,54 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64) (*Ta
 		}
 	}
 	return l.clampDue(ctx, t)
+}
+
+// ReleaseClaim gives back a claim the caller could not confirm: its reply
+// was lost and the read that would recognise it (write_nonce) failed, so
+// the caller does not know the version it may hold. Conditioned on
+// lease_owner = owner AND state = running (and assignment_version = version
+// when version > 0), it queues the task again, due for dispatch, and gives
+// the attempt back — no provider call was made under that claim. owner must
+// be unique to the claim (the worker's "<request id>/<message id>").
+//
+// ok=false with a nil error: the task is not running under owner (the
+// claim was never applied, or the task moved on); nothing was written.
+func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version int64) (t *Task, ok bool, err error) {
+	if owner == "" {
+		return nil, false, fmt.Errorf("ledger: ReleaseClaim %s: owner is required", taskID)
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	u.v("owner", str(owner))
+	u.v("running", strState(StateRunning))
+	u.cond(u.n("lease_owner") + " = :owner")
+	u.cond("#state = :running")
+	if version > 0 {
+		u.n("assignment_version")
+		u.v("mine", num(version))
+		u.cond("#assignment_version = :mine")
+	}
+	t, err = l.apply(ctx, "release_claim", taskID, u)
+	if err != nil {
+		if !isConditionFailed(err) {
+			return nil, false, err
+		}
+		old, mine, rerr := l.currentOf(ctx, taskID, err)
+		if rerr != nil || !mine {
+			return nil, false, rerr
+		}
+		t = old
+	}
+	// Released; a failed clamp only leaves due_at at the dispatch timeout.
+	if ct, cerr := l.clampDue(ctx, t); cerr == nil {
+		t = ct
+	}
+	return t, true, nil
 }
 
 // Requeue moves a task from state `from` at assignment version `version`
@@ -502,7 +550,7 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateUnknown, taskID, now.UnixMilli())
-	setError(u, "unknown_outcome", "the worker's lease expired during the attempt; the provider may have acted")
+	setError(u, "unknown_outcome", LeaseExpiredMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	fence(u, version, StateRunning)

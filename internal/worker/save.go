@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Bounds of save's repeats of one settling write: at most saveRepeats more
+// sends, waiting a full-jitter backoff from saveBackoff doubling up to
+// saveBackoffCap (about 3 s in all), never past saveReserve before the
+// invocation's deadline.
+const (
+	saveRepeats    = 5
+	saveBackoff    = 100 * time.Millisecond
+	saveBackoffCap = 2 * time.Second
+	saveReserve    = time.Second
+)
+
+// save runs write — one fenced write that settles the attempt (Complete,
+// ScheduleRetry, MarkUnknown, Fail) — and repeats it while it fails for a
+// reason that may pass (a throttle, a 5xx, a lost reply the ledger could
+// not confirm). What the worker learned from the provider lives only in
+// its memory until such a write succeeds: deferring the message instead
+// would leave the task running under this worker's own lease, and the
+// redelivery would acknowledge it.
+//
+// Every send carries the same write nonce (ledger.WithNonce), so a send
+// that was applied late is recognised as this write, not as a fence. While
+// it repeats, a heartbeat keeps the lease (and the message) alive. save
+// returns the last error: nil, a definitive one (*ledger.FencedError, an
+// invalid or oversized write), or the transient one that outlasted the
+// repeats.
+func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) error, log *slog.Logger) error {
+	nonce := ledger.WithNonce(ledger.NewNonce())
+	err := write(nonce)
+	if !transient(ctx, err) {
+		return err
+	}
+	hb := h.startHeartbeat(ctx, func(error) {}, rec, t, log)
+	defer hb.stop()
+	for i := range saveRepeats {
+		wait := saveBackoff << i
+		wait = min(wait, saveBackoffCap)
+		wait = wait/2 + rand.N(wait/2+1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
+			break
+		}
+		log.WarnContext(ctx, op+" failed; repeating the same write", "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		if err = write(nonce); !transient(ctx, err) {
+			return err
+		}
+	}
+	return err
+}
+
+// transient reports whether a settling write's error may pass when the
+// same write is sent again: not a fence, not a write DynamoDB refused as
+// invalid or too large, and not the end of the invocation.
+func transient(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	var fe *ledger.FencedError
+	var tl *ledger.ItemTooLargeError
+	var ce *ledger.ConflictError
+	switch {
+	case errors.As(err, &fe), errors.As(err, &tl), errors.As(err, &ce), ledger.IsValidation(err),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return true
+}
