@@ -29,10 +29,11 @@ type heartbeat struct {
 // startHeartbeat renews the lease every Lease/3 (fenced on the assignment
 // version) and extends the message's visibility to 2×Lease. When a renewal
 // is fenced it cancels the provider call (cancelCall, cause ErrFenced) at
-// once and stops — unless the refusal shows the task in unknown at this
-// very assignment version: the reconciler expired a lease whose renewals
-// did not get through, no one else holds the task, and Complete (allowed
-// from unknown at the caller's version) can still save the call's result.
+// once and stops — unless the refusal shows the task in unknown, or parked
+// unknown_outcome, at this very assignment version: the reconciler expired
+// a lease whose renewals did not get through, no one else holds the task,
+// and Complete (from unknown) or CompleteLapsed (from the park) can still
+// save the call's result.
 // Then it stops renewing and lets the call run. It stops by itself when
 // callCtx ends (the call returned or the deadline margin was reached).
 func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
@@ -91,7 +92,17 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 // needs_review, queued or retry_wait — means the call's result cannot be
 // saved by this worker.
 func stillOurs(fe *ledger.FencedError, version int64) bool {
-	return fe.Current != nil && fe.Current.State == ledger.StateUnknown && fe.Current.AssignmentVersion == version
+	cur := fe.Current
+	if cur == nil || cur.AssignmentVersion != version {
+		return false
+	}
+	// unknown: Complete still saves from it. Parked unknown_outcome at this
+	// version: CompleteLapsed saves the result and resolves the review that
+	// is uncertain about exactly this call. An operator's retry or resolve
+	// moves the task on (new version, or terminal) and the next refusal —
+	// or the save itself — is fenced as usual.
+	return cur.State == ledger.StateUnknown ||
+		(cur.State == ledger.StateNeedsReview && cur.ReviewReason == ledger.ReviewUnknownOutcome)
 }
 
 // stop ends the heartbeat, waits for it, and reports whether it was fenced.
