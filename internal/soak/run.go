@@ -456,6 +456,13 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 		}
 	}
 	var wg sync.WaitGroup
+	var lateResp events.SQSEventResponse
+	var lateErr error
+	if len(pressure) > 0 {
+		// Alongside the rest of the batch, so that their own time does not
+		// push the late wave past the deadline.
+		wg.Go(func() { lateResp, lateErr = s.lateWave(ctx, pressure) })
+	}
 	if len(dups) > 0 {
 		// The duplicate's own response does not matter: the message is
 		// deleted (or kept) by the receipt of the first delivery.
@@ -463,11 +470,8 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	}
 	resp, err := s.work.Handle(ctx, ev)
 	wg.Wait()
-	if len(pressure) > 0 {
-		r2, err2 := s.lateWave(ctx, pressure)
-		resp.BatchItemFailures = append(resp.BatchItemFailures, r2.BatchItemFailures...)
-		err = errors.Join(err, err2)
-	}
+	resp.BatchItemFailures = append(resp.BatchItemFailures, lateResp.BatchItemFailures...)
+	err = errors.Join(err, lateErr)
 	sender := dispatch.Sender{SQS: s.cleanQ, QueueURL: s.env.Names.TaskQueueURL}
 	for _, id := range late {
 		if serr := sender.Send(context.WithoutCancel(ctx), id, "", 0); serr != nil {

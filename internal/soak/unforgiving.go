@@ -169,13 +169,14 @@ func (s *soak) backlog(ctx context.Context, submitted <-chan struct{}) {
 	}
 }
 
-// pressured splits a batch: records of deadline_pressure tasks on their
-// first delivery, and the rest.
+// pressured splits a batch: records of deadline_pressure tasks until a
+// late wave has handled one of them (every message of the task: a backlog
+// may have added a relayed copy), and the rest.
 func (s *soak) pressured(recs []events.SQSMessage) (late, rest []events.SQSMessage) {
 	for _, r := range recs {
 		m, err := dispatch.Parse(r.Body)
 		if err == nil {
-			if t := s.byID[m.TaskID]; t != nil && t.kind == DeadlinePressure && s.once(DeadlinePressure, t.id) {
+			if t := s.byID[m.TaskID]; t != nil && t.kind == DeadlinePressure && !s.lateDone(t.id) {
 				late = append(late, r)
 				continue
 			}
@@ -183,6 +184,12 @@ func (s *soak) pressured(recs []events.SQSMessage) (late, rest []events.SQSMessa
 		rest = append(rest, r)
 	}
 	return late, rest
+}
+
+func (s *soak) lateDone(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fired["late_done|"+id]
 }
 
 // lateWave hands the held-back records to the worker in the same
@@ -197,10 +204,20 @@ func (s *soak) lateWave(ctx context.Context, late []events.SQSMessage) (events.S
 		case <-time.After(time.Until(dl.Add(-left))): // the earlier waves' work
 		}
 	}
-	for range late {
-		s.inject(DeadlinePressure)
+	for _, r := range late {
+		if m, err := dispatch.Parse(r.Body); err == nil && s.once(DeadlinePressure, m.TaskID) {
+			s.inject(DeadlinePressure)
+		}
 	}
-	return s.work.Handle(ctx, events.SQSEvent{Records: late})
+	resp, err := s.work.Handle(ctx, events.SQSEvent{Records: late})
+	s.mu.Lock()
+	for _, r := range late {
+		if m, err := dispatch.Parse(r.Body); err == nil {
+			s.fired["late_done|"+m.TaskID] = true
+		}
+	}
+	s.mu.Unlock()
+	return resp, err
 }
 
 // expireAndResubmit is the ttl_expired fault, after the first drain: each
