@@ -86,6 +86,18 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 	case !oversized && reason == reasonResultTooLarge:
 		c.add(t.kind, t.id, "result_too_large_without_oversize", "parked result_too_large, but no result above the item limit was returned")
 	}
+	// A write whose reply was lost is still ours: reported as what it did.
+	if n := s.retryDropped[t.id]; n > 0 {
+		c.add(t.kind, t.id, "scheduled_retry_acknowledged", "the worker scheduled a retry (its reply lost, the SDK's retry refused) and acknowledged the record: no message left for the retry")
+	}
+	if st.State == ledger.StateCompleted && st.ReadbackAt == "" {
+		for _, v := range s.discarded[t.id] {
+			if v == st.AssignmentVersion {
+				c.add(t.kind, t.id, "saved_result_reported_discarded", "the worker of version %d logged its result as discarded, yet it is the saved one", v)
+				break
+			}
+		}
+	}
 	if t.kind == TTLExpired {
 		c.expiredKey(t, st)
 	}

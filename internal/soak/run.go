@@ -82,6 +82,9 @@ type soak struct {
 	backlogWindows int
 	cut            map[string]int          // provider calls cut short by the invocation's deadline, per task
 	expired        map[string]*ledger.Task // ttl_expired: the task as it was when expires_at was moved into the past
+	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
+	retryPending   map[string]bool         // a replayed schedule-retry write whose record's fate is not yet seen
+	retryDropped   map[string]int          // records acknowledged after their retry was scheduled (no message left for it)
 }
 
 type reconStats struct {
@@ -107,10 +110,12 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		injected: map[Kind]int{}, notes: map[Kind][]string{}, fired: map[string]bool{},
 		saves: map[string]int{}, fencedSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
+		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
 	}
+	s.log = slog.New(&watchLog{inner: s.log.Handler(), seen: s.onDiscarded})
 	s.tasks = plan(cfg.N, cfg.FaultShare, cfg.Seed, Scope)
 	for _, t := range s.tasks {
 		s.byID[t.id] = t
@@ -472,6 +477,7 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	wg.Wait()
 	resp.BatchItemFailures = append(resp.BatchItemFailures, lateResp.BatchItemFailures...)
 	err = errors.Join(err, lateErr)
+	s.retryFate(append(ev.Records, pressure...), resp)
 	sender := dispatch.Sender{SQS: s.cleanQ, QueueURL: s.env.Names.TaskQueueURL}
 	for _, id := range late {
 		if serr := sender.Send(context.WithoutCancel(ctx), id, "", 0); serr != nil {

@@ -75,6 +75,11 @@ func newState(in *dynamodb.UpdateItemInput) string {
 func (s *soak) onReplay(c faultinject.Call, _, second error) {
 	if t := s.byID[c.TaskID]; t != nil {
 		s.inject(t.kind)
+		if t.kind == RetryLostReply {
+			s.mu.Lock()
+			s.retryPending[t.id] = true
+			s.mu.Unlock()
+		}
 		if second == nil {
 			s.note(t.kind, "a replayed write succeeded twice on "+c.TaskID+" (its condition did not see the first)")
 		}
@@ -283,4 +288,38 @@ func splitSet(expr string) (assignments []string, remove string, ok bool) {
 func cutEq(part string) (lhs, rhs string, ok bool) {
 	l, r, ok := strings.Cut(part, "=")
 	return strings.TrimSpace(l), strings.TrimSpace(r), ok
+}
+
+// retryFate checks the records of an invocation whose schedule-retry write
+// was replayed: the retry is scheduled (the first send applied it), so the
+// record must be reported as a batch item failure — its message, delayed
+// to the retry time, is how the retry happens. Acknowledged, the message
+// is gone and the task waits for the outbox relay.
+func (s *soak) retryFate(recs []events.SQSMessage, resp events.SQSEventResponse) {
+	kept := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		kept[f.ItemIdentifier] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		m, err := dispatch.Parse(r.Body)
+		if err != nil || !s.retryPending[m.TaskID] {
+			continue
+		}
+		delete(s.retryPending, m.TaskID)
+		if !kept[r.MessageId] {
+			s.retryDropped[m.TaskID]++
+		}
+	}
+}
+
+// onDiscarded records a worker's "result discarded" log line.
+func (s *soak) onDiscarded(taskID string, version int64) {
+	if taskID == "" {
+		return
+	}
+	s.mu.Lock()
+	s.discarded[taskID] = append(s.discarded[taskID], version)
+	s.mu.Unlock()
 }
