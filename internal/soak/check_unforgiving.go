@@ -39,16 +39,8 @@ func saysMayHaveActed(r *ledger.Review) bool {
 // path. fresh: a ttl_expired task whose key got a fresh task.
 func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh bool) {
 	s := c.s
-	starts := s.prov.Starts(t.id)
-	// No false uncertainty: "the provider may have acted" needs a call
-	// that reached it.
-	if starts == 0 {
-		switch {
-		case st.ReviewReason == ledger.ReviewUnknownOutcome || (r != nil && r.Reason == ledger.ReviewUnknownOutcome):
-			c.add(t.kind, t.id, "false_uncertainty", "parked unknown_outcome, but no provider call was ever started for it")
-		case r != nil && saysMayHaveActed(r):
-			c.add(t.kind, t.id, "false_uncertainty", "review (%s) says the provider may have acted, but no provider call was ever started for it", r.Reason)
-		}
+	if why := falseUncertainty(s.prov.Starts(t.id), st, r); why != "" {
+		c.add(t.kind, t.id, "false_uncertainty", "%s", why)
 	}
 	// A provider without idempotency is never called again after an
 	// uncertain outcome, unless a readback proved the operation absent.
@@ -103,12 +95,28 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 	}
 }
 
+// falseUncertainty explains why a task with this many provider call
+// starts claims an uncertainty it cannot have, or returns "": "the provider
+// may have acted" needs a call that reached it.
+func falseUncertainty(starts int, st *ledger.Task, r *ledger.Review) string {
+	if starts > 0 {
+		return ""
+	}
+	switch {
+	case st.ReviewReason == ledger.ReviewUnknownOutcome || (r != nil && r.Reason == ledger.ReviewUnknownOutcome):
+		return "parked unknown_outcome, but no provider call was ever started for it"
+	case r != nil && saysMayHaveActed(r):
+		return "review (" + r.Reason + ") says the provider may have acted, but no provider call was ever started for it"
+	}
+	return ""
+}
+
 // recallAfterUncertain walks a task's provider events from since and counts
 // the calls that started while an earlier call's outcome was uncertain
 // (performed, reply lost, interrupted, or still in flight) and no lookup
 // had answered "not found" since.
 func recallAfterUncertain(evs []simulated.Event, since time.Time) (n int, why string) {
-	uncertain := false
+	uncertain, last := false, simulated.OutcomeInFlight
 	for _, e := range evs {
 		if e.Start.Before(since) {
 			continue
@@ -121,12 +129,12 @@ func recallAfterUncertain(evs []simulated.Event, since time.Time) (n int, why st
 		case simulated.EventCall:
 			if uncertain {
 				n++
+				if why == "" {
+					why = "a call that ended " + outcomeName(last)
+				}
 			}
 			if e.Outcome.Uncertain() {
-				uncertain = true
-				if why == "" {
-					why = "a call that ended " + outcomeName(e.Outcome)
-				}
+				uncertain, last = true, e.Outcome
 			}
 		}
 	}
