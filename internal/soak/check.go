@@ -124,8 +124,8 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		}
 		if st.State == ledger.StateCompleted {
 			switch {
-			case saves != gens:
-				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen", saves)
+			case saves > gens || saves+s.maybeSav[t.id] < gens:
+				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
 			case effects < 1:
 				c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
 			case !s.providersResult(t.id, st):

@@ -70,6 +70,7 @@ type soak struct {
 	fired     map[string]bool // kind|task: a one-shot fault already fired
 	saves     map[string]int  // successful writes of a result, per task
 	fencedSav map[string]int  // result writes rejected by their condition
+	maybeSav  map[string]int  // result writes that got no answer (they may have been applied)
 	records   map[string]*record
 	poison    []poisonMsg
 	recon     reconStats
@@ -108,7 +109,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		cfg: cfg, env: env, log: cfg.Log,
 		byID:     map[string]*task{},
 		injected: map[Kind]int{}, notes: map[Kind][]string{}, fired: map[string]bool{},
-		saves: map[string]int{}, fencedSav: map[string]int{}, records: map[string]*record{},
+		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
 		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
 	}
@@ -315,6 +316,10 @@ func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
 		s.saves[c.TaskID]++
 	case errors.As(err, &ccf):
 		s.fencedSav[c.TaskID]++
+	default:
+		// No answer (the invocation's deadline, a lost reply): the write
+		// may have been applied.
+		s.maybeSav[c.TaskID]++
 	}
 	s.mu.Unlock()
 }
