@@ -59,12 +59,7 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 	}
 	// Results above the item limit: parked result_too_large, never saved,
 	// never called uncertain; result_too_large only for those.
-	oversized := false
-	for _, res := range s.prov.Results(t.id) {
-		if len(res.Output) > ItemLimit {
-			oversized = true
-		}
-	}
+	oversized := s.oversized(t.id)
 	reason := st.ReviewReason
 	if r != nil {
 		reason = r.Reason
@@ -109,6 +104,17 @@ func falseUncertainty(starts int, st *ledger.Task, r *ledger.Review) string {
 		return "review (" + r.Reason + ") says the provider may have acted, but no provider call was ever started for it"
 	}
 	return ""
+}
+
+// oversized reports whether the provider returned a result above the item
+// limit for the task.
+func (s *soak) oversized(id string) bool {
+	for _, res := range s.prov.Results(id) {
+		if len(res.Output) > ItemLimit {
+			return true
+		}
+	}
+	return false
 }
 
 // recallAfterUncertain walks a task's provider events from since and counts

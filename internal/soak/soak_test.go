@@ -26,11 +26,13 @@ func TestSoak(t *testing.T) {
 		base := soak.Config{N: 4 * len(soak.TaskKinds()), Seed: 7, DispatchTimeout: 4 * time.Second}
 		if e.Backend == "moto" {
 			modes = []soak.Mode{soak.ModePlain}
-			// Invocations of 10 s with a 2 s margin: moto's serialised
+			// Invocations of 20 s with a 2 s margin: moto's serialised
 			// writes would otherwise miss deadlines the handlers meet
-			// everywhere else.
+			// everywhere else, and its slow reconciler walk would not
+			// settle a stale worker's task within the worker's pause. The
+			// visibility stays short, or every redelivery would wait 20 s.
 			base = soak.Config{N: 2 * len(soak.TaskKinds()), Seed: 7, FaultShare: 1, SubmitRate: 10, DispatchTimeout: 4 * time.Second,
-				FunctionTimeout: 10 * time.Second, DeadlineMargin: 2 * time.Second,
+				FunctionTimeout: 20 * time.Second, DeadlineMargin: 2 * time.Second, Visibility: 6 * time.Second,
 				ReconcileEvery: 2 * time.Second, ReconcileBudget: 20 * time.Second, MaxAge: 2 * time.Minute}
 		}
 		for i, m := range modes {
