@@ -90,7 +90,7 @@ type Config struct {
 	// DispatchTimeout is the outbox deadline of a queued task (default 10 s).
 	DispatchTimeout time.Duration
 	// FunctionTimeout is the worker invocation's deadline (default
-	// 3×Lease), DeadlineMargin the worker's margin before it (default
+	// 4×Lease: room for a stale worker's pause to see its takeover), DeadlineMargin the worker's margin before it (default
 	// Lease/4), CallTimeout the provider adapter's bound on one call
 	// (default 2×Lease): a call admitted at the start of an invocation
 	// fits it with its margin, one admitted late does not. The slow fault
@@ -152,7 +152,7 @@ func (c Config) withDefaults() Config {
 		c.Lease = 2 * time.Second
 	}
 	if c.FunctionTimeout <= 0 {
-		c.FunctionTimeout = 3 * c.Lease
+		c.FunctionTimeout = 4 * c.Lease
 	}
 	if c.Visibility <= 0 {
 		c.Visibility = c.FunctionTimeout

@@ -67,7 +67,7 @@
 // timeout of seconds, retry backoff of milliseconds, an age budget of a
 // minute and a reconciler period of a second, all on the wall clock the
 // emulator's visibility timeouts also use. Worker invocations carry a
-// deadline (FunctionTimeout, 3×Lease) and the worker its margin
+// deadline (FunctionTimeout, 4×Lease) and the worker its margin
 // (DeadlineMargin, Lease/4); the provider adapter bounds each call by
 // CallTimeout (2×Lease), so a call admitted at the start of an invocation
 // fits with its margin and one admitted late does not.
