@@ -103,12 +103,16 @@ type Config struct {
 	// invocation, with LongCall/2 + DeadlineMargin left.
 	LongCall time.Duration
 	// BacklogPause is how long the poller stops receiving in each backlog
-	// window (default 1.5×DispatchTimeout), BacklogEvery how often a window
-	// opens while tasks are submitted (default 4×DispatchTimeout; the first
-	// opens one second into the run). NoBacklog disables the windows.
-	BacklogPause time.Duration
-	BacklogEvery time.Duration
-	NoBacklog    bool
+	// window (default 1.5×DispatchTimeout); BacklogWindows is how many
+	// windows open while tasks are submitted (default 1), BacklogEvery
+	// apart (default 4×DispatchTimeout; the first opens one second into the
+	// run). One window at 60 tasks/s backs up 900 tasks: more would drown a
+	// 10,000-task run in the relay's re-sends before they could be counted.
+	// NoBacklog disables the windows.
+	BacklogPause   time.Duration
+	BacklogWindows int
+	BacklogEvery   time.Duration
+	NoBacklog      bool
 	// SubmitRate paces new tasks per second (default 60; negative: no pacing).
 	SubmitRate float64
 	// Submitters is the number of concurrent callers (default 8).
@@ -184,6 +188,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BacklogPause <= 0 {
 		c.BacklogPause = c.DispatchTimeout * 3 / 2
+	}
+	if c.BacklogWindows <= 0 {
+		c.BacklogWindows = 1
 	}
 	if c.BacklogEvery <= 0 {
 		c.BacklogEvery = 4 * c.DispatchTimeout

@@ -225,7 +225,9 @@ func (s *soak) wire(ctx context.Context) error {
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
-		Lease:  cfg.Lease, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
+		// Ten records at once, as the soak always ran them (the deployed
+		// default is 4): the load of earlier 10,000-task runs, comparable.
+		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{

@@ -145,15 +145,15 @@ func (q gatedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInpu
 	return q.PollerSQS.ReceiveMessage(ctx, in, opts...)
 }
 
-// backlog closes the gate for BacklogPause every BacklogEvery, the first
-// time one second in, until submitted is closed (a window that has begun
-// runs its full length).
+// backlog closes the gate for BacklogPause, BacklogWindows times,
+// BacklogEvery apart, the first time one second in, until submitted is
+// closed (a window that has begun runs its full length).
 func (s *soak) backlog(ctx context.Context, submitted <-chan struct{}) {
 	if s.cfg.NoBacklog {
 		return
 	}
 	next := time.Now().Add(time.Second)
-	for {
+	for range s.cfg.BacklogWindows {
 		select {
 		case <-ctx.Done():
 			return
