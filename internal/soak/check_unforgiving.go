@@ -156,6 +156,7 @@ func outcomeName(o simulated.Outcome) string {
 
 // expiredKey checks a ttl_expired task after its key was submitted again
 // past its expires_at: a fresh task (202), not a replay of the expired one.
+// st is nil when the item was deleted by TTL after the resubmit.
 func (c *checker) expiredKey(t *task, st *ledger.Task) {
 	old := c.s.expired[t.id]
 	if old == nil {
@@ -168,7 +169,7 @@ func (c *checker) expiredKey(t *task, st *ledger.Task) {
 	switch {
 	case !ok:
 		c.add(t.kind, t.id, "expired_key_not_resubmitted", "the resubmit after expiry left no answer")
-	case cl.status != http.StatusAccepted || st.CreatedMs <= old.CreatedMs:
+	case cl.status != http.StatusAccepted || (st != nil && st.CreatedMs <= old.CreatedMs):
 		c.add(t.kind, t.id, "expired_key_replayed", "resubmitted past expires_at: answered %d (replayed %t), want 202 and a fresh task", cl.status, cl.replayed)
 	}
 }
