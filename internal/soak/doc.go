@@ -58,8 +58,8 @@
 // Run-wide: on a seeded share of the schedule's ticks two reconcilers run at
 // once; poison messages go to the task queue and to its dead-letter queue;
 // seeded-rate background faults (Config.Background) hit any handler call;
-// queue backlog: every BacklogEvery while tasks are submitted, the poller
-// stops receiving for BacklogPause (longer than the DispatchTimeout), so
+// queue backlog: BacklogWindows times (default once, one second in), the
+// poller stops receiving for BacklogPause (1.5× the DispatchTimeout), so
 // queued tasks outlive their dispatch deadline (injected = the tasks
 // accepted inside a window).
 //
