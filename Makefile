@@ -64,10 +64,12 @@ browser-test: deps
 	TASKLEDGER_REQUIRE_BROWSER=1 $(GO) test -count=1 -v -run 'TestBrowser|TestPageLogic|TestFS' ./web
 
 ## soak: N tasks (default 2000) through the real handlers and emulated event
-## sources with faults injected on a seeded schedule; checks every invariant and
-## prints fault kind x injected x final states x violations (TASKLEDGER_BACKEND=moto optional)
+## sources with faults injected on a seeded schedule, once per provider mode
+## (MODES, default all three, in sequence); checks every invariant and prints
+## fault kind x injected x final states x violations per mode (TASKLEDGER_BACKEND=moto optional)
+MODES     ?= idempotent,plain,plain+readback
 soak:
-	$(GO) run ./cmd/taskledger-soak -n $(N)
+	$(GO) run ./cmd/taskledger-soak -n $(N) -modes $(MODES)
 
 ## bench: AWS calls per task vs DESIGN §9, full vs bare pipeline throughput,
 ## submit latency, bootstrap sizes and init, reconciler reads vs history

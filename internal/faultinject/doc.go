@@ -39,6 +39,16 @@
 // key plus the SET values is a sound lower bound (see [EnforceItemSize]).
 // internal/testenv registers it on every test client.
 //
+// # A lost reply the SDK retries
+//
+// A [Replayer], registered before the Injector, models the other face of a
+// lost reply: the server performs the call, the reply is lost, the SDK sends
+// the same request again, and the caller sees only the second answer — for
+// a conditional write, its condition failing on the first send's own write.
+// Replayer.Decide picks the calls from their typed input (the soak picks a
+// task's claim, completion or schedule-retry UpdateItem by the state it
+// sets). Both sends pass the Injector, so its OnResult sees both.
+//
 // # Schedules
 //
 // [Plan] scripts faults per task ("the first PutItem of task t_x is

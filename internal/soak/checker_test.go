@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -21,7 +23,7 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, "kumo")
 	var tampered []string
-	cfg := Config{N: len(TaskKinds()), Seed: 3, FaultShare: 1, NoBackground: true, SubmitRate: -1}
+	cfg := Config{N: len(TaskKinds()), Seed: 3, FaultShare: 1, NoBackground: true, NoBacklog: true, SubmitRate: -1, Mode: ModePlainReadback}
 	cfg.beforeCheck = func(ctx context.Context, s *soak) {
 		tasks, err := s.scanTasks(ctx)
 		if err != nil {
@@ -32,7 +34,7 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 			byState[tk.State] = append(byState[tk.State], tk)
 		}
 		completed, failed, parked := byState[ledger.StateCompleted], byState[ledger.StateFailed], byState[ledger.StateNeedsReview]
-		if len(completed) < 4 || len(failed) < 1 || len(parked) < 1 || len(s.poison) < 1 {
+		if len(completed) < 7 || len(failed) < 1 || len(parked) < 2 || len(s.poison) < 1 {
 			t.Fatalf("the soak did not produce the states to tamper with: %d completed, %d failed, %d parked, %d poison",
 				len(completed), len(failed), len(parked), len(s.poison))
 		}
@@ -78,14 +80,43 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		rec := s.records[completed[3].TaskID]
 		rec.finals["z"] = call{variant: "z", status: 503}
 		tampered = append(tampered, "stored_but_caller_left_with_5xx")
+
+		// The unforgiving path. The provider (no idempotency) called again
+		// for a completed task, without a readback: a recall after an
+		// uncertain outcome, and a second side effect.
+		again := completed[4]
+		if _, err := s.prov.Generate(ctx, contract.Request{OperationID: again.TaskID, Kind: again.Kind, Input: json.RawMessage(again.Input)}); err != nil {
+			t.Fatal(err)
+		}
+		tampered = append(tampered, "recall_after_uncertain", "duplicate_side_effect")
+		// A completed task whose worker said its result was discarded.
+		s.onDiscarded(completed[5].TaskID, completed[5].AssignmentVersion)
+		tampered = append(tampered, "saved_result_reported_discarded")
+		// A call cut short by the invocation's deadline.
+		s.cut[completed[6].TaskID]++
+		tampered = append(tampered, "call_cut_by_deadline")
+		// A parked task whose review says result_too_large, without an
+		// oversized result.
+		if _, err := s.cleanDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(e.Names.ReviewTable), Key: key(parked[1].TaskID), UpdateExpression: aws.String("SET #r = :r"),
+			ExpressionAttributeNames:  map[string]string{"#r": "reason"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberS{Value: reasonResultTooLarge}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		tampered = append(tampered, "result_too_large_without_oversize")
 	}
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rules []string
+	other := 0
 	for _, v := range rep.Violations {
 		rules = append(rules, v.Rule)
+		if !PendingFixes[v.Rule] {
+			other++
+		}
 	}
 	for _, want := range tampered {
 		if !slices.Contains(rules, want) {
@@ -94,9 +125,16 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 	}
 	// Two tamperings break two rules each: the task put back to queued
 	// still carries a result, and a completed task with two saves has not
-	// exactly one.
-	if len(rep.Violations) > len(tampered)+2 {
-		t.Errorf("more violations than tamperings (%d > %d): %v", len(rep.Violations), len(tampered)+2, rep.Violations)
+	// exactly one. The rules of PendingFixes fire on their own on this
+	// branch (issue 11) and are left out of the count.
+	want := 0
+	for _, r := range tampered {
+		if !PendingFixes[r] {
+			want++
+		}
+	}
+	if other > want+2 {
+		t.Errorf("more violations than tamperings (%d > %d): %v", other, want+2, rep.Violations)
 	}
 }
 

@@ -161,6 +161,9 @@ func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant,
 		}
 	}
 	rec.finish(variant, input, c)
+	if c.status == http.StatusAccepted && s.gate.isClosed() {
+		s.inject(QueueBacklog) // accepted while the consumers are stopped
+	}
 	return c
 }
 

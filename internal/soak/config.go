@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -23,10 +24,51 @@ var DefaultBackground = []faultinject.Rule{
 	{Service: "SQS", Operation: "ChangeMessageVisibility", Kind: faultinject.SendFailure, Rate: 0.003},
 }
 
+// Mode is how the simulated provider treats a repeated operation.
+type Mode string
+
+// Provider modes. A soak run uses one; `make soak` runs all three in
+// sequence, each on a fresh stack.
+const (
+	// ModeIdempotent: the provider honours idempotency keys (a repeated
+	// operation returns the recorded result) and reads back by operation id.
+	ModeIdempotent Mode = "idempotent"
+	// ModePlain: no idempotency, no readback — every call that reaches the
+	// provider may be a new side effect, as with Bedrock.
+	ModePlain Mode = "plain"
+	// ModePlainReadback: no idempotency, but Lookup by operation id.
+	ModePlainReadback Mode = "plain+readback"
+)
+
+// Modes returns the provider modes in report order.
+func Modes() []Mode { return []Mode{ModeIdempotent, ModePlain, ModePlainReadback} }
+
+// ParseMode returns the mode named s.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes() {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("soak: unknown provider mode %q (idempotent, plain, plain+readback)", s)
+}
+
+// Per-task AWS call budgets (issue 11; DESIGN.md §9): SQS SendMessage and
+// DynamoDB GetItem calls of the handlers per accepted task.
+const (
+	MaxSendPerTask = 1.2
+	MaxGetPerTask  = 0.5
+)
+
+// ItemLimit is DynamoDB's item size limit (400 KB).
+const ItemLimit = 400 * 1024
+
 // Config sets up a soak run. Zero fields take the defaults below.
 type Config struct {
 	// N is the number of tasks (default 2000).
 	N int
+	// Mode is the simulated provider's mode (default ModeIdempotent).
+	Mode Mode
 	// Seed makes the fault schedule reproducible (default 1).
 	Seed int64
 	// FaultShare is the share of tasks with a planned fault (default 0.5).
@@ -34,7 +76,8 @@ type Config struct {
 	// Lease is the worker's lease (default 2 s).
 	Lease time.Duration
 	// Visibility is the task queue's visibility timeout, set on the queue
-	// (default 2×Lease; the template's 360 s compressed).
+	// (default FunctionTimeout, the least AWS accepts for an event source
+	// mapping: the template's 6× would slow every redelivery sixfold).
 	Visibility time.Duration
 	// ReconcileEvery is the reconciler's period (default 1 s).
 	ReconcileEvery time.Duration
@@ -46,6 +89,30 @@ type Config struct {
 	MaxAttempts int
 	// DispatchTimeout is the outbox deadline of a queued task (default 10 s).
 	DispatchTimeout time.Duration
+	// FunctionTimeout is the worker invocation's deadline (default
+	// 4×Lease: room for a stale worker's pause to see its takeover), DeadlineMargin the worker's margin before it (default
+	// Lease/4), CallTimeout the provider adapter's bound on one call
+	// (default 2×Lease): a call admitted at the start of an invocation
+	// fits it with its margin, one admitted late does not. The slow fault
+	// (1.5×Lease: it needs heartbeats) fits CallTimeout.
+	FunctionTimeout time.Duration
+	DeadlineMargin  time.Duration
+	CallTimeout     time.Duration
+	// LongCall is how long a deadline_pressure call takes (default
+	// 3/4 CallTimeout); its record reaches the worker in a late wave of its
+	// invocation, with LongCall/2 + DeadlineMargin left.
+	LongCall time.Duration
+	// BacklogPause is how long the poller stops receiving in each backlog
+	// window (default 1.5×DispatchTimeout); BacklogWindows is how many
+	// windows open while tasks are submitted (default 1), BacklogEvery
+	// apart (default 4×DispatchTimeout; the first opens one second into the
+	// run). One window at 60 tasks/s backs up 900 tasks: more would drown a
+	// 10,000-task run in the relay's re-sends before they could be counted.
+	// NoBacklog disables the windows.
+	BacklogPause   time.Duration
+	BacklogWindows int
+	BacklogEvery   time.Duration
+	NoBacklog      bool
 	// SubmitRate paces new tasks per second (default 60; negative: no pacing).
 	SubmitRate float64
 	// Submitters is the number of concurrent callers (default 8).
@@ -75,6 +142,9 @@ func (c Config) withDefaults() Config {
 	if c.N <= 0 {
 		c.N = 2000
 	}
+	if c.Mode == "" {
+		c.Mode = ModeIdempotent
+	}
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
@@ -85,8 +155,11 @@ func (c Config) withDefaults() Config {
 	if c.Lease <= 0 {
 		c.Lease = 2 * time.Second
 	}
+	if c.FunctionTimeout <= 0 {
+		c.FunctionTimeout = 4 * c.Lease
+	}
 	if c.Visibility <= 0 {
-		c.Visibility = 2 * c.Lease
+		c.Visibility = c.FunctionTimeout
 	}
 	c.Visibility = max(c.Visibility, time.Second)
 	if c.ReconcileEvery <= 0 {
@@ -103,6 +176,24 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DispatchTimeout <= 0 {
 		c.DispatchTimeout = 10 * time.Second
+	}
+	if c.DeadlineMargin <= 0 {
+		c.DeadlineMargin = c.Lease / 4
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 2 * c.Lease
+	}
+	if c.LongCall <= 0 {
+		c.LongCall = c.CallTimeout * 3 / 4
+	}
+	if c.BacklogPause <= 0 {
+		c.BacklogPause = c.DispatchTimeout * 3 / 2
+	}
+	if c.BacklogWindows <= 0 {
+		c.BacklogWindows = 1
+	}
+	if c.BacklogEvery <= 0 {
+		c.BacklogEvery = 4 * c.DispatchTimeout
 	}
 	if c.SubmitRate == 0 {
 		c.SubmitRate = 60

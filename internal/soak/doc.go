@@ -6,6 +6,16 @@
 // drained, a checker reads the tables and the provider's ledger and reports
 // every broken invariant.
 //
+// # Provider modes
+//
+// A run uses one mode of the simulated provider ([Config.Mode]):
+// [ModeIdempotent] (it honours idempotency keys and reads back by operation
+// id), [ModePlain] (neither: every call that reaches it may be a new side
+// effect and nothing can be read back — Bedrock-like) and
+// [ModePlainReadback] (no idempotency, Lookup by operation id). `make
+// soak` runs the three in sequence, each on a fresh stack, and prints one
+// table per mode.
+//
 // # Faults
 //
 // Each task gets at most one planned fault kind (a seeded shuffle of
@@ -30,16 +40,37 @@
 //     next update; the put performed but its reply lost (503, retried with
 //     the same key); the outbox SendMessage failing, or performed with its
 //     reply lost;
-//   - a cancel racing the worker.
+//   - a cancel racing the worker;
+//   - the unforgiving path (issue 11): the claim, the completion or the
+//     schedule-retry write applied with its reply lost and retried by the
+//     SDK, whose retry fails its condition on the first send's write
+//     (faultinject.Replayer; claim_lost_reply, complete_lost_reply,
+//     retry_lost_reply — the last after a scripted 503); deadline pressure
+//     (a call of LongCall whose record reaches the worker in a late wave of
+//     its invocation, with LongCall/2 + DeadlineMargin left: every message
+//     of the task is held back until one such wave ran); an oversized result
+//     (the provider answers more than DynamoDB's 400 KB item, on every
+//     attempt); a terminal item past its TTL but not deleted (after the
+//     first drain, expires_at of each completed ttl_expired task is moved an
+//     hour into the past with a direct UpdateItem and its key submitted
+//     again: a fresh task is expected, then a second drain).
 //
 // Run-wide: on a seeded share of the schedule's ticks two reconcilers run at
 // once; poison messages go to the task queue and to its dead-letter queue;
-// seeded-rate background faults (Config.Background) hit any handler call.
+// seeded-rate background faults (Config.Background) hit any handler call;
+// queue backlog: BacklogWindows times (default once, one second in), the
+// poller stops receiving for BacklogPause (1.5× the DispatchTimeout), so
+// queued tasks outlive their dispatch deadline (injected = the tasks
+// accepted inside a window).
 //
 // Time is compressed, not faked: leases of seconds, a queue visibility
 // timeout of seconds, retry backoff of milliseconds, an age budget of a
 // minute and a reconciler period of a second, all on the wall clock the
-// emulator's visibility timeouts also use.
+// emulator's visibility timeouts also use. Worker invocations carry a
+// deadline (FunctionTimeout, 4×Lease) and the worker its margin
+// (DeadlineMargin, Lease/4); the provider adapter bounds each call by
+// CallTimeout (2×Lease), so a call admitted at the start of an invocation
+// fits with its margin and one admitted late does not.
 //
 // # Checker
 //
@@ -57,6 +88,33 @@
 // the accepted payload, a 503 for a put that happened is followed by a 200
 // replay, and no caller is left with a 5xx for a task that exists; a
 // cancel answered 200 ends cancelled and one answered 409 does not.
+//
+// The unforgiving path adds (each violation names its task and rule):
+//
+//   - false_uncertainty: every unknown_outcome park, and every review whose
+//     text says the provider "may have" acted, had at least one provider
+//     call started for that task (the provider's events);
+//   - recall_after_uncertain (plain modes): the provider is never called
+//     again for a task after a call whose outcome the caller could not know
+//     (performed, reply lost, interrupted, in flight) unless a Lookup
+//     answered not_found in between;
+//   - call_cut_by_deadline: no provider call is ended by the invocation's
+//     deadline (the worker admits a call only with time for it);
+//   - send_messages_per_task, get_items_per_task: the handlers' SQS
+//     SendMessage ≤ 1.2 and DynamoDB GetItem ≤ 0.5 per accepted task (the
+//     call-counting middleware; the report prints the figure of every
+//     operation);
+//   - result_over_item_limit, oversized_result_not_parked,
+//     result_too_large_without_oversize: no saved result exceeds the item
+//     limit, an oversized result parks the task result_too_large, and
+//     result_too_large is used for nothing else;
+//   - saved_result_reported_discarded, scheduled_retry_acknowledged: a
+//     write whose reply was lost is still the worker's — it does not log its
+//     saved result as discarded, nor acknowledge the record of a retry it
+//     scheduled;
+//   - expired_key_replayed: a key resubmitted past its task's expires_at
+//     gets a fresh task (202), not a replay;
+//   - final_too_late (above) holds on every path, including the new ones.
 //
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
 // states × violations.

@@ -39,6 +39,14 @@ const (
 	SQSSendFailure     Kind = "sqs_send_failure"   // submit's SendMessage fails: the reconciler relays
 	SQSSendLostReply   Kind = "sqs_send_lost_reply"
 	CancelRace         Kind = "cancel_race" // cancel right after the 202, racing the worker
+
+	// The unforgiving path (issue 11).
+	ClaimLostReply    Kind = "claim_lost_reply"    // the claim is applied, its reply lost; the SDK's retry fails its condition
+	CompleteLostReply Kind = "complete_lost_reply" // likewise the completion
+	RetryLostReply    Kind = "retry_lost_reply"    // a 503, then likewise the schedule-retry write
+	DeadlinePressure  Kind = "deadline_pressure"   // a long call whose record reaches the worker late in its invocation
+	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit
+	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
 )
 
 // Run-wide fault kinds (rows without tasks of their own).
@@ -46,6 +54,7 @@ const (
 	ReconcilerRace Kind = "reconciler_race" // two reconcilers run at once on a tick
 	PoisonMessage  Kind = "poison_message"  // a body that is no task reference (task queue or DLQ)
 	BackgroundAWS  Kind = "background_aws"  // seeded-rate AWS faults on any call of the handlers
+	QueueBacklog   Kind = "queue_backlog"   // the poller stops for longer than the dispatch deadline while tasks arrive
 )
 
 // TaskKinds lists the per-task fault kinds in report order.
@@ -55,12 +64,13 @@ func TaskKinds() []Kind {
 		DuplicateDelivery, DuplicateSubmit, ConcurrentSubmit, KeyReusedPayload,
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
+		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 	}
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
 func AllKinds() []Kind {
-	return append(TaskKinds(), ReconcilerRace, PoisonMessage, BackgroundAWS)
+	return append(TaskKinds(), ReconcilerRace, PoisonMessage, BackgroundAWS, QueueBacklog)
 }
 
 // expected are the final states a task of each kind may legitimately end
@@ -70,7 +80,7 @@ func expected(k Kind) []ledger.State {
 	switch k {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
-	case ProviderCredential, ProviderExhaust:
+	case ProviderCredential, ProviderExhaust, OversizedResult:
 		return []ledger.State{ledger.StateNeedsReview}
 	case CancelRace:
 		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
@@ -139,6 +149,13 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		return []simulated.Fault{simulated.Slow}
 	case ProviderExhaust:
 		return repeat(simulated.ServerError, maxAttempts)
+	case RetryLostReply:
+		return []simulated.Fault{simulated.ServerError}
+	case DeadlinePressure:
+		return []simulated.Fault{simulated.Long}
+	case OversizedResult:
+		// Every attempt: the provider deterministically answers too much.
+		return repeat(simulated.Oversized, maxAttempts+1)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ type Row struct {
 // Report is the outcome of a soak run.
 type Report struct {
 	Backend    string
+	Mode       Mode
 	N          int
 	Seed       int64
 	Elapsed    time.Duration
@@ -43,8 +44,10 @@ type Report struct {
 	Accepted, Stored, Reviews int
 	// Calls and Attempts of the handlers' AWS clients, by "Service.Operation".
 	Calls, Attempts map[string]int
-	ProviderCalls   int
-	SideEffects     int
+	// PerTask is Calls divided by the accepted tasks.
+	PerTask       map[string]float64
+	ProviderCalls int
+	SideEffects   int
 	// Saves are successful result writes; FencedSaves rejected ones.
 	Saves, FencedSaves         int
 	PoisonToQueue, PoisonToDLQ int
@@ -84,8 +87,8 @@ var finalStates = []ledger.State{ledger.StateCompleted, ledger.StateFailed, ledg
 // WriteTable prints the fault kind × injected × final states × violations
 // table, the run's totals, and the first violations.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "soak: %d tasks on %s, seed %d, %s; %d stored, %d review items\n\n",
-		r.N, r.Backend, r.Seed, r.Elapsed.Round(time.Millisecond), r.Stored, r.Reviews)
+	fmt.Fprintf(w, "soak: %d tasks on %s, provider mode %s, seed %d, %s; %d stored, %d review items\n\n",
+		r.N, r.Backend, r.Mode, r.Seed, r.Elapsed.Round(time.Millisecond), r.Stored, r.Reviews)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault kind\ttasks\tinjected\tcompleted\tfailed\tcancelled\tneeds_review\tnot_final\tunexpected\tviolations\t")
 	var tot Row
@@ -142,6 +145,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, r.Calls[k]))
 	}
 	fmt.Fprintf(w, "handler AWS calls: %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(w, "handler AWS calls per accepted task (budget: SQS.SendMessage <= %.1f, DynamoDB.GetItem <= %.1f): %s\n",
+		MaxSendPerTask, MaxGetPerTask, perTaskLine(r.PerTask))
 	parts = parts[:0]
 	for _, k := range keys {
 		if q, ok := r.Latency[k]; ok {

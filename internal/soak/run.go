@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,12 +70,22 @@ type soak struct {
 	fired     map[string]bool // kind|task: a one-shot fault already fired
 	saves     map[string]int  // successful writes of a result, per task
 	fencedSav map[string]int  // result writes rejected by their condition
+	maybeSav  map[string]int  // result writes that got no answer (they may have been applied)
 	records   map[string]*record
 	poison    []poisonMsg
 	recon     reconStats
 	batches   batchStats
 	provCalls int
 	ticks     int
+
+	replay         *faultinject.Replayer
+	gate           *gate
+	backlogWindows int
+	cut            map[string]int          // provider calls cut short by the invocation's deadline, per task
+	expired        map[string]*ledger.Task // ttl_expired: the task as it was when expires_at was moved into the past
+	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
+	retryPending   map[string]bool         // a replayed schedule-retry write whose record's fate is not yet seen
+	retryDropped   map[string]int          // records acknowledged after their retry was scheduled (no message left for it)
 }
 
 type reconStats struct {
@@ -100,11 +109,14 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		cfg: cfg, env: env, log: cfg.Log,
 		byID:     map[string]*task{},
 		injected: map[Kind]int{}, notes: map[Kind][]string{}, fired: map[string]bool{},
-		saves: map[string]int{}, fencedSav: map[string]int{}, records: map[string]*record{},
+		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
+		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
+		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
 	}
+	s.log = slog.New(&watchLog{inner: s.log.Handler(), seen: s.onDiscarded})
 	s.tasks = plan(cfg.N, cfg.FaultShare, cfg.Seed, Scope)
 	for _, t := range s.tasks {
 		s.byID[t.id] = t
@@ -125,11 +137,19 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	bg.Go(func() { _ = ticker.Run(runCtx) })
 
 	s.start = time.Now()
-	s.progress("soak: %d tasks on %s, seed %d, %.0f%% faulted, lease %s, reconciler every %s, max age %s",
-		cfg.N, env.Backend, cfg.Seed, 100*cfg.FaultShare, cfg.Lease, cfg.ReconcileEvery, cfg.MaxAge)
+	s.progress("soak: %d tasks on %s, provider %s, seed %d, %.0f%% faulted, lease %s, worker timeout %s, call timeout %s, reconciler every %s, max age %s",
+		cfg.N, env.Backend, cfg.Mode, cfg.Seed, 100*cfg.FaultShare, cfg.Lease, cfg.FunctionTimeout, cfg.CallTimeout, cfg.ReconcileEvery, cfg.MaxAge)
+	submitted := make(chan struct{})
+	bg.Go(func() { s.backlog(runCtx, submitted) })
 	s.submitAll(ctx)
+	close(submitted)
 	s.progress("soak: all submitted after %s; draining", time.Since(s.start).Round(time.Millisecond))
 	drained := s.drain(ctx)
+	if drained {
+		s.expireAndResubmit(ctx)
+		s.progress("soak: %d expired tasks resubmitted after %s; draining", len(s.expired), time.Since(s.start).Round(time.Millisecond))
+		drained = s.drain(ctx)
+	}
 	stop()
 	bg.Wait()
 	elapsed := time.Since(s.start)
@@ -163,7 +183,10 @@ func (s *soak) wire(ctx context.Context) error {
 	s.prov = simulated.New(simulated.Options{
 		Seed:               cfg.Seed,
 		ThrottleRetryAfter: time.Second,
-		SlowDelay:          cfg.Lease * 5 / 2,
+		SlowDelay:          cfg.Lease * 3 / 2,
+		LongDelay:          cfg.LongCall,
+		NoIdempotency:      cfg.Mode != ModeIdempotent,
+		NoReadback:         cfg.Mode == ModePlain,
 	})
 	s.plan = faultinject.NewPlan()
 	for _, t := range s.tasks {
@@ -178,8 +201,11 @@ func (s *soak) wire(ctx context.Context) error {
 	s.inj.OnInject = s.onInject
 	s.inj.OnResult = s.onResult
 	s.counter = awsclient.NewCounter()
+	s.replay = &faultinject.Replayer{Decide: s.decideReplay, OnReplay: s.onReplay}
 	faulty := env.AWS.Copy()
-	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, env.AWS.APIOptions...), s.counter.Register, s.inj.Register, s.lat.register)
+	// The replayer before the injector: both sends of a replayed write
+	// pass the injector, whose OnResult counts result writes.
+	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, env.AWS.APIOptions...), s.counter.Register, s.replay.Register, s.inj.Register, s.lat.register)
 	ddb, sq := awsclient.DynamoDB(faulty), awsclient.SQS(faulty)
 
 	lcfg := ledger.Config{
@@ -199,7 +225,9 @@ func (s *soak) wire(ctx context.Context) error {
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
-		Lease:  cfg.Lease, Concurrency: 10, Log: s.log, Hooks: s.hooks(),
+		// Ten records at once, as the soak always ran them (the deployed
+		// default is 4): the load of earlier 10,000-task runs, comparable.
+		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
@@ -224,7 +252,8 @@ func (s *soak) eventSources() (*local.Poller, *local.Ticker, error) {
 		return nil, nil, errors.New("soak: template.yaml has no SQS event of WorkerFunction on TaskQueue")
 	}
 	p := local.MappingPoller(*mapping, tpl.Functions()[workerFunction])
-	p.SQS = s.cleanQ
+	p.SQS = gatedSQS{PollerSQS: s.cleanQ, g: s.gate}
+	p.Timeout = s.cfg.FunctionTimeout // the template's, compressed
 	p.QueueURL, p.QueueARN = s.env.Names.TaskQueueURL, s.env.Names.TaskQueueARN
 	p.Region = s.env.AWS.Region
 	p.PollWait = local.EmbeddedPollWait
@@ -289,6 +318,10 @@ func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
 		s.saves[c.TaskID]++
 	case errors.As(err, &ccf):
 		s.fencedSav[c.TaskID]++
+	default:
+		// No answer (the invocation's deadline, a lost reply): the write
+		// may have been applied.
+		s.maybeSav[c.TaskID]++
 	}
 	s.mu.Unlock()
 }
@@ -296,17 +329,15 @@ func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
 // setsAttr reports whether an update expression's SET clause assigns attr
 // (through an expression name).
 func setsAttr(expr string, names map[string]string, attr string) bool {
-	set, _, _ := strings.Cut(expr, " REMOVE ")
-	set, ok := strings.CutPrefix(strings.TrimSpace(set), "SET ")
+	set, _, ok := splitSet(expr)
 	if !ok {
 		return false
 	}
-	for _, part := range strings.Split(set, ",") {
-		lhs, _, ok := strings.Cut(part, "=")
+	for _, part := range set {
+		lhs, _, ok := cutEq(part)
 		if !ok {
 			continue
 		}
-		lhs = strings.TrimSpace(lhs)
 		if names[lhs] == attr || lhs == attr {
 			return true
 		}
@@ -361,7 +392,9 @@ func (s *soak) stale(ctx context.Context, id string) {
 		case <-tick.C:
 		}
 		t, err := s.clean.Get(ctx, id)
-		if err == nil && t.AssignmentVersion > t0.AssignmentVersion {
+		// Taken over (a higher assignment version), or — without
+		// idempotency there is no takeover — moved on by the reconciler.
+		if err == nil && (t.AssignmentVersion > t0.AssignmentVersion || t.State != ledger.StateRunning) {
 			s.inject(StaleWorker)
 			return
 		}
@@ -375,11 +408,22 @@ type countingProvider struct {
 	s *soak
 }
 
+// CallTimeout is the provider adapter's bound on one call (the soak's
+// compressed 2 min).
+func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTimeout }
+
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
-	res, err := p.Provider.Generate(ctx, req)
+	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
+	res, err := p.Provider.Generate(callCtx, req)
+	cancel()
 	s := p.s
 	s.mu.Lock()
 	s.provCalls++
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The worker's own context (the invocation's deadline less its
+		// margin) ended the call, not the call's timeout.
+		s.cut[req.OperationID]++
+	}
 	s.mu.Unlock()
 	t := s.byID[req.OperationID]
 	if t == nil {
@@ -387,6 +431,9 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 	}
 	var fe *simulated.FaultError
 	switch {
+	case t.kind == RetryLostReply: // counted where the write is replayed
+	case t.kind == OversizedResult && err == nil && len(res.Output) > ItemLimit:
+		s.inject(t.kind)
 	case errors.As(err, &fe) && fe.Fault != simulated.Slow:
 		s.inject(t.kind)
 	case t.kind == ProviderSlow && s.once(ProviderSlow, t.id):
@@ -400,6 +447,8 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 // invocation with the same message id and receipt handle (two pollers
 // received it), or again after this invocation, as a new message.
 func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	pressure, rest := s.pressured(ev.Records)
+	ev.Records = rest
 	var dups []events.SQSMessage
 	var late []string
 	for _, r := range ev.Records {
@@ -419,6 +468,13 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 		}
 	}
 	var wg sync.WaitGroup
+	var lateResp events.SQSEventResponse
+	var lateErr error
+	if len(pressure) > 0 {
+		// Alongside the rest of the batch, so that their own time does not
+		// push the late wave past the deadline.
+		wg.Go(func() { lateResp, lateErr = s.lateWave(ctx, pressure) })
+	}
 	if len(dups) > 0 {
 		// The duplicate's own response does not matter: the message is
 		// deleted (or kept) by the receipt of the first delivery.
@@ -426,6 +482,9 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	}
 	resp, err := s.work.Handle(ctx, ev)
 	wg.Wait()
+	resp.BatchItemFailures = append(resp.BatchItemFailures, lateResp.BatchItemFailures...)
+	err = errors.Join(err, lateErr)
+	s.retryFate(append(ev.Records, pressure...), resp)
 	sender := dispatch.Sender{SQS: s.cleanQ, QueueURL: s.env.Names.TaskQueueURL}
 	for _, id := range late {
 		if serr := sender.Send(context.WithoutCancel(ctx), id, "", 0); serr != nil {

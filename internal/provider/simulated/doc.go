@@ -28,6 +28,24 @@
 // retrypolicy.Uncertain, as a real client would, yet records nothing, so a
 // later Lookup credibly answers ErrNotFound.
 //
+// Two more faults are script-only (not "simulate" values): [Long] (the call
+// takes Options.LongDelay, then succeeds: long relative to what is left of
+// an invocation) and [Oversized] (the generation's output is larger than
+// Options.OversizeBytes, by default above DynamoDB's 400 KB item limit).
+//
+// # Events
+//
+// Every call that reaches the provider is an [Event] from its start, with
+// its [Outcome] once it ends: performed (reply delivered), lost_reply
+// (performed, reply lost), interrupted (cut by the caller's context:
+// nothing performed, but the caller cannot know), rejected (a definite
+// error: nothing performed). Every Lookup is an event too (found,
+// not_found, no_readback). Events, Starts and Results (every generation's
+// result) let the soak check that a provider without idempotency is never
+// called again after an uncertain outcome unless a readback proved absence,
+// and that "the provider may have acted" is never said of a task no call
+// reached.
+//
 // One fault at most applies to a call, chosen in this order:
 //
 //  1. a per-operation script (Provider.Script), consumed one fault per call;

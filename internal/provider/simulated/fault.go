@@ -29,6 +29,16 @@ const (
 	// Slow makes the call last Options.SlowDelay (honouring the context),
 	// then succeed.
 	Slow Fault = "slow"
+
+	// Long makes the call last Options.LongDelay (honouring the context),
+	// then succeed: a call that fits its timeout but is long relative to
+	// what is left of a Lambda invocation. Script-only (Provider.Script):
+	// it is not a legal "simulate" value.
+	Long Fault = "long"
+	// Oversized performs the generation with an output of more than
+	// Options.OversizeBytes (default DefaultOversizeBytes, above DynamoDB's
+	// 400 KB item limit). Script-only.
+	Oversized Fault = "oversized"
 )
 
 // Faults returns every fault, sorted by name.

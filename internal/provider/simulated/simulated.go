@@ -31,6 +31,10 @@ const (
 	// heartbeat must keep the claim) and fits DefaultCallTimeout (so a slow
 	// call still succeeds).
 	DefaultSlowDelay = 45 * time.Second
+	DefaultLongDelay = time.Second
+	// DefaultOversizeBytes is the output size of the Oversized fault: more
+	// than DynamoDB's 400 KB item limit.
+	DefaultOversizeBytes = 420 * 1024
 	// DefaultOutputWords is the length of a reply when the input sets no
 	// max_tokens (one word counts as one token).
 	DefaultOutputWords = 24
@@ -59,6 +63,11 @@ type Options struct {
 	// retrypolicy.Uncertain when it runs out (the request was "sent");
 	// DefaultCallTimeout if 0. It is declared to the worker (CallTimeout).
 	CallTimeout time.Duration
+	// LongDelay is how long a Long call takes; DefaultLongDelay if 0.
+	LongDelay time.Duration
+	// OversizeBytes is the least output size of an Oversized call;
+	// DefaultOversizeBytes if 0.
+	OversizeBytes int
 	// Model is reported in the output; DefaultModel if empty.
 	Model string
 	// NoIdempotency makes every generation a new side effect, as with a
@@ -82,8 +91,55 @@ type Record struct {
 
 type entry struct {
 	Record
-	done   bool
-	script []Fault
+	done    bool
+	script  []Fault
+	results []contract.Result
+	events  []Event
+}
+
+// EventKind says what an Event records.
+type EventKind string
+
+// Event kinds.
+const (
+	EventCall   EventKind = "call"   // a Generate call that reached the provider (its start)
+	EventLookup EventKind = "lookup" // a Lookup that reached the provider
+)
+
+// Outcome is how a call or a lookup ended, as the provider knows it.
+type Outcome string
+
+// Outcomes of a call: performed with its reply delivered, performed with
+// its reply lost, interrupted by the caller's context while in flight
+// (nothing performed, but the caller cannot know that), rejected with a
+// definite error (nothing performed, and the caller knows it), or still in
+// flight. Outcomes of a lookup: found, not found, no readback.
+const (
+	OutcomeInFlight    Outcome = ""
+	OutcomePerformed   Outcome = "performed"
+	OutcomeLostReply   Outcome = "lost_reply"
+	OutcomeInterrupted Outcome = "interrupted"
+	OutcomeRejected    Outcome = "rejected"
+	OutcomeFound       Outcome = "found"
+	OutcomeNotFound    Outcome = "not_found"
+	OutcomeNoReadback  Outcome = "no_readback"
+)
+
+// Uncertain reports whether a caller that saw this call outcome cannot know
+// whether the provider acted: anything but a definite rejection. (A reply
+// that was delivered is certain for the caller that got it, but a caller
+// that died holding it leaves its successor uncertain; the ledger cannot
+// tell the two apart, so neither may be re-sent blindly.)
+func (o Outcome) Uncertain() bool { return o != OutcomeRejected }
+
+// Event is one call or lookup of an operation, in the order they started.
+type Event struct {
+	Kind    EventKind
+	Start   time.Time // Options.Clock
+	End     time.Time // zero while in flight
+	Attempt int
+	Fault   Fault
+	Outcome Outcome
 }
 
 // Provider is the simulated provider. It is safe for concurrent use.
@@ -112,6 +168,12 @@ func New(opts Options) *Provider {
 	}
 	if opts.Model == "" {
 		opts.Model = DefaultModel
+	}
+	if opts.LongDelay <= 0 {
+		opts.LongDelay = DefaultLongDelay
+	}
+	if opts.OversizeBytes <= 0 {
+		opts.OversizeBytes = DefaultOversizeBytes
 	}
 	return &Provider{opts: opts, ops: map[string]*entry{}}
 }
@@ -186,6 +248,32 @@ func (p *Provider) Snapshot() map[string]int {
 	return out
 }
 
+// Starts returns the number of Generate calls for an operation that reached
+// the provider (the same as Calls).
+func (p *Provider) Starts(operationID string) int { return p.Calls(operationID) }
+
+// Results returns every generation's result for an operation, oldest
+// first (one at most when the provider honours idempotency keys).
+func (p *Provider) Results(operationID string) []contract.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.ops[operationID]; e != nil {
+		return append([]contract.Result(nil), e.results...)
+	}
+	return nil
+}
+
+// Events returns the calls and lookups of an operation that reached the
+// provider, in the order they started.
+func (p *Provider) Events(operationID string) []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.ops[operationID]; e != nil {
+		return append([]Event(nil), e.events...)
+	}
+	return nil
+}
+
 // Record returns the ledger's record of an operation.
 func (p *Provider) Record(operationID string) (Record, bool) {
 	p.mu.Lock()
@@ -201,17 +289,26 @@ func (p *Provider) Record(operationID string) (Record, bool) {
 // if no generation happened for it, or contract.ErrNoReadback with
 // Options.NoReadback.
 func (p *Provider) Lookup(ctx context.Context, operationID string) (contract.Result, error) {
-	if p.opts.NoReadback {
-		return contract.Result{}, contract.ErrNoReadback
-	}
 	if err := ctx.Err(); err != nil {
 		return contract.Result{}, retrypolicy.Retryable(fmt.Errorf("simulated: lookup: %w: %w", retrypolicy.ErrRequestNotSent, err))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e := p.ops[operationID]; e != nil && e.done {
+	e := p.entryLocked(operationID)
+	now := p.opts.Clock()
+	ev := Event{Kind: EventLookup, Start: now, End: now}
+	switch {
+	case p.opts.NoReadback:
+		ev.Outcome = OutcomeNoReadback
+		e.events = append(e.events, ev)
+		return contract.Result{}, contract.ErrNoReadback
+	case e.done:
+		ev.Outcome = OutcomeFound
+		e.events = append(e.events, ev)
 		return e.Result, nil
 	}
+	ev.Outcome = OutcomeNotFound
+	e.events = append(e.events, ev)
 	return contract.Result{}, contract.ErrNotFound
 }
 
@@ -238,20 +335,34 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 		scripted, e.script = e.script[0], e.script[1:]
 	}
 	onWait := p.onWait
-	p.mu.Unlock()
-
 	attempt := req.Attempt
 	if attempt <= 0 {
 		attempt = call
 	}
 	fault := p.choose(req.OperationID, attempt, scripted, Fault(in.Simulate))
+	ev := len(e.events)
+	e.events = append(e.events, Event{Kind: EventCall, Start: p.opts.Clock(), Attempt: attempt, Fault: fault})
+	p.mu.Unlock()
+	res, outcome, err := p.generate(ctx, req, in, attempt, fault, onWait)
+	p.mu.Lock()
+	e.events[ev].End, e.events[ev].Outcome = p.opts.Clock(), outcome
+	p.mu.Unlock()
+	return res, err
+}
+
+// generate performs one call that reached the provider and says how it
+// ended.
+func (p *Provider) generate(ctx context.Context, req contract.Request, in contract.GenerateInput, attempt int, fault Fault, onWait func()) (contract.Result, Outcome, error) {
 
 	delay := p.opts.Latency
 	if p.opts.Jitter > 0 {
 		delay += time.Duration(p.draw(req.OperationID, attempt, "jitter") * float64(p.opts.Jitter))
 	}
-	if fault == Slow {
+	switch fault {
+	case Slow:
 		delay += p.opts.SlowDelay
+	case Long:
+		delay += p.opts.LongDelay
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
 	defer cancel()
@@ -259,7 +370,7 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 		// The request is "with the provider": a real client cannot tell
 		// whether it was performed. Nothing is recorded, so Lookup will
 		// credibly say ErrNotFound.
-		return contract.Result{}, retrypolicy.Uncertain(fmt.Errorf("simulated: call for operation %s interrupted after it was sent: %w", req.OperationID, err))
+		return contract.Result{}, OutcomeInterrupted, retrypolicy.Uncertain(fmt.Errorf("simulated: call for operation %s interrupted after it was sent: %w", req.OperationID, err))
 	}
 
 	fe := &FaultError{Fault: fault, OperationID: req.OperationID}
@@ -267,23 +378,23 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	case Throttle:
 		ra := p.opts.ThrottleRetryAfter
 		fe.Status = &retrypolicy.StatusError{StatusCode: 429, RetryAfter: ra, Body: "simulated throttling"}
-		return contract.Result{}, retrypolicy.Throttled(fe, ra)
+		return contract.Result{}, OutcomeRejected, retrypolicy.Throttled(fe, ra)
 	case ServerError:
 		fe.Status = &retrypolicy.StatusError{StatusCode: 503, Body: "simulated server error"}
-		return contract.Result{}, retrypolicy.Retryable(fe)
+		return contract.Result{}, OutcomeRejected, retrypolicy.Retryable(fe)
 	case BadRequest:
 		fe.Status = &retrypolicy.StatusError{StatusCode: 400, Body: "simulated bad request"}
-		return contract.Result{}, retrypolicy.Permanent(fe)
+		return contract.Result{}, OutcomeRejected, retrypolicy.Permanent(fe)
 	case Credentials:
 		fe.Status = &retrypolicy.StatusError{StatusCode: 401, Body: "simulated invalid credentials"}
-		return contract.Result{}, retrypolicy.Misconfigured(fe)
+		return contract.Result{}, OutcomeRejected, retrypolicy.Misconfigured(fe)
 	}
 
-	res := p.perform(req.OperationID, in)
+	res := p.perform(req.OperationID, in, fault == Oversized)
 	if fault == AcceptLoseReply {
-		return contract.Result{}, retrypolicy.Uncertain(fe)
+		return contract.Result{}, OutcomeLostReply, retrypolicy.Uncertain(fe)
 	}
-	return res, nil
+	return res, OutcomePerformed, nil
 }
 
 // choose applies the precedence script > simulate field > rates.
@@ -303,7 +414,7 @@ func (p *Provider) choose(opID string, attempt int, scripted, simulate Fault) Fa
 // perform records one generation, or returns the recorded one when the
 // provider honours idempotency. The ledger check and the write are one
 // critical section, so concurrent duplicates cause one side effect.
-func (p *Provider) perform(opID string, in contract.GenerateInput) contract.Result {
+func (p *Provider) perform(opID string, in contract.GenerateInput, oversized bool) contract.Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entryLocked(opID)
@@ -312,7 +423,12 @@ func (p *Provider) perform(opID string, in contract.GenerateInput) contract.Resu
 	}
 	e.SideEffects++
 	p.total++
-	res := p.render(opID, in, e.SideEffects)
+	minBytes := 0
+	if oversized {
+		minBytes = p.opts.OversizeBytes
+	}
+	res := p.render(opID, in, e.SideEffects, minBytes)
+	e.results = append(e.results, res)
 	if !e.done {
 		e.done = true
 		e.Result = res
@@ -349,7 +465,8 @@ idempotent reconcile heartbeat shard partition message visibility outcome
 provider readback operator summary careful exactly once simulated`)
 
 // render builds the deterministic output of one generation.
-func (p *Provider) render(opID string, in contract.GenerateInput, ordinal int) contract.Result {
+// With minBytes > 0 the text goes on until it is at least that long.
+func (p *Provider) render(opID string, in contract.GenerateInput, ordinal, minBytes int) contract.Result {
 	promptSum := sha256.Sum256([]byte(in.System + "\x00" + in.Prompt))
 	promptHash := hex.EncodeToString(promptSum[:4])
 
@@ -372,6 +489,11 @@ func (p *Provider) render(opID string, in contract.GenerateInput, ordinal int) c
 	for range words {
 		text.WriteByte(' ')
 		text.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+	}
+	for text.Len() < minBytes {
+		text.WriteByte(' ')
+		text.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+		words++
 	}
 	out := contract.GenerateOutput{
 		Text:       text.String(),

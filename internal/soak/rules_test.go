@@ -1,0 +1,89 @@
+package soak
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+func TestRecallAfterUncertain(t *testing.T) {
+	t.Parallel()
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	call := func(s int, o simulated.Outcome) simulated.Event {
+		return simulated.Event{Kind: simulated.EventCall, Start: at(s), Outcome: o}
+	}
+	lookup := func(s int, o simulated.Outcome) simulated.Event {
+		return simulated.Event{Kind: simulated.EventLookup, Start: at(s), Outcome: o}
+	}
+	cases := []struct {
+		name  string
+		evs   []simulated.Event
+		since time.Time
+		want  int
+	}{
+		{"one call", []simulated.Event{call(0, simulated.OutcomePerformed)}, time.Time{}, 0},
+		{"after rejections", []simulated.Event{call(0, simulated.OutcomeRejected), call(1, simulated.OutcomeRejected), call(2, simulated.OutcomePerformed)}, time.Time{}, 0},
+		{"after a lost reply", []simulated.Event{call(0, simulated.OutcomeLostReply), call(1, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"after an interrupted call", []simulated.Event{call(0, simulated.OutcomeInterrupted), call(1, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"after a delivered reply", []simulated.Event{call(0, simulated.OutcomePerformed), call(1, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"concurrent", []simulated.Event{call(0, simulated.OutcomeInFlight), call(1, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"readback proved absence", []simulated.Event{call(0, simulated.OutcomeInterrupted), lookup(1, simulated.OutcomeNotFound), call(2, simulated.OutcomePerformed)}, time.Time{}, 0},
+		{"readback without an answer", []simulated.Event{call(0, simulated.OutcomeInterrupted), lookup(1, simulated.OutcomeNoReadback), call(2, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"readback found it", []simulated.Event{call(0, simulated.OutcomeLostReply), lookup(1, simulated.OutcomeFound), call(2, simulated.OutcomePerformed)}, time.Time{}, 1},
+		{"an earlier generation", []simulated.Event{call(0, simulated.OutcomePerformed), call(5, simulated.OutcomePerformed)}, at(4), 0},
+	}
+	for _, c := range cases {
+		if n, why := recallAfterUncertain(c.evs, c.since); n != c.want || (n > 0) != (why != "") {
+			t.Errorf("%s: %d recalls (%q), want %d", c.name, n, why, c.want)
+		}
+	}
+}
+
+func TestFalseUncertainty(t *testing.T) {
+	t.Parallel()
+	parked := &ledger.Task{State: ledger.StateNeedsReview, ReviewReason: ledger.ReviewUnknownOutcome}
+	mayHave := &ledger.Review{Reason: ledger.ReviewBudgetExhausted, Summary: "Task t ran out of attempts, and its last attempt may have reached the provider"}
+	plain := &ledger.Review{Reason: ledger.ReviewBudgetExhausted, Summary: "Task t ran out of attempts: every attempt was throttled"}
+	cases := []struct {
+		name   string
+		starts int
+		st     *ledger.Task
+		r      *ledger.Review
+		want   bool
+	}{
+		{"unknown_outcome without a call", 0, parked, nil, true},
+		{"unknown_outcome after a call", 1, parked, nil, false},
+		{"review saying may have, without a call", 0, &ledger.Task{State: ledger.StateNeedsReview}, mayHave, true},
+		{"review saying may have, after a call", 2, &ledger.Task{State: ledger.StateNeedsReview}, mayHave, false},
+		{"a certain review without a call", 0, &ledger.Task{State: ledger.StateNeedsReview}, plain, false},
+	}
+	for _, c := range cases {
+		if got := falseUncertainty(c.starts, c.st, c.r) != ""; got != c.want {
+			t.Errorf("%s: false uncertainty %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+func TestNewState(t *testing.T) {
+	t.Parallel()
+	in := &dynamodb.UpdateItemInput{
+		UpdateExpression:         aws.String("SET #state = :state, #v = #v + :one REMOVE #x"),
+		ExpressionAttributeNames: map[string]string{"#state": "state", "#v": "assignment_version", "#x": "not_before"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":state": &types.AttributeValueMemberS{Value: "running"}, ":one": &types.AttributeValueMemberN{Value: "1"},
+		},
+	}
+	if got := newState(in); got != "running" {
+		t.Errorf("newState = %q, want running", got)
+	}
+	in.UpdateExpression = aws.String("SET #v = #v + :one")
+	if got := newState(in); got != "" {
+		t.Errorf("newState of an update that sets no state = %q", got)
+	}
+}
