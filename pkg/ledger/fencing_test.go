@@ -69,12 +69,12 @@ func TestReplacementKeepsTheFencingToken(t *testing.T) {
 	})
 }
 
-// TestAttackUnappliedWriteIsNotMistakenForOurs: the worker's previous
+// TestUnappliedWriteIsNotMistakenForOurs: the worker's previous
 // write (a renewal) left its nonce on the item; the next write (Complete)
 // fails before it is applied — a 503 or a throttle — and apply reads the
 // item after the ambiguous error. The old nonce must not be taken for the
 // new write's: Complete returns an error and the item has no result.
-func TestAttackUnappliedWriteIsNotMistakenForOurs(t *testing.T) {
+func TestUnappliedWriteIsNotMistakenForOurs(t *testing.T) {
 	for _, kind := range []faultinject.Kind{faultinject.SendFailure, faultinject.Throttle} {
 		t.Run(string(kind), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

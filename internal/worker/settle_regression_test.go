@@ -1,9 +1,10 @@
 package worker_test
 
-// Adversarial tests of issue 11's ledger change (R1): faults on the
-// worker's own DynamoDB writes, driven through the real worker, ledger and
-// reconciler on kumo and moto, with a Bedrock-like provider (no
-// idempotency, no readback) unless stated.
+// Regression tests from the adversarial review of issue 11's ledger change:
+// faults on the worker's own DynamoDB writes, driven through the real
+// worker, ledger and reconciler on kumo and moto, with a Bedrock-like
+// provider (no idempotency, no readback) unless stated. Each comment tells
+// how the scenario once broke the promise; each test now asserts it holds.
 
 import (
 	"context"
@@ -73,7 +74,7 @@ func (b *bundle) settleByReconciler(t *testing.T, id string) *ledger.Task {
 	return b.get(t, id)
 }
 
-// TestAttackThrottledCompleteDiscardsResult: the provider (not idempotent,
+// TestThrottledCompleteIsRepeatedNotDiscarded: the provider (not idempotent,
 // no readback) succeeded; the Complete that would save its result is
 // throttled (DynamoDB rejected it, nothing written). The worker defers the
 // message, but the result only lived in its memory: the redelivered message
@@ -81,7 +82,7 @@ func (b *bundle) settleByReconciler(t *testing.T, id string) *ledger.Task {
 // acknowledged, and the reconciler later parks the task unknown_outcome,
 // telling the operator it is uncertain whether the provider acted — when
 // the provider did act and its result was in hand.
-func TestAttackThrottledCompleteDiscardsResult(t *testing.T) {
+func TestThrottledCompleteIsRepeatedNotDiscarded(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -114,14 +115,14 @@ func TestAttackThrottledCompleteDiscardsResult(t *testing.T) {
 	})
 }
 
-// TestAttackClaimLostReplyUnverifiedIsFalseUncertainty: the claim is applied
+// TestUnconfirmedClaimIsNeverParkedAsUncertain: the claim is applied
 // but its reply is lost, and the one consistent read that would recognise
 // it (write_nonce) is throttled. The worker defers; the redelivery finds
 // the task running under the lost claim's live lease and acknowledges; the
 // provider is never called; the reconciler moves the task to unknown and
 // parks it unknown_outcome, with a review saying the attempt "was sent"
 // to the provider.
-func TestAttackClaimLostReplyUnverifiedIsFalseUncertainty(t *testing.T) {
+func TestUnconfirmedClaimIsNeverParkedAsUncertain(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -156,14 +157,14 @@ func TestAttackClaimLostReplyUnverifiedIsFalseUncertainty(t *testing.T) {
 	})
 }
 
-// TestAttackOversizedResultFromUnknownIsNotParked: a slow but alive worker's
+// TestOversizedResultFromUnknownIsParkedTooLarge: a slow but alive worker's
 // lease was expired to unknown by the reconciler (same version: Complete
 // from unknown is allowed). Its provider then returns a result too large
 // for the item. The worker parks result_too_large conditioned on state
 // running, which fails on unknown: the worker acknowledges, the knowledge
 // "the call succeeded, the result is too large" is gone, and the reconciler
 // (no readback) parks unknown_outcome instead.
-func TestAttackOversizedResultFromUnknownIsNotParked(t *testing.T) {
+func TestOversizedResultFromUnknownIsParkedTooLarge(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -250,13 +251,13 @@ func TestLapsedResultSavedAfterUnknownPark(t *testing.T) {
 	})
 }
 
-// TestAttackThrottledRetryWriteTurnsA429IntoUnknown: the provider answered
+// TestThrottledRetryWriteNeverTurnsA429IntoUnknown: the provider answered
 // 429 (it certainly did not act), and the worker's ScheduleRetry is
 // throttled (nothing written). The worker defers; the redelivery meets its
 // own live lease and is acknowledged; the reconciler expires the lease to
 // unknown and parks unknown_outcome: "the provider may have acted". A
 // definite, retryable failure became false uncertainty and a park.
-func TestAttackThrottledRetryWriteTurnsA429IntoUnknown(t *testing.T) {
+func TestThrottledRetryWriteNeverTurnsA429IntoUnknown(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()
@@ -294,7 +295,7 @@ func TestAttackThrottledRetryWriteTurnsA429IntoUnknown(t *testing.T) {
 	})
 }
 
-// TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown: the change lets
+// TestHeartbeatKeepsTheCallThatCanSettleUnknown: the change lets
 // a slow but alive worker Complete from unknown at its own version (the
 // assignment is still its own). But the heartbeat still treats the refused
 // renewal of that same state as "fenced" and cancels the provider call, so
@@ -303,7 +304,7 @@ func TestAttackThrottledRetryWriteTurnsA429IntoUnknown(t *testing.T) {
 // Here the renewals are throttled until the reconciler expires the lease
 // to unknown (a worker whose heartbeats did not get through); the next
 // renewal is refused on state unknown at the worker's version.
-func TestAttackHeartbeatCancelsTheCallThatWouldSettleUnknown(t *testing.T) {
+func TestHeartbeatKeepsTheCallThatCanSettleUnknown(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
