@@ -263,6 +263,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	recon := &reconciler.Handler{
 		Ledger:   s.Ledger,
 		Dispatch: sender,
+		Backlog:  &dispatch.Backlog{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL},
 		DLQ:      s.SQS,
 		DLQURL:   s.Names.DeadLetterQueueURL,
 		Provider: s.Provider,

@@ -184,6 +184,9 @@ func (c *checker) perTask(rep *Report) {
 	for k, n := range rep.Calls {
 		rep.PerTask[k] = float64(n) / float64(rep.Accepted)
 	}
+	if rep.Accepted < CallBudgetMinTasks {
+		return
+	}
 	if v := rep.PerTask["SQS.SendMessage"]; v > MaxSendPerTask {
 		c.add(QueueBacklog, "-", "send_messages_per_task", "SQS.SendMessage %.2f per task, budget %.1f", v, MaxSendPerTask)
 	}

@@ -90,15 +90,30 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		}
 		tampered = append(tampered, "recall_after_uncertain", "duplicate_side_effect")
 		// A completed task whose worker said its result was discarded.
-		s.onDiscarded(completed[5].TaskID, completed[5].AssignmentVersion)
+		s.onWatched(discardedLog, completed[5].TaskID, completed[5].AssignmentVersion)
 		tampered = append(tampered, "saved_result_reported_discarded")
+		// A task whose replayed schedule-retry the worker reported as
+		// rejected (and so acknowledged the record carrying the retry).
+		s.retryPending[completed[7].TaskID] = true
+		s.onWatched(retryFencedLog, completed[7].TaskID, completed[7].AssignmentVersion)
+		tampered = append(tampered, "scheduled_retry_acknowledged")
 		// A call cut short by the invocation's deadline.
 		s.cut[completed[6].TaskID]++
 		tampered = append(tampered, "call_cut_by_deadline")
 		// A parked task whose review says result_too_large, without an
 		// oversized result.
+		var notTooLarge ledger.Task
+		for _, p := range parked[1:] { // parked[0] lost its review above
+			if p.ReviewReason != reasonResultTooLarge && !s.oversized(p.TaskID) {
+				notTooLarge = p
+				break
+			}
+		}
+		if notTooLarge.TaskID == "" {
+			t.Fatal("no parked task without an oversized result to tamper with")
+		}
 		if _, err := s.cleanDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(e.Names.ReviewTable), Key: key(parked[1].TaskID), UpdateExpression: aws.String("SET #r = :r"),
+			TableName: aws.String(e.Names.ReviewTable), Key: key(notTooLarge.TaskID), UpdateExpression: aws.String("SET #r = :r"),
 			ExpressionAttributeNames:  map[string]string{"#r": "reason"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberS{Value: reasonResultTooLarge}},
 		}); err != nil {

@@ -7,16 +7,21 @@ import (
 )
 
 // discardedLog is the worker's message for a completion it believes was
-// rejected.
-const discardedLog = "result discarded"
+// rejected; retryFencedLog for a schedule-retry it believes was rejected
+// (the worker then acknowledges the record: no message is left to carry
+// the retry).
+const (
+	discardedLog   = "result discarded"
+	retryFencedLog = "retry rejected: the assignment was fenced"
+)
 
 // watchLog wraps the handlers' log handler and reports every record whose
-// message says a result was discarded, with its task_id and version
-// attributes (from the record or the logger's With).
+// message says a result was discarded or a retry rejected, with its
+// task_id and version attributes (from the record or the logger's With).
 type watchLog struct {
 	inner slog.Handler
 	attrs []slog.Attr
-	seen  func(taskID string, version int64)
+	seen  func(msg, taskID string, version int64)
 }
 
 func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
@@ -24,7 +29,7 @@ func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, discardedLog) {
+	if msg := watched(r.Message); msg != "" {
 		var id string
 		var version int64
 		look := func(a slog.Attr) bool {
@@ -42,7 +47,7 @@ func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 			look(a)
 		}
 		r.Attrs(look)
-		h.seen(id, version)
+		h.seen(msg, id, version)
 	}
 	if !h.inner.Enabled(ctx, r.Level) {
 		return nil
@@ -56,4 +61,14 @@ func (h *watchLog) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *watchLog) WithGroup(name string) slog.Handler {
 	return &watchLog{inner: h.inner.WithGroup(name), attrs: h.attrs, seen: h.seen}
+}
+
+// watched returns which watched message m is, or "".
+func watched(m string) string {
+	for _, w := range []string{discardedLog, retryFencedLog} {
+		if strings.Contains(m, w) {
+			return w
+		}
+	}
+	return ""
 }

@@ -84,8 +84,8 @@ type soak struct {
 	cut            map[string]int          // provider calls cut short by the invocation's deadline, per task
 	expired        map[string]*ledger.Task // ttl_expired: the task as it was when expires_at was moved into the past
 	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
-	retryPending   map[string]bool         // a replayed schedule-retry write whose record's fate is not yet seen
-	retryDropped   map[string]int          // records acknowledged after their retry was scheduled (no message left for it)
+	retryPending   map[string]bool         // tasks whose schedule-retry write was replayed (the first send applied it)
+	retryDropped   map[string]int          // "retry rejected" reports of such a write: the record was acknowledged, no message left for the retry
 }
 
 type reconStats struct {
@@ -116,7 +116,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	if s.log == nil {
 		s.log = logging.Discard()
 	}
-	s.log = slog.New(&watchLog{inner: s.log.Handler(), seen: s.onDiscarded})
+	s.log = slog.New(&watchLog{inner: s.log.Handler(), seen: s.onWatched})
 	s.tasks = plan(cfg.N, cfg.FaultShare, cfg.Seed, Scope)
 	for _, t := range s.tasks {
 		s.byID[t.id] = t
@@ -232,7 +232,8 @@ func (s *soak) wire(ctx context.Context) error {
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
-			Budget: cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
+			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
 		}
 	}
 	return nil
@@ -484,7 +485,6 @@ func (s *soak) deliver(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	wg.Wait()
 	resp.BatchItemFailures = append(resp.BatchItemFailures, lateResp.BatchItemFailures...)
 	err = errors.Join(err, lateErr)
-	s.retryFate(append(ev.Records, pressure...), resp)
 	sender := dispatch.Sender{SQS: s.cleanQ, QueueURL: s.env.Names.TaskQueueURL}
 	for _, id := range late {
 		if serr := sender.Send(context.WithoutCancel(ctx), id, "", 0); serr != nil {

@@ -290,36 +290,24 @@ func cutEq(part string) (lhs, rhs string, ok bool) {
 	return strings.TrimSpace(l), strings.TrimSpace(r), ok
 }
 
-// retryFate checks the records of an invocation whose schedule-retry write
-// was replayed: the retry is scheduled (the first send applied it), so the
-// record must be reported as a batch item failure — its message, delayed
-// to the retry time, is how the retry happens. Acknowledged, the message
-// is gone and the task waits for the outbox relay.
-func (s *soak) retryFate(recs []events.SQSMessage, resp events.SQSEventResponse) {
-	kept := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		kept[f.ItemIdentifier] = true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range recs {
-		m, err := dispatch.Parse(r.Body)
-		if err != nil || !s.retryPending[m.TaskID] {
-			continue
-		}
-		delete(s.retryPending, m.TaskID)
-		if !kept[r.MessageId] {
-			s.retryDropped[m.TaskID]++
-		}
-	}
-}
-
-// onDiscarded records a worker's "result discarded" log line.
-func (s *soak) onDiscarded(taskID string, version int64) {
+// onWatched records a worker's "result discarded" log line, and its
+// "retry rejected" line for a task whose schedule-retry write was replayed:
+// the first send applied it, so the worker acknowledged a record whose
+// message was what should have carried the retry. (Judging by the batch
+// response instead misreads a retry whose message came back and completed
+// before the scheduling invocation ended.)
+func (s *soak) onWatched(msg, taskID string, version int64) {
 	if taskID == "" {
 		return
 	}
 	s.mu.Lock()
-	s.discarded[taskID] = append(s.discarded[taskID], version)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	switch msg {
+	case discardedLog:
+		s.discarded[taskID] = append(s.discarded[taskID], version)
+	case retryFencedLog:
+		if s.retryPending[taskID] {
+			s.retryDropped[taskID]++
+		}
+	}
 }
