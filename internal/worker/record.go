@@ -404,9 +404,24 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 }
 
 // park moves the task to needs_review with its review item.
+//
+// A park that fails transiently (a throttled or ambiguous transaction) is
+// repeated in-process like every settling write (save): the worker may be
+// the only one that knows what the park records (a result too large, a
+// provider's refusal), and a deferred message would find the task under its
+// own lease and leave it to lapse into "unknown". A repeat after a first
+// send that did apply is answered "already parked" (the review item's put
+// is conditioned on its absence).
 func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	_, err := h.Ledger.Park(ctx, t, o, r)
-	return h.parked(ctx, err, r, log)
+	return h.parked(ctx, h.parkOnce(ctx, t, o, r, log), r, log)
+}
+
+// parkOnce writes the park, repeating it while it fails transiently.
+func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
+	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
+		_, err := h.Ledger.Park(ctx, t, o, r)
+		return err
+	}, log)
 }
 
 // parked interprets the error of a park.
@@ -439,7 +454,7 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // own). What the worker knows — the call succeeded, here is its reference
 // and size — is recorded rather than left to an unknown_outcome park.
 func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	_, err := h.Ledger.Park(ctx, t, o, r)
+	err := h.parkOnce(ctx, t, o, r, log)
 	var ce *ledger.ConflictError
 	if errors.As(err, &ce) && ce.State == ledger.StateUnknown && ce.Task != nil && ce.Task.AssignmentVersion == o.Version {
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")

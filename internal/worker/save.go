@@ -24,7 +24,7 @@ const (
 )
 
 // save runs write — one fenced write that settles the attempt (Complete,
-// ScheduleRetry, MarkUnknown, Fail) — and repeats it while it fails for a
+// ScheduleRetry, MarkUnknown, Fail, or a Park) — and repeats it while it fails for a
 // reason that may pass (a throttle, a 5xx, a lost reply the ledger could
 // not confirm). What the worker learned from the provider lives only in
 // its memory until such a write succeeds: deferring the message instead
@@ -78,7 +78,7 @@ func transient(ctx context.Context, err error) bool {
 	var tl *ledger.ItemTooLargeError
 	var ce *ledger.ConflictError
 	switch {
-	case errors.As(err, &fe), errors.As(err, &tl), errors.As(err, &ce), ledger.IsValidation(err),
+	case errors.As(err, &fe), errors.As(err, &tl), errors.As(err, &ce), ledger.IsValidation(err), ledger.IsAlreadyParked(err),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}

@@ -220,3 +220,35 @@ func TestLapsedWorkerSavesItsResultFromUnknown(t *testing.T) {
 		}
 	})
 }
+
+// TestParkThrottledIsRepeatedNotDeferred: the provider returned a result too
+// large for the item; the park that records it is throttled twice. The
+// worker is the only one that knows the call succeeded: deferring the
+// message would let the lease lapse into "unknown" and a false
+// unknown_outcome review (the soak's oversized_result in plain mode found
+// this). The park is repeated in-process and lands result_too_large.
+func TestParkThrottledIsRepeatedNotDeferred(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		p := &bigProvider{size: itemsize.MaxItemBytes}
+		ctx := context.Background()
+		task := b.create(t, "too-big-throttled", prompt)
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.Key() == "DynamoDB.TransactWriteItems" && c.TaskID == task.TaskID && c.N <= 2 {
+				return faultinject.Throttle
+			}
+			return ""
+		})
+		b.h.Provider = p
+		b.send(t, task.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		if n := inj.Total(faultinject.Throttle); n != 2 {
+			t.Fatalf("%d park sends throttled, want 2", n)
+		}
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateNeedsReview)
+		if r := mustReview(t, b, task.TaskID); r.Reason != ledger.ReviewResultTooLarge || p.calls.Load() != 1 {
+			t.Fatalf("review %q after %d provider calls, want result_too_large after 1", r.Reason, p.calls.Load())
+		}
+	})
+}
