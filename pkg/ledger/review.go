@@ -162,15 +162,10 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	r.DeadLetteredAt = rfc3339(now)
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
 	nilToEmpty(&r)
-	prev, err := l.GetReview(ctx, t.TaskID)
-	switch {
-	case err == nil:
-		r.ParkCount = prev.ParkCount + 1
-	case errors.Is(err, ErrNotFound):
-		r.ParkCount = 1
-	default:
-		return nil, err
-	}
+	// The task item counts its parks (park_count), so the review's count
+	// needs no read of the previous review item: t was read at the version
+	// and state the park is conditioned on, and only a park changes it.
+	r.ParkCount = t.ParkCount + 1
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode review: %w", err)
@@ -180,6 +175,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	l.off(u, StateNeedsReview, now)
 	u.set("review_reason", str(r.Reason))
 	u.set("review_summary", str(r.Summary))
+	u.set("park_count", num(int64(r.ParkCount)))
 	if r.ErrorClass != "" {
 		setError(u, r.ErrorClass, r.ErrorMessage)
 	}
@@ -220,7 +216,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		},
 	})
 	if err == nil {
-		return l.Get(ctx, t.TaskID)
+		return parkedCopy(t, r, now, nonce), nil
 	}
 	if !isTxConditionFailed(err) {
 		if cur, ok := l.ownWrite(ctx, t.TaskID, nonce, err); ok {
@@ -236,6 +232,24 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		return cur, nil // our own park; its reply was lost
 	}
 	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
+}
+
+// parkedCopy is t as Park's update leaves it (a transaction returns no
+// item, and a read would cost a GetItem on every park): the same state,
+// review and error attributes, stamps and nonce, and no index, lease or
+// not_before attributes. t is the item at the version and state the park
+// was conditioned on.
+func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
+	p := *t
+	p.State = StateNeedsReview
+	p.ReviewReason, p.ReviewSummary, p.ParkCount = r.Reason, r.Summary, r.ParkCount
+	if r.ErrorClass != "" {
+		p.ErrorClass, p.ErrorMessage = r.ErrorClass, r.ErrorMessage
+	}
+	p.UpdatedAt, p.UpdatedMs = rfc3339(now), now.UnixMilli()
+	p.WriteNonce = nonce
+	p.StateShard, p.DueAt, p.LeaseOwner, p.LeaseUntil, p.NotBefore = "", 0, "", 0, 0
+	return &p
 }
 
 // IsAlreadyParked reports whether err says the task is already in

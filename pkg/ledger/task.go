@@ -81,6 +81,9 @@ type Task struct {
 	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
 	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
 	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
+	// ParkCount counts the task's parks (its review item carries the same
+	// count, for the operator's optimistic concurrency).
+	ParkCount int `dynamodbav:"park_count,omitempty"`
 	// CreateNonce is random per Create call, so a Create whose PutItem
 	// response was lost (and retried by the SDK) recognises its own write.
 	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
