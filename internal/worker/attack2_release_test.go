@@ -1,0 +1,121 @@
+package worker_test
+
+// Second adversarial review: the worker's give-backs (Release) after
+// deadline admission and after a retry that could not be scheduled, with a
+// Bedrock-like provider (no idempotency, no readback) and our own DynamoDB
+// writes throttled (kumo and moto).
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttack2ReleaseAfterAdmissionThrottledIsNotUncertain: the claim is
+// applied, then the invocation has too little time left for a call (the
+// post-claim admission check), so the worker gives the claim back with
+// Release — one UpdateItem, which DynamoDB throttles. Nothing repeats it:
+// the task stays running under the worker's lease with no provider call
+// behind it, the redelivery is acknowledged as "leased", the lease lapses
+// and the reconciler (no readback) parks it unknown_outcome — false
+// uncertainty, exactly defect 1 of issue 11 reached by another road.
+func TestAttack2ReleaseAfterAdmissionThrottledIsNotUncertain(t *testing.T) {
+	const margin = 500 * time.Millisecond
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		task := b.create(t, "attack2-release-throttled", prompt)
+		claimed := false
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" {
+				return ""
+			}
+			if !claimed { // the first UpdateItem is the claim
+				claimed = true
+				return ""
+			}
+			return faultinject.Throttle // every later write of the first invocation
+		})
+		b.h.DeadlineMargin = margin
+		b.h.CallTimeout = 200 * time.Millisecond
+		// The claim "eats the time" (the worker test's own device): pause
+		// after it until the work context ends at the margin.
+		b.h.Hooks = &worker.Hooks{AfterClaim: func(ctx context.Context, _ string) error { <-ctx.Done(); return nil }}
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		ctx, cancel := context.WithTimeout(context.Background(), margin+500*time.Millisecond)
+		handle(t, b.h, ctx, ev)
+		cancel()
+		if inj.Total(faultinject.Throttle) == 0 {
+			t.Fatalf("the release was not throttled: %+v", inj.Injected())
+		}
+		// A later invocation with time to spare, faults gone.
+		b.h.Hooks = nil
+		b.h.Ledger = b.l
+		b.send(t, task.TaskID) // the record that came back
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		got := b.settleByReconciler(t, task.TaskID)
+
+		calls := b.sim.Calls(task.TaskID)
+		if got.State == ledger.StateCompleted {
+			return // recovered: the promise held
+		}
+		r, rerr := b.l.GetReview(context.Background(), task.TaskID)
+		if calls == 0 && rerr == nil && r.Reason == ledger.ReviewUnknownOutcome {
+			t.Fatalf("false uncertainty: a task given back before any provider call (calls %d) ended %s, review %s: uncertain %q",
+				calls, got.State, r.Reason, r.Uncertain)
+		}
+		t.Fatalf("state %s, provider calls %d, review %+v (err %v)", got.State, calls, r, rerr)
+	})
+}
+
+// TestAttack2RetryReleaseLoopKeepsTheAttemptBudget: the provider answers
+// 429 every time, and every ScheduleRetry of ours is throttled (a hot
+// partition). Each delivery claims (attempt n), calls the provider, fails
+// to schedule the retry, and Release gives the attempt back. The attempt
+// counter never advances, so max_attempts (5) never stops the loop: the
+// provider is called once per delivery until the age budget ends.
+func TestAttack2RetryReleaseLoopKeepsTheAttemptBudget(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: time.Second}))
+		task := b.create(t, "attack2-release-loop", prompt)
+		if task.MaxAttempts != 5 {
+			t.Fatalf("max_attempts %d, want the default 5", task.MaxAttempts)
+		}
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" {
+				return ""
+			}
+			// Per delivery: claim, then ScheduleRetry and its five repeats
+			// (throttled), then Release (applied). 8 UpdateItems each.
+			switch (c.N - 1) % 8 {
+			case 0, 7:
+				return ""
+			}
+			return faultinject.Throttle
+		})
+		const deliveries = 6
+		for i := range deliveries {
+			b.sim.Script(task.TaskID, simulated.Throttle)
+			b.send(t, task.TaskID)
+			handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+			b.clock.Advance(2 * time.Second)
+			if got := b.get(t, task.TaskID); !got.State.Live() || got.State == ledger.StateRunning {
+				t.Logf("delivery %d: state %s attempts %d", i+1, got.State, got.Attempts)
+				break
+			}
+		}
+		got := b.get(t, task.TaskID)
+		calls := b.sim.Calls(task.TaskID)
+		t.Logf("throttles %d, provider calls %d, state %s, attempts %d", inj.Total(faultinject.Throttle), calls, got.State, got.Attempts)
+		if calls > got.MaxAttempts {
+			t.Fatalf("attempt budget bypassed: %d provider calls for a task with max_attempts %d (state %s, attempts %d)",
+				calls, got.MaxAttempts, got.State, got.Attempts)
+		}
+	})
+}
