@@ -119,3 +119,47 @@ func TestAttack2RetryReleaseLoopKeepsTheAttemptBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestAttack2ThrottledReleaseClaimIsNotUncertain: the claim is applied,
+// its reply is lost and the reads that would recognise it are throttled
+// (the first review's defect 1, now handled by ReleaseClaim) — and the
+// ReleaseClaim UpdateItem is throttled too. It is sent once and never
+// repeated: the record is deferred, the redelivery meets the lost claim's
+// live lease and is acknowledged, and the reconciler parks the task
+// unknown_outcome although no provider call was ever made.
+func TestAttack2ThrottledReleaseClaimIsNotUncertain(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		task := b.create(t, "attack2-releaseclaim-throttled", prompt)
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			switch {
+			case c.TaskID != task.TaskID:
+			case c.Key() == "DynamoDB.UpdateItem" && c.N == 1:
+				return faultinject.LostReply // the claim: applied, reply lost
+			case c.Key() == "DynamoDB.UpdateItem":
+				return faultinject.Throttle // ReleaseClaim
+			case c.Key() == "DynamoDB.GetItem":
+				return faultinject.Throttle // the nonce reads
+			}
+			return ""
+		})
+		b.send(t, task.TaskID)
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		if inj.Total(faultinject.LostReply) != 1 || inj.Total(faultinject.Throttle) < 2 {
+			t.Fatalf("faults injected: %+v", inj.Injected())
+		}
+		b.h.Ledger = b.l // the throttling passes
+		b.send(t, task.TaskID)
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		got := b.settleByReconciler(t, task.TaskID)
+		calls := b.sim.Calls(task.TaskID)
+		if got.State == ledger.StateCompleted {
+			return
+		}
+		r, rerr := b.l.GetReview(context.Background(), task.TaskID)
+		if calls == 0 && rerr == nil && r.Reason == ledger.ReviewUnknownOutcome {
+			t.Fatalf("false uncertainty: no provider call, yet parked %s with uncertain %q", r.Reason, r.Uncertain)
+		}
+		t.Fatalf("state %s, provider calls %d, review %+v (err %v)", got.State, calls, r, rerr)
+	})
+}
