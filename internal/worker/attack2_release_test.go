@@ -163,3 +163,44 @@ func TestAttack2ThrottledReleaseClaimIsNotUncertain(t *testing.T) {
 		t.Fatalf("state %s, provider calls %d, review %+v (err %v)", got.State, calls, r, rerr)
 	})
 }
+
+// TestAttack2ResultNotSavedParkThrottledIsNotUncertain: the provider acted
+// and every Complete is throttled (the first review's case), and so is the
+// one park that would record result_not_saved with the provider's
+// reference — a throttling storm on the table hits both. The park is sent
+// once; the record is deferred and the result is gone; the redelivery
+// meets the worker's own live lease and is acknowledged; the reconciler
+// parks the task unknown_outcome ("whether the provider performed ...").
+// The provider did act, and the worker knew its reference.
+func TestAttack2ResultNotSavedParkThrottledIsNotUncertain(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		task := b.create(t, "attack2-park-throttled", prompt)
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			switch {
+			case c.TaskID != task.TaskID:
+			case c.Key() == "DynamoDB.UpdateItem" && c.N >= 2, c.Key() == "DynamoDB.TransactWriteItems":
+				return faultinject.Throttle
+			}
+			return ""
+		})
+		b.send(t, task.TaskID)
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		if inj.Total(faultinject.Throttle) < 7 {
+			t.Fatalf("faults injected: %+v", inj.Injected())
+		}
+		b.h.Ledger = b.l // the storm passes
+		b.send(t, task.TaskID)
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		got := b.settleByReconciler(t, task.TaskID)
+		rec, ok := b.sim.Record(task.TaskID)
+		if !ok || b.sim.SideEffects(task.TaskID) != 1 {
+			t.Fatal("setup: want exactly one generation")
+		}
+		r := mustReview(t, b, task.TaskID)
+		if r.Reason == ledger.ReviewUnknownOutcome && r.ProviderRef != rec.Result.ProviderRef {
+			t.Fatalf("the provider acted (ref %q) and the worker held its result, yet the task ended %s with review %s, uncertain %q, no reference",
+				rec.Result.ProviderRef, got.State, r.Reason, r.Uncertain)
+		}
+	})
+}
