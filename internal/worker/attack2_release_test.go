@@ -204,3 +204,39 @@ func TestAttack2ResultNotSavedParkThrottledIsNotUncertain(t *testing.T) {
 		}
 	})
 }
+
+// TestAttack2ReleasedRetryHonoursRetryAfter: the provider answered 429
+// with Retry-After 30 s; the ScheduleRetry that would record not_before is
+// throttled through its repeats, and Release gives the task back as plain
+// queued — without not_before. Only the one message's visibility carries
+// the delay: any other copy of the message (the relay's re-send, a
+// duplicate delivery) claims the task at once and calls the provider again
+// inside its Retry-After window.
+func TestAttack2ReleasedRetryHonoursRetryAfter(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		const retryAfter = 30 * time.Second
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: retryAfter}))
+		task := b.create(t, "attack2-release-retry-after", prompt)
+		b.sim.Script(task.TaskID, simulated.Throttle)
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N >= 2 && c.N <= 7 {
+				return faultinject.Throttle // the ScheduleRetry and its five repeats
+			}
+			return ""
+		})
+		b.send(t, task.TaskID)
+		b.send(t, task.TaskID) // a duplicate copy (at-least-once delivery, or the relay's re-send)
+		ev := b.deliver(t, 1, 60)
+		handle(t, b.h, context.Background(), ev)
+		if inj.Total(faultinject.Throttle) != 6 {
+			t.Fatalf("throttles %d, want 6", inj.Total(faultinject.Throttle))
+		}
+		first := b.sim.Calls(task.TaskID)
+		b.clock.Advance(time.Second) // well inside Retry-After
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		if n := b.sim.Calls(task.TaskID); n > first {
+			t.Fatalf("the provider was called again 1 s after a 429 with Retry-After %v (calls %d → %d; state %s)",
+				retryAfter, first, n, b.get(t, task.TaskID).State)
+		}
+	})
+}
