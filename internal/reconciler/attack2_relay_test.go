@@ -1,0 +1,70 @@
+package reconciler_test
+
+// Second adversarial review: the outbox relay's backlog check.
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttack2LostSendUnderSustainedBacklogIsDispatched: the submit's send
+// of a task is lost (dispatches 0: no message ever existed) while the task
+// queue holds a backlog at the threshold for the task's whole age budget —
+// a steady state under load, where workers drain what arrives. The relay
+// assumes "the message is most likely in the backlog" and backs off
+// without sending, run after run; nothing bounds the deferral, so the task
+// never gets a message and is parked budget_exhausted at its age deadline
+// with no attempt made, while every task sent later was processed.
+//
+// The test asserts both halves of the promise: the task is final within
+// its age budget plus one reconciler period (holds), and it was dispatched
+// at least once before its age budget ended (fails).
+func TestAttack2LostSendUnderSustainedBacklogIsDispatched(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		const maxAge = 30 * time.Minute
+		task := create(t, b, "attack2-lost-send-backlog", func(n *ledger.NewTask) { n.MaxAge = maxAge })
+		// Other tasks' messages: the backlog (threshold 3), never consumed here.
+		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
+		for _, k := range []string{"other-1", "other-2", "other-3"} {
+			if err := backlog.Send(ctx, create(t, b, k).TaskID, "", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		withThreshold := func(h *reconciler.Handler) { h.BacklogThreshold = 3 }
+		deadline := time.UnixMilli(task.DeadlineMs)
+		var deferred, resent int
+		finalAt := time.Time{}
+		for b.clock.Now().Before(deadline.Add(2 * time.Minute)) {
+			b.clock.Advance(time.Minute)
+			h := b.handler()
+			withThreshold(h)
+			s := handle(t, h)
+			deferred += s.RelayDeferred
+			resent += s.Resent
+			if got := get(t, b, task.TaskID); !got.State.Live() {
+				finalAt = b.clock.Now()
+				break
+			}
+		}
+		got := get(t, b, task.TaskID)
+		ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
+		sent := slices.Contains(ids, task.TaskID)
+		t.Logf("relay deferred %d times, re-sent %d; task %s attempts %d dispatches %d; its message sent: %v",
+			deferred, resent, got.State, got.Attempts, got.Dispatches, sent)
+		if finalAt.IsZero() || finalAt.After(deadline.Add(time.Minute)) {
+			t.Fatalf("not final within its age budget + one period: state %s at %v past the deadline", got.State, b.clock.Now().Sub(deadline))
+		}
+		if !sent {
+			r, _ := b.l.GetReview(ctx, task.TaskID)
+			t.Fatalf("a task whose only send was lost was never dispatched in its %v age budget (held back %d times by the backlog); "+
+				"ended %s, review %s with %d attempts", maxAge, deferred, got.State, r.Reason, got.Attempts)
+		}
+	})
+}
