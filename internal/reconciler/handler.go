@@ -93,11 +93,12 @@ type Handler struct {
 	LookupTimeout time.Duration
 	// Backlog reports the task queue's visible backlog (optional; nil
 	// never defers). While at least BacklogThreshold messages wait there,
-	// the relay does not re-send a queued task: its message is most likely
-	// among them, and a re-send would only queue a duplicate behind the
-	// same backlog (each duplicate later costs a failed claim). The
-	// dispatch deadline still backs off and stays clamped to the age
-	// deadline, so the task is looked at again and parked in time.
+	// the relay's first decision on a queued task is not to re-send: its
+	// message is most likely among them, and a re-send would only queue a
+	// duplicate behind the same backlog (each duplicate later costs a failed
+	// claim). The dispatch deadline backs off (2 × DispatchTimeout) and stays
+	// clamped to the age deadline; the next decision re-sends regardless, so
+	// a send lost during a backlog that never drains is still made.
 	Backlog Backlog
 	// BacklogThreshold is the visible-message count from which the relay
 	// defers (default DefaultBacklogThreshold).

@@ -233,7 +233,11 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		r.raced()
 		return
 	}
-	deferred := t.State == ledger.StateQueued && r.queueBacklogged(ctx)
+	// Held back at most once per task (its first relay decision): a send
+	// that was lost while the queue holds a backlog of other tasks'
+	// messages would otherwise wait for the backlog to drain, however long
+	// that takes; the next due run re-sends regardless.
+	deferred := t.State == ledger.StateQueued && t.Dispatches == 0 && r.queueBacklogged(ctx)
 	u, won, err := h.Ledger.ClaimDispatch(ctx, t)
 	switch {
 	case err != nil:
