@@ -74,13 +74,13 @@ func TestAttack2ReleaseAfterAdmissionThrottledIsNotUncertain(t *testing.T) {
 	})
 }
 
-// TestAttack2RetryReleaseLoopKeepsTheAttemptBudget: the provider answers
+// TestRetryWriteFailuresKeepTheAttemptBudget: the provider answers
 // 429 every time, and every ScheduleRetry of ours is throttled (a hot
 // partition). Each delivery claims (attempt n), calls the provider, fails
 // to schedule the retry, and Release gives the attempt back. The attempt
 // counter never advances, so max_attempts (5) never stops the loop: the
 // provider is called once per delivery until the age budget ends.
-func TestAttack2RetryReleaseLoopKeepsTheAttemptBudget(t *testing.T) {
+func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: time.Second}))
 		task := b.create(t, "attack2-release-loop", prompt)
@@ -164,55 +164,14 @@ func TestAttack2ThrottledReleaseClaimIsNotUncertain(t *testing.T) {
 	})
 }
 
-// TestAttack2ResultNotSavedParkThrottledIsNotUncertain: the provider acted
-// and every Complete is throttled (the first review's case), and so is the
-// one park that would record result_not_saved with the provider's
-// reference — a throttling storm on the table hits both. The park is sent
-// once; the record is deferred and the result is gone; the redelivery
-// meets the worker's own live lease and is acknowledged; the reconciler
-// parks the task unknown_outcome ("whether the provider performed ...").
-// The provider did act, and the worker knew its reference.
-func TestAttack2ResultNotSavedParkThrottledIsNotUncertain(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
-		task := b.create(t, "attack2-park-throttled", prompt)
-		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			switch {
-			case c.TaskID != task.TaskID:
-			case c.Key() == "DynamoDB.UpdateItem" && c.N >= 2, c.Key() == "DynamoDB.TransactWriteItems":
-				return faultinject.Throttle
-			}
-			return ""
-		})
-		b.send(t, task.TaskID)
-		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
-		if inj.Total(faultinject.Throttle) < 7 {
-			t.Fatalf("faults injected: %+v", inj.Injected())
-		}
-		b.h.Ledger = b.l // the storm passes
-		b.send(t, task.TaskID)
-		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
-		got := b.settleByReconciler(t, task.TaskID)
-		rec, ok := b.sim.Record(task.TaskID)
-		if !ok || b.sim.SideEffects(task.TaskID) != 1 {
-			t.Fatal("setup: want exactly one generation")
-		}
-		r := mustReview(t, b, task.TaskID)
-		if r.Reason == ledger.ReviewUnknownOutcome && r.ProviderRef != rec.Result.ProviderRef {
-			t.Fatalf("the provider acted (ref %q) and the worker held its result, yet the task ended %s with review %s, uncertain %q, no reference",
-				rec.Result.ProviderRef, got.State, r.Reason, r.Uncertain)
-		}
-	})
-}
-
-// TestAttack2ReleasedRetryHonoursRetryAfter: the provider answered 429
+// TestRetryWriteFailuresHonourRetryAfter: the provider answered 429
 // with Retry-After 30 s; the ScheduleRetry that would record not_before is
 // throttled through its repeats, and Release gives the task back as plain
 // queued — without not_before. Only the one message's visibility carries
 // the delay: any other copy of the message (the relay's re-send, a
 // duplicate delivery) claims the task at once and calls the provider again
 // inside its Retry-After window.
-func TestAttack2ReleasedRetryHonoursRetryAfter(t *testing.T) {
+func TestRetryWriteFailuresHonourRetryAfter(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const retryAfter = 30 * time.Second
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: retryAfter}))

@@ -89,11 +89,13 @@ func TestCompletionThatKeepsFailingParksTheResultNotSaved(t *testing.T) {
 	})
 }
 
-// TestRetryThatCannotBeScheduledIsReleased: the provider answered 429 (it
-// did not act) and every ScheduleRetry is throttled. The worker repeats it,
-// then releases the task (queued, the attempt given back) instead of
-// leaving its lease to lapse into unknown; the next delivery completes it.
-func TestRetryThatCannotBeScheduledIsReleased(t *testing.T) {
+// TestRetryThatKeepsFailingIsRepeatedUntilScheduled: the provider answered
+// 429 with Retry-After (it did not act) and the ScheduleRetry is throttled
+// six times. The worker repeats the same write (same nonce) until it lands:
+// retry_wait, the attempt counted, not_before honouring Retry-After — not a
+// Release that would give back an attempt the provider was called for and
+// drop not_before (the second adversarial review's loop past max_attempts).
+func TestRetryThatKeepsFailingIsRepeatedUntilScheduled(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()
@@ -102,7 +104,7 @@ func TestRetryThatCannotBeScheduledIsReleased(t *testing.T) {
 		var retries atomic.Int32
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
-				if retries.Add(1) <= 6 { // the ScheduleRetry and its five repeats
+				if retries.Add(1) <= 6 { // the ScheduleRetry and its first five repeats
 					return faultinject.Throttle
 				}
 			}
@@ -115,10 +117,12 @@ func TestRetryThatCannotBeScheduledIsReleased(t *testing.T) {
 			t.Fatalf("the retry write was throttled %d times, want 6", n)
 		}
 		got := b.get(t, task.TaskID)
-		if got.State != ledger.StateQueued || got.Attempts != 0 || b.sim.SideEffects(task.TaskID) != 0 {
-			t.Fatalf("after the 429 whose retry could not be scheduled: state %s attempts %d side effects %d; want queued, 0, 0",
-				got.State, got.Attempts, b.sim.SideEffects(task.TaskID))
+		if got.State != ledger.StateRetryWait || got.Attempts != 1 || b.sim.SideEffects(task.TaskID) != 0 ||
+			got.NotBefore < b.clock.Now().Add(2*time.Second).UnixMilli() {
+			t.Fatalf("after the 429 whose retry write kept failing: state %s attempts %d side effects %d not_before in %v; want retry_wait, 1, 0, >= 2s",
+				got.State, got.Attempts, b.sim.SideEffects(task.TaskID), time.UnixMilli(got.NotBefore).Sub(b.clock.Now()))
 		}
+		b.clock.Advance(3 * time.Second)
 		b.send(t, task.TaskID)
 		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
 		wantState(t, b.get(t, task.TaskID), ledger.StateCompleted)

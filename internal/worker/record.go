@@ -77,7 +77,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !h.admitted(work) {
 		// The claim itself ate the time: give the assignment and the
 		// attempt back (no call was made) rather than let the lease expire.
-		if _, err := h.Ledger.Release(ctx, id, t.AssignmentVersion); err != nil {
+		if err := h.release(ctx, rec, t, log); err != nil {
 			log.WarnContext(ctx, "release before the deadline failed; the lease will expire", "error", err.Error())
 		} else {
 			log.InfoContext(ctx, "too little time left after the claim; released the task and its attempt",
@@ -267,7 +267,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	if cutBy != "" {
 		if errors.Is(perr, retrypolicy.ErrRequestNotSent) {
 			// Provably never left the process: give the attempt back.
-			if _, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); err != nil {
+			if err := h.release(ctx, rec, t, log); err != nil {
 				log.WarnContext(ctx, "release at the deadline failed; the lease will expire", "error", err.Error())
 			}
 			h.setVisibility(ctx, rec, 0, log)
@@ -347,16 +347,10 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 		return err
 	}, log)
-	if err != nil && c.Class == retrypolicy.Transient && transient(ctx, err) {
-		// Repeats ran out. The provider certainly did not act (a definite
-		// transient failure): give the assignment and the attempt back
-		// rather than let the lease lapse into a false "unknown".
-		if _, rerr := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); rerr == nil {
-			log.WarnContext(ctx, "retry could not be scheduled; released the task and its attempt", "error", err.Error())
-			h.setVisibility(ctx, rec, notBefore.Sub(now), log)
-			return deferred
-		}
-	}
+	// No fallback when the repeats run out: a Release would give back an
+	// attempt the provider was called for (max_attempts bypassed, one call
+	// per delivery) and drop not_before (Retry-After ignored by any other
+	// copy of the message); the message comes back and the lease decides.
 	if r, done := h.settled(ctx, err, "retry", log); done {
 		return r
 	}
@@ -447,6 +441,17 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 	}
 }
 
+// release gives back an assignment under which no provider call was made
+// (the attempt too), repeating the write like a settling one: a lost or
+// throttled release would leave the task leased with no call behind it,
+// for the reconciler to find as an expired lease.
+func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
+	return h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
+		return err
+	}, log)
+}
+
 // parkResult parks a task whose provider call succeeded but whose result
 // cannot be saved, from the states Complete accepts: running at the
 // caller's version, or unknown at the same version (the reconciler expired
@@ -476,7 +481,15 @@ func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, i
 	if errors.As(err, &nc) || errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
 		return result{}, false // refused, or certainly not applied
 	}
-	t, ok, rerr := h.Ledger.ReleaseClaim(ctx, id, owner, 0)
+	// Repeated like a settling write: a release that is lost leaves the
+	// task leased with no call behind it.
+	var t *ledger.Task
+	var ok bool
+	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) error {
+		var e error
+		t, ok, e = h.Ledger.ReleaseClaim(ctx, id, owner, 0)
+		return e
+	}, log)
 	switch {
 	case rerr != nil:
 		log.ErrorContext(ctx, "claim unconfirmed and its release failed; the message will come back", "error", err.Error(), "release_error", rerr.Error())

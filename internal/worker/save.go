@@ -14,10 +14,10 @@ import (
 
 // Bounds of save's repeats of one settling write: at most saveRepeats more
 // sends, waiting a full-jitter backoff from saveBackoff doubling up to
-// saveBackoffCap (about 3 s in all), never past saveReserve before the
-// invocation's deadline.
+// saveBackoffCap (about 5 s in all on average, 9 s at most), never past
+// saveReserve before the invocation's deadline.
 const (
-	saveRepeats    = 5
+	saveRepeats    = 8
 	saveBackoff    = 100 * time.Millisecond
 	saveBackoffCap = 2 * time.Second
 	saveReserve    = time.Second
