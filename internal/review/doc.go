@@ -29,7 +29,10 @@
 //   - [LapsedResult] is not a park but the resolution of an [UnknownOutcome]
 //     item: the attempt was slow, not lost, and the worker saved its result
 //     after the park (ledger.CompleteLapsed), so the item is resolved as
-//     completed by that worker.
+//     completed by that worker. [LapsedRefused] likewise resolves it when
+//     the lapsed call failed without the provider acting (a rejected input:
+//     failed; a transient refusal: retry). A lapsed result that cannot be
+//     saved revises the item to [ResultTooLarge] or [ResultNotSaved].
 //   - [Poison]: a dead-letter message that is not a task reference;
 //     [PoisonFrom] also for one a worker acknowledged on the task queue,
 //     with its receive count, sent time and correlation id

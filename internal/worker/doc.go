@@ -42,8 +42,16 @@
 //     end: when the reconciler has already parked the task unknown_outcome
 //     at the worker's own version (a slow worker, no readback), the result
 //     is saved from the park with ledger.CompleteLapsed, which resolves the
-//     review item as completed by the worker (lapsed.go; a few jittered
-//     tries). A result that would push
+//     review item as completed by the worker (lapsed.go), repeated like
+//     every settling write. A lapsed result that cannot be saved (too
+//     large, refused as invalid, or whose save kept failing) revises the
+//     open review to result_too_large / result_not_saved with the provider
+//     reference (ledger.ReviseLapsed; the review item alone,
+//     ledger.ReviseLapsedReview, if that transaction keeps failing); a
+//     lapsed provider error settles the park too: a rejected input fails it
+//     (ledger.FailLapsed), a transient refusal schedules the retry
+//     (ledger.RetryLapsed), each resolving the review as the worker with
+//     what the provider answered. A result that would push
 //     the item over DynamoDB's 400 KB limit (ledger.CheckCompletion) is not
 //     sent: the task is parked result_too_large with the provider reference
 //     and the sizes; a completion DynamoDB refuses as invalid is parked

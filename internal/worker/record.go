@@ -233,7 +233,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	switch {
 	case errors.As(err, &fe):
-		if r, ok := h.lapsed(ctx, t, c, fe, log); ok {
+		if r, ok := h.lapsed(ctx, rec, t, c, fe, log); ok {
 			return r // parked unknown_outcome at this version: see lapsed.go
 		}
 		// Never retried: someone else owns the task or it is settled.
@@ -290,6 +290,9 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 			return err
 		}, log)
+		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
+			return r // parked unknown_outcome at this version: see lapsed.go
+		}
 		if r, done := h.settled(ctx, err, "fail", log); done {
 			return r
 		}
@@ -347,6 +350,9 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 		return err
 	}, log)
+	if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
+		return r // parked unknown_outcome at this version: see lapsed.go
+	}
 	// No fallback when the repeats run out: a Release would give back an
 	// attempt the provider was called for (max_attempts bypassed, one call
 	// per delivery) and drop not_before (Retry-After ignored by any other
@@ -465,6 +471,9 @@ func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkO
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
 		o.State = ledger.StateUnknown
 		return h.park(ctx, t, o, r, log)
+	}
+	if cur, ok := lapsedPark(err, o.Version); ok {
+		return h.reviseLapsed(ctx, events.SQSMessage{}, t, cur, r, log) // see lapsed.go
 	}
 	return h.parked(ctx, err, r, log)
 }

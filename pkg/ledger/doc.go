@@ -21,8 +21,15 @@
 // lease of a worker that was slow but alive; no other attempt started), so
 // that worker's result still settles the task. When the reconciler has
 // already parked that task unknown_outcome (no readback) at the same
-// version, CompleteLapsed saves the result and resolves the open review item
-// in one TransactWriteItems, fenced the same way.
+// version, the attempt's real outcome settles the park in one
+// TransactWriteItems of task and review item, fenced the same way (state
+// needs_review, review_reason unknown_outcome, review still open):
+// CompleteLapsed saves the result (review resolved completed), FailLapsed
+// fails a rejected input (resolved failed), RetryLapsed schedules the retry
+// of a transient refusal (resolved retry), and ReviseLapsed turns the open
+// review into result_too_large or result_not_saved when the result cannot
+// be saved. ReviseLapsedReview revises the review item alone (conditioned
+// on its park_count) when that transaction keeps failing.
 //
 // # Lost replies
 //
@@ -36,8 +43,8 @@
 // few times with jittered backoff — and a matching nonce means the write
 // was this call's own: it returns the task as written instead of an error.
 // Callers therefore see a lost reply on Claim, Complete, ScheduleRetry,
-// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, Park and
-// CompleteLapsed as the success it was. A caller that repeats a settling
+// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, Park and the
+// lapsed settlements as the success it was. A caller that repeats a settling
 // write after an error passes the same nonce each time (WithNonce,
 // NewNonce), so a send applied late is still recognised. A claim that stays
 // unconfirmed (its reads kept failing) is given back with ReleaseClaim,

@@ -3,48 +3,65 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
-// LapsedResolution is what CompleteLapsed records on the review item it
-// resolves: the worker that saved the result and why (see package review).
+// LapsedResolution is what a lapsed settlement (CompleteLapsed, FailLapsed,
+// RetryLapsed) records on the review item it resolves: the worker that
+// settled it and what the provider answered (see package review).
 type LapsedResolution struct {
 	By   string // the worker (its lease owner), for the audit trail
 	Note string // e.g. "the result of attempt 2 arrived after the park"
 }
 
-// CompleteLapsed saves the result of an attempt that returned after the
-// reconciler had parked its task unknown_outcome: the worker was slow, not
-// gone, its lease expired, the task went to unknown and — with no readback
-// — to needs_review at the same assignment version. The assignment is still
-// the caller's (no other attempt started: an operator's retry re-queues,
-// and the next claim takes a new version), so the result it holds settles
-// the uncertainty the open review item describes. Discarding it would leave
-// the operator a "retry" that makes the provider act twice.
-//
-// One TransactWriteItems completes the task — conditioned on
+func (r LapsedResolution) check(op string) error {
+	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
+		return fmt.Errorf("ledger: %s needs the resolution's By and Note", op)
+	}
+	return nil
+}
+
+// A lapsed attempt is one that returned after the reconciler had parked its
+// task unknown_outcome: the worker was slow, not gone, its lease expired,
+// the task went to unknown and — with no readback — to needs_review at the
+// same assignment version. The assignment is still the caller's (no other
+// attempt started: an operator's retry re-queues, and the next claim takes
+// a new version), so what the provider answered settles the uncertainty the
+// open review item describes. The operations below record that answer in
+// one TransactWriteItems each: the task item, conditioned on
 // assignment_version = mine AND state = needs_review AND review_reason =
-// unknown_outcome AND attribute_not_exists(result), the same fence as
-// Complete with the parked state in place of running/unknown — and resolves
-// its open unknown_outcome review item as completed (resolved_by r.By,
-// resolution_note r.Note). Never one without the other: an operator who
-// acted first wins, and the result is then not saved.
+// unknown_outcome, and the review item, conditioned on review_status = open
+// AND reason = unknown_outcome. Never one without the other: an operator
+// who acted first wins, and nothing is written.
+//
+// Each accepts WithNonce, like the running writes: a repeat of a send that
+// was applied late (its reply lost) is recognised as applied.
 //
 // Errors: *FencedError (Why not_running when the task is not parked
 // unknown_outcome at this version, or its review item is no longer open;
-// taken_over / already_completed / gone as for Complete), *ItemTooLargeError,
-// *ThrottledError; an error for an empty r.By or r.Note.
-func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution) (*Task, error) {
-	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
-		return nil, errors.New("ledger: CompleteLapsed needs the resolution's By and Note")
+// taken_over / already_completed / gone as for Complete), *ThrottledError
+// and other AWS errors, which may pass when the same write is repeated.
+
+// CompleteLapsed saves the result of a lapsed attempt (the task becomes
+// completed, additionally conditioned on attribute_not_exists(result)) and
+// resolves the review item as completed (resolved_by r.By,
+// resolution_note r.Note). Discarding the result would leave the operator
+// a "retry" that makes the provider act twice. Errors as above, and
+// *ItemTooLargeError (nothing sent), an error for an empty r.By or r.Note.
+func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	if err := r.check("CompleteLapsed"); err != nil {
+		return nil, err
 	}
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.off(u, StateCompleted, now)
 	u.set("result", str(c.Result))
 	u.set("completed_at", str(rfc3339(now)))
@@ -54,29 +71,175 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 	if c.ProviderRef != "" {
 		u.set("provider_ref", str(c.ProviderRef))
 	}
-	u.stamp(now)
-	fence(u, version, StateNeedsReview)
-	u.v("lapsed_reason", str(ReviewUnknownOutcome))
-	u.cond(u.n("review_reason") + " = :lapsed_reason")
 	u.cond("attribute_not_exists(" + u.n("result") + ")")
-	nonce := newNonce()
-	u.set("write_nonce", str(nonce))
-	tin := u.input(l.cfg.TasksTable, taskID)
-	if n := itemsize.UpdateLowerBound(tin.Key, *tin.UpdateExpression, tin.ExpressionAttributeNames, tin.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete lapsed", Bytes: n, ResultBytes: len(c.Result), Limit: itemsize.MaxItemBytes}
-	}
+	return l.lapsedTx(ctx, "complete lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCompleted, now), len(c.Result))
+}
 
+// FailLapsed records that a lapsed attempt was refused by the provider for
+// a fault of the input (it certainly did not act): the task becomes failed
+// with errClass and errMsg, and the review item is resolved as failed.
+// Errors as above; an error for an empty r.By or r.Note.
+func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	if err := r.check("FailLapsed"); err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	l.off(u, StateFailed, now)
+	setError(u, errClass, errMsg)
+	return l.lapsedTx(ctx, "fail lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionFailed, now), -1)
+}
+
+// RetryLapsed records that a lapsed attempt failed without the provider
+// acting (a transient refusal such as a 429 or 5xx, or a request that was
+// never sent): the uncertainty is void, so the task goes to retry_wait
+// until notBefore with errClass and errMsg, like ScheduleRetry, and the
+// review item is resolved as retry. Errors as above; an error for an empty
+// r.By or r.Note.
+func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	if err := r.check("RetryLapsed"); err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now().UTC()
+	nb := notBefore.UnixMilli()
+	u := newUpdate().with(opts)
+	l.live(u, StateRetryWait, taskID, nb)
+	u.set("not_before", num(nb))
+	setError(u, errClass, errMsg)
+	return l.lapsedTx(ctx, "retry lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
+}
+
+// ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
+// whose answer is known but could not be recorded as an outcome — a result
+// too large for the item (review result_too_large) or one whose save was
+// refused or kept failing (result_not_saved). The task stays needs_review
+// with rev's reason, summary and error; the review item, still open, gets
+// rev's reason, summary, known, uncertain, safe actions, provider_ref and
+// error. Errors as above; an error for a rev without Reason or Summary.
+func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
+	if rev.Reason == "" || rev.Summary == "" {
+		return nil, errors.New("ledger: ReviseLapsed needs the review's Reason and Summary")
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	u.set("review_reason", str(rev.Reason))
+	u.set("review_summary", str(rev.Summary))
+	if rev.ErrorClass != "" {
+		setError(u, rev.ErrorClass, rev.ErrorMessage)
+	}
+	if rev.ProviderRef != "" {
+		u.set("provider_ref", str(rev.ProviderRef))
+	}
+	ru, err := reviseUpdate(rev)
+	if err != nil {
+		return nil, err
+	}
+	return l.lapsedTx(ctx, "revise lapsed", taskID, version, now, u, ru, -1)
+}
+
+// ReviseLapsedReview is ReviseLapsed's review item alone, for when the
+// transaction keeps failing (a throttled TransactWriteItems): one
+// UpdateItem of the review item, conditioned on review_status = open AND
+// reason = unknown_outcome AND park_count = parkCount (the park of the
+// lapsed attempt, as the caller read it on the task). The task item keeps
+// its review_reason and summary; the review item — what an operator acts
+// on — says what is known. A repeat after a send that applied late (the
+// review already says rev) succeeds. Errors: *ConflictError (Op "revise
+// lapsed review") when the condition fails otherwise; AWS errors.
+func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
+	if rev.Reason == "" || rev.Summary == "" {
+		return errors.New("ledger: ReviseLapsedReview needs the review's Reason and Summary")
+	}
+	ru, err := reviseUpdate(rev)
+	if err != nil {
+		return err
+	}
+	ru.v("park_count", num(int64(parkCount)))
+	ru.cond(ru.n("park_count") + " = :park_count")
+	in := ru.input(l.cfg.ReviewTable, taskID)
+	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, ""
+	if _, err := l.db.UpdateItem(ctx, in); err != nil {
+		if isConditionFailed(err) {
+			// A repeat of a send that applied late finds its own revision.
+			if cur, gerr := l.GetReview(ctx, taskID); gerr == nil && cur.ReviewStatus == ReviewOpen &&
+				cur.ParkCount == parkCount && cur.Reason == rev.Reason && cur.Summary == rev.Summary {
+				return nil
+			}
+			return &ConflictError{TaskID: taskID, Op: "revise lapsed review", State: StateNeedsReview}
+		}
+		return wrapErr("UpdateItem revise lapsed review", err)
+	}
+	return nil
+}
+
+// resolveUpdate resolves the open unknown_outcome review item.
+func (l *Ledger) resolveUpdate(r LapsedResolution, resolution string, now time.Time) *update {
 	ru := newUpdate()
 	ru.set("review_status", str(ReviewResolved))
 	ru.set("resolved_at", str(rfc3339(now)))
 	ru.set("resolved_by", str(r.By))
-	ru.set("resolution", str(ResolutionCompleted))
+	ru.set("resolution", str(resolution))
 	ru.set("resolution_note", str(truncate(r.Note, MaxNote)))
 	ru.set("expires_at", num(l.retentionExpiry(now)))
+	return ru
+}
+
+// reviseUpdate rewrites the open review item's explanation with rev's.
+func reviseUpdate(rev Review) (*update, error) {
+	nilToEmpty(&rev)
+	ru := newUpdate()
+	ru.set("reason", str(rev.Reason))
+	ru.set("summary", str(rev.Summary))
+	for attr, list := range map[string][]string{"known": rev.Known, "uncertain": rev.Uncertain, "safe_actions": rev.SafeActions} {
+		av, err := attributevalue.Marshal(list)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: encode review %s: %w", attr, err)
+		}
+		ru.set(attr, av)
+	}
+	if rev.ProviderRef != "" {
+		ru.set("provider_ref", str(rev.ProviderRef))
+	}
+	if rev.ErrorClass != "" {
+		ru.set("error_class", str(rev.ErrorClass))
+		ru.set("error_message", str(truncate(rev.ErrorMessage, MaxErrorMessage)))
+	}
+	openUnknown(ru)
+	return ru, nil
+}
+
+// openUnknown conditions a review item update on the open unknown_outcome
+// review of the park.
+func openUnknown(ru *update) {
 	ru.v("open", str(ReviewOpen))
 	ru.v("lapsed_reason", str(ReviewUnknownOutcome))
 	ru.cond(ru.n("review_status") + " = :open")
 	ru.cond(ru.n("reason") + " = :lapsed_reason")
+}
+
+// lapsedTx fences u (the task item's update) on the park of the caller's
+// assignment, conditions ru (the review item's) on its open unknown_outcome
+// review, and sends both in one TransactWriteItems. resultBytes >= 0 checks
+// the task item's size first (a completion).
+func (l *Ledger) lapsedTx(ctx context.Context, op, taskID string, version int64, now time.Time, u, ru *update, resultBytes int) (*Task, error) {
+	u.stamp(now)
+	fence(u, version, StateNeedsReview)
+	u.v("lapsed_reason", str(ReviewUnknownOutcome))
+	u.cond(u.n("review_reason") + " = :lapsed_reason")
+	nonce := u.nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
+	u.set("write_nonce", str(nonce))
+	tin := u.input(l.cfg.TasksTable, taskID)
+	if resultBytes >= 0 {
+		if n := itemsize.UpdateLowerBound(tin.Key, *tin.UpdateExpression, tin.ExpressionAttributeNames, tin.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
+			return nil, &ItemTooLargeError{TaskID: taskID, Op: op, Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
+		}
+	}
+	if _, ok := ru.values[":open"]; !ok {
+		openUnknown(ru)
+	}
 	rin := ru.input(l.cfg.ReviewTable, taskID)
 
 	// The table names are spelled out in the literals (not txUpdate), so
@@ -111,7 +274,7 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
 			return cur, nil
 		}
-		return nil, wrapErr("TransactWriteItems complete lapsed", err)
+		return nil, wrapErr("TransactWriteItems "+op, err)
 	}
 	cur, gerr := l.Get(ctx, taskID)
 	switch {
