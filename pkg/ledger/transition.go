@@ -183,6 +183,35 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	return t, nil
 }
 
+// MarkCallStarted records, immediately before the provider call, that the
+// caller's assignment is about to call the provider: one fenced
+// conditional UpdateItem (assignment_version = mine AND state = running)
+// that sets call_started_version = version and renews the lease like Renew.
+// It matters for a provider that neither honours idempotency keys nor
+// offers a readback: the reconciler then tells a worker that died after
+// its claim but before its call (no mark at this version: re-queue) from
+// one that may have reached the provider (mark present: unknown). A write
+// whose reply was lost is recognised as the caller's own (write_nonce; pass
+// WithNonce to repeat it). Errors: *FencedError when the caller no longer
+// holds the assignment (do not call the provider).
+func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	until := now.Add(lease).UnixMilli()
+	u := newUpdate().with(opts)
+	u.set("call_started_version", num(version))
+	u.set("lease_until", num(until))
+	u.set("due_at", num(until))
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "call_started", taskID, u)
+	if err != nil {
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
 	Result      string // JSON
