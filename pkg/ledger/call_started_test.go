@@ -101,3 +101,37 @@ func TestMarkCallStartedRecognisesALostReply(t *testing.T) {
 		}
 	})
 }
+
+// TestRequeueUnstartedNeedsTheMarkAbsent: the reconciler's re-queue of an
+// expired lease without a call start is refused once the assignment
+// recorded its call start, and applied while it has not.
+func TestRequeueUnstartedNeedsTheMarkAbsent(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		marked := mustCreate(t, b, "requeue-unstarted-marked")
+		plain := mustCreate(t, b, "requeue-unstarted-plain")
+		cm, err := b.l.Claim(ctx, marked.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := b.l.Claim(ctx, plain.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.MarkCallStarted(ctx, cm.TaskID, cm.AssignmentVersion, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+		if _, err := b.l.RequeueUnstarted(ctx, cm.TaskID, cm.AssignmentVersion); !errors.As(err, new(*ledger.FencedError)) {
+			t.Fatalf("RequeueUnstarted of a marked assignment = %v, want *FencedError", err)
+		}
+		if got := mustGet(t, b, cm.TaskID); got.State != ledger.StateRunning {
+			t.Fatalf("marked task %s after the refused re-queue, want running", got.State)
+		}
+		got, err := b.l.RequeueUnstarted(ctx, cp.TaskID, cp.AssignmentVersion)
+		if err != nil || got.State != ledger.StateQueued {
+			t.Fatalf("RequeueUnstarted of an unmarked assignment = %v, %v; want queued", got, err)
+		}
+	})
+}

@@ -413,6 +413,21 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 // unknown outcome the provider credibly never saw. Errors: *FencedError when
 // the task moved on in between.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
+	return l.requeue(ctx, taskID, from, version, false)
+}
+
+// RequeueUnstarted re-queues a running task whose lease expired and whose
+// assignment recorded no call start (call_started_version <> version): the
+// reconciler's move for a worker that died after its claim but before its
+// provider call. Conditioned like Requeue from running, and on the mark
+// still being absent, so a worker that marked its call in between is never
+// re-queued under it. Errors: *FencedError when the task moved on or its
+// call started.
+func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
+	return l.requeue(ctx, taskID, StateRunning, version, true)
+}
+
+func (l *Ledger) requeue(ctx context.Context, taskID string, from State, version int64, unstarted bool) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
@@ -422,6 +437,10 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	if from == StateRunning {
 		u.v("now", num(now.UnixMilli()))
 		u.cond(u.n("lease_until") + " < :now")
+	}
+	if unstarted {
+		c := u.n("call_started_version")
+		u.cond("attribute_not_exists(" + c + ") OR " + c + " <> :mine")
 	}
 	t, err := l.apply(ctx, "requeue", taskID, u)
 	if err != nil {
