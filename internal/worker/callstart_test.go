@@ -2,9 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/internal/worker"
@@ -94,4 +96,71 @@ func TestCallMarkOnlyWhenTheCallCannotBeReadBackOrDeduplicated(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFencedCallMarkSkipsTheCall: another assignment takes the task between
+// the claim and the call-start mark; the mark is fenced, the provider is not
+// called and the record is acknowledged.
+func TestFencedCallMarkSkipsTheCall(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		ctx := context.Background()
+		task := b.create(t, "mark-fenced", prompt)
+		b.h.Hooks = &worker.Hooks{AfterClaim: func(ctx context.Context, id string) error {
+			cur, err := b.l.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if _, err := b.l.Release(ctx, id, cur.AssignmentVersion); err != nil {
+				return err
+			}
+			_, err = b.l.Claim(ctx, id, ledger.ClaimOptions{Owner: "other", Lease: 30 * time.Second})
+			return err
+		}}
+		b.send(t, task.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		got := b.get(t, task.TaskID)
+		if b.sim.Calls(task.TaskID) != 0 || got.LeaseOwner != "other" || got.CallStartedVersion != 0 {
+			t.Fatalf("provider calls %d, owner %q, call_started_version %d; want no call and the other owner's claim untouched",
+				b.sim.Calls(task.TaskID), got.LeaseOwner, got.CallStartedVersion)
+		}
+	})
+}
+
+// TestCallMarkThatKeepsFailingReleasesTheTask: every send of the mark is
+// throttled; the worker repeats it, then releases the task and its attempt
+// without calling the provider, and reports the record for redelivery,
+// which completes it with one generation.
+func TestCallMarkThatKeepsFailingReleasesTheTask(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		ctx := context.Background()
+		task := b.create(t, "mark-keeps-failing", prompt)
+		var marks atomic.Int32
+		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 { // 1: the claim
+				if marks.Add(1) <= 6 { // the mark and its five repeats
+					return faultinject.Throttle
+				}
+			}
+			return ""
+		})
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
+		if n := inj.Total(faultinject.Throttle); n != 6 {
+			t.Fatalf("the mark was throttled %d times, want 6", n)
+		}
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateQueued || got.Attempts != 0 || b.sim.Calls(task.TaskID) != 0 {
+			t.Fatalf("after the failing mark: state %s attempts %d provider calls %d; want queued, 0, no call",
+				got.State, got.Attempts, b.sim.Calls(task.TaskID))
+		}
+		b.send(t, task.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		wantState(t, b.get(t, task.TaskID), ledger.StateCompleted)
+		if n := b.sim.SideEffects(task.TaskID); n != 1 {
+			t.Fatalf("side effects %d, want 1", n)
+		}
+	})
 }
