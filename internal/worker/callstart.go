@@ -45,7 +45,7 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		log.WarnContext(ctx, "call-start mark rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced), false
 	}
-	if _, rerr := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion); rerr != nil {
+	if rerr := h.release(ctx, rec, t, log); rerr != nil {
 		log.ErrorContext(ctx, "call-start mark failed and the release failed; provider not called, the lease will expire",
 			"error", err.Error(), "release_error", rerr.Error())
 	} else {

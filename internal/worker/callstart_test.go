@@ -139,7 +139,7 @@ func TestCallMarkThatKeepsFailingReleasesTheTask(t *testing.T) {
 		var marks atomic.Int32
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 { // 1: the claim
-				if marks.Add(1) <= 6 { // the mark and its five repeats
+				if marks.Add(1) <= 1+worker.SaveRepeats { // the mark and its repeats
 					return faultinject.Throttle
 				}
 			}
@@ -148,8 +148,8 @@ func TestCallMarkThatKeepsFailingReleasesTheTask(t *testing.T) {
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
 		wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
-		if n := inj.Total(faultinject.Throttle); n != 6 {
-			t.Fatalf("the mark was throttled %d times, want 6", n)
+		if n := inj.Total(faultinject.Throttle); n != 1+worker.SaveRepeats {
+			t.Fatalf("the mark was throttled %d times, want %d", n, 1+worker.SaveRepeats)
 		}
 		got := b.get(t, task.TaskID)
 		if got.State != ledger.StateQueued || got.Attempts != 0 || b.sim.Calls(task.TaskID) != 0 {
