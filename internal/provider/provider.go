@@ -40,6 +40,9 @@ type (
 	// IdempotencyHonouring is optional: HonoursIdempotencyKey is true when
 	// the provider deduplicates by OperationID.
 	IdempotencyHonouring = contract.IdempotencyHonouring
+	// ReadbackOffering is optional: OffersReadback is false for a Looker
+	// whose Lookup always answers ErrNoReadback.
+	ReadbackOffering = contract.ReadbackOffering
 	// CallTimer is optional: CallTimeout is the longest one call may take.
 	CallTimer = contract.CallTimer
 	// GenerateInput is the schema of Request.Input for kind "generate",
@@ -75,6 +78,10 @@ func HonoursIdempotency(p Provider) bool {
 	h, ok := p.(IdempotencyHonouring)
 	return ok && h.HonoursIdempotencyKey()
 }
+
+// OffersReadback reports whether p can read an operation back
+// (contract.OffersReadback).
+func OffersReadback(p Provider) bool { return contract.OffersReadback(p) }
 
 // CallTimeout returns the call timeout p declares (contract.CallTimer), or
 // 0 when it declares none.

@@ -23,32 +23,48 @@ import (
 func TestExpiredLeaseAtTheAgeDeadlineIsFinalWithinOnePeriod(t *testing.T) {
 	const period = time.Minute
 	for _, phase := range []time.Duration{10 * time.Second, 40 * time.Second} {
-		t.Run(phase.String(), func(t *testing.T) {
-			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-				b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
-				task := create(t, b, "deadline-"+phase.String(), func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
-				deadline := time.UnixMilli(task.DeadlineMs)
-				b.clock.Set(deadline.Add(-time.Second))
-				claim(t, b, task.TaskID) // the worker vanishes after this claim
-				// Reconciler runs at deadline+phase, +phase+period, ...
-				// until the first run at or after deadline+period.
-				at := deadline.Add(phase)
-				var got *ledger.Task
-				for {
-					b.clock.Set(at)
-					handle(t, b.handler())
-					got = get(t, b, task.TaskID)
-					if !got.State.Live() || !at.Before(deadline.Add(period)) {
-						break
+		for _, called := range []bool{false, true} {
+			name := phase.String() + "/claim_only"
+			if called {
+				name = phase.String() + "/call_started"
+			}
+			t.Run(name, func(t *testing.T) {
+				testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+					b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
+					task := create(t, b, "deadline-"+name, func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
+					deadline := time.UnixMilli(task.DeadlineMs)
+					b.clock.Set(deadline.Add(-time.Second))
+					claimed := claim(t, b, task.TaskID) // the worker vanishes after this claim…
+					if called {
+						markCall(t, b, claimed) // …or during its call
 					}
-					at = at.Add(period)
-				}
-				if got.State.Live() {
-					t.Fatalf("at deadline+%s (first run at or after deadline+%s) the task is still %s; the promise is final within the age budget plus one reconciler period",
-						at.Sub(deadline), period, got.State)
-				}
+					// Reconciler runs at deadline+phase, +phase+period, ...
+					// until the first run at or after deadline+period.
+					at := deadline.Add(phase)
+					var got *ledger.Task
+					for {
+						b.clock.Set(at)
+						handle(t, b.handler())
+						got = get(t, b, task.TaskID)
+						if !got.State.Live() || !at.Before(deadline.Add(period)) {
+							break
+						}
+						at = at.Add(period)
+					}
+					if got.State.Live() {
+						t.Fatalf("at deadline+%s (first run at or after deadline+%s) the task is still %s; the promise is final within the age budget plus one reconciler period",
+							at.Sub(deadline), period, got.State)
+					}
+					want := ledger.ReviewBudgetExhausted // no call started: nothing uncertain
+					if called {
+						want = ledger.ReviewUnknownOutcome
+					}
+					if got.ReviewReason != want {
+						t.Fatalf("parked %s, want %s", got.ReviewReason, want)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

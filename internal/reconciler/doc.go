@@ -19,8 +19,12 @@
 //   - running, lease_until more than Grace in the past: with budget left and
 //     a step that cannot cause a second side effect (SideEffects(kind) is
 //     false: by default, the provider honours idempotency keys) → Requeue and
-//     send its message. A step with side effects, or a provider that can be
-//     read back → unknown (ledger.ExpireToUnknown), resolved by readback on a
+//     send its message. With a provider that neither honours idempotency
+//     keys nor offers a readback, a lease without the worker's call-start
+//     mark at its version (call_started_version) had no provider call
+//     started under it: with budget left → RequeueUnstarted and send, else
+//     park budget_exhausted saying no call was started. A step with side
+//     effects, or a provider that can be read back → unknown (ledger.ExpireToUnknown), resolved by readback on a
 //     later run — or in the same run, without the Settle wait, when the task
 //     is past its age deadline. Otherwise, no budget → park budget_exhausted.
 //     This is also the path of an expired lease on the last attempt: the

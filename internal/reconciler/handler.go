@@ -324,6 +324,19 @@ func (h *Handler) sideEffects(kind string) bool {
 	return true
 }
 
+// callMarked reports whether the worker marks a provider call's start
+// (ledger.MarkCallStarted) before it: when the provider neither honours
+// idempotency keys nor offers a readback (the worker's rule).
+func (h *Handler) callMarked() bool {
+	if h.Provider == nil {
+		return false
+	}
+	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
+		return false
+	}
+	return !contract.OffersReadback(h.Provider)
+}
+
 func (h *Handler) looker() (contract.Looker, bool) {
 	lk, ok := h.Provider.(contract.Looker)
 	return lk, ok && h.Provider != nil

@@ -90,6 +90,16 @@ func claim(t *testing.T, b *bundle, id string) *ledger.Task {
 	return task
 }
 
+// markCall records the call-start mark of the claimed assignment, as the
+// worker does right before calling a provider that neither deduplicates
+// nor reads back.
+func markCall(t *testing.T, b *bundle, c *ledger.Task) {
+	t.Helper()
+	if _, err := b.l.MarkCallStarted(ctx, c.TaskID, c.AssignmentVersion, 30*time.Second); err != nil {
+		t.Fatalf("mark call started %s: %v", c.TaskID, err)
+	}
+}
+
 func get(t *testing.T, b *bundle, id string) *ledger.Task {
 	t.Helper()
 	task, err := b.l.Get(ctx, id)
@@ -226,7 +236,7 @@ func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "side-1")
-		claim(t, b, task.TaskID)
+		markCall(t, b, claim(t, b, task.TaskID)) // the worker dies during its call
 		b.clock.Advance(time.Minute)
 		s := handle(t, b.handler())
 		if s.ExpiredToUnknown != 1 || s.Requeued != 0 {
@@ -242,6 +252,9 @@ func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
 		}
 		if got := get(t, b, task.TaskID); got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewUnknownOutcome {
 			t.Fatalf("task = %s/%s", got.State, got.ReviewReason)
+		}
+		if r, err := b.l.GetReview(ctx, task.TaskID); err != nil || !strings.Contains(strings.Join(r.Known, "\n"), "attempt 1 of 5: its call to simulated") {
+			t.Fatalf("review %+v (%v); want it to say the call was started", r, err)
 		}
 		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 0 {
 			t.Fatalf("a step with side effects was re-sent: %v", ids)

@@ -68,7 +68,24 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	sideEffects := h.sideEffects(t.Kind)
 	_, canReadBack := h.looker()
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
+	// With a provider that neither deduplicates nor reads back, the worker
+	// records the call start (ledger.MarkCallStarted) right before the
+	// call: without that mark at this version, no call was started under
+	// this assignment (the worker died after its claim), so nothing is
+	// uncertain.
+	unstarted := sideEffects && h.callMarked() && t.CallStartedVersion != t.AssignmentVersion
 	switch {
+	case budgetLeft && unstarted:
+		u, err := h.Ledger.RequeueUnstarted(ctx, t.TaskID, t.AssignmentVersion)
+		if r.lost(ctx, "requeue expired lease without a call", t.TaskID, err) {
+			return
+		}
+		r.count(func(s *Summary) { s.Requeued++ })
+		log.InfoContext(ctx, "reconciler: expired lease re-queued; no provider call was started under it")
+		r.send(ctx, u)
+	case unstarted:
+		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
+			review.BudgetExhaustedNoCall(t, budget))
 	case budgetLeft && !sideEffects:
 		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateRunning, t.AssignmentVersion)
 		if r.lost(ctx, "requeue expired lease", t.TaskID, err) {

@@ -118,8 +118,9 @@ func TestExpiredLastAttemptIsReadBack(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e, c.opts)
 				task := create(t, b, "last-"+c.name, func(n *ledger.NewTask) { n.MaxAttempts = 1 })
-				claim(t, b, task.TaskID)
+				claimed := claim(t, b, task.TaskID)
 				if c.performed {
+					markCall(t, b, claimed)
 					if _, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: []byte(task.Input)}); err != nil {
 						t.Fatal(err)
 					}

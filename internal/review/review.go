@@ -97,9 +97,23 @@ func BudgetExhausted(t *ledger.Task, budget string) ledger.Review {
 // have started (backoff and any Retry-After), which the age budget's end
 // ruled out. With a Failure the review's error class and message are f's.
 func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt time.Time) ledger.Review {
+	return budgetExhausted(t, budget, f, nextAttempt, false)
+}
+
+// BudgetExhaustedNoCall is [BudgetExhausted] for a running task whose lease
+// expired with no call-start mark at its assignment version
+// (ledger.MarkCallStarted, written before every call to a provider that
+// neither deduplicates nor reads back): its worker stopped after the claim
+// and before starting a provider call, so nothing is uncertain about it.
+func BudgetExhaustedNoCall(t *ledger.Task, budget string) ledger.Review {
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
+}
+
+func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
-	leaseLost := !ended && t.State == ledger.StateRunning
+	unstarted := noCall && !ended && t.State == ledger.StateRunning
+	leaseLost := !ended && !unstarted && t.State == ledger.StateRunning
 	markedUnknown := !ended && t.State == ledger.StateUnknown
 	earlierUnknown := !markedUnknown && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
 	inFlight := leaseLost || markedUnknown
@@ -130,6 +144,8 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 	switch {
 	case inFlight:
 		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
+	case unstarted && !earlierUnknown:
+		r.Summary = fmt.Sprintf("Task %s %s; its last attempt's worker stopped after the claim and before starting a provider call, so nothing was generated; retry it with a fresh budget, or resolve it as failed.", id, what)
 	case earlierUnknown:
 		r.Summary = fmt.Sprintf("Task %s %s, and an earlier attempt whose outcome was unknown may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
 	default:
@@ -160,6 +176,8 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 		r.Known = append(r.Known, "provider reference: "+t.ProviderRef)
 	}
 	switch {
+	case unstarted:
+		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped before recording a call start: no provider call was started under assignment %d", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil), t.AssignmentVersion))
 	case leaseLost:
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped renewing the lease", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil)))
 	case !ended && !markedUnknown && earlierUnknown:
@@ -227,10 +245,16 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 
 // sentLine says what is known about the attempt's send: a worker that
 // marked the outcome unknown had sent the call; a lease the reconciler
-// expired (ledger.LeaseExpiredMessage) says nothing about whether the
-// worker got as far as the call (it may have died after its claim).
+// expired (ledger.LeaseExpiredMessage) with the call-start mark at its
+// version (ledger.MarkCallStarted) had started it; without the mark it says
+// nothing about whether the worker got as far as the call (it may have died
+// after its claim).
 func sentLine(t *ledger.Task, provider string) string {
 	line := fmt.Sprintf("attempt %d of %d %%s to %s with operation id %s", t.Attempts, t.MaxAttempts, provider, t.OperationID())
+	if t.ErrorMessage == ledger.LeaseExpiredMessage && t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
+		return fmt.Sprintf("attempt %d of %d: its call to %s with operation id %s was started (its worker recorded the start, then its lease expired)",
+			t.Attempts, t.MaxAttempts, provider, t.OperationID())
+	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage {
 		return fmt.Sprintf(line, "may have been sent") + " (the worker's lease expired; whether its call had started is not recorded)"
 	}

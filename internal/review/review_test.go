@@ -252,3 +252,34 @@ func TestLapsedResult(t *testing.T) {
 		t.Errorf("note leaks task text or is too long (%d bytes): %q", len(r.Note), r.Note)
 	}
 }
+
+// TestBudgetExhaustedNoCall: an expired last lease without a call-start
+// mark is worded as no call started, never as a possible side effect.
+func TestBudgetExhaustedNoCall(t *testing.T) {
+	t.Parallel()
+	x := task(ledger.StateRunning)
+	x.AssignmentVersion = 5
+	r := review.BudgetExhaustedNoCall(x, review.BudgetAttempts)
+	check(t, r, ledger.ReviewBudgetExhausted, "used 5 of 5 attempts", "before starting a provider call, so nothing was generated",
+		`leased to "req-1/rec-2" until 2025-03-01T10:20:00Z`, "no provider call was started under assignment 5", "--outcome failed")
+	if text := all(r); strings.Contains(text, "may have") || strings.Contains(text, "--outcome completed") {
+		t.Errorf("a task whose call never started is worded as possibly acted on:\n%s", text)
+	}
+}
+
+// TestUnknownOutcomeOfAMarkedExpiredLease: with the call-start mark at the
+// lease's version, the expired attempt's call was started.
+func TestUnknownOutcomeOfAMarkedExpiredLease(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC)
+	x := task(ledger.StateUnknown)
+	x.ErrorClass, x.ErrorMessage = "unknown_outcome", ledger.LeaseExpiredMessage
+	x.AssignmentVersion, x.CallStartedVersion = 5, 5
+	r := review.UnknownOutcome(x, "simulated", at, "the provider offers no readback")
+	check(t, r, ledger.ReviewUnknownOutcome, "attempt 5 of 5: its call to simulated", "was started (its worker recorded the start")
+	if strings.Contains(all(r), "is not recorded") {
+		t.Errorf("a marked call is worded as unrecorded:\n%s", all(r))
+	}
+	x.CallStartedVersion = 4 // an earlier assignment's mark says nothing about this one
+	check(t, review.UnknownOutcome(x, "simulated", at, "no readback"), ledger.ReviewUnknownOutcome, "may have been sent", "whether its call had started is not recorded")
+}

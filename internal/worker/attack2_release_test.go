@@ -91,10 +91,11 @@ func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
 			if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" {
 				return ""
 			}
-			// Per delivery: claim, then ScheduleRetry and its five repeats
-			// (throttled), then Release (applied). 8 UpdateItems each.
-			switch (c.N - 1) % 8 {
-			case 0, 7:
+			// Per delivery: claim, the call-start mark, then ScheduleRetry
+			// and its five repeats (throttled), then Release (applied). 9
+			// UpdateItems each.
+			switch (c.N - 1) % 9 {
+			case 0, 1, 8:
 				return ""
 			}
 			return faultinject.Throttle
@@ -178,8 +179,8 @@ func TestRetryWriteFailuresHonourRetryAfter(t *testing.T) {
 		task := b.create(t, "attack2-release-retry-after", prompt)
 		b.sim.Script(task.TaskID, simulated.Throttle)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N >= 2 && c.N <= 7 {
-				return faultinject.Throttle // the ScheduleRetry and its five repeats
+			if c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N >= 3 && c.N <= 8 {
+				return faultinject.Throttle // the ScheduleRetry and its five repeats (1: the claim, 2: the call-start mark)
 			}
 			return ""
 		})

@@ -24,7 +24,14 @@
 //     the reconciler's readback can say what happened. A claim whose reply
 //     was lost is recognised by the ledger (write_nonce) as this worker's
 //     claim, never as "leased" by someone else;
-//  3. calls the provider with the task id as operation id (its idempotency
+//  3. when the provider neither honours idempotency keys nor offers a
+//     readback, first records the call start (ledger.MarkCallStarted, one
+//     fenced UpdateItem that also renews the lease, repeated with the same
+//     nonce like a settling write): without it the reconciler could not
+//     tell a worker that died after its claim from one that died mid-call.
+//     A fenced mark is acknowledged; one that keeps failing releases the
+//     task and its attempt. Either way the provider is not called. Then it
+//     calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version) and extends the message's visibility to 2×Lease.
 //     A fenced renewal means another worker owns the task (or it is

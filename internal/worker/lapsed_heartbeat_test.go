@@ -33,7 +33,7 @@ func TestHeartbeatKeepsTheCallAParkedUnknownOutcomeWaitsFor(t *testing.T) {
 		renewed := make(chan struct{}, 64)
 		throttled := make(chan struct{}, 64)
 		b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 3 { // 1: the claim, 2: the call-start mark
 				if !renewals.Load() {
 					select {
 					case throttled <- struct{}{}:

@@ -66,7 +66,7 @@ func TestCompletionThatKeepsFailingParksTheResultNotSaved(t *testing.T) {
 		ctx := context.Background()
 		task := b.create(t, "complete-keeps-failing", prompt)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 3 { // 1: the claim, 2: the call-start mark
 				return faultinject.Throttle
 			}
 			return ""
@@ -103,7 +103,7 @@ func TestRetryThatKeepsFailingIsRepeatedUntilScheduled(t *testing.T) {
 		b.sim.Script(task.TaskID, simulated.Throttle)
 		var retries atomic.Int32
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 3 { // 1: the claim, 2: the call-start mark
 				if retries.Add(1) <= 6 { // the ScheduleRetry and its first five repeats
 					return faultinject.Throttle
 				}

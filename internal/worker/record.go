@@ -87,6 +87,9 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return notAdmitted
 	}
 
+	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
+		return r
+	}
 	a := h.call(ctx, work, rec, t, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {

@@ -88,7 +88,7 @@ func TestThrottledCompleteIsRepeatedNotDiscarded(t *testing.T) {
 		ctx := context.Background()
 		task := b.create(t, "complete-throttled", prompt)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N == 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N == 3 { // 1: the claim, 2: the call-start mark
 				return faultinject.Throttle
 			}
 			return ""
@@ -264,7 +264,7 @@ func TestThrottledRetryWriteNeverTurnsA429IntoUnknown(t *testing.T) {
 		task := b.create(t, "retry-throttled", prompt)
 		b.sim.Script(task.TaskID, simulated.Throttle)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N == 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N == 3 { // 1: the claim, 2: the call-start mark
 				return faultinject.Throttle
 			}
 			return ""
@@ -316,7 +316,7 @@ func TestHeartbeatKeepsTheCallThatCanSettleUnknown(t *testing.T) {
 		renewed := make(chan struct{}, 64)
 		throttled := make(chan struct{}, 64)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 2 {
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 3 { // 1: the claim, 2: the call-start mark
 				if !renewals.Load() {
 					select {
 					case throttled <- struct{}{}:

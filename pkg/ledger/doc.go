@@ -29,7 +29,10 @@
 // of a transient refusal (resolved retry), and ReviseLapsed turns the open
 // review into result_too_large or result_not_saved when the result cannot
 // be saved. ReviseLapsedReview revises the review item alone (conditioned
-// on its park_count) when that transaction keeps failing.
+// on its park_count) when that transaction keeps failing. MarkCallStarted,
+// fenced like Renew, records call_started_version just before a provider
+// call that could neither be deduplicated nor read back, so an expired
+// lease without it is known not to have reached the provider.
 //
 // # Lost replies
 //
@@ -43,8 +46,8 @@
 // few times with jittered backoff — and a matching nonce means the write
 // was this call's own: it returns the task as written instead of an error.
 // Callers therefore see a lost reply on Claim, Complete, ScheduleRetry,
-// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, Park and the
-// lapsed settlements as the success it was. A caller that repeats a settling
+// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, MarkCallStarted,
+// Park and the lapsed settlements as the success it was. A caller that repeats a settling
 // write after an error passes the same nonce each time (WithNonce,
 // NewNonce), so a send applied late is still recognised. A claim that stays
 // unconfirmed (its reads kept failing) is given back with ReleaseClaim,

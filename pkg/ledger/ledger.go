@@ -317,7 +317,7 @@ type update struct {
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment
-// (Complete, ScheduleRetry, Fail, MarkUnknown, Release).
+// (Complete, ScheduleRetry, Fail, MarkUnknown, Release, MarkCallStarted).
 type WriteOption func(*update)
 
 // WithNonce makes the write set nonce (from NewNonce) as its write_nonce.

@@ -91,6 +91,13 @@ type Task struct {
 	// reply was lost (and whose SDK retry failed its condition) recognises
 	// its own effect (see Ledger.apply).
 	WriteNonce string `dynamodbav:"write_nonce,omitempty"`
+	// CallStartedVersion is the assignment version whose worker recorded,
+	// just before calling the provider, that the call started
+	// (MarkCallStarted); written only for providers that neither honour
+	// idempotency keys nor offer a readback. Claim leaves it alone, so it
+	// equals AssignmentVersion only when the current assignment's call
+	// started.
+	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
 }

@@ -183,6 +183,35 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	return t, nil
 }
 
+// MarkCallStarted records, immediately before the provider call, that the
+// caller's assignment is about to call the provider: one fenced
+// conditional UpdateItem (assignment_version = mine AND state = running)
+// that sets call_started_version = version and renews the lease like Renew.
+// It matters for a provider that neither honours idempotency keys nor
+// offers a readback: the reconciler then tells a worker that died after
+// its claim but before its call (no mark at this version: re-queue) from
+// one that may have reached the provider (mark present: unknown). A write
+// whose reply was lost is recognised as the caller's own (write_nonce; pass
+// WithNonce to repeat it). Errors: *FencedError when the caller no longer
+// holds the assignment (do not call the provider).
+func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	until := now.Add(lease).UnixMilli()
+	u := newUpdate().with(opts)
+	u.set("call_started_version", num(version))
+	u.set("lease_until", num(until))
+	u.set("due_at", num(until))
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	t, err := l.apply(ctx, "call_started", taskID, u)
+	if err != nil {
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
 	Result      string // JSON
@@ -384,6 +413,21 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 // unknown outcome the provider credibly never saw. Errors: *FencedError when
 // the task moved on in between.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
+	return l.requeue(ctx, taskID, from, version, false)
+}
+
+// RequeueUnstarted re-queues a running task whose lease expired and whose
+// assignment recorded no call start (call_started_version <> version): the
+// reconciler's move for a worker that died after its claim but before its
+// provider call. Conditioned like Requeue from running, and on the mark
+// still being absent, so a worker that marked its call in between is never
+// re-queued under it. Errors: *FencedError when the task moved on or its
+// call started.
+func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
+	return l.requeue(ctx, taskID, StateRunning, version, true)
+}
+
+func (l *Ledger) requeue(ctx context.Context, taskID string, from State, version int64, unstarted bool) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
@@ -393,6 +437,10 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	if from == StateRunning {
 		u.v("now", num(now.UnixMilli()))
 		u.cond(u.n("lease_until") + " < :now")
+	}
+	if unstarted {
+		c := u.n("call_started_version")
+		u.cond("attribute_not_exists(" + c + ") OR " + c + " <> :mine")
 	}
 	t, err := l.apply(ctx, "requeue", taskID, u)
 	if err != nil {

@@ -87,6 +87,9 @@ func (p *Provider) Name() string { return Name }
 // HonoursIdempotencyKey returns false: Converse has no idempotency key.
 func (p *Provider) HonoursIdempotencyKey() bool { return false }
 
+// OffersReadback returns false (contract.ReadbackOffering): see Lookup.
+func (p *Provider) OffersReadback() bool { return false }
+
 // Lookup returns contract.ErrNoReadback: Bedrock cannot be asked whether a
 // call happened.
 func (p *Provider) Lookup(context.Context, string) (contract.Result, error) {

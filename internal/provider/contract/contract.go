@@ -61,6 +61,27 @@ type Looker interface {
 	Lookup(ctx context.Context, operationID string) (Result, error)
 }
 
+// ReadbackOffering is optionally implemented by a Looker whose Lookup may
+// be unable to tell anything (it always answers ErrNoReadback).
+type ReadbackOffering interface {
+	// OffersReadback reports whether Lookup can answer other than
+	// ErrNoReadback.
+	OffersReadback() bool
+}
+
+// OffersReadback reports whether p can read an operation back: p is a
+// Looker and, when it says (ReadbackOffering), its Lookup can answer other
+// than ErrNoReadback. A Looker that does not say is taken at its word.
+func OffersReadback(p Provider) bool {
+	if _, ok := p.(Looker); !ok || p == nil {
+		return false
+	}
+	if ro, ok := p.(ReadbackOffering); ok {
+		return ro.OffersReadback()
+	}
+	return true
+}
+
 // CallTimer is optionally implemented by a Provider that bounds its calls.
 type CallTimer interface {
 	// CallTimeout is the longest one Generate call may take (0: no bound

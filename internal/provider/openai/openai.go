@@ -114,6 +114,9 @@ func (p *Provider) Name() string { return Name }
 // HonoursIdempotencyKey reports Options.HonoursIdempotency.
 func (p *Provider) HonoursIdempotencyKey() bool { return p.idem }
 
+// OffersReadback returns false (contract.ReadbackOffering): see Lookup.
+func (p *Provider) OffersReadback() bool { return false }
+
 // Lookup always returns contract.ErrNoReadback: chat completions cannot be
 // read back by idempotency key.
 func (p *Provider) Lookup(context.Context, string) (contract.Result, error) {

@@ -187,6 +187,10 @@ func (p *Provider) Name() string { return Name }
 // HonoursIdempotencyKey reports true unless Options.NoIdempotency is set.
 func (p *Provider) HonoursIdempotencyKey() bool { return !p.opts.NoIdempotency }
 
+// OffersReadback reports true unless Options.NoReadback is set
+// (contract.ReadbackOffering).
+func (p *Provider) OffersReadback() bool { return !p.opts.NoReadback }
+
 // String describes the configuration (seed, model, plan, switches).
 func (p *Provider) String() string {
 	return fmt.Sprintf("simulated(seed=%d model=%s faults=%q idempotent=%t readback=%t)",
