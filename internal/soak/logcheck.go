@@ -21,7 +21,7 @@ const (
 type watchLog struct {
 	inner slog.Handler
 	attrs []slog.Attr
-	seen  func(msg, taskID string, version int64)
+	seen  func(msg, taskID string, version, current int64)
 }
 
 func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
@@ -31,7 +31,7 @@ func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
 func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 	if msg := watched(r.Message); msg != "" {
 		var id string
-		var version int64
+		var version, current int64
 		look := func(a slog.Attr) bool {
 			switch a.Key {
 			case "task_id":
@@ -40,6 +40,10 @@ func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 				if a.Value.Kind() == slog.KindInt64 {
 					version = a.Value.Int64()
 				}
+			case "current_version":
+				if a.Value.Kind() == slog.KindInt64 {
+					current = a.Value.Int64()
+				}
 			}
 			return true
 		}
@@ -47,7 +51,7 @@ func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 			look(a)
 		}
 		r.Attrs(look)
-		h.seen(msg, id, version)
+		h.seen(msg, id, version, current)
 	}
 	if !h.inner.Enabled(ctx, r.Level) {
 		return nil

@@ -296,7 +296,11 @@ func cutEq(part string) (lhs, rhs string, ok bool) {
 // message was what should have carried the retry. (Judging by the batch
 // response instead misreads a retry whose message came back and completed
 // before the scheduling invocation ended.)
-func (s *soak) onWatched(msg, taskID string, version int64) {
+//
+// A retry rejected because another worker took the task over (a newer
+// assignment version: a second copy of the message claimed it once the
+// retry came due) is not one: that copy carries the work.
+func (s *soak) onWatched(msg, taskID string, version, current int64) {
 	if taskID == "" {
 		return
 	}
@@ -306,7 +310,7 @@ func (s *soak) onWatched(msg, taskID string, version int64) {
 	case discardedLog:
 		s.discarded[taskID] = append(s.discarded[taskID], version)
 	case retryFencedLog:
-		if s.retryPending[taskID] {
+		if s.retryPending[taskID] && current <= version {
 			s.retryDropped[taskID]++
 		}
 	}
