@@ -179,7 +179,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
 		if ok, budget := t.BudgetLeft(r.now); !ok {
-			r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
+			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return
 		}
 		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)

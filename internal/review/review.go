@@ -109,12 +109,20 @@ func BudgetExhaustedNoCall(t *ledger.Task, budget string) ledger.Review {
 	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
 }
 
+// BudgetExhaustedReadBackAbsent is [BudgetExhausted] for a task in unknown
+// whose provider readback credibly found no record of the operation
+// (contract.ErrNotFound): nothing was generated, so nothing is uncertain.
+func BudgetExhaustedReadBackAbsent(t *ledger.Task, budget string) ledger.Review {
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
+}
+
 func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
 	unstarted := noCall && !ended && t.State == ledger.StateRunning
+	readBackAbsent := noCall && !ended && t.State == ledger.StateUnknown
 	leaseLost := !ended && !unstarted && t.State == ledger.StateRunning
-	markedUnknown := !ended && t.State == ledger.StateUnknown
+	markedUnknown := !ended && !readBackAbsent && t.State == ledger.StateUnknown
 	earlierUnknown := !markedUnknown && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
 	inFlight := leaseLost || markedUnknown
 	mayHaveResult := inFlight || earlierUnknown
@@ -144,6 +152,8 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 	switch {
 	case inFlight:
 		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
+	case readBackAbsent && !earlierUnknown:
+		r.Summary = fmt.Sprintf("Task %s %s; the provider's readback has no record of its last attempt, so nothing was generated; retry it with a fresh budget, or resolve it as failed.", id, what)
 	case unstarted && !earlierUnknown:
 		r.Summary = fmt.Sprintf("Task %s %s; its last attempt's worker stopped after the claim and before starting a provider call, so nothing was generated; retry it with a fresh budget, or resolve it as failed.", id, what)
 	case earlierUnknown:
@@ -176,6 +186,8 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.Known = append(r.Known, "provider reference: "+t.ProviderRef)
 	}
 	switch {
+	case readBackAbsent:
+		r.Known = append(r.Known, fmt.Sprintf("attempt %d's outcome was unknown, and the provider's readback of operation id %s credibly found no record of it: nothing was generated", t.Attempts, t.OperationID()))
 	case unstarted:
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped before recording a call start: no provider call was started under assignment %d", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil), t.AssignmentVersion))
 	case leaseLost:

@@ -283,3 +283,18 @@ func TestUnknownOutcomeOfAMarkedExpiredLease(t *testing.T) {
 	x.CallStartedVersion = 4 // an earlier assignment's mark says nothing about this one
 	check(t, review.UnknownOutcome(x, "simulated", at, "no readback"), ledger.ReviewUnknownOutcome, "may have been sent", "whether its call had started is not recorded")
 }
+
+// TestBudgetExhaustedReadBackAbsent: a task whose unknown outcome was read
+// back as credibly absent is parked without claiming the provider may have
+// acted (the soak's false-uncertainty invariant at 10,000 tasks).
+func TestBudgetExhaustedReadBackAbsent(t *testing.T) {
+	task := &ledger.Task{TaskID: "t_absent", State: ledger.StateUnknown, Attempts: 5, MaxAttempts: 5, ErrorClass: "transient"}
+	r := review.BudgetExhaustedReadBackAbsent(task, review.BudgetAttempts)
+	all := strings.ToLower(r.Summary + " " + strings.Join(r.Known, " ") + " " + strings.Join(r.Uncertain, " "))
+	if strings.Contains(all, "may have") || !strings.Contains(all, "no record") || !strings.Contains(all, "nothing was generated") {
+		t.Fatalf("review %+v: want 'no record' and 'nothing was generated', never 'may have'", r)
+	}
+	if u := review.BudgetExhausted(task, review.BudgetAttempts); !strings.Contains(strings.ToLower(u.Summary), "may have") {
+		t.Fatalf("an unresolved unknown outcome must still say it may have reached the provider: %q", u.Summary)
+	}
+}
