@@ -307,9 +307,35 @@ func (s *soak) onInject(c faultinject.Call, k faultinject.Kind) {
 
 // onResult counts result writes at the SDK: an UpdateItem whose SET
 // assigns the result attribute.
+//
+// A transaction that saves a result (CompleteLapsed: a slow worker's result
+// settling its unknown_outcome park, together with the review item) counts
+// the same way, for the task its Update names.
 func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
-	in, ok := params.(*dynamodb.UpdateItemInput)
-	if !ok || in.UpdateExpression == nil || !setsAttr(*in.UpdateExpression, in.ExpressionAttributeNames, "result") {
+	switch in := params.(type) {
+	case *dynamodb.UpdateItemInput:
+		if in.UpdateExpression == nil || !setsAttr(*in.UpdateExpression, in.ExpressionAttributeNames, "result") {
+			return
+		}
+	case *dynamodb.TransactWriteItemsInput:
+		id := ""
+		for _, it := range in.TransactItems {
+			if u := it.Update; u != nil && u.UpdateExpression != nil && setsAttr(*u.UpdateExpression, u.ExpressionAttributeNames, "result") {
+				if k, ok := u.Key["task_id"].(*types.AttributeValueMemberS); ok {
+					id = k.Value
+				}
+			}
+		}
+		if id == "" {
+			return
+		}
+		c.TaskID = id
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) {
+			// A refused condition: the transaction's form of a fenced save.
+			err = &types.ConditionalCheckFailedException{}
+		}
+	default:
 		return
 	}
 	var ccf *types.ConditionalCheckFailedException
