@@ -322,11 +322,22 @@ func TestUnknownNeverHappenedIsRequeued(t *testing.T) {
 		if s.ReadbackNotFound != 1 || s.Requeued != 1 {
 			t.Fatalf("summary = %+v, want not_found + requeued", s)
 		}
-		if got := get(t, b, task.TaskID); got.State != ledger.StateQueued {
-			t.Fatalf("state = %s, want queued", got.State)
+		got := get(t, b, task.TaskID)
+		if got.State != ledger.StateQueued || got.ErrorClass != ledger.ErrorReadbackAbsent {
+			t.Fatalf("state = %s, error class %q; want queued, %s (the uncertainty is resolved)", got.State, got.ErrorClass, ledger.ErrorReadbackAbsent)
 		}
 		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
 			t.Fatalf("queue = %v", ids)
+		}
+		// It then runs out of age budget while queued (the 10,000-task soak
+		// under load): its review must not say the provider may have acted.
+		b.clock.Set(time.UnixMilli(got.DeadlineMs).Add(time.Second))
+		if s := handle(t, b.handler()); s.Parked != 1 {
+			t.Fatalf("summary = %+v, want the task parked at its age budget", s)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil || strings.Contains(strings.ToLower(r.Summary+strings.Join(r.Uncertain, " ")), "may have") {
+			t.Fatalf("review after a credible not-found: %q / %q (%v); it must not say the provider may have acted", r.Summary, r.Uncertain, err)
 		}
 	})
 }

@@ -427,6 +427,11 @@ func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version in
 	return l.requeue(ctx, taskID, StateRunning, version, true)
 }
 
+// ErrorReadbackAbsent is the error class a task re-queued from unknown
+// carries: its provider's readback credibly found no record of the
+// operation.
+const ErrorReadbackAbsent = "readback_absent"
+
 func (l *Ledger) requeue(ctx context.Context, taskID string, from State, version int64, unstarted bool) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
@@ -434,6 +439,13 @@ func (l *Ledger) requeue(ctx context.Context, taskID string, from State, version
 	u.remove("lease_owner", "lease_until", "not_before")
 	u.stamp(now)
 	fence(u, version, from)
+	if from == StateUnknown {
+		// Re-queued after a readback credibly found no record: the
+		// uncertainty is resolved, so the stored error must no longer say
+		// unknown_outcome (a later budget park would repeat "may have
+		// reached the provider").
+		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
+	}
 	if from == StateRunning {
 		u.v("now", num(now.UnixMilli()))
 		u.cond(u.n("lease_until") + " < :now")
