@@ -66,7 +66,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
 	sideEffects := h.sideEffects(t.Kind)
-	_, canReadBack := h.looker()
+	canReadBack := contract.OffersReadback(h.Provider)
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
 	// With a provider that neither deduplicates nor reads back, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
@@ -109,8 +109,10 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 			r.unknown(ctx, u)
 		}
 	default:
+		// The provider deduplicates and has no readback: no call-start
+		// mark exists, and none is needed — a retry cannot act twice.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhausted(t, budget))
+			review.BudgetExhaustedDeduplicated(t, budget))
 	}
 }
 
