@@ -315,8 +315,10 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 	// TODO(merge): the claim-check integration passes its payload store
 	// here: when claimCheck, build a payload.Store on a bucket of the
 	// rig's env and set Payloads on the api.Handler and worker.Handler
-	// below (nil = everything inline, today's behaviour), and submit the
-	// document through POST /uploads for w.Document.
+	// below (nil = everything inline, today's behaviour), submit the
+	// document through POST /uploads for w.Document, and have RunCost
+	// append taskledgerCost(…, true) rows (the report already prefers an
+	// "after" row to the "before" one for ratios and targets).
 	if claimCheck {
 		return CostRow{}, errors.New("bench: the claim-check is not wired into the submit handler and worker yet")
 	}

@@ -85,7 +85,7 @@ func (c *CostResult) WriteTable(w io.Writer) {
 		sfn, _ := c.Row(SystemSFN, wl.Name)
 		t := tl.USDPerMillion(c.Prices)
 		s3 := tl.S3Put + tl.S3Get
-		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and SFN/2 %.2f (%s)\n",
+		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s)\n",
 			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), s3, t, base.USDPerMillion(c.Prices), below(t, base.USDPerMillion(c.Prices)),
 			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2))
 	}
