@@ -94,6 +94,14 @@ func (r *Result) WriteTable(w io.Writer) {
 				a.Completed, b.Completed, ratio(b.ReadCalls, a.ReadCalls), ratio(b.ItemsRead, a.ItemsRead))
 		}
 	}
+
+	if r.Cost != nil {
+		fmt.Fprintln(w)
+		r.Cost.WriteTable(w)
+	}
+	if r.Latency != nil {
+		r.Latency.WriteLine(w)
+	}
 }
 
 func ratio(a, b int) float64 {
