@@ -31,10 +31,12 @@
 // Rates come from the metrics the code already emits: [Rates] is an
 // io.Writer for the EMF lines of internal/metrics (the local stack tees the
 // worker's and the reconciler's metrics.Writer into it) and sums the named
-// metrics per UTC minute over the last [Minutes] minutes. A series whose
-// metrics were never emitted is null ("no data"): tokens and cost stay null
-// until the worker emits InputTokens/OutputTokens and CostUSD (or
-// CostMicros) — see [SeriesMetrics].
+// metrics per UTC minute over the last [Minutes] minutes. Event series
+// (completions, failures, parks, retries, provider calls) are 0 in a minute
+// without one; the usage series ([UsageSeries]) are null ("no data") until
+// the worker emits InputTokens/OutputTokens and CostUSD (or CostMicros) —
+// see [SeriesMetrics] — so a worker that does not record usage yet is not
+// shown as one that spent nothing.
 //
 // Only counts leave this package: no task text, no ids.
 package overview

@@ -27,6 +27,11 @@ var SeriesMetrics = map[string][]Metric{
 	"cost_usd":       {{"CostUSD", 1}, {"CostMicros", 1e-6}},
 }
 
+// UsageSeries stay null ("no data") until one of their metrics is seen: a
+// worker that does not record usage is not a worker that used nothing. The
+// other series count events, so a minute without one is 0.
+var UsageSeries = map[string]bool{"tokens": true, "cost_usd": true}
+
 // Metric is one EMF metric name summed into a series, times Scale.
 type Metric struct {
 	Name  string
@@ -141,8 +146,8 @@ func (r *Rates) prune(current int64) {
 }
 
 // RateView is the per-minute series of the last Minutes minutes, oldest
-// first; Start is the first minute. A series never emitted is nil (JSON
-// null: "no data").
+// first; Start is the first minute. A usage series never emitted is nil
+// (JSON null: "no data").
 type RateView struct {
 	Start   time.Time            `json:"start"`
 	Minutes int                  `json:"minutes"`
@@ -163,7 +168,7 @@ func (r *Rates) View() RateView {
 	}
 	sort.Strings(names)
 	for _, s := range names {
-		if !r.seen[s] {
+		if UsageSeries[s] && !r.seen[s] {
 			v.Series[s] = nil
 			continue
 		}

@@ -39,12 +39,15 @@ func TestRatesSumsPerMinute(t *testing.T) {
 	checkSeries(t, v, "completed", last-1, 1)
 	checkSeries(t, v, "failed", last, 1)
 	checkSeries(t, v, "parked", last, 1+2)
-	// Never emitted: no data (nil), not zeros.
-	for _, s := range []string{"tokens", "cost_usd", "retried", "provider_calls"} {
+	// Usage never emitted: no data (nil), not zeros. Events never emitted
+	// did not happen: zeros.
+	for _, s := range []string{"tokens", "cost_usd"} {
 		if v.Series[s] != nil {
 			t.Errorf("series %s = %v, want nil (no data)", s, v.Series[s])
 		}
 	}
+	checkSeries(t, v, "retried", last, 0)
+	checkSeries(t, v, "provider_calls", last, 0)
 }
 
 func TestRatesTokensAndCostOnceEmitted(t *testing.T) {
@@ -73,7 +76,7 @@ func TestRatesForgetOldMinutesAndSplitLines(t *testing.T) {
 	if _, err := r.Write(line[:10]); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.View().Series["completed"]; got != nil {
+	if got := r.View().Series["completed"][overview.Minutes-1]; got != 0 {
 		t.Fatalf("half a line counted: %v", got)
 	}
 	if _, err := r.Write(line[10:]); err != nil {
