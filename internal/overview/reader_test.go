@@ -194,3 +194,23 @@ func TestReaderFullShard(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkReaderIdle measures one uncached read of an idle stack on kumo:
+// its DynamoDB queries (reported as queries/op) and its time.
+func BenchmarkReaderIdle(b *testing.B) {
+	e := testenv.New(b, "kumo")
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &overview.Reader{Ledger: l, MinInterval: -1}
+	queries := 0
+	for b.Loop() {
+		o, err := r.Read(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		queries = o.Cost.Queries
+	}
+	b.ReportMetric(float64(queries), "queries/op")
+}

@@ -28,8 +28,8 @@
   var SERIES = [
     { name: 'completed', label: 'Completions', cls: 'ok' },
     { name: 'failed', label: 'Failures', cls: 'bad' },
-    { name: 'parked', label: 'Parked for review', cls: 'bad' },
-    { name: 'retried', label: 'Retries scheduled', cls: 'warn' },
+    { name: 'parked', label: 'Parked', cls: 'bad' },
+    { name: 'retried', label: 'Retries', cls: 'warn' },
     { name: 'provider_calls', label: 'Provider calls', cls: 'accent' },
     { name: 'tokens', label: 'Tokens', cls: 'accent' },
     { name: 'cost_usd', label: 'Cost', cls: 'accent', unit: 'usd' }
@@ -112,7 +112,7 @@
     var box = $('ov-rates');
     box.textContent = '';
     var rates = o.rates;
-    $('ov-rates-window').textContent = rates ? 'last ' + rates.minutes + ' min, per minute' : '';
+    $('ov-rates-window').textContent = rates ? 'per minute over the last ' + rates.minutes + ' min; the number is this minute so far' : '';
     SERIES.forEach(function (d) {
       var vals = rates && rates.series ? rates.series[d.name] : null;
       var card = el('div', { 'class': 'ov-rate', 'data-series': d.name });
@@ -128,10 +128,9 @@
       var total = C.sum(vals);
       var last = vals[vals.length - 1] || 0;
       card.setAttribute('data-total', String(total));
-      card.appendChild(el('div', { 'class': 'ov-big ' + d.cls }, C.formatValue(last, d.unit)));
+      card.appendChild(el('div', { 'class': 'ov-big ' + d.cls, title: 'this minute so far' }, C.formatValue(last, d.unit)));
       card.appendChild(spark(vals, d.cls, d.label + ' per minute, last ' + vals.length + ' minutes'));
-      card.appendChild(el('div', { 'class': 'ov-rate-foot muted' },
-        'this minute · ' + C.formatValue(total, d.unit) + ' in ' + vals.length + ' min'));
+      card.appendChild(el('div', { 'class': 'ov-rate-foot muted' }, C.formatValue(total, d.unit) + ' in ' + vals.length + ' min'));
       box.appendChild(card);
     });
   }

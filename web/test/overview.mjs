@@ -210,6 +210,17 @@ async function main() {
       check(foreign.length === 0, 'foreign requests: ' + foreign.join(', '));
       return { reads };
     });
+    await step('deployed (no /overview route) the tab points to the CloudWatch dashboard', async () => {
+      // API Gateway's answer for a route the deployed API does not have.
+      await page.route('**/overview', (r) => r.fulfill({ status: 404, contentType: 'application/json', body: '{"message":"Not Found"}' }));
+      await page.click('#tab-overview');
+      await page.waitForSelector('#ov-deployed:not([hidden])');
+      check(await page.isHidden('#ov-body'), 'no charts without data');
+      const text = (await page.textContent('#ov-deployed')).replace(/\s+/g, ' ').trim();
+      check(/DashboardUrl/.test(text), 'names the DashboardUrl output: ' + text);
+      await page.unroute('**/overview');
+      return { text: text.slice(0, 120) };
+    });
     report.ok = true;
   } catch (err) {
     if (page) await shot('overview-failure.png').catch(() => {});
