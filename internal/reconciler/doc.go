@@ -63,7 +63,8 @@
 // due_at brings it back to the rules above if it is still live).
 //
 // Finally it emits CloudWatch EMF metrics: live tasks and the age of the
-// oldest task per live state, open review items, re-sent dispatches,
+// oldest task per live state, open review items (in all and per reason,
+// dimension Reason), re-sent dispatches,
 // readback outcomes, parked and re-queued tasks.
 //
 // # Concurrency

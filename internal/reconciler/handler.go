@@ -160,6 +160,9 @@ type Summary struct {
 	OpenReviews          int                      `json:"open_reviews"`
 	OpenReviewsTruncated bool                     `json:"open_reviews_truncated,omitempty"`
 	DurationMs           int64                    `json:"duration_ms"`
+
+	// OpenReviewsByReason splits OpenReviews by review reason.
+	OpenReviewsByReason map[string]int `json:"open_reviews_by_reason,omitempty"`
 }
 
 // RunError reports that a run hit unexpected errors. The run still did
