@@ -111,7 +111,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			if by := s.finalBy(time.UnixMilli(st.DeadlineMs)); time.UnixMilli(endMs).After(by) {
 				over := time.Duration(endMs-st.DeadlineMs) * time.Millisecond
 				allowed := by.Sub(time.UnixMilli(st.DeadlineMs)).Round(time.Millisecond)
-				c.add(t.kind, t.id, "final_too_late", "final %s after its age budget ended (allowed: until the end of the second reconciler run that started after it, %s)", over, allowed)
+				c.add(t.kind, t.id, "final_too_late", "final %s after its age budget ended (allowed: until the end of the second complete reconciler walk that started after it, %s)", over, allowed)
 			}
 		}
 		// One generation per task, two for a ttl_expired task whose key

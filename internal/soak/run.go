@@ -91,7 +91,7 @@ type soak struct {
 }
 
 type reconStats struct {
-	Runs, Errors, Raced, Requeued, Resent, Parked, Completed, ExpiredToUnknown, Poison int
+	Runs, Errors, Partial, Raced, Requeued, Resent, Parked, Completed, ExpiredToUnknown, Poison int
 }
 
 type batchStats struct {
@@ -559,11 +559,17 @@ func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs[span].end = time.Now()
+	for _, sum := range sums {
+		s.runs[span].complete = s.runs[span].complete || !sum.Partial
+	}
 	for i, sum := range sums {
 		st := &s.recon
 		st.Runs++
 		if errs[i] != nil {
 			st.Errors++
+		}
+		if sum.Partial {
+			st.Partial++
 		}
 		st.Raced += sum.Raced
 		st.Requeued += sum.Requeued
@@ -576,22 +582,28 @@ func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
 	return errors.Join(errs...)
 }
 
-// tickSpan is one reconciler tick: its start and (once it ended) its end.
-type tickSpan struct{ start, end time.Time }
+// tickSpan is one reconciler tick: its start, its end (once it ended), and
+// whether one of its runs walked every due task (no time budget or
+// MaxPerRun cut its walk short).
+type tickSpan struct {
+	start, end time.Time
+	complete   bool
+}
 
 // finalBy is the latest a task whose age budget ends at deadline may become
 // final: the end of the second reconciler tick that started after the
-// deadline (the first may lose its write to an injected fault or a racing
-// run; the next one retries it), and never earlier than one period plus one
-// run budget after it. Measured from the ticks rather than a fixed
-// allowance, the rule holds however slow a loaded machine makes the runs,
-// and still catches a reconciler that lets a budget run over: that one
-// misses tick after tick.
+// deadline and walked every due task (the first may lose its write to an
+// injected fault or a racing run; the next one retries it), and never
+// earlier than one period plus one run budget after it. Measured from the
+// ticks rather than a fixed allowance, the rule holds however slow a loaded
+// machine makes the runs (a walk cut short by its time budget starts over
+// next run), and still catches a reconciler that lets a budget run over:
+// that one misses walk after walk.
 func (s *soak) finalBy(deadline time.Time) time.Time {
 	floor := deadline.Add(s.cfg.ReconcileEvery + s.cfg.ReconcileBudget)
 	seen := 0
 	for _, r := range s.runs {
-		if r.start.Before(deadline) || r.end.IsZero() {
+		if r.start.Before(deadline) || r.end.IsZero() || !r.complete {
 			continue
 		}
 		if seen++; seen == 2 {
