@@ -111,7 +111,7 @@ func buildAdmission(b *lambdaenv.Base, pcfg provider.Config) (*worker.Admission,
 	if _, ok := cfg.Models[model]; !ok {
 		return nil, fmt.Errorf("%s has no limits for the provider's model %q (configured: %s)", worker.EnvAdmission, model, strings.Join(cfg.ModelIDs(), ", "))
 	}
-	a, err := admission.New(admission.Config{DB: awsclient.DynamoDB(b.AWS), Table: b.TasksTable, Limits: cfg.Limits()})
+	a, err := admission.New(admission.Config{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable, Limits: cfg.Limits()})
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 func withAdmission(b *bundle, t *testing.T, lim admission.Limit) *admission.Admitter {
 	t.Helper()
 	a, err := admission.New(admission.Config{
-		DB: b.e.DDB, Table: b.e.Names.TasksTable, Now: b.clock.Now,
+		DB: b.e.DDB, TasksTable: b.e.Names.TasksTable, Now: b.clock.Now,
 		Limits: map[string]admission.Limit{simulated.DefaultModel: lim},
 	})
 	if err != nil {
