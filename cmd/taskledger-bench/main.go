@@ -30,12 +30,13 @@ func main() {
 		callers = flag.Int("callers", 8, "concurrent callers")
 		latency = flag.Int("latency", 300, "submits timed one at a time")
 		history = flag.String("history", "10,10000", "completed-task counts for the reconciler read cost")
+		admN    = flag.Int("admission-n", 1000, "tasks of each provider admission burst (negative: skip)")
 		noBuild = flag.Bool("skip-build", false, "skip the bootstrap builds")
 		timeout = flag.Duration("timeout", 20*time.Minute, "give up after this long")
 	)
 	flag.StringVar(&backend, "backend", backend, "kumo, moto or external (AWS_ENDPOINT_URL); default $TASKLEDGER_BACKEND or kumo")
 	flag.Parse()
-	cfg := bench.Config{Tasks: *tasks, Callers: *callers, LatencySubmits: *latency, SkipBuild: *noBuild, Progress: os.Stderr}
+	cfg := bench.Config{Tasks: *tasks, Callers: *callers, LatencySubmits: *latency, SkipBuild: *noBuild, Progress: os.Stderr, AdmissionTasks: *admN}
 	for _, f := range strings.Split(*history, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 0 {

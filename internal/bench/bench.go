@@ -52,6 +52,9 @@ type Config struct {
 	Root string
 	// Progress receives progress lines (nil: none).
 	Progress io.Writer
+	// AdmissionTasks is the burst of the admission section (default 1000;
+	// negative: skip it). See admission.go.
+	AdmissionTasks int
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +73,9 @@ func (c Config) withDefaults() Config {
 	if c.Live <= 0 {
 		c.Live = 10
 	}
+	if c.AdmissionTasks == 0 {
+		c.AdmissionTasks = 1000
+	}
 	return c
 }
 
@@ -86,6 +92,8 @@ type Result struct {
 	LatencyN                        int
 	Builds                          []BuildRow
 	Reconciler                      []ReconRow
+	// Admission is the provider admission section (admission.go).
+	Admission []AdmissionRow
 }
 
 // CallRow is one component's calls of one operation.
@@ -155,6 +163,16 @@ func Run(ctx context.Context, b *soak.Backend, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		r.Reconciler = append(r.Reconciler, row)
+	}
+	if cfg.AdmissionTasks > 0 {
+		for _, sc := range DefaultAdmissionScenarios(cfg.AdmissionTasks) {
+			say("bench: admission, %s, a burst of %d tasks", sc.Name, sc.Tasks)
+			row, err := admissionRun(ctx, b, sc, cfg.Callers)
+			if err != nil {
+				return nil, err
+			}
+			r.Admission = append(r.Admission, row)
+		}
 	}
 	if !cfg.SkipBuild {
 		say("bench: building the bootstraps")
