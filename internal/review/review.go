@@ -263,6 +263,9 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 // after its claim).
 func sentLine(t *ledger.Task, provider string) string {
 	line := fmt.Sprintf("attempt %d of %d %%s to %s with operation id %s", t.Attempts, t.MaxAttempts, provider, t.OperationID())
+	if t.CancelVersion > 0 { // cancelled while running (ledger.CancelRunning): see cancelLine
+		return cancelLine(t, provider)
+	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage && t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
 		return fmt.Sprintf("attempt %d of %d: its call to %s with operation id %s was started (its worker recorded the start, then its lease expired)",
 			t.Attempts, t.MaxAttempts, provider, t.OperationID())

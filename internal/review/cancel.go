@@ -1,0 +1,19 @@
+package review
+
+import (
+	"fmt"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// cancelLine is sentLine for a task cancelled while running
+// (ledger.CancelRunning): the cancel fenced the attempt, and whether its
+// call had reached the provider is what remains uncertain.
+func cancelLine(t *ledger.Task, provider string) string {
+	started := "may have been sent"
+	if t.CallStartedVersion > 0 && t.CallStartedVersion == t.CancelVersion {
+		started = "had been started (its worker recorded the start)"
+	}
+	return fmt.Sprintf("attempt %d of %d was cancelled while running (a cancel request fenced its worker); its call to %s with operation id %s %s",
+		t.Attempts, t.MaxAttempts, provider, t.OperationID(), started)
+}
