@@ -39,7 +39,11 @@
 //     [ErrFenced]) and nothing is saved — except a refusal that shows the
 //     task unknown at this worker's own version (the reconciler expired a
 //     lease whose renewals did not get through): renewals stop, the call
-//     goes on, and its result can still be saved from unknown;
+//     goes on, and its result can still be saved from unknown. A cancel
+//     of the running task (POST /tasks/{id}/cancel, ledger.CancelRunning)
+//     bumps the assignment version, so it is met exactly like a takeover:
+//     the next renewal (or the call-start mark, or the settling write) is
+//     fenced, the call is cancelled and nothing is saved;
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
