@@ -36,12 +36,14 @@ type AdmissionScenario struct {
 
 // DefaultAdmissionScenarios: a burst of tasks (1,000 in `make bench`)
 // against a request limit of a tenth of it per minute (100/min), and
-// against a token limit of a tenth of the burst's estimates per minute
-// (each task's estimate is 264 tokens: 8 for its prompt + max_tokens 256).
+// against a token limit of a tenth of the burst's estimates per minute.
+// The token scenario's tasks ask for max_tokens 20, which the simulated
+// provider fills (its replies are 24 words), so an estimate (8 prompt
+// tokens + 20) is close to the usage (5 + 20) and the token limit binds.
 func DefaultAdmissionScenarios(tasks int) []AdmissionScenario {
 	return []AdmissionScenario{
 		{Name: "requests-bound", Tasks: tasks, RPM: int64(max(tasks/10, 1)), TPM: 10_000_000, MaxTokens: 256},
-		{Name: "tokens-bound", Tasks: tasks, RPM: 1_000_000, TPM: int64(max(tasks/10, 1)) * 264, MaxTokens: 256},
+		{Name: "tokens-bound", Tasks: tasks, RPM: 1_000_000, TPM: int64(max(tasks/10, 1)) * 28, MaxTokens: 20},
 	}
 }
 
