@@ -252,6 +252,9 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
 		resolveFailed(id),
 	)
+	if t.CancelVersion > 0 {
+		cancelledReview(&r, id) // cancel.go
+	}
 	return r
 }
 

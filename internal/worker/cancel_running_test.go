@@ -100,6 +100,7 @@ func TestCancelWhileRunning(t *testing.T) {
 						t.Fatal(err)
 					}
 					if r.Reason != ledger.ReviewUnknownOutcome || !strings.Contains(strings.Join(r.Known, "\n"), "was cancelled while running") ||
+						!strings.Contains(r.Summary, "cancelled by its caller") || strings.Contains(strings.Join(r.SafeActions, "\n"), "review retry") ||
 						!strings.Contains(strings.Join(r.Known, "\n"), "had been started") {
 						t.Fatalf("review %s %q; want unknown_outcome saying the call had started and was cancelled", r.Reason, r.Known)
 					}
