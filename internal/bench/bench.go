@@ -63,6 +63,9 @@ type Config struct {
 	LatencyTasks int
 	Latency      faultinject.Latency
 	SkipLatency  bool
+	// AdmissionTasks is the burst of the admission section (default 1000;
+	// negative: skip it). See admission.go.
+	AdmissionTasks int
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +93,9 @@ func (c Config) withDefaults() Config {
 	if c.Latency == nil {
 		c.Latency = faultinject.DefaultLatency()
 	}
+	if c.AdmissionTasks == 0 {
+		c.AdmissionTasks = 1000
+	}
 	return c
 }
 
@@ -110,6 +116,8 @@ type Result struct {
 	// skipped).
 	Cost    *CostResult
 	Latency *LatencyResult
+	// Admission is the provider admission section (admission.go).
+	Admission []AdmissionRow
 }
 
 // CallRow is one component's calls of one operation.
@@ -194,6 +202,16 @@ func Run(ctx context.Context, b *soak.Backend, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: latency: %w", err)
 		}
 		r.Latency = lat
+	}
+	if cfg.AdmissionTasks > 0 {
+		for _, sc := range DefaultAdmissionScenarios(cfg.AdmissionTasks) {
+			say("bench: admission, %s, a burst of %d tasks", sc.Name, sc.Tasks)
+			row, err := admissionRun(ctx, b, sc, cfg.Callers)
+			if err != nil {
+				return nil, err
+			}
+			r.Admission = append(r.Admission, row)
+		}
 	}
 	if !cfg.SkipBuild {
 		say("bench: building the bootstraps")

@@ -79,6 +79,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		_ = tw.Flush()
 	}
 
+	writeAdmissionTable(w, r.Admission)
+
 	if len(r.Reconciler) > 0 {
 		fmt.Fprintln(w, "\nreconciler, one run: DynamoDB reads with completed history (sparse by_state index)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -133,6 +133,9 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		name = h.Provider.Name()
 	}
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
+	if r.cancelledUnstarted(ctx, t) { // a cancel while running fenced a call that never started: cancel.go
+		return
+	}
 	lk, ok := h.looker()
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
@@ -180,6 +183,10 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
+			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
+			return
+		}
 		if ok, budget := t.BudgetLeft(r.now); !ok {
 			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return

@@ -646,10 +646,16 @@
         setStatus(status, 'Cancelled: the task will not run.', 'ok');
         return;
       }
+      if (r.status === 202 && isView(r.body)) {
+        remember(r.body);
+        showTask(id, r.body);
+        setStatus(status, 'Cancel requested: the running attempt was stopped and nothing it produces is saved. ' +
+          'The task ends cancelled unless the provider had already acted (then its result is read back, or the task is parked for review).', 'ok');
+        return;
+      }
       if (r.status === 409) {
         var state = r.body && r.body.state ? r.body.state : '';
         var why = {
-          running: ' A provider call already in progress cannot be recalled; wait for its outcome.',
           needs_review: ' A parked task is closed from the review queue (Resolve).',
           unknown: ' Its outcome is being read back from the provider.'
         }[state] || '';
