@@ -90,11 +90,16 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
 		return r
 	}
+	rs, r, ok := h.reserve(ctx, rec, t, log) // spend budget (spend.go)
+	if !ok {
+		return r
+	}
 	a := h.call(ctx, work, rec, t, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
 	}
+	h.settle(ctx, t, rs, a, log)
 	if a.fenced != nil && a.err != nil {
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
@@ -103,7 +108,6 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// save it. Complete is fenced on this assignment, so it succeeds only
 	// if no one else took the task (the reconciler may have moved it to
 	// unknown at this version: the result then settles it).
-	var r result
 	if a.err == nil {
 		r = h.complete(ctx, rec, t, a.res, log)
 	} else {

@@ -115,6 +115,8 @@ type Handler struct {
 	Owner func(ctx context.Context, messageID string) string
 	// Hooks are optional fault-injection points.
 	Hooks *Hooks
+	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
+	Spend *Spend
 }
 
 // Outcomes of one record, as counted in the batch metrics.
