@@ -83,7 +83,7 @@ func parseBudget(raw json.RawMessage) (*budgetSpec, *Problem) {
 			return nil, invalidBudget(field, fmt.Sprintf("Unknown budget field %q; the allowed fields are max_total_tokens, max_cost_usd.", clip(key, 40)))
 		}
 		if seen[key] {
-			return nil, invalidBudget(field, fmt.Sprintf("Budget field %q appears more than once.", key))
+			return nil, invalidBudget(field, fmt.Sprintf("The budget field %q appears more than once.", key))
 		}
 		seen[key] = true
 		var v any
