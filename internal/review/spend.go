@@ -28,7 +28,7 @@ func SpendExhausted(t *ledger.Task, e *spend.BudgetExhaustedError) ledger.Review
 	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: "budget_exhausted",
 		ErrorMessage: clip(fmt.Sprintf("spend budget exhausted: spent %s, remaining %s, the next call needs %s",
 			amount(e.State.Spent.Tokens(), e.State.Spent.Cost), remaining(rt, rc, e.Budget), amount(e.Wanted.Tokens, e.Wanted.Cost)), MaxDetail)}
-	r.Summary = fmt.Sprintf("Task %s stopped before attempt %d: %s (%s) has spent %s and %s remain, less than the %s the next provider call may use; no call was made. Resolve it as failed, or submit it again with a larger budget.",
+	r.Summary = fmt.Sprintf("Task %s stopped before attempt %d: %s (%s) has spent %s and %s remain, less than the %s the next provider call may use; no call was made; resolve it as failed, or submit it again with a larger budget.",
 		id, t.Attempts, whose, limits, amount(e.State.Spent.Tokens(), e.State.Spent.Cost), remaining(rt, rc, e.Budget), amount(e.Wanted.Tokens, e.Wanted.Cost))
 	r.Known = append(r.Known,
 		"budget exhausted: "+BudgetSpend+" ("+limits+")",
