@@ -40,6 +40,12 @@
 //     task unknown at this worker's own version (the reconciler expired a
 //     lease whose renewals did not get through): renewals stop, the call
 //     goes on, and its result can still be saved from unknown;
+//     A task with a spend budget (spend.go) reserves the call's maximum on
+//     its regenerate chain's budget item and its own before the call — a
+//     budget that cannot cover it parks the task budget_exhausted with no
+//     call made — and settles both with the provider's reported usage
+//     after it (and charges the caller's daily quota); a task without a
+//     budget makes no spend call;
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
