@@ -276,6 +276,9 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 		if s.budget, p = parseBudget(rawBudget); p != nil {
 			return s, p
 		}
+		if p = budgetCoversOneCall(s.budget, rawInput); p != nil {
+			return s, p
+		}
 	}
 	return s, nil
 }

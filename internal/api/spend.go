@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -109,6 +110,27 @@ func parseBudget(raw json.RawMessage) (*budgetSpec, *Problem) {
 		return nil, invalidBudget("budget", `Field "budget" needs at least one of max_total_tokens and max_cost_usd.`)
 	}
 	return &b, nil
+}
+
+// budgetCoversOneCall refuses a token budget that could never cover one
+// provider call of the task (the worker reserves contract.CallMaximum
+// before every call), so the task would only ever be parked. The cost
+// dimension depends on the worker's model and prices and is checked there.
+func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage) *Problem {
+	if b.tokens <= 0 {
+		return nil
+	}
+	g, err := contract.ParseGenerateInput(rawInput)
+	if err != nil {
+		return nil // parseInput has accepted it; nothing to add
+	}
+	in, out := contract.CallMaximum(g)
+	if in+out <= b.tokens {
+		return nil
+	}
+	return invalidBudget("budget.max_total_tokens", fmt.Sprintf(
+		"budget.max_total_tokens %d cannot cover one provider call of this task, which reserves up to %d tokens (%d for the input: its bytes + %d, and %d for the output: input.max_tokens, or %d when unset); raise the budget or set a lower input.max_tokens.",
+		b.tokens, in+out, in, contract.InputOverheadTokens, out, contract.MaxTokensLimit))
 }
 
 // budgetHash is the payload hash of a submit with a budget: SHA-256 over

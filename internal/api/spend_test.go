@@ -15,7 +15,7 @@ import (
 )
 
 func budgetBody(prompt, budget string) string {
-	return fmt.Sprintf(`{"kind":"generate","input":{"prompt":%q},"budget":%s}`, prompt, budget)
+	return fmt.Sprintf(`{"kind":"generate","input":{"prompt":%q,"max_tokens":100},"budget":%s}`, prompt, budget)
 }
 
 func withSpend(e *testenv.Env, clock *testenv.Clock, quota *spend.Quota) func(*option) {
@@ -66,7 +66,9 @@ func TestSubmitBudget(t *testing.T) {
 		wantStatus(t, resp, http.StatusOK)
 		// Another budget under the same key: 422, nothing written.
 		wantProblem(t, b.do(t, submitReq("budget-1", budgetBody("p", `{"max_total_tokens":5001,"max_cost_usd":0.25}`))), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
-		wantProblem(t, b.do(t, submitReq("budget-1", body("p"))), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
+		wantProblem(t, b.do(t, submitReq("budget-1", `{"kind":"generate","input":{"prompt":"p","max_tokens":100}}`)), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
+		// Exactly one call's reservation is enough.
+		wantStatus(t, b.do(t, submitReq("budget-fits", budgetBody("p", `{"max_total_tokens":133}`))), http.StatusAccepted)
 
 		regen := view(t, b.do(t, regenReq(root.TaskID, "budget-regen-1", "")))
 		regen2 := view(t, b.do(t, regenReq(regen.TaskID, "budget-regen-2", `{"input":{"prompt":"q"}}`)))
@@ -135,6 +137,8 @@ func TestSubmitBudgetRejected(t *testing.T) {
 			{`{"max_cost_usd":1e-3}`, "budget.max_cost_usd"},
 			{`{"max_cost_usd":1000001}`, "budget.max_cost_usd"},
 			{`{"max_cost_usd":1,"max_cost_usd":2}`, "budget.max_cost_usd"},
+			// One call reserves 1 + 32 + 100 tokens: a smaller budget could never run it.
+			{`{"max_total_tokens":132}`, "budget.max_total_tokens"},
 		}
 		for i, c := range cases {
 			resp := b.do(t, submitReq(fmt.Sprintf("bad-budget-%d", i), budgetBody("p", c.budget)))

@@ -13,8 +13,9 @@ import (
 
 // TestStackBudgetedTask: `make run`'s stack prices the simulated model with
 // the template's SpendConfig default, so a budgeted task submitted over
-// HTTP completes and its view shows what it used and cost; a budget too
-// small for the call's reservation parks it budget_exhausted.
+// HTTP completes and its view shows what it used and cost; a cost budget
+// too small for the call's reservation (41 input + 40 output tokens at $3
+// and $15 per million: $0.000723) parks it budget_exhausted.
 func TestStackBudgetedTask(t *testing.T) {
 	t.Parallel()
 	b := setupStack(t, local.Options{})
@@ -59,7 +60,7 @@ func TestStackBudgetedTask(t *testing.T) {
 		t.Fatalf("view usage %v chain %v; want tokens and a cost, the same for the chain", usage, chain)
 	}
 
-	status, v = post("local-budget-2", `{"kind":"generate","input":{"prompt":"Say hello"},"budget":{"max_total_tokens":100}}`)
+	status, v = post("local-budget-2", `{"kind":"generate","input":{"prompt":"Say hello","max_tokens":40},"budget":{"max_cost_usd":0.0001}}`)
 	if status != http.StatusAccepted {
 		t.Fatalf("status %d: %v", status, v)
 	}

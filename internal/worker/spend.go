@@ -29,10 +29,8 @@ type Spend struct {
 	Quotas *spend.Quotas
 }
 
-// InputOverheadTokens is added to an input's byte count when reserving: a
-// token is at least one byte of text, so prompt bytes + system bytes + this
-// overhead (message framing) bounds the input tokens of a call.
-const InputOverheadTokens = 32
+// InputOverheadTokens is contract.InputOverheadTokens (see callMaximum).
+const InputOverheadTokens = contract.InputOverheadTokens
 
 // reservation is one attempt's reservation on its chain's and its own
 // budget item.
@@ -42,21 +40,15 @@ type reservation struct {
 	model string
 }
 
-// callMaximum is what a call of t may use at most: its input (bytes, an
-// upper bound on tokens, plus InputOverheadTokens) and its max output
-// tokens (input.max_tokens, or contract.MaxTokensLimit when the input
-// leaves it to the provider's default).
+// callMaximum is what a call of t may use at most (contract.CallMaximum:
+// input bytes + InputOverheadTokens, and input.max_tokens or
+// contract.MaxTokensLimit).
 func callMaximum(t *ledger.Task) (in, out int64) {
 	g, err := contract.ParseGenerateInput([]byte(t.Input))
 	if err != nil { // never for an accepted task; reserve by the stored size
 		return int64(len(t.Input)) + InputOverheadTokens, contract.MaxTokensLimit
 	}
-	in = int64(len(g.Prompt)+len(g.System)) + InputOverheadTokens
-	out = int64(g.MaxTokens)
-	if out <= 0 {
-		out = contract.MaxTokensLimit
-	}
-	return in, out
+	return contract.CallMaximum(g)
 }
 
 // reserve reserves the call's maximum on the chain's budget item (which
