@@ -188,6 +188,9 @@ func TestQuotaExceededWritesNothing(t *testing.T) {
 		if counts, _ := drainQueue(t, e); len(counts) != 0 {
 			t.Fatalf("messages sent: %v", counts)
 		}
+		if !strings.Contains(b.metrics.String(), `"QuotaExceeded":1`) {
+			t.Fatalf("no QuotaExceeded metric in %s", b.metrics.String())
+		}
 		// Regenerate is refused the same way.
 		wantProblem(t, b.do(t, regenReq("t_aaaaaaaaaaaaaaaaaaaaaaaaaa", "over-quota-regen", "", asJWT("alice"))), http.StatusTooManyRequests, api.TypeQuotaExceeded)
 
