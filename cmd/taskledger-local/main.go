@@ -89,6 +89,7 @@ func options() (local.Options, error) {
 		Log:            logging.New(os.Stderr, level),
 		Prefix:         os.Getenv("TASKLEDGER_PREFIX"),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
+		SpendConfig:    os.Getenv("SPEND_CONFIG"),
 		OIDCIssuer:     strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_ISSUER")),
 		OIDCAudience:   api.ParseOrigins(os.Getenv("TASKLEDGER_OIDC_AUDIENCE")),
 		OIDCClientID:   strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_CLIENT_ID")),

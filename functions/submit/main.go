@@ -57,11 +57,19 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.Handler{
+	sp, err := lambdaenv.LoadSpend(b, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	h := &api.Handler{
 		Ledger:         led,
 		Auth:           auth,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
-	}, nil
+	}
+	if sp != nil {
+		h.Budgets, h.Quotas = sp.Budgets, sp.Quotas
+	}
+	return h, nil
 }

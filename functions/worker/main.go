@@ -79,8 +79,17 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	sp, err := lambdaenv.LoadSpend(b, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	var ws *worker.Spend
+	if sp != nil {
+		ws = &worker.Spend{Prices: sp.Prices, Budgets: sp.Budgets, Quotas: sp.Quotas}
+	}
 	return &worker.Handler{
 		Admission:   adm,
+		Spend:       ws,
 		Ledger:      b.Ledger,
 		Provider:    p,
 		SQS:         awsclient.SQS(b.AWS),

@@ -28,7 +28,8 @@
 // with a server secret (Ledger.TaskID: HMAC-SHA256 under the deployment's
 // task id key), so the ledger's single conditional PutItem is the
 // deduplication and nobody can compute a task id from a key. The payload hash is SHA-256 over a canonical JSON form of
-// {"input","kind","parent_task_id"}: object keys sorted, no insignificant
+// {"budget","input","kind","parent_task_id"} ("budget" only when a submit
+// has one, its cost as 6 decimals): object keys sorted, no insignificant
 // whitespace, numbers kept as written (json.Number), so key order and
 // whitespace never change it. The same key with the same payload replays the
 // existing task (200, Idempotent-Replayed: true) for as long as the ledger
@@ -50,6 +51,16 @@
 // your key gets their own task. Without an authorizer (mode none) every
 // caller shares the anonymous scope: the keyed id derivation is what keeps
 // a known key from naming a task, and a 422 never names the task.
+//
+// # Spend (spend.go)
+//
+// A submit's "budget" is validated strictly and stored on the task; a
+// regenerate inherits its parent's budget and chain root. With a daily
+// quota configured (Handler.Quotas), submit and regenerate first read the
+// caller's quota item (one GetItem) and answer 429 quota-exceeded with
+// Retry-After when it is used up, before anything is written; the worker
+// charges the quota when it settles a call. A budgeted task's view carries
+// its budget, usage and its chain's usage (Handler.Budgets).
 //
 // # Outbox
 //

@@ -19,6 +19,8 @@ func seedSubmit(f *testing.F) {
 	f.Add("8e03978e-40d5-43e8-bc93-6894a57f9324", "application/json", valid)
 	f.Add("k", "application/json; charset=utf-8", `{"input":{"prompt":"x"},"kind":"generate"}`)
 	f.Add("k", "application/json", `{"kind":"generate","input":{"prompt":"x","max_tokens":null,"temperature":null}}`)
+	f.Add("k", "application/json", `{"kind":"generate","input":{"prompt":"x"},"budget":{"max_cost_usd":0.50,"max_total_tokens":900}}`)
+	f.Add("k", "application/json", `{"kind":"generate","input":{"prompt":"x"},"budget":{"max_cost_usd":1e2}}`)
 	f.Add(absent, "application/json", valid)
 	f.Add("", "application/json", valid)
 	f.Add(" k", "application/json", valid)
@@ -87,8 +89,11 @@ func FuzzParseSubmit(f *testing.F) {
 			t.Fatalf("accepted a body that is not UTF-8 JSON: %q", body)
 		}
 		var top map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(body), &top); err != nil || len(top) != 2 || top["kind"] == nil || top["input"] == nil {
-			t.Fatalf("accepted body %q: want exactly kind and input", body)
+		if err := json.Unmarshal([]byte(body), &top); err != nil || len(top) != 2+btoi(top["budget"] != nil) || top["kind"] == nil || top["input"] == nil {
+			t.Fatalf("accepted body %q: want exactly kind and input (and a budget)", body)
+		}
+		if (top["budget"] != nil) != s.budget.present() {
+			t.Fatalf("body %q: budget %+v", body, s.budget)
 		}
 		if s.kind != contract.KindGenerate {
 			t.Fatalf("accepted kind %q", s.kind)
@@ -107,8 +112,12 @@ func FuzzParseSubmit(f *testing.F) {
 			t.Fatalf("stored input %s is not canonical (%s, %v)", s.input, again, err)
 		}
 		// The stored form parses back to the same hash.
-		s2, p2 := parseSubmit(h, []byte(`{"kind":"generate","input":`+s.input+`}`), defaultLimits)
-		if p2 != nil || payloadHash(s2.kind, s2.input, "") != payloadHash(s.kind, s.input, "") {
+		resubmit := `{"kind":"generate","input":` + s.input
+		if s.budget.present() {
+			resubmit += `,"budget":` + s.budget.canonical()
+		}
+		s2, p2 := parseSubmit(h, []byte(resubmit+`}`), defaultLimits)
+		if p2 != nil || budgetHash(s2.kind, s2.input, s2.budget) != budgetHash(s.kind, s.input, s.budget) {
 			t.Fatalf("canonical resubmission differs: %+v %+v", s2, p2)
 		}
 	})
@@ -189,4 +198,11 @@ func checkProblem(t *testing.T, p *Problem) {
 	if r.StatusCode != p.Status || r.Headers["Content-Type"] != "application/problem+json" || !json.Valid([]byte(r.Body)) {
 		t.Fatalf("problem response %+v", r)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

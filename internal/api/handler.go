@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -42,6 +43,11 @@ type Handler struct {
 	Auth     AuthConfig
 	MaxBody  int
 	MaxInput int
+	// Budgets reads the spend of budgeted tasks for their view; Quotas is
+	// the per-caller daily quota checked before a submit (nil: none). See
+	// spend.go.
+	Budgets *spend.Accountant
+	Quotas  *spend.Quotas
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -164,14 +170,17 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p != nil {
 		return h.reject(c, p)
 	}
-	return h.create(ctx, c, ledger.NewTask{
+	if p := h.overQuota(ctx, c); p != nil {
+		return h.reject(c, p)
+	}
+	return h.create(ctx, c, withBudget(ledger.NewTask{
 		Scope:          c.scope,
 		IdempotencyKey: s.key,
 		Kind:           s.kind,
 		Input:          s.input,
-		PayloadSHA256:  payloadHash(s.kind, s.input, ""),
+		PayloadSHA256:  budgetHash(s.kind, s.input, s.budget),
 		CorrelationID:  s.correlationID,
-	})
+	}, s.budget))
 }
 
 func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
@@ -181,6 +190,9 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	}
 	s, p := parseRegenerate(c.headers, body, h.limits())
 	if p != nil {
+		return h.reject(c, p)
+	}
+	if p := h.overQuota(ctx, c); p != nil {
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)
@@ -196,7 +208,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
-	return h.create(ctx, c, ledger.NewTask{
+	return h.create(ctx, c, inheritBudget(ledger.NewTask{
 		Scope:          c.scope,
 		IdempotencyKey: s.key,
 		Kind:           parent.Kind,
@@ -204,7 +216,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		PayloadSHA256:  payloadHash(parent.Kind, input, parent.TaskID),
 		ParentTaskID:   parent.TaskID,
 		CorrelationID:  s.correlationID,
-	})
+	}, parent))
 }
 
 // create records n (the commit point), then sends the outbox message.
@@ -358,7 +370,9 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 			r = nil
 		}
 	}
-	body, err := json.Marshal(NewTaskView(t, r))
+	view := NewTaskView(t, r)
+	h.spendView(ctx, t, &view)
+	body, err := json.Marshal(view)
 	if err != nil {
 		return internalError().response()
 	}

@@ -49,6 +49,8 @@ type submission struct {
 	// input is the canonical JSON of the task input; "" for a regenerate
 	// that reuses its parent's input.
 	input string
+	// budget is the submit's spend budget (nil: none; spend.go).
+	budget *budgetSpec
 }
 
 // lowerHeaders returns h with lower-case names. API Gateway already
@@ -255,7 +257,7 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	if s.correlationID, p = correlationID(h); p != nil {
 		return s, p
 	}
-	fields, p := parseObject(body, "kind", "input")
+	fields, p := parseObject(body, "kind", "input", "budget")
 	if p != nil {
 		return s, p
 	}
@@ -269,6 +271,14 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	rawInput, ok := fields["input"]
 	if s.input, p = parseInput(rawInput, ok, lim.input); p != nil {
 		return s, p
+	}
+	if rawBudget, ok := fields["budget"]; ok {
+		if s.budget, p = parseBudget(rawBudget); p != nil {
+			return s, p
+		}
+		if p = budgetCoversOneCall(s.budget, rawInput); p != nil {
+			return s, p
+		}
 	}
 	return s, nil
 }

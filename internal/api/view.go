@@ -26,6 +26,10 @@ type TaskView struct {
 	Receipt ReceiptView `json:"receipt"`
 	// Review explains a parked task (needs_review only).
 	Review *ReviewView `json:"review,omitempty"`
+	// Budget, Usage and ChainUsage: tasks with a spend budget only (spend.go).
+	Budget     *BudgetView `json:"budget,omitempty"`
+	Usage      *UsageView  `json:"usage,omitempty"`
+	ChainUsage *UsageView  `json:"chain_usage,omitempty"`
 }
 
 // ErrorView is a task's last failure.

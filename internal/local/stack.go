@@ -90,6 +90,9 @@ type Options struct {
 	// exit; with an external endpoint that keeps its tables, set one (make
 	// run: TASK_ID_KEY), or a replay after a restart becomes a new task.
 	TaskIDKey ledger.SecretKey
+	// SpendConfig is the spend configuration (SPEND_CONFIG's JSON; empty:
+	// the template's SpendConfig default). See spend.go.
+	SpendConfig string
 	// Progress receives human progress lines (nil: discard).
 	Progress io.Writer
 	// Log receives the handlers' structured logs (nil: discard).
@@ -264,6 +267,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Lease:    lease,
 		Log:      log,
 		Metrics:  metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
+	}
+	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
+		return nil, err
 	}
 	recon := &reconciler.Handler{
 		Ledger:   s.Ledger,

@@ -448,9 +448,11 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 	s := p.s
 	s.mu.Lock()
 	s.provCalls++
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		// The worker's own context (the invocation's deadline less its
-		// margin) ended the call, not the call's timeout.
+		// margin) ended the call, not the call's timeout: the worker's
+		// call timeout has its own cause, and a slow call on a loaded
+		// machine that runs into it is not cut by the deadline.
 		s.cut[req.OperationID]++
 	}
 	s.mu.Unlock()

@@ -72,7 +72,7 @@ type DB interface {
 type AccountantConfig struct {
 	DB DB
 	// Table is the tasks table.
-	Table string
+	TasksTable string
 	// Now defaults to time.Now; Retention to DefaultRetention.
 	Now       func() time.Time
 	Retention time.Duration
@@ -86,8 +86,8 @@ type Accountant struct{ c AccountantConfig }
 
 // NewAccountant validates cfg and returns an Accountant.
 func NewAccountant(cfg AccountantConfig) (*Accountant, error) {
-	if cfg.DB == nil || cfg.Table == "" {
-		return nil, errors.New("spend: DB and Table are required")
+	if cfg.DB == nil || cfg.TasksTable == "" {
+		return nil, errors.New("spend: DB and TasksTable are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -163,7 +163,7 @@ func (a *Accountant) Reserve(ctx context.Context, budgetKey string, b Budget, r 
 		vals[":croom"] = num(int64(b.MaxCost - r.Cost))
 	}
 	in := &dynamodb.UpdateItemInput{
-		TableName:           &a.c.Table,
+		TableName:           &a.c.TasksTable,
 		Key:                 keyOf(key),
 		UpdateExpression:    aws.String("ADD #ut :rt, #uc :rc SET #rsv = :r, #mt = :mt, #mc = :mc, #e = :exp"),
 		ConditionExpression: aws.String(cond),
@@ -208,7 +208,7 @@ func (a *Accountant) Settle(ctx context.Context, budgetKey string, r Reservation
 	}
 	key := BudgetItemKey(budgetKey)
 	in := &dynamodb.UpdateItemInput{
-		TableName:           &a.c.Table,
+		TableName:           &a.c.TasksTable,
 		Key:                 keyOf(key),
 		UpdateExpression:    aws.String("REMOVE #rsv ADD #ut :dt, #uc :dc, #si :in, #so :out, #sc :c SET #e = :exp"),
 		ConditionExpression: aws.String("#rsv = :r"),
@@ -258,7 +258,10 @@ func (a *Accountant) Get(ctx context.Context, budgetKey string) (*State, error) 
 // write performs in, retrying ambiguous failures (it is idempotent). It
 // returns the output on success, or the item as it stood when the condition
 // failed (ALL_OLD, or a consistent read where the engine omits it).
-func (a *Accountant) write(ctx context.Context, key string, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, map[string]types.AttributeValue, error) {
+func (a *Accountant) write(ctx context.Context, key string, update *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, map[string]types.AttributeValue, error) {
+	// Named after the table here, so internal/templatetest can see which
+	// table the write addresses.
+	in := onTable(update, a.c.TasksTable)
 	var err error
 	for attempt := 1; attempt <= a.c.MaxAttempts; attempt++ {
 		var out *dynamodb.UpdateItemOutput
@@ -282,13 +285,22 @@ func (a *Accountant) write(ctx context.Context, key string, in *dynamodb.UpdateI
 }
 
 func (a *Accountant) get(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
-	return getItem(ctx, a.c.DB, a.c.Table, key)
+	return getItem(ctx, a.c.DB, tasksTable{a.c.TasksTable}, key)
 }
 
 func (a *Accountant) expiry() int64 { return a.c.Now().Add(a.c.Retention).Unix() }
 
-func getItem(ctx context.Context, db DB, table, key string) (map[string]types.AttributeValue, error) {
-	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: keyOf(key), ConsistentRead: aws.Bool(true)})
+// onTable returns in addressed to table.
+func onTable(in *dynamodb.UpdateItemInput, table string) *dynamodb.UpdateItemInput {
+	in.TableName = &table
+	return in
+}
+
+// tasksTable names the table items are read from.
+type tasksTable struct{ TasksTable string }
+
+func getItem(ctx context.Context, db DB, t tasksTable, key string) (map[string]types.AttributeValue, error) {
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(t.TasksTable), Key: keyOf(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("spend: read %s: %w", key, err)
 	}

@@ -38,7 +38,7 @@ func setup(t *testing.T, e *testenv.Env, s faultinject.Schedule) *bundle {
 	cfg := e.AWS.Copy()
 	cfg.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), b.inj.Register)
 	b.db = awsclient.DynamoDB(cfg)
-	acct, err := spend.NewAccountant(spend.AccountantConfig{DB: b.db, Table: e.Names.TasksTable, Now: b.clock.Now})
+	acct, err := spend.NewAccountant(spend.AccountantConfig{DB: b.db, TasksTable: e.Names.TasksTable, Now: b.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

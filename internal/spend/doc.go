@@ -1,7 +1,9 @@
 // Package spend is spend accounting: a per-model price table from
 // configuration, the cost of a usage, budget reservation for a task or a
-// regenerate chain, and a per-caller daily quota (issue 14, DESIGN §13; not
-// yet wired into the submit handler or the worker).
+// regenerate chain, and a per-caller daily quota (issue 14, DESIGN §13).
+// The submit handler (internal/api/spend.go) checks the quota and shows
+// usage; the worker (internal/worker/spend.go) reserves and settles around
+// each provider call of a budgeted task and charges the quota.
 //
 // # Money
 //
@@ -24,7 +26,9 @@
 //
 // A budget ({max_total_tokens, max_cost_usd}; a zero dimension is
 // unlimited) is kept on one item of the tasks table keyed
-// "spend#<task id or regenerate chain root id>" — never a task id ("t_..."),
+// "spend#" + a budget key — [ChainKey] ("chain.<root id>", the regenerate
+// chain's budget every task of the chain reserves on) or [TaskKey] (the
+// task id: one task's usage, reserved without a limit) — never a task id ("t_..."),
 // never in the by_state index (no state_shard/due_at), with a TTL
 // (expires_at, refreshed on every write, 8 days: longer than the tasks'
 // 7-day retention). Attributes: used_tokens/used_micros (spent + reserved),

@@ -23,8 +23,8 @@ const quotaTTL = 48 * time.Hour
 type QuotasConfig struct {
 	DB DB
 	// Table is the tasks table.
-	Table string
-	Quota Quota
+	TasksTable string
+	Quota      Quota
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -36,8 +36,8 @@ type Quotas struct{ c QuotasConfig }
 
 // NewQuotas validates cfg and returns Quotas.
 func NewQuotas(cfg QuotasConfig) (*Quotas, error) {
-	if cfg.DB == nil || cfg.Table == "" {
-		return nil, errors.New("spend: DB and Table are required")
+	if cfg.DB == nil || cfg.TasksTable == "" {
+		return nil, errors.New("spend: DB and TasksTable are required")
 	}
 	if (cfg.Quota.Unit != UnitTokens && cfg.Quota.Unit != UnitUSD) || cfg.Quota.Limit <= 0 {
 		return nil, fmt.Errorf("spend: invalid quota %+v", cfg.Quota)
@@ -73,7 +73,7 @@ func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 		return fmt.Errorf("spend: negative quota want %d", want)
 	}
 	day, next, now := q.today()
-	item, err := getItem(ctx, q.c.DB, q.c.Table, QuotaItemKey(scope, day))
+	item, err := getItem(ctx, q.c.DB, tasksTable{q.c.TasksTable}, QuotaItemKey(scope, day))
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 // Used returns scope's usage today.
 func (q *Quotas) Used(ctx context.Context, scope string) (int64, error) {
 	day, _, _ := q.today()
-	item, err := getItem(ctx, q.c.DB, q.c.Table, QuotaItemKey(scope, day))
+	item, err := getItem(ctx, q.c.DB, tasksTable{q.c.TasksTable}, QuotaItemKey(scope, day))
 	return numOf(item["used"]), err
 }
 
@@ -108,7 +108,7 @@ func (q *Quotas) Add(ctx context.Context, scope string, u Usage) error {
 	day, next, _ := q.today()
 	key := QuotaItemKey(scope, day)
 	_, err := q.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &q.c.Table,
+		TableName:                 &q.c.TasksTable,
 		Key:                       keyOf(key),
 		UpdateExpression:          aws.String("ADD #u :n SET #e = if_not_exists(#e, :exp)"),
 		ExpressionAttributeNames:  map[string]string{"#u": "used", "#e": "expires_at"},

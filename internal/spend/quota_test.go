@@ -14,7 +14,7 @@ func TestDailyQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 11, 30, 23, 59, 0, 500_000_000, time.UTC))
-		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, Table: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 1000}, Now: clock.Now})
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 1000}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestDailyQuota(t *testing.T) {
 func TestUSDQuotaCountsMicros(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, Table: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}})
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}})
 		if err != nil {
 			t.Fatal(err)
 		}

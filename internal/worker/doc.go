@@ -44,6 +44,12 @@
 //     bumps the assignment version, so it is met exactly like a takeover:
 //     the next renewal (or the call-start mark, or the settling write) is
 //     fenced, the call is cancelled and nothing is saved;
+//     a task with a spend budget (spend.go) reserves the call's maximum on
+//     its regenerate chain's budget item and its own before the call — a
+//     budget that cannot cover it parks the task budget_exhausted with no
+//     call made — and settles both with the provider's reported usage
+//     after it (and charges the caller's daily quota); a task without a
+//     budget makes no spend call;
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the

@@ -91,7 +91,14 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !ok {
 		return r
 	}
+	// The budget is reserved before the call-start mark: a task parked
+	// for its budget never started a call, and its mark says so.
+	rs, r, ok := h.reserve(ctx, rec, t, log) // spend budget (spend.go)
+	if !ok {
+		return r
+	}
 	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
+		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
 		return r
 	}
 	a := h.call(ctx, work, rec, t, log)
@@ -100,6 +107,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
 	}
+	h.settle(ctx, t, rs, a, log)
 	if a.fenced != nil && a.err != nil {
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)

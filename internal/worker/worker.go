@@ -118,6 +118,8 @@ type Handler struct {
 	// Admission gates provider calls on shared per-model limits (optional:
 	// nil makes no admission call; see admission.go).
 	Admission *Admission
+	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
+	Spend *Spend
 }
 
 // Outcomes of one record, as counted in the batch metrics.

@@ -36,6 +36,10 @@ type NewTask struct {
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
 	MaxAttempts int
 	MaxAge      time.Duration
+	// BudgetMaxTokens, BudgetMaxMicros and ChainRoot: see Task.
+	BudgetMaxTokens int64
+	BudgetMaxMicros int64
+	ChainRoot       string
 }
 
 // Create records a new queued task with one conditional PutItem. The task is
@@ -61,6 +65,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		ParentTaskID:      n.ParentTaskID,
 		CorrelationID:     n.CorrelationID,
 		MaxAttempts:       n.MaxAttempts,
+		BudgetMaxTokens:   n.BudgetMaxTokens,
+		BudgetMaxMicros:   n.BudgetMaxMicros,
+		ChainRoot:         n.ChainRoot,
 		AssignmentVersion: 0,
 		CreatedAt:         rfc3339(now),
 		CreatedMs:         now.UnixMilli(),

@@ -103,6 +103,26 @@ type Task struct {
 	// CancelVersion is the assignment version a cancel while running
 	// fenced (CancelRunning); 0 when no such cancel was requested.
 	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
+	// BudgetMaxTokens and BudgetMaxMicros are the task's spend budget
+	// (total tokens; micro-dollars), 0 where unlimited; both 0: no budget.
+	// A regenerate carries its chain's budget (internal/spend, DESIGN §13).
+	BudgetMaxTokens int64 `dynamodbav:"budget_max_tokens,omitempty"`
+	BudgetMaxMicros int64 `dynamodbav:"budget_max_micros,omitempty"`
+	// ChainRoot is the task id of the first task of the regenerate chain
+	// whose budget this task shares; "" when it is its own root.
+	ChainRoot string `dynamodbav:"chain_root,omitempty"`
+}
+
+// HasBudget reports whether the task carries a spend budget.
+func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
+
+// Chain returns the task id of its regenerate chain's root (its own id
+// when it is the root).
+func (t *Task) Chain() string {
+	if t.ChainRoot != "" {
+		return t.ChainRoot
+	}
+	return t.TaskID
 }
 
 // OperationID is the stable provider idempotency key of the task.

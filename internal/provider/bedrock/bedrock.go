@@ -20,6 +20,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
+// Model is the configured model id (contract.Modeler).
+func (p *Provider) Model() string { return p.model }
+
 // Name is the provider's name.
 const Name = "bedrock"
 
@@ -180,7 +183,11 @@ func (p *Provider) result(opID string, out *bedrockruntime.ConverseOutput) (cont
 	if err != nil {
 		return contract.Result{}, retrypolicy.Uncertain(fmt.Errorf("bedrock: operation %s: encode output: %w", opID, err))
 	}
-	return contract.Result{Output: raw, Provider: Name, ProviderRef: ref}, nil
+	res := contract.Result{Output: raw, Provider: Name, ProviderRef: ref}
+	if out.Usage != nil {
+		res.Usage = &o.Usage
+	}
+	return res, nil
 }
 
 // Error codes by what they mean for the task.

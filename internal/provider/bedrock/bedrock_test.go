@@ -113,6 +113,9 @@ func TestConverseRequestAndResult(t *testing.T) {
 	if string(res.Output) != wantOut {
 		t.Errorf("output %s\nwant %s", res.Output, wantOut)
 	}
+	if res.Usage == nil || *res.Usage != (contract.Usage{InputTokens: 11, OutputTokens: 4}) || p.Model() != model {
+		t.Errorf("reported usage %+v, model %q; want 11+4 tokens of %s", res.Usage, p.Model(), model)
+	}
 	if p.HonoursIdempotencyKey() {
 		t.Error("HonoursIdempotencyKey = true")
 	}

@@ -37,6 +37,17 @@ type Result struct {
 	// ProviderRef is the provider's id for the call (a response id or a
 	// request id), for receipts and support cases.
 	ProviderRef string
+	// Usage is the token usage the provider reported for the call; nil when
+	// it reported none (spend accounting then charges the call's full
+	// reservation).
+	Usage *Usage
+}
+
+// Modeler is optionally implemented by a Provider that calls one
+// configured model: spend accounting prices a call by it before the call.
+type Modeler interface {
+	// Model is the model id calls are made with (the price table's key).
+	Model() string
 }
 
 // Provider performs the expensive, non-deterministic, side-effecting step of

@@ -19,6 +19,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
+// Model is the configured model id (contract.Modeler).
+func (p *Provider) Model() string { return p.model }
+
 // Name is the provider's name.
 const Name = "openai"
 
@@ -287,11 +290,12 @@ func (p *Provider) result(opID, ref string, raw []byte) (contract.Result, error)
 	if model == "" {
 		model = p.model
 	}
+	usage := contract.Usage{InputTokens: cr.Usage.PromptTokens, OutputTokens: cr.Usage.CompletionTokens}
 	out, err := contract.GenerateOutput{
 		Text:       text,
 		Model:      model,
 		StopReason: choice.FinishReason,
-		Usage:      contract.Usage{InputTokens: cr.Usage.PromptTokens, OutputTokens: cr.Usage.CompletionTokens},
+		Usage:      usage,
 	}.Marshal()
 	if err != nil {
 		return contract.Result{}, retrypolicy.Uncertain(fmt.Errorf("openai: operation %s: encode output: %w", opID, err))
@@ -299,7 +303,7 @@ func (p *Provider) result(opID, ref string, raw []byte) (contract.Result, error)
 	if cr.ID != "" {
 		ref = cr.ID
 	}
-	return contract.Result{Output: out, Provider: Name, ProviderRef: ref}, nil
+	return contract.Result{Output: out, Provider: Name, ProviderRef: ref, Usage: &usage}, nil
 }
 
 // contentText reads a message content that is a string, null, or an array

@@ -99,6 +99,9 @@ func TestGenerateSendsChatCompletion(t *testing.T) {
 	if string(res.Output) != wantOut {
 		t.Errorf("output %s\nwant %s", res.Output, wantOut)
 	}
+	if res.Usage == nil || *res.Usage != (contract.Usage{InputTokens: 12, OutputTokens: 5}) || b.p.Model() != "gpt-test" {
+		t.Errorf("reported usage %+v, model %q; want 12+5 tokens of gpt-test", res.Usage, b.p.Model())
+	}
 	if b.p.HonoursIdempotencyKey() {
 		t.Error("HonoursIdempotencyKey true by default")
 	}

@@ -17,6 +17,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
+// Model is the model id reported in outputs (contract.Modeler).
+func (p *Provider) Model() string { return p.opts.Model }
+
 // Name is the provider's name.
 const Name = "simulated"
 
@@ -516,6 +519,7 @@ func (p *Provider) render(opID string, in contract.GenerateInput, ordinal, minBy
 		Output:      raw,
 		Provider:    Name,
 		ProviderRef: "sim-" + hex.EncodeToString(sum[16:24]) + "-" + strconv.Itoa(ordinal),
+		Usage:       &out.Usage,
 	}
 }
 

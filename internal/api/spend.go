@@ -1,0 +1,255 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Spend control at submit (DESIGN §13, package spend).
+const (
+	// TypeQuotaExceeded is the 429 of a caller over its daily quota.
+	TypeQuotaExceeded = ProblemBase + "quota-exceeded"
+	// MaxBudgetTokens is the largest accepted budget.max_total_tokens.
+	MaxBudgetTokens = 1_000_000_000_000
+	// MaxBudgetUSD is the largest accepted budget.max_cost_usd.
+	MaxBudgetUSD = 1_000_000
+)
+
+// budgetSpec is a validated "budget" member of a submit body.
+type budgetSpec struct {
+	tokens int64
+	micros spend.Micros
+}
+
+func (b *budgetSpec) present() bool { return b != nil && (b.tokens > 0 || b.micros > 0) }
+
+// canonical is the budget's canonical JSON (keys sorted, the cost with six
+// decimals, absent dimensions left out), hashed into the payload hash.
+func (b *budgetSpec) canonical() string {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	if b.micros > 0 {
+		buf.WriteString(`"max_cost_usd":` + b.micros.String())
+	}
+	if b.tokens > 0 {
+		if b.micros > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`"max_total_tokens":` + strconv.FormatInt(b.tokens, 10))
+	}
+	buf.WriteByte('}')
+	return buf.String()
+}
+
+func invalidBudget(field, detail string) *Problem {
+	return invalidBody(field, detail)
+}
+
+// parseBudget validates {"max_total_tokens":N,"max_cost_usd":x}: an object
+// with at least one of them, nothing else, each at most once; N a whole
+// number from 1 to MaxBudgetTokens; x a plain decimal above 0 with at most
+// 6 decimals, up to MaxBudgetUSD.
+func parseBudget(raw json.RawMessage) (*budgetSpec, *Problem) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, invalidBudget("budget", `Field "budget" must be an object {"max_total_tokens": N, "max_cost_usd": x} with at least one of them.`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return nil, malformed("The budget is not valid JSON.")
+	}
+	var b budgetSpec
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed("The budget is not valid JSON.")
+		}
+		key, _ := tok.(string)
+		field := "budget." + clip(key, 40)
+		if key != "max_total_tokens" && key != "max_cost_usd" {
+			return nil, invalidBudget(field, fmt.Sprintf("Unknown budget field %q; the allowed fields are max_total_tokens, max_cost_usd.", clip(key, 40)))
+		}
+		if seen[key] {
+			return nil, invalidBudget(field, fmt.Sprintf("The budget field %q appears more than once.", key))
+		}
+		seen[key] = true
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, malformed("The budget is not valid JSON.")
+		}
+		n, ok := v.(json.Number)
+		if key == "max_total_tokens" {
+			i, err := strconv.ParseInt(string(n), 10, 64)
+			if !ok || err != nil || i < 1 || i > MaxBudgetTokens {
+				return nil, invalidBudget(field, fmt.Sprintf("budget.max_total_tokens must be a whole number from 1 to %d.", int64(MaxBudgetTokens)))
+			}
+			b.tokens = i
+			continue
+		}
+		m, err := spend.ParseUSD(string(n))
+		if !ok || err != nil || m <= 0 || m > MaxBudgetUSD*spend.MicrosPerUSD {
+			return nil, invalidBudget(field, fmt.Sprintf("budget.max_cost_usd must be a plain decimal number of US dollars above 0 with at most 6 decimals (no exponent), up to %d.", MaxBudgetUSD))
+		}
+		b.micros = m
+	}
+	if !b.present() {
+		return nil, invalidBudget("budget", `Field "budget" needs at least one of max_total_tokens and max_cost_usd.`)
+	}
+	return &b, nil
+}
+
+// budgetCoversOneCall refuses a token budget that could never cover one
+// provider call of the task (the worker reserves contract.CallMaximum
+// before every call), so the task would only ever be parked. The cost
+// dimension depends on the worker's model and prices and is checked there.
+func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage) *Problem {
+	if b.tokens <= 0 {
+		return nil
+	}
+	g, err := contract.ParseGenerateInput(rawInput)
+	if err != nil {
+		return nil // parseInput has accepted it; nothing to add
+	}
+	in, out := contract.CallMaximum(g)
+	if in+out <= b.tokens {
+		return nil
+	}
+	return invalidBudget("budget.max_total_tokens", fmt.Sprintf(
+		"budget.max_total_tokens %d cannot cover one provider call of this task, which reserves up to %d tokens (%d for the input: its bytes + %d, and %d for the output: input.max_tokens, or %d when unset); raise the budget or set a lower input.max_tokens.",
+		b.tokens, in+out, in, contract.InputOverheadTokens, out, contract.MaxTokensLimit))
+}
+
+// budgetHash is the payload hash of a submit with a budget: SHA-256 over
+// {"budget":<canonical budget>,"input":<input>,"kind":<kind>} (a submit
+// without one keeps the hash payloadHash gives, so old keys still replay).
+func budgetHash(kind, canonicalInput string, b *budgetSpec) string {
+	if !b.present() {
+		return payloadHash(kind, canonicalInput, "")
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"budget":`)
+	buf.WriteString(b.canonical())
+	buf.WriteString(`,"input":`)
+	buf.WriteString(canonicalInput)
+	buf.WriteString(`,"kind":`)
+	buf.Write(jsonString(kind))
+	buf.WriteByte('}')
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// withBudget puts a submit's budget on the new task.
+func withBudget(n ledger.NewTask, b *budgetSpec) ledger.NewTask {
+	if b.present() {
+		n.BudgetMaxTokens, n.BudgetMaxMicros = b.tokens, int64(b.micros)
+	}
+	return n
+}
+
+// inheritBudget gives a regenerate its chain's budget: the parent's limits
+// and the chain's root (the parent's root, or the parent itself).
+func inheritBudget(n ledger.NewTask, parent *ledger.Task) ledger.NewTask {
+	if parent.HasBudget() {
+		n.BudgetMaxTokens, n.BudgetMaxMicros = parent.BudgetMaxTokens, parent.BudgetMaxMicros
+		n.ChainRoot = parent.Chain()
+	}
+	return n
+}
+
+// overQuota checks the caller's daily quota before anything is written (one
+// consistent GetItem, only when a quota is configured). A caller over it
+// gets 429 with Retry-After (seconds to the next UTC day). The check comes
+// before the task is looked up, so a retried submission is refused as well
+// while the quota is used up; after Retry-After it replays as usual.
+func (h *Handler) overQuota(ctx context.Context, c *call) *Problem {
+	if h.Quotas == nil {
+		return nil
+	}
+	err := h.Quotas.Check(ctx, c.scope, 0)
+	var qe *spend.QuotaExceededError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &qe):
+		c.outcome = "over_quota"
+		h.count(ctx, "", "QuotaExceeded")
+		unit := "tokens"
+		used, limit := strconv.FormatInt(qe.Used, 10), strconv.FormatInt(qe.Limit, 10)
+		if qe.Unit == spend.UnitUSD {
+			unit = "USD"
+			used, limit = spend.Micros(qe.Used).String(), spend.Micros(qe.Limit).String()
+		}
+		p := newProblem(TypeQuotaExceeded, http.StatusTooManyRequests, "Daily quota exceeded",
+			fmt.Sprintf("This caller used %s of its daily quota of %s %s on %s (UTC); nothing was written. Retry after the delay in Retry-After (the next UTC day).", used, limit, unit, qe.Day))
+		p.RetryAfter = int(qe.RetryAfterSeconds())
+		return p
+	}
+	h.log().ErrorContext(ctx, "api: quota read failed", "error", err.Error())
+	p := throttled(time.Second)
+	p.Type, p.Title = TypeUnavailable, "Service unavailable"
+	p.Detail = "The caller's quota could not be read; nothing was written. Retrying with the same Idempotency-Key is safe."
+	c.outcome = "quota_unavailable"
+	return p
+}
+
+// UsageView is what a task (or its regenerate chain) has spent: settled
+// provider calls, as the provider reported them, priced by the price table.
+type UsageView struct {
+	InputTokens  int64       `json:"input_tokens"`
+	OutputTokens int64       `json:"output_tokens"`
+	CostUSD      json.Number `json:"cost_usd"`
+}
+
+// BudgetView is a task's spend budget (a regenerate's is its chain's).
+type BudgetView struct {
+	MaxTotalTokens int64       `json:"max_total_tokens,omitempty"`
+	MaxCostUSD     json.Number `json:"max_cost_usd,omitempty"`
+}
+
+func usageView(s *spend.State) *UsageView {
+	return &UsageView{InputTokens: s.Spent.InputTokens, OutputTokens: s.Spent.OutputTokens, CostUSD: json.Number(s.Spent.Cost.String())}
+}
+
+// spendView adds a budgeted task's budget and usage to v: its own usage
+// and its regenerate chain's (the root's chain is itself and its
+// regenerates), two consistent GetItems.
+// Without a Budgets accountant, or when a read fails (logged), usage is
+// left out.
+func (h *Handler) spendView(ctx context.Context, t *ledger.Task, v *TaskView) {
+	if !t.HasBudget() {
+		return
+	}
+	v.Budget = &BudgetView{MaxTotalTokens: t.BudgetMaxTokens}
+	if t.BudgetMaxMicros > 0 {
+		v.Budget.MaxCostUSD = json.Number(spend.Micros(t.BudgetMaxMicros).String())
+	}
+	if h.Budgets == nil {
+		return
+	}
+	own, err := h.Budgets.Get(ctx, spend.TaskKey(t.TaskID))
+	if err != nil {
+		h.log().WarnContext(ctx, "api: budget item unavailable", "task_id", t.TaskID, "error", err.Error())
+		return
+	}
+	v.Usage = usageView(own)
+	chain, err := h.Budgets.Get(ctx, spend.ChainKey(t.Chain()))
+	if err != nil {
+		h.log().WarnContext(ctx, "api: chain budget item unavailable", "task_id", t.TaskID, "error", err.Error())
+		return
+	}
+	v.ChainUsage = usageView(chain)
+}

@@ -1,0 +1,82 @@
+package review
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// BudgetSpend is the budget name of a spend (token or cost) budget in a
+// budget_exhausted review.
+const BudgetSpend = "spend"
+
+// SpendExhausted explains a task parked by its worker because its spend
+// budget (its regenerate chain's: every task of a chain shares one) cannot
+// cover the next provider call's reservation: what was spent, what attempts
+// in flight have reserved, what remains and what the call needed. The call
+// was not made, so nothing is uncertain about this attempt.
+func SpendExhausted(t *ledger.Task, e *spend.BudgetExhaustedError) ledger.Review {
+	id := t.TaskID
+	rt, rc := e.State.Remaining(e.Budget)
+	limits := budgetLimits(e.Budget)
+	whose := "its budget"
+	if t.ChainRoot != "" {
+		whose = "its regenerate chain's budget (root task " + t.ChainRoot + ")"
+	}
+	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: "budget_exhausted",
+		ErrorMessage: clip(fmt.Sprintf("spend budget exhausted: spent %s, remaining %s, the next call needs %s",
+			amount(e.State.Spent.Tokens(), e.State.Spent.Cost), remaining(rt, rc, e.Budget), amount(e.Wanted.Tokens, e.Wanted.Cost)), MaxDetail)}
+	r.Summary = fmt.Sprintf("Task %s stopped before attempt %d: %s (%s) has spent %s and %s remain, less than the %s the next provider call may use; no call was made; resolve it as failed, or submit it again with a larger budget.",
+		id, t.Attempts, whose, limits, amount(e.State.Spent.Tokens(), e.State.Spent.Cost), remaining(rt, rc, e.Budget), amount(e.Wanted.Tokens, e.Wanted.Cost))
+	r.Known = append(r.Known,
+		"budget exhausted: "+BudgetSpend+" ("+limits+")",
+		fmt.Sprintf("spent: %d input + %d output tokens, $%s (settled provider calls, as the provider reported them)",
+			e.State.Spent.InputTokens, e.State.Spent.OutputTokens, e.State.Spent.Cost),
+		fmt.Sprintf("reserved by attempts in flight (or whose worker stopped before settling): %s", amount(e.State.ReservedTokens, e.State.ReservedCost)),
+		"remaining: "+remaining(rt, rc, e.Budget),
+		fmt.Sprintf("the refused call needed %s (its input plus max output tokens, priced)", amount(e.Wanted.Tokens, e.Wanted.Cost)),
+		fmt.Sprintf("attempt %d of %d was refused before the provider call: nothing was sent, generated or billed for it", t.Attempts, t.MaxAttempts),
+	)
+	r.Known = append(r.Known, lastError(t)...)
+	if e.State.ReservedTokens > 0 || e.State.ReservedCost > 0 {
+		r.Uncertain = append(r.Uncertain, "how much of the reserved amount the attempts in flight will really use: when they settle below it, a retry may fit the budget")
+	} else {
+		r.Uncertain = append(r.Uncertain, "nothing about this attempt (it was never sent); a retry is refused again while the budget stays as it is")
+	}
+	r.SafeActions = append(r.SafeActions,
+		resolveFailed(id),
+		"submit the task again (a new Idempotency-Key) with a larger budget",
+	)
+	if e.State.ReservedTokens > 0 || e.State.ReservedCost > 0 {
+		r.SafeActions = append(r.SafeActions, "retry: `taskledger review retry "+id+"` once the reservations in flight have settled (the spend budget is not reset by a retry)")
+	}
+	return r
+}
+
+func budgetLimits(b spend.Budget) string {
+	var parts []string
+	if b.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d tokens", b.MaxTokens))
+	}
+	if b.MaxCost > 0 {
+		parts = append(parts, "at most $"+b.MaxCost.String())
+	}
+	return strings.Join(parts, " and ")
+}
+
+func amount(tokens int64, cost spend.Micros) string {
+	return fmt.Sprintf("%d tokens / $%s", tokens, cost)
+}
+
+func remaining(tokens int64, cost spend.Micros, b spend.Budget) string {
+	var parts []string
+	if b.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", tokens))
+	}
+	if b.MaxCost > 0 {
+		parts = append(parts, "$"+cost.String())
+	}
+	return strings.Join(parts, " / ")
+}

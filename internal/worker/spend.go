@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Spend is the worker's spend accounting (DESIGN §13, package spend). A
+// Handler without one, or a task without a budget, makes no spend call at
+// all: the calls per task are unchanged.
+type Spend struct {
+	// Prices is the price table (required).
+	Prices *spend.Config
+	// Budgets reserves and settles budgets (required).
+	Budgets *spend.Accountant
+	// Quotas, when set, is charged with every settled call's usage (the
+	// per-caller daily quota the submit handler checks).
+	Quotas *spend.Quotas
+}
+
+// InputOverheadTokens is contract.InputOverheadTokens (see callMaximum).
+const InputOverheadTokens = contract.InputOverheadTokens
+
+// reservation is one attempt's reservation on its chain's and its own
+// budget item.
+type reservation struct {
+	r     spend.Reservation
+	max   spend.Usage // the reservation as a usage (input + max output tokens, priced)
+	model string
+}
+
+// callMaximum is what a call of t may use at most (contract.CallMaximum:
+// input bytes + InputOverheadTokens, and input.max_tokens or
+// contract.MaxTokensLimit).
+func callMaximum(t *ledger.Task) (in, out int64) {
+	g, err := contract.ParseGenerateInput([]byte(t.Input))
+	if err != nil { // never for an accepted task; reserve by the stored size
+		return int64(len(t.Input)) + InputOverheadTokens, contract.MaxTokensLimit
+	}
+	return contract.CallMaximum(g)
+}
+
+// reserve reserves the call's maximum on the chain's budget item (which
+// enforces the budget: one conditional UpdateItem, so concurrent attempts
+// of a chain can never together reserve beyond it) and on the task's own
+// item (its usage). ok=false means the provider must not be called and r is
+// the record's result: a budget that cannot cover the call parks the task
+// budget_exhausted with what was spent and what remains; a price that is
+// not configured parks it provider_config; a failed write gives the
+// assignment and its attempt back (the reservation id is the assignment,
+// so a redelivery reserves afresh) and defers the message.
+func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (rs *reservation, r result, ok bool) {
+	s := h.Spend
+	if !t.HasBudget() {
+		return nil, result{}, true
+	}
+	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
+	if s == nil {
+		// Never run a budgeted task unbudgeted.
+		log.ErrorContext(ctx, "the task has a spend budget and this worker has no price table (SPEND_CONFIG); provider not called")
+		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "no_price_table",
+			Message: "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"}
+		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+	}
+	model := ""
+	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
+		model = m.Model()
+	}
+	in, out := callMaximum(t)
+	maxUse, err := s.Prices.Usage(model, in, out)
+	if err != nil {
+		log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", err.Error())
+		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(err.Error(), MaxErrorMessage)}
+		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+	}
+	rs = &reservation{
+		r:     spend.Reservation{ID: t.TaskID + "." + strconv.FormatInt(t.AssignmentVersion, 10), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
+		max:   maxUse,
+		model: model,
+	}
+	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
+	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
+	_, err = s.Budgets.Reserve(ctx, spend.ChainKey(t.Chain()), budget, rs.r)
+	var be *spend.BudgetExhaustedError
+	if errors.As(err, &be) {
+		rt, rc := be.State.Remaining(be.Budget)
+		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
+			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
+		h.spendMetric(t, spend.Usage{}, "BudgetExhausted")
+		return nil, h.park(ctx, t, po, review.SpendExhausted(t, be), log), false
+	}
+	if err == nil {
+		// The task's own item only records its usage: no limit.
+		if _, err = s.Budgets.Reserve(ctx, spend.TaskKey(t.TaskID), spend.Budget{}, rs.r); err != nil {
+			if _, serr := s.Budgets.Settle(ctx, spend.ChainKey(t.Chain()), rs.r, spend.Usage{}); serr != nil {
+				log.WarnContext(ctx, "giving back the chain reservation failed; it stays counted", "error", serr.Error())
+			}
+		}
+	}
+	if err != nil {
+		if rerr := h.release(ctx, rec, t, log); rerr != nil {
+			log.ErrorContext(ctx, "budget reservation failed and the release failed; provider not called, the lease will expire",
+				"error", err.Error(), "release_error", rerr.Error())
+		} else {
+			log.WarnContext(ctx, "budget reservation failed; released the task and its attempt, provider not called", "error", err.Error())
+		}
+		h.setVisibility(ctx, rec, 0, log)
+		return nil, deferred, false
+	}
+	return rs, result{}, true
+}
+
+// settle replaces the reservation by what the call used, on both items,
+// and charges the caller's daily quota. Used is the provider's reported
+// usage, priced; a success without a report, and an attempt whose outcome
+// is unknown (the provider may have generated and billed), are charged the
+// full reservation; a definite refusal (throttled, rejected, misconfigured,
+// never sent) is charged nothing. Settle is idempotent per reservation id;
+// a settle that fails leaves the reservation counted (the safe side).
+func (h *Handler) settle(ctx context.Context, t *ledger.Task, rs *reservation, a attempt, log *slog.Logger) {
+	if rs == nil {
+		return
+	}
+	s := h.Spend
+	used := h.usedBy(rs, a, log)
+	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
+		if _, err := s.Budgets.Settle(ctx, key, rs.r, used); err != nil {
+			log.WarnContext(ctx, "budget settle failed; the reservation stays counted", "budget_key", key, "error", err.Error())
+		}
+	}
+	if s.Quotas != nil {
+		if err := s.Quotas.Add(ctx, t.Scope, used); err != nil {
+			log.WarnContext(ctx, "daily quota charge failed; this call is not counted in the caller's quota", "error", err.Error())
+		}
+	}
+	log.InfoContext(ctx, "spend settled", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
+	h.spendMetric(t, used, "")
+}
+
+// usedBy is what an attempt is charged (see settle).
+func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usage {
+	if a.err == nil {
+		if a.res.Usage == nil {
+			return rs.max
+		}
+		u, err := h.Spend.Prices.Usage(rs.model, int64(max(a.res.Usage.InputTokens, 0)), int64(max(a.res.Usage.OutputTokens, 0)))
+		if err != nil {
+			log.Warn("pricing the reported usage failed; charging the reservation", "error", err.Error())
+			return rs.max
+		}
+		return u
+	}
+	if errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
+		return spend.Usage{}
+	}
+	if a.fenced != nil || a.cutBy != "" || retrypolicy.DefaultClassifier(a.err).Class == retrypolicy.UnknownOutcome {
+		return rs.max
+	}
+	return spend.Usage{}
+}
+
+// spendMetric writes one EMF record: the tokens and cost of a settled
+// call, or a count (BudgetExhausted).
+func (h *Handler) spendMetric(t *ledger.Task, u spend.Usage, count string) {
+	if h.Metrics == nil {
+		return
+	}
+	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID)
+	if count != "" {
+		rec.Add(count, 1, metrics.Count)
+	} else {
+		rec.Add("InputTokens", float64(u.InputTokens), metrics.Count).
+			Add("OutputTokens", float64(u.OutputTokens), metrics.Count).
+			Add("CostUSD", float64(u.Cost)/float64(spend.MicrosPerUSD), metrics.None)
+	}
+	_ = rec.Flush()
+}
+
+// errNoCall settles a reservation whose call was never made (the
+// call-start mark was refused): nothing is charged.
+var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.ErrRequestNotSent)
