@@ -35,4 +35,8 @@ func TestFinalByIsTheSecondRunAfterTheDeadline(t *testing.T) {
 	if got, want := s.finalBy(deadline), at(13); !got.Equal(want) {
 		t.Fatalf("unfinished second run: %v, want the floor %v", got, want)
 	}
+	s.runs = []tickSpan{{start: at(10.1), end: at(12), complete: true}, {start: at(12.1), end: at(19)}, {start: at(19.1), end: at(25)}}
+	if got, want := s.finalBy(deadline), at(25); !got.Equal(want) {
+		t.Fatalf("walks cut short after the first: %v, want the last run's end %v", got, want)
+	}
 }

@@ -600,11 +600,15 @@ type tickSpan struct {
 // ticks rather than a fixed allowance, the rule holds however slow a loaded
 // machine makes the runs (a walk cut short by its time budget starts over
 // next run), and still catches a reconciler that lets a budget run over:
-// that one misses walk after walk.
+// that one misses walk after walk. With fewer than two complete walks after
+// the deadline, the allowance ends with the last recorded run.
 func (s *soak) finalBy(deadline time.Time) time.Time {
 	floor := deadline.Add(s.cfg.ReconcileEvery + s.cfg.ReconcileBudget)
-	seen := 0
+	seen, last := 0, floor
 	for _, r := range s.runs {
+		if r.end.After(last) {
+			last = r.end
+		}
 		if r.start.Before(deadline) || r.end.IsZero() || !r.complete {
 			continue
 		}
@@ -615,7 +619,9 @@ func (s *soak) finalBy(deadline time.Time) time.Time {
 			return floor
 		}
 	}
-	return floor
+	// Fewer than two complete walks since the deadline: every run since
+	// was cut short, so the allowance lasts as long as the runs recorded.
+	return last
 }
 
 // drain waits until every task that exists is final and every poison
