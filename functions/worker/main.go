@@ -9,7 +9,9 @@
 // third of it); WORKER_CONCURRENCY (records of a batch processed at once,
 // default worker.DefaultConcurrency; keep it at least the event source's
 // BatchSize); PROVIDER and PROVIDER_* (see internal/provider; PROVIDER_TIMEOUT
-// is the call timeout the worker admits records by); LOG_LEVEL
+// is the call timeout the worker admits records by); PAYLOAD_BUCKET (the S3
+// claim-check bucket: large inputs are read from it, results above 4 KiB
+// written to it; unset keeps them inline); LOG_LEVEL
 // (debug|info|warn|error). template.yaml sets them as one arithmetic
 // (README "Timing").
 package main
@@ -69,8 +71,13 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	payloads, err := lambdaenv.Payloads(b.AWS, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	return &worker.Handler{
 		Ledger:      b.Ledger,
+		Payloads:    payloads,
 		Provider:    p,
 		SQS:         awsclient.SQS(b.AWS),
 		QueueURL:    b.TaskQueueURL,

@@ -26,6 +26,7 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/stack"
@@ -213,6 +214,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if err := tpl.CreateBuckets(ctx, awsclient.S3(s.AWS), prefix, &s.Names, func(line string) { prog.printf("stack: %s", line) }); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	payloads, err := payload.New(awsclient.S3(s.AWS), s.Names.PayloadBucket, payload.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	idKey := o.TaskIDKey
 	if len(idKey) == 0 {
 		idKey = make(ledger.SecretKey, ledger.MinIDKeyBytes)
@@ -230,7 +238,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
 		authz, err = NewJWTAuthorizer(ctx, o.OIDCIssuer, o.OIDCAudience, nil, log)
@@ -259,6 +267,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Lease:    lease,
 		Log:      log,
 		Metrics:  metrics.NewWriter(&metricsSink{p: prog}),
+		Payloads: payloads,
 	}
 	recon := &reconciler.Handler{
 		Ledger:   s.Ledger,

@@ -100,6 +100,13 @@ type Task struct {
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
+
+	// InputRef replaces Input when the input was too large to keep in the
+	// item (DESIGN §12, the S3 claim-check): Input is then empty.
+	InputRef *PayloadRef `dynamodbav:"input_ref,omitempty"`
+	// ResultRef replaces Result when the result was placed in S3 (at
+	// results/<task>/<assignment_version> of the completing assignment).
+	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
 }
 
 // OperationID is the stable provider idempotency key of the task.
