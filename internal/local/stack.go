@@ -277,6 +277,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		DLQURL:   s.Names.DeadLetterQueueURL,
 		Provider: s.Provider,
 		Log:      log,
+		Payloads: payloads,
 	}
 
 	// Event sources, configured from the template.

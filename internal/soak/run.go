@@ -251,6 +251,7 @@ func (s *soak) wire(ctx context.Context) error {
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
 			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+			Payloads: handlerPayloads,
 		}
 	}
 	return nil

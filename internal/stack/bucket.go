@@ -42,13 +42,18 @@ func (t *Template) CreateBuckets(ctx context.Context, client *s3.Client, prefix 
 			return fmt.Errorf("stack: create bucket %s: %w", id, err)
 		}
 		name := BucketName(prefix, id)
-		created := true
-		_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
-		if err != nil {
-			if !hasCode(err, "BucketAlreadyOwnedByYou", "BucketAlreadyExists") {
-				return fmt.Errorf("stack: create bucket %s: %w", name, err)
+		// HEAD first: in us-east-1 S3 (and moto) answer 200 to creating a
+		// bucket the caller already owns, so CreateBucket cannot tell.
+		created := false
+		if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err != nil {
+			created = true
+			_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+			if err != nil {
+				if !hasCode(err, "BucketAlreadyOwnedByYou") {
+					return fmt.Errorf("stack: create bucket %s: %w", name, err)
+				}
+				created = false
 			}
-			created = false
 		}
 		if id == "PayloadBucket" {
 			n.PayloadBucket = name

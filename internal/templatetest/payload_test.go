@@ -30,12 +30,13 @@ var subObjects = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/([a-z][a-z0-9-]*/)\*$`)
 // payload bucket (DESIGN §12): submit puts large inputs (content-addressed)
 // and reads inputs (regenerate) and results (the task view); the worker
 // reads inputs and puts results under its own assignment (a repeated put
-// reads the object back). Nobody lists or deletes: lifecycle rules expire
-// objects. The reconciler has no access.
+// reads the object back); the reconciler puts a large read-back result
+// under the assignment it completes. Nobody lists or deletes: lifecycle
+// rules expire objects.
 var wantS3 = map[string][]string{
 	"SubmitFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on inputs/"},
 	"WorkerFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on results/"},
-	"ReconcilerFunction": nil,
+	"ReconcilerFunction": {"s3:GetObject on results/", "s3:PutObject on results/"},
 }
 
 // TestPayloadBucket checks the claim-check bucket: encrypted, every public

@@ -289,3 +289,34 @@ func TestInputIntegrityFailureNeverReachesTheProvider(t *testing.T) {
 		}
 	})
 }
+
+// TestResultPutDownFallsBackInline: S3 refuses every put; the worker
+// repeats it, then saves the 20 KB result inline (it fits the item) rather
+// than lose it: completed, with the provider's result, no reference.
+func TestResultPutDownFallsBackInline(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withPayloads(e, t, true)...)
+		st, inj := faultyStore(t, e, func(c faultinject.Call) faultinject.Kind {
+			if c.Key() == "S3.PutObject" {
+				return faultinject.SendFailure
+			}
+			return ""
+		})
+		b.h.Payloads = st
+		task := b.create(t, "putdown", largeInput(100))
+		b.sim.Script(task.TaskID, simulated.Oversized)
+		b.send(t, task.TaskID)
+		wantNoFailures(t, handle(t, b.h, context.Background(), b.deliver(t, 1, 60)))
+		if inj.Total(faultinject.SendFailure) < 2 {
+			t.Fatalf("the put was not repeated: %v", inj.Injected())
+		}
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateCompleted)
+		if got.ResultRef != nil || got.Result != string(b.sim.Results(task.TaskID)[0].Output) || len(got.Result) < 20_000 {
+			t.Fatalf("result inline %d bytes, ref %+v; want the provider's 20 KB inline", len(got.Result), got.ResultRef)
+		}
+		if !strings.Contains(b.logs.String(), "saving the result inline") {
+			t.Error("the fallback was not logged")
+		}
+	})
+}
