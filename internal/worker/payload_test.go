@@ -320,3 +320,30 @@ func TestResultPutDownFallsBackInline(t *testing.T) {
 		}
 	})
 }
+
+// TestResultOverTheObjectLimitIsTooLarge: a result over the payload
+// store's 8 MiB object limit fits neither S3 nor the item: parked
+// result_too_large, nothing put.
+func TestResultOverTheObjectLimitIsTooLarge(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withPayloads(e, t, true)...)
+		g := newGate(b.sim)
+		close(g.release)
+		g.late = &contract.Result{Output: []byte(`{"text":"` + strings.Repeat("w", payload.MaxObjectSize) + `"}`), Provider: "huge", ProviderRef: "huge-1"}
+		h := b.handler(b.l, g)
+		h.Payloads = b.h.Payloads
+		task := b.create(t, "huge", prompt)
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		e.Counter.Reset()
+		wantNoFailures(t, handle(t, h, context.Background(), ev))
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateNeedsReview)
+		if got.ReviewReason != ledger.ReviewResultTooLarge || got.HasResult() {
+			t.Fatalf("parked %s with result %v; want result_too_large, nothing saved", got.ReviewReason, got.HasResult())
+		}
+		if n := e.Counter.Calls()["S3.PutObject"]; n != 0 {
+			t.Fatalf("%d S3 puts of a body over the object limit", n)
+		}
+	})
+}

@@ -79,7 +79,8 @@ func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger
 // same bytes), so a throttle, a 5xx or a lost reply is repeated like a
 // settling write. If S3 stays unavailable, a result that still fits the
 // item is saved inline instead; only one that cannot is an error (the
-// caller parks it result_not_saved, with what the worker knows).
+// caller parks it result_not_saved, with what the worker knows; one over
+// payload.MaxObjectSize as well is result_too_large).
 func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Completion, log *slog.Logger) (ledger.Completion, error) {
 	if h.Payloads == nil || h.Payloads.Inline(len(c.Result)) {
 		return c, nil
@@ -109,9 +110,15 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		case <-timer.C:
 		}
 	}
-	if ledger.CheckCompletion(t, c) == nil {
+	cerr := ledger.CheckCompletion(t, c)
+	switch {
+	case cerr == nil:
 		log.WarnContext(ctx, "payload bucket unavailable; saving the result inline (it fits the item)", "result_bytes", len(body), "error", err.Error())
 		return c, nil
+	case errors.Is(err, payload.ErrTooLarge):
+		// Over the object limit and over the item: it fits nowhere
+		// (*ledger.ItemTooLargeError: the caller parks result_too_large).
+		return c, cerr
 	}
 	return c, err
 }
