@@ -102,6 +102,9 @@ func printTask(w io.Writer, t *opsapi.Task) {
 	if len(t.Result) > 0 {
 		row("result", fmt.Sprintf("%d bytes (--json to print it)", len(t.Result)))
 	}
+	if r := t.ResultRef; r != nil {
+		row("result", fmt.Sprintf("%d bytes at s3://%s/%s (sha256 %s)", r.Size, r.Bucket, r.Key, r.SHA256))
+	}
 	row("review", t.ReviewReason)
 	tw.Flush()
 }

@@ -7,8 +7,9 @@
 //
 // Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL and
 // DEAD_LETTER_QUEUE_URL (required); PROVIDER and PROVIDER_* (the provider
-// read back for unknown outcomes; see internal/provider); LOG_LEVEL
-// (debug|info|warn|error).
+// read back for unknown outcomes; see internal/provider); PAYLOAD_BUCKET (the
+// S3 claim-check bucket for large read-back results; unset keeps them
+// inline); LOG_LEVEL (debug|info|warn|error).
 package main
 
 import (
@@ -54,6 +55,10 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	if err != nil {
 		return nil, err
 	}
+	payloads, err := lambdaenv.Payloads(b.AWS, getenv)
+	if err != nil {
+		return nil, err
+	}
 	sq := awsclient.SQS(b.AWS)
 	return &reconciler.Handler{
 		Ledger:   b.Ledger,
@@ -63,5 +68,6 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 		DLQURL:   dlqURL,
 		Provider: p,
 		Metrics:  metrics.NewWriter(os.Stdout),
+		Payloads: payloads,
 	}, nil
 }

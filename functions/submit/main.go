@@ -8,8 +8,9 @@
 // derived with, read once at init), AUTH_MODE (required: jwt, iam or none)
 // with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET
 // /auth/config tells the page), ALLOWED_ORIGINS (comma-separated CORS
-// allow-list; "*" allows any; empty disables CORS), LOG_LEVEL
-// (debug|info|warn|error).
+// allow-list; "*" allows any; empty disables CORS), PAYLOAD_BUCKET (the S3
+// claim-check bucket for inputs above 4 KiB; unset keeps them inline),
+// LOG_LEVEL (debug|info|warn|error).
 package main
 
 import (
@@ -61,8 +62,13 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	payloads, err := lambdaenv.Payloads(b.AWS, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	h := &api.Handler{
 		Ledger:         led,
+		Payloads:       payloads,
 		Auth:           auth,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),

@@ -12,7 +12,9 @@
 // is the call timeout the worker admits records by); PROVIDER_ADMISSION
 // (optional JSON of per-model requests and tokens per minute, shared by
 // every instance through the tasks table: worker.ParseAdmissionConfig;
-// unset: no admission); LOG_LEVEL
+// unset: no admission); PAYLOAD_BUCKET (the S3 claim-check bucket: large
+// inputs are read from it, results above 4 KiB written to it; unset keeps
+// them inline); LOG_LEVEL
 // (debug|info|warn|error). template.yaml sets them as one arithmetic
 // (README "Timing").
 package main
@@ -87,10 +89,15 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if sp != nil {
 		ws = &worker.Spend{Prices: sp.Prices, Budgets: sp.Budgets, Quotas: sp.Quotas}
 	}
+	payloads, err := lambdaenv.Payloads(b.AWS, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	return &worker.Handler{
 		Admission:   adm,
 		Spend:       ws,
 		Ledger:      b.Ledger,
+		Payloads:    payloads,
 		Provider:    p,
 		SQS:         awsclient.SQS(b.AWS),
 		QueueURL:    b.TaskQueueURL,

@@ -36,6 +36,18 @@
 // keeps it (ledger.DefaultRetention, 7 days after it ends); the same key with
 // another payload is 422 and writes nothing.
 //
+// # Payloads in S3 (Handler.Payloads)
+//
+// With a claim-check store (DESIGN §12; payloads.go) an input above its
+// inline threshold (4 KiB of canonical JSON) is put content-addressed in S3
+// before the item, which keeps only the reference; the payload hash is
+// computed before, over the canonical request, so replays and 422s are
+// unchanged. A small input makes no S3 call. The task view reads an
+// offloaded result back (verified) and adds receipt.result_bytes and
+// result_sha256; one over MaxViewResult is described, not shown.
+// Regenerate reads an offloaded parent input. S3 trouble that may pass is
+// 503 with Retry-After (nothing recorded); anything else is 500.
+//
 // # Caller scope
 //
 // The scope is read from the authorizer context API Gateway attaches:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -48,6 +49,10 @@ type Handler struct {
 	// spend.go.
 	Budgets *spend.Accountant
 	Quotas  *spend.Quotas
+	// Payloads is the S3 claim-check store (DESIGN §12): inputs above its
+	// inline threshold go to S3 and the item keeps the reference. nil keeps
+	// every input inline (no S3 call at all).
+	Payloads *payload.Store
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -201,9 +206,13 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	}
 	input := s.input
 	if input == "" {
-		canon, err := CanonicalJSON([]byte(parent.Input))
+		parentInput, p := h.inputOf(ctx, c, parent)
+		if p != nil {
+			return h.reject(c, p)
+		}
+		canon, err := CanonicalJSON([]byte(parentInput))
 		if err != nil {
-			h.log().ErrorContext(ctx, "api: parent input is not JSON", "task_id", parent.TaskID, "input_bytes", len(parent.Input))
+			h.log().ErrorContext(ctx, "api: parent input is not JSON", "task_id", parent.TaskID, "input_bytes", len(parentInput))
 			return h.reject(c, internalError())
 		}
 		input = string(canon)
@@ -222,6 +231,9 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 // create records n (the commit point), then sends the outbox message.
 func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.APIGatewayV2HTTPResponse {
 	c.taskID = h.Ledger.TaskID(n.Scope, n.IdempotencyKey)
+	if p := h.placeInput(ctx, c, &n); p != nil {
+		return h.reject(c, p)
+	}
 	t, err := h.Ledger.Create(ctx, n)
 	var dup *ledger.DuplicateError
 	var mm *ledger.PayloadMismatchError
@@ -371,6 +383,9 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 		}
 	}
 	view := NewTaskView(t, r)
+	if p := h.resolveResult(ctx, c, t, &view); p != nil {
+		return h.reject(c, p)
+	}
 	h.spendView(ctx, t, &view)
 	body, err := json.Marshal(view)
 	if err != nil {

@@ -49,6 +49,11 @@ type ReceiptView struct {
 	// ReadbackAt is set when the result was recovered by reading the
 	// provider back after an uncertain attempt.
 	ReadbackAt string `json:"readback_at,omitempty"`
+	// ResultBytes and ResultSHA256 describe a result kept in the payload
+	// bucket (above the inline threshold): its size and SHA-256 as verified
+	// on every read. A result over MaxViewResult is described, not shown.
+	ResultBytes  int64  `json:"result_bytes,omitempty"`
+	ResultSHA256 string `json:"result_sha256,omitempty"`
 }
 
 // ReviewView is the review item of a parked task.

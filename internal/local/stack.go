@@ -27,6 +27,7 @@ import (
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/internal/overview"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/stack"
@@ -217,6 +218,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if err := tpl.CreateBuckets(ctx, awsclient.S3(s.AWS), prefix, &s.Names, func(line string) { prog.printf("stack: %s", line) }); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	payloads, err := payload.New(awsclient.S3(s.AWS), s.Names.PayloadBucket, payload.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 	idKey := o.TaskIDKey
 	if len(idKey) == 0 {
 		idKey = make(ledger.SecretKey, ledger.MinIDKeyBytes)
@@ -234,7 +242,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
 		authz, err = NewJWTAuthorizer(ctx, o.OIDCIssuer, o.OIDCAudience, nil, log)
@@ -267,6 +275,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Lease:    lease,
 		Log:      log,
 		Metrics:  metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
+		Payloads: payloads,
 	}
 	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
@@ -280,6 +289,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Provider: s.Provider,
 		Log:      log,
 		Metrics:  metrics.NewWriter(rates),
+		Payloads: payloads,
 	}
 
 	// Event sources, configured from the template.

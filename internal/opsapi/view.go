@@ -32,6 +32,9 @@ type Task struct {
 	Receipt           *Receipt        `json:"receipt,omitempty"`
 	ReviewReason      string          `json:"review_reason,omitempty"`
 	ReviewSummary     string          `json:"review_summary,omitempty"`
+	// ResultRef is where a result above the inline threshold lives (the
+	// S3 claim-check); the operator view shows the reference, not the bytes.
+	ResultRef *ledger.PayloadRef `json:"result_ref,omitempty"`
 }
 
 // TaskError is the last recorded failure of a task.
@@ -68,6 +71,9 @@ func ViewTask(t *ledger.Task) *Task {
 		} else {
 			v.Result, _ = json.Marshal(t.Result)
 		}
+	}
+	if t.State == ledger.StateCompleted {
+		v.ResultRef = t.ResultRef
 	}
 	if t.ErrorClass != "" {
 		v.Error = &TaskError{Class: t.ErrorClass, Message: t.ErrorMessage}

@@ -1,5 +1,10 @@
-// Package payload is the S3 claim-check store (DESIGN §12, issue 13
-// groundwork; not yet wired into the ledger, submit handler or worker).
+// Package payload is the S3 claim-check store (DESIGN §12, issue 13). The
+// submit handler (internal/api) places large inputs and resolves offloaded
+// results for the task view; the worker reads offloaded inputs and places
+// large results before its fenced completion; both take a *Store as their
+// Payloads field (nil: everything inline). The ledger keeps the reference
+// as ledger.PayloadRef (input_ref, result_ref). Presigned document uploads
+// are not wired yet.
 //
 // # Why the hot item stays small
 //

@@ -32,7 +32,10 @@
 //     provider that may have acted is read back before anything is parked.
 //   - unknown, for at least Settle (not waited for past the age deadline):
 //     provider Lookup. Found →
-//     CompleteFromReadback (readback_at); a result too large for the item
+//     CompleteFromReadback (readback_at; with Handler.Payloads a result
+//     above the inline threshold is first put in S3 at
+//     results/<task>/<assignment_version> and the reference saved); a
+//     result too large for the item
 //     (ledger.CheckCompletion, ledger.ItemTooLargeError) → park
 //     result_too_large; a save refused as invalid, or failing on every run
 //     until the age budget ends → park result_not_saved with the readback

@@ -15,6 +15,7 @@ import (
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -107,6 +108,11 @@ type Handler struct {
 	// cause a second external side effect. Default: true unless Provider
 	// honours idempotency keys (contract.IdempotencyHonouring).
 	SideEffects func(kind string) bool
+	// Payloads is the S3 claim-check store (DESIGN §12): a read-back
+	// result above its inline threshold is put at
+	// results/<task>/<assignment_version> before CompleteFromReadback,
+	// which saves the reference. nil keeps read-back results inline.
+	Payloads *payload.Store
 }
 
 // Summary is what one run did. It is also the Lambda's response.

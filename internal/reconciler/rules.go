@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -157,7 +158,21 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		c := ledger.Completion{Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now}
 		x := review.Result{Provider: res.Provider, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output), FromReadback: true}
-		err := ledger.CheckCompletion(t, c)
+		var err error
+		if h.Payloads != nil && !h.Payloads.Inline(len(res.Output)) {
+			// The claim-check: the object first, under the assignment the
+			// run read, then the fenced completion saves its reference. A
+			// failed put is handled like a failed save (below): tried again
+			// next run (it is idempotent), parked past the age budget.
+			var v payload.Value
+			if v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, res.Output); err == nil {
+				ref := ledger.PayloadRef(*v.Ref)
+				c.Result, c.ResultRef = "", &ref
+			}
+		}
+		if err == nil {
+			err = ledger.CheckCompletion(t, c)
+		}
 		if err == nil {
 			_, err = h.Ledger.CompleteFromReadback(ctx, t.TaskID, t.AssignmentVersion, c)
 		}

@@ -20,7 +20,9 @@ import (
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/stack"
@@ -87,6 +89,14 @@ func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, i
 		}
 		lease = time.Duration(n) * time.Second
 	}
+	// The claim-check store each function's PAYLOAD_BUCKET names.
+	payloads := func(fn string) *payload.Store {
+		st, err := lambdaenv.Payloads(e.AWS, func(k string) string { return env[fn][k] })
+		if err != nil || st == nil {
+			t.Fatalf("%s payload store: %v (PAYLOAD_BUCKET %q)", fn, err, env[fn]["PAYLOAD_BUCKET"])
+		}
+		return st
+	}
 	se := env["SubmitFunction"]
 	auth, err := api.ParseAuthConfig(se["AUTH_MODE"], se["OIDC_ISSUER"], se["OIDC_CLIENT_ID"], se["OIDC_AUTHORIZATION_ENDPOINT"])
 	if err != nil {
@@ -98,6 +108,7 @@ func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, i
 		Metrics:        quiet,
 		AllowedOrigins: api.ParseOrigins(se["ALLOWED_ORIGINS"]),
 		Auth:           auth,
+		Payloads:       payloads("SubmitFunction"),
 	}
 	work := &worker.Handler{
 		Ledger:   l,
@@ -107,6 +118,7 @@ func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, i
 		Policy:   retrypolicy.Default(),
 		Lease:    lease,
 		Metrics:  quiet,
+		Payloads: payloads("WorkerFunction"),
 	}
 	recon := &reconciler.Handler{
 		Ledger:   l,
@@ -115,6 +127,7 @@ func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, i
 		DLQURL:   env["ReconcilerFunction"]["DEAD_LETTER_QUEUE_URL"],
 		Provider: newProvider("ReconcilerFunction"),
 		Metrics:  quiet,
+		Payloads: payloads("ReconcilerFunction"),
 	}
 	return map[string]invoker{
 		"SubmitFunction":     handle(submit.Handle),
@@ -176,7 +189,7 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 			t.Fatalf("create the task id key secret: %v", err)
 		}
 		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "TaskQueue": e.Names.TaskQueueURL,
-			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN}
+			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN, "PayloadBucket": e.Names.PayloadBucket}
 	}
 	remoteRefs, localRefs := refsOf(remoteEnv), refsOf(localEnv)
 

@@ -86,14 +86,21 @@ func (b *Backend) NewEnv(ctx context.Context, prefix string) (env *Env, drop fun
 	tpl := stack.MustLoadDefault()
 	var r [3]byte
 	_, _ = rand.Read(r[:])
-	names, err := tpl.Create(ctx, ddb, sq, prefix+hex.EncodeToString(r[:]), nil)
+	full := prefix + hex.EncodeToString(r[:])
+	names, err := tpl.Create(ctx, ddb, sq, full, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("soak: create resources on %s: %w", b.Name, err)
+	}
+	s3c := awsclient.S3(b.AWS)
+	if err := tpl.CreateBuckets(ctx, s3c, full, &names, nil); err != nil {
+		_ = tpl.Delete(ctx, ddb, sq, names)
+		return nil, nil, fmt.Errorf("soak: create the payload bucket on %s: %w", b.Name, err)
 	}
 	return &Env{Backend: b.Name, AWS: b.AWS, Names: names}, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = tpl.Delete(cctx, ddb, sq, names)
+		_ = tpl.DeleteBuckets(cctx, s3c, names)
 	}, nil
 }
 

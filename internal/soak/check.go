@@ -138,14 +138,16 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
 			case effects < 1:
 				c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
-			case !s.providersResult(t.id, st) && !s.oversized(t.id):
-				// (An oversized result that got saved is its own rule:
-				// moto applies such a write, then answers an error.)
+			case !s.providersResult(t.id, st) && (st.ResultRef != nil || !s.oversized(t.id)):
+				// (An oversized result saved inline is its own rule: moto
+				// applies such a write, then answers an error. One saved
+				// through the claim-check is compared like any other.)
 				c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
 			}
-		} else if st.Result != "" {
+		} else if st.HasResult() {
 			c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
 		}
+		c.claimCheck(t, st)
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}
@@ -291,8 +293,9 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 	if len(acceptedInputs) == 0 {
 		c.add(t.kind, t.id, "stored_without_acceptance", "the task is stored but no caller got 2xx")
 	}
+	stored := c.s.storedInput(st)
 	for _, in := range acceptedInputs {
-		if !sameJSON(in, st.Input) {
+		if !sameJSON(in, stored) {
 			c.add(t.kind, t.id, "stored_payload_not_accepted", "a caller got 2xx for a payload other than the stored one")
 		}
 	}

@@ -20,8 +20,9 @@ const reasonResultTooLarge = "result_too_large"
 // providersResult reports whether st's saved result and provider_ref are
 // one of the provider's generations for the task.
 func (s *soak) providersResult(id string, st *ledger.Task) bool {
+	saved := s.storedResult(st)
 	for _, r := range s.prov.Results(id) {
-		if string(r.Output) == st.Result && r.ProviderRef == st.ProviderRef {
+		if string(r.Output) == saved && r.ProviderRef == st.ProviderRef {
 			return true
 		}
 	}
@@ -57,8 +58,10 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 	if n := s.cut[t.id]; n > 0 {
 		c.add(t.kind, t.id, "call_cut_by_deadline", "%d provider call(s) started with too little of the invocation left and cut short by its deadline", n)
 	}
-	// Results above the item limit: parked result_too_large, never saved,
-	// never called uncertain; result_too_large only for those.
+	// Results above the item limit: saved through the S3 claim-check
+	// (completed with a result reference) or, without a payload bucket,
+	// parked result_too_large; never saved inline, never called uncertain;
+	// result_too_large only for those (and never with a bucket).
 	oversized := s.oversized(t.id)
 	reason := st.ReviewReason
 	if r != nil {
@@ -68,6 +71,9 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 	case len(st.Result)+len(st.Input) > ItemLimit:
 		c.add(t.kind, t.id, "result_over_item_limit", "a saved result of %d bytes: the item exceeds DynamoDB's %d-byte limit", len(st.Result), ItemLimit)
 	case oversized && fresh:
+	case oversized && s.payloads != nil && (st.State != ledger.StateCompleted || st.ResultRef == nil):
+		c.add(t.kind, t.id, "oversized_result_not_offloaded", "the provider returned a result above the item limit; the task ended %s (%s), want completed with a result reference", st.State, reason)
+	case oversized && s.payloads != nil:
 	case oversized && (st.State != ledger.StateNeedsReview || reason != reasonResultTooLarge):
 		c.add(t.kind, t.id, "oversized_result_not_parked", "the provider returned a result above the item limit; the task ended %s (%s), want needs_review (%s)", st.State, reason, reasonResultTooLarge)
 	case !oversized && reason == reasonResultTooLarge:

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -33,10 +34,21 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		for _, tk := range tasks {
 			byState[tk.State] = append(byState[tk.State], tk)
 		}
-		completed, failed, parked := byState[ledger.StateCompleted], byState[ledger.StateFailed], byState[ledger.StateNeedsReview]
-		if len(completed) < 7 || len(failed) < 1 || len(parked) < 2 || len(s.poison) < 1 {
-			t.Fatalf("the soak did not produce the states to tamper with: %d completed, %d failed, %d parked, %d poison",
-				len(completed), len(failed), len(parked), len(s.poison))
+		failed, parked := byState[ledger.StateFailed], byState[ledger.StateNeedsReview]
+		// Completed tasks with inline payloads for the classic tamperings;
+		// one whose result went through the S3 claim-check for its own.
+		var completed, offloaded []ledger.Task
+		for _, tk := range byState[ledger.StateCompleted] {
+			switch {
+			case tk.ResultRef != nil:
+				offloaded = append(offloaded, tk)
+			case tk.InputRef == nil:
+				completed = append(completed, tk)
+			}
+		}
+		if len(completed) < 7 || len(offloaded) < 1 || len(failed) < 1 || len(parked) < 2 || len(s.poison) < 1 {
+			t.Fatalf("the soak did not produce the states to tamper with: %d completed, %d with an offloaded result, %d failed, %d parked, %d poison",
+				len(completed), len(offloaded), len(failed), len(parked), len(s.poison))
 		}
 		set := func(id, attr string, v types.AttributeValue) {
 			_, err := s.cleanDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -120,6 +132,15 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 			t.Fatal(err)
 		}
 		tampered = append(tampered, "result_too_large_without_oversize")
+		// The claim-check: the item pointed at another assignment's result
+		// object (one that was never written): not the winner's, not
+		// readable (and so not the provider's result either).
+		o := offloaded[0]
+		ref := *o.ResultRef
+		ref.Key = payload.ResultKey(o.TaskID, o.AssignmentVersion+1)
+		av, _ := attributevalue.Marshal(ref)
+		set(o.TaskID, "result_ref", av)
+		tampered = append(tampered, "result_ref_not_winner", "result_ref_unreadable")
 	}
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
@@ -138,18 +159,19 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 			t.Errorf("tampering %q went unnoticed; violations: %v", want, rules)
 		}
 	}
-	// Two tamperings break two rules each: the task put back to queued
-	// still carries a result, and a completed task with two saves has not
-	// exactly one. The rules of PendingFixes fire on their own on this
-	// branch (issue 11) and are left out of the count.
+	// Three tamperings break one rule more each: the task put back to
+	// queued still carries a result, a completed task with two saves has
+	// not exactly one, and a result reference to a missing object is not
+	// the provider's result either. The rules of PendingFixes fire on their
+	// own on this branch (issue 11) and are left out of the count.
 	want := 0
 	for _, r := range tampered {
 		if !PendingFixes[r] {
 			want++
 		}
 	}
-	if other > want+2 {
-		t.Errorf("more violations than tamperings (%d > %d): %v", other, want+2, rep.Violations)
+	if other > want+3 {
+		t.Errorf("more violations than tamperings (%d > %d): %v", other, want+3, rep.Violations)
 	}
 }
 

@@ -22,6 +22,10 @@ var DefaultBackground = []faultinject.Rule{
 	{Service: "DynamoDB", Operation: "TransactWriteItems", Kind: faultinject.Throttle, Rate: 0.01},
 	{Service: "SQS", Operation: "SendMessage", Kind: faultinject.SendFailure, Rate: 0.003},
 	{Service: "SQS", Operation: "ChangeMessageVisibility", Kind: faultinject.SendFailure, Rate: 0.003},
+	// The S3 claim-check: a failed put (submit: 503; worker: repeated) and
+	// a throttled read (worker: the claim is given back).
+	{Service: "S3", Operation: "PutObject", Kind: faultinject.SendFailure, Rate: 0.02},
+	{Service: "S3", Operation: "GetObject", Kind: faultinject.Throttle, Rate: 0.02},
 }
 
 // Mode is how the simulated provider treats a repeated operation.

@@ -120,6 +120,19 @@
 //     gets a fresh task (202), not a replay;
 //   - final_too_late (above) holds on every path, including the new ones.
 //
+// The S3 claim-check (issue 13; the run's handlers have the Env's payload
+// bucket, as deployed): large_input tasks submit an input above the 4 KiB
+// inline threshold, oversized_result tasks get a result above the item
+// limit, which is now saved through S3 (oversized_result_not_offloaded
+// replaces oversized_result_not_parked), and background faults fail S3
+// puts and throttle S3 reads. Rules (check_payload.go):
+// result_ref_not_winner (a completed task's result reference is
+// results/<task>/<its own assignment_version>, never a fenced-out worker's
+// object), result_ref_unreadable (the object behind every reference has
+// the reference's size and SHA-256), large_input_inline and
+// small_input_offloaded; result_not_the_providers and
+// stored_payload_not_accepted compare the resolved bytes.
+//
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
 // states × violations.
 package soak

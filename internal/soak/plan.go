@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
@@ -45,7 +46,8 @@ const (
 	CompleteLostReply Kind = "complete_lost_reply" // likewise the completion
 	RetryLostReply    Kind = "retry_lost_reply"    // a 503, then likewise the schedule-retry write
 	DeadlinePressure  Kind = "deadline_pressure"   // a long call whose record reaches the worker late in its invocation
-	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit
+	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
+	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
 )
 
@@ -65,6 +67,7 @@ func TaskKinds() []Kind {
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
+		LargeInput,
 	}
 }
 
@@ -80,7 +83,7 @@ func expected(k Kind) []ledger.State {
 	switch k {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
-	case ProviderCredential, ProviderExhaust, OversizedResult:
+	case ProviderCredential, ProviderExhaust:
 		return []ledger.State{ledger.StateNeedsReview}
 	case CancelRace:
 		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
@@ -121,6 +124,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.key = fmt.Sprintf("soak-%d-%05d", seed, i)
 		t.id = ledger.TaskID(scope, t.key)
 		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
+		if t.kind == LargeInput {
+			t.input = fmt.Sprintf(`{"prompt":"soak task %d:%s","max_tokens":8}`, i, strings.Repeat(" a long document", 400))
+		}
 		count[t.kind]++
 		t.racing = count[t.kind]%2 == 0
 		if t.kind == KeyReusedPayload {

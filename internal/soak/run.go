@@ -24,6 +24,7 @@ import (
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
@@ -59,6 +60,9 @@ type soak struct {
 	clean   *ledger.Ledger // no faults: hooks and checker
 	cleanDB *dynamodb.Client
 	cleanQ  *sqs.Client
+	// payloads reads the S3 claim-check bucket without faults (the
+	// checker); nil when the Env has no payload bucket.
+	payloads *payload.Store
 
 	submit     *api.Handler
 	work       *worker.Handler
@@ -209,6 +213,18 @@ func (s *soak) wire(ctx context.Context) error {
 	// pass the injector, whose OnResult counts result writes.
 	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, env.AWS.APIOptions...), s.counter.Register, s.replay.Register, s.inj.Register, s.lat.register)
 	ddb, sq := awsclient.DynamoDB(faulty), awsclient.SQS(faulty)
+	// The S3 claim-check, as deployed (PAYLOAD_BUCKET on submit and
+	// worker): the handlers' store goes through the faulty middleware.
+	var handlerPayloads *payload.Store
+	if env.Names.PayloadBucket != "" {
+		var err error
+		if handlerPayloads, err = payload.New(awsclient.S3(faulty), env.Names.PayloadBucket, payload.Options{}); err != nil {
+			return err
+		}
+		if s.payloads, err = payload.New(awsclient.S3(env.AWS), env.Names.PayloadBucket, payload.Options{}); err != nil {
+			return err
+		}
+	}
 
 	lcfg := ledger.Config{
 		TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable,
@@ -223,19 +239,21 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
-	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: handlerPayloads}
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
 		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
+		Payloads: handlerPayloads,
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
 			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+			Payloads: handlerPayloads,
 		}
 	}
 	return nil
@@ -316,13 +334,13 @@ func (s *soak) onInject(c faultinject.Call, k faultinject.Kind) {
 func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
 	switch in := params.(type) {
 	case *dynamodb.UpdateItemInput:
-		if in.UpdateExpression == nil || !setsAttr(*in.UpdateExpression, in.ExpressionAttributeNames, "result") {
+		if in.UpdateExpression == nil || !setsResult(*in.UpdateExpression, in.ExpressionAttributeNames) {
 			return
 		}
 	case *dynamodb.TransactWriteItemsInput:
 		id := ""
 		for _, it := range in.TransactItems {
-			if u := it.Update; u != nil && u.UpdateExpression != nil && setsAttr(*u.UpdateExpression, u.ExpressionAttributeNames, "result") {
+			if u := it.Update; u != nil && u.UpdateExpression != nil && setsResult(*u.UpdateExpression, u.ExpressionAttributeNames) {
 				if k, ok := u.Key["task_id"].(*types.AttributeValueMemberS); ok {
 					id = k.Value
 				}
@@ -357,6 +375,12 @@ func (s *soak) onResult(c faultinject.Call, params, _ any, err error) {
 
 // setsAttr reports whether an update expression's SET clause assigns attr
 // (through an expression name).
+// setsResult reports whether an update saves a result: inline (result)
+// or by reference to the S3 claim-check (result_ref).
+func setsResult(expr string, names map[string]string) bool {
+	return setsAttr(expr, names, "result") || setsAttr(expr, names, "result_ref")
+}
+
 func setsAttr(expr string, names map[string]string, attr string) bool {
 	set, _, ok := splitSet(expr)
 	if !ok {

@@ -24,6 +24,8 @@ type Names struct {
 	TasksTable, ReviewTable                string // TasksTable, ReviewTable
 	TaskQueueURL, TaskQueueARN             string // TaskQueue
 	DeadLetterQueueURL, DeadLetterQueueARN string // TaskDeadLetterQueue
+	// PayloadBucket is set by CreateBuckets (the claim-check bucket).
+	PayloadBucket string // PayloadBucket
 }
 
 // How long Create waits for a table to become ACTIVE.

@@ -55,6 +55,15 @@
 // attributes are converged with SetQueueAttributes. Tables are waited for
 // until ACTIVE.
 //
+// CreateBuckets makes every AWS::S3::Bucket, named lower(prefix-LogicalId)
+// (S3 names are lower case), and records the payload bucket in
+// Names.PayloadBucket; an existing bucket of the caller's is reused.
+// Applied: the name only. Skipped on purpose: BucketEncryption,
+// PublicAccessBlockConfiguration, OwnershipControls, LifecycleConfiguration,
+// VersioningConfiguration and Tags (an emulator neither enforces nor ages
+// them); the AWS::S3::BucketPolicy is not created. DeleteBuckets empties and
+// deletes it.
+//
 // Parameters take their Default values; AWS::AccountId is "000000000000",
 // AWS::StackName is the prefix, and AWS::Region is the DynamoDB client's.
 package stack

@@ -16,6 +16,7 @@ import (
 const (
 	typeTable    = "AWS::DynamoDB::Table"
 	typeQueue    = "AWS::SQS::Queue"
+	typeBucket   = "AWS::S3::Bucket"
 	typeFunction = "AWS::Serverless::Function"
 )
 

@@ -371,6 +371,10 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "bedrock:InvokeModelWithResponseStream", true
 	case svc == "sqs", svc == "secretsmanager":
 		return svc + ":" + op, true
+	case svc == "s3" && (op == "GetObject" || op == "HeadObject"):
+		return "s3:GetObject", true // HEAD is authorised as GetObject
+	case svc == "s3" && op == "PutObject":
+		return "s3:PutObject", true
 	default:
 		return "unmapped:" + svc + "." + op, true // fails the comparison loudly
 	}

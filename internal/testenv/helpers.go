@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/payload"
 )
 
 // Clock is a settable clock for ledger.Config.Now and friends: tests move
@@ -92,4 +93,15 @@ func (e *Env) DrainTaskIDs(t testing.TB, url string) []string {
 			ids = append(ids, msg.TaskID)
 		}
 	}
+}
+
+// Payloads returns a claim-check store on the Env's payload bucket with
+// the given inline threshold (0: payload.DefaultInlineLimit).
+func (e *Env) Payloads(t testing.TB, inlineLimit int) *payload.Store {
+	t.Helper()
+	st, err := payload.New(e.S3, e.Names.PayloadBucket, payload.Options{InlineLimit: inlineLimit})
+	if err != nil {
+		t.Fatalf("testenv: payload store: %v", err)
+	}
+	return st
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/sivchari/kumo"
 
@@ -31,7 +32,10 @@ type Env struct {
 	AWS      aws.Config
 	DDB      *dynamodb.Client
 	SQS      *sqs.Client
-	Names    stack.Names
+	// S3 reaches the payload bucket (Names.PayloadBucket), created fresh
+	// from the template like the tables and queues.
+	S3    *s3.Client
+	Names stack.Names
 	// Counter counts every AWS call the clients above make.
 	Counter *awsclient.Counter
 }
@@ -88,18 +92,22 @@ func New(t testing.TB, backend string) *Env {
 	}
 	// DynamoDB's item-size limit, enforced as DynamoDB does (the emulators do not).
 	cfg.APIOptions = append(cfg.APIOptions, counter.Register, faultinject.EnforceItemSize)
-	e := &Env{Backend: backend, Endpoint: endpoint, AWS: cfg, DDB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), Counter: counter}
+	e := &Env{Backend: backend, Endpoint: endpoint, AWS: cfg, DDB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg), Counter: counter}
 	tpl := stack.MustLoadDefault()
 	prefix := UniquePrefix()
 	names, err := tpl.Create(ctx, e.DDB, e.SQS, prefix, nil)
 	if err != nil {
 		t.Fatalf("testenv: create resources on %s: %v", backend, err)
 	}
+	if err := tpl.CreateBuckets(ctx, e.S3, prefix, &names, nil); err != nil {
+		t.Fatalf("testenv: create buckets on %s: %v", backend, err)
+	}
 	e.Names = names
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = tpl.Delete(cctx, e.DDB, e.SQS, names)
+		_ = tpl.DeleteBuckets(cctx, e.S3, names)
 	})
 	counter.Reset()
 	return e

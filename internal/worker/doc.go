@@ -83,6 +83,21 @@
 //     below. A retry that would not start within the age budget, or with no
 //     attempt left, parks the task (budget_exhausted) instead.
 //
+// # Payloads in S3 (Handler.Payloads)
+//
+// With a claim-check store (DESIGN §12; payloads.go), a task whose input
+// is in S3 (input_ref) has it read and verified (size, SHA-256) after the
+// claim and before the call-start mark: S3 unavailable gives the claim and
+// its attempt back (the message returns after a backoff); an object that is
+// gone or holds other bytes fails the task input_unavailable — the provider
+// never sees bytes other than the submitted ones. A result above the inline
+// threshold is put at results/<task>/<assignment_version> before the fenced
+// completion, which saves only the reference (result_ref); a worker fenced
+// out later leaves an orphan under its own version. The put is idempotent
+// and repeated like a settling write; if S3 stays down, a result that fits
+// the item is saved inline, else the task is parked result_not_saved.
+// Without a store every payload is inline and no S3 call is made.
+//
 // # Uncertain outcomes
 //
 // "Unknown is not failed" (DESIGN §1.4). When the provider honours the

@@ -49,7 +49,7 @@ func (h *Handler) lapsed(ctx context.Context, rec events.SQSMessage, t *ledger.T
 	if !parkedAtMine(t, fe) {
 		return result{}, false
 	}
-	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: len(c.Result)}
+	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: completionBytes(c)}
 	res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
 	err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.CompleteLapsed(ctx, t.TaskID, t.AssignmentVersion, c, res, o...)

@@ -87,6 +87,10 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return notAdmitted
 	}
 
+	input, r, ok := h.resolveInput(ctx, rec, t, log) // S3 claim-check (payload.go)
+	if !ok {
+		return r
+	}
 	tk, r, ok := h.admitCall(ctx, rec, t, log) // provider admission (admission.go)
 	if !ok {
 		return r
@@ -101,7 +105,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
 		return r
 	}
-	a := h.call(ctx, work, rec, t, log)
+	a := h.call(ctx, work, rec, t, input, log)
 	h.settleAdmission(ctx, tk, a, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
@@ -181,7 +185,7 @@ type attempt struct {
 }
 
 // call runs the provider under a heartbeat, bounded by the call timeout.
-func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) attempt {
+func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) attempt {
 	fenceable, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	callCtx, stop := context.WithTimeoutCause(fenceable, h.callTimeout(), errCallTimeout)
@@ -192,7 +196,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 		OperationID:   t.OperationID(),
 		Attempt:       t.Attempts,
 		Kind:          t.Kind,
-		Input:         json.RawMessage(t.Input),
+		Input:         json.RawMessage(input),
 		CorrelationID: t.CorrelationID,
 	}
 	start := time.Now()
@@ -230,9 +234,13 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		name = h.Provider.Name()
 	}
 	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef}
-	// An item over DynamoDB's limit cannot be saved: decide now, without
+	// A large result goes to the payload bucket first (placeResult), then
+	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.
-	err := ledger.CheckCompletion(t, c)
+	c, err := h.placeResult(ctx, t, c, log)
+	if err == nil {
+		err = ledger.CheckCompletion(t, c)
+	}
 	if err == nil {
 		// A Complete whose reply was lost is recognised by the ledger as
 		// saved (write_nonce): a FencedError here really means not saved.

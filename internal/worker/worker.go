@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
@@ -120,6 +121,11 @@ type Handler struct {
 	Admission *Admission
 	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
 	Spend *Spend
+	// Payloads is the S3 claim-check store (DESIGN §12): an input kept in
+	// S3 is read (and verified) before the call, a result above its inline
+	// threshold is put there before the fenced completion. nil keeps every
+	// result inline and makes no S3 call.
+	Payloads *payload.Store
 }
 
 // Outcomes of one record, as counted in the batch metrics.

@@ -30,9 +30,12 @@ type NewTask struct {
 	IdempotencyKey string
 	Kind           string
 	Input          string
-	PayloadSHA256  string
-	ParentTaskID   string
-	CorrelationID  string
+	// InputRef, when set, stands for an input placed in S3 (Input is then
+	// empty); the object must be written before Create.
+	InputRef      *PayloadRef
+	PayloadSHA256 string
+	ParentTaskID  string
+	CorrelationID string
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
 	MaxAttempts int
 	MaxAge      time.Duration
@@ -61,6 +64,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		IdempotencyKey:    n.IdempotencyKey,
 		PayloadSHA256:     n.PayloadSHA256,
 		Input:             n.Input,
+		InputRef:          n.InputRef,
 		Kind:              n.Kind,
 		ParentTaskID:      n.ParentTaskID,
 		CorrelationID:     n.CorrelationID,

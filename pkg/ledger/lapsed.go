@@ -63,7 +63,7 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateCompleted, now)
-	u.set("result", str(c.Result))
+	resultBytes := setResult(u, c)
 	u.set("completed_at", str(rfc3339(now)))
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
@@ -71,8 +71,8 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 	if c.ProviderRef != "" {
 		u.set("provider_ref", str(c.ProviderRef))
 	}
-	u.cond("attribute_not_exists(" + u.n("result") + ")")
-	return l.lapsedTx(ctx, "complete lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCompleted, now), len(c.Result))
+	noResultYet(u)
+	return l.lapsedTx(ctx, "complete lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCompleted, now), resultBytes)
 }
 
 // FailLapsed records that a lapsed attempt was refused by the provider for
@@ -289,7 +289,7 @@ func (l *Ledger) lapsedTx(ctx context.Context, op, taskID string, version int64,
 	switch {
 	case cur.AssignmentVersion != version:
 		fe.Why = "taken_over"
-	case cur.State == StateCompleted || cur.Result != "":
+	case cur.State == StateCompleted || cur.HasResult():
 		fe.Why = "already_completed"
 	default:
 		fe.Why = "not_running"

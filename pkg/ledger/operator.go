@@ -88,7 +88,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
 			// The previous error stays on the (resolved) review item; the
 			// task starts clean so its view does not show a stale error.
-			tu.remove("review_reason", "review_summary", "result", "lease_owner", "lease_until", "not_before", "error_class", "error_message")
+			tu.remove("review_reason", "review_summary", "result", "result_ref", "lease_owner", "lease_until", "not_before", "error_class", "error_message")
 		case ResolutionCompleted:
 			l.off(tu, StateCompleted, now)
 			ev, _ := json.Marshal(map[string]any{"operator_resolution": map[string]string{

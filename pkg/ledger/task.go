@@ -111,6 +111,13 @@ type Task struct {
 	// ChainRoot is the task id of the first task of the regenerate chain
 	// whose budget this task shares; "" when it is its own root.
 	ChainRoot string `dynamodbav:"chain_root,omitempty"`
+
+	// InputRef replaces Input when the input was too large to keep in the
+	// item (DESIGN §12, the S3 claim-check): Input is then empty.
+	InputRef *PayloadRef `dynamodbav:"input_ref,omitempty"`
+	// ResultRef replaces Result when the result was placed in S3 (at
+	// results/<task>/<assignment_version> of the completing assignment).
+	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
 }
 
 // HasBudget reports whether the task carries a spend budget.

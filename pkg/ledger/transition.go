@@ -142,7 +142,7 @@ func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err e
 		fe.Why = "gone"
 	case old.AssignmentVersion != version:
 		fe.Why = "taken_over"
-	case old.State == StateCompleted || old.Result != "":
+	case old.State == StateCompleted || old.HasResult():
 		fe.Why = "already_completed"
 	default:
 		fe.Why = "not_running"
@@ -214,7 +214,10 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
-	Result      string // JSON
+	Result string // JSON
+	// ResultRef, when set, is saved instead of Result: the result was
+	// placed in S3 (at results/<task>/<this assignment_version>) first.
+	ResultRef   *PayloadRef
 	Provider    string
 	ProviderRef string
 	// ReadbackAt is set when the result came from a provider readback.
@@ -248,7 +251,7 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateCompleted, now)
-	u.set("result", str(c.Result))
+	resultBytes := setResult(u, c)
 	u.set("completed_at", str(rfc3339(now)))
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
@@ -261,12 +264,12 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 	}
 	u.stamp(now)
 	fence(u, version, from, also...)
-	u.cond("attribute_not_exists(" + u.n("result") + ")")
+	noResultYet(u)
 	// The key and the values this write sets are a lower bound of the
 	// item's size: refuse what cannot fit before sending it.
 	in := u.input(l.cfg.TasksTable, taskID)
 	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete", Bytes: n, ResultBytes: len(c.Result), Limit: itemsize.MaxItemBytes}
+		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete", Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
 	}
 	t, err := l.apply(ctx, "complete", taskID, u)
 	if err != nil {
@@ -647,7 +650,10 @@ func CompletedItemSize(t *Task, c Completion) (int, error) {
 	x := *t
 	now := "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
 	x.State = StateCompleted
-	x.Result = c.Result
+	x.Result, x.ResultRef = c.Result, c.ResultRef
+	if c.ResultRef != nil {
+		x.Result = ""
+	}
 	x.CompletedAt, x.UpdatedAt = now, now
 	x.UpdatedMs = 1<<41 - 1
 	x.ExpiresAt = 1<<33 - 1

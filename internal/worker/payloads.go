@@ -1,0 +1,140 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/payload"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// ErrorClassInputUnavailable is the error class of a task failed because
+// its input, kept in the payload bucket, is gone or is not the bytes its
+// reference names (size or SHA-256). The provider was not called: sending
+// other bytes than the ones submitted is never an option.
+const ErrorClassInputUnavailable = "input_unavailable"
+
+// resolveInput returns the claimed task's input: inline, or read from the
+// payload bucket and verified against its reference (size and SHA-256).
+// ok=false means the record is settled with r and the provider must not be
+// called: the task failed input_unavailable (the object is gone or other
+// bytes), or, when S3 did not answer, the claim and its attempt were given
+// back and the message comes back after a backoff (nothing is lost; the
+// task's age budget still bounds it).
+func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (input string, r result, ok bool) {
+	if t.InputRef == nil {
+		return t.Input, result{}, true
+	}
+	if h.Payloads == nil {
+		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET); released")
+		return "", h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+	}
+	b, err := h.Payloads.Get(ctx, payloadRef(*t.InputRef))
+	if err == nil {
+		log.DebugContext(ctx, "input read from the payload bucket", "input_bytes", len(b))
+		return string(b), result{}, true
+	}
+	c := retrypolicy.DefaultClassifier(err)
+	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
+		log.WarnContext(ctx, "payload bucket unavailable while reading the input; released, provider not called", "error", err.Error())
+		return "", h.giveBack(ctx, rec, t, c, log), false
+	}
+	msg := "the task's input could not be read from the payload bucket: " + err.Error()
+	if errors.Is(err, payload.ErrIntegrity) {
+		msg = "the task's input in the payload bucket does not match its reference (size or SHA-256); the provider was not called: " + err.Error()
+	}
+	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassInputUnavailable, clip(msg, MaxErrorMessage), o...)
+		return err
+	}, log)
+	if r, done := h.settled(ctx, ferr, "fail", log); done {
+		return "", r, false
+	}
+	log.ErrorContext(ctx, "failed: the input in the payload bucket is unusable; provider not called", "error", err.Error())
+	return "", ack(OutcomeFailed), false
+}
+
+// giveBack releases the claim (no provider call was made, so the attempt
+// is given back) and hides the message for a backoff.
+func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, log *slog.Logger) result {
+	if err := h.release(ctx, rec, t, log); err != nil {
+		log.WarnContext(ctx, "release failed; the lease will expire", "error", err.Error())
+	}
+	now := h.Ledger.Now()
+	h.setVisibility(ctx, rec, h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter).Sub(now), log)
+	return deferred
+}
+
+// placeResult turns a provider's output into the completion to save. A
+// result above the payload store's inline threshold is put at
+// results/<task>/<assignment_version> BEFORE the fenced completion, and
+// the completion keeps its reference: a worker fenced out later leaves an
+// orphan object that no item references. The put is idempotent (same key,
+// same bytes), so a throttle, a 5xx or a lost reply is repeated like a
+// settling write. If S3 stays unavailable, a result that still fits the
+// item is saved inline instead; only one that cannot is an error (the
+// caller parks it result_not_saved, with what the worker knows; one over
+// payload.MaxObjectSize as well is result_too_large).
+func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Completion, log *slog.Logger) (ledger.Completion, error) {
+	if h.Payloads == nil || h.Payloads.Inline(len(c.Result)) {
+		return c, nil
+	}
+	body := []byte(c.Result)
+	var err error
+	for i := 0; ; i++ {
+		var v payload.Value
+		v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, body)
+		if err == nil {
+			c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
+			return c, nil
+		}
+		if cl := retrypolicy.DefaultClassifier(err).Class; cl != retrypolicy.Transient && cl != retrypolicy.UnknownOutcome || ctx.Err() != nil || i >= saveRepeats {
+			break
+		}
+		wait := min(saveBackoff<<i, saveBackoffCap)
+		wait = wait/2 + rand.N(wait/2+1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
+			break
+		}
+		log.WarnContext(ctx, "putting the result in the payload bucket failed; repeating", "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+	cerr := ledger.CheckCompletion(t, c)
+	switch {
+	case cerr == nil:
+		log.WarnContext(ctx, "payload bucket unavailable; saving the result inline (it fits the item)", "result_bytes", len(body), "error", err.Error())
+		return c, nil
+	case errors.Is(err, payload.ErrTooLarge):
+		// Over the object limit and over the item: it fits nowhere
+		// (*ledger.ItemTooLargeError: the caller parks result_too_large).
+		return c, cerr
+	}
+	return c, err
+}
+
+func ledgerRef(r payload.Ref) *ledger.PayloadRef {
+	return &ledger.PayloadRef{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
+}
+
+func payloadRef(r ledger.PayloadRef) payload.Ref {
+	return payload.Ref{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
+}
+
+// completionBytes is the size of a completion's result, inline or placed.
+func completionBytes(c ledger.Completion) int {
+	if c.ResultRef != nil {
+		return int(c.ResultRef.Size)
+	}
+	return len(c.Result)
+}
