@@ -24,6 +24,7 @@ import (
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/local"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/soak"
@@ -312,15 +313,8 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 	if w.Document && !claimCheck {
 		return CostRow{System: system, Workload: w.Name, NA: "n/a, exceeds item limit (a 1 MB document cannot be inline: 400 KB item, 32 KB input cap)"}, nil
 	}
-	// TODO(merge): the claim-check integration passes its payload store
-	// here: when claimCheck, build a payload.Store on a bucket of the
-	// rig's env and set Payloads on the api.Handler and worker.Handler
-	// below (nil = everything inline, today's behaviour), submit the
-	// document through POST /uploads for w.Document, and have RunCost
-	// append taskledgerCost(…, true) rows (the report already prefers an
-	// "after" row to the "before" one for ratios and targets).
-	if claimCheck {
-		return CostRow{}, errors.New("bench: the claim-check is not wired into the submit handler and worker yet")
+	if w.Document && claimCheck {
+		return CostRow{System: system, Workload: w.Name, NA: "n/a, document uploads (POST /uploads) are not wired yet"}, nil
 	}
 	g, err := newCostRig(ctx, b, "benchcost")
 	if err != nil {
@@ -340,6 +334,16 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 	work := &worker.Handler{
 		Ledger: workLedger, Provider: workloadProvider(w), SQS: awsclient.SQS(g.cfg["worker"]), QueueURL: g.env.Names.TaskQueueURL,
 		Policy: retrypolicy.Default(), Lease: worker.DefaultLease,
+	}
+	if claimCheck {
+		// Each function's store on its own counted clients, on the
+		// rig's payload bucket (nil above: everything inline).
+		if submit.Payloads, err = payload.New(awsclient.S3(g.cfg["submit"]), g.env.Names.PayloadBucket, payload.Options{}); err != nil {
+			return CostRow{}, err
+		}
+		if work.Payloads, err = payload.New(awsclient.S3(g.cfg["worker"]), g.env.Names.PayloadBucket, payload.Options{}); err != nil {
+			return CostRow{}, err
+		}
 	}
 	invocations, err := g.runConsumer(ctx, work.Handle, tasks, func(ctx context.Context, settled func(int) error) error {
 		for i := range tasks {

@@ -121,8 +121,8 @@ func TestCost(t *testing.T) {
 		}
 		var table bytes.Buffer
 		res.WriteTable(&table)
-		if len(res.Rows) != 3*len(bench.Workloads) {
-			t.Fatalf("%d rows, want 3 per workload\n%s", len(res.Rows), table.String())
+		if len(res.Rows) != 4*len(bench.Workloads) {
+			t.Fatalf("%d rows, want 4 per workload (before, after, baseline, Step Functions)\n%s", len(res.Rows), table.String())
 		}
 		row := func(system, workload string) bench.CostRow {
 			t.Helper()
@@ -165,6 +165,21 @@ func TestCost(t *testing.T) {
 		}
 		if r := row(bench.SystemBaseline, "30 KB input"); !near(r.WRU, 2) {
 			t.Errorf("baseline 30 KB: %g write units, want 2 (the record keeps only the payload's hash)", r.WRU)
+		}
+
+		// After the claim-check: the small task is unchanged (no S3 call),
+		// a large input or result costs at most 8 write units (issue 13's
+		// target) and one S3 PUT, the input one GET.
+		if r := row(bench.SystemAfter, "100 B input"); !near(r.WRU, small.WRU) || r.S3Put+r.S3Get != 0 || len(r.Calls) != len(want) {
+			t.Errorf("taskledger after, 100 B: %g write units (before %g), %g/%g S3, calls %v", r.WRU, small.WRU, r.S3Put, r.S3Get, r.Calls)
+		}
+		for _, workload := range []string{"8 KB input", "30 KB input"} {
+			if r := row(bench.SystemAfter, workload); r.WRU > 8 || !near(r.S3Put, 1) || !near(r.S3Get, 1) {
+				t.Errorf("taskledger after, %s: %g write units (want ≤ 8), %g S3 PUT, %g S3 GET (want 1 and 1)", workload, r.WRU, r.S3Put, r.S3Get)
+			}
+		}
+		if r := row(bench.SystemAfter, "100 KB result"); r.WRU > 8 || !near(r.S3Put, 1) {
+			t.Errorf("taskledger after, 100 KB result: %g write units (want ≤ 8), %g S3 PUT (want 1)", r.WRU, r.S3Put)
 		}
 
 		// The document: impossible inline; the baseline goes through S3.

@@ -56,7 +56,12 @@ func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(stri
 		if err != nil {
 			return nil, fmt.Errorf("%s baseline: %w", w.Name, err)
 		}
-		res.Rows = append(res.Rows, tl, base, stepFunctionsCost(w, base, path, mem))
+		progress("bench: cost, %s: taskledger with the S3 claim-check", w.Name)
+		after, err := taskledgerCost(ctx, b, w, tasks, true)
+		if err != nil {
+			return nil, fmt.Errorf("%s after: %w", w.Name, err)
+		}
+		res.Rows = append(res.Rows, tl, after, base, stepFunctionsCost(w, base, path, mem))
 	}
 	return res, nil
 }
