@@ -1,6 +1,6 @@
 // Command submit is the HTTP API Lambda (API Gateway HTTP API, payload 2.0):
-// POST /tasks, GET /tasks/{id}, POST /tasks/{id}/regenerate and
-// POST /tasks/{id}/cancel. The logic lives in internal/api; this file reads
+// POST /tasks, GET /tasks/{id}, POST /tasks/{id}/regenerate,
+// POST /tasks/{id}/cancel and POST /tasks/{id}/approve|reject|withdraw. The logic lives in internal/api; this file reads
 // the environment, builds the dependencies and starts the Lambda runtime.
 //
 // Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required),
@@ -8,7 +8,8 @@
 // derived with, read once at init), AUTH_MODE (required: jwt, iam or none)
 // with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET
 // /auth/config tells the page), ALLOWED_ORIGINS (comma-separated CORS
-// allow-list; "*" allows any; empty disables CORS), LOG_LEVEL
+// allow-list; "*" allows any; empty disables CORS), APPROVER_CLAIM,
+// APPROVER_CLAIM_VALUE and ALLOW_SELF_APPROVAL (api.ApprovalPolicy), LOG_LEVEL
 // (debug|info|warn|error).
 package main
 
@@ -43,6 +44,10 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := api.ParseApprovalPolicy(os.Getenv("APPROVER_CLAIM"), os.Getenv("APPROVER_CLAIM_VALUE"), os.Getenv("ALLOW_SELF_APPROVAL"))
+	if err != nil {
+		return nil, err
+	}
 	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -60,6 +65,7 @@ func build(ctx context.Context) (*api.Handler, error) {
 	return &api.Handler{
 		Ledger:         led,
 		Auth:           auth,
+		Approvals:      approvals,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

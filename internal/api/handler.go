@@ -39,9 +39,12 @@ type Handler struct {
 	AllowedOrigins []string
 	// Auth is what GET /auth/config tells the page about sign-in; with jwt
 	// or iam a /tasks request without an authorizer context is refused.
-	Auth     AuthConfig
-	MaxBody  int
-	MaxInput int
+	Auth AuthConfig
+	// Approvals says who may approve, reject or withdraw (see
+	// ApprovalPolicy; the zero value: only the task's owner).
+	Approvals ApprovalPolicy
+	MaxBody   int
+	MaxInput  int
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -147,6 +150,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.regenerate(ctx, c), nil
 	case routeCancel:
 		return h.cancel(ctx, c), nil
+	case routeApprove, routeReject, routeWithdraw:
+		return h.decide(ctx, c), nil
 	}
 	return internalError().response(), nil
 }
@@ -169,8 +174,10 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		IdempotencyKey: s.key,
 		Kind:           s.kind,
 		Input:          s.input,
-		PayloadSHA256:  payloadHash(s.kind, s.input, ""),
+		PayloadSHA256:  payloadHashPlan(s.kind, s.input, "", s.plan.canonical()),
 		CorrelationID:  s.correlationID,
+		Plan:           s.plan.canonical(),
+		ApprovalTTL:    s.plan.ttl(),
 	})
 }
 
@@ -196,14 +203,22 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
+	// A regenerate keeps the parent's approval gate and deliver plan.
+	pl, err := storedPlan(parent)
+	if err != nil {
+		h.log().ErrorContext(ctx, "api: parent plan is not JSON", "task_id", parent.TaskID, "plan_bytes", len(parent.Plan))
+		return h.reject(c, internalError())
+	}
 	return h.create(ctx, c, ledger.NewTask{
 		Scope:          c.scope,
 		IdempotencyKey: s.key,
 		Kind:           parent.Kind,
 		Input:          input,
-		PayloadSHA256:  payloadHash(parent.Kind, input, parent.TaskID),
+		PayloadSHA256:  payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()),
 		ParentTaskID:   parent.TaskID,
 		CorrelationID:  s.correlationID,
+		Plan:           pl.canonical(),
+		ApprovalTTL:    pl.ttl(),
 	})
 }
 
@@ -261,6 +276,9 @@ func (h *Handler) send(ctx context.Context, t *ledger.Task) bool {
 
 func (h *Handler) get(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
 	t, p := h.visible(ctx, c)
+	if p != nil && p.Status == http.StatusNotFound {
+		t, p = h.visibleToApprover(ctx, c, p)
+	}
 	if p != nil {
 		return h.reject(c, p)
 	}
@@ -353,7 +371,9 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 			r = nil
 		}
 	}
-	body, err := json.Marshal(NewTaskView(t, r))
+	v := NewTaskView(t, r)
+	h.withApproval(ctx, &v, t)
+	body, err := json.Marshal(v)
 	if err != nil {
 		return internalError().response()
 	}

@@ -46,6 +46,9 @@ type submission struct {
 	key           string
 	correlationID string
 	kind          string // submit only; a regenerate takes the parent's
+	// plan is the approval gate and deliver plan (submit only; a
+	// regenerate takes the parent's).
+	plan plan
 	// input is the canonical JSON of the task input; "" for a regenerate
 	// that reuses its parent's input.
 	input string
@@ -255,7 +258,10 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	if s.correlationID, p = correlationID(h); p != nil {
 		return s, p
 	}
-	fields, p := parseObject(body, "kind", "input")
+	if p = reservedKey(s.key); p != nil {
+		return s, p
+	}
+	fields, p := parseObject(body, "kind", "input", "approval", "deliver")
 	if p != nil {
 		return s, p
 	}
@@ -268,6 +274,9 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	}
 	rawInput, ok := fields["input"]
 	if s.input, p = parseInput(rawInput, ok, lim.input); p != nil {
+		return s, p
+	}
+	if s.plan, p = parsePlan(fields); p != nil {
 		return s, p
 	}
 	return s, nil
@@ -292,6 +301,9 @@ func parseRegenerate(h map[string]string, body []byte, lim limits) (submission, 
 		return s, p
 	}
 	if s.correlationID, p = correlationID(h); p != nil {
+		return s, p
+	}
+	if p = reservedKey(s.key); p != nil {
 		return s, p
 	}
 	if !hasBody {
