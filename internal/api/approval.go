@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -246,7 +247,7 @@ func (h *Handler) decide(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		p := newProblem(TypeDeliveriesStarted, http.StatusConflict, "Deliveries already started",
 			"The approval cannot be withdrawn: these deliveries have started and their outcome stands: "+strings.Join(names, ", ")+". Nothing was changed.")
 		p.TaskID, p.State = t.TaskID, string(ledger.StateCompleted)
-		p.Deliveries = deliveryViews(se.Deliveries)
+		p.Deliveries = DeliveryViews(se.Deliveries)
 		return p.response()
 	}
 	if err != nil {
@@ -265,36 +266,12 @@ func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decisi
 		h.log().ErrorContext(ctx, "api: stored plan is not JSON", "task_id", t.TaskID, "plan_bytes", len(t.Plan))
 		return h.reject(c, internalError())
 	}
-	artifact, approved := t.Result, d.artifactSHA256
-	if d.edited != "" {
-		artifact, approved = d.edited, ledger.SHA256Hex(d.edited)
-	}
-	req := ledger.ApproveRequest{ArtifactSHA256: d.artifactSHA256, EditedResult: d.edited, By: c.scope, Note: d.note, Policy: policy}
-	now := h.now().UTC().Format("2006-01-02T15:04:05.999999999Z07:00")
-	for i, e := range pl.deliveries {
-		input := `{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(e.Params) + `,"payload":` + artifact + `}`
-		canon, cerr := CanonicalJSON([]byte(input))
-		if cerr == nil {
-			_, cerr = destination.ParseDeliverInput(canon)
-		}
-		if cerr != nil {
-			c.outcome = "not_deliverable"
-			return newProblem(TypeArtifactNotDeliverable, http.StatusUnprocessableEntity, "Artifact cannot be delivered",
-				fmt.Sprintf("deliver[%d]: the approved artifact does not make a valid deliver input (%s); nothing was written.", i, clip(cerr.Error(), 200))).
-				withField("edited_result").response()
-		}
-		req.Deliveries = append(req.Deliveries, ledger.NewTask{
-			Scope:          t.Scope,
-			IdempotencyKey: ledger.DeliveryKey(t.TaskID, approved, i, t.ApprovalRound),
-			Kind:           ledger.KindDeliver,
-			Input:          string(canon),
-			PayloadSHA256:  payloadHash(ledger.KindDeliver, string(canon), t.TaskID),
-			ParentTaskID:   t.TaskID,
-			CorrelationID:  t.CorrelationID,
-			DecidedBy:      c.scope,
-			DecidedAt:      now,
-			ApprovalPolicy: policy,
-		})
+	req, err := newApproveRequest(t, pl, d.artifactSHA256, d.edited, c.scope, d.note, policy, h.now())
+	var nd *NotDeliverableError
+	if errors.As(err, &nd) {
+		c.outcome = "not_deliverable"
+		return newProblem(TypeArtifactNotDeliverable, http.StatusUnprocessableEntity, "Artifact cannot be delivered",
+			nd.Error()+"; nothing was written.").withField("edited_result").response()
 	}
 	got, replay, err := h.Ledger.Approve(ctx, t, req)
 	if err != nil {
@@ -384,3 +361,74 @@ func (h *Handler) visibleToApprover(ctx context.Context, c *call, notVisible *Pr
 	}
 	return t, nil
 }
+
+// NotDeliverableError: the approved artifact does not make a valid deliver
+// input for plan entry Index (too large, not an object).
+type NotDeliverableError struct {
+	Index int
+	Err   error
+}
+
+func (e *NotDeliverableError) Error() string {
+	return fmt.Sprintf("deliver[%d]: the approved artifact does not make a valid deliver input (%s)", e.Index, clip(e.Err.Error(), 200))
+}
+
+// newApproveRequest builds the approval of t (a task awaiting approval) of
+// the artifact with hash artifactSHA256, edited to edited (canonical JSON;
+// "" for none): one deliver task per entry of t's plan, in t's scope, keyed
+// ledger.DeliveryKey with the approved artifact's hash, its input
+// {"destination","params","payload":<approved artifact>} in canonical form.
+// The HTTP API and the operator CLI approve through it.
+func newApproveRequest(t *ledger.Task, pl plan, artifactSHA256, edited, by, note, policy string, now time.Time) (ledger.ApproveRequest, error) {
+	artifact, approved := t.Result, artifactSHA256
+	if edited != "" {
+		artifact, approved = edited, ledger.SHA256Hex(edited)
+	}
+	req := ledger.ApproveRequest{ArtifactSHA256: artifactSHA256, EditedResult: edited, By: by, Note: note, Policy: policy}
+	at := now.UTC().Format(time.RFC3339Nano)
+	for i, e := range pl.deliveries {
+		input := `{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(e.Params) + `,"payload":` + artifact + `}`
+		canon, err := CanonicalJSON([]byte(input))
+		if err == nil {
+			_, err = destination.ParseDeliverInput(canon)
+		}
+		if err != nil {
+			return req, &NotDeliverableError{Index: i, Err: err}
+		}
+		req.Deliveries = append(req.Deliveries, ledger.NewTask{
+			Scope:          t.Scope,
+			IdempotencyKey: ledger.DeliveryKey(t.TaskID, approved, i, t.ApprovalRound),
+			Kind:           ledger.KindDeliver,
+			Input:          string(canon),
+			PayloadSHA256:  payloadHash(ledger.KindDeliver, string(canon), t.TaskID),
+			ParentTaskID:   t.TaskID,
+			CorrelationID:  t.CorrelationID,
+			DecidedBy:      by,
+			DecidedAt:      at,
+			ApprovalPolicy: policy,
+		})
+	}
+	return req, nil
+}
+
+// ApproveAsOperator builds the approval of t for the operator CLI (see
+// newApproveRequest); edited is the edited result's JSON ("" for none).
+func ApproveAsOperator(t *ledger.Task, artifactSHA256, edited, by, note string, now time.Time) (ledger.ApproveRequest, error) {
+	pl, err := storedPlan(t)
+	if err != nil {
+		return ledger.ApproveRequest{}, err
+	}
+	if edited != "" {
+		canon, err := CanonicalJSON([]byte(edited))
+		if err != nil || len(canon) == 0 || canon[0] != '{' {
+			return ledger.ApproveRequest{}, errors.New("the edited result must be one JSON object")
+		}
+		edited = string(canon)
+	}
+	return newApproveRequest(t, pl, artifactSHA256, edited, by, note, OperatorPolicy, now)
+}
+
+// OperatorPolicy is the policy recorded for decisions made with the
+// operator CLI (direct table access: the IAM policy that grants it is the
+// approver check).
+const OperatorPolicy = "operator_cli"

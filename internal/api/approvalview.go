@@ -65,8 +65,8 @@ func approvalView(t *ledger.Task) *ApprovalView {
 	return v
 }
 
-// deliveryViews renders deliver tasks (a missing one shows state "").
-func deliveryViews(ds []*ledger.Task) []DeliveryView {
+// DeliveryViews renders deliver tasks (a missing one shows state "").
+func DeliveryViews(ds []*ledger.Task) []DeliveryView {
 	out := make([]DeliveryView, 0, len(ds))
 	for _, d := range ds {
 		v := DeliveryView{TaskID: d.TaskID, State: string(d.State)}
@@ -98,7 +98,7 @@ func (h *Handler) withApproval(ctx context.Context, v *TaskView, t *ledger.Task)
 			ds[i] = &ledger.Task{TaskID: id}
 		}
 	}
-	v.Deliveries = deliveryViews(ds)
+	v.Deliveries = DeliveryViews(ds)
 }
 
 func rfc3339Ms(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
