@@ -97,8 +97,8 @@ func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotC
 		e.Reason = ReasonNotFound
 	case t.State.Terminal():
 		e.Reason = ReasonTerminal
-	case t.State == StateNeedsReview:
-		e.Reason = ReasonParked
+	case t.State == StateNeedsReview, t.State == StateAwaitingApproval:
+		e.Reason = ReasonParked // a person decides next
 	case t.State == StateUnknown:
 		e.Reason = ReasonUnknown
 	case t.State == StateRunning && !t.LeaseExpired(now):
