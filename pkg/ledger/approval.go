@@ -370,6 +370,9 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 // claimed in between makes the transaction fail and the withdrawal is
 // decided again from fresh reads.
 //
+// Withdrawing a withdrawn approval (the task awaiting approval again,
+// approval_state withdrawn) returns the task unchanged.
+//
 // Errors: *DeliveriesStartedError (naming each delivery and its state),
 // *ConflictError (the task has no standing approval), ErrNotFound.
 func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) (*Task, error) {
@@ -377,6 +380,9 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 		t, err := l.Get(ctx, taskID)
 		if err != nil {
 			return nil, err
+		}
+		if t.State == StateAwaitingApproval && t.ApprovalState == ApprovalWithdrawn {
+			return t, nil // already withdrawn (a repeated request): unchanged
 		}
 		if t.State != StateCompleted || t.ApprovalState != ApprovalApproved {
 			return nil, &ConflictError{TaskID: taskID, Op: "withdraw", State: t.State, Task: t}
@@ -466,6 +472,11 @@ func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items
 	if err == nil {
 		return l.Get(ctx, taskID)
 	}
+	if isTxConflict(err) {
+		// Another write to one of the items was in progress: nothing was
+		// written; the caller may repeat the decision.
+		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: err}
+	}
 	if !isTxConditionFailed(err) {
 		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
 			return cur, nil
@@ -516,3 +527,19 @@ func strList(ss []string) types.AttributeValue {
 }
 
 func strp(s string) *string { return &s }
+
+// isTxConflict reports a transaction cancelled only because another
+// request was writing one of its items (TransactionConflict), with no
+// failed condition.
+func isTxConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || isTxConditionFailed(err) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if r.Code != nil && *r.Code == "TransactionConflict" {
+			return true
+		}
+	}
+	return false
+}

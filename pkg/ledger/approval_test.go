@@ -306,6 +306,9 @@ func TestWithdrawThenApproveAgain(t *testing.T) {
 			len(back.DeliveryIDs) != 0 || len(back.WithdrawnDeliveryIDs) != 2 || back.ExpiresAt != 0 || back.DueAt != task.ApprovalDeadlineMs {
 			t.Fatalf("withdrawn task = %s %+v", back.State, back.Approval)
 		}
+		if again, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "", ""); err != nil || again.WriteNonce != back.WriteNonce {
+			t.Fatalf("repeated withdraw = %v (changed: %v)", err, again != nil && again.WriteNonce != back.WriteNonce)
+		}
 		for _, d := range deliveriesOf(t, b, task, sha, 2, 0) {
 			if d.State != ledger.StateCancelled || d.StateShard != "" {
 				t.Fatalf("withdrawn delivery %s is %s", d.TaskID, d.State)
