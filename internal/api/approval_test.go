@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -239,4 +242,44 @@ func TestParseApprovalPolicy(t *testing.T) {
 	if p, err := api.ParseApprovalPolicy("approver", "", "false"); err != nil || p.Value != "true" || !p.NoSelfApproval {
 		t.Fatalf("claim policy = %+v, %v", p, err)
 	}
+}
+
+// TestApproveAnswers200AfterALostReply: the approval's transaction is
+// applied and its reply lost (the SDK sees a timeout); the handler
+// recognises its own write and answers 200 with the deliveries, which
+// exist exactly once.
+func TestApproveAnswers200AfterALostReply(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		var armed atomic.Bool
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			if c.Operation == "TransactWriteItems" && armed.CompareAndSwap(true, false) {
+				return faultinject.LostReply
+			}
+			return ""
+		}))
+		cfg := e.AWS.Copy()
+		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
+		b := setup(t, e, withDynamoDB(func(ledger.DynamoDB) ledger.DynamoDB { return awsclient.DynamoDB(cfg) }))
+		id := view(t, b.do(t, submitReq("wf-lost", planBody))).TaskID
+		generateAs(t, b, id)
+		armed.Store(true)
+		resp := b.do(t, decisionReq("approve", id, `{"artifact_sha256":"`+ledger.SHA256Hex(generated)+`"}`))
+		if inj.Total(faultinject.LostReply) != 1 {
+			t.Fatal("the lost reply was not injected")
+		}
+		wantStatus(t, resp, http.StatusOK)
+		v := view(t, resp)
+		if v.State != string(ledger.StateCompleted) || len(v.Deliveries) != 2 {
+			t.Fatalf("after the lost reply: %s with %d deliveries", v.State, len(v.Deliveries))
+		}
+		n := 0
+		for _, task := range scanTasks(t, e) {
+			if task.ParentTaskID == id && task.Kind == ledger.KindDeliver {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Fatalf("%d deliver tasks in the table, want 2", n)
+		}
+	})
 }
