@@ -361,3 +361,58 @@ func TestRejectAndExpire(t *testing.T) {
 		}
 	})
 }
+
+// TestEveryCompletionPathHonoursTheGate: a readback's completion and a
+// lapsed attempt's completion of a gated task land in awaiting_approval
+// too, with the result hash, due at the approval deadline.
+func TestEveryCompletionPathHonoursTheGate(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		gated := func(key string) *ledger.Task {
+			n := newTask(key, "p")
+			n.ApprovalTTL = time.Hour
+			task, err := b.l.Create(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		check := func(name string, got *ledger.Task, err error) {
+			t.Helper()
+			if err != nil || got.State != ledger.StateAwaitingApproval || got.ResultSHA256 != ledger.SHA256Hex(gatedResult) ||
+				got.DueAt != b.clock.Now().Add(time.Hour).UnixMilli() || got.ExpiresAt != 0 {
+				t.Fatalf("%s: %v, %v", name, got, err)
+			}
+		}
+		// Readback: the reconciler completes an unknown task.
+		c := gated("gate-readback")
+		b.clock.Advance(time.Minute)
+		u, err := b.l.ExpireToUnknown(ctx, c.TaskID, c.AssignmentVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.l.CompleteFromReadback(ctx, u.TaskID, u.AssignmentVersion, ledger.Completion{Result: gatedResult, ApprovalTTL: u.ApprovalTTL()})
+		check("readback", got, err)
+
+		// Lapsed: the slow worker's result after an unknown_outcome park.
+		c = gated("gate-lapsed")
+		b.clock.Advance(time.Minute)
+		if u, err = b.l.ExpireToUnknown(ctx, c.TaskID, c.AssignmentVersion); err == nil {
+			_, err = b.l.Park(ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: u.AssignmentVersion},
+				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "lapsed"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = b.l.CompleteLapsed(ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: gatedResult, ApprovalTTL: c.ApprovalTTL()}, lapsedBy)
+		check("lapsed", got, err)
+		if r, _ := b.l.GetReview(ctx, c.TaskID); r.ReviewStatus != ledger.ReviewResolved {
+			t.Fatalf("lapsed review is %s", r.ReviewStatus)
+		}
+	})
+}
