@@ -68,7 +68,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
 	sideEffects := h.sideEffects(t.Kind)
-	_, canReadBack := h.looker()
+	canReadBack := contract.OffersReadback(h.Provider)
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
 	// With a provider that neither deduplicates nor reads back, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
@@ -111,8 +111,10 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 			r.unknown(ctx, u)
 		}
 	default:
+		// The provider deduplicates and has no readback: no call-start
+		// mark exists, and none is needed — a retry cannot act twice.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhausted(t, budget))
+			review.BudgetExhaustedDeduplicated(t, budget))
 	}
 }
 
@@ -133,6 +135,9 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		name = h.Provider.Name()
 	}
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
+	if r.cancelledUnstarted(ctx, t) { // a cancel while running fenced a call that never started: cancel.go
+		return
+	}
 	lk, ok := h.looker()
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
@@ -180,6 +185,10 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
+			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
+			return
+		}
 		if ok, budget := t.BudgetLeft(r.now); !ok {
 			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return
