@@ -24,6 +24,10 @@ commands:
   review retry <id> [--note TEXT] [--by NAME]    re-queue the task (same id, fresh budget) and send it
   review resolve <id> --outcome completed|failed --note TEXT [--by NAME]
   task get <id>                                  one task
+  approve <id> --artifact-sha256 HEX [--edited-result JSON] [--note TEXT] [--by NAME]
+                                                 approve a task awaiting approval; creates its deliveries
+  reject <id> [--note TEXT] [--by NAME]          reject it (terminal, nothing delivered)
+  withdraw <id> [--note TEXT] [--by NAME]        withdraw an approval whose deliveries have not started
 
 flags (anywhere):
   --tasks-table, --review-table, --queue-url     names (else --stack outputs, else env
@@ -75,6 +79,8 @@ type command struct {
 	note    string
 	by      string
 	outcome string
+	sha     string
+	edited  string
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
@@ -88,6 +94,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	fs.StringVar(&c.note, "note", "", "operator note (evidence or reason)")
 	fs.StringVar(&c.by, "by", a.env("USER"), "operator name for the audit trail (default $USER)")
 	fs.StringVar(&c.outcome, "outcome", "", "completed or failed (resolve)")
+	fs.StringVar(&c.sha, "artifact-sha256", "", "the result_sha256 approved (approve)")
+	fs.StringVar(&c.edited, "edited-result", "", "the result as edited, one JSON object (approve)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -96,6 +104,9 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return usageErr("%v", err)
 	}
 	c.pos = pos
+	if len(pos) > 0 && (pos[0] == "approve" || pos[0] == "reject" || pos[0] == "withdraw") {
+		return a.decide(ctx, c)
+	}
 	if len(pos) < 2 {
 		if len(pos) == 1 && pos[0] == "help" {
 			return flag.ErrHelp

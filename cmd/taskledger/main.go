@@ -1,12 +1,17 @@
 // Command taskledger is the operator's CLI for the task ledger and its
 // dead-letter review table: list and read review items, retry a parked task
-// or resolve it as completed or failed, and read a task.
+// or resolve it as completed or failed, read a task, and approve, reject or
+// withdraw the approval of a gated task (DESIGN §10; the same ledger
+// transactions as the HTTP API, recorded as decided by "operator:<--by>").
 //
 //	taskledger review list [--limit N] [--cursor C] [--all]
 //	taskledger review show <id>
 //	taskledger review retry <id> [--note TEXT] [--by NAME]
 //	taskledger review resolve <id> --outcome completed|failed --note TEXT [--by NAME]
 //	taskledger task get <id>
+//	taskledger approve <id> --artifact-sha256 HEX [--edited-result JSON] [--note TEXT] [--by NAME]
+//	taskledger reject <id> [--note TEXT] [--by NAME]
+//	taskledger withdraw <id> [--note TEXT] [--by NAME]
 //
 // It works against any endpoint. Table and queue names come from flags
 // (--tasks-table, --review-table, --queue-url), else from a deployed stack's

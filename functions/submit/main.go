@@ -1,6 +1,6 @@
 // Command submit is the HTTP API Lambda (API Gateway HTTP API, payload 2.0):
-// POST /tasks, GET /tasks/{id}, POST /tasks/{id}/regenerate and
-// POST /tasks/{id}/cancel. The logic lives in internal/api; this file reads
+// POST /tasks, GET /tasks/{id}, POST /tasks/{id}/regenerate,
+// POST /tasks/{id}/cancel and POST /tasks/{id}/approve|reject|withdraw. The logic lives in internal/api; this file reads
 // the environment, builds the dependencies and starts the Lambda runtime.
 //
 // Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required),
@@ -9,7 +9,8 @@
 // with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET
 // /auth/config tells the page), ALLOWED_ORIGINS (comma-separated CORS
 // allow-list; "*" allows any; empty disables CORS), PAYLOAD_BUCKET (the S3
-// claim-check bucket for inputs above 4 KiB; unset keeps them inline),
+// claim-check bucket for inputs above 4 KiB; unset keeps them inline), APPROVER_CLAIM,
+// APPROVER_CLAIM_VALUE and ALLOW_SELF_APPROVAL (api.ApprovalPolicy),
 // LOG_LEVEL (debug|info|warn|error).
 package main
 
@@ -44,6 +45,10 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := api.ParseApprovalPolicy(os.Getenv("APPROVER_CLAIM"), os.Getenv("APPROVER_CLAIM_VALUE"), os.Getenv("ALLOW_SELF_APPROVAL"))
+	if err != nil {
+		return nil, err
+	}
 	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -70,6 +75,7 @@ func build(ctx context.Context) (*api.Handler, error) {
 		Ledger:         led,
 		Payloads:       payloads,
 		Auth:           auth,
+		Approvals:      approvals,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

@@ -8,6 +8,9 @@
 //	GET  /tasks/{id}              read a task
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
 //	POST /tasks/{id}/cancel       cancel a queued or retry_wait task (200), or a running one (202: cancel.go)
+//	POST /tasks/{id}/approve      approve a gated task's result; creates its deliveries
+//	POST /tasks/{id}/reject       reject it
+//	POST /tasks/{id}/withdraw     withdraw an approval whose deliveries have not started
 //	OPTIONS on each               CORS preflight
 //	GET  /                        the browser page (package web), public
 //	GET  /static/{file}           its scripts and stylesheet, public
@@ -47,6 +50,19 @@
 // result_sha256; one over MaxViewResult is described, not shown.
 // Regenerate reads an offloaded parent input. S3 trouble that may pass is
 // 503 with Retry-After (nothing recorded); anything else is 500.
+//
+// # Approval gates
+//
+// A submission's optional "approval" and "deliver" members (plan.go) are
+// validated strictly, stored on the task and hashed with the payload
+// (payloadHashPlan: unchanged for a submission without a plan). approve,
+// reject and withdraw (approval.go) read the task, check the
+// ApprovalPolicy (owner, or an approver claim; self-approval a setting),
+// and call the ledger's one-transaction decisions; an approval builds one
+// deliver task per plan entry for the approved artifact
+// (newApproveRequest, shared with the operator CLI) and sends their
+// outbox messages after the transaction. The view adds result_sha256,
+// approval and deliveries (approvalview.go).
 //
 // # Caller scope
 //

@@ -41,9 +41,12 @@ type Handler struct {
 	AllowedOrigins []string
 	// Auth is what GET /auth/config tells the page about sign-in; with jwt
 	// or iam a /tasks request without an authorizer context is refused.
-	Auth     AuthConfig
-	MaxBody  int
-	MaxInput int
+	Auth AuthConfig
+	// Approvals says who may approve, reject or withdraw (see
+	// ApprovalPolicy; the zero value: only the task's owner).
+	Approvals ApprovalPolicy
+	MaxBody   int
+	MaxInput  int
 	// Budgets reads the spend of budgeted tasks for their view; Quotas is
 	// the per-caller daily quota checked before a submit (nil: none). See
 	// spend.go.
@@ -158,6 +161,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.regenerate(ctx, c), nil
 	case routeCancel:
 		return h.cancel(ctx, c), nil
+	case routeApprove, routeReject, routeWithdraw:
+		return h.decide(ctx, c), nil
 	}
 	return internalError().response(), nil
 }
@@ -183,8 +188,10 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		IdempotencyKey: s.key,
 		Kind:           s.kind,
 		Input:          s.input,
-		PayloadSHA256:  budgetHash(s.kind, s.input, s.budget),
+		PayloadSHA256:  submitHash(s.kind, s.input, s.budget, s.plan.canonical()),
 		CorrelationID:  s.correlationID,
+		Plan:           s.plan.canonical(),
+		ApprovalTTL:    s.plan.ttl(),
 	}, s.budget))
 }
 
@@ -217,14 +224,22 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
+	// A regenerate keeps the parent's approval gate and deliver plan.
+	pl, err := storedPlan(parent)
+	if err != nil {
+		h.log().ErrorContext(ctx, "api: parent plan is not JSON", "task_id", parent.TaskID, "plan_bytes", len(parent.Plan))
+		return h.reject(c, internalError())
+	}
 	return h.create(ctx, c, inheritBudget(ledger.NewTask{
 		Scope:          c.scope,
 		IdempotencyKey: s.key,
 		Kind:           parent.Kind,
 		Input:          input,
-		PayloadSHA256:  payloadHash(parent.Kind, input, parent.TaskID),
+		PayloadSHA256:  payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()),
 		ParentTaskID:   parent.TaskID,
 		CorrelationID:  s.correlationID,
+		Plan:           pl.canonical(),
+		ApprovalTTL:    pl.ttl(),
 	}, parent))
 }
 
@@ -285,6 +300,9 @@ func (h *Handler) send(ctx context.Context, t *ledger.Task) bool {
 
 func (h *Handler) get(ctx context.Context, c *call) events.APIGatewayV2HTTPResponse {
 	t, p := h.visible(ctx, c)
+	if p != nil && p.Status == http.StatusNotFound {
+		t, p = h.visibleToApprover(ctx, c, p)
+	}
 	if p != nil {
 		return h.reject(c, p)
 	}
@@ -386,6 +404,7 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 	if p := h.resolveResult(ctx, c, t, &view); p != nil {
 		return h.reject(c, p)
 	}
+	h.withApproval(ctx, &view, t)
 	h.spendView(ctx, t, &view)
 	body, err := json.Marshal(view)
 	if err != nil {

@@ -33,6 +33,11 @@ const (
 	TypeThrottled             = ProblemBase + "throttled"               // 503: DynamoDB throttled
 	TypeUnavailable           = ProblemBase + "unavailable"             // 503: the store timed out
 	TypeInternal              = ProblemBase + "internal"                // 500
+	// Approval decisions (DESIGN §10).
+	TypeArtifactChanged        = ProblemBase + "artifact-changed"         // 409
+	TypeDeliveriesStarted      = ProblemBase + "deliveries-started"       // 409
+	TypeForbidden              = ProblemBase + "forbidden"                // 403
+	TypeArtifactNotDeliverable = ProblemBase + "artifact-not-deliverable" // 422
 )
 
 // Problem is an RFC 9457 problem details object. Field, TaskID and State are
@@ -50,6 +55,10 @@ type Problem struct {
 	State  string `json:"state,omitempty"`
 	// RetryAfter (seconds) repeats the Retry-After header of a 503.
 	RetryAfter int `json:"retry_after,omitempty"`
+	// ResultSHA256 is the task's current result hash (artifact-changed).
+	ResultSHA256 string `json:"result_sha256,omitempty"`
+	// Deliveries names each delivery and its state (deliveries-started).
+	Deliveries []DeliveryView `json:"deliveries,omitempty"`
 
 	allow []string // 405: the Allow header
 }

@@ -46,6 +46,9 @@ type submission struct {
 	key           string
 	correlationID string
 	kind          string // submit only; a regenerate takes the parent's
+	// plan is the approval gate and deliver plan (submit only; a
+	// regenerate takes the parent's).
+	plan plan
 	// input is the canonical JSON of the task input; "" for a regenerate
 	// that reuses its parent's input.
 	input string
@@ -257,7 +260,10 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	if s.correlationID, p = correlationID(h); p != nil {
 		return s, p
 	}
-	fields, p := parseObject(body, "kind", "input", "budget")
+	if p = reservedKey(s.key); p != nil {
+		return s, p
+	}
+	fields, p := parseObject(body, "kind", "input", "approval", "deliver", "budget")
 	if p != nil {
 		return s, p
 	}
@@ -279,6 +285,9 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 		if p = budgetCoversOneCall(s.budget, rawInput); p != nil {
 			return s, p
 		}
+	}
+	if s.plan, p = parsePlan(fields); p != nil {
+		return s, p
 	}
 	return s, nil
 }
@@ -302,6 +311,9 @@ func parseRegenerate(h map[string]string, body []byte, lim limits) (submission, 
 		return s, p
 	}
 	if s.correlationID, p = correlationID(h); p != nil {
+		return s, p
+	}
+	if p = reservedKey(s.key); p != nil {
 		return s, p
 	}
 	if !hasBody {

@@ -14,6 +14,9 @@ const (
 	routeTask
 	routeRegenerate
 	routeCancel
+	routeApprove
+	routeReject
+	routeWithdraw
 )
 
 // Route templates, as API Gateway route keys name them.
@@ -22,6 +25,9 @@ var routePaths = map[routeID]string{
 	routeTask:       "/tasks/{id}",
 	routeRegenerate: "/tasks/{id}/regenerate",
 	routeCancel:     "/tasks/{id}/cancel",
+	routeApprove:    "/tasks/{id}/approve",
+	routeReject:     "/tasks/{id}/reject",
+	routeWithdraw:   "/tasks/{id}/withdraw",
 }
 
 // routeMethods are the methods each path serves (besides OPTIONS).
@@ -30,6 +36,9 @@ var routeMethods = map[routeID]string{
 	routeTask:       http.MethodGet,
 	routeRegenerate: http.MethodPost,
 	routeCancel:     http.MethodPost,
+	routeApprove:    http.MethodPost,
+	routeReject:     http.MethodPost,
+	routeWithdraw:   http.MethodPost,
 }
 
 func (id routeID) template() string { return routePaths[id] }
@@ -91,6 +100,8 @@ func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
 		return route{id: routeRegenerate, taskID: seg[1], prefix: prefix}, true
 	case len(seg) == 3 && seg[1] != "" && seg[2] == "cancel":
 		return route{id: routeCancel, taskID: seg[1], prefix: prefix}, true
+	case len(seg) == 3 && seg[1] != "" && decisionRoutes[seg[2]] != 0:
+		return route{id: decisionRoutes[seg[2]], taskID: seg[1], prefix: prefix}, true
 	}
 	return route{}, false
 }
@@ -106,3 +117,6 @@ func requestMethod(req *events.APIGatewayV2HTTPRequest) string {
 	}
 	return ""
 }
+
+// decisionRoutes are the approval decisions on /tasks/{id}/<decision>.
+var decisionRoutes = map[string]routeID{"approve": routeApprove, "reject": routeReject, "withdraw": routeWithdraw}

@@ -30,6 +30,16 @@ type TaskView struct {
 	Budget     *BudgetView `json:"budget,omitempty"`
 	Usage      *UsageView  `json:"usage,omitempty"`
 	ChainUsage *UsageView  `json:"chain_usage,omitempty"`
+	// ResultSHA256 is the hex SHA-256 of the saved result's exact bytes:
+	// the artifact_sha256 an approval names.
+	ResultSHA256 string `json:"result_sha256,omitempty"`
+	// GeneratedSHA256 is the generated artifact's hash when an approver
+	// edited it (the edit is the result).
+	GeneratedSHA256 string `json:"generated_sha256,omitempty"`
+	// Approval is the task's approval gate and last decision (gated
+	// tasks only); Deliveries its deliver tasks.
+	Approval   *ApprovalView  `json:"approval,omitempty"`
+	Deliveries []DeliveryView `json:"deliveries,omitempty"`
 }
 
 // ErrorView is a task's last failure.
@@ -91,7 +101,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 	if v.CorrelationID == "" {
 		v.CorrelationID = t.TaskID
 	}
-	if t.State == ledger.StateCompleted && t.Result != "" {
+	if showsResult(t) && t.Result != "" {
 		if json.Valid([]byte(t.Result)) {
 			v.Result = json.RawMessage(t.Result)
 		} else {

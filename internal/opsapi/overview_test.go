@@ -7,6 +7,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 func TestOverviewRoute(t *testing.T) {
@@ -28,8 +29,8 @@ func TestOverviewRoute(t *testing.T) {
 		if rv["open"] != 1.0 || reasons["budget_exhausted"] != 1.0 {
 			t.Errorf("reviews = %v, want 1 open budget_exhausted", rv)
 		}
-		if states, _ := m["states"].([]any); len(states) != 4 {
-			t.Errorf("states = %v, want the 4 live states", m["states"])
+		if states, _ := m["states"].([]any); len(states) != len(ledger.LiveStates) {
+			t.Errorf("states = %v, want the %d live states", m["states"], len(ledger.LiveStates))
 		}
 
 		// A DNS-rebinding page's Host is refused before anything is read.

@@ -128,8 +128,8 @@ func TestReader(t *testing.T) {
 			o.Reviews.ByReason[ledger.ReviewProviderConfig] != 1 || o.Reviews.Truncated {
 			t.Errorf("reviews = %+v, want 3 open: 2 budget_exhausted, 1 provider_config", o.Reviews)
 		}
-		// 4 live states × 16 shards, one Query each, + one review page.
-		if want := 4*ledger.DefaultShards + 1; o.Cost.Queries != want {
+		// Every live state × 16 shards, one Query each, + one review page.
+		if want := len(ledger.LiveStates)*ledger.DefaultShards + 1; o.Cost.Queries != want {
 			t.Errorf("queries = %d, want %d", o.Cost.Queries, want)
 		}
 		if o.Rates == nil || o.Rates.Series["tokens"] != nil {
@@ -188,9 +188,9 @@ func TestReaderFullShard(t *testing.T) {
 		if o.Rates != nil {
 			t.Errorf("rates = %+v without a Rates, want null", o.Rates)
 		}
-		// 4 states × 1 shard + one COUNT for the full shard + one review page.
-		if o.Cost.Queries != 4+1+1 {
-			t.Errorf("queries = %d, want 6", o.Cost.Queries)
+		// Every live state × 1 shard + one COUNT for the full shard + one review page.
+		if want := len(ledger.LiveStates) + 1 + 1; o.Cost.Queries != want {
+			t.Errorf("queries = %d, want %d", o.Cost.Queries, want)
 		}
 	})
 }

@@ -56,7 +56,12 @@
 //     capped, and never past the task's age deadline), so a queue backlog
 //     older than DispatchTimeout costs a few duplicate messages per task,
 //     not one every DispatchTimeout.
-//   - any live state past its age or attempt budget → park budget_exhausted
+//   - awaiting_approval past due_at (its approval deadline; the age
+//     budget does not apply: the generation is done) → park
+//     approval_expired (ledger.ExpireApproval, review.ApprovalExpired); an
+//     approval or rejection that wins the race makes the park's condition
+//     fail and is counted as raced.
+//   - any other live state past its age or attempt budget → park budget_exhausted
 //     (running only once its lease expired, and only when no readback can
 //     say more).
 //

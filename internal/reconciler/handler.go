@@ -375,12 +375,14 @@ func (r *run) walk(ctx context.Context) {
 		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
 		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
 		ledger.StateQueued:    nowMs,
+		// Awaiting approval: due_at is the approval deadline.
+		ledger.StateAwaitingApproval: nowMs,
 	}
 	// Every (state, shard) pair is a stream; the run starts at a random one
 	// of all of them, so a run whose budget covers only a few queries still
 	// reaches every state over successive runs (rotating only the shard
 	// would always read running first and could starve queued).
-	states := []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued}
+	states := []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued, ledger.StateAwaitingApproval}
 	all := make([]*stream, 0, shards*len(states))
 	for shard := range shards {
 		for _, st := range states {

@@ -51,6 +51,8 @@ func (r *run) reconcile(ctx context.Context, id string) {
 		r.unknown(ctx, t)
 	case ledger.StateQueued, ledger.StateRetryWait:
 		r.relay(ctx, t)
+	case ledger.StateAwaitingApproval:
+		r.approvalExpired(ctx, t)
 	default: // terminal or parked since the index was read
 		r.raced()
 	}
@@ -156,7 +158,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		if res.Provider == "" {
 			res.Provider = name
 		}
-		c := ledger.Completion{Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now}
+		c := ledger.Completion{Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now, ApprovalTTL: t.ApprovalTTL()}
 		x := review.Result{Provider: res.Provider, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output), FromReadback: true}
 		var err error
 		if h.Payloads != nil && !h.Payloads.Inline(len(res.Output)) {
@@ -354,4 +356,21 @@ func (r *run) lost(ctx context.Context, op, id string, err error) bool {
 	}
 	r.fail(ctx, op, err, "task_id", id)
 	return true
+}
+
+// approvalExpired parks a task whose approval deadline (due_at) passed
+// without a decision: reason approval_expired. An approval or rejection
+// that wins the race makes the park's condition fail (counted as raced).
+func (r *run) approvalExpired(ctx context.Context, t *ledger.Task) {
+	if t.DueAt > r.now.UnixMilli() {
+		r.raced() // withdrawn and re-indexed, or not yet due
+		return
+	}
+	rv := review.ApprovalExpired(t)
+	_, err := r.h.Ledger.ExpireApproval(ctx, t, rv)
+	if r.lost(ctx, "park expired approval", t.TaskID, err) {
+		return
+	}
+	r.count(func(s *Summary) { s.Parked++ })
+	r.log.InfoContext(ctx, "reconciler: parked", "task_id", t.TaskID, "reason", rv.Reason, "state", ledger.StateAwaitingApproval)
 }

@@ -33,6 +33,9 @@
 //     the lapsed call failed without the provider acting (a rejected input:
 //     failed; a transient refusal: retry). A lapsed result that cannot be
 //     saved revises the item to [ResultTooLarge] or [ResultNotSaved].
+//   - [ApprovalExpired]: a task awaiting approval passed its approval
+//     deadline without a decision (the reconciler); its result is saved,
+//     nothing was delivered, nothing is uncertain.
 //   - [Poison]: a dead-letter message that is not a task reference;
 //     [PoisonFrom] also for one a worker acknowledged on the task queue,
 //     with its receive count, sent time and correlation id

@@ -233,7 +233,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	if name == "" {
 		name = h.Provider.Name()
 	}
-	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef}
+	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef, ApprovalTTL: t.ApprovalTTL()}
 	// A large result goes to the payload bucket first (placeResult), then
 	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.

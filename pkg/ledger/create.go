@@ -43,6 +43,14 @@ type NewTask struct {
 	BudgetMaxTokens int64
 	BudgetMaxMicros int64
 	ChainRoot       string
+	// Plan is the canonical JSON of the submitted approval and deliver
+	// plan ("" for none); ApprovalTTL > 0 gives the task an approval gate
+	// (its completion lands in awaiting_approval).
+	Plan        string
+	ApprovalTTL time.Duration
+	// DecidedBy, DecidedAt and ApprovalPolicy record, on a deliver task
+	// an approval creates, who approved it, when, and under which policy.
+	DecidedBy, DecidedAt, ApprovalPolicy string
 }
 
 // Create records a new queued task with one conditional PutItem. The task is
@@ -53,54 +61,10 @@ type NewTask struct {
 // replay), *PayloadMismatchError (same key, other payload: nothing written),
 // *ThrottledError.
 func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
-	if n.Scope == "" || n.IdempotencyKey == "" || n.Kind == "" || n.PayloadSHA256 == "" {
-		return nil, errors.New("ledger: Create needs Scope, IdempotencyKey, Kind and PayloadSHA256")
-	}
 	now := l.cfg.Now().UTC()
-	t := &Task{
-		TaskID:            l.TaskID(n.Scope, n.IdempotencyKey),
-		State:             StateQueued,
-		Scope:             n.Scope,
-		IdempotencyKey:    n.IdempotencyKey,
-		PayloadSHA256:     n.PayloadSHA256,
-		Input:             n.Input,
-		InputRef:          n.InputRef,
-		Kind:              n.Kind,
-		ParentTaskID:      n.ParentTaskID,
-		CorrelationID:     n.CorrelationID,
-		MaxAttempts:       n.MaxAttempts,
-		BudgetMaxTokens:   n.BudgetMaxTokens,
-		BudgetMaxMicros:   n.BudgetMaxMicros,
-		ChainRoot:         n.ChainRoot,
-		AssignmentVersion: 0,
-		CreatedAt:         rfc3339(now),
-		CreatedMs:         now.UnixMilli(),
-		UpdatedAt:         rfc3339(now),
-		UpdatedMs:         now.UnixMilli(),
-		BudgetStartMs:     now.UnixMilli(),
-		MaxAgeMs:          n.MaxAge.Milliseconds(),
-		DueAt:             now.Add(l.cfg.DispatchTimeout).UnixMilli(),
-	}
-	if t.MaxAttempts <= 0 {
-		t.MaxAttempts = l.cfg.MaxAttempts
-	}
-	if t.MaxAgeMs <= 0 {
-		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
-	}
-	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
-	// Due for dispatch check at the outbox deadline, or at the age
-	// deadline if that comes first, so the reconciler parks it in time.
-	t.DueAt = min(t.DueAt, t.DeadlineMs)
-	var nonce [12]byte
-	_, _ = rand.Read(nonce[:])
-	t.CreateNonce = hex.EncodeToString(nonce[:])
-	if t.CorrelationID == "" {
-		t.CorrelationID = t.TaskID
-	}
-	t.StateShard = l.StateShard(StateQueued, t.TaskID)
-	item, err := attributevalue.MarshalMap(t)
+	t, item, err := l.newTaskItem(n, now)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: encode task: %w", err)
+		return nil, err
 	}
 	// An item whose expires_at has passed is treated as absent: DynamoDB's
 	// TTL sweeper deletes it eventually (often within days), but its
@@ -168,4 +132,64 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		return nil, &DuplicateError{Task: old}
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
+}
+
+// newTaskItem builds the queued task n describes and its item, as Create
+// puts it (and Approve, for the deliver tasks it creates).
+func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.AttributeValue, error) {
+	if n.Scope == "" || n.IdempotencyKey == "" || n.Kind == "" || n.PayloadSHA256 == "" {
+		return nil, nil, errors.New("ledger: a new task needs Scope, IdempotencyKey, Kind and PayloadSHA256")
+	}
+	t := &Task{
+		TaskID:            l.TaskID(n.Scope, n.IdempotencyKey),
+		State:             StateQueued,
+		Scope:             n.Scope,
+		IdempotencyKey:    n.IdempotencyKey,
+		PayloadSHA256:     n.PayloadSHA256,
+		Input:             n.Input,
+		InputRef:          n.InputRef,
+		Kind:              n.Kind,
+		ParentTaskID:      n.ParentTaskID,
+		CorrelationID:     n.CorrelationID,
+		MaxAttempts:       n.MaxAttempts,
+		BudgetMaxTokens:   n.BudgetMaxTokens,
+		BudgetMaxMicros:   n.BudgetMaxMicros,
+		ChainRoot:         n.ChainRoot,
+		AssignmentVersion: 0,
+		CreatedAt:         rfc3339(now),
+		CreatedMs:         now.UnixMilli(),
+		UpdatedAt:         rfc3339(now),
+		UpdatedMs:         now.UnixMilli(),
+		BudgetStartMs:     now.UnixMilli(),
+		MaxAgeMs:          n.MaxAge.Milliseconds(),
+		DueAt:             now.Add(l.cfg.DispatchTimeout).UnixMilli(),
+	}
+	if t.MaxAttempts <= 0 {
+		t.MaxAttempts = l.cfg.MaxAttempts
+	}
+	if t.MaxAgeMs <= 0 {
+		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
+	}
+	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
+	// Due for dispatch check at the outbox deadline, or at the age
+	// deadline if that comes first, so the reconciler parks it in time.
+	t.DueAt = min(t.DueAt, t.DeadlineMs)
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	t.CreateNonce = hex.EncodeToString(nonce[:])
+	if t.CorrelationID == "" {
+		t.CorrelationID = t.TaskID
+	}
+	t.StateShard = l.StateShard(StateQueued, t.TaskID)
+	if n.ApprovalTTL > 0 {
+		t.ApprovalRequired = true
+		t.ApprovalTTLSeconds = int64(n.ApprovalTTL / time.Second)
+	}
+	t.Plan = n.Plan
+	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
+	item, err := attributevalue.MarshalMap(t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: encode task: %w", err)
+	}
+	return t, item, nil
 }

@@ -79,11 +79,30 @@
 // is at least MinRetention (1 hour, longer than any Lambda invocation), so
 // by the time TTL deletes an item no holder of its token is still running.
 //
-// States: queued, running, retry_wait, unknown (live; indexed) and completed,
-// failed, cancelled (terminal; TTL set) and needs_review (parked; waits for a
-// person, not indexed). Live tasks carry state_shard = "<state>#<nn>" and
+// States: queued, running, retry_wait, unknown, awaiting_approval (live;
+// indexed) and completed, failed, cancelled, rejected (terminal; TTL set)
+// and needs_review (parked; waits for a person, not indexed). Live tasks carry state_shard = "<state>#<nn>" and
 // due_at (epoch ms) for the sparse by_state index; terminal and parked tasks
 // REMOVE both, so the reconciler's reads grow with live work, not history.
+//
+// # Approval gates
+//
+// A task created with NewTask.ApprovalTTL has an approval gate
+// (approval_required; the plan is kept as JSON). Every completion —
+// Complete, CompleteFromReadback, CompleteLapsed — saves the result and
+// its result_sha256 the same fenced way, and lands a gated task in
+// awaiting_approval, indexed with due_at = the approval deadline, instead
+// of completed; the write is conditioned on the item's gate, and a caller
+// that misjudged it (Completion.ApprovalTTL) is corrected once from the
+// item. Approve writes the approval and one deliver task per plan entry
+// (ordinary queued tasks, keyed DeliveryKey in the task's scope) in ONE
+// TransactWriteItems, conditioned on awaiting_approval, the approved hash
+// and the approval round; the same approval again is a replay. Reject ends
+// the task rejected. Withdraw cancels every still-unstarted delivery
+// (queued at version 0) and returns the task to awaiting_approval in one
+// transaction, or returns *DeliveriesStartedError. ExpireApproval parks a
+// task whose deadline passed (approval_expired). Decisions set write_nonce:
+// a lost reply is recognised as the caller's own write.
 //
 // # Errors
 //

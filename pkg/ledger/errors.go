@@ -53,7 +53,7 @@ func (e *FencedError) Error() string {
 // Reasons a task cannot be claimed.
 const (
 	ReasonTerminal        = "terminal"         // completed, failed or cancelled: acknowledge
-	ReasonParked          = "parked"           // needs_review: acknowledge
+	ReasonParked          = "parked"           // needs_review or awaiting_approval: acknowledge
 	ReasonLeased          = "leased"           // a live lease elsewhere: acknowledge
 	ReasonNotDue          = "not_due"          // retry_wait before not_before: retry later
 	ReasonUnknown         = "unknown_outcome"  // waiting for readback by the reconciler

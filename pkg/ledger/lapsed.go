@@ -62,9 +62,7 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.off(u, StateCompleted, now)
-	resultBytes := setResult(u, c)
-	u.set("completed_at", str(rfc3339(now)))
+	resultBytes := l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
 	}

@@ -17,20 +17,26 @@ const (
 	StateFailed      State = "failed"
 	StateCancelled   State = "cancelled"
 	StateNeedsReview State = "needs_review"
+	// StateAwaitingApproval: the result is saved (fenced like a
+	// completion) and waits for a person's decision until due_at, the
+	// approval deadline (DESIGN §10). Live: indexed for the reconciler.
+	StateAwaitingApproval State = "awaiting_approval"
+	// StateRejected: a person rejected the result; terminal, no delivery.
+	StateRejected State = "rejected"
 )
 
 // LiveStates are indexed in by_state and watched by the reconciler.
-var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown}
+var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown, StateAwaitingApproval}
 
 // Terminal reports whether no further transition happens without a person.
 func (s State) Terminal() bool {
-	return s == StateCompleted || s == StateFailed || s == StateCancelled
+	return s == StateCompleted || s == StateFailed || s == StateCancelled || s == StateRejected
 }
 
 // Live reports whether the task is indexed for the reconciler.
 func (s State) Live() bool {
 	switch s {
-	case StateQueued, StateRunning, StateRetryWait, StateUnknown:
+	case StateQueued, StateRunning, StateRetryWait, StateUnknown, StateAwaitingApproval:
 		return true
 	}
 	return false
@@ -118,6 +124,7 @@ type Task struct {
 	// ResultRef replaces Result when the result was placed in S3 (at
 	// results/<task>/<assignment_version> of the completing assignment).
 	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
+	Approval
 }
 
 // HasBudget reports whether the task carries a spend budget.

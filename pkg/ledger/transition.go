@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,8 +97,8 @@ func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotC
 		e.Reason = ReasonNotFound
 	case t.State.Terminal():
 		e.Reason = ReasonTerminal
-	case t.State == StateNeedsReview:
-		e.Reason = ReasonParked
+	case t.State == StateNeedsReview, t.State == StateAwaitingApproval:
+		e.Reason = ReasonParked // a person decides next
 	case t.State == StateUnknown:
 		e.Reason = ReasonUnknown
 	case t.State == StateRunning && !t.LeaseExpired(now):
@@ -222,6 +223,12 @@ type Completion struct {
 	ProviderRef string
 	// ReadbackAt is set when the result came from a provider readback.
 	ReadbackAt time.Time
+	// ApprovalTTL > 0 says the task has an approval gate (Task.ApprovalTTL):
+	// the result is saved the same way, fenced the same way, but the task
+	// lands in awaiting_approval, due at now + ApprovalTTL (DESIGN §10).
+	// Every completion is conditioned on the item agreeing; a caller that
+	// got it wrong is corrected once from the item.
+	ApprovalTTL time.Duration
 }
 
 // Complete saves the result of the caller's assignment: conditioned on
@@ -250,9 +257,7 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, opts []WriteOption, from State, also ...State) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.off(u, StateCompleted, now)
-	resultBytes := setResult(u, c)
-	u.set("completed_at", str(rfc3339(now)))
+	resultBytes := l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
 	}
@@ -274,6 +279,13 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 	t, err := l.apply(ctx, "complete", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			// A caller that did not say the task has an approval gate
+			// (Completion.ApprovalTTL) is corrected once from the item.
+			var fe *FencedError
+			if errors.As(err, &fe) && gateMismatch(fe, version, c, append([]State{from}, also...)) {
+				c.ApprovalTTL = fe.Current.ApprovalTTL()
+				return l.complete(ctx, taskID, version, c, opts, from, also...)
+			}
 			return nil, err
 		}
 	}
@@ -653,6 +665,10 @@ func CompletedItemSize(t *Task, c Completion) (int, error) {
 	x.Result, x.ResultRef = c.Result, c.ResultRef
 	if c.ResultRef != nil {
 		x.Result = ""
+	}
+	x.ResultSHA256 = c.resultSHA256()
+	if c.ApprovalTTL > 0 {
+		x.State, x.ApprovalState, x.ApprovalDeadlineMs = StateAwaitingApproval, ApprovalPending, 1<<41-1
 	}
 	x.CompletedAt, x.UpdatedAt = now, now
 	x.UpdatedMs = 1<<41 - 1

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/destination"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// ApprovalView is a gated task's approval (DESIGN §10): state pending,
+// approved, rejected, withdrawn or expired; the artifact the decision
+// concerns (pending: the current result); who decided, when, and the note.
+type ApprovalView struct {
+	State          string `json:"state"`
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	DecidedBy      string `json:"decided_by,omitempty"`
+	DecidedAt      string `json:"decided_at,omitempty"`
+	Note           string `json:"note,omitempty"`
+	// Policy names the rule that allowed the decision.
+	Policy string `json:"policy,omitempty"`
+	// ExpiresAt is the approval deadline (RFC 3339) while awaiting it.
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// DeliveryView is one deliver task of an approval.
+type DeliveryView struct {
+	TaskID      string `json:"task_id"`
+	Destination string `json:"destination"`
+	State       string `json:"state"`
+}
+
+// showsResult reports whether the view shows t's result: completed, and
+// every state of a gated task that holds one (the artifact to decide on).
+func showsResult(t *ledger.Task) bool {
+	switch t.State {
+	case ledger.StateCompleted, ledger.StateAwaitingApproval, ledger.StateRejected:
+		return true
+	case ledger.StateNeedsReview:
+		return t.ReviewReason == ledger.ReviewApprovalExpired
+	}
+	return false
+}
+
+// approvalView renders t's approval; nil for a task without a gate.
+func approvalView(t *ledger.Task) *ApprovalView {
+	if !t.ApprovalRequired {
+		return nil
+	}
+	v := &ApprovalView{State: t.ApprovalState, ArtifactSHA256: t.ApprovalSHA256, DecidedBy: t.DecidedBy,
+		DecidedAt: t.DecidedAt, Note: t.ApprovalNote, Policy: t.ApprovalPolicy}
+	switch {
+	case t.State == ledger.StateNeedsReview && t.ReviewReason == ledger.ReviewApprovalExpired:
+		v.State = ledger.ApprovalExpired
+	case v.State == "":
+		v.State = ledger.ApprovalPending
+	}
+	if t.State == ledger.StateAwaitingApproval || v.ArtifactSHA256 == "" {
+		v.ArtifactSHA256 = t.ResultSHA256
+		if t.ApprovalDeadlineMs > 0 {
+			v.ExpiresAt = rfc3339Ms(t.ApprovalDeadlineMs)
+		}
+	}
+	return v
+}
+
+// DeliveryViews renders deliver tasks (a missing one shows state "").
+func DeliveryViews(ds []*ledger.Task) []DeliveryView {
+	out := make([]DeliveryView, 0, len(ds))
+	for _, d := range ds {
+		v := DeliveryView{TaskID: d.TaskID, State: string(d.State)}
+		if in, err := destination.ParseDeliverInput(json.RawMessage(d.Input)); err == nil {
+			v.Destination = in.Destination
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// withApproval adds the approval and the deliveries (read consistently:
+// the standing approval's, then withdrawn ones) to v.
+func (h *Handler) withApproval(ctx context.Context, v *TaskView, t *ledger.Task) {
+	if showsResult(t) {
+		v.ResultSHA256 = t.ResultSHA256
+	}
+	v.GeneratedSHA256 = t.GeneratedSHA256
+	v.Approval = approvalView(t)
+	ids := append(append([]string{}, t.DeliveryIDs...), t.WithdrawnDeliveryIDs...)
+	if len(ids) == 0 {
+		return
+	}
+	ds, err := h.Ledger.Deliveries(ctx, ids)
+	if err != nil {
+		h.log().WarnContext(ctx, "api: deliveries unavailable", "task_id", t.TaskID, "error", err.Error())
+		ds = make([]*ledger.Task, len(ids))
+		for i, id := range ids {
+			ds[i] = &ledger.Task{TaskID: id}
+		}
+	}
+	v.Deliveries = DeliveryViews(ds)
+}
+
+func rfc3339Ms(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,555 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
+)
+
+// Approval states (the task view's approval.state).
+const (
+	ApprovalPending   = "pending"
+	ApprovalApproved  = "approved"
+	ApprovalRejected  = "rejected"
+	ApprovalWithdrawn = "withdrawn"
+	ApprovalExpired   = "expired"
+)
+
+// ReviewApprovalExpired: the approval deadline of a task awaiting approval
+// passed without a decision.
+const ReviewApprovalExpired = "approval_expired"
+
+// DefaultApprovalTTL is the approval deadline of a gated task whose plan
+// names none.
+const DefaultApprovalTTL = 72 * time.Hour
+
+// MaxDeliveries caps the deliver tasks one approval creates (they share
+// its TransactWriteItems with the task: at most 100 items).
+const MaxDeliveries = 10
+
+// KindDeliver is the kind of the effect tasks an approval creates.
+const KindDeliver = "deliver"
+
+// Approval is a task's approval gate and its decisions (DESIGN §10),
+// embedded in Task. Plan and the gate are fixed at submit; the rest is
+// written by the worker's completion (result_sha256) and by Approve,
+// Reject and Withdraw.
+type Approval struct {
+	// Plan is the canonical JSON of the plan declared at submit,
+	// {"approval":{...},"deliver":[...]} (part of the payload hash).
+	Plan string `dynamodbav:"plan,omitempty"`
+	// ApprovalRequired: a completion lands in awaiting_approval.
+	ApprovalRequired   bool  `dynamodbav:"approval_required,omitempty"`
+	ApprovalTTLSeconds int64 `dynamodbav:"approval_ttl_s,omitempty"`
+	// ResultSHA256 is the hex SHA-256 of the exact stored result bytes:
+	// the artifact hash an approver echoes.
+	ResultSHA256 string `dynamodbav:"result_sha256,omitempty"`
+	// GeneratedResult/GeneratedSHA256 keep the generated artifact when an
+	// approver edited it (the edit became Result).
+	GeneratedResult    string `dynamodbav:"generated_result,omitempty"`
+	GeneratedSHA256    string `dynamodbav:"generated_sha256,omitempty"`
+	ApprovalState      string `dynamodbav:"approval_state,omitempty"`
+	ApprovalDeadlineMs int64  `dynamodbav:"approval_deadline_ms,omitempty"`
+	// ApprovalSHA256 is the artifact the last decision concerned (the
+	// approved one: the edit, if any); ApprovalBasisSHA256 the hash the
+	// approver was shown and sent (artifact_sha256).
+	ApprovalSHA256      string `dynamodbav:"approval_sha256,omitempty"`
+	ApprovalBasisSHA256 string `dynamodbav:"approval_basis_sha256,omitempty"`
+	DecidedBy           string `dynamodbav:"decided_by,omitempty"`
+	DecidedAt           string `dynamodbav:"decided_at,omitempty"`
+	ApprovalNote        string `dynamodbav:"approval_note,omitempty"`
+	// ApprovalPolicy says which policy allowed the decision.
+	ApprovalPolicy string `dynamodbav:"approval_policy,omitempty"`
+	// ApprovalRound counts withdrawals (0 before the first): the delivery
+	// idempotency keys of a later round differ (DeliveryKey).
+	ApprovalRound int `dynamodbav:"approval_round,omitempty"`
+	// DeliveryIDs are the deliver tasks of the standing approval;
+	// WithdrawnDeliveryIDs those of withdrawn approvals (now cancelled).
+	DeliveryIDs          []string `dynamodbav:"delivery_ids,omitempty"`
+	WithdrawnDeliveryIDs []string `dynamodbav:"withdrawn_delivery_ids,omitempty"`
+}
+
+// ApprovalTTL is how long a completion of t waits for approval; 0 when t
+// has no approval gate.
+func (t *Task) ApprovalTTL() time.Duration {
+	if !t.ApprovalRequired {
+		return 0
+	}
+	if t.ApprovalTTLSeconds <= 0 {
+		return DefaultApprovalTTL
+	}
+	return time.Duration(t.ApprovalTTLSeconds) * time.Second
+}
+
+// SHA256Hex is the lowercase hex SHA-256 of s.
+func SHA256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// DeliveryKey is the idempotency key (in the generate task's scope) of the
+// deliver task for plan entry index of an approval of artifact sha:
+// "approval:<task>:<sha>:<index>", with ":r<round>" appended after a
+// withdrawal (the withdrawn round's tasks are cancelled; a new approval is
+// new work).
+func DeliveryKey(taskID, sha string, index, round int) string {
+	k := "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index)
+	if round > 0 {
+		k += ":r" + strconv.Itoa(round)
+	}
+	return k
+}
+
+// settleResult sets what every completion writes: the result, its hash,
+// completed_at, and the state — completed (terminal), or for a task with an
+// approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
+// = the approval deadline. The write is conditioned on the item agreeing.
+func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) (resultBytes int) {
+	resultBytes = setResult(u, c) // inline, or its S3 claim-check reference
+	u.set("result_sha256", str(c.resultSHA256()))
+	u.set("completed_at", str(rfc3339(now)))
+	req := u.n("approval_required")
+	if c.ApprovalTTL <= 0 {
+		l.off(u, StateCompleted, now)
+		u.cond("attribute_not_exists(" + req + ") OR " + req + " = " + u.v("gate_off", &types.AttributeValueMemberBOOL{Value: false}))
+		return resultBytes
+	}
+	deadline := now.Add(c.ApprovalTTL).UnixMilli()
+	l.live(u, StateAwaitingApproval, taskID, deadline)
+	u.remove("lease_owner", "lease_until", "not_before")
+	u.set("approval_state", str(ApprovalPending))
+	u.set("approval_deadline_ms", num(deadline))
+	u.cond(req + " = " + u.v("gate_on", &types.AttributeValueMemberBOOL{Value: true}))
+	return resultBytes
+}
+
+// resultSHA256 is the hex SHA-256 of the result's exact bytes: the
+// reference's (verified on every read) when it was placed in S3.
+func (c Completion) resultSHA256() string {
+	if c.ResultRef != nil {
+		return c.ResultRef.SHA256
+	}
+	return SHA256Hex(c.Result)
+}
+
+// gateMismatch reports whether a completion was refused only because the
+// caller misjudged the task's approval gate.
+func gateMismatch(fe *FencedError, version int64, c Completion, from []State) bool {
+	cur := fe.Current
+	if cur == nil || cur.AssignmentVersion != version || cur.HasResult() || cur.ApprovalRequired == (c.ApprovalTTL > 0) {
+		return false
+	}
+	for _, s := range from {
+		if cur.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ApproveRequest is one approval of a task awaiting approval.
+type ApproveRequest struct {
+	// ArtifactSHA256 is the hash of the result the approver was shown; it
+	// must equal the task's result_sha256.
+	ArtifactSHA256 string
+	// EditedResult (JSON; "" for none) replaces the result; the generated
+	// one is kept as generated_result/generated_sha256.
+	EditedResult string
+	By, Note     string
+	Policy       string
+	// Deliveries are the deliver tasks to create, one per plan entry, keyed
+	// DeliveryKey(task, approved sha, index, task.ApprovalRound), in the
+	// task's scope, ParentTaskID the task.
+	Deliveries []NewTask
+}
+
+// ArtifactChangedError: the approved hash is not the task's current result.
+// Nothing was written.
+type ArtifactChangedError struct {
+	TaskID         string
+	ApprovedSHA256 string
+	CurrentSHA256  string
+	Task           *Task
+}
+
+func (e *ArtifactChangedError) Error() string {
+	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
+}
+
+// Approve records the approval of t (as the caller read it, in
+// awaiting_approval) and creates its deliver tasks in ONE
+// TransactWriteItems: the task update (conditioned on state
+// awaiting_approval, result_sha256 = r.ArtifactSHA256 and t's approval
+// round) and one conditional Put (attribute_not_exists) per delivery. The
+// task becomes completed; never one write without the others.
+//
+// The same approval again (the task already approved from the same hash to
+// the same artifact) returns the task with replay=true and writes nothing;
+// a transaction whose reply was lost is recognised by its write_nonce.
+//
+// Errors: *ArtifactChangedError, *ConflictError (not awaiting approval, or
+// a delivery id already taken), *ItemTooLargeError, *ThrottledError.
+func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Task, replay bool, _ error) {
+	if len(r.Deliveries) > MaxDeliveries {
+		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
+	}
+	approved := r.ArtifactSHA256
+	if r.EditedResult != "" {
+		approved = SHA256Hex(r.EditedResult)
+	}
+	if done, ok := approvedAlready(t, r, approved); ok {
+		return done, true, nil
+	}
+	if t.State != StateAwaitingApproval {
+		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve", State: t.State, Task: t}
+	}
+	if t.ResultSHA256 != r.ArtifactSHA256 {
+		return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
+	}
+	now := l.cfg.Now().UTC()
+	ids := make([]string, 0, len(r.Deliveries))
+	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
+	for _, n := range r.Deliveries {
+		d, item, err := l.newTaskItem(n, now)
+		if err != nil {
+			return nil, false, err
+		}
+		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
+			return nil, false, &ItemTooLargeError{TaskID: d.TaskID, Op: "approve", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
+		}
+		ids = append(ids, d.TaskID)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                &l.cfg.TasksTable,
+			Item:                     item,
+			ConditionExpression:      strp("attribute_not_exists(#id)"),
+			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
+		}})
+	}
+
+	u := newUpdate()
+	l.off(u, StateCompleted, now)
+	u.set("approval_state", str(ApprovalApproved))
+	u.set("approval_sha256", str(approved))
+	u.set("approval_basis_sha256", str(r.ArtifactSHA256))
+	decided(u, r.By, r.Note, r.Policy, now)
+	if len(ids) > 0 {
+		u.set("delivery_ids", strList(ids))
+	} else {
+		u.remove("delivery_ids")
+	}
+	if r.EditedResult != "" {
+		u.set("result", str(r.EditedResult))
+		u.set("result_sha256", str(approved))
+		u.set("generated_result", str(t.Result))
+		u.set("generated_sha256", str(t.ResultSHA256))
+	}
+	u.stamp(now)
+	u.v("awaiting", strState(StateAwaitingApproval))
+	u.v("artifact", str(r.ArtifactSHA256))
+	u.cond(u.n("state") + " = :awaiting")
+	u.cond(u.n("result_sha256") + " = :artifact")
+	roundCond(u, t.ApprovalRound)
+	in := u.input(l.cfg.TasksTable, t.TaskID)
+	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
+		return nil, false, &ItemTooLargeError{TaskID: t.TaskID, Op: "approve", Bytes: n, ResultBytes: len(r.EditedResult), Limit: itemsize.MaxItemBytes}
+	}
+	cur, err := l.decide(ctx, "approve", t.TaskID, u, items)
+	if err == nil {
+		return cur, false, nil
+	}
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Task != nil {
+		if done, ok := approvedAlready(ce.Task, r, approved); ok {
+			return done, true, nil // a racing identical approval won
+		}
+		if ce.Task.State == StateAwaitingApproval && ce.Task.ResultSHA256 != r.ArtifactSHA256 {
+			return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: ce.Task.ResultSHA256, Task: ce.Task}
+		}
+	}
+	return nil, false, err
+}
+
+// approvedAlready reports whether t already records this approval: the
+// same basis hash approved to the same artifact.
+func approvedAlready(t *Task, r ApproveRequest, approved string) (*Task, bool) {
+	ok := t.State == StateCompleted && t.ApprovalState == ApprovalApproved &&
+		t.ApprovalBasisSHA256 == r.ArtifactSHA256 && t.ApprovalSHA256 == approved
+	return t, ok
+}
+
+// Reject records that a person rejected t's result (t as the caller read
+// it): state rejected (terminal), conditioned on state awaiting_approval
+// and the result t shows. Rejecting a rejected task returns it unchanged
+// (replay=true).
+//
+// Errors: *ConflictError (not awaiting approval), ErrNotFound.
+func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
+	taskID := t.TaskID
+	if t.State == StateRejected {
+		return t, true, nil
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.off(u, StateRejected, now)
+	u.set("approval_state", str(ApprovalRejected))
+	u.set("approval_sha256", str(t.ResultSHA256))
+	decided(u, by, note, policy, now)
+	u.stamp(now)
+	u.v("awaiting", strState(StateAwaitingApproval))
+	u.cond(u.n("state") + " = :awaiting")
+	u.cond(u.n("result_sha256") + " = " + u.v("seen", str(t.ResultSHA256)))
+	t, err := l.apply(ctx, "reject", taskID, u)
+	if err == nil {
+		return t, false, nil
+	}
+	if !isConditionFailed(err) {
+		return nil, false, err
+	}
+	cur, mine, rerr := l.currentOf(ctx, taskID, err)
+	switch {
+	case rerr != nil:
+		return nil, false, rerr
+	case cur == nil:
+		return nil, false, &notFound{taskID}
+	case mine:
+		return cur, false, nil
+	case cur.State == StateRejected:
+		return cur, true, nil
+	}
+	return nil, false, &ConflictError{TaskID: taskID, Op: "reject", State: cur.State, Task: cur}
+}
+
+// DeliveriesStartedError: a withdrawal found deliveries that already
+// started (claimed at least once, or settled). Their outcome stands;
+// nothing was written.
+type DeliveriesStartedError struct {
+	TaskID     string
+	Deliveries []*Task // every delivery of the standing approval, as read
+}
+
+func (e *DeliveriesStartedError) Error() string {
+	return fmt.Sprintf("ledger: task %s: cannot withdraw the approval, %d deliveries have started", e.TaskID, len(Started(e.Deliveries)))
+}
+
+// Unstarted reports whether a deliver task never started: queued and never
+// claimed (assignment_version 0).
+func Unstarted(d *Task) bool { return d.State == StateQueued && d.AssignmentVersion == 0 }
+
+// Started returns the deliveries that are not Unstarted.
+func Started(ds []*Task) []*Task {
+	var out []*Task
+	for _, d := range ds {
+		if !Unstarted(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Deliveries reads the deliver tasks ids names (consistent reads); a
+// missing one is returned as a task in state "" with only its id.
+func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) {
+	out := make([]*Task, 0, len(ids))
+	for _, id := range ids {
+		d, err := l.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			d = &Task{TaskID: id}
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Withdraw withdraws the standing approval of a completed task while every
+// one of its deliveries is unstarted: in ONE TransactWriteItems the
+// deliveries become cancelled (each conditioned on queued at version 0)
+// and the task returns to awaiting_approval (due at its approval
+// deadline, approval_state withdrawn, the next approval round). A delivery
+// claimed in between makes the transaction fail and the withdrawal is
+// decided again from fresh reads.
+//
+// Withdrawing a withdrawn approval (the task awaiting approval again,
+// approval_state withdrawn) returns the task unchanged.
+//
+// Errors: *DeliveriesStartedError (naming each delivery and its state),
+// *ConflictError (the task has no standing approval), ErrNotFound.
+func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) (*Task, error) {
+	for try := 0; ; try++ {
+		t, err := l.Get(ctx, taskID)
+		if err != nil {
+			return nil, err
+		}
+		if t.State == StateAwaitingApproval && t.ApprovalState == ApprovalWithdrawn {
+			return t, nil // already withdrawn (a repeated request): unchanged
+		}
+		if t.State != StateCompleted || t.ApprovalState != ApprovalApproved {
+			return nil, &ConflictError{TaskID: taskID, Op: "withdraw", State: t.State, Task: t}
+		}
+		ds, err := l.Deliveries(ctx, t.DeliveryIDs)
+		if err != nil {
+			return nil, err
+		}
+		if len(Started(ds)) > 0 {
+			return nil, &DeliveriesStartedError{TaskID: taskID, Deliveries: ds}
+		}
+		now := l.cfg.Now().UTC()
+		items := make([]types.TransactWriteItem, 0, len(ds))
+		for _, d := range ds {
+			du := newUpdate()
+			l.off(du, StateCancelled, now)
+			setError(du, "withdrawn", "the approval was withdrawn before this delivery started")
+			du.stamp(now)
+			du.set("write_nonce", str(newNonce()))
+			du.v("queued", strState(StateQueued))
+			du.v("zero", num(0))
+			du.v("parent", str(taskID))
+			du.cond(du.n("state") + " = :queued")
+			du.cond(du.n("assignment_version") + " = :zero")
+			du.cond(du.n("parent_task_id") + " = :parent")
+			in := du.input(l.cfg.TasksTable, d.TaskID)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: &l.cfg.TasksTable, Key: in.Key, UpdateExpression: in.UpdateExpression,
+				ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
+				ExpressionAttributeValues: in.ExpressionAttributeValues,
+			}})
+		}
+		u := newUpdate()
+		deadline := t.ApprovalDeadlineMs
+		if deadline <= 0 {
+			deadline = now.UnixMilli()
+		}
+		l.live(u, StateAwaitingApproval, taskID, deadline)
+		u.remove("expires_at", "delivery_ids")
+		u.set("approval_state", str(ApprovalWithdrawn))
+		decided(u, by, note, policy, now)
+		u.set("approval_round", num(int64(t.ApprovalRound+1)))
+		if len(t.DeliveryIDs) > 0 {
+			// The round condition makes t's lists the current ones.
+			u.set("withdrawn_delivery_ids", strList(append(append([]string{}, t.WithdrawnDeliveryIDs...), t.DeliveryIDs...)))
+		}
+		u.stamp(now)
+		u.v("completed", strState(StateCompleted))
+		u.v("approved", str(ApprovalApproved))
+		u.cond(u.n("state") + " = :completed")
+		u.cond(u.n("approval_state") + " = :approved")
+		roundCond(u, t.ApprovalRound)
+		cur, err := l.decide(ctx, "withdraw", taskID, u, items)
+		var ce *ConflictError
+		if err != nil && errors.As(err, &ce) && try < 2 {
+			continue // a delivery or the task moved: decide again from fresh reads
+		}
+		return cur, err
+	}
+}
+
+// ExpireApproval parks t (read in awaiting_approval, its deadline passed)
+// with r (reason approval_expired): Park conditioned on the state and the
+// version read.
+func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review) (*Task, error) {
+	r.Reason = ReviewApprovalExpired
+	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion}, r)
+}
+
+// decide sends the task update u (plus items) as one TransactWriteItems
+// and returns the task as written. A lost reply is recognised by the
+// task's write_nonce; a failed condition returns *ConflictError with the
+// task as read.
+func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (*Task, error) {
+	nonce := newNonce()
+	u.set("write_nonce", str(nonce))
+	in := u.input(l.cfg.TasksTable, taskID)
+	all := append([]types.TransactWriteItem{{Update: &types.Update{
+		TableName:                 &l.cfg.TasksTable,
+		Key:                       in.Key,
+		UpdateExpression:          in.UpdateExpression,
+		ConditionExpression:       in.ConditionExpression,
+		ExpressionAttributeNames:  in.ExpressionAttributeNames,
+		ExpressionAttributeValues: in.ExpressionAttributeValues,
+	}}}, items...)
+	_, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: all})
+	if err == nil {
+		return l.Get(ctx, taskID)
+	}
+	if isTxConflict(err) {
+		// Another write to one of the items was in progress: nothing was
+		// written; the caller may repeat the decision.
+		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: err}
+	}
+	if !isTxConditionFailed(err) {
+		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
+			return cur, nil
+		}
+		return nil, wrapErr("TransactWriteItems "+op, err)
+	}
+	cur, gerr := l.Get(ctx, taskID)
+	switch {
+	case errors.Is(gerr, ErrNotFound):
+		return nil, &notFound{taskID}
+	case gerr != nil:
+		return nil, gerr
+	case cur.WriteNonce == nonce:
+		return cur, nil // our own write; its reply was lost
+	}
+	return nil, &ConflictError{TaskID: taskID, Op: op, State: cur.State, Task: cur}
+}
+
+func decided(u *update, by, note, policy string, now time.Time) {
+	u.set("decided_by", str(by))
+	u.set("decided_at", str(rfc3339(now)))
+	if note != "" {
+		u.set("approval_note", str(truncate(note, MaxErrorMessage)))
+	} else {
+		u.remove("approval_note")
+	}
+	if policy != "" {
+		u.set("approval_policy", str(policy))
+	}
+}
+
+// roundCond conditions u on the task's approval round being round.
+func roundCond(u *update, round int) {
+	r := u.n("approval_round")
+	if round == 0 {
+		u.cond("attribute_not_exists(" + r + ")")
+		return
+	}
+	u.cond(r + " = " + u.v("round", num(int64(round))))
+}
+
+func strList(ss []string) types.AttributeValue {
+	l := make([]types.AttributeValue, len(ss))
+	for i, s := range ss {
+		l[i] = str(s)
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+func strp(s string) *string { return &s }
+
+// isTxConflict reports a transaction cancelled only because another
+// request was writing one of its items (TransactionConflict), with no
+// failed condition.
+func isTxConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || isTxConditionFailed(err) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if r.Code != nil && *r.Code == "TransactionConflict" {
+			return true
+		}
+	}
+	return false
+}
