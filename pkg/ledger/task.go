@@ -68,19 +68,26 @@ type Task struct {
 	BudgetStartMs int64 `dynamodbav:"budget_start_ms"`
 	MaxAgeMs      int64 `dynamodbav:"max_age_ms"`
 	// DeadlineMs = BudgetStartMs + MaxAgeMs, stored so conditions can compare it.
-	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
-	Result        string `dynamodbav:"result,omitempty"` // JSON
-	ErrorClass    string `dynamodbav:"error_class,omitempty"`
-	ErrorMessage  string `dynamodbav:"error_message,omitempty"`
-	Provider      string `dynamodbav:"provider,omitempty"`
-	ProviderRef   string `dynamodbav:"provider_ref,omitempty"`
-	ReadbackAt    string `dynamodbav:"readback_at,omitempty"`
-	CompletedAt   string `dynamodbav:"completed_at,omitempty"`
-	ExpiresAt     int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
-	StateShard    string `dynamodbav:"state_shard,omitempty"`
-	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
-	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
-	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
+	DeadlineMs   int64  `dynamodbav:"deadline_ms"`
+	Result       string `dynamodbav:"result,omitempty"` // JSON
+	ErrorClass   string `dynamodbav:"error_class,omitempty"`
+	ErrorMessage string `dynamodbav:"error_message,omitempty"`
+	Provider     string `dynamodbav:"provider,omitempty"`
+	ProviderRef  string `dynamodbav:"provider_ref,omitempty"`
+	ReadbackAt   string `dynamodbav:"readback_at,omitempty"`
+	// ApprovedBy, ApprovedAt and ApprovalPolicy name the approval behind a
+	// deliver task (written by the approval that creates it; empty for a
+	// direct deliver submit): the approval fields of its receipt (DESIGN
+	// §10).
+	ApprovedBy     string `dynamodbav:"approved_by,omitempty"`
+	ApprovedAt     string `dynamodbav:"approved_at,omitempty"`
+	ApprovalPolicy string `dynamodbav:"approval_policy,omitempty"`
+	CompletedAt    string `dynamodbav:"completed_at,omitempty"`
+	ExpiresAt      int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
+	StateShard     string `dynamodbav:"state_shard,omitempty"`
+	DueAt          int64  `dynamodbav:"due_at,omitempty"` // epoch ms
+	ReviewReason   string `dynamodbav:"review_reason,omitempty"`
+	ReviewSummary  string `dynamodbav:"review_summary,omitempty"`
 	// ParkCount counts the task's parks (its review item carries the same
 	// count, for the operator's optimistic concurrency).
 	ParkCount int `dynamodbav:"park_count,omitempty"`
