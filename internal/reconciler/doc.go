@@ -41,6 +41,13 @@
 //     contract.ErrNoReadback, or no Looker → park unknown_outcome. A failed
 //     lookup is retried next run, and parked once the task is past its age
 //     budget.
+//   - a deliver task (DESIGN §10) follows the same rules with its
+//     destination in the provider's place (deliver.go, package deliver):
+//     side effects unless the destination is idempotent, readback through
+//     the destination and destination.Decide — a lagging "not found"
+//     (deliver.ErrNotYetVisible) is read again every run, and parks,
+//     saying so, when the age budget ends; its unknown_outcome review
+//     speaks of the delivery (review.DeliveryUnknownOutcome).
 //   - queued / retry_wait past due_at (retry_wait: plus RelaySlack, since
 //     the worker's delayed message normally arrives on its own) → the outbox
 //     relay: ledger.ClaimDispatch, and only its winner sends the message.
