@@ -45,6 +45,9 @@ type ReceiptView struct {
 	// ReadbackAt is set when the result was recovered by reading the
 	// provider back after an uncertain attempt.
 	ReadbackAt string `json:"readback_at,omitempty"`
+	// DeliveryReceipt holds the receipt fields of a deliver task (every
+	// field of DESIGN §10's receipt; view_deliver.go); absent otherwise.
+	*DeliveryReceipt
 }
 
 // ReviewView is the review item of a parked task.
@@ -82,6 +85,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 	if v.CorrelationID == "" {
 		v.CorrelationID = t.TaskID
 	}
+	addDeliveryReceipt(&v.Receipt, t)
 	if t.State == ledger.StateCompleted && t.Result != "" {
 		if json.Valid([]byte(t.Result)) {
 			v.Result = json.RawMessage(t.Result)
