@@ -57,9 +57,14 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	dests, err := lambdaenv.DestinationChecker(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	return &api.Handler{
 		Ledger:         led,
 		Auth:           auth,
+		Destinations:   dests,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

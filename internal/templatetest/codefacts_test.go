@@ -371,6 +371,8 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "bedrock:InvokeModelWithResponseStream", true
 	case svc == "sqs", svc == "secretsmanager":
 		return svc + ":" + op, true
+	case svc == "eventbridge":
+		return "events:" + op, true
 	default:
 		return "unmapped:" + svc + "." + op, true // fails the comparison loudly
 	}
