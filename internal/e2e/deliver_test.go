@@ -472,3 +472,30 @@ func (s *deliverStack) submitAgain(t *testing.T, id string) error {
 	_ = receive(t, s.e, 0)
 	return (&dispatch.Sender{SQS: s.e.SQS, QueueURL: s.e.Names.TaskQueueURL}).Send(context.Background(), id, "", 0)
 }
+
+// A destination that is no longer configured when the worker runs the task
+// parks it destination_config, worded for the delivery, with nothing
+// delivered; the input is not at fault, so it does not fail.
+func TestDeliverToAnUnconfiguredDestinationParks(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		s := newDeliverStack(t, e)
+		notify := newSim(t, dsim.Notify, dsim.Options{Now: s.clock.Now})
+		s.use(t, notify)
+		id := s.submitDeliver(t, "notify-gone", notifyInput)
+		crm := newSim(t, dsim.CRM, dsim.Options{Now: s.clock.Now})
+		reg, err := deliver.NewRegistry(crm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.w.Destinations = reg // the worker's configuration lost notify
+		s.work(t)
+		got := s.task(t, id)
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != "destination_config" || notify.Calls(id) != 0 {
+			t.Fatalf("deliver to a destination gone from the configuration: %s %s, notify calls %d; want needs_review destination_config, 0", got.State, got.ReviewReason, notify.Calls(id))
+		}
+		v, _ := s.view(t, id)
+		if !strings.Contains(v.Review.Summary, "destination notify") || !strings.Contains(strings.Join(v.Review.Known, "|"), "nothing was delivered") {
+			t.Fatalf("review: %+v", v.Review)
+		}
+	})
+}

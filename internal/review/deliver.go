@@ -40,3 +40,40 @@ func DeliveryUnknownOutcome(t *ledger.Task, dest, guarantees string, at time.Tim
 	)
 	return r
 }
+
+// ReasonDestinationConfig is the review reason of a deliver task whose
+// destination refused taskledger's configuration: the destination is not
+// configured (any more), its endpoint, secret or permission is wrong.
+const ReasonDestinationConfig = "destination_config"
+
+// DestinationConfig describes a deliver task parked because its
+// destination refused the configuration (retrypolicy.Misconfigured: an
+// unknown destination, a webhook's 401/403/404/410 or redirect, an
+// EventBridge authorisation or not-found error). Such a refusal comes
+// before the destination acts.
+func DestinationConfig(t *ledger.Task, dest string, f Failure) ledger.Review {
+	id := t.TaskID
+	if dest == "" {
+		dest = "the destination"
+	}
+	r := ledger.Review{Reason: ReasonDestinationConfig, ErrorClass: f.Class, ErrorMessage: f.Message}
+	r.Summary = fmt.Sprintf("Task %s was refused by destination %s because of taskledger's configuration (destination, endpoint, secret or permission), so nothing was delivered; fix the configuration, then retry it.", id, dest)
+	r.Known = append(r.Known,
+		fmt.Sprintf("attempt %d of %d was refused by destination %s with %s", t.Attempts, t.MaxAttempts, dest, f.describe()),
+	)
+	if f.Message != "" {
+		r.Known = append(r.Known, "destination error: "+clip(f.Message, MaxDetail))
+	}
+	r.Known = append(r.Known,
+		"a configuration refusal comes before the destination acts: nothing was delivered by this attempt",
+		fmt.Sprintf("a retry keeps the task id and operation id %s (the destination sees the same operation)", t.OperationID()),
+	)
+	r.Uncertain = append(r.Uncertain,
+		"which setting is wrong: the destination's entry in TASKLEDGER_DESTINATIONS, the endpoint URL, its signing secret, or the IAM permissions",
+	)
+	r.SafeActions = append(r.SafeActions,
+		"fix the destination configuration (TASKLEDGER_DESTINATIONS, DeliveryWebhookSecretArns, the secret's value), then `taskledger review retry "+id+"`",
+		"resolve as failed: `taskledger review resolve "+id+" --outcome failed --note \"<reason>\"` ends the task without delivering",
+	)
+	return r
+}

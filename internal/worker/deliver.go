@@ -3,6 +3,7 @@ package worker
 import (
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -29,4 +30,13 @@ func (h *Handler) step(t *ledger.Task) provider.Provider {
 // cause a second side effect.
 func (h *Handler) honoursIdempotencyOf(t *ledger.Task) bool {
 	return provider.HonoursIdempotency(h.step(t))
+}
+
+// configReview is the review of an attempt refused for configuration:
+// worded for the provider, or for a deliver task's destination.
+func (h *Handler) configReview(t *ledger.Task, f review.Failure) ledger.Review {
+	if t.Kind == deliver.Kind {
+		return review.DestinationConfig(t, h.step(t).Name(), f)
+	}
+	return review.ProviderConfig(t, h.step(t).Name(), f)
 }

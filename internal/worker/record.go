@@ -307,7 +307,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
 		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			review.ProviderConfig(t, h.step(t).Name(), review.FailureOf(c, perr, msg)), log)
+			h.configReview(t, review.FailureOf(c, perr, msg)), log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
