@@ -72,7 +72,8 @@ soak:
 	$(GO) run ./cmd/taskledger-soak -n $(N) -modes $(MODES)
 
 ## bench: AWS calls per task vs DESIGN §9, full vs bare pipeline throughput,
-## submit latency, bootstrap sizes and init, reconciler reads vs history
+## submit latency, bootstrap sizes and init, reconciler reads vs history,
+## cost per task vs baselines (USD per million), latency vs the call floor
 bench:
 	$(GO) run ./cmd/taskledger-bench
 

@@ -44,6 +44,15 @@
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
+//   - Overview (static/overview.js, chart helpers in static/chart.js):
+//     GET /overview of the local stack's operator API (internal/overview;
+//     counts only) every 3 s while the tab is shown and the page visible,
+//     drawn as inline SVG built with createElementNS and styled by class
+//     (the CSP holds): live tasks per state and the oldest task's age per
+//     state as bars, completions / failures / parks / retries / provider
+//     calls / tokens / cost per minute as sparklines ("no data" for usage
+//     the worker does not record), open reviews by reason as bars.
+//     Deployed (no /overview) it points to the CloudWatch dashboard.
 //
 // The pure logic (key per press, retry timing, API base resolution, input
 // building) is in static/lib.js and unit-tested with node's test runner
@@ -54,6 +63,10 @@
 // OpenID Connect issuer from npm (oauth2-mock-server) and the local stack's
 // emulated JWT authorizer: two users, the 404 across them, 401 for garbage,
 // expired and wrong-audience tokens, re-sign-in after a 401, sign out.
+// The Overview tab is tested the same way (web/test/overview.mjs,
+// TestBrowserOverview: figures asserted after completing, failing, parked,
+// throttled and slow tasks; screenshots overview-*.png, light and dark) and
+// its chart helpers with node's test runner (web/test/chart.test.mjs).
 //
 // Task text is written to the DOM only as text (never as HTML) and never to
 // the URL or to web storage; only task ids and states are remembered, in

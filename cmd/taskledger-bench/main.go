@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/taskledger/taskledger/internal/bench"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/soak"
 )
 
@@ -30,12 +31,25 @@ func main() {
 		callers = flag.Int("callers", 8, "concurrent callers")
 		latency = flag.Int("latency", 300, "submits timed one at a time")
 		history = flag.String("history", "10,10000", "completed-task counts for the reconciler read cost")
+		admN    = flag.Int("admission-n", 1000, "tasks of each provider admission burst (negative: skip)")
 		noBuild = flag.Bool("skip-build", false, "skip the bootstrap builds")
 		timeout = flag.Duration("timeout", 20*time.Minute, "give up after this long")
+		costN   = flag.Int("cost-tasks", 5, "tasks per workload and system in the cost comparison")
+		noCost  = flag.Bool("skip-cost", false, "skip the cost comparison")
+		latN    = flag.Int("latency-tasks", 20, "tasks of the latency line")
+		latSpec = flag.String("call-latency", "DynamoDB=5ms,SQS=10ms,S3=15ms", "per-call AWS latency injected for the latency line")
+		noLat   = flag.Bool("skip-latency", false, "skip the latency line")
 	)
 	flag.StringVar(&backend, "backend", backend, "kumo, moto or external (AWS_ENDPOINT_URL); default $TASKLEDGER_BACKEND or kumo")
 	flag.Parse()
-	cfg := bench.Config{Tasks: *tasks, Callers: *callers, LatencySubmits: *latency, SkipBuild: *noBuild, Progress: os.Stderr}
+	cfg := bench.Config{Tasks: *tasks, Callers: *callers, LatencySubmits: *latency, SkipBuild: *noBuild, Progress: os.Stderr,
+		CostTasks: *costN, SkipCost: *noCost, LatencyTasks: *latN, SkipLatency: *noLat, AdmissionTasks: *admN}
+	lat, err := faultinject.ParseLatency(*latSpec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "taskledger-bench: -call-latency:", err)
+		os.Exit(2)
+	}
+	cfg.Latency = lat
 	for _, f := range strings.Split(*history, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 0 {

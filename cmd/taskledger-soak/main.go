@@ -35,6 +35,7 @@ func main() {
 		seed       = flag.Int64("seed", 1, "seed of the fault schedule")
 		share      = flag.Float64("share", 0.5, "share of tasks with a planned fault")
 		rate       = flag.Float64("rate", 60, "new tasks per second (negative: unpaced)")
+		maxQueued  = flag.Int("max-queued", 300, "submitters wait while the task queue holds this many visible messages outside backlog windows (negative: no bound)")
 		minInj     = flag.Int("min-injected", -1, "fail when a fault kind was injected fewer times (default: 20 at n>=2000, else 1)")
 		background = flag.String("background", "", `background AWS fault rules, e.g. "DynamoDB.*:throttle=0.01" ("none" disables; default: soak.DefaultBackground)`)
 		logLevel   = flag.String("log", "", "write the handlers' JSON logs to stderr at this level (debug, info, warn, error)")
@@ -58,7 +59,7 @@ func main() {
 		}
 		runModes = append(runModes, m)
 	}
-	cfg := soak.Config{N: *n, Seed: *seed, FaultShare: *share, SubmitRate: *rate, Progress: os.Stderr}
+	cfg := soak.Config{N: *n, Seed: *seed, FaultShare: *share, SubmitRate: *rate, MaxQueued: *maxQueued, Progress: os.Stderr}
 	switch *background {
 	case "":
 	case "none":

@@ -9,7 +9,10 @@
 // third of it); WORKER_CONCURRENCY (records of a batch processed at once,
 // default worker.DefaultConcurrency; keep it at least the event source's
 // BatchSize); PROVIDER and PROVIDER_* (see internal/provider; PROVIDER_TIMEOUT
-// is the call timeout the worker admits records by); LOG_LEVEL
+// is the call timeout the worker admits records by); PROVIDER_ADMISSION
+// (optional JSON of per-model requests and tokens per minute, shared by
+// every instance through the tasks table: worker.ParseAdmissionConfig;
+// unset: no admission); LOG_LEVEL
 // (debug|info|warn|error). template.yaml sets them as one arithmetic
 // (README "Timing").
 package main
@@ -19,15 +22,18 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -69,11 +75,16 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	adm, err := buildAdmission(b, pcfg)
+	if err != nil {
+		return nil, err
+	}
 	dests, err := lambdaenv.Destinations(b.AWS, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	return &worker.Handler{
+		Admission:    adm,
 		Ledger:       b.Ledger,
 		Provider:     p,
 		Destinations: dests,
@@ -84,4 +95,30 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		Concurrency:  concurrency,
 		Metrics:      metrics.NewWriter(os.Stdout),
 	}, nil
+}
+
+// buildAdmission reads PROVIDER_ADMISSION; nil (no admission) when unset.
+// The provider's model must have limits: a worker that would park every
+// task as misconfigured refuses to start instead.
+func buildAdmission(b *lambdaenv.Base, pcfg provider.Config) (*worker.Admission, error) {
+	raw := strings.TrimSpace(os.Getenv("PROVIDER_ADMISSION"))
+	if raw == "" {
+		return nil, nil
+	}
+	cfg, err := worker.ParseAdmissionConfig([]byte(raw))
+	if err != nil {
+		return nil, err
+	}
+	model := pcfg.Model
+	if model == "" && (pcfg.Name == "" || pcfg.Name == provider.NameSimulated) {
+		model = simulated.DefaultModel
+	}
+	if _, ok := cfg.Models[model]; !ok {
+		return nil, fmt.Errorf("%s has no limits for the provider's model %q (configured: %s)", worker.EnvAdmission, model, strings.Join(cfg.ModelIDs(), ", "))
+	}
+	a, err := admission.New(admission.Config{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable, Limits: cfg.Limits()})
+	if err != nil {
+		return nil, err
+	}
+	return &worker.Admission{Admitter: a, Model: model, DefaultMaxTokens: cfg.DefaultMaxTokens}, nil
 }

@@ -56,3 +56,33 @@ func TestBuild(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildAdmission: PROVIDER_ADMISSION unset builds no admission;
+// set, the provider's model gets its limits; a configuration that misses
+// the model, or is invalid, stops the worker at init.
+func TestBuildAdmission(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("TASKS_TABLE", "tasks")
+	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
+	t.Setenv("PROVIDER", "")
+	t.Setenv("PROVIDER_ADMISSION", "")
+	h, err := build(context.Background())
+	if err != nil || h.Admission != nil {
+		t.Fatalf("without PROVIDER_ADMISSION: %v, admission %+v; want none", err, h.Admission)
+	}
+	t.Setenv("PROVIDER_ADMISSION", `{"models":{"simulated-1":{"requests_per_minute":100,"tokens_per_minute":5000}}}`)
+	h, err = build(context.Background())
+	if err != nil || h.Admission == nil || h.Admission.Model != simulated.DefaultModel {
+		t.Fatalf("with PROVIDER_ADMISSION: %v, admission %+v; want the simulated model admitted", err, h.Admission)
+	}
+	for cfg, want := range map[string]string{
+		`{"models":{"other":{"requests_per_minute":1,"tokens_per_minute":1}}}`: `no limits for the provider's model "simulated-1"`,
+		`{"models":{"simulated-1":{"requests_per_minute":1}}}`:                 "must be positive",
+	} {
+		t.Setenv("PROVIDER_ADMISSION", cfg)
+		if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("PROVIDER_ADMISSION=%s: %v, want an error containing %q", cfg, err, want)
+		}
+	}
+}

@@ -41,8 +41,9 @@ type DB interface {
 // Config configures an Admitter.
 type Config struct {
 	DB DB
-	// Table is the tasks table.
-	Table string
+	// TasksTable is the tasks table (named like the template's logical id,
+	// so internal/templatetest can tell which table the writes address).
+	TasksTable string
 	// Limits per model id (as sent to the provider).
 	Limits map[string]Limit
 	// Window defaults to DefaultWindow.
@@ -62,8 +63,8 @@ type Admitter struct{ c Config }
 
 // New validates cfg and returns an Admitter.
 func New(cfg Config) (*Admitter, error) {
-	if cfg.DB == nil || cfg.Table == "" {
-		return nil, errors.New("admission: DB and Table are required")
+	if cfg.DB == nil || cfg.TasksTable == "" {
+		return nil, errors.New("admission: DB and TasksTable are required")
 	}
 	for m, l := range cfg.Limits {
 		if err := validModel(m); err != nil {
@@ -154,7 +155,7 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 		key := WindowKey(model, start)
 		end := start.Add(a.c.Window)
 		retry := ambiguous == key
-		_, err := a.c.DB.UpdateItem(ctx, a.admitInput(key, end, lim, estimatedTokens, nonce, retry))
+		_, err := a.c.DB.UpdateItem(ctx, a.admitInput(a.c.TasksTable, key, end, lim, estimatedTokens, nonce, retry))
 		if err == nil {
 			return &Ticket{Model: model, WindowStart: start, Key: key, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
 		}
@@ -180,13 +181,13 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 	return nil, fmt.Errorf("admission: admit %s: outcome unknown after %d writes: %w", model, a.c.MaxAttempts, lastErr)
 }
 
-func (a *Admitter) admitInput(key string, end time.Time, lim Limit, est int64, nonce string, retry bool) *dynamodb.UpdateItemInput {
+func (a *Admitter) admitInput(table, key string, end time.Time, lim Limit, est int64, nonce string, retry bool) *dynamodb.UpdateItemInput {
 	cond := "attribute_not_exists(#r) OR (#r < :rpm AND #t <= :room)"
 	if retry {
 		cond = "#n <> :nonce AND (" + cond + ")"
 	}
 	in := &dynamodb.UpdateItemInput{
-		TableName:           &a.c.Table,
+		TableName:           &table,
 		Key:                 map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
 		UpdateExpression:    aws.String("ADD #r :one, #t :est SET #e = if_not_exists(#e, :exp), #n = :nonce"),
 		ConditionExpression: aws.String(cond),
@@ -213,7 +214,7 @@ func (a *Admitter) oldOrRead(ctx context.Context, key string, ccf *types.Conditi
 		return ccf.Item, nil
 	}
 	out, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &a.c.Table, ConsistentRead: aws.Bool(true),
+		TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
 	})
 	if err != nil {
@@ -235,7 +236,7 @@ func (a *Admitter) Settle(ctx context.Context, t *Ticket, actualTokens int64) er
 		return nil
 	}
 	_, err := a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &a.c.Table,
+		TableName:                 &a.c.TasksTable,
 		Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: t.Key}},
 		UpdateExpression:          aws.String("ADD #t :d"),
 		ConditionExpression:       aws.String("attribute_exists(#t)"),
@@ -262,7 +263,7 @@ type Window struct {
 func (a *Admitter) Read(ctx context.Context, model string, t time.Time) (Window, error) {
 	key := WindowKey(model, a.windowOf(t))
 	out, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &a.c.Table, ConsistentRead: aws.Bool(true),
+		TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
 	})
 	if err != nil {

@@ -38,7 +38,7 @@ func setup(t *testing.T, e *testenv.Env, s faultinject.Schedule, limits map[stri
 	cfg := e.AWS.Copy()
 	cfg.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), b.inj.Register)
 	adm, err := admission.New(admission.Config{
-		DB: awsclient.DynamoDB(cfg), Table: e.Names.TasksTable, Limits: limits, Now: b.clock.Now,
+		DB: awsclient.DynamoDB(cfg), TasksTable: e.Names.TasksTable, Limits: limits, Now: b.clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -289,13 +289,13 @@ func TestLostReplyAcrossAWindowRollReservesInTheNewWindow(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	db := &dynamodb.Client{}
-	if _, err := admission.New(admission.Config{DB: db, Table: "x", Limits: map[string]admission.Limit{"m": {RequestsPerWindow: 0, TokensPerWindow: 5}}}); err == nil {
+	if _, err := admission.New(admission.Config{DB: db, TasksTable: "x", Limits: map[string]admission.Limit{"m": {RequestsPerWindow: 0, TokensPerWindow: 5}}}); err == nil {
 		t.Fatal("zero request limit accepted")
 	}
-	if _, err := admission.New(admission.Config{DB: db, Table: "x", Window: 1500 * time.Millisecond}); err == nil {
+	if _, err := admission.New(admission.Config{DB: db, TasksTable: "x", Window: 1500 * time.Millisecond}); err == nil {
 		t.Fatal("fractional window accepted")
 	}
-	a, err := admission.New(admission.Config{DB: db, Table: "x", Limits: map[string]admission.Limit{"m": {RequestsPerWindow: 1, TokensPerWindow: 5}}})
+	a, err := admission.New(admission.Config{DB: db, TasksTable: "x", Limits: map[string]admission.Limit{"m": {RequestsPerWindow: 1, TokensPerWindow: 5}}})
 	if err != nil {
 		t.Fatal(err)
 	}

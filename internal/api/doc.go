@@ -7,7 +7,7 @@
 //	POST /tasks                   submit a task (Idempotency-Key required)
 //	GET  /tasks/{id}              read a task
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
-//	POST /tasks/{id}/cancel       cancel a queued or retry_wait task
+//	POST /tasks/{id}/cancel       cancel a queued or retry_wait task (200), or a running one (202: cancel.go)
 //	OPTIONS on each               CORS preflight
 //	GET  /                        the browser page (package web), public
 //	GET  /static/{file}           its scripts and stylesheet, public

@@ -284,6 +284,11 @@ func (h *Handler) cancel(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	}
 	t, err := h.Ledger.Cancel(ctx, c.route.taskID)
 	var ce *ledger.ConflictError
+	if errors.As(err, &ce) {
+		if r, ok := h.cancelRunning(ctx, c, ce); ok { // cancel.go
+			return r
+		}
+	}
 	switch {
 	case err == nil:
 		c.outcome = "cancelled"
@@ -291,7 +296,7 @@ func (h *Handler) cancel(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	case errors.As(err, &ce):
 		c.outcome = "cancel_conflict"
 		p := newProblem(TypeStateConflict, http.StatusConflict, "Task cannot be cancelled",
-			fmt.Sprintf("Only queued or retry_wait tasks can be cancelled; this task is %s.", ce.State))
+			fmt.Sprintf("Only queued, retry_wait or running tasks can be cancelled; this task is %s.", ce.State))
 		p.TaskID, p.State = ce.TaskID, string(ce.State)
 		return p.response()
 	case errors.Is(err, ledger.ErrNotFound):

@@ -222,19 +222,33 @@ func TestGetAndCancel(t *testing.T) {
 			t.Fatal("cancel of a cancelled task changed it")
 		}
 
-		// running: 409 with the state.
+		// running: 202, the attempt fenced; the task is unknown
+		// (cancel_requested) until the reconciler settles it; a repeated
+		// cancel answers the same.
+		running := submit("g2r")
+		rc, err := b.l.Claim(ctx, running, ledger.ClaimOptions{Owner: "test", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp = b.do(t, getReq(running))
+		if v := view(t, resp); v.State != "running" || v.Attempts != 1 {
+			t.Fatalf("running view %+v", v)
+		}
+		for range 2 {
+			resp = b.do(t, cancelReq(running))
+			wantStatus(t, resp, http.StatusAccepted)
+			if v := view(t, resp); v.State != "unknown" || v.Error == nil || v.Error.Class != ledger.ErrorCancelRequested {
+				t.Fatalf("cancel of a running task: %s", resp.Body)
+			}
+		}
+		if cur, err := b.l.Get(ctx, running); err != nil || cur.AssignmentVersion != rc.AssignmentVersion+1 || cur.CancelVersion != rc.AssignmentVersion {
+			t.Fatalf("after the cancel: %+v, %v; want the fencing token bumped once and cancel_version %d", cur, err, rc.AssignmentVersion)
+		}
+
 		run := submit("g2")
 		claimed, err := b.l.Claim(ctx, run, ledger.ClaimOptions{Owner: "test", Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
-		}
-		p := wantProblem(t, b.do(t, cancelReq(run)), 409, api.TypeStateConflict)
-		if p.State != "running" || p.TaskID != run {
-			t.Fatalf("409 problem %+v", p)
-		}
-		resp = b.do(t, getReq(run))
-		if v := view(t, resp); v.State != "running" || v.Attempts != 1 {
-			t.Fatalf("running view %+v", v)
 		}
 
 		// retry_wait: the error is shown; cancel is 200.
@@ -289,8 +303,8 @@ func TestGetAndCancel(t *testing.T) {
 			len(v.Review.Known) != 1 || len(v.Review.SafeActions) != 1 || v.Review.Uncertain == nil {
 			t.Fatalf("needs_review view %+v (%s)", v, resp.Body)
 		}
-		p = wantProblem(t, b.do(t, cancelReq(parked)), 409, api.TypeStateConflict)
-		if p.State != "needs_review" {
+		p := wantProblem(t, b.do(t, cancelReq(parked)), 409, api.TypeStateConflict)
+		if p.State != "needs_review" || p.TaskID != parked {
 			t.Fatalf("409 state %q", p.State)
 		}
 	})

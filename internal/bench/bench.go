@@ -20,6 +20,7 @@ import (
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
@@ -52,6 +53,19 @@ type Config struct {
 	Root string
 	// Progress receives progress lines (nil: none).
 	Progress io.Writer
+	// CostTasks are the tasks per workload and system of the cost
+	// comparison (default 5); SkipCost skips it.
+	CostTasks int
+	SkipCost  bool
+	// LatencyTasks are the tasks of the latency line (default 20), with
+	// Latency injected per AWS call (default faultinject.DefaultLatency);
+	// SkipLatency skips it.
+	LatencyTasks int
+	Latency      faultinject.Latency
+	SkipLatency  bool
+	// AdmissionTasks is the burst of the admission section (default 1000;
+	// negative: skip it). See admission.go.
+	AdmissionTasks int
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +84,18 @@ func (c Config) withDefaults() Config {
 	if c.Live <= 0 {
 		c.Live = 10
 	}
+	if c.CostTasks <= 0 {
+		c.CostTasks = 5
+	}
+	if c.LatencyTasks <= 0 {
+		c.LatencyTasks = 20
+	}
+	if c.Latency == nil {
+		c.Latency = faultinject.DefaultLatency()
+	}
+	if c.AdmissionTasks == 0 {
+		c.AdmissionTasks = 1000
+	}
 	return c
 }
 
@@ -86,6 +112,12 @@ type Result struct {
 	LatencyN                        int
 	Builds                          []BuildRow
 	Reconciler                      []ReconRow
+	// Cost is the cost comparison; Latency the latency line (nil when
+	// skipped).
+	Cost    *CostResult
+	Latency *LatencyResult
+	// Admission is the provider admission section (admission.go).
+	Admission []AdmissionRow
 }
 
 // CallRow is one component's calls of one operation.
@@ -155,6 +187,31 @@ func Run(ctx context.Context, b *soak.Backend, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		r.Reconciler = append(r.Reconciler, row)
+	}
+	if !cfg.SkipCost {
+		cost, err := RunCost(ctx, b, cfg.CostTasks, say)
+		if err != nil {
+			return nil, fmt.Errorf("bench: cost: %w", err)
+		}
+		r.Cost = cost
+	}
+	if !cfg.SkipLatency {
+		say("bench: latency line, %d tasks", cfg.LatencyTasks)
+		lat, err := RunLatency(ctx, b, cfg.LatencyTasks, cfg.Latency)
+		if err != nil {
+			return nil, fmt.Errorf("bench: latency: %w", err)
+		}
+		r.Latency = lat
+	}
+	if cfg.AdmissionTasks > 0 {
+		for _, sc := range DefaultAdmissionScenarios(cfg.AdmissionTasks) {
+			say("bench: admission, %s, a burst of %d tasks", sc.Name, sc.Tasks)
+			row, err := admissionRun(ctx, b, sc, cfg.Callers)
+			if err != nil {
+				return nil, err
+			}
+			r.Admission = append(r.Admission, row)
+		}
 	}
 	if !cfg.SkipBuild {
 		say("bench: building the bootstraps")

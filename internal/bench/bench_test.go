@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // bench reports timings, tests never judge them.
 func TestBudgets(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		cfg := bench.Config{Tasks: 60, Callers: 4, LatencySubmits: 5, History: []int{10, 400}, SkipBuild: true}
+		cfg := bench.Config{Tasks: 60, Callers: 4, LatencySubmits: 5, History: []int{10, 400}, SkipBuild: true, SkipCost: true, SkipLatency: true, AdmissionTasks: -1}
 		if e.Backend == "moto" {
 			cfg.Tasks, cfg.History = 20, []int{10, 100}
 		}

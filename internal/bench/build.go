@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
 	"github.com/taskledger/taskledger/internal/soak"
 )
 
@@ -55,7 +58,16 @@ func buildAll(ctx context.Context, b *soak.Backend, cfg Config) []BuildRow {
 		return []BuildRow{{Function: "all", Err: err.Error()}}
 	}
 	defer drop()
+	// The submit function reads its task id key from Secrets Manager at
+	// init (the template's TaskIdKeySecret): the emulator holds one.
+	secret, err := secretsmanager.NewFromConfig(b.AWS).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name: aws.String("benchinit-" + filepath.Base(dir)), SecretString: aws.String(strings.Repeat("k", 64)),
+	})
+	if err != nil {
+		return []BuildRow{{Function: "all", Err: "create the task id key secret: " + err.Error()}}
+	}
 	fnEnv := []string{
+		"AUTH_MODE=none", "TASK_ID_KEY_SECRET_ARN=" + aws.ToString(secret.ARN),
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_ENDPOINT_URL=" + b.Endpoint(),
 		"TASKS_TABLE=" + env.Names.TasksTable, "REVIEW_TABLE=" + env.Names.ReviewTable,

@@ -20,6 +20,30 @@
 //   - Reconciler read cost with 10 and with 10,000 completed tasks in the
 //     table: DynamoDB read calls and items read by one run, counted by SDK
 //     middleware. The sparse by_state index keeps completed tasks out of it.
+//   - Cost per task (issue 13), for a 100 B, 8 KB and 30 KB prompt, a 1 MB
+//     document and a 100 KB result, tasks run one at a time through the
+//     real path on the emulator (RunCost): AWS calls by operation;
+//     DynamoDB write and read request units computed from item sizes by
+//     DynamoDB's rules (package itemsize; an UpdateItem bills the larger of
+//     the item before and after, read through an uncounted probe client),
+//     cross-checked against the ConsumedCapacity the emulator returns
+//     (kumo returns none; moto returns a per-call figure not sized by
+//     DynamoDB's rules); SQS requests in 64 KB chunks; S3 requests by
+//     price tier; Lambda requests and GB-seconds (the template's memory for
+//     the modelled AWS call time); USD per million tasks at the us-east-1
+//     prices of prices.go (each cited with its page and the date read).
+//     Side by side: a baseline SQS→Lambda consumer with a Powertools-style
+//     idempotency record (baseline.go, run on the same emulator), and Step
+//     Functions Standard running stepfunctions.asl.json (generate → wait
+//     for approval → deliver), its transitions counted by walking the ASL
+//     (WalkASL) and priced with the calls it implies. taskledger's rows
+//     are "before the claim-check"; taskledgerCost's claimCheck option is
+//     where the claim-check integration passes its payload store
+//     (TODO(merge)).
+//   - A latency line (RunLatency): submit → completed minus the provider's
+//     time, with per-call AWS latencies injected (faultinject.Latency,
+//     DynamoDB 5 ms, SQS 10 ms, S3 15 ms), against the critical-path floor
+//     (PutItem + SendMessage + ReceiveMessage + claim + complete).
 //
 // Numbers from an emulator on a shared machine are noisy; ratios measured in
 // one run are the point.

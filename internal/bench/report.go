@@ -79,6 +79,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		_ = tw.Flush()
 	}
 
+	writeAdmissionTable(w, r.Admission)
+
 	if len(r.Reconciler) > 0 {
 		fmt.Fprintln(w, "\nreconciler, one run: DynamoDB reads with completed history (sparse by_state index)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -93,6 +95,14 @@ func (r *Result) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "=> %d→%d completed tasks: read calls ×%.2f, items read ×%.2f (elapsed reflects the emulator, which scans its whole table per Query)\n",
 				a.Completed, b.Completed, ratio(b.ReadCalls, a.ReadCalls), ratio(b.ItemsRead, a.ItemsRead))
 		}
+	}
+
+	if r.Cost != nil {
+		fmt.Fprintln(w)
+		r.Cost.WriteTable(w)
+	}
+	if r.Latency != nil {
+		r.Latency.WriteLine(w)
 	}
 }
 

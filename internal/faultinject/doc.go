@@ -57,6 +57,14 @@
 // the goroutine interleaving; [Chain] consults several in order. A schedule
 // sees every call; return "" for no fault.
 //
+// # Latency
+//
+// [Latency] adds a fixed per-service delay to every call after the server
+// answered ([DefaultLatency]: DynamoDB 5 ms, SQS 10 ms, S3 15 ms;
+// [ParseLatency] reads "DynamoDB=5ms,SQS=10ms"), so a run on an in-process
+// emulator shows what the same calls cost in time against real endpoints
+// (the bench's latency line).
+//
 // # Observation
 //
 // [Injector.Injected] counts the faults injected, by kind and operation;

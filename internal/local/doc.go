@@ -16,7 +16,9 @@
 //   - their event sources, emulated from the template:
 //     an HTTP server on Options.Addr (loopback only) standing in for the
 //     HTTP API — the submit handler at /tasks… through api.NewHTTPHandler,
-//     the operator API at /reviews…, and the submit handler's public
+//     the operator API at /reviews… and /overview (its rates are the
+//     worker's and the reconciler's EMF records, summed per minute by
+//     internal/overview), and the submit handler's public
 //     routes: the browser page at / and /static/…, /auth/config —;
 //     a Poller standing in for the worker's SQS event source mapping;
 //     a Ticker standing in for the reconciler's EventBridge schedule.

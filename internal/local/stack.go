@@ -29,6 +29,7 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/stack"
@@ -270,7 +271,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		prog.printf("auth: JWT authorizer on /tasks (issuer %s, audience %s)", o.OIDCIssuer, strings.Join(o.OIDCAudience, ","))
 	}
 	s.Auth = submit.Auth
-	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log} // Hosts: set once bound
+	// The Overview tab's per-minute rates: the worker's and the
+	// reconciler's EMF records, summed per minute (internal/overview).
+	rates := overview.NewRates()
+	ops := &opsapi.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, // Hosts: set once bound
+		Overview: &overview.Reader{Ledger: s.Ledger, Rates: rates}}
 	lease := o.Lease
 	if lease <= 0 {
 		lease = DefaultLease
@@ -284,7 +289,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Policy:       retrypolicy.Default(),
 		Lease:        lease,
 		Log:          log,
-		Metrics:      metrics.NewWriter(&metricsSink{p: prog}),
+		Metrics:      metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
 	}
 	recon := &reconciler.Handler{
 		Ledger:       s.Ledger,
@@ -295,6 +300,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Provider:     s.Provider,
 		Destinations: s.Destinations,
 		Log:          log,
+		Metrics:      metrics.NewWriter(rates),
 	}
 
 	// Event sources, configured from the template.
@@ -368,6 +374,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	mux.Handle("/tasks/", tasks)
 	mux.Handle("/reviews", ops)
 	mux.Handle("/reviews/", ops)
+	mux.Handle("/overview", ops)
 	mux.Handle("/", taskAPI)
 	s.srv = &http.Server{
 		Handler:           prog.logRequests(ops.Guard(mux)), // DNS rebinding: every route

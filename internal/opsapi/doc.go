@@ -8,6 +8,9 @@
 //	GET  /reviews/{id}          one item (open or resolved) and its task
 //	POST /reviews/{id}/retry    {"by":"...","note":"..."}
 //	POST /reviews/{id}/resolve  {"outcome":"completed|failed","note":"...","by":"..."}
+//	GET  /overview              counts for the page's Overview tab (internal/overview):
+//	                            live tasks and oldest age per state, open reviews by
+//	                            reason, per-minute rates; no task text, no ids
 //
 // Mount it under a prefix with http.StripPrefix. POST bodies must be
 // application/json (at most 16 KiB): a browser cannot send that

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -30,6 +31,8 @@ type Handler struct {
 	Ledger   *ledger.Ledger
 	Dispatch *dispatch.Sender
 	Log      *slog.Logger
+	// Overview serves GET /overview (optional: without it, 404).
+	Overview *overview.Reader
 	// Hosts are the Host header values served ("host:port", compared
 	// without case): the addresses the server is bound to (LoopbackHosts).
 	// Empty: localhost, 127.0.0.1 and [::1] on any port. A request naming
@@ -49,6 +52,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(func() {
 		m := http.NewServeMux()
 		m.HandleFunc("GET /reviews", h.list)
+		m.HandleFunc("GET /overview", h.overview)
 		m.HandleFunc("GET /reviews/{id}", h.show)
 		m.HandleFunc("POST /reviews/{id}/retry", h.retry)
 		m.HandleFunc("POST /reviews/{id}/resolve", h.resolve)

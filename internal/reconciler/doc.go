@@ -40,7 +40,12 @@
 //     send, or park budget_exhausted when no budget is left.
 //     contract.ErrNoReadback, or no Looker → park unknown_outcome. A failed
 //     lookup is retried next run, and parked once the task is past its age
-//     budget.
+//     budget. A task cancelled while running (cancel_version set,
+//     ledger.CancelRunning; due when the fenced lease would have ended) is
+//     resolved the same way, except that "the provider did not act" ends it
+//     cancelled (ledger.CancelUnknown) instead of re-queuing it: no
+//     call-start mark at the cancelled version (a provider whose calls are
+//     marked), or a readback that finds nothing (cancel.go).
 //   - a deliver task (DESIGN §10) follows the same rules with its
 //     destination in the provider's place (deliver.go, package deliver):
 //     side effects unless the destination is idempotent, readback through
@@ -70,7 +75,8 @@
 // due_at brings it back to the rules above if it is still live).
 //
 // Finally it emits CloudWatch EMF metrics: live tasks and the age of the
-// oldest task per live state, open review items, re-sent dispatches,
+// oldest task per live state, open review items (in all and per reason,
+// dimension Reason), re-sent dispatches,
 // readback outcomes, parked and re-queued tasks.
 //
 // # Concurrency

@@ -137,6 +137,9 @@ type Summary struct {
 	Parked int `json:"parked"`
 	// Completed counts tasks completed from a provider readback.
 	Completed int `json:"completed"`
+	// Cancelled counts tasks cancelled while running that this run ended
+	// cancelled (no call started, or a readback found nothing).
+	Cancelled int `json:"cancelled"`
 	// Readback outcomes of provider Lookups.
 	ReadbackFound      int `json:"readback_found"`
 	ReadbackNotFound   int `json:"readback_not_found"`
@@ -164,6 +167,9 @@ type Summary struct {
 	OpenReviews          int                      `json:"open_reviews"`
 	OpenReviewsTruncated bool                     `json:"open_reviews_truncated,omitempty"`
 	DurationMs           int64                    `json:"duration_ms"`
+
+	// OpenReviewsByReason splits OpenReviews by review reason.
+	OpenReviewsByReason map[string]int `json:"open_reviews_by_reason,omitempty"`
 }
 
 // RunError reports that a run hit unexpected errors. The run still did

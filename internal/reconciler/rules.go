@@ -67,7 +67,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
 	sideEffects := h.sideEffects(t)
-	_, canReadBack := h.looker(t)
+	canReadBack := contract.OffersReadback(h.step(t))
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
 	// With a provider that neither deduplicates nor reads back, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
@@ -110,8 +110,10 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 			r.unknown(ctx, u)
 		}
 	default:
+		// The provider deduplicates and has no readback: no call-start
+		// mark exists, and none is needed — a retry cannot act twice.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhausted(t, budget))
+			review.BudgetExhaustedDeduplicated(t, budget))
 	}
 }
 
@@ -132,6 +134,9 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		name = p.Name()
 	}
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
+	if r.cancelledUnstarted(ctx, t) { // a cancel while running fenced a call that never started: cancel.go
+		return
+	}
 	lk, ok := h.looker(t)
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
@@ -179,6 +184,10 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
+			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
+			return
+		}
 		if ok, budget := t.BudgetLeft(r.now); !ok {
 			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return

@@ -47,7 +47,7 @@ func (r *run) measure(ctx context.Context) {
 		})
 	}
 
-	open, cursor := 0, ""
+	open, cursor, byReason := 0, "", map[string]int{}
 	for page := 0; ; page++ {
 		if page == MaxOpenReviewPages || ctx.Err() != nil || !r.timeLeft() {
 			r.count(func(s *Summary) { s.OpenReviewsTruncated = true })
@@ -59,16 +59,20 @@ func (r *run) measure(ctx context.Context) {
 			break
 		}
 		open += len(items)
+		for _, it := range items {
+			byReason[it.Reason]++
+		}
 		if next == "" {
 			break
 		}
 		cursor = next
 	}
-	r.count(func(s *Summary) { s.OpenReviews = open })
+	r.count(func(s *Summary) { s.OpenReviews, s.OpenReviewsByReason = open, byReason })
 }
 
-// emit writes the run's EMF records: one per live state (dimension State)
-// and one for the run.
+// emit writes the run's EMF records: one per live state (dimension State),
+// one per review reason with open items (dimension Reason) and one for the
+// run.
 func (r *run) emit() {
 	w := r.h.Metrics
 	if w == nil {
@@ -83,6 +87,15 @@ func (r *run) emit() {
 		rec := w.Record("Function", "reconciler", "State", string(st))
 		rec.Set("LiveTasks", float64(n), metrics.Count)
 		rec.Set("OldestTaskAge", s.OldestAgeSeconds[st], metrics.Seconds)
+		if err := rec.Flush(); err != nil {
+			r.log.Warn("reconciler: write metrics", "error", err.Error())
+		}
+	}
+	// Open reviews per reason (dimension Reason), for the dashboard; a
+	// reason with none open is not written (its line ends).
+	for reason, n := range s.OpenReviewsByReason {
+		rec := w.Record("Function", "reconciler", "Reason", reason)
+		rec.Set("OpenReviews", float64(n), metrics.Count)
 		if err := rec.Flush(); err != nil {
 			r.log.Warn("reconciler: write metrics", "error", err.Error())
 		}

@@ -72,7 +72,6 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		ProviderCalls: s.provCalls, SideEffects: s.prov.TotalSideEffects(),
 		Reconciler: s.recon, Worker: s.batches, Stored: len(tasks), Latency: s.lat.quantiles(),
 	}
-	slack := s.cfg.ReconcileEvery + s.cfg.ReconcileBudget
 	for _, t := range s.tasks {
 		row := c.row(t.kind)
 		row.Tasks++
@@ -109,8 +108,10 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			}
 			took := time.Duration(endMs-st.CreatedMs) * time.Millisecond
 			rep.MaxToFinal = max(rep.MaxToFinal, took)
-			if over := time.Duration(endMs-st.DeadlineMs) * time.Millisecond; over > slack {
-				c.add(t.kind, t.id, "final_too_late", "final %s after its age budget ended (allowed: one reconciler period + one run budget, %s)", over, slack)
+			if by := s.finalBy(time.UnixMilli(st.DeadlineMs)); time.UnixMilli(endMs).After(by) {
+				over := time.Duration(endMs-st.DeadlineMs) * time.Millisecond
+				allowed := by.Sub(time.UnixMilli(st.DeadlineMs)).Round(time.Millisecond)
+				c.add(t.kind, t.id, "final_too_late", "final %s after its age budget ended (allowed: until the end of the second complete reconciler walk that started after it, %s)", over, allowed)
 			}
 		}
 		// One generation per task, two for a ttl_expired task whose key

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/deliver"
@@ -87,6 +88,9 @@ func (s *soak) submitAll(ctx context.Context) {
 		if ctx.Err() != nil {
 			break
 		}
+		if i%10 == 0 {
+			s.waitForQueue(ctx)
+		}
 		jobs <- t
 		if i%poisonEvery == poisonEvery/2 && sent < s.cfg.Poison {
 			s.sendPoison(ctx, sent)
@@ -101,6 +105,35 @@ func (s *soak) submitAll(ctx context.Context) {
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// waitForQueue holds the submitters while the task queue's visible backlog
+// is at least MaxQueued and no backlog window is open (see
+// Config.MaxQueued). A failed read does not hold them.
+func (s *soak) waitForQueue(ctx context.Context) {
+	if s.cfg.MaxQueued < 0 {
+		return
+	}
+	for ctx.Err() == nil && !s.gate.isClosed() {
+		out, err := s.cleanQ.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(s.env.Names.TaskQueueURL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		})
+		if err != nil {
+			return
+		}
+		n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		if n < s.cfg.MaxQueued {
+			return
+		}
+		s.mu.Lock()
+		s.queueWaits++
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond): // polling the queue's depth: SQS has no event for it
+		}
+	}
 }
 
 // submitTask plays the callers of one task according to its kind.

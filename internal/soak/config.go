@@ -120,6 +120,15 @@ type Config struct {
 	NoBacklog      bool
 	// SubmitRate paces new tasks per second (default 60; negative: no pacing).
 	SubmitRate float64
+	// MaxQueued bounds the task queue's visible backlog outside backlog
+	// windows (default 300, 5 s at the default rate; negative: no bound):
+	// the submitters wait while the queue holds at least this many
+	// messages. The soak checks correctness, not the test machine's
+	// capacity: a machine that consumes slower than SubmitRate would
+	// otherwise grow a queue whose wait, not any defect, spends every age
+	// budget and decides the outcome. The backlog windows still back the
+	// queue up past it on purpose.
+	MaxQueued int
 	// Submitters is the number of concurrent callers (default 8).
 	Submitters int
 	// Poison is the number of poison messages (default max(2, N/50)).
@@ -202,6 +211,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SubmitRate == 0 {
 		c.SubmitRate = 60
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = 300
 	}
 	if c.Submitters <= 0 {
 		c.Submitters = 8

@@ -83,8 +83,12 @@
 //
 // After every accepted task is final (or the drain timeout passed) and the
 // event sources stopped, the tables are scanned and checked: every accepted
-// task is in one of completed, failed, cancelled, needs_review, within its
-// age budget plus one reconciler period (and the reconciler's run budget);
+// task is in one of completed, failed, cancelled, needs_review, by the end
+// of the second reconciler run that started after its age budget ended
+// (and never sooner than one period plus one run budget after it: the
+// allowance is measured from the runs, so a loaded machine's slow runs do
+// not count against it, while a reconciler that lets budgets overrun misses
+// run after run);
 // at most one saved result per task (saves are counted at the SDK
 // middleware); a completed task's result is the provider's recorded one and
 // came from exactly one side effect; side effects ≤ 1 per task (the provider

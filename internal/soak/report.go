@@ -132,9 +132,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		r.ProviderCalls, r.SideEffects, r.Saves, r.FencedSaves, r.MaxToFinal.Round(time.Millisecond))
 	fmt.Fprintf(w, "worker: %d batches, %d records, %d item failures, %d deleted, %d failed invocations\n",
 		r.Worker.Batches, r.Worker.Records, r.Worker.ItemFailures, r.Worker.Deleted, r.Worker.Failed)
-	fmt.Fprintf(w, "reconciler: %d runs, %d requeued, %d re-sent, %d to unknown, %d parked, %d completed by readback, %d poison, %d races lost, %d runs with errors\n",
+	fmt.Fprintf(w, "reconciler: %d runs, %d requeued, %d re-sent, %d to unknown, %d parked, %d completed by readback, %d poison, %d races lost, %d runs with errors, %d walks cut short by the run budget\n",
 		r.Reconciler.Runs, r.Reconciler.Requeued, r.Reconciler.Resent, r.Reconciler.ExpiredToUnknown, r.Reconciler.Parked,
-		r.Reconciler.Completed, r.Reconciler.Poison, r.Reconciler.Raced, r.Reconciler.Errors)
+		r.Reconciler.Completed, r.Reconciler.Poison, r.Reconciler.Raced, r.Reconciler.Errors, r.Reconciler.Partial)
 	keys := make([]string, 0, len(r.Calls))
 	for k := range r.Calls {
 		keys = append(keys, k)

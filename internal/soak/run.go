@@ -85,10 +85,12 @@ type soak struct {
 	// effects per deliver kind (counted by the checker, for the report).
 	kindCalls, kindEffects map[Kind]int
 	ticks                  int
+	runs                   []tickSpan // every reconciler tick's start and end, in start order
 
 	replay         *faultinject.Replayer
 	gate           *gate
 	backlogWindows int
+	queueWaits     int                     // polls on which the submitters waited for the queue (MaxQueued)
 	cut            map[string]int          // provider calls cut short by the invocation's deadline, per task
 	expired        map[string]*ledger.Task // ttl_expired: the task as it was when expires_at was moved into the past
 	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
@@ -97,7 +99,7 @@ type soak struct {
 }
 
 type reconStats struct {
-	Runs, Errors, Raced, Requeued, Resent, Parked, Completed, ExpiredToUnknown, Poison int
+	Runs, Errors, Partial, Raced, Requeued, Resent, Parked, Completed, ExpiredToUnknown, Poison int
 }
 
 type batchStats struct {
@@ -152,7 +154,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	bg.Go(func() { s.backlog(runCtx, submitted) })
 	s.submitAll(ctx)
 	close(submitted)
-	s.progress("soak: all submitted after %s; draining", time.Since(s.start).Round(time.Millisecond))
+	s.progress("soak: all submitted after %s (%d queue-depth waits of 200ms, queue bound %d); draining", time.Since(s.start).Round(time.Millisecond), s.queueWaits, s.cfg.MaxQueued)
 	drained := s.drain(ctx)
 	if drained {
 		s.expireAndResubmit(ctx)
@@ -550,6 +552,8 @@ func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
 	s.mu.Lock()
 	s.ticks++
 	tick := s.ticks
+	span := len(s.runs)
+	s.runs = append(s.runs, tickSpan{start: time.Now()})
 	s.mu.Unlock()
 	race := faultinject.Draw(s.cfg.Seed, "reconciler_race", strconv.Itoa(tick)) < s.cfg.RaceShare
 	n := 1
@@ -566,11 +570,18 @@ func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
 	wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.runs[span].end = time.Now()
+	for _, sum := range sums {
+		s.runs[span].complete = s.runs[span].complete || !sum.Partial
+	}
 	for i, sum := range sums {
 		st := &s.recon
 		st.Runs++
 		if errs[i] != nil {
 			st.Errors++
+		}
+		if sum.Partial {
+			st.Partial++
 		}
 		st.Raced += sum.Raced
 		st.Requeued += sum.Requeued
@@ -581,6 +592,40 @@ func (s *soak) reconcile(ctx context.Context, ev json.RawMessage) error {
 		st.Poison += sum.PoisonMessages
 	}
 	return errors.Join(errs...)
+}
+
+// tickSpan is one reconciler tick: its start, its end (once it ended), and
+// whether one of its runs walked every due task (no time budget or
+// MaxPerRun cut its walk short).
+type tickSpan struct {
+	start, end time.Time
+	complete   bool
+}
+
+// finalBy is the latest a task whose age budget ends at deadline may become
+// final: the end of the second reconciler tick that started after the
+// deadline and walked every due task (the first may lose its write to an
+// injected fault or a racing run; the next one retries it), and never
+// earlier than one period plus one run budget after it. Measured from the
+// ticks rather than a fixed allowance, the rule holds however slow a loaded
+// machine makes the runs (a walk cut short by its time budget starts over
+// next run), and still catches a reconciler that lets a budget run over:
+// that one misses walk after walk.
+func (s *soak) finalBy(deadline time.Time) time.Time {
+	floor := deadline.Add(s.cfg.ReconcileEvery + s.cfg.ReconcileBudget)
+	seen := 0
+	for _, r := range s.runs {
+		if r.start.Before(deadline) || r.end.IsZero() || !r.complete {
+			continue
+		}
+		if seen++; seen == 2 {
+			if r.end.After(floor) {
+				return r.end
+			}
+			return floor
+		}
+	}
+	return floor
 }
 
 // drain waits until every task that exists is final and every poison

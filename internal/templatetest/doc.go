@@ -60,4 +60,11 @@
 // only administrator-created users through a public code+PKCE client; the
 // task id key secret is read by the submit function alone; and SAM's
 // translator keeps the Rules and adds no unprotected API.
+//
+// dashboard_test.go parses the CloudWatch dashboard's body (JSON, its Fn::Sub
+// variables naming real resources) and checks that every taskledger metric
+// it or an alarm names is one the code emits with those dimensions (a
+// static scan of the Record/Set/Add calls), except QuotaExceeded and
+// BudgetExhausted, the spend metrics issue 14 adds, read only through
+// dimension-free Metrics Insights queries.
 package templatetest

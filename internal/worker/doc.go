@@ -39,7 +39,11 @@
 //     [ErrFenced]) and nothing is saved — except a refusal that shows the
 //     task unknown at this worker's own version (the reconciler expired a
 //     lease whose renewals did not get through): renewals stop, the call
-//     goes on, and its result can still be saved from unknown;
+//     goes on, and its result can still be saved from unknown. A cancel
+//     of the running task (POST /tasks/{id}/cancel, ledger.CancelRunning)
+//     bumps the assignment version, so it is met exactly like a takeover:
+//     the next renewal (or the call-start mark, or the settling write) is
+//     fenced, the call is cancelled and nothing is saved;
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
@@ -132,6 +136,23 @@
 // time; with Concurrency at least the batch size (the template's
 // arithmetic, README "Timing") every admitted record starts at once, so a
 // full batch fits the function's Timeout.
+//
+// # Provider admission
+//
+// With Handler.Admission set (PROVIDER_ADMISSION, see admission.go), every
+// provider call is admitted against the model's shared per-minute limits
+// (internal/admission) right after the claim and before the call-start
+// mark and the call: one conditional UpdateItem on the tasks table. A full
+// window puts the task back to retry_wait until the next window
+// (ledger.WaitAdmission: the attempt is given back, not_before and due_at
+// at the window) and hides the message until then, so waiting consumes no
+// attempt and is not hot-looped; the record counts as not_admitted. A call
+// admission can never admit (no limits for the model, an estimate over the
+// per-minute token limit) is parked provider_config
+// (review.AdmissionRefused) without a call. After a successful call the
+// window is corrected by the provider's reported usage (Settle, one
+// UpdateItem when it differs from the estimate: prompt bytes/4 + max_tokens).
+// Without Admission no admission call is made at all.
 //
 // # Partial batch responses
 //

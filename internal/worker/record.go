@@ -90,10 +90,15 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return notAdmitted
 	}
 
+	tk, r, ok := h.admitCall(ctx, rec, t, log) // provider admission (admission.go)
+	if !ok {
+		return r
+	}
 	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
 		return r
 	}
 	a := h.call(ctx, work, rec, t, log)
+	h.settleAdmission(ctx, tk, a, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
@@ -106,7 +111,6 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// save it. Complete is fenced on this assignment, so it succeeds only
 	// if no one else took the task (the reconciler may have moved it to
 	// unknown at this version: the result then settles it).
-	var r result
 	if a.err == nil {
 		r = h.complete(ctx, rec, t, a.res, log)
 	} else {

@@ -119,6 +119,9 @@ type Handler struct {
 	Owner func(ctx context.Context, messageID string) string
 	// Hooks are optional fault-injection points.
 	Hooks *Hooks
+	// Admission gates provider calls on shared per-model limits (optional:
+	// nil makes no admission call; see admission.go).
+	Admission *Admission
 }
 
 // Outcomes of one record, as counted in the batch metrics.

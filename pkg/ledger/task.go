@@ -107,6 +107,9 @@ type Task struct {
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
+	// CancelVersion is the assignment version a cancel while running
+	// fenced (CancelRunning); 0 when no such cancel was requested.
+	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
 }
 
 // OperationID is the stable provider idempotency key of the task.

@@ -646,10 +646,16 @@
         setStatus(status, 'Cancelled: the task will not run.', 'ok');
         return;
       }
+      if (r.status === 202 && isView(r.body)) {
+        remember(r.body);
+        showTask(id, r.body);
+        setStatus(status, 'Cancel requested: the running attempt was stopped and nothing it produces is saved. ' +
+          'The task ends cancelled unless the provider had already acted (then its result is read back, or the task is parked for review).', 'ok');
+        return;
+      }
       if (r.status === 409) {
         var state = r.body && r.body.state ? r.body.state : '';
         var why = {
-          running: ' A provider call already in progress cannot be recalled; wait for its outcome.',
           needs_review: ' A parked task is closed from the review queue (Resolve).',
           unknown: ' Its outcome is being read back from the provider.'
         }[state] || '';
@@ -667,20 +673,24 @@
 
   // ---- tabs ----
 
+  var TABS = ['tasks', 'review', 'overview'];
+
   function selectTab(which) {
-    var review = which === 'review';
-    $('tab-tasks').setAttribute('aria-selected', review ? 'false' : 'true');
-    $('tab-review').setAttribute('aria-selected', review ? 'true' : 'false');
-    $('tab-tasks').tabIndex = review ? -1 : 0;
-    $('tab-review').tabIndex = review ? 0 : -1;
-    $('view-tasks').hidden = review;
-    $('view-review').hidden = !review;
-    if (review) loadReviews(false);
+    TABS.forEach(function (t) {
+      var on = t === which;
+      $('tab-' + t).setAttribute('aria-selected', on ? 'true' : 'false');
+      $('tab-' + t).tabIndex = on ? 0 : -1;
+      $('view-' + t).hidden = !on;
+    });
+    if (which === 'review') loadReviews(false);
+    if (which === 'overview') window.TaskledgerOverview.start(call);
+    else window.TaskledgerOverview.stop();
   }
 
   function onTabKey(ev) {
     if (ev.key !== 'ArrowLeft' && ev.key !== 'ArrowRight') return;
-    var next = ev.target.id === 'tab-tasks' ? 'review' : 'tasks';
+    var i = TABS.indexOf(ev.target.id.replace('tab-', ''));
+    var next = TABS[(i + (ev.key === 'ArrowRight' ? 1 : TABS.length - 1)) % TABS.length];
     selectTab(next);
     $('tab-' + next).focus();
   }
@@ -810,8 +820,10 @@
     $('cancel').addEventListener('click', onCancel);
     $('tab-tasks').addEventListener('click', function () { selectTab('tasks'); });
     $('tab-review').addEventListener('click', function () { selectTab('review'); });
+    $('tab-overview').addEventListener('click', function () { selectTab('overview'); });
     $('tab-tasks').addEventListener('keydown', onTabKey);
     $('tab-review').addEventListener('keydown', onTabKey);
+    $('tab-overview').addEventListener('keydown', onTabKey);
     $('review-refresh').addEventListener('click', function () { loadReviews(false); });
     $('review-more').addEventListener('click', function () { loadReviews(true); });
     $('task-parent').addEventListener('click', function (ev) {

@@ -1,0 +1,58 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// cancelRunning handles a cancel that Ledger.Cancel refused (ce): a
+// running task is cancelled through its fencing token
+// (ledger.CancelRunning) and answered 202 with the task, now unknown with
+// error class cancel_requested (the reconciler ends it cancelled, completed
+// from a readback, or parked — DESIGN §13); a task already in that state
+// answers the same 202, so a retried cancel is safe. ok=false leaves every
+// other state to the caller's 409.
+func (h *Handler) cancelRunning(ctx context.Context, c *call, ce *ledger.ConflictError) (events.APIGatewayV2HTTPResponse, bool) {
+	for range 3 { // the task may move between the read and the write
+		t := ce.Task
+		switch {
+		case t == nil:
+			return events.APIGatewayV2HTTPResponse{}, false
+		case t.State == ledger.StateUnknown && t.CancelVersion > 0:
+			c.outcome = "cancel_requested"
+			return h.taskResponse(ctx, c, http.StatusAccepted, t, nil), true
+		case t.State != ledger.StateRunning:
+			return events.APIGatewayV2HTTPResponse{}, false
+		}
+		nt, err := h.Ledger.CancelRunning(ctx, t)
+		if err == nil {
+			c.outcome = "cancel_requested"
+			return h.taskResponse(ctx, c, http.StatusAccepted, nt, nil), true
+		}
+		var next *ledger.ConflictError
+		if !errors.As(err, &next) {
+			if errors.Is(err, ledger.ErrNotFound) {
+				return h.reject(c, notFound()), true
+			}
+			return h.storeFailure(ctx, c, "cancel", err), true
+		}
+		if next.State == ledger.StateQueued || next.State == ledger.StateRetryWait {
+			// Released or re-queued in between: the plain cancel applies.
+			qt, qerr := h.Ledger.Cancel(ctx, c.route.taskID)
+			if qerr == nil {
+				c.outcome = "cancelled"
+				return h.taskResponse(ctx, c, http.StatusOK, qt, nil), true
+			}
+			if !errors.As(qerr, &next) {
+				return h.storeFailure(ctx, c, "cancel", qerr), true
+			}
+		}
+		*ce = *next
+	}
+	return events.APIGatewayV2HTTPResponse{}, false
+}

@@ -1,0 +1,391 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/local"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/soak"
+	"github.com/taskledger/taskledger/internal/stack"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// Workload is one payload shape of the cost table.
+type Workload struct {
+	Name string
+	// InputBytes is the prompt's size (the document's, for Document).
+	InputBytes int
+	// ResultBytes, when > 0, is the least size of the provider's result.
+	ResultBytes int
+	// Document: the input is an uploaded document, not an inline prompt.
+	Document bool
+}
+
+// Workloads are the cost table's rows: issue 13's input sizes and a large
+// result.
+var Workloads = []Workload{
+	{Name: "100 B input", InputBytes: 100},
+	{Name: "8 KB input", InputBytes: 8 << 10},
+	{Name: "30 KB input", InputBytes: 30 << 10},
+	{Name: "1 MB document", InputBytes: 1 << 20, Document: true},
+	{Name: "100 KB result", InputBytes: 100, ResultBytes: 100 << 10},
+}
+
+// The systems compared.
+const (
+	SystemBefore   = "taskledger before claim-check"
+	SystemAfter    = "taskledger after claim-check"
+	SystemBaseline = "baseline SQS→Lambda + Powertools idempotency"
+	SystemSFN      = "Step Functions Standard (generate→approve→deliver)"
+)
+
+// CostRow is what one system bills per task for one workload.
+type CostRow struct {
+	System   string
+	Workload string
+	// NA, when set, says why the row could not run ("n/a, exceeds item
+	// limit"); the other fields are then zero.
+	NA string
+	// Tasks measured (0 for a derived row).
+	Tasks int
+	// Calls are AWS calls per task by "Service.Operation", every
+	// component together (the event source's empty receives excluded).
+	Calls map[string]float64
+	// WRU and RRU are DynamoDB request units per task computed from item
+	// sizes; Reported the capacity units the emulator returned per task,
+	// over ReportedCalls of DynamoCalls calls.
+	WRU, RRU                   float64
+	Reported                   float64
+	ReportedCalls, DynamoCalls int
+	// SQS are billed SQS requests per task (64 KB chunks).
+	SQS float64
+	// S3Put and S3Get are S3 requests per task by price tier.
+	S3Put, S3Get float64
+	// Invocations and GBSeconds are Lambda requests and billed GB-seconds
+	// per task (provider and destination time excluded: the same in every
+	// system).
+	Invocations, GBSeconds float64
+	// Transitions are Step Functions state transitions per task.
+	Transitions float64
+	// Derived: computed from the ASL walk and measured baseline units,
+	// not run.
+	Derived bool
+	Note    string
+}
+
+// USDPerMillion returns the row's cost of a million tasks at p.
+func (c CostRow) USDPerMillion(p Prices) float64 {
+	if c.NA != "" {
+		return 0
+	}
+	usd := c.WRU*p.WriteRequestUnit + c.RRU*p.ReadRequestUnit + c.SQS*p.SQSRequest +
+		c.S3Put*p.S3Put + c.S3Get*p.S3Get +
+		c.Invocations*p.LambdaRequest + c.GBSeconds*p.LambdaGBSecond +
+		c.Transitions*p.StateTransition
+	return usd * 1e6
+}
+
+// CallLatency is the per-call time the cost model charges Lambda duration
+// for (and the latency line injects): the function is billed while it
+// waits on its AWS calls.
+var CallLatency = faultinject.DefaultLatency()
+
+// costRig is a fresh stack with one counter and one meter per component.
+type costRig struct {
+	env     *soak.Env
+	drop    func()
+	counter map[string]*awsclient.Counter
+	meter   map[string]*meter
+	cfg     map[string]aws.Config
+	memory  map[string]int // component → Lambda memory (MB), from the template
+}
+
+func newCostRig(ctx context.Context, b *soak.Backend, prefix string, extra ...func(*middleware.Stack) error) (*costRig, error) {
+	return newRigWith(ctx, b, prefix, true, extra...)
+}
+
+// newRigWith builds a rig; metered adds the meters (which read items
+// around every write: not for timing runs).
+func newRigWith(ctx context.Context, b *soak.Backend, prefix string, metered bool, extra ...func(*middleware.Stack) error) (*costRig, error) {
+	env, drop, err := b.NewEnv(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	probe := awsclient.DynamoDB(b.AWS)
+	g := &costRig{env: env, drop: drop, counter: map[string]*awsclient.Counter{}, meter: map[string]*meter{}, cfg: map[string]aws.Config{}, memory: map[string]int{}}
+	fns := stack.MustLoadDefault().Functions()
+	g.memory["submit"] = fns["SubmitFunction"].MemorySize
+	g.memory["worker"] = fns["WorkerFunction"].MemorySize
+	for _, c := range components {
+		g.counter[c], g.meter[c] = awsclient.NewCounter(), newMeter(probe)
+		cc := b.AWS.Copy()
+		opts := append([]func(*middleware.Stack) error{}, b.AWS.APIOptions...)
+		opts = append(opts, g.counter[c].Register)
+		if metered {
+			opts = append(opts, g.meter[c].register)
+		}
+		cc.APIOptions = append(opts, extra...)
+		g.cfg[c] = cc
+	}
+	return g, nil
+}
+
+// row sums the rig's components into a per-task CostRow. invocations are
+// the worker (consumer) invocations; submits the producer's.
+func (g *costRig) row(system, workload string, tasks int, submits, invocations int) CostRow {
+	r := CostRow{System: system, Workload: workload, Tasks: tasks, Calls: map[string]float64{}}
+	var u usage
+	for _, c := range components {
+		u.add(g.meter[c].usage())
+		for op, n := range g.counter[c].Calls() {
+			r.Calls[op] += float64(n)
+		}
+	}
+	// Receives that returned messages: not the idle long polls, nor the
+	// one the poller had in flight when the run stopped.
+	if r.Calls["SQS.ReceiveMessage"] = float64(u.Receives); u.Receives == 0 {
+		delete(r.Calls, "SQS.ReceiveMessage")
+	}
+	for op := range r.Calls {
+		r.Calls[op] /= float64(tasks)
+	}
+	per := func(v float64) float64 { return v / float64(tasks) }
+	r.WRU, r.RRU, r.Reported = per(u.WRU), per(u.RRU), per(u.Reported)
+	r.ReportedCalls, r.DynamoCalls = u.ReportedCalls, u.DynamoCalls
+	r.SQS, r.S3Put, r.S3Get = per(u.SQSRequests), per(u.S3Put), per(u.S3Get)
+	// Lambda: the producer (submit) and the consumer (worker) functions;
+	// the event source is Lambda's poller, not billed as a function.
+	for c, inv := range map[string]int{"submit": submits, "worker": invocations} {
+		if inv == 0 {
+			continue
+		}
+		ms := callTime(g.counter[c].Calls()) / float64(inv)
+		r.Invocations += per(float64(inv))
+		r.GBSeconds += per(float64(inv) * LambdaGBSeconds(ms, g.memory[c]))
+	}
+	return r
+}
+
+// callTime is the modelled time, in ms, of calls at CallLatency.
+func callTime(calls map[string]int) float64 {
+	var ms float64
+	for op, n := range calls {
+		svc, _, _ := strings.Cut(op, ".")
+		ms += float64(n) * float64(CallLatency[svc]) / float64(time.Millisecond)
+	}
+	return ms
+}
+
+// runConsumer runs the template's event source mapping on the rig's queue
+// with deliver until target records were deleted, while produce runs. It
+// returns the number of invocations.
+//
+// produce gets settled(n), which waits until n records were deleted: the
+// cost runs submit one task at a time, each its own batch (no batching
+// window), so every count is deterministic — the low-traffic worst case
+// for receives, deletes and invocations, which batches of up to 10
+// amortise under load.
+func (g *costRig) runConsumer(ctx context.Context, deliver local.SQSDeliver, target int, produce func(ctx context.Context, settled func(n int) error) error, tune ...func(*local.Poller)) (int, error) {
+	tpl := stack.MustLoadDefault()
+	var mapping *stack.EventSourceMapping
+	for _, m := range tpl.SQSEvents() {
+		if m.Function == "WorkerFunction" {
+			mapping = &m
+		}
+	}
+	if mapping == nil {
+		return 0, errors.New("bench: template.yaml has no SQS event for WorkerFunction")
+	}
+	p := local.MappingPoller(*mapping, tpl.Functions()["WorkerFunction"])
+	p.SQS = awsclient.SQS(g.cfg["event source"])
+	p.QueueURL, p.QueueARN, p.Region = g.env.Names.TaskQueueURL, g.env.Names.TaskQueueARN, g.env.AWS.Region
+	p.PollWait = local.EmbeddedPollWait
+	for _, f := range tune {
+		f(p)
+	}
+	var invocations atomic.Int64
+	p.Deliver = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		invocations.Add(1)
+		return deliver(ctx, ev)
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	deleted := 0
+	progress := make(chan struct{}, 1)
+	p.OnBatch = func(r local.BatchReport) {
+		mu.Lock()
+		deleted += r.Deleted
+		n := deleted
+		mu.Unlock()
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+		if n >= target {
+			once.Do(func() { close(done) })
+		}
+	}
+	settled := func(n int) error {
+		for {
+			mu.Lock()
+			d := deleted
+			mu.Unlock()
+			if d >= n {
+				return nil
+			}
+			select {
+			case <-progress:
+			case <-time.After(time.Minute):
+				return fmt.Errorf("bench: %d of %d records settled after a minute without progress", d, n)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if _, err := pipe(ctx, p, done, func(ctx context.Context) error { return produce(ctx, settled) }); err != nil {
+		return 0, err
+	}
+	return int(invocations.Load()), nil
+}
+
+// prompt returns a generate input whose prompt is n bytes.
+func prompt(n int, i int) string {
+	tag := "bench cost task " + strconv.Itoa(i) + " "
+	if n > len(tag) {
+		tag += strings.Repeat("x", n-len(tag))
+	}
+	body, _ := json.Marshal(map[string]any{"prompt": tag[:max(n, 1)], "max_tokens": 8})
+	return string(body)
+}
+
+// oversized scripts the simulated provider's Oversized fault (an output
+// of at least Options.OversizeBytes) on every operation it sees.
+type oversized struct{ *simulated.Provider }
+
+func (o oversized) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	o.Script(req.OperationID, simulated.Oversized)
+	return o.Provider.Generate(ctx, req)
+}
+
+func noBatchingWindow(p *local.Poller) { p.MaxBatchingWindow = 0 }
+
+func workloadProvider(w Workload) contract.Provider {
+	if w.ResultBytes > 0 {
+		return oversized{simulated.New(simulated.Options{Seed: 1, OversizeBytes: w.ResultBytes})}
+	}
+	return simulated.New(simulated.Options{Seed: 1})
+}
+
+// taskledgerCost runs tasks of workload w one at a time through the real
+// submit handler → SQS → the template's event source → worker path on the
+// emulator and returns what they billed per task. claimCheck selects the
+// claim-check ("after") configuration.
+func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int, claimCheck bool) (CostRow, error) {
+	system := SystemBefore
+	if claimCheck {
+		system = SystemAfter
+	}
+	if w.Document && !claimCheck {
+		return CostRow{System: system, Workload: w.Name, NA: "n/a, exceeds item limit (a 1 MB document cannot be inline: 400 KB item, 32 KB input cap)"}, nil
+	}
+	// TODO(merge): the claim-check integration passes its payload store
+	// here: when claimCheck, build a payload.Store on a bucket of the
+	// rig's env and set Payloads on the api.Handler and worker.Handler
+	// below (nil = everything inline, today's behaviour), submit the
+	// document through POST /uploads for w.Document, and have RunCost
+	// append taskledgerCost(…, true) rows (the report already prefers an
+	// "after" row to the "before" one for ratios and targets).
+	if claimCheck {
+		return CostRow{}, errors.New("bench: the claim-check is not wired into the submit handler and worker yet")
+	}
+	g, err := newCostRig(ctx, b, "benchcost")
+	if err != nil {
+		return CostRow{}, err
+	}
+	defer g.drop()
+	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable}
+	submitLedger, err := ledger.New(awsclient.DynamoDB(g.cfg["submit"]), lcfg)
+	if err != nil {
+		return CostRow{}, err
+	}
+	workLedger, err := ledger.New(awsclient.DynamoDB(g.cfg["worker"]), lcfg)
+	if err != nil {
+		return CostRow{}, err
+	}
+	submit := &api.Handler{Ledger: submitLedger, Dispatch: &dispatch.Sender{SQS: awsclient.SQS(g.cfg["submit"]), QueueURL: g.env.Names.TaskQueueURL}}
+	work := &worker.Handler{
+		Ledger: workLedger, Provider: workloadProvider(w), SQS: awsclient.SQS(g.cfg["worker"]), QueueURL: g.env.Names.TaskQueueURL,
+		Policy: retrypolicy.Default(), Lease: worker.DefaultLease,
+	}
+	invocations, err := g.runConsumer(ctx, work.Handle, tasks, func(ctx context.Context, settled func(int) error) error {
+		for i := range tasks {
+			req := submitRequest("cost-"+strconv.Itoa(i), i)
+			req.Body = `{"kind":"generate","input":` + prompt(w.InputBytes, i) + `}`
+			resp, _ := submit.Handle(ctx, req)
+			if resp.StatusCode != http.StatusAccepted {
+				return fmt.Errorf("bench: %s submit %d answered %d: %.200s", w.Name, i, resp.StatusCode, resp.Body)
+			}
+			if err := settled(i + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, noBatchingWindow)
+	if err != nil {
+		return CostRow{}, err
+	}
+	n, err := countCompleted(ctx, awsclient.DynamoDB(b.AWS), g.env.Names.TasksTable)
+	if err != nil {
+		return CostRow{}, err
+	}
+	if n != tasks {
+		return CostRow{}, fmt.Errorf("bench: %s: %d of %d tasks completed", w.Name, n, tasks)
+	}
+	return g.row(system, w.Name, tasks, tasks, invocations), nil
+}
+
+// hashKey is the Powertools-style idempotency key: a hash of the payload.
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// sortedOps returns the operations of rows, sorted.
+func sortedOps(rows []CostRow) []string {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for op := range r.Calls {
+			seen[op] = true
+		}
+	}
+	ops := make([]string, 0, len(seen))
+	for op := range seen {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	return ops
+}

@@ -1,0 +1,222 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/bench"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/soak"
+	"github.com/taskledger/taskledger/internal/testenv"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// DynamoDB's, SQS's and Lambda's billing rules, as published.
+func TestUnits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		before, after int
+		tx            bool
+		want          float64
+	}{
+		{0, 0, false, 1}, {0, 1, false, 1}, {0, 1024, false, 1}, {0, 1025, false, 2},
+		{1055, 900, false, 2}, {900, 1055, false, 2}, // an update bills the larger of before and after
+		{30967, 30967, false, 31}, {8975, 8975, false, 9}, // issue 13's measured items
+		{0, 1025, true, 4},
+	} {
+		if got := bench.WriteUnits(c.before, c.after, c.tx); !near(got, c.want) {
+			t.Errorf("WriteUnits(%d, %d, %v) = %g, want %g", c.before, c.after, c.tx, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		size           int
+		consistent, tx bool
+		want           float64
+	}{
+		{0, true, false, 1}, {4096, true, false, 1}, {4097, true, false, 2},
+		{100, false, false, 0.5}, {8192, false, false, 1}, {8192, true, true, 4},
+	} {
+		if got := bench.ReadUnits(c.size, c.consistent, c.tx); !near(got, c.want) {
+			t.Errorf("ReadUnits(%d, consistent %v, tx %v) = %g, want %g", c.size, c.consistent, c.tx, got, c.want)
+		}
+	}
+	for size, want := range map[int]float64{0: 1, 1: 1, 64 << 10: 1, 64<<10 + 1: 2, 256 << 10: 4} {
+		if got := bench.SQSRequests(size); !near(got, want) {
+			t.Errorf("SQSRequests(%d) = %g, want %g", size, got, want)
+		}
+	}
+	for _, c := range []struct {
+		ms   float64
+		mem  int
+		want float64
+	}{
+		{15, 256, 0.015 * 0.25}, {0.2, 1024, 0.001}, {1.5, 1024, 0.002}, {0, 512, 0.0005},
+	} {
+		if got := bench.LambdaGBSeconds(c.ms, c.mem); !near(got, c.want) {
+			t.Errorf("LambdaGBSeconds(%g ms, %d MB) = %g, want %g", c.ms, c.mem, got, c.want)
+		}
+	}
+	if f := bench.CriticalPathFloor(faultinject.DefaultLatency()); f != 35*time.Millisecond {
+		t.Errorf("floor %s, want 3×5 ms + 2×10 ms", f)
+	}
+}
+
+func TestUSDPerMillion(t *testing.T) {
+	t.Parallel()
+	p := bench.PricesUSEast1
+	r := bench.CostRow{WRU: 3, RRU: 1, SQS: 3, S3Put: 1, S3Get: 2, Invocations: 2, GBSeconds: 0.01, Transitions: 4}
+	want := 3*0.625 + 1*0.125 + 3*0.40 + 1*5 + 2*0.4 + 2*0.20 + 0.01*1e6*0.0000133334 + 4*25
+	if got := r.USDPerMillion(p); math.Abs(got-want) > 1e-6 {
+		t.Errorf("USD per million %.6f, want %.6f", got, want)
+	}
+	if got := (bench.CostRow{WRU: 3, NA: "n/a"}).USDPerMillion(p); got != 0 {
+		t.Errorf("an n/a row costs %g", got)
+	}
+}
+
+// The committed definition's happy path, counted by walking it.
+func TestWalkASL(t *testing.T) {
+	t.Parallel()
+	p, err := bench.WalkASL(bench.StepFunctionsASL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.States, ","); got != "Generate,WaitForApproval,Deliver,Done" || p.Transitions != 4 {
+		t.Errorf("path %s, %d transitions", got, p.Transitions)
+	}
+	if p.LambdaInvokes != 2 || p.SQSTokenSends != 1 {
+		t.Errorf("%d Lambda invocations, %d task-token sends; want 2 and 1", p.LambdaInvokes, p.SQSTokenSends)
+	}
+	choice := `{"StartAt":"A","States":{"A":{"Type":"Choice","Choices":[{"Next":"C"}],"Default":"B"},"B":{"Type":"Pass","End":true},"C":{"Type":"Fail"}}}`
+	if p, err := bench.WalkASL([]byte(choice)); err != nil || p.Transitions != 2 || p.States[1] != "B" {
+		t.Errorf("a Choice follows its Default: %+v, %v", p, err)
+	}
+	for name, def := range map[string]string{
+		"missing state": `{"StartAt":"A","States":{"A":{"Type":"Pass","Next":"B"}}}`,
+		"loop":          `{"StartAt":"A","States":{"A":{"Type":"Pass","Next":"B"},"B":{"Type":"Pass","Next":"A"}}}`,
+		"no next":       `{"StartAt":"A","States":{"A":{"Type":"Pass"}}}`,
+		"not json":      `{`,
+	} {
+		if _, err := bench.WalkASL([]byte(def)); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}
+
+// The cost comparison on the emulators: the call counts, units and rows
+// have the shape and arithmetic the table claims. Never timings.
+func TestCost(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		const tasks = 2
+		res, err := bench.RunCost(ctx, &soak.Backend{Name: e.Backend, AWS: e.AWS}, tasks, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var table bytes.Buffer
+		res.WriteTable(&table)
+		if len(res.Rows) != 3*len(bench.Workloads) {
+			t.Fatalf("%d rows, want 3 per workload\n%s", len(res.Rows), table.String())
+		}
+		row := func(system, workload string) bench.CostRow {
+			t.Helper()
+			r, ok := res.Row(system, workload)
+			if !ok {
+				t.Fatalf("no row %s / %s", system, workload)
+			}
+			return r
+		}
+
+		// Small tasks: exactly the call floor, one batch per task, no S3.
+		small := row(bench.SystemBefore, "100 B input")
+		want := map[string]float64{"DynamoDB.PutItem": 1, "DynamoDB.UpdateItem": 2, "SQS.SendMessage": 1, "SQS.ReceiveMessage": 1, "SQS.DeleteMessageBatch": 1}
+		for op, n := range want {
+			if !near(small.Calls[op], n) {
+				t.Errorf("taskledger 100 B: %s %g per task, want %g", op, small.Calls[op], n)
+			}
+		}
+		if len(small.Calls) != len(want) {
+			t.Errorf("taskledger 100 B made other calls: %v", small.Calls)
+		}
+		if !near(small.Invocations, 2) || !near(small.SQS, 3) || small.S3Put+small.S3Get != 0 {
+			t.Errorf("taskledger 100 B: %g invocations (want submit + worker), %g SQS requests (want 3), %g/%g S3", small.Invocations, small.SQS, small.S3Put, small.S3Get)
+		}
+
+		// Write units from item sizes: three writes of an item carrying the
+		// input, one unit per started KB.
+		for workload, kb := range map[string]float64{"8 KB input": 8, "30 KB input": 30} {
+			r := row(bench.SystemBefore, workload)
+			if r.WRU < 3*(kb+1) || r.WRU > 3*(kb+3) {
+				t.Errorf("taskledger %s: %g write units per task, want 3 writes of %g–%g KB", workload, r.WRU, kb+1, kb+3)
+			}
+		}
+		big := row(bench.SystemBefore, "100 KB result")
+		if big.WRU < 100+1+1 || big.WRU > 100+3+3 {
+			t.Errorf("taskledger 100 KB result: %g write units, want a ≥100-unit completion plus two small writes", big.WRU)
+		}
+		if r := row(bench.SystemBaseline, "100 KB result"); r.WRU < 101 || r.WRU > 104 {
+			t.Errorf("baseline 100 KB result: %g write units, want the INPROGRESS put plus a ≥100-unit COMPLETED update", r.WRU)
+		}
+		if r := row(bench.SystemBaseline, "30 KB input"); !near(r.WRU, 2) {
+			t.Errorf("baseline 30 KB: %g write units, want 2 (the record keeps only the payload's hash)", r.WRU)
+		}
+
+		// The document: impossible inline; the baseline goes through S3.
+		if r := row(bench.SystemBefore, "1 MB document"); !strings.Contains(r.NA, "exceeds item limit") {
+			t.Errorf("taskledger before, 1 MB document: %+v, want n/a", r)
+		}
+		doc := row(bench.SystemBaseline, "1 MB document")
+		if !near(doc.S3Put, 1) || !near(doc.S3Get, 1) || !near(doc.Calls["S3.PutObject"], 1) {
+			t.Errorf("baseline document: S3 %g PUT / %g GET, calls %v", doc.S3Put, doc.S3Get, doc.Calls)
+		}
+
+		// Step Functions: derived from the ASL walk and the baseline.
+		for _, w := range bench.Workloads {
+			sfn := row(bench.SystemSFN, w.Name)
+			base := row(bench.SystemBaseline, w.Name)
+			if !sfn.Derived || !near(sfn.Transitions, 4) || !near(sfn.WRU, base.WRU+2) || !near(sfn.Invocations, 2) {
+				t.Errorf("SFN %s: %+v", w.Name, sfn)
+			}
+			if sfn.USDPerMillion(res.Prices) <= base.USDPerMillion(res.Prices) {
+				t.Errorf("SFN %s costs no more than the baseline", w.Name)
+			}
+		}
+		for _, r := range res.Rows {
+			if r.NA == "" && r.USDPerMillion(res.Prices) <= 0 {
+				t.Errorf("%s / %s costs nothing", r.System, r.Workload)
+			}
+		}
+		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done"} {
+			if !strings.Contains(table.String(), s) {
+				t.Errorf("the table lacks %q:\n%s", s, table.String())
+			}
+		}
+	})
+}
+
+// The latency line has its shape; its figures are reported, not judged.
+func TestLatencyLine(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		lat := faultinject.Latency{"DynamoDB": time.Millisecond, "SQS": 2 * time.Millisecond}
+		res, err := bench.RunLatency(ctx, &soak.Backend{Name: e.Backend, AWS: e.AWS}, 3, lat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tasks != 3 || res.Floor != 7*time.Millisecond || !(res.P50 <= res.P90 && res.P90 <= res.Max) {
+			t.Errorf("latency result %+v", res)
+		}
+		var out bytes.Buffer
+		res.WriteLine(&out)
+		if !strings.Contains(out.String(), "critical-path floor") || !strings.Contains(out.String(), "p50 / floor") {
+			t.Errorf("latency line:\n%s", out.String())
+		}
+	})
+}

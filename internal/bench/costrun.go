@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/taskledger/taskledger/internal/soak"
+	"github.com/taskledger/taskledger/internal/stack"
+)
+
+// CostResult is the cost comparison of one run.
+type CostResult struct {
+	Backend string
+	Tasks   int
+	// Rows: for each workload, taskledger (before; after once the
+	// claim-check is wired), the baseline and Step Functions.
+	Rows []CostRow
+	// SFN is the Step Functions definition's happy path.
+	SFN    ASLPath
+	Prices Prices
+}
+
+// Row returns the row of system and workload, if any.
+func (c *CostResult) Row(system, workload string) (CostRow, bool) {
+	for _, r := range c.Rows {
+		if r.System == system && r.Workload == workload {
+			return r, true
+		}
+	}
+	return CostRow{}, false
+}
+
+// RunCost measures every workload of Workloads with tasks tasks each on
+// taskledger and the baseline, and prices Step Functions from its ASL.
+func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(string, ...any)) (*CostResult, error) {
+	if tasks <= 0 {
+		tasks = 5
+	}
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	path, err := WalkASL(StepFunctionsASL)
+	if err != nil {
+		return nil, err
+	}
+	mem := stack.MustLoadDefault().Functions()["WorkerFunction"].MemorySize
+	res := &CostResult{Backend: b.Name, Tasks: tasks, SFN: path, Prices: PricesUSEast1}
+	for _, w := range Workloads {
+		progress("bench: cost, %s: taskledger", w.Name)
+		tl, err := taskledgerCost(ctx, b, w, tasks, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.Name, err)
+		}
+		progress("bench: cost, %s: baseline", w.Name)
+		base, err := baselineCost(ctx, b, w, tasks)
+		if err != nil {
+			return nil, fmt.Errorf("%s baseline: %w", w.Name, err)
+		}
+		res.Rows = append(res.Rows, tl, base, stepFunctionsCost(w, base, path, mem))
+	}
+	return res, nil
+}

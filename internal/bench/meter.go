@@ -1,0 +1,314 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
+)
+
+// meter is SDK middleware computing what the calls of one component bill:
+// DynamoDB request units from item sizes (itemsize, DynamoDB's rules),
+// SQS requests from payload sizes (64 KB chunks), S3 requests by tier. For
+// a DynamoDB write it reads the item before and after the write through
+// probe, an uncounted client, because an UpdateItem bills the larger of
+// the two; so a metered component must not write the same item
+// concurrently with another writer (the cost runs go one task at a time).
+// It also asks DynamoDB for ConsumedCapacity (TOTAL) and adds up what the
+// emulator returns, for the cross-check.
+type meter struct {
+	probe *dynamodb.Client
+
+	mu   sync.Mutex
+	keys map[string][]string // table → key attribute names
+	u    usage
+}
+
+// usage is what a set of calls bills, in billing units.
+type usage struct {
+	WRU, RRU float64
+	// Reported are the capacity units the emulator returned in
+	// ConsumedCapacity; ReportedCalls the DynamoDB calls that returned
+	// any, of DynamoCalls.
+	Reported                   float64
+	ReportedCalls, DynamoCalls int
+	SQSRequests                float64
+	// EmptyReceives are receives that returned no message: the event
+	// source's idle polling, billed per poller and hour, not per task.
+	EmptyReceives int
+	// Receives are receives that returned messages.
+	Receives     int
+	S3Put, S3Get float64
+}
+
+func (u *usage) add(v usage) {
+	u.WRU += v.WRU
+	u.RRU += v.RRU
+	u.Reported += v.Reported
+	u.ReportedCalls += v.ReportedCalls
+	u.DynamoCalls += v.DynamoCalls
+	u.SQSRequests += v.SQSRequests
+	u.EmptyReceives += v.EmptyReceives
+	u.Receives += v.Receives
+	u.S3Put += v.S3Put
+	u.S3Get += v.S3Get
+}
+
+func newMeter(probe *dynamodb.Client) *meter {
+	return &meter{probe: probe, keys: map[string][]string{}}
+}
+
+func (m *meter) usage() usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.u
+}
+
+func (m *meter) record(v usage) {
+	m.mu.Lock()
+	m.u.add(v)
+	m.mu.Unlock()
+}
+
+// register adds the meter to a middleware stack, after the call counter.
+func (m *meter) register(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("benchMeter", m.handle), middleware.After)
+}
+
+func (m *meter) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	switch awsmiddleware.GetServiceID(ctx) {
+	case "DynamoDB":
+		return m.dynamo(ctx, in, next)
+	case "SQS":
+		out, md, err := next.HandleInitialize(ctx, in)
+		if err == nil {
+			m.record(sqsUsage(in.Parameters, out.Result))
+		}
+		return out, md, err
+	case "S3":
+		out, md, err := next.HandleInitialize(ctx, in)
+		switch awsmiddleware.GetOperationName(ctx) {
+		case "PutObject", "CopyObject", "PostObject", "ListObjects", "ListObjectsV2", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload":
+			m.record(usage{S3Put: 1})
+		default:
+			m.record(usage{S3Get: 1})
+		}
+		return out, md, err
+	}
+	return next.HandleInitialize(ctx, in)
+}
+
+func sqsUsage(params, result any) usage {
+	switch in := params.(type) {
+	case *sqs.SendMessageInput:
+		n := len(aws.ToString(in.MessageBody))
+		for k, v := range in.MessageAttributes {
+			n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+		}
+		return usage{SQSRequests: SQSRequests(n)}
+	case *sqs.SendMessageBatchInput:
+		n := 0
+		for _, e := range in.Entries {
+			n += len(aws.ToString(e.MessageBody))
+		}
+		return usage{SQSRequests: SQSRequests(n)}
+	case *sqs.ReceiveMessageInput:
+		out, _ := result.(*sqs.ReceiveMessageOutput)
+		if out == nil || len(out.Messages) == 0 {
+			return usage{EmptyReceives: 1}
+		}
+		n := 0
+		for _, msg := range out.Messages {
+			n += len(aws.ToString(msg.Body))
+		}
+		return usage{SQSRequests: SQSRequests(n), Receives: 1}
+	}
+	return usage{SQSRequests: 1}
+}
+
+// target is one item a write touches.
+type target struct {
+	table string
+	key   map[string]types.AttributeValue
+	// put is the new item of a Put (sized exactly, not probed after).
+	put map[string]types.AttributeValue
+}
+
+func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	var targets []target
+	transactional := false
+	total := types.ReturnConsumedCapacityTotal
+	switch p := in.Parameters.(type) {
+	case *dynamodb.PutItemInput:
+		p.ReturnConsumedCapacity = total
+		targets = append(targets, target{table: aws.ToString(p.TableName), put: p.Item})
+	case *dynamodb.UpdateItemInput:
+		p.ReturnConsumedCapacity = total
+		targets = append(targets, target{table: aws.ToString(p.TableName), key: p.Key})
+	case *dynamodb.DeleteItemInput:
+		p.ReturnConsumedCapacity = total
+		targets = append(targets, target{table: aws.ToString(p.TableName), key: p.Key})
+	case *dynamodb.TransactWriteItemsInput:
+		p.ReturnConsumedCapacity = total
+		transactional = true
+		for _, it := range p.TransactItems {
+			switch {
+			case it.Put != nil:
+				targets = append(targets, target{table: aws.ToString(it.Put.TableName), put: it.Put.Item})
+			case it.Update != nil:
+				targets = append(targets, target{table: aws.ToString(it.Update.TableName), key: it.Update.Key})
+			case it.Delete != nil:
+				targets = append(targets, target{table: aws.ToString(it.Delete.TableName), key: it.Delete.Key})
+			case it.ConditionCheck != nil:
+				targets = append(targets, target{table: aws.ToString(it.ConditionCheck.TableName), key: it.ConditionCheck.Key})
+			}
+		}
+	case *dynamodb.GetItemInput:
+		p.ReturnConsumedCapacity = total
+	case *dynamodb.QueryInput:
+		p.ReturnConsumedCapacity = total
+	case *dynamodb.ScanInput:
+		p.ReturnConsumedCapacity = total
+	}
+	before := make([]int, len(targets))
+	for i := range targets {
+		if targets[i].put != nil {
+			k, err := m.keyOf(ctx, targets[i].table, targets[i].put)
+			if err != nil {
+				return middleware.InitializeOutput{}, middleware.Metadata{}, err
+			}
+			targets[i].key = k
+		}
+		n, err := m.size(ctx, targets[i].table, targets[i].key)
+		if err != nil {
+			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		}
+		before[i] = n
+	}
+	out, md, err := next.HandleInitialize(ctx, in)
+	v := usage{DynamoCalls: 1}
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		var tc *types.TransactionCanceledException
+		if !errors.As(err, &ccf) && !errors.As(err, &tc) {
+			return out, md, err // not performed: nothing billed we can size
+		}
+	}
+	for i, t := range targets {
+		after := before[i]
+		if err == nil {
+			if t.put != nil {
+				after = itemsize.Item(t.put)
+			} else if a, perr := m.size(ctx, t.table, t.key); perr == nil {
+				after = a
+			}
+		}
+		v.WRU += WriteUnits(before[i], after, transactional)
+	}
+	if err == nil {
+		switch p := in.Parameters.(type) {
+		case *dynamodb.GetItemInput:
+			// Billed on the whole item, whatever the projection.
+			if o, _ := out.Result.(*dynamodb.GetItemOutput); o != nil && len(o.Item) > 0 {
+				n, serr := m.size(ctx, aws.ToString(p.TableName), p.Key)
+				if serr == nil {
+					v.RRU += ReadUnits(n, aws.ToBool(p.ConsistentRead), false)
+				}
+			} else {
+				v.RRU += ReadUnits(0, aws.ToBool(p.ConsistentRead), false)
+			}
+		case *dynamodb.QueryInput:
+			if o, _ := out.Result.(*dynamodb.QueryOutput); o != nil {
+				n := 0
+				for _, it := range o.Items {
+					n += itemsize.Item(it)
+				}
+				v.RRU += ReadUnits(n, aws.ToBool(p.ConsistentRead), false)
+			}
+		case *dynamodb.ScanInput:
+			if o, _ := out.Result.(*dynamodb.ScanOutput); o != nil {
+				n := 0
+				for _, it := range o.Items {
+					n += itemsize.Item(it)
+				}
+				v.RRU += ReadUnits(n, aws.ToBool(p.ConsistentRead), false)
+			}
+		}
+		if cc := consumed(out.Result); cc != nil && cc.CapacityUnits != nil {
+			v.Reported += *cc.CapacityUnits
+			v.ReportedCalls++
+		}
+	}
+	m.record(v)
+	return out, md, err
+}
+
+func consumed(result any) *types.ConsumedCapacity {
+	switch o := result.(type) {
+	case *dynamodb.PutItemOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.UpdateItemOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.DeleteItemOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.GetItemOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.QueryOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.ScanOutput:
+		return o.ConsumedCapacity
+	case *dynamodb.TransactWriteItemsOutput:
+		if len(o.ConsumedCapacity) == 0 {
+			return nil
+		}
+		var sum float64
+		for _, c := range o.ConsumedCapacity {
+			sum += aws.ToFloat64(c.CapacityUnits)
+		}
+		return &types.ConsumedCapacity{CapacityUnits: &sum}
+	}
+	return nil
+}
+
+// size returns the stored size of an item (0 when absent), read strongly
+// consistently through the uncounted probe client.
+func (m *meter) size(ctx context.Context, table string, key map[string]types.AttributeValue) (int, error) {
+	out, err := m.probe.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, err
+	}
+	return itemsize.Item(out.Item), nil
+}
+
+// keyOf returns the key attributes of item in table (its key schema read
+// once through the probe client).
+func (m *meter) keyOf(ctx context.Context, table string, item map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	m.mu.Lock()
+	names, ok := m.keys[table]
+	m.mu.Unlock()
+	if !ok {
+		out, err := m.probe.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range out.Table.KeySchema {
+			names = append(names, aws.ToString(k.AttributeName))
+		}
+		m.mu.Lock()
+		m.keys[table] = names
+		m.mu.Unlock()
+	}
+	key := map[string]types.AttributeValue{}
+	for _, n := range names {
+		key[n] = item[n]
+	}
+	return key, nil
+}

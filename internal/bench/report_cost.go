@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the cost tables: billing units and USD per million
+// tasks per workload and system, calls per task by operation, the ratios,
+// and issue 13's targets.
+func (c *CostResult) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "cost per task on %s, %d tasks per workload and system, one at a time (DynamoDB units from item sizes by DynamoDB's rules; prices us-east-1 on-demand, read %s, see README \"Cost\")\n",
+		c.Backend, c.Tasks, PricesRead)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tsystem\tWRU\tRRU\temulator CU\tSQS req\tS3 PUT\tS3 GET\tλ req\tλ GB-s\tSFN trans\tUSD / M tasks\t")
+	for _, r := range c.Rows {
+		if r.NA != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\n", r.Workload, r.System, r.NA)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.6f\t%.0f\t%.2f\t\n", r.Workload, r.System,
+			r.WRU, r.RRU, r.reported(), r.SQS, r.S3Put, r.S3Get, r.Invocations, r.GBSeconds, r.Transitions, r.USDPerMillion(c.Prices))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "   emulator CU: ConsumedCapacity as %s\n", c.crossCheck())
+	fmt.Fprintln(w, "   λ GB-s: billed at the template's memory for the modelled AWS call time (DynamoDB 5 ms, SQS 10 ms, S3 15 ms per call); provider and destination time excluded (the same in every system). SQS: the event source's empty long polls excluded (a per-poller, not per-task, cost). Step Functions: one execution of generate→approve→deliver, derived (see below).")
+
+	fmt.Fprintln(w, "\nAWS calls per task by operation (SDK middleware counts; Step Functions derived)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tsystem\tcalls\t")
+	for _, r := range c.Rows {
+		if r.NA != "" {
+			continue
+		}
+		var parts []string
+		for _, op := range sortedOps([]CostRow{r}) {
+			parts = append(parts, fmt.Sprintf("%s %s", op, trim(r.Calls[op])))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Workload, r.System, strings.Join(parts, ", "))
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nStep Functions Standard: %s walked: %d states entered (%s) = %d transitions; %d Lambda invocations, %d task-token message(s)\n",
+		"stepfunctions.asl.json", len(c.SFN.States), strings.Join(c.SFN.States, " → "), c.SFN.Transitions, c.SFN.LambdaInvokes, c.SFN.SQSTokenSends)
+
+	fmt.Fprintln(w, "\nUSD per million tasks, side by side")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\ttaskledger\tbaseline\ttaskledger/baseline\tSFN workflow\ttaskledger ×2 (generate+deliver)\t(taskledger ×2)/SFN\t")
+	for _, wl := range Workloads {
+		tl, _ := c.Row(SystemBefore, wl.Name)
+		if after, ok := c.Row(SystemAfter, wl.Name); ok {
+			tl = after
+		}
+		base, _ := c.Row(SystemBaseline, wl.Name)
+		sfn, _ := c.Row(SystemSFN, wl.Name)
+		p := c.Prices
+		if tl.NA != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t-\t%.2f\t-\t-\t\n", wl.Name, "n/a", base.USDPerMillion(p), sfn.USDPerMillion(p))
+			continue
+		}
+		t := tl.USDPerMillion(p)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", wl.Name, t, base.USDPerMillion(p), div(t, base.USDPerMillion(p)),
+			sfn.USDPerMillion(p), 2*t, div(2*t, sfn.USDPerMillion(p)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "   the SFN workflow includes an approval step between generate and deliver; taskledger's equivalent is priced as two tasks of the same size with the approval itself not priced.")
+
+	fmt.Fprintln(w, "\nissue 13 targets (taskledger as measured in this run)")
+	for _, wl := range Workloads {
+		tl, _ := c.Row(SystemBefore, wl.Name)
+		label := "before"
+		if after, ok := c.Row(SystemAfter, wl.Name); ok {
+			tl, label = after, "after"
+		}
+		if tl.NA != "" {
+			fmt.Fprintf(w, "   %-14s %s: %s\n", wl.Name, label, tl.NA)
+			continue
+		}
+		base, _ := c.Row(SystemBaseline, wl.Name)
+		sfn, _ := c.Row(SystemSFN, wl.Name)
+		t := tl.USDPerMillion(c.Prices)
+		s3 := tl.S3Put + tl.S3Get
+		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s)\n",
+			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), s3, t, base.USDPerMillion(c.Prices), below(t, base.USDPerMillion(c.Prices)),
+			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2))
+	}
+}
+
+// crossCheck says how the ConsumedCapacity the emulator returned compares
+// with the units computed from item sizes.
+func (c *CostResult) crossCheck() string {
+	calls, reported, agree := 0, 0, true
+	for _, r := range c.Rows {
+		if r.Derived || r.NA != "" {
+			continue
+		}
+		calls += r.DynamoCalls
+		reported += r.ReportedCalls
+		if r.ReportedCalls > 0 && math.Abs(r.Reported-(r.WRU+r.RRU)) > 1e-9 {
+			agree = false
+		}
+	}
+	switch {
+	case calls == 0:
+		return c.Backend + " had no DynamoDB calls to check"
+	case reported == 0:
+		return c.Backend + " returned none (0 of " + strconv.Itoa(calls) + " calls): the WRU/RRU columns are computed from item sizes only"
+	case agree:
+		return c.Backend + " returned it on " + strconv.Itoa(reported) + " of " + strconv.Itoa(calls) + " calls, equal to the units computed from item sizes"
+	default:
+		return c.Backend + " returned it on " + strconv.Itoa(reported) + " of " + strconv.Itoa(calls) + " calls but NOT sized by DynamoDB's rules (it differs from the computed units, e.g. the same for a 100 B and a 30 KB item): the WRU/RRU columns are the computed ones"
+	}
+}
+
+func (r CostRow) reported() string {
+	if r.DynamoCalls == 0 {
+		return "-"
+	}
+	if r.ReportedCalls == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.2f (%d/%d calls)", r.Reported, r.ReportedCalls, r.DynamoCalls)
+}
+
+func trim(f float64) string {
+	s := fmt.Sprintf("%.2f", f)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func below(a, b float64) string {
+	if a < b {
+		return "below"
+	}
+	return "NOT below"
+}
+
+// WriteLine prints the latency line.
+func (l *LatencyResult) WriteLine(w io.Writer) {
+	fmt.Fprintf(w, "\nlatency, %d tasks one at a time, injected per call: DynamoDB %s, SQS %s, S3 %s (faultinject.Latency); provider %s per call, subtracted\n",
+		l.Tasks, l.Latency["DynamoDB"], l.Latency["SQS"], l.Latency["S3"], l.Provider)
+	fmt.Fprintf(w, "   submit → completed − provider: p50 %s  p90 %s  max %s; critical-path floor (PutItem + SendMessage + ReceiveMessage + claim + complete UpdateItem) %s\n",
+		l.P50.Round(100*time.Microsecond), l.P90.Round(100*time.Microsecond), l.Max.Round(100*time.Microsecond), l.Floor)
+	fmt.Fprintf(w, "=> latency overhead p50 / floor = %.2f× (target ≤ 1.2×: %s); event source batching window off for this line (the template's 1 s window adds up to 1 s by design)\n",
+		l.Ratio(), verdict(l.Ratio() <= 1.2))
+}

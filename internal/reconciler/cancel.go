@@ -1,0 +1,42 @@
+package reconciler
+
+import (
+	"context"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// A cancel while running (ledger.CancelRunning) leaves the task unknown
+// with cancel_version = the fenced assignment. The unknown rule resolves it
+// like any uncertain attempt, except that "the provider did not act" ends
+// it cancelled instead of re-queuing it:
+//
+//   - a provider whose calls the worker marks (neither idempotency nor
+//     readback) without the mark at the cancelled version: no call had
+//     started — cancelled (cancelledUnstarted);
+//   - a readback that credibly finds nothing — cancelled (rules.go);
+//   - a readback that finds the result — completed from it: the provider
+//     acted before the cancel took hold, and its one result is saved;
+//   - no readback possible — parked unknown_outcome, like any uncertain
+//     attempt: never a silent second effect, never a silent loss.
+
+// cancelledUnstarted ends t cancelled when it was cancelled while running
+// and the call-start mark proves no provider call had started under the
+// cancelled assignment. It reports whether it handled t.
+func (r *run) cancelledUnstarted(ctx context.Context, t *ledger.Task) bool {
+	if t.CancelVersion <= 0 || !r.h.callMarked(t) || t.CallStartedVersion == t.CancelVersion {
+		return false
+	}
+	r.cancel(ctx, t, "cancelled while running before its provider call started (no call-start mark under the cancelled assignment)")
+	return true
+}
+
+// cancel ends t (unknown after a cancel while running) cancelled.
+func (r *run) cancel(ctx context.Context, t *ledger.Task, why string) {
+	_, err := r.h.Ledger.CancelUnknown(ctx, t.TaskID, t.AssignmentVersion, why)
+	if r.lost(ctx, "cancel after a cancel while running", t.TaskID, err) {
+		return
+	}
+	r.count(func(s *Summary) { s.Cancelled++ })
+	r.log.InfoContext(ctx, "reconciler: cancelled while running; the provider did not act", "task_id", t.TaskID, "version", t.AssignmentVersion)
+}

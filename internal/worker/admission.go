@@ -1,0 +1,217 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/admission"
+	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// EnvAdmission names the environment variable holding the provider
+// admission configuration (JSON, see ParseAdmissionConfig). Unset or empty:
+// no admission, and no admission call at all.
+const EnvAdmission = "PROVIDER_ADMISSION"
+
+// DefaultEstimateMaxTokens is the output-token part of a call's estimate
+// when its input sets no max_tokens (AdmissionConfig.DefaultMaxTokens).
+const DefaultEstimateMaxTokens = 1024
+
+// AdmissionConfig is the provider admission configuration:
+//
+//	{"models": {"<model id>": {"requests_per_minute": 100, "tokens_per_minute": 200000}},
+//	 "default_max_tokens": 1024}
+type AdmissionConfig struct {
+	Models map[string]AdmissionLimit `json:"models"`
+	// DefaultMaxTokens is the output estimate of a call whose input sets no
+	// max_tokens (DefaultEstimateMaxTokens if 0).
+	DefaultMaxTokens int64 `json:"default_max_tokens,omitempty"`
+}
+
+// AdmissionLimit is one model's provider limit per minute.
+type AdmissionLimit struct {
+	RequestsPerMinute int64 `json:"requests_per_minute"`
+	TokensPerMinute   int64 `json:"tokens_per_minute"`
+}
+
+// ParseAdmissionConfig reads an AdmissionConfig strictly: unknown fields,
+// trailing data, no models, or a limit that is not positive are errors that
+// name the field (never a silent default).
+func ParseAdmissionConfig(data []byte) (*AdmissionConfig, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c AdmissionConfig
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvAdmission, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: trailing data after the JSON object", EnvAdmission)
+	}
+	if len(c.Models) == 0 {
+		return nil, fmt.Errorf("%s: \"models\" must name at least one model", EnvAdmission)
+	}
+	for _, m := range c.ModelIDs() {
+		l := c.Models[m]
+		if m == "" || l.RequestsPerMinute <= 0 || l.TokensPerMinute <= 0 {
+			return nil, fmt.Errorf("%s: model %q: requests_per_minute and tokens_per_minute must be positive integers", EnvAdmission, m)
+		}
+	}
+	if c.DefaultMaxTokens < 0 {
+		return nil, fmt.Errorf("%s: default_max_tokens must not be negative", EnvAdmission)
+	}
+	return &c, nil
+}
+
+// ModelIDs returns the configured model ids, sorted.
+func (c *AdmissionConfig) ModelIDs() []string {
+	ids := make([]string, 0, len(c.Models))
+	for m := range c.Models {
+		ids = append(ids, m)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Limits converts the per-minute limits to admission.Limits (one-minute
+// windows).
+func (c *AdmissionConfig) Limits() map[string]admission.Limit {
+	out := make(map[string]admission.Limit, len(c.Models))
+	for m, l := range c.Models {
+		out[m] = admission.Limit{RequestsPerWindow: l.RequestsPerMinute, TokensPerWindow: l.TokensPerMinute}
+	}
+	return out
+}
+
+// Admission gates the worker's provider calls on shared per-model limits
+// (internal/admission, DESIGN §13). A nil *Admission in Handler.Admission
+// means no admission: no call to it at all.
+type Admission struct {
+	// Admitter holds the shared windows (required).
+	Admitter *admission.Admitter
+	// Model is the model id the worker's provider calls.
+	Model string
+	// DefaultMaxTokens: see AdmissionConfig.DefaultMaxTokens.
+	DefaultMaxTokens int64
+}
+
+// Estimate is a call's token reservation: one token per 4 bytes of the
+// prompt and system prompt (rounded up) plus its max_tokens, or
+// DefaultMaxTokens when the input sets none. Settle corrects the window by
+// the provider's reported usage afterwards.
+func (a *Admission) Estimate(input string) int64 {
+	out := a.DefaultMaxTokens
+	if out <= 0 {
+		out = DefaultEstimateMaxTokens
+	}
+	in, err := contract.ParseGenerateInput(json.RawMessage(input))
+	if err != nil { // the call will be refused as invalid input; reserve by size
+		return int64(len(input)+3)/4 + out
+	}
+	if in.MaxTokens > 0 {
+		out = int64(in.MaxTokens)
+	}
+	return int64(len(in.Prompt)+len(in.System)+3)/4 + out
+}
+
+// admitCall asks for admission right before the provider call (after the
+// claim). ok=false means the provider must not be called and r is the
+// record's result:
+//   - window full (*admission.NotAdmittedError): the task goes back to
+//     retry_wait until the next window (ledger.WaitAdmission, the attempt
+//     given back) and the message's visibility is set to the same time, so
+//     no copy of it is claimed before then;
+//   - admission can never admit the call (unknown model, estimate above the
+//     per-minute token limit): parked provider_config (review.AdmissionRefused);
+//   - DynamoDB failed: released (no call made, attempt given back) and the
+//     message comes back.
+func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (*admission.Ticket, result, bool) {
+	a := h.Admission
+	if a == nil || t.Kind == deliver.Kind {
+		// A deliver task calls its destination, not the provider: it uses
+		// none of the model's limits.
+		return nil, result{}, true
+	}
+	est := a.Estimate(t.Input)
+	tk, err := a.Admitter.Admit(ctx, a.Model, est)
+	if err == nil {
+		log.DebugContext(ctx, "admitted", "model", a.Model, "estimated_tokens", est, "admission_writes", tk.Writes)
+		return tk, result{}, true
+	}
+	var na *admission.NotAdmittedError
+	var um *admission.UnknownModelError
+	var tl *admission.EstimateTooLargeError
+	switch {
+	case errors.As(err, &na):
+		return nil, h.waitAdmission(ctx, rec, t, na.RetryAt, log), false
+	case errors.As(err, &um), errors.As(err, &tl):
+		log.ErrorContext(ctx, "admission can never admit this call; parking", "model", a.Model, "estimated_tokens", est, "error", err.Error())
+		return nil, h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
+			review.AdmissionRefused(t, a.Model, err.Error()), log), false
+	}
+	if rerr := h.release(ctx, rec, t, log); rerr != nil {
+		log.ErrorContext(ctx, "admission failed and the release failed; provider not called, the lease will expire",
+			"error", err.Error(), "release_error", rerr.Error())
+	} else {
+		log.WarnContext(ctx, "admission failed; released the task and its attempt, provider not called", "error", err.Error())
+	}
+	return nil, deferred, false
+}
+
+// waitAdmission puts the task back until retryAt without consuming an
+// attempt, and delays the message to the same time.
+func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, log *slog.Logger) result {
+	err := h.save(ctx, rec, t, "wait_admission", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.WaitAdmission(ctx, t.TaskID, t.AssignmentVersion, retryAt, o...)
+		return err
+	}, log)
+	var fe *ledger.FencedError
+	switch {
+	case errors.As(err, &fe):
+		log.WarnContext(ctx, "admission wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+		return ack(OutcomeFenced)
+	case err != nil:
+		// Give the assignment back anyway (no call was made): queued, and
+		// the next claim asks for admission again.
+		if rerr := h.release(ctx, rec, t, log); rerr != nil {
+			log.ErrorContext(ctx, "admission wait and release failed; provider not called, the lease will expire", "error", err.Error(), "release_error", rerr.Error())
+		}
+	}
+	delay := max(retryAt.Sub(h.Ledger.Now()), time.Second)
+	h.setVisibility(ctx, rec, delay, log)
+	log.InfoContext(ctx, "not admitted: the model's window is full; waiting without consuming an attempt",
+		"model", h.Admission.Model, "retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds())
+	return notAdmitted
+}
+
+// settleAdmission corrects the window by the tokens the provider reported
+// for a successful call. A failed call keeps its reservation (the safe
+// side: the provider may have counted it). Settle is one UpdateItem, none
+// when usage equals the estimate; its failure is logged, not retried.
+func (h *Handler) settleAdmission(ctx context.Context, tk *admission.Ticket, a attempt, log *slog.Logger) {
+	if tk == nil || a.err != nil {
+		return
+	}
+	var out contract.GenerateOutput
+	if err := json.Unmarshal(a.res.Output, &out); err != nil {
+		return
+	}
+	used := int64(out.Usage.InputTokens + out.Usage.OutputTokens)
+	if used <= 0 {
+		return
+	}
+	if err := h.Admission.Admitter.Settle(ctx, tk, used); err != nil {
+		log.WarnContext(ctx, "admission settle failed; the window keeps the estimate", "error", err.Error(),
+			"estimated_tokens", tk.EstimatedTokens, "used_tokens", used)
+	}
+}

@@ -1,0 +1,205 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/admission"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// withAdmission gives the bundle's worker an Admitter on the tasks table,
+// on the bundle's clock, with lim for the simulated provider's model.
+func withAdmission(b *bundle, t *testing.T, lim admission.Limit) *admission.Admitter {
+	t.Helper()
+	a, err := admission.New(admission.Config{
+		DB: b.e.DDB, TasksTable: b.e.Names.TasksTable, Now: b.clock.Now,
+		Limits: map[string]admission.Limit{simulated.DefaultModel: lim},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+	return a
+}
+
+// TestAdmissionWaitWithoutAnAttempt: a model limited to one request per
+// minute; the second task's call is not admitted. It goes back to
+// retry_wait until the next window with its attempt given back and its
+// message hidden until then (not hot-looped), the provider untouched; in
+// the next window it completes on its first attempt.
+func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		// Mid-window, so the next window is 30 s away.
+		b.clock.Set(time.Unix(b.clock.Now().Unix()/60*60+30, 0))
+		withAdmission(b, t, admission.Limit{RequestsPerWindow: 1, TokensPerWindow: 100_000})
+		ctx := context.Background()
+		first := b.create(t, "adm-first", prompt)
+		second := b.create(t, "adm-second", prompt)
+
+		b.send(t, first.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		wantState(t, b.get(t, first.TaskID), ledger.StateCompleted)
+
+		b.send(t, second.TaskID)
+		ev := b.deliver(t, 1, 60)
+		wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
+		got := b.get(t, second.TaskID)
+		nextWindow := time.Unix(b.clock.Now().Unix()/60*60+60, 0)
+		if got.State != ledger.StateRetryWait || got.Attempts != 0 || got.NotBefore != nextWindow.UnixMilli() || got.DueAt != nextWindow.UnixMilli() {
+			t.Fatalf("not admitted: state %s attempts %d not_before %d due_at %d; want retry_wait, 0 attempts, both at the next window %d",
+				got.State, got.Attempts, got.NotBefore, got.DueAt, nextWindow.UnixMilli())
+		}
+		if got.ErrorClass != "" {
+			t.Fatalf("waiting for admission recorded error class %q; waiting is not a failure", got.ErrorClass)
+		}
+		if n := b.sim.Calls(second.TaskID); n != 0 {
+			t.Fatalf("provider calls %d for the task not admitted, want 0", n)
+		}
+		var hid int32
+		for _, c := range b.sqs.Calls() {
+			if c.receipt == ev.Records[0].ReceiptHandle {
+				hid = c.secs
+			}
+		}
+		if hid != 30 {
+			t.Fatalf("message visibility set to %ds, want 30s (until the next window)", hid)
+		}
+		if !strings.Contains(b.logs.String(), "not admitted") {
+			t.Fatal("no log line says the call was not admitted")
+		}
+
+		// A copy delivered before the window opens cannot claim it.
+		b.send(t, second.TaskID)
+		early := b.deliver(t, 1, 60)
+		wantFailures(t, handle(t, b.h, ctx, early), early.Records[0].MessageId)
+		if got := b.get(t, second.TaskID); got.State != ledger.StateRetryWait || got.Attempts != 0 || b.sim.Calls(second.TaskID) != 0 {
+			t.Fatalf("an early copy: state %s attempts %d provider calls %d; want it left waiting untouched",
+				got.State, got.Attempts, b.sim.Calls(second.TaskID))
+		}
+		b.clock.Set(nextWindow)
+		b.send(t, second.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		done := b.get(t, second.TaskID)
+		wantState(t, done, ledger.StateCompleted)
+		if done.Attempts != 1 || b.sim.Calls(second.TaskID) != 1 {
+			t.Fatalf("completed after the wait with %d attempts and %d provider calls, want 1 and 1", done.Attempts, b.sim.Calls(second.TaskID))
+		}
+	})
+}
+
+// TestAdmissionCostAndSettle: with admission, a completed call costs one
+// more UpdateItem (Admit) plus one when the provider's usage differs from
+// the estimate (Settle), and the window then holds the reported usage;
+// without admission configured there is no admission call at all (the
+// floor stays claim + complete).
+func TestAdmissionCostAndSettle(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+
+		plain := b.create(t, "adm-off", prompt)
+		b.send(t, plain.TaskID)
+		ev := b.deliver(t, 1, 60)
+		e.Counter.Reset()
+		wantNoFailures(t, handle(t, b.h, ctx, ev))
+		if calls := e.Counter.Calls(); calls["DynamoDB.UpdateItem"] != 2 || calls["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("without admission: %v; want 2 UpdateItems (claim, complete) and no GetItem", calls)
+		}
+
+		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 100_000})
+		task := b.create(t, "adm-on", `{"prompt":"write one line about ledgers","max_tokens":300}`)
+		b.send(t, task.TaskID)
+		ev = b.deliver(t, 1, 60)
+		e.Counter.Reset()
+		wantNoFailures(t, handle(t, b.h, ctx, ev))
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateCompleted)
+		var out contract.GenerateOutput
+		if err := json.Unmarshal([]byte(got.Result), &out); err != nil {
+			t.Fatal(err)
+		}
+		used := int64(out.Usage.InputTokens + out.Usage.OutputTokens)
+		est := b.h.Admission.Estimate(got.Input)
+		if est != int64(len("write one line about ledgers")+3)/4+300 {
+			t.Fatalf("estimate %d, want prompt bytes/4 rounded up + max_tokens 300", est)
+		}
+		want := 3
+		if used != est {
+			want = 4
+		}
+		if n := e.Counter.Calls()["DynamoDB.UpdateItem"]; n != want {
+			t.Fatalf("with admission: %d UpdateItems, want %d (claim, admit, complete, settle when usage %d != estimate %d)", n, want, used, est)
+		}
+		w, err := a.Read(ctx, simulated.DefaultModel, b.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Requests != 1 || w.Tokens != used {
+			t.Fatalf("window %+v after one settled call, want 1 request and the %d tokens the provider reported", w, used)
+		}
+	})
+}
+
+// TestAdmissionNeverPossibleParks: a call whose estimate exceeds the
+// model's per-minute token limit can never be admitted: the task is parked
+// provider_config with a review naming the limit, and the provider is not
+// called.
+func TestAdmissionNeverPossibleParks(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 100})
+		ctx := context.Background()
+		task := b.create(t, "adm-too-large", `{"prompt":"write one line about ledgers","max_tokens":500}`)
+		b.send(t, task.TaskID)
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateNeedsReview)
+		if b.sim.Calls(task.TaskID) != 0 {
+			t.Fatal("the provider was called for a call admission refused")
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Reason != ledger.ReviewProviderConfig || r.ErrorClass != "admission_config" ||
+			!strings.Contains(r.ErrorMessage, "exceeds the per-window limit of 100") || !strings.Contains(r.Summary, "PROVIDER_ADMISSION") {
+			t.Fatalf("review %s/%s %q %q; want provider_config/admission_config naming the limit and the setting", r.Reason, r.ErrorClass, r.ErrorMessage, r.Summary)
+		}
+		if strings.Contains(strings.Join(r.Known, " "), "ledgers") {
+			t.Fatal("the review quotes the task's prompt")
+		}
+	})
+}
+
+func TestParseAdmissionConfig(t *testing.T) {
+	c, err := worker.ParseAdmissionConfig([]byte(`{"models":{"m1":{"requests_per_minute":100,"tokens_per_minute":2000}},"default_max_tokens":256}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Limits()["m1"]; l.RequestsPerWindow != 100 || l.TokensPerWindow != 2000 || c.DefaultMaxTokens != 256 {
+		t.Fatalf("parsed %+v", c)
+	}
+	for in, want := range map[string]string{
+		`{"models":{}}`: `"models" must name at least one model`,
+		`{"models":{"m":{"requests_per_minute":0,"tokens_per_minute":5}}}`:                         `model "m": requests_per_minute and tokens_per_minute must be positive`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":-1}}}`:                        `must be positive`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5,"rpm":1}}}`:                 `unknown field "rpm"`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}}} {}`:                      `trailing data`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}},"default_max_tokens":-1}`: `default_max_tokens`,
+		`not json`: `PROVIDER_ADMISSION`,
+	} {
+		_, err := worker.ParseAdmissionConfig([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", in, err, want)
+		}
+	}
+}
