@@ -55,8 +55,8 @@ func TestLookupFollowsDecide(t *testing.T) {
 	t.Run("credible not found re-queues", func(t *testing.T) {
 		reg, _ := registry(t, c, dsim.Options{})
 		p := deliver.Bind(reg, task("t_2", `{"destination":"crm","payload":{"x":1}}`))
-		if _, err := p.(contract.Looker).Lookup(ctx, "t_2"); !errors.Is(err, contract.ErrNotFound) {
-			t.Fatalf("credible not found: %v, want contract.ErrNotFound", err)
+		if _, err := p.(contract.Looker).Lookup(ctx, "t_2"); !errors.Is(err, contract.ErrNotFound) || !errors.Is(err, deliver.ErrAbsent) {
+			t.Fatalf("credible not found: %v, want contract.ErrNotFound and deliver.ErrAbsent", err)
 		}
 	})
 	t.Run("lagging not found is read again", func(t *testing.T) {
@@ -80,8 +80,8 @@ func TestLookupFollowsDecide(t *testing.T) {
 	t.Run("idempotent without readback re-queues", func(t *testing.T) {
 		reg, _ := registry(t, c, dsim.Options{Guarantees: &destination.Guarantees{Idempotent: true, Readback: destination.ReadbackNone}})
 		p := deliver.Bind(reg, task("t_5", `{"destination":"notify","params":{"to":"a@example.com"},"payload":{"x":1}}`))
-		if _, err := p.(contract.Looker).Lookup(ctx, "t_5"); !errors.Is(err, contract.ErrNotFound) {
-			t.Fatalf("idempotent: %v, want contract.ErrNotFound (re-send is harmless)", err)
+		if _, err := p.(contract.Looker).Lookup(ctx, "t_5"); !errors.Is(err, contract.ErrNotFound) || errors.Is(err, deliver.ErrAbsent) {
+			t.Fatalf("idempotent: %v, want contract.ErrNotFound (re-send is harmless) without ErrAbsent (nothing proves absence)", err)
 		}
 		if ih, ok := p.(contract.IdempotencyHonouring); !ok || !ih.HonoursIdempotencyKey() {
 			t.Fatal("an idempotent destination's step does not say so")

@@ -20,6 +20,13 @@ const Kind = destination.KindDeliver
 // is read back again; it is never re-sent on this evidence.
 var ErrNotYetVisible = errors.New("deliver: the destination does not show the delivery (yet); its absence is not credible evidence")
 
+// ErrAbsent marks a readback that credibly found nothing (the destination
+// declares its "not found" credible): the delivery never happened. It
+// comes wrapped with contract.ErrNotFound; a re-queue that is only safe
+// because the destination is idempotent carries contract.ErrNotFound
+// without it (the delivery may have happened).
+var ErrAbsent = errors.New("deliver: the destination credibly has no such delivery")
+
 // Step is one deliver task's destination seen as a provider (see the
 // package doc). It is safe for concurrent use.
 type Step struct {
@@ -112,6 +119,11 @@ func (s *Step) Lookup(ctx context.Context, operationID string) (contract.Result,
 	case destination.Complete:
 		return s.result(rc)
 	case destination.Requeue:
+		if s.g.NotFoundCredible && s.g.Mode() != destination.ReadbackNone {
+			// Decide re-queues a credible "not found" before looking at
+			// idempotency: the readback proved absence.
+			return contract.Result{}, fmt.Errorf("%s %s: %w: %w", s.Name(), dec.Why, ErrAbsent, contract.ErrNotFound)
+		}
 		return contract.Result{}, fmt.Errorf("%s %s: %w", s.Name(), dec.Why, contract.ErrNotFound)
 	case destination.Park:
 		return contract.Result{}, fmt.Errorf("%s: %s: %w", s.Name(), dec.Why, contract.ErrNoReadback)

@@ -499,3 +499,41 @@ func TestDeliverToAnUnconfiguredDestinationParks(t *testing.T) {
 		}
 	})
 }
+
+// A deliver task cancelled while running (its worker fenced mid-attempt)
+// ends cancelled only when a readback proves the delivery absent; on an
+// idempotent destination without readback — where a re-send would be
+// harmless but nothing proves absence — it is parked for a person.
+func TestDeliverCancelledWhileRunning(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		s := newDeliverStack(t, e)
+		notify := newSim(t, dsim.Notify, dsim.Options{Now: s.clock.Now})
+		crm := newSim(t, dsim.CRM, dsim.Options{Now: s.clock.Now, Guarantees: &destination.Guarantees{Idempotent: true, Readback: destination.ReadbackNone}})
+		s.use(t, notify, crm)
+		proven := s.submitDeliver(t, "cancel-1", notifyInput)
+		unproven := s.submitDeliver(t, "cancel-2", `{"destination":"crm","payload":{"follow_up":"call back"}}`)
+		_ = receive(t, e, 0)
+		for _, id := range []string{proven, unproven} {
+			task, err := s.l.Claim(ctx, id, ledger.ClaimOptions{Owner: "slow-worker", Lease: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.l.CancelRunning(ctx, task); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.reconcile(t)
+		s.reconcile(t)
+		if got := s.task(t, proven); got.State != ledger.StateCancelled {
+			t.Fatalf("cancelled while running, readback credibly absent: %s, want cancelled", got.State)
+		}
+		got := s.task(t, unproven)
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewUnknownOutcome {
+			t.Fatalf("cancelled while running, idempotent without readback: %s %s, want needs_review unknown_outcome", got.State, got.ReviewReason)
+		}
+		if notify.Calls(proven)+crm.Calls(unproven) != 0 {
+			t.Fatal("a cancelled delivery was sent")
+		}
+	})
+}
