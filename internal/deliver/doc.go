@@ -21,7 +21,8 @@
 // the provider's readback vocabulary:
 //
 //	found                               the receipt (readback_at, readback_result)
-//	credible not found / idempotent     contract.ErrNotFound: re-queue, send again
+//	credible not found                  contract.ErrNotFound + ErrAbsent: re-queue (or, cancelled while running: cancelled)
+//	idempotent (no proof of absence)    contract.ErrNotFound: re-queue, send again (cancelled while running: park)
 //	no readback, not idempotent         contract.ErrNoReadback: park unknown_outcome
 //	not found, not credible (a lag)     ErrNotYetVisible: stay unknown, read back
 //	lookup failed                       the error: read back again next run
