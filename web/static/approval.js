@@ -42,7 +42,7 @@
     var s = a.state === 'pending' ? 'Pending: nobody has decided yet.' :
       a.state.charAt(0).toUpperCase() + a.state.slice(1) + (a.decided_by ? ' by ' + a.decided_by : '') +
       (a.decided_at ? ' at ' + d.when(a.decided_at) : '') + '.';
-    if (a.note) s += ' Note: “' + a.note + '”';
+    if (a.note) s += ' Note: “' + a.note + '”.';
     if (a.policy) s += ' Policy ' + a.policy + '.';
     return s;
   }
@@ -164,7 +164,7 @@
       if (r.status === 409 && isType(r.body, 'artifact-changed')) {
         outcome('artifact-changed');
         setStatus('Not approved (409 artifact changed): you approved result ' + short(payload.artifact_sha256) +
-          ', but the task’s result is now ' + short(r.body.result_sha256) + '. Nothing was changed. ' +
+          ', but the task’s result is now ' + short(r.body.result_sha256) + ' — nothing was changed. ' +
           'The current result is loaded below: read it and decide again.', 'conflict');
         d.showTask(id, null);
         return;
@@ -197,7 +197,7 @@
     var sha = shown && shown.result_sha256;
     post('approve', { artifact_sha256: sha, note: $('approval-note').value }, 'Approve', function (v) {
       outcome('approved');
-      setStatus('Approved result ' + short(sha) + '. ' + deliveriesText(v), 'ok');
+      setStatus('Approved result ' + short(sha) + ' — ' + deliveriesText(v), 'ok');
     });
   }
 
@@ -210,7 +210,7 @@
       outcome('approved-edited');
       setEditing(false);
       setStatus('Approved an edit of result ' + short(sha) + ': the edit is now the result (' + short(v.result_sha256) +
-        '); the generated one is kept (' + short(v.generated_sha256) + '). ' + deliveriesText(v), 'ok');
+        '); the generated one is kept (' + short(v.generated_sha256) + ') — ' + deliveriesText(v), 'ok');
     });
   }
 

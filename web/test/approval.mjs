@@ -220,8 +220,17 @@ async function main() {
       check(await page.locator('#task-receipt dd[data-deliver]').first().isVisible(), 'deliver receipt rows shown');
       check((await text('#task-parent-dt')) === 'Delivery of' && (await text('#task-parent')) === report.tasks.approved, 'names its approved task');
       check(await page.isHidden('#approval'), 'a deliver task has no approval block');
+      // The page polls the delivery until it settles; a completed one shows
+      // its receipt (a destination that is not configured fails it).
+      await page.waitForSelector(`#task-view[data-task-id="${del}"]:is([data-state="completed"], [data-state="failed"], [data-state="needs_review"])`);
+      const state = await page.getAttribute('#task-view', 'data-state');
       const receipt = await page.$$eval('#task-receipt [data-field]', (ns) => Object.fromEntries(ns.map((n) => [n.dataset.field, n.textContent])));
-      check(receipt.operation_id === del || receipt.operation_id === '—', 'operation id is the deliver task id (or not yet): ' + receipt.operation_id);
+      check(receipt.operation_id === del, 'operation id is the deliver task id: ' + receipt.operation_id);
+      if (state === 'completed') {
+        check(receipt.destination === 'notify', 'receipt names the destination: ' + receipt.destination);
+        check(receipt.approved_by !== '—' && receipt.policy !== '—', 'receipt names the approver and policy');
+      }
+      receipt.state = state;
       await shot('approval-04-delivery.png');
       await page.click('#task-parent');
       await page.waitForSelector(`#task-view[data-task-id="${report.tasks.approved}"]`);
