@@ -87,6 +87,7 @@
     var approved = v.state === 'completed' && v.approval && v.approval.state === 'approved';
     $('withdraw').hidden = !approved;
     $('withdraw-note').hidden = !approved;
+    $('withdraw-help').hidden = !approved;
     var started = ds.filter(function (x) { return x.state && x.state !== 'queued'; }).length;
     $('withdraw').title = started ? started + ' of ' + ds.length + ' deliveries have started: the API will refuse to withdraw' : '';
   }
