@@ -124,6 +124,10 @@ type Options struct {
 	// Template is the SAM template (default: template.yaml found by
 	// stack.Find).
 	Template *stack.Template
+	// WrapWorker, when set, wraps the worker as the emulated event source
+	// calls it (tests: hold some messages back, as a throttled worker
+	// would, by reporting them as batch item failures).
+	WrapWorker func(SQSDeliver) SQSDeliver
 }
 
 // Stack is a running local stack. Its fields are read-only.
@@ -340,6 +344,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.Poller.PollWait = EmbeddedPollWait
 	}
 	s.Poller.Deliver = work.Handle
+	if o.WrapWorker != nil {
+		s.Poller.Deliver = o.WrapWorker(work.Handle)
+	}
 	s.Poller.Log = log
 	s.Poller.OnBatch = func(r BatchReport) {
 		if r.Err != nil {
