@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/testenv"
@@ -91,6 +92,9 @@ func TestBrowserApproval(t *testing.T) {
 		StatusEvery:    -1,
 		Prefix:         testenv.UniquePrefix(),
 		WrapWorker:     holdDeliveries(&led, &held),
+		// make run's destinations: the deliveries the test does not hold
+		// back are delivered, with receipts.
+		Destinations: deliver.Config{Simulated: &deliver.SimulatedConfig{}},
 	})
 	if err != nil {
 		t.Fatalf("local.Start: %v", err)
