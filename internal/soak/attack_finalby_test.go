@@ -36,3 +36,25 @@ func TestFinalByCatchesAReconcilerThatNeverFinishesAWalk(t *testing.T) {
 			finalAt.Sub(deadline), by.Sub(deadline))
 	}
 }
+
+// TestFinalByCatchesARunThatOverrunsItsBudget: the same rule's other blind
+// spot. A reconciler that ignores its run budget (ReconcileBudget, 2 s here)
+// and walks on for 12 s a run — the schedule's timeout, budget + 10 s —
+// reports every walk complete, so the allowance becomes "the end of the
+// second 12 s run after the deadline": a task final 22 s after its age
+// budget ended (the promise: one period plus one run budget, 3 s) passes.
+// Nothing else in the soak compares a run's length with its budget.
+func TestFinalByCatchesARunThatOverrunsItsBudget(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	s := &soak{cfg: Config{ReconcileEvery: time.Second, ReconcileBudget: 2 * time.Second}}
+	deadline := at(10)
+	for start := 0.1; start < 60; start += 12.1 {
+		s.runs = append(s.runs, tickSpan{start: at(start), end: at(start + 12), complete: true}) // 6× its budget, "complete"
+	}
+	finalAt := at(32)
+	if by := s.finalBy(deadline); !finalAt.After(by) {
+		t.Fatalf("runs of 12 s against a 2 s budget: a task final %s after its deadline is allowed (until %s after it)",
+			finalAt.Sub(deadline), by.Sub(deadline))
+	}
+}
