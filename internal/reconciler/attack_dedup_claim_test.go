@@ -30,8 +30,10 @@ func TestExpiredLastLeaseOfSideEffectFreeKindDoesNotClaimDeduplication(t *testin
 		h := b.handler()
 		h.SideEffects = func(string) bool { return false } // a step that cannot cause an external side effect
 		s := handle(t, h)
-		if s.Parked != 1 {
-			t.Fatalf("summary = %+v, want the expired last lease parked", s)
+		b.clock.Advance(time.Minute) // past Settle: the unknown outcome is resolved
+		s2 := handle(t, h)
+		if s.Parked+s2.Parked != 1 {
+			t.Fatalf("summaries = %+v, %+v, want the expired last lease parked", s, s2)
 		}
 		r, err := b.l.GetReview(ctx, task.TaskID)
 		if err != nil {

@@ -84,29 +84,3 @@ func TestCallMarkIsIgnoredWithReadback(t *testing.T) {
 		}
 	})
 }
-
-// TestExpiredLastLeaseOnDeduplicatingProviderIsParkedSafeRetry: a provider
-// that deduplicates but offers no readback gets no call-start mark; its
-// expired last lease is parked budget_exhausted saying a retry is safe,
-// never that the provider may have acted (nothing records whether it did,
-// and with deduplication it does not matter).
-func TestExpiredLastLeaseOnDeduplicatingProviderIsParkedSafeRetry(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, simulated.Options{NoReadback: true})
-		task := create(t, b, "claim-only-dedup", func(n *ledger.NewTask) { n.MaxAttempts = 1 })
-		claim(t, b, task.TaskID)
-		b.clock.Advance(time.Minute)
-		s := handle(t, b.handler())
-		if s.Parked != 1 || s.ExpiredToUnknown != 0 || s.Requeued != 0 {
-			t.Fatalf("summary = %+v, want parked in this run", s)
-		}
-		r, err := b.l.GetReview(ctx, task.TaskID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := r.Summary + "\n" + strings.Join(r.Known, "\n") + "\n" + strings.Join(r.Uncertain, "\n") + "\n" + strings.Join(r.SafeActions, "\n")
-		if r.Reason != ledger.ReviewBudgetExhausted || !strings.Contains(text, "cannot generate twice") || strings.Contains(text, "may have") {
-			t.Fatalf("review %s does not say a retry is safe (or says the provider may have acted):\n%s", r.Reason, text)
-		}
-	})
-}

@@ -37,6 +37,11 @@ const (
 	// messages are a healthy pipeline's messages in transit, more are a
 	// backlog.
 	DefaultBacklogThreshold = 100
+	// DefaultCallTimeout bounds a provider or destination call whose step
+	// declares no call timeout (contract.CallTimer): the template's
+	// PROVIDER_TIMEOUT. Until it has passed since a lease expired, a
+	// readback's "not found" is not credible (the call may still run).
+	DefaultCallTimeout = 2 * time.Minute
 	// MaxOpenReviewPages bounds the open-review count (pages of 100).
 	MaxOpenReviewPages = 10
 )
@@ -147,8 +152,11 @@ type Summary struct {
 	// cancelled (no call started, or a readback found nothing).
 	Cancelled int `json:"cancelled"`
 	// Readback outcomes of provider Lookups.
-	ReadbackFound      int `json:"readback_found"`
-	ReadbackNotFound   int `json:"readback_not_found"`
+	ReadbackFound    int `json:"readback_found"`
+	ReadbackNotFound int `json:"readback_not_found"`
+	// ReadbackInFlight counts readbacks that found nothing while the
+	// expired assignment's call could still be running: not trusted.
+	ReadbackInFlight   int `json:"readback_in_flight"`
 	ReadbackNoReadback int `json:"readback_no_readback"`
 	ReadbackErrors     int `json:"readback_errors"`
 	// Raced counts tasks another actor moved first (a no-op here).

@@ -70,7 +70,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
 	sideEffects := h.sideEffects(t)
-	canReadBack := contract.OffersReadback(h.step(t))
+	_, canReadBack := h.looker(t)
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
 	// With a provider that neither deduplicates nor reads back, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
@@ -100,7 +100,9 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		r.send(ctx, u)
 	case sideEffects || canReadBack:
 		// Re-running could act twice, or the provider can tell us what
-		// happened: resolve it by readback (a later run, after Settle).
+		// happened: resolve it by readback (a later run, after Settle), or
+		// park from unknown — where a worker whose lease only lapsed can
+		// still save its result (CompleteLapsed).
 		u, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
 		if r.lost(ctx, "expire lease to unknown", t.TaskID, err) {
 			return
@@ -113,10 +115,9 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 			r.unknown(ctx, u)
 		}
 	default:
-		// The provider deduplicates and has no readback: no call-start
-		// mark exists, and none is needed — a retry cannot act twice.
+		// A step without side effects, no readback, and no budget left.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhaustedDeduplicated(t, budget))
+			review.BudgetExhausted(t, budget))
 	}
 }
 
@@ -199,6 +200,19 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		r.count(func(s *Summary) { s.Completed++ })
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+	case errors.Is(err, contract.ErrNotFound) && r.callMayRun(t):
+		// The expired assignment's worker may still be in its call: a
+		// worker whose renewals fail lets the call run on, up to the call
+		// timeout. "Not found" now is no evidence that nothing will be
+		// generated: wait for it to be credible, or — the age budget over —
+		// park saying the call may still reach the provider.
+		r.count(func(s *Summary) { s.ReadbackInFlight++ })
+		if !r.pastDeadline(t) {
+			r.raced()
+			return
+		}
+		_, budget := t.BudgetLeft(r.now)
+		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
 		if t.CancelVersion > 0 && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
@@ -260,6 +274,23 @@ func isRace(err error) bool {
 
 // unknownSince is when the outcome became uncertain: the end of the lease
 // for an attempt whose worker vanished, else when it was marked unknown.
+// callMayRun reports whether a provider call of t's expired assignment may
+// still be running: the reconciler expired its lease (the task is unknown
+// with ledger.LeaseExpiredMessage) less than the step's call timeout ago.
+// The call started while the lease held, so it ends by the time the lease
+// was expired plus the call timeout (contract.CallTimer; DefaultCallTimeout
+// when the step declares none).
+func (r *run) callMayRun(t *ledger.Task) bool {
+	if t.ErrorMessage != ledger.LeaseExpiredMessage {
+		return false // the worker itself recorded the outcome unknown: its call had ended
+	}
+	timeout := DefaultCallTimeout
+	if ct, ok := r.h.step(t).(contract.CallTimer); ok && ct.CallTimeout() > 0 {
+		timeout = ct.CallTimeout()
+	}
+	return r.now.Before(unknownSince(t).Add(timeout))
+}
+
 func unknownSince(t *ledger.Task) time.Time {
 	if t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt {
 		return time.UnixMilli(t.LeaseUntil).UTC()

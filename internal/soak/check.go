@@ -256,7 +256,7 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 			continue // a fresh task after the first expired: checked by expiredKey
 		}
 		if cl.variant == "cancel" {
-			if cl.status != 200 && cl.status != 409 && cl.status != 503 {
+			if cl.status != 200 && cl.status != 202 && cl.status != 409 && cl.status != 503 {
 				c.add(t.kind, t.id, "unexpected_status", "cancel answered %d", cl.status)
 			}
 			continue
@@ -336,8 +336,21 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 		}
 	case CancelRace:
 		if cl, ok := rec.finals["cancel"]; ok {
-			if (cl.status == 200) != (st.State == ledger.StateCancelled) {
-				c.add(t.kind, t.id, "cancel_inconsistent", "cancel answered %d, task ended %s", cl.status, st.State)
+			// 200: cancelled while queued; 202: cancel requested while
+			// running — cancelled, or completed from a readback (the
+			// provider had acted), or parked unknown_outcome; 409: too late.
+			consistent := true
+			switch cl.status {
+			case 200:
+				consistent = st.State == ledger.StateCancelled
+			case 202:
+				consistent = st.State == ledger.StateCancelled || st.State == ledger.StateCompleted ||
+					(st.State == ledger.StateNeedsReview && st.ReviewReason == ledger.ReviewUnknownOutcome)
+			case 409:
+				consistent = st.State != ledger.StateCancelled
+			}
+			if !consistent {
+				c.add(t.kind, t.id, "cancel_inconsistent", "cancel answered %d, task ended %s (%s)", cl.status, st.State, st.ReviewReason)
 			}
 		}
 	}

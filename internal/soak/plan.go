@@ -94,7 +94,10 @@ func expected(k Kind) []ledger.State {
 	case ProviderCredential, ProviderExhaust, DeliverNoReadback:
 		return []ledger.State{ledger.StateNeedsReview}
 	case CancelRace:
-		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
+		// A cancel that reached a running task follows the unknown rules:
+		// needs_review (unknown_outcome) when the call may have acted and
+		// nothing can read it back (cancel_inconsistent checks the reason).
+		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted, ledger.StateNeedsReview}
 	}
 	return []ledger.State{ledger.StateCompleted}
 }

@@ -478,13 +478,18 @@ type countingProvider struct {
 func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTimeout }
 
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	// A call started with clearly less than its call timeout before its
+	// context's deadline was admitted without the time it needs, whatever
+	// the worker calls the cause of that deadline.
+	dl, hasDeadline := ctx.Deadline()
+	short := hasDeadline && time.Until(dl) < p.s.cfg.CallTimeout*9/10
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
 	res, err := p.Provider.Generate(callCtx, req)
 	cancel()
 	s := p.s
 	s.mu.Lock()
 	s.provCalls++
-	if err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+	if err != nil && (errors.Is(context.Cause(ctx), context.DeadlineExceeded) || (short && errors.Is(ctx.Err(), context.DeadlineExceeded))) {
 		// The worker's own context (the invocation's deadline less its
 		// margin) ended the call, not the call's timeout: the worker's
 		// call timeout has its own cause, and a slow call on a loaded
@@ -636,28 +641,36 @@ type tickSpan struct {
 // ticks rather than a fixed allowance, the rule holds however slow a loaded
 // machine makes the runs (a walk cut short by its time budget starts over
 // next run), and still catches a reconciler that lets a budget run over:
-// that one misses walk after walk. With fewer than two complete walks after
-// the deadline, the allowance ends with the last recorded run.
+// that one misses walk after walk. A run counts until twice its budget
+// plus a second (one that ignores its budget does not stretch the
+// allowance); with fewer than two complete walks after the deadline, the
+// allowance is the floor plus ten periods.
 func (s *soak) finalBy(deadline time.Time) time.Time {
 	floor := deadline.Add(s.cfg.ReconcileEvery + s.cfg.ReconcileBudget)
-	seen, last := 0, floor
+	// A run counts until its budget (twice over, for the writes in flight
+	// when it ran out, plus a second): one that ignores its budget does
+	// not stretch the allowance with it.
+	longest := 2*s.cfg.ReconcileBudget + time.Second
+	seen := 0
 	for _, r := range s.runs {
-		if r.end.After(last) {
-			last = r.end
-		}
 		if r.start.Before(deadline) || r.end.IsZero() || !r.complete {
 			continue
 		}
 		if seen++; seen == 2 {
-			if r.end.After(floor) {
-				return r.end
+			end := r.end
+			if cap := r.start.Add(longest); end.After(cap) {
+				end = cap
+			}
+			if end.After(floor) {
+				return end
 			}
 			return floor
 		}
 	}
-	// Fewer than two complete walks since the deadline: every run since
-	// was cut short, so the allowance lasts as long as the runs recorded.
-	return last
+	// Fewer than two complete walks after the deadline: the reconciler
+	// never got through its due tasks; ten periods past the floor is all
+	// it gets.
+	return floor.Add(10 * s.cfg.ReconcileEvery)
 }
 
 // drain waits until every task that exists is final and every poison
