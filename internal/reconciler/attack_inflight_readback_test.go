@@ -31,7 +31,7 @@ func TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent(t *testing.T)
 		task := create(t, b, "inflight-readback", func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
 		deadline := time.UnixMilli(task.DeadlineMs)
 		b.clock.Set(deadline.Add(-time.Second))
-		claim(t, b, task.TaskID)
+		markCall(t, b, claim(t, b, task.TaskID)) // the worker marks the call it starts
 		b.prov.Script(task.TaskID, simulated.Long)
 		done := make(chan error, 1)
 		go func() { // the lapsed worker's call, still running

@@ -29,7 +29,7 @@ func TestReadbackNotFoundDuringALapsedCallDoesNotRequeue(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 8 * time.Second, CallTimeout: 2 * time.Minute})
 		task := create(t, b, "inflight-requeue")
-		claim(t, b, task.TaskID) // lease 30 s
+		markCall(t, b, claim(t, b, task.TaskID)) // lease 30 s; the worker marks the call it starts
 		b.prov.Script(task.TaskID, simulated.Long)
 		done := make(chan struct{})
 		go func() { // the lapsed worker's call, still running (bounded by its 2 min call timeout)

@@ -71,16 +71,26 @@ func TestExpiredLastLeaseWithoutCallMarkIsParkedNoCall(t *testing.T) {
 	})
 }
 
-// TestCallMarkIsIgnoredWithReadback: a provider that reads back gets no
-// mark from the worker; the reconciler reads it back as before.
-func TestCallMarkIsIgnoredWithReadback(t *testing.T) {
+// TestReadbackProviderIsMarkedToo: a provider that reads back but does not
+// deduplicate gets the call-start mark as well. An expired lease without it
+// is re-queued without a readback (no call was started); with it the lease
+// goes to unknown for readback.
+func TestReadbackProviderIsMarkedToo(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true})
-		task := create(t, b, "claim-only-readback")
-		claim(t, b, task.TaskID)
+		unmarked := create(t, b, "claim-only-readback")
+		claim(t, b, unmarked.TaskID)
+		marked := create(t, b, "claim-and-call-readback")
+		markCall(t, b, claim(t, b, marked.TaskID))
 		b.clock.Advance(time.Minute)
-		if s := handle(t, b.handler()); s.ExpiredToUnknown != 1 || s.Requeued != 0 {
-			t.Fatalf("summary = %+v, want the expired lease moved to unknown for readback", s)
+		if s := handle(t, b.handler()); s.ExpiredToUnknown != 1 || s.Requeued != 1 {
+			t.Fatalf("summary = %+v, want the unmarked lease re-queued and the marked one moved to unknown", s)
+		}
+		if got := get(t, b, unmarked.TaskID); got.State != ledger.StateQueued {
+			t.Fatalf("unmarked task %s, want queued", got.State)
+		}
+		if got := get(t, b, marked.TaskID); got.State != ledger.StateUnknown {
+			t.Fatalf("marked task %s, want unknown", got.State)
 		}
 	})
 }

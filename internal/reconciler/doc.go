@@ -19,8 +19,8 @@
 //   - running, lease_until more than Grace in the past: with budget left and
 //     a step that cannot cause a second side effect (SideEffects(kind) is
 //     false: by default, the provider honours idempotency keys) → Requeue and
-//     send its message. With a provider that neither honours idempotency
-//     keys nor offers a readback, a lease without the worker's call-start
+//     send its message. With a provider that does not honour idempotency
+//     keys, a lease without the worker's call-start
 //     mark at its version (call_started_version) had no provider call
 //     started under it: with budget left → RequeueUnstarted and send, else
 //     park budget_exhausted saying no call was started. A step with side

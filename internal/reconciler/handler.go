@@ -354,14 +354,11 @@ func honours(p contract.Provider) bool {
 }
 
 // callMarked reports whether the worker marks a provider call's start
-// (ledger.MarkCallStarted) before it: when the provider neither honours
-// idempotency keys nor offers a readback (the worker's rule).
+// (ledger.MarkCallStarted) before it: when the provider does not honour
+// idempotency keys (the worker's rule).
 func (h *Handler) callMarked(t *ledger.Task) bool {
 	p := h.step(t)
-	if p == nil || honours(p) {
-		return false
-	}
-	return !contract.OffersReadback(p)
+	return p != nil && !honours(p)
 }
 
 func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {

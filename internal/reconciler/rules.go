@@ -72,7 +72,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	sideEffects := h.sideEffects(t)
 	_, canReadBack := h.looker(t)
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
-	// With a provider that neither deduplicates nor reads back, the worker
+	// With a provider that does not deduplicate, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
 	// call: without that mark at this version, no call was started under
 	// this assignment (the worker died after its claim), so nothing is
@@ -275,14 +275,22 @@ func isRace(err error) bool {
 // unknownSince is when the outcome became uncertain: the end of the lease
 // for an attempt whose worker vanished, else when it was marked unknown.
 // callMayRun reports whether a provider call of t's expired assignment may
-// still be running: the reconciler expired its lease (the task is unknown
-// with ledger.LeaseExpiredMessage) less than the step's call timeout ago.
+// still be running and matter: the reconciler expired its lease (the task
+// is unknown with ledger.LeaseExpiredMessage) less than the step's call
+// timeout ago, the provider does not deduplicate, and the worker marked the
+// call's start under this assignment.
 // The call started while the lease held, so it ends by the time the lease
 // was expired plus the call timeout (contract.CallTimer; DefaultCallTimeout
 // when the step declares none).
 func (r *run) callMayRun(t *ledger.Task) bool {
 	if t.ErrorMessage != ledger.LeaseExpiredMessage {
 		return false // the worker itself recorded the outcome unknown: its call had ended
+	}
+	if !r.h.callMarked(t) {
+		return false // the provider deduplicates: a second call cannot act twice
+	}
+	if t.CallStartedVersion != t.AssignmentVersion {
+		return false // no call-start mark under this assignment: no call was started
 	}
 	timeout := DefaultCallTimeout
 	if ct, ok := r.h.step(t).(contract.CallTimer); ok && ct.CallTimeout() > 0 {

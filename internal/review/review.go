@@ -103,7 +103,7 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 // BudgetExhaustedNoCall is [BudgetExhausted] for a running task whose lease
 // expired with no call-start mark at its assignment version
 // (ledger.MarkCallStarted, written before every call to a provider that
-// neither deduplicates nor reads back): its worker stopped after the claim
+// does not deduplicate): its worker stopped after the claim
 // and before starting a provider call, so nothing is uncertain about it.
 func BudgetExhaustedNoCall(t *ledger.Task, budget string) ledger.Review {
 	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)

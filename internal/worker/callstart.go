@@ -7,20 +7,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // needsCallMark reports whether the provider call must be preceded by the
-// call-start mark: the provider neither deduplicates by operation id nor
-// offers a readback, so without the mark the reconciler could not tell a
-// worker that died after its claim from one that died mid-call, and would
-// park both as "may have acted".
+// call-start mark: the provider does not deduplicate by operation id.
+// Without the mark the reconciler could not tell a worker that died after
+// its claim from one whose call is still running (a worker whose renewals
+// fail lets its call run on): it would park the first as "may have acted",
+// and — with a readback — could not trust a "not found" until the call
+// timeout had passed.
 func (h *Handler) needsCallMark(t *ledger.Task) bool {
-	if h.honoursIdempotencyOf(t) {
-		return false
-	}
-	return !provider.OffersReadback(h.step(t))
+	return !h.honoursIdempotencyOf(t)
 }
 
 // markCallStarted writes the call-start mark (ledger.MarkCallStarted)

@@ -24,11 +24,13 @@
 //     the reconciler's readback can say what happened. A claim whose reply
 //     was lost is recognised by the ledger (write_nonce) as this worker's
 //     claim, never as "leased" by someone else;
-//  3. when the provider neither honours idempotency keys nor offers a
-//     readback, first records the call start (ledger.MarkCallStarted, one
+//  3. when the provider does not honour idempotency keys, first records
+//     the call start (ledger.MarkCallStarted, one
 //     fenced UpdateItem that also renews the lease, repeated with the same
 //     nonce like a settling write): without it the reconciler could not
-//     tell a worker that died after its claim from one that died mid-call.
+//     tell a worker that died after its claim from one that died mid-call
+//     (or one whose call still runs while its renewals fail: a readback's
+//     "not found" is trusted only after the call timeout when marked).
 //     A fenced mark is acknowledged; one that keeps failing releases the
 //     task and its attempt. Either way the provider is not called. Then it
 //     calls the provider with the task id as operation id (its idempotency

@@ -199,8 +199,8 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 // caller's assignment is about to call the provider: one fenced
 // conditional UpdateItem (assignment_version = mine AND state = running)
 // that sets call_started_version = version and renews the lease like Renew.
-// It matters for a provider that neither honours idempotency keys nor
-// offers a readback: the reconciler then tells a worker that died after
+// It matters for a provider that does not honour idempotency keys: the
+// reconciler then tells a worker that died after
 // its claim but before its call (no mark at this version: re-queue) from
 // one that may have reached the provider (mark present: unknown). A write
 // whose reply was lost is recognised as the caller's own (write_nonce; pass
