@@ -82,7 +82,7 @@ func (r *Report) Row(k Kind) Row {
 	return Row{Kind: k}
 }
 
-var finalStates = []ledger.State{ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled, ledger.StateNeedsReview}
+var finalStates = []ledger.State{ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled, ledger.StateRejected, ledger.StateNeedsReview}
 
 // WriteTable prints the fault kind × injected × final states × violations
 // table, the run's totals, and the first violations.
@@ -90,7 +90,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "soak: %d tasks on %s, provider mode %s, seed %d, %s; %d stored, %d review items\n\n",
 		r.N, r.Backend, r.Mode, r.Seed, r.Elapsed.Round(time.Millisecond), r.Stored, r.Reviews)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault kind\ttasks\tinjected\tcompleted\tfailed\tcancelled\tneeds_review\tnot_final\tunexpected\tviolations\t")
+	fmt.Fprintln(tw, "fault kind\ttasks\tinjected\tcompleted\tfailed\tcancelled\trejected\tneeds_review\tnot_final\tunexpected\tviolations\t")
 	var tot Row
 	tot.States = map[ledger.State]int{}
 	dash := func(n int, show bool) string {

@@ -92,6 +92,7 @@ type soak struct {
 	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
 	retryPending   map[string]bool         // tasks whose schedule-retry write was replayed (the first send applied it)
 	retryDropped   map[string]int          // "retry rejected" reports of such a write: the record was acknowledged, no message left for the retry
+	wf             workflow                // the approvers of workflow tasks (approval.go)
 }
 
 type reconStats struct {
@@ -150,6 +151,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	s.submitAll(ctx)
 	close(submitted)
 	s.progress("soak: all submitted after %s (%d queue-depth waits of 200ms, queue bound %d); draining", time.Since(s.start).Round(time.Millisecond), s.queueWaits, s.cfg.MaxQueued)
+	s.waitApprovers()
 	drained := s.drain(ctx)
 	if drained {
 		s.expireAndResubmit(ctx)
@@ -411,7 +413,7 @@ func (s *soak) hooks() *worker.Hooks {
 			return nil
 		}
 	}
-	afterProvider := kill(KillAfterProvider)
+	afterProvider, afterSave := kill(KillAfterProvider), kill(KillAfterSave)
 	return &worker.Hooks{
 		BeforeClaim: kill(KillBeforeClaim),
 		AfterClaim:  kill(KillAfterClaim),
@@ -422,7 +424,10 @@ func (s *soak) hooks() *worker.Hooks {
 			}
 			return afterProvider(ctx, id)
 		},
-		AfterSave: kill(KillAfterSave),
+		AfterSave: func(ctx context.Context, id string) error {
+			s.onSaved(id)
+			return afterSave(ctx, id)
+		},
 	}
 }
 
