@@ -170,8 +170,8 @@ func (c *checker) workflowTask(t *task, st *ledger.Task, stored map[string]*ledg
 				}
 			}
 		case cl.status != http.StatusOK:
-			if cl.verb == "approve" && t.kind == WfApproveReject {
-				lostToReject = true
+			if cl.verb == "approve" && cl.problem == "state-conflict" {
+				lostToReject = true // lost, if a reject answered 200 (below)
 			}
 			if cl.verb == "withdraw" && cl.problem == "deliveries-started" {
 				for _, d := range ds {
@@ -225,7 +225,7 @@ func (c *checker) workflowTask(t *task, st *ledger.Task, stored map[string]*ledg
 	if len(approve200) > 0 && len(reject200) > 0 {
 		c.add(t.kind, t.id, "approve_and_reject_both_won", "%d approvals and %d rejections answered 200", len(approve200), len(reject200))
 	}
-	if !approved && lostToReject {
+	if !approved && lostToReject && len(reject200) > 0 {
 		// (delivery() reports each such delivery by its parent's state;
 		// this names the race.)
 		for _, d := range ds {
