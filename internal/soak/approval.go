@@ -146,10 +146,14 @@ func (s *soak) approveLater(ctx context.Context, t *task) {
 // waitApprovers waits until every approver has finished.
 func (s *soak) waitApprovers() { s.wf.wg.Wait() }
 
+// approverPoll is how often an approver reads its task when no worker's
+// save woke it (a completion by the reconciler's readback has no hook).
+// Seldom: moto serves one request at a time.
+const approverPoll = 5 * time.Second
+
 // awaitApproval waits until t awaits approval (woken by the worker's save,
-// or reading the item every second: a completion by the reconciler's
-// readback has no hook); nil when it ended otherwise or the drain timeout
-// passed.
+// or reading the item every approverPoll); nil when it ended otherwise or
+// the drain timeout passed.
 func (s *soak) awaitApproval(ctx context.Context, t *task) *ledger.Task {
 	deadline := time.Now().Add(s.cfg.DrainTimeout)
 	woken := s.wf.savedCh(t.id)
@@ -166,7 +170,7 @@ func (s *soak) awaitApproval(ctx context.Context, t *task) *ledger.Task {
 		select {
 		case <-ctx.Done():
 		case <-woken:
-		case <-time.After(time.Second): // no hook for every way a result lands: read again
+		case <-time.After(approverPoll): // no hook for every way a result lands: read again
 		}
 	}
 	return nil
