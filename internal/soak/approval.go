@@ -9,7 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -79,6 +84,24 @@ func (t *task) planMembers() string {
 		entries[i] = fmt.Sprintf(`{"destination":%q,"params":{"to":"soak-%d-%d@example.com"}}`, d, t.i, i)
 	}
 	return fmt.Sprintf(`,"approval":{"required":true,"expires_in_seconds":%d},"deliver":[%s]`, approvalTTLSeconds, strings.Join(entries, ","))
+}
+
+// wireDecisions builds the API handler the approvers call: the submit
+// function's, on clients with the same fault injection but a counter of
+// their own. A person's decision is not part of a task's pipeline: its
+// reads and the deliveries' dispatch are reported apart from the per-task
+// call budgets (DESIGN §9 budgets the submit and worker path of a task).
+func (s *soak) wireDecisions(lcfg ledger.Config, payloads *payload.Store) error {
+	s.deciderCalls = awsclient.NewCounter()
+	faulty := s.env.AWS.Copy()
+	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, s.env.AWS.APIOptions...), s.deciderCalls.Register, s.replay.Register, s.inj.Register, s.lat.register)
+	led, err := ledger.New(awsclient.DynamoDB(faulty), lcfg)
+	if err != nil {
+		return err
+	}
+	sender := &dispatch.Sender{SQS: awsclient.SQS(faulty), QueueURL: s.env.Names.TaskQueueURL}
+	s.decider = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: payloads}
+	return nil
 }
 
 // decisionCall is one answer to an approve, reject or withdraw (after the
@@ -274,7 +297,7 @@ func (s *soak) decision(ctx context.Context, t *task, verb, variant, sha, body s
 
 // decide invokes POST /tasks/{id}/{verb} as API Gateway would.
 func (s *soak) decide(ctx context.Context, id, verb, body string) decisionCall {
-	resp, err := s.submit.Handle(ctx, apiRequest(http.MethodPost, "/tasks/"+id+"/"+verb, "", body))
+	resp, err := s.decider.Handle(ctx, apiRequest(http.MethodPost, "/tasks/"+id+"/"+verb, "", body))
 	if err != nil {
 		return decisionCall{status: 599}
 	}

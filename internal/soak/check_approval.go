@@ -3,8 +3,11 @@ package soak
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -234,4 +237,34 @@ func (c *checker) workflowTask(t *task, st *ledger.Task, stored map[string]*ledg
 			}
 		}
 	}
+}
+
+// decisions counts the approvers' answered calls (the caller holds s.mu,
+// and approvals released s.wf.mu).
+func (c *checker) decisions() int {
+	c.s.wf.mu.Lock()
+	defer c.s.wf.mu.Unlock()
+	n := 0
+	for _, cs := range c.s.wf.calls {
+		n += len(cs)
+	}
+	return n
+}
+
+// writeDecisions prints the approvers' line of the report.
+func (r *Report) writeDecisions(w io.Writer) {
+	if r.Decisions == 0 && r.Deliveries == 0 {
+		return
+	}
+	keys := make([]string, 0, len(r.DecisionCalls))
+	for k := range r.DecisionCalls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, r.DecisionCalls[k]))
+	}
+	fmt.Fprintf(w, "approvals: %d decisions answered, %d deliver tasks created; the decision handler's AWS calls (not in the figures above): %s\n",
+		r.Decisions, r.Deliveries, strings.Join(parts, ", "))
 }

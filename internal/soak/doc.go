@@ -155,7 +155,11 @@
 // approve_deliveries_differ, approve_and_reject_both_won,
 // race_lost_to_reject_has_deliveries, stale_hash_not_refused,
 // stale_hash_delivery, withdraw_refused_but_withdrawn,
-// withdrawn_but_not_recorded, unexpected_decision_status. What a delivery
+// withdrawn_but_not_recorded, unexpected_decision_status. The approvers
+// call a handler of their own, with the same fault injection and a
+// separate call counter: a person's decision is no part of a task's
+// pipeline, so its calls are printed on their own line, outside the
+// per-task budgets (the deliver tasks' own worker calls stay in them). What a delivery
 // does at its destination is not checked here: without the deliver
 // executor a deliver task fails (the provider refuses the kind), which is
 // tolerated.

@@ -44,6 +44,13 @@ type Report struct {
 	Accepted, Stored, Reviews int
 	// Calls and Attempts of the handlers' AWS clients, by "Service.Operation".
 	Calls, Attempts map[string]int
+	// Decisions are the approvers' answered calls and DecisionCalls the
+	// AWS calls of the handler serving them (not in Calls: a person's
+	// decision is no part of a task's pipeline). Deliveries counts the
+	// deliver tasks the approvals created.
+	Decisions     int
+	DecisionCalls map[string]int
+	Deliveries    int
 	// PerTask is Calls divided by the accepted tasks.
 	PerTask       map[string]float64
 	ProviderCalls int
@@ -154,6 +161,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "handler AWS call latency p50/p99: %s\n", strings.Join(parts, ", "))
+	r.writeDecisions(w)
 
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "\nviolations: none")

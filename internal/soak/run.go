@@ -93,6 +93,8 @@ type soak struct {
 	retryPending   map[string]bool         // tasks whose schedule-retry write was replayed (the first send applied it)
 	retryDropped   map[string]int          // "retry rejected" reports of such a write: the record was acknowledged, no message left for the retry
 	wf             workflow                // the approvers of workflow tasks (approval.go)
+	decider        *api.Handler            // the API handler the approvers call, on clients of its own counter
+	deciderCalls   *awsclient.Counter
 }
 
 type reconStats struct {
@@ -242,6 +244,9 @@ func (s *soak) wire(ctx context.Context) error {
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
 	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: handlerPayloads}
+	if err := s.wireDecisions(lcfg, handlerPayloads); err != nil {
+		return err
+	}
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
