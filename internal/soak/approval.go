@@ -241,10 +241,11 @@ func (s *soak) playApprover(ctx context.Context, t *task) {
 	case WfApproveTwice:
 		if t.racing {
 			both(func() { approve("a", sha) }, func() { approve("b", sha) })
+			s.inject(t.kind)
 		} else if approve("a", sha).status == http.StatusOK {
 			approve("b", sha)
+			s.inject(t.kind)
 		}
-		s.inject(t.kind)
 	case WfApproveReject:
 		both(func() { approve("a", sha) }, func() { reject("b") })
 		s.inject(t.kind)
@@ -255,7 +256,9 @@ func (s *soak) playApprover(ctx context.Context, t *task) {
 		} else if approve("a", sha).status == http.StatusOK {
 			w = withdraw("b") // racing the worker's claim of the deliveries
 		}
-		s.inject(t.kind)
+		if w.status != 0 {
+			s.inject(t.kind) // the withdraw ran
+		}
 		if w.status == http.StatusOK {
 			approve("again", sha) // a new round: new delivery keys
 		}
