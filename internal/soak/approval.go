@@ -14,7 +14,6 @@ import (
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/dispatch"
-	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -86,12 +85,12 @@ func (t *task) planMembers() string {
 	return fmt.Sprintf(`,"approval":{"required":true,"expires_in_seconds":%d},"deliver":[%s]`, approvalTTLSeconds, strings.Join(entries, ","))
 }
 
-// wireDecisions builds the API handler the approvers call: the submit
-// function's, on clients with the same fault injection but a counter of
+// wireDecisions builds the API handler the approvers call (after
+// s.submit): the submit function's, on clients with the same fault injection but a counter of
 // their own. A person's decision is not part of a task's pipeline: its
 // reads and the deliveries' dispatch are reported apart from the per-task
 // call budgets (DESIGN §9 budgets the submit and worker path of a task).
-func (s *soak) wireDecisions(lcfg ledger.Config, payloads *payload.Store) error {
+func (s *soak) wireDecisions(lcfg ledger.Config) error {
 	s.deciderCalls = awsclient.NewCounter()
 	faulty := s.env.AWS.Copy()
 	faulty.APIOptions = append(append([]func(*middleware.Stack) error{}, s.env.AWS.APIOptions...), s.deciderCalls.Register, s.replay.Register, s.inj.Register, s.lat.register)
@@ -99,8 +98,12 @@ func (s *soak) wireDecisions(lcfg ledger.Config, payloads *payload.Store) error 
 	if err != nil {
 		return err
 	}
-	sender := &dispatch.Sender{SQS: awsclient.SQS(faulty), QueueURL: s.env.Names.TaskQueueURL}
-	s.decider = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: payloads}
+	// The submit function's handler (every setting it has), on these
+	// clients.
+	h := *s.submit
+	h.Ledger = led
+	h.Dispatch = &dispatch.Sender{SQS: awsclient.SQS(faulty), QueueURL: s.env.Names.TaskQueueURL}
+	s.decider = &h
 	return nil
 }
 

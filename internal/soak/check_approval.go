@@ -65,8 +65,8 @@ func (c *checker) approvals(stored map[string]*ledger.Task) map[string]bool {
 	seen := map[string]bool{}
 	byParent := map[string][]*ledger.Task{}
 	for id, d := range stored {
-		if d.Kind != ledger.KindDeliver {
-			continue
+		if d.Kind != ledger.KindDeliver || (d.ParentTaskID == "" && s.byID[id] != nil) {
+			continue // not a delivery, or a direct deliver submit of the run (no approval)
 		}
 		seen[id] = true
 		pt := s.byID[d.ParentTaskID]
@@ -76,7 +76,7 @@ func (c *checker) approvals(stored map[string]*ledger.Task) map[string]bool {
 			continue
 		}
 		byParent[parent.TaskID] = append(byParent[parent.TaskID], d)
-		c.delivery(pt, parent, d)
+		c.approvedDelivery(pt, parent, d)
 	}
 	s.wf.mu.Lock()
 	defer s.wf.mu.Unlock()
@@ -97,8 +97,9 @@ func (c *checker) approvals(stored map[string]*ledger.Task) map[string]bool {
 	return seen
 }
 
-// delivery checks one deliver task against its parent.
-func (c *checker) delivery(pt *task, parent, d *ledger.Task) {
+// approvedDelivery checks one deliver task an approval created against
+// its parent.
+func (c *checker) approvedDelivery(pt *task, parent, d *ledger.Task) {
 	if d.State.Live() {
 		c.add(pt.kind, d.TaskID, "delivery_not_final", "delivery of %s is %s after the drain", parent.TaskID, d.State)
 	}

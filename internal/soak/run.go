@@ -244,7 +244,7 @@ func (s *soak) wire(ctx context.Context) error {
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
 	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: handlerPayloads}
-	if err := s.wireDecisions(lcfg, handlerPayloads); err != nil {
+	if err := s.wireDecisions(lcfg); err != nil {
 		return err
 	}
 	s.work = &worker.Handler{
