@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
@@ -65,6 +66,9 @@ type Handler struct {
 	// Provider is read back (contract.Looker) for unknown outcomes; nil
 	// means no readback is possible.
 	Provider contract.Provider
+	// Destinations read deliver tasks back (deliver.go); nil: a deliver
+	// task in unknown is parked for a person.
+	Destinations *deliver.Registry
 	// Metrics receives the EMF records; nil writes none.
 	Metrics *metrics.Writer
 	Log     *slog.Logger
@@ -325,33 +329,37 @@ func intOr(n, def int) int {
 	return def
 }
 
-// sideEffects reports whether re-running a step of kind could act twice.
-func (h *Handler) sideEffects(kind string) bool {
+// sideEffects reports whether re-running t's step could act twice.
+func (h *Handler) sideEffects(t *ledger.Task) bool {
+	if t.Kind == deliver.Kind {
+		return !honours(h.step(t)) // the destination's guarantees decide
+	}
 	if h.SideEffects != nil {
-		return h.SideEffects(kind)
+		return h.SideEffects(t.Kind)
 	}
-	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
-		return false
-	}
-	return true
+	return !honours(h.Provider)
+}
+
+func honours(p contract.Provider) bool {
+	ih, ok := p.(contract.IdempotencyHonouring)
+	return ok && ih.HonoursIdempotencyKey()
 }
 
 // callMarked reports whether the worker marks a provider call's start
 // (ledger.MarkCallStarted) before it: when the provider neither honours
 // idempotency keys nor offers a readback (the worker's rule).
-func (h *Handler) callMarked() bool {
-	if h.Provider == nil {
+func (h *Handler) callMarked(t *ledger.Task) bool {
+	p := h.step(t)
+	if p == nil || honours(p) {
 		return false
 	}
-	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
-		return false
-	}
-	return !contract.OffersReadback(h.Provider)
+	return !contract.OffersReadback(p)
 }
 
-func (h *Handler) looker() (contract.Looker, bool) {
-	lk, ok := h.Provider.(contract.Looker)
-	return lk, ok && h.Provider != nil
+func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {
+	p := h.step(t)
+	lk, ok := p.(contract.Looker)
+	return lk, ok && p != nil
 }
 
 // stream is one (state, shard) partition of the by_state index.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
@@ -68,15 +69,15 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
-	sideEffects := h.sideEffects(t.Kind)
-	canReadBack := contract.OffersReadback(h.Provider)
+	sideEffects := h.sideEffects(t)
+	canReadBack := contract.OffersReadback(h.step(t))
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
 	// With a provider that neither deduplicates nor reads back, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
 	// call: without that mark at this version, no call was started under
 	// this assignment (the worker died after its claim), so nothing is
 	// uncertain.
-	unstarted := sideEffects && h.callMarked() && t.CallStartedVersion != t.AssignmentVersion
+	unstarted := sideEffects && h.callMarked(t) && t.CallStartedVersion != t.AssignmentVersion
 	switch {
 	case budgetLeft && unstarted:
 		u, err := h.Ledger.RequeueUnstarted(ctx, t.TaskID, t.AssignmentVersion)
@@ -132,21 +133,21 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	opts := ledger.ParkOptions{State: ledger.StateUnknown, Version: t.AssignmentVersion}
 	at := unknownSince(t)
 	name := ""
-	if h.Provider != nil {
-		name = h.Provider.Name()
+	if p := h.step(t); p != nil {
+		name = p.Name()
 	}
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
 	if r.cancelledUnstarted(ctx, t) { // a cancel while running fenced a call that never started: cancel.go
 		return
 	}
-	lk, ok := h.looker()
+	lk, ok := h.looker(t)
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "no provider is configured for readback"
 		if name != "" {
 			why = fmt.Sprintf("provider %q offers no readback (Lookup)", name)
 		}
-		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+		r.park(ctx, t, opts, h.unknownReview(t, name, at, why))
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, durOr(h.LookupTimeout, DefaultLookupTimeout))
@@ -200,6 +201,12 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if t.CancelVersion > 0 && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
+			// A re-send would be harmless (an idempotent destination), but
+			// nothing proves the cancelled delivery did not happen.
+			r.park(ctx, t, opts, h.unknownReview(t, name, at, "cancelled while running; "+err.Error()+", but its absence is not proven"))
+			return
+		}
 		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
 			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
 			return
@@ -218,17 +225,20 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	case errors.Is(err, contract.ErrNoReadback):
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "the provider cannot tell whether the operation happened"
-		if name != "" {
+		switch {
+		case t.Kind == deliver.Kind:
+			why = err.Error() // the destination's guarantees and Decide's reason
+		case name != "":
 			why = fmt.Sprintf("provider %q cannot tell whether the operation happened", name)
 		}
-		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+		r.park(ctx, t, opts, h.unknownReview(t, name, at, why))
 	default:
 		if err == nil {
 			err = errors.New("the provider returned an empty result")
 		}
 		r.count(func(s *Summary) { s.ReadbackErrors++ })
 		if r.pastDeadline(t) {
-			r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, "readback kept failing until the age budget ended: "+err.Error()))
+			r.park(ctx, t, opts, h.unknownReview(t, name, at, readbackWhy(t, err)))
 			return
 		}
 		// Transient: the task stays unknown and due; the next run retries.

@@ -71,6 +71,19 @@ var deliverDestinations = []string{"notify", "publish", "crm"}
 // planLen is the length of a workflow task's deliver plan (1 to 3).
 func planLen(t *task) int { return 1 + t.i%3 }
 
+// planParams are valid params of destination d for entry i of task n (each
+// simulated destination has its own: a recipient, a slug, a client
+// reference).
+func planParams(d string, n, i int) string {
+	switch d {
+	case "publish":
+		return fmt.Sprintf(`{"slug":"soak-wf-%d-%d"}`, n, i)
+	case "crm":
+		return fmt.Sprintf(`{"client_reference":"soak-wf-%d-%d"}`, n, i)
+	}
+	return fmt.Sprintf(`{"to":"soak-wf-%d-%d@example.com"}`, n, i)
+}
+
 // planMembers are the submit body's "approval" and "deliver" members of a
 // workflow task (with a leading comma); "" for other kinds.
 func (t *task) planMembers() string {
@@ -80,7 +93,7 @@ func (t *task) planMembers() string {
 	entries := make([]string, planLen(t))
 	for i := range entries {
 		d := deliverDestinations[(t.i+i)%len(deliverDestinations)]
-		entries[i] = fmt.Sprintf(`{"destination":%q,"params":{"to":"soak-%d-%d@example.com"}}`, d, t.i, i)
+		entries[i] = fmt.Sprintf(`{"destination":%q,"params":%s}`, d, planParams(d, t.i, i))
 	}
 	return fmt.Sprintf(`,"approval":{"required":true,"expires_in_seconds":%d},"deliver":[%s]`, approvalTTLSeconds, strings.Join(entries, ","))
 }

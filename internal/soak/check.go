@@ -128,30 +128,36 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		if saves > gens {
 			c.add(t.kind, t.id, "two_saved_results", "%d result writes succeeded", saves)
 		}
-		effects := s.prov.SideEffects(t.id)
-		if effects > gens {
-			c.add(t.kind, t.id, "duplicate_side_effect", "%d provider side effects for one task (provider %s)", effects, s.cfg.Mode)
-		}
-		if st.State == ledger.StateCompleted {
-			switch {
-			case saves > gens || saves+s.maybeSav[t.id] < gens:
-				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
-			case effects < 1:
-				c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
-			case !s.providersResult(t.id, st) && (st.ResultRef != nil || !s.oversized(t.id)):
-				// (An oversized result saved inline is its own rule: moto
-				// applies such a write, then answers an error. One saved
-				// through the claim-check is compared like any other.)
-				c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
+		if isDeliver(t.kind) {
+			c.delivery(t, st, reviewOf[t.id], saves, gens)
+		} else {
+			effects := s.prov.SideEffects(t.id)
+			if effects > gens {
+				c.add(t.kind, t.id, "duplicate_side_effect", "%d provider side effects for one task (provider %s)", effects, s.cfg.Mode)
 			}
-		} else if st.HasResult() && st.State != ledger.StateRejected {
-			c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
+			if st.State == ledger.StateCompleted {
+				switch {
+				case saves > gens || saves+s.maybeSav[t.id] < gens:
+					c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
+				case effects < 1:
+					c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
+				case !s.providersResult(t.id, st) && (st.ResultRef != nil || !s.oversized(t.id)):
+					// (An oversized result saved inline is its own rule: moto
+					// applies such a write, then answers an error. One saved
+					// through the claim-check is compared like any other.)
+					c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
+				}
+			} else if st.HasResult() && st.State != ledger.StateRejected {
+				c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
+			}
 		}
 		c.claimCheck(t, st)
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}
-		c.unforgiving(t, st, reviewOf[t.id], fresh)
+		if !isDeliver(t.kind) {
+			c.unforgiving(t, st, reviewOf[t.id], fresh)
+		}
 		if st.State == ledger.StateNeedsReview {
 			r := reviewOf[t.id]
 			switch {

@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/deliver"
 )
 
 // maxSubmitTries bounds a caller's retries of one submit after 5xx.
@@ -185,7 +186,11 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 // submitVariant is one caller: POST /tasks with the key, retried on 5xx
 // (the API's Retry-After compressed to tens of milliseconds).
 func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant, input string) call {
-	body := `{"kind":"generate","input":` + input + t.planMembers() + `}`
+	kind := "generate"
+	if isDeliver(t.kind) {
+		kind = deliver.Kind
+	}
+	body := `{"kind":"` + kind + `","input":` + input + t.planMembers() + `}`
 	var c call
 	for try := range maxSubmitTries {
 		c = s.request(ctx, http.MethodPost, "/tasks", t.key, body)

@@ -49,6 +49,13 @@ const (
 	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
 	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
+
+	// Deliver tasks (issue 12, DESIGN §10; plan_deliver.go): a direct
+	// deliver submit to a simulated, non-idempotent destination.
+	DeliverOK              Kind = "deliver"                  // notify, no fault
+	DeliverLoseReply       Kind = "deliver_lose_reply"       // notify accepts and loses its reply: read back by operation id
+	DeliverNoReadback      Kind = "deliver_no_readback"      // crm without readback accepts and loses its reply: parked unknown_outcome
+	DeliverLaggingReadback Kind = "deliver_lagging_readback" // publish accepts and loses its reply; its readback shows it only later
 )
 
 // Run-wide fault kinds (rows without tasks of their own).
@@ -68,6 +75,7 @@ func TaskKinds() []Kind {
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
+		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 	}, workflowKinds()...)
 }
 
@@ -86,7 +94,7 @@ func expected(t *task) []ledger.State {
 	switch t.kind {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
-	case ProviderCredential, ProviderExhaust:
+	case ProviderCredential, ProviderExhaust, DeliverNoReadback:
 		return []ledger.State{ledger.StateNeedsReview}
 	case CancelRace:
 		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
@@ -134,6 +142,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.racing = count[t.kind]%2 == 0
 		if t.kind == KeyReusedPayload {
 			t.other = fmt.Sprintf(`{"prompt":"another payload for soak task %d","max_tokens":8}`, i)
+		}
+		if isDeliver(t.kind) {
+			t.input = deliverInput(t.kind, i)
 		}
 	}
 	return tasks

@@ -20,6 +20,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/local"
@@ -43,6 +44,9 @@ const (
 	taskQueue      = "TaskQueue"
 )
 
+// reconcileSettle is the reconcilers' Settle (compressed from 30 s).
+const reconcileSettle = time.Second
+
 // soak is one run.
 type soak struct {
 	cfg   Config
@@ -57,7 +61,8 @@ type soak struct {
 	inj     *faultinject.Injector
 	plan    *faultinject.Plan
 	prov    *simulated.Provider
-	clean   *ledger.Ledger // no faults: hooks and checker
+	dests   *deliver.Registry // the simulated destinations of deliver tasks (plan_deliver.go)
+	clean   *ledger.Ledger    // no faults: hooks and checker
 	cleanDB *dynamodb.Client
 	cleanQ  *sqs.Client
 	// payloads reads the S3 claim-check bucket without faults (the
@@ -80,8 +85,11 @@ type soak struct {
 	recon     reconStats
 	batches   batchStats
 	provCalls int
-	ticks     int
-	runs      []tickSpan // every reconciler tick's start and end, in start order
+	// kindCalls and kindEffects total the destinations' calls and side
+	// effects per deliver kind (counted by the checker, for the report).
+	kindCalls, kindEffects map[Kind]int
+	ticks                  int
+	runs                   []tickSpan // every reconciler tick's start and end, in start order
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -121,6 +129,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
 		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
+		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
@@ -243,12 +252,15 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
-	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: handlerPayloads}
+	if s.dests, err = s.destinations(); err != nil {
+		return err
+	}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
 	if err := s.wireDecisions(lcfg); err != nil {
 		return err
 	}
 	s.work = &worker.Handler{
-		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
+		Ledger: led, Provider: prov, Destinations: s.dests, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
@@ -257,9 +269,9 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
-			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
+			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Destinations: s.dests, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
-			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: reconcileSettle, RelaySlack: 2 * time.Second,
 			Payloads: handlerPayloads,
 		}
 	}

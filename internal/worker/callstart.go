@@ -16,11 +16,11 @@ import (
 // offers a readback, so without the mark the reconciler could not tell a
 // worker that died after its claim from one that died mid-call, and would
 // park both as "may have acted".
-func (h *Handler) needsCallMark() bool {
-	if h.honoursIdempotency() {
+func (h *Handler) needsCallMark(t *ledger.Task) bool {
+	if h.honoursIdempotencyOf(t) {
 		return false
 	}
-	return !provider.OffersReadback(h.Provider)
+	return !provider.OffersReadback(h.step(t))
 }
 
 // markCallStarted writes the call-start mark (ledger.MarkCallStarted)
@@ -30,7 +30,7 @@ func (h *Handler) needsCallMark() bool {
 // acknowledged; any other failure gives the assignment and its attempt back
 // (no call was made) and defers the message.
 func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (r result, ok bool) {
-	if !h.needsCallMark() {
+	if !h.needsCallMark(t) {
 		return result{}, true
 	}
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {

@@ -110,6 +110,20 @@
 // take over a running task whose lease expired (ClaimOptions.AllowTakeover)
 // only with an idempotency-honouring provider.
 //
+// # Deliver tasks
+//
+// A deliver task (DESIGN §10) runs through the same steps: the only
+// difference is the call (deliver.go), where the destination the task's
+// input names — bound by package deliver, with its guarantees for this
+// delivery — performs it instead of the provider, and its receipt becomes
+// the result. So idempotency (the re-send of an uncertain attempt), the
+// call-start mark and the takeover of an expired lease follow the
+// destination, not the provider: a non-idempotent destination's uncertain
+// delivery goes to unknown for the reconciler's readback and is never
+// re-sent, and a deliver task is never taken over
+// (ledger.ClaimOptions.TakeoverKind). A task whose destination is not
+// configured is parked, one whose input is invalid fails.
+//
 // # Failed settling writes
 //
 // What the worker learned from the provider lives only in its memory until
