@@ -96,7 +96,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			c.add(t.kind, t.id, "not_final", "state %s after the drain", st.State)
 		} else {
 			row.States[st.State]++
-			if !slices.Contains(expected(t.kind), st.State) {
+			if !slices.Contains(expected(t), st.State) {
 				row.Unexpected++
 				if len(row.unexpectedIDs) < 3 {
 					row.unexpectedIDs = append(row.unexpectedIDs, fmt.Sprintf("%s→%s(%s)", t.id, st.State, st.ReviewReason+st.ErrorClass))
@@ -147,7 +147,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 					// through the claim-check is compared like any other.)
 					c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
 				}
-			} else if st.HasResult() {
+			} else if st.HasResult() && st.State != ledger.StateRejected {
 				c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
 			}
 		}
@@ -170,8 +170,11 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			}
 		}
 	}
+	deliveries := c.approvals(stored)
+	rep.Deliveries = len(deliveries)
+	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
 	for id := range stored {
-		if s.byID[id] == nil {
+		if s.byID[id] == nil && !deliveries[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
 		}
 	}

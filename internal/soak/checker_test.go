@@ -32,7 +32,11 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		}
 		byState := map[ledger.State][]ledger.Task{}
 		for _, tk := range tasks {
-			byState[tk.State] = append(byState[tk.State], tk)
+			// The workflow kinds and their deliveries have their own
+			// tamperings (checker_approval_test.go).
+			if pt := s.byID[tk.TaskID]; pt != nil && !isWorkflow(pt.kind) && !isDeliver(pt.kind) {
+				byState[tk.State] = append(byState[tk.State], tk)
+			}
 		}
 		failed, parked := byState[ledger.StateFailed], byState[ledger.StateNeedsReview]
 		// Completed tasks with inline payloads for the classic tamperings;

@@ -151,6 +151,36 @@
 // read back by content hash; unknown_outcome only after a call
 // (false_uncertainty).
 //
+// Approval gates (issue 12, DESIGN §10; approval.go, check_approval.go):
+// workflow tasks are submitted with approval{required:true} and a deliver
+// plan of one to three simulated destinations (notify, publish, crm); once
+// a result awaits approval (woken by the worker's AfterSave hook, or read
+// every five seconds) the soak plays the approver through the HTTP handler:
+// approve, reject, approve_twice (the same hash twice, concurrently or one
+// after the other), approve_reject_race, approve_withdraw_race (a withdraw
+// racing the approve, or right after it racing the worker's claim of the
+// deliveries; a task withdrawn in time is approved again, a new round) and
+// approve_stale_hash (an artifact_sha256 that is not the result, which
+// must be refused 409 artifact-changed; then a reject, or the right
+// approve). Rules, checked on every deliver task and workflow task:
+// delivery_without_parent, delivery_not_of_an_approval,
+// delivery_key_mismatch (approval:<task>:<approved sha>:<index>[:r<n>], the
+// approved sha the result's), delivery_payload_not_approved,
+// delivery_of_unapproved, delivery_of_rejected,
+// withdrawn_delivery_started, delivery_count (one per plan entry),
+// delivery_not_final, and the answers against the final state:
+// approve_200_not_approved, reject_200_not_rejected,
+// approve_deliveries_differ, approve_and_reject_both_won,
+// race_lost_to_reject_has_deliveries, stale_hash_not_refused,
+// stale_hash_delivery, withdraw_refused_but_withdrawn,
+// withdrawn_but_not_recorded, unexpected_decision_status. The approvers
+// call a handler of their own, with the same fault injection and a
+// separate call counter: a person's decision is no part of a task's
+// pipeline, so its calls are printed on their own line, outside the
+// per-task budgets (the deliver tasks' own worker calls stay in them). What an
+// approval's delivery does at its destination is not checked here (its
+// state only has to be final).
+//
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
-// states × violations.
+// states (rejected included) × violations.
 package soak

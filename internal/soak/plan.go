@@ -68,7 +68,7 @@ const (
 
 // TaskKinds lists the per-task fault kinds in report order.
 func TaskKinds() []Kind {
-	return []Kind{
+	return append([]Kind{
 		KillBeforeClaim, KillAfterClaim, KillAfterProvider, KillAfterSave,
 		DuplicateDelivery, DuplicateSubmit, ConcurrentSubmit, KeyReusedPayload,
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
@@ -76,7 +76,7 @@ func TaskKinds() []Kind {
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
-	}
+	}, workflowKinds()...)
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
@@ -87,8 +87,11 @@ func AllKinds() []Kind {
 // expected are the final states a task of each kind may legitimately end
 // in; anything else is reported (not a violation: budgets can legitimately
 // park a task).
-func expected(k Kind) []ledger.State {
-	switch k {
+func expected(t *task) []ledger.State {
+	if e := workflowExpected(t); e != nil {
+		return e
+	}
+	switch t.kind {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
 	case ProviderCredential, ProviderExhaust, DeliverNoReadback:

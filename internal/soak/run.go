@@ -100,6 +100,9 @@ type soak struct {
 	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
 	retryPending   map[string]bool         // tasks whose schedule-retry write was replayed (the first send applied it)
 	retryDropped   map[string]int          // "retry rejected" reports of such a write: the record was acknowledged, no message left for the retry
+	wf             workflow                // the approvers of workflow tasks (approval.go)
+	decider        *api.Handler            // the API handler the approvers call, on clients of its own counter
+	deciderCalls   *awsclient.Counter
 }
 
 type reconStats struct {
@@ -159,6 +162,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	s.submitAll(ctx)
 	close(submitted)
 	s.progress("soak: all submitted after %s (%d queue-depth waits of 200ms, queue bound %d); draining", time.Since(s.start).Round(time.Millisecond), s.queueWaits, s.cfg.MaxQueued)
+	s.waitApprovers()
 	drained := s.drain(ctx)
 	if drained {
 		s.expireAndResubmit(ctx)
@@ -252,6 +256,9 @@ func (s *soak) wire(ctx context.Context) error {
 		return err
 	}
 	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
+	if err := s.wireDecisions(lcfg); err != nil {
+		return err
+	}
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, Destinations: s.dests, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
@@ -423,7 +430,7 @@ func (s *soak) hooks() *worker.Hooks {
 			return nil
 		}
 	}
-	afterProvider := kill(KillAfterProvider)
+	afterProvider, afterSave := kill(KillAfterProvider), kill(KillAfterSave)
 	return &worker.Hooks{
 		BeforeClaim: kill(KillBeforeClaim),
 		AfterClaim:  kill(KillAfterClaim),
@@ -434,7 +441,10 @@ func (s *soak) hooks() *worker.Hooks {
 			}
 			return afterProvider(ctx, id)
 		},
-		AfterSave: kill(KillAfterSave),
+		AfterSave: func(ctx context.Context, id string) error {
+			s.onSaved(id)
+			return afterSave(ctx, id)
+		},
 	}
 }
 
