@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/destination"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// Adversarial review of issue 12 (attack12): the artifact a delivery
+// carries must be the approved artifact, byte for byte (DESIGN §10: the
+// receipt's payload_sha256 is "the approved artifact").
+
+func attackGatedTask(result string, ref *ledger.PayloadRef) *ledger.Task {
+	t := &ledger.Task{TaskID: "t_attack12", Scope: "anonymous", Kind: "generate", State: ledger.StateAwaitingApproval}
+	t.Plan = `{"approval":{"required":true},"deliver":[{"destination":"notify","params":{"to":"a@example.com"}}]}`
+	t.ApprovalRequired = true
+	t.ApprovalState = ledger.ApprovalPending
+	t.Result, t.ResultRef = result, ref
+	if ref != nil {
+		t.ResultSHA256 = ref.SHA256
+	} else {
+		t.ResultSHA256 = ledger.SHA256Hex(result)
+	}
+	return t
+}
+
+func deliveredPayload(t *testing.T, n ledger.NewTask) json.RawMessage {
+	t.Helper()
+	in, err := destination.ParseDeliverInput(json.RawMessage(n.Input))
+	if err != nil {
+		t.Fatalf("delivery input does not parse: %v", err)
+	}
+	return in.Payload
+}
+
+// TestAttack12ApproveOffloadedResultIsDeliverable: a generated result
+// between the payload store's inline limit (4 KiB) and the destination
+// payload limit (32 KiB) is kept in S3 (result_ref, result ""). Approving it
+// unedited must create deliveries carrying that artifact; today
+// newApproveRequest splices t.Result ("") into the deliver input, so the
+// approval is refused 422 "not deliverable" and the approved artifact can
+// never be delivered (only an edit, which changes the artifact, gets past).
+func TestAttack12ApproveOffloadedResultIsDeliverable(t *testing.T) {
+	artifact := `{"text":"` + strings.Repeat("x", 8<<10) + `"}`
+	ref := &ledger.PayloadRef{Bucket: "payloads", Key: "results/t_attack12/1", SHA256: ledger.SHA256Hex(artifact), Size: int64(len(artifact))}
+	task := attackGatedTask("", ref)
+	req, err := ApproveAsOperator(task, ref.SHA256, "", "operator:alice", "", time.Now())
+	if err != nil {
+		t.Fatalf("approving an S3-offloaded %d-byte result (deliverable: under %d bytes) failed: %v", len(artifact), destination.MaxPayloadBytes, err)
+	}
+	if len(req.Deliveries) != 1 {
+		t.Fatalf("deliveries = %d, want 1", len(req.Deliveries))
+	}
+	if got := destination.HashPayload(deliveredPayload(t, req.Deliveries[0])); got != ref.SHA256 {
+		t.Fatalf("delivered payload sha256 %s is not the approved artifact %s", got, ref.SHA256)
+	}
+}
+
+// TestAttack12DeliveredPayloadIsTheApprovedBytes: the approver echoes
+// result_sha256, the hash of the exact stored bytes. A provider whose JSON
+// is not in canonical form (keys not sorted, whitespace — what
+// encoding/json produces for a struct, and what model output looks like)
+// gets a delivery whose payload is the canonical re-encoding: its
+// payload_sha256 (the receipt's "approved artifact") is not the hash the
+// approver approved, so the receipt cannot be matched to the approval.
+func TestAttack12DeliveredPayloadIsTheApprovedBytes(t *testing.T) {
+	result := `{"text": "hello", "model": "simulated-1"}`
+	task := attackGatedTask(result, nil)
+	req, err := ApproveAsOperator(task, task.ResultSHA256, "", "operator:alice", "", time.Now())
+	if err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if got := destination.HashPayload(deliveredPayload(t, req.Deliveries[0])); got != task.ResultSHA256 {
+		t.Fatalf("delivered payload sha256 %s is not the approved artifact_sha256 %s (payload %s)", got, task.ResultSHA256, deliveredPayload(t, req.Deliveries[0]))
+	}
+}
