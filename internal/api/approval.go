@@ -266,6 +266,21 @@ func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decisi
 		h.log().ErrorContext(ctx, "api: stored plan is not JSON", "task_id", t.TaskID, "plan_bytes", len(t.Plan))
 		return h.reject(c, internalError())
 	}
+	if t.ResultRef != nil && t.Result == "" {
+		// The artifact went through the S3 claim-check: the deliveries carry
+		// its exact bytes, read (and verified) from the payload bucket.
+		if h.Payloads == nil {
+			h.log().ErrorContext(ctx, "api: task result is in S3 but no payload bucket is configured (PAYLOAD_BUCKET)", "task_id", t.TaskID)
+			return h.reject(c, internalError())
+		}
+		b, err := h.Payloads.Get(ctx, payloadRef(*t.ResultRef))
+		if err != nil {
+			return h.reject(c, h.payloadProblem(ctx, c, "get result", err))
+		}
+		withBytes := *t
+		withBytes.Result = string(b)
+		t = &withBytes
+	}
 	req, err := newApproveRequest(t, pl, d.artifactSHA256, d.edited, c.scope, d.note, policy, h.now())
 	var nd *NotDeliverableError
 	if errors.As(err, &nd) {
@@ -387,11 +402,16 @@ func newApproveRequest(t *ledger.Task, pl plan, artifactSHA256, edited, by, note
 	req := ledger.ApproveRequest{ArtifactSHA256: artifactSHA256, EditedResult: edited, By: by, Note: note, Policy: policy}
 	at := now.UTC().Format(time.RFC3339Nano)
 	for i, e := range pl.deliveries {
-		input := `{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(e.Params) + `,"payload":` + artifact + `}`
-		canon, err := CanonicalJSON([]byte(input))
-		if err == nil {
-			_, err = destination.ParseDeliverInput(canon)
+		// The payload is the approved artifact's exact bytes (never
+		// re-encoded), so the hash the destination sees and the receipt's
+		// payload_sha256 are the artifact_sha256 the approver approved.
+		params := e.Params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
 		}
+		input := `{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(params) + `,"payload":` + artifact + `}`
+		canon := []byte(input)
+		_, err := destination.ParseDeliverInput(canon)
 		if err != nil {
 			return req, &NotDeliverableError{Index: i, Err: err}
 		}
@@ -417,6 +437,9 @@ func ApproveAsOperator(t *ledger.Task, artifactSHA256, edited, by, note string, 
 	pl, err := storedPlan(t)
 	if err != nil {
 		return ledger.ApproveRequest{}, err
+	}
+	if t.ResultRef != nil && t.Result == "" && edited == "" {
+		return ledger.ApproveRequest{}, fmt.Errorf("task %s's result is kept in the S3 payload bucket (%d bytes): approve it through the API (POST /tasks/%s/approve), which reads and verifies it; the CLI does not read payloads", t.TaskID, t.ResultRef.Size, t.TaskID)
 	}
 	if edited != "" {
 		canon, err := CanonicalJSON([]byte(edited))

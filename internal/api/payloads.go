@@ -55,8 +55,8 @@ func (h *Handler) inputOf(ctx context.Context, c *call, t *ledger.Task) (string,
 // resolveResult fills v.Result (and the receipt's result_bytes and
 // result_sha256) from a completed task's offloaded result.
 func (h *Handler) resolveResult(ctx context.Context, c *call, t *ledger.Task, v *TaskView) *Problem {
-	if t.State != ledger.StateCompleted || t.ResultRef == nil {
-		return nil
+	if !showsResult(t) || t.ResultRef == nil || t.Result != "" {
+		return nil // (an edited approval's result is inline; the generated one stays in S3)
 	}
 	v.Receipt.ResultBytes, v.Receipt.ResultSHA256 = t.ResultRef.Size, t.ResultRef.SHA256
 	if t.ResultRef.Size > MaxViewResult {

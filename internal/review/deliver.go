@@ -1,9 +1,11 @@
 package review
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/destination"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -26,8 +28,10 @@ func DeliveryUnknownOutcome(t *ledger.Task, dest, guarantees string, at time.Tim
 		fmt.Sprintf("its outcome was recorded as unknown at %s", when),
 		"readback: "+clip(why, MaxDetail),
 		"the destination declares "+guarantees,
-		"payload sha256 "+t.PayloadSHA256+" (the submitted deliver input's hash)",
 	)
+	if in, err := destination.ParseDeliverInput(json.RawMessage(t.Input)); err == nil {
+		r.Known = append(r.Known, "payload sha256 "+destination.HashPayload(in.Payload)+" (the delivered payload's hash, as the destination received it and a receipt shows it)")
+	}
 	r.Known = append(r.Known, lastError(t)...)
 	r.Uncertain = append(r.Uncertain,
 		fmt.Sprintf("whether %s performed the delivery for operation %s", dest, t.OperationID()),

@@ -221,6 +221,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
 	}
 	now := l.cfg.Now().UTC()
+	if t.ApprovalDeadlineMs > 0 && now.UnixMilli() >= t.ApprovalDeadlineMs {
+		// The deadline passed: the reconciler parks it approval_expired;
+		// an approval now would race that park and win it.
+		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve after the approval deadline", State: t.State, Task: t}
+	}
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
 	for _, n := range r.Deliveries {
@@ -275,6 +280,9 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	u.v("artifact", str(r.ArtifactSHA256))
 	u.cond(u.n("state") + " = :awaiting")
 	u.cond(u.n("result_sha256") + " = :artifact")
+	// And before the deadline, also when it passes between the read and
+	// the write.
+	u.cond("attribute_not_exists(" + u.n("approval_deadline_ms") + ") OR " + u.n("approval_deadline_ms") + " > " + u.v("approve_now", num(now.UnixMilli())))
 	roundCond(u, t.ApprovalRound)
 	in := u.input(l.cfg.TasksTable, t.TaskID)
 	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
