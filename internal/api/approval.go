@@ -387,9 +387,16 @@ func newApproveRequest(t *ledger.Task, pl plan, artifactSHA256, edited, by, note
 	req := ledger.ApproveRequest{ArtifactSHA256: artifactSHA256, EditedResult: edited, By: by, Note: note, Policy: policy}
 	at := now.UTC().Format(time.RFC3339Nano)
 	for i, e := range pl.deliveries {
-		input := `{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(e.Params) + `,"payload":` + artifact + `}`
-		canon, err := CanonicalJSON([]byte(input))
+		// The payload is the approved artifact's exact bytes (not
+		// re-canonicalised), so the destination's payload_sha256 is the
+		// approved hash; destination and params are canonical.
+		var canon []byte
+		params, err := CanonicalJSON(e.Params)
+		if err == nil && !json.Valid([]byte(artifact)) {
+			err = errors.New("the artifact is not JSON")
+		}
 		if err == nil {
+			canon = []byte(`{"destination":` + string(jsonString(e.Destination)) + `,"params":` + string(params) + `,"payload":` + artifact + `}`)
 			_, err = destination.ParseDeliverInput(canon)
 		}
 		if err != nil {
