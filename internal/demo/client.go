@@ -149,10 +149,18 @@ func (c *client) get(ctx context.Context, id string) (*TaskView, error) {
 // await polls the task until its state is one of states, failing on
 // another terminal state or when ctx ends (the last state is named).
 func (c *client) await(ctx context.Context, id string, states ...string) (*TaskView, error) {
+	return c.watch(ctx, id, nil, states...)
+}
+
+// watch is await calling seen (if set) with each new state observed.
+func (c *client) watch(ctx context.Context, id string, seen func(*TaskView), states ...string) (*TaskView, error) {
 	last := ""
 	for {
 		v, err := c.get(ctx, id)
 		if err == nil {
+			if seen != nil && v.State != last {
+				seen(v)
+			}
 			last = v.State
 			if slices.Contains(states, v.State) {
 				return v, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	dsim "github.com/taskledger/taskledger/internal/destination/simulated"
 )
@@ -118,8 +119,13 @@ func approve(ctx context.Context, t *Target, c *client, v *TaskView, note string
 func settle(ctx context.Context, t *Target, c *client, a *TaskView) (*TaskView, []*TaskView, error) {
 	var ds []*TaskView
 	for _, d := range a.Deliveries {
-		t.say("delivery %s → %s: waiting (reply lost: the reconciler reads it back)", d.TaskID, d.Destination)
-		v, err := c.await(ctx, d.TaskID, "completed")
+		v, err := c.watch(ctx, d.TaskID, func(v *TaskView) {
+			note := ""
+			if v.State == "unknown" {
+				note = " — the destination may have acted (its reply was lost): never re-sent, the reconciler reads it back"
+			}
+			t.say("delivery %s → %s: %s%s", d.TaskID, d.Destination, v.State, note)
+		}, "completed")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -230,6 +236,8 @@ func publishing(ctx context.Context, t *Target) (*Result, error) {
 			k.check(ok && dl.PayloadSHA256 == v.ResultSHA256, "the public URL shows the approved content")
 			if ok {
 				k.check(dl.VisibleAt.After(dl.At), "the publication became visible only after a delay (%s)", dl.VisibleAt.Sub(dl.At))
+				at, perr := time.Parse(time.RFC3339Nano, cs.Deliveries[0].Receipt.ReadbackAt)
+				k.check(perr == nil && !at.Before(dl.VisibleAt), "the readback that completed it ran after the content became visible")
 			}
 		}
 	}
