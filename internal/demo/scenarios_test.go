@@ -21,7 +21,7 @@ func startStack(t *testing.T, e *testenv.Env, progress *testenv.Buffer) *demo.Ta
 	defer cancel()
 	st, err := local.Start(ctx, local.Options{
 		Addr: "127.0.0.1:0", Endpoint: e.Endpoint, Prefix: testenv.UniquePrefix(),
-		Destinations: demo.Config(), ReconcileEvery: 500 * time.Millisecond,
+		Destinations: demo.Config(), ReconcileEvery: 500 * time.Millisecond, PollWait: time.Second,
 		StatusEvery: -1, Progress: progress,
 	})
 	if err != nil {
