@@ -10,7 +10,7 @@ LDFLAGS   := -s -w
 ADDR      ?= 127.0.0.1:3000
 N         ?= 2000
 
-.PHONY: all run test test-go lint vet fmt-check cfn-lint deps build clean bench soak \
+.PHONY: all run demo test test-go lint vet fmt-check cfn-lint deps build clean bench soak \
         localstack-test deploy logs $(addprefix invoke-,$(FUNCTIONS))
 
 all: build
@@ -22,6 +22,13 @@ run:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/taskledger-local ./cmd/taskledger-local
 	ADDR=$(ADDR) exec $(BIN)/taskledger-local
+
+## demo: the seed workflows (000, 001, 004) against the local stack, through
+## the HTTP API; prints each receipt, exits non-zero if a scenario fails
+demo:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/taskledger-demo ./cmd/taskledger-demo
+	exec $(BIN)/taskledger-demo
 
 ## test-rie: the bootstrap binaries under the Lambda Runtime Interface Emulator
 ## with every events/ sample (also part of test-go; here RIE is required)

@@ -65,6 +65,9 @@
 //
 // Receive errors are retried with a capped backoff. The Poller is exported
 // for other harnesses (the soak test): fill its fields, set Deliver, Run.
+// A Stack's poller can be held (Stack.PausePoller: no receive until
+// ResumePoller; messages wait in the queue), as `make demo` does to
+// withdraw an approval before any worker picked its deliveries up.
 //
 // # The schedule (Ticker)
 //

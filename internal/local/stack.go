@@ -158,6 +158,7 @@ type Stack struct {
 	Ticker *Ticker
 
 	emu    *kumo.Server
+	pause  *pauseSQS
 	srv    *http.Server
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -335,7 +336,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("local: template has no SQS event of %s on %s", workerFunction, taskQueue)
 	}
 	s.Poller = MappingPoller(*mapping, fns[workerFunction])
-	s.Poller.SQS = s.SQS
+	s.pause = newPauseSQS(s.SQS)
+	s.Poller.SQS = s.pause
 	s.Poller.QueueURL = s.Names.TaskQueueURL
 	s.Poller.QueueARN = s.Names.TaskQueueARN
 	s.Poller.Region = s.AWS.Region

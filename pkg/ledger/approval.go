@@ -229,6 +229,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
 	for _, n := range r.Deliveries {
+		// A delivery's receipt names exactly this decision.
+		n.DecidedBy, n.DecidedAt, n.ApprovalPolicy = r.By, rfc3339(now), r.Policy
 		d, item, err := l.newTaskItem(n, now)
 		if err != nil {
 			return nil, false, err
