@@ -28,6 +28,7 @@ type checker struct {
 	s          *soak
 	rows       map[Kind]*Row
 	violations []Violation
+	spendRows  map[Kind]*spendRowStats // check_spend.go
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -86,6 +87,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			continue
 		}
 		c.checkSubmit(t, st)
+		c.spendTask(ctx, t, st, reviewOf[t.id])
 		if st == nil {
 			continue
 		}
@@ -207,6 +209,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	}
 
 	c.perTask(rep)
+	c.spendRunWide()
 
 	// Rows: injected counts and run-wide notes.
 	for _, k := range AllKinds() {
@@ -250,6 +253,9 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 			continue // a fresh task after the first expired: checked by expiredKey
 		}
 		if cl.variant == "cancel" {
+			if cl.status == 202 && t.kind == CancelRunning {
+				continue // a cancel while running (check_spend.go)
+			}
 			if cl.status != 200 && cl.status != 409 && cl.status != 503 {
 				c.add(t.kind, t.id, "unexpected_status", "cancel answered %d", cl.status)
 			}
@@ -257,6 +263,10 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 		}
 		switch cl.status {
 		case 200, 202, 422, 503:
+		case 429: // the quota caller over its quota (check_spend.go)
+			if t.kind != QuotaExceeded {
+				c.add(t.kind, t.id, "unexpected_status", "submit (%s) answered %d", cl.variant, cl.status)
+			}
 		default:
 			c.add(t.kind, t.id, "unexpected_status", "submit (%s) answered %d", cl.variant, cl.status)
 		}

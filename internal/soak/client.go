@@ -172,6 +172,8 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 			}
 			rec.finish("cancel", "", c)
 		}
+	case QuotaExceeded:
+		s.submitQuota(ctx, t, rec)
 	default:
 		s.submitVariant(ctx, t, rec, "a", t.input)
 	}
@@ -183,7 +185,7 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 // submitVariant is one caller: POST /tasks with the key, retried on 5xx
 // (the API's Retry-After compressed to tens of milliseconds).
 func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant, input string) call {
-	body := `{"kind":"generate","input":` + input + `}`
+	body := submitBody(t, input)
 	var c call
 	for try := range maxSubmitTries {
 		c = s.request(ctx, http.MethodPost, "/tasks", t.key, body)

@@ -68,6 +68,7 @@ func TaskKinds() []Kind {
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
+		BudgetTight, QuotaExceeded, AdmissionWait, CancelRunning,
 	}
 }
 
@@ -80,6 +81,9 @@ func AllKinds() []Kind {
 // in; anything else is reported (not a violation: budgets can legitimately
 // park a task).
 func expected(k Kind) []ledger.State {
+	if e := expectedSpend(k); e != nil {
+		return e
+	}
 	switch k {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
@@ -123,6 +127,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.i = i
 		t.key = fmt.Sprintf("soak-%d-%05d", seed, i)
 		t.id = ledger.TaskID(scope, t.key)
+		if t.kind == QuotaExceeded {
+			t.id = ledger.TaskID(QuotaScope, t.key) // the dedicated quota caller
+		}
 		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
 		if t.kind == LargeInput {
 			t.input = fmt.Sprintf(`{"prompt":"soak task %d:%s","max_tokens":8}`, i, strings.Repeat(" a long document", 400))
@@ -159,6 +166,10 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		return []simulated.Fault{simulated.ServerError}
 	case DeadlinePressure:
 		return []simulated.Fault{simulated.Long}
+	case BudgetTight:
+		return []simulated.Fault{simulated.ServerError, simulated.ServerError}
+	case CancelRunning:
+		return []simulated.Fault{simulated.Slow}
 	case OversizedResult:
 		// Every attempt: the provider deterministically answers too much.
 		return repeat(simulated.Oversized, maxAttempts+1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,7 @@ type soak struct {
 	provCalls int
 	ticks     int
 	runs      []tickSpan // every reconciler tick's start and end, in start order
+	sp        spendState // budgets, quota, admission, cancel while running (spend.go)
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -256,7 +258,7 @@ func (s *soak) wire(ctx context.Context) error {
 			Payloads: handlerPayloads,
 		}
 	}
-	return nil
+	return s.wireSpend(ddb)
 }
 
 // eventSources builds the SQS event source mapping (from the template, on
@@ -322,6 +324,7 @@ func (s *soak) onInject(c faultinject.Call, k faultinject.Kind) {
 		s.inject(t.kind)
 		return
 	}
+	s.touch(c.TaskID)
 	s.inject(BackgroundAWS)
 }
 
@@ -414,7 +417,7 @@ func (s *soak) hooks() *worker.Hooks {
 	afterProvider := kill(KillAfterProvider)
 	return &worker.Hooks{
 		BeforeClaim: kill(KillBeforeClaim),
-		AfterClaim:  kill(KillAfterClaim),
+		AfterClaim:  s.afterClaim(kill(KillAfterClaim)),
 		AfterProvider: func(ctx context.Context, id string) error {
 			if t := s.byID[id]; t != nil && t.kind == StaleWorker && s.once(StaleWorker, id) {
 				s.stale(ctx, id)
@@ -467,7 +470,7 @@ func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTime
 
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
-	res, err := p.Provider.Generate(callCtx, req)
+	res, err := p.s.generate(callCtx, req)
 	cancel()
 	s := p.s
 	s.mu.Lock()
@@ -699,13 +702,25 @@ func (s *soak) scanTasks(ctx context.Context) ([]ledger.Task, error) {
 	var out []ledger.Task
 	err := s.scan(ctx, s.env.Names.TasksTable, func(items []map[string]types.AttributeValue) error {
 		var page []ledger.Task
-		if err := attributevalue.UnmarshalListOfMaps(items, &page); err != nil {
+		if err := attributevalue.UnmarshalListOfMaps(taskItems(items), &page); err != nil {
 			return err
 		}
 		out = append(out, page...)
 		return nil
 	})
 	return out, err
+}
+
+// taskItems keeps the tasks of a page of the tasks table: spend# budget,
+// quota# and adm# admission items live there too.
+func taskItems(items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
+	out := items[:0:0]
+	for _, it := range items {
+		if k, ok := it["task_id"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, "t_") {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 func (s *soak) scanReviews(ctx context.Context) ([]ledger.Review, error) {
