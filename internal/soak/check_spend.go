@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"time"
@@ -15,9 +16,10 @@ import (
 // spendTask checks the spend-control rules of one planned task (st is nil
 // when nothing is stored):
 //
-//   - spend_over_budget: a budgeted task's chain (and its own item) never
-//     spent more than its budget plus one call's reservation (the spend#
-//     items, read consistently);
+//   - spend_over_budget: a budgeted task's chain (a chain_budget root and
+//     its regenerates share one) and its own item never spent more than
+//     the budget plus one call's reservation (the spend# items, read
+//     consistently);
 //   - quota_429_wrote, quota_429_without_retry_after: a quota caller's 429
 //     carries Retry-After (whole seconds > 0) and wrote nothing: no task,
 //     no budget item;
@@ -87,7 +89,7 @@ func (c *checker) budgetTask(ctx context.Context, t *task, st *ledger.Task) {
 		if st.BudgetMaxTokens > 0 && bs.Spent.Tokens() > st.BudgetMaxTokens+rsv {
 			c.add(t.kind, t.id, "spend_over_budget", "%s spent %d tokens, budget %d + one reservation %d", k, bs.Spent.Tokens(), st.BudgetMaxTokens, rsv)
 		}
-		if k == spend.ChainKey(st.Chain()) {
+		if k == spend.ChainKey(st.Chain()) && t.parent == nil {
 			sp := c.spendRow(t.kind)
 			sp.chains++
 			sp.maxOver = max(sp.maxOver, bs.Spent.Tokens()-st.BudgetMaxTokens)
@@ -163,7 +165,7 @@ func (s *soak) windowCalls() map[int64]int {
 // spendRunWide checks admission_window_over_limit (no admission window
 // saw more provider calls start than its request limit, counted at the
 // provider) and writes the rows' notes.
-func (c *checker) spendRunWide() {
+func (c *checker) spendRunWide(rep *Report) {
 	s := c.s
 	wins := s.windowCalls()
 	starts := make([]int64, 0, len(wins))
@@ -186,16 +188,23 @@ func (c *checker) spendRunWide() {
 	c.row(AdmissionWait).Note = fmt.Sprintf("%d waits for admission in all (%d tasks); busiest window %d calls of limit %d per %s", waits, waiters, busiest, AdmissionRequests, AdmissionWindow)
 	accepted := 0
 	for _, t := range s.tasks {
-		if t.kind != QuotaExceeded {
-			continue
-		}
-		if f, ok := s.records[t.id].finals["a"]; ok && f.status/100 == 2 {
+		f, ok := s.records[t.id].finals["a"]
+		switch {
+		case !ok:
+		case t.kind == QuotaExceeded && f.status/100 == 2:
 			accepted++
+		case t.kind == QuotaExceeded && f.status == http.StatusTooManyRequests:
+			rep.Refused++
+		case t.parent != nil && f.status/100 == 2:
+			rep.Regenerates++
 		}
 	}
 	c.row(QuotaExceeded).Note = fmt.Sprintf("injected = 429s; %d accepted before the caller's quota of %d tokens was used", accepted, QuotaTokens)
 	if r := c.spendRows[BudgetTight]; r != nil {
 		c.row(BudgetTight).Note = fmt.Sprintf("%d budgets, %d parked budget_exhausted, largest spend over budget %d tokens (bound: one reservation)", r.chains, r.exhausted, r.maxOver)
+	}
+	if r := c.spendRows[ChainBudget]; r != nil {
+		c.row(ChainBudget).Note = fmt.Sprintf("%d chains (a root and %d regenerates at once), %d tasks parked budget_exhausted, largest chain spend over budget %d tokens (bound: one reservation)", r.chains, regeneratesPerChain, r.exhausted, r.maxOver)
 	}
 	if r := c.spendRows[CancelRunning]; r != nil {
 		c.row(CancelRunning).Note = fmt.Sprintf("ends after a cancel in flight: %d cancelled, %d completed (readback), %d needs_review", r.ends[ledger.StateCancelled], r.ends[ledger.StateCompleted], r.ends[ledger.StateNeedsReview])

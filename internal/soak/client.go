@@ -171,9 +171,12 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 				}
 			}
 			rec.finish("cancel", "", c)
+			s.cancelledWhileRunning(t, c) // the worker had claimed it: the rules of cancel_running
 		}
 	case QuotaExceeded:
 		s.submitQuota(ctx, t, rec)
+	case ChainBudget:
+		s.submitChain(ctx, t, rec)
 	default:
 		s.submitVariant(ctx, t, rec, "a", t.input)
 	}

@@ -68,7 +68,7 @@ func TaskKinds() []Kind {
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
-		BudgetTight, QuotaExceeded, AdmissionWait, CancelRunning,
+		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
 	}
 }
 
@@ -104,6 +104,7 @@ type task struct {
 	input  string // the input object submitted
 	other  string // KeyReusedPayload: the other input
 	racing bool   // KeyReusedPayload / DuplicateDelivery variant
+	parent *task  // ChainBudget: the chain's root of a regenerate (chain.go)
 }
 
 // plan assigns kinds to tasks: ceil(share×n) faulted tasks take the task
@@ -140,7 +141,7 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 			t.other = fmt.Sprintf(`{"prompt":"another payload for soak task %d","max_tokens":8}`, i)
 		}
 	}
-	return tasks
+	return withRegenerates(tasks, scope)
 }
 
 // providerScript is the simulated provider's script for a task kind.
@@ -170,6 +171,8 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		return []simulated.Fault{simulated.ServerError, simulated.ServerError}
 	case CancelRunning:
 		return []simulated.Fault{simulated.Slow}
+	case ChainBudget:
+		return []simulated.Fault{simulated.ServerError}
 	case OversizedResult:
 		// Every attempt: the provider deterministically answers too much.
 		return repeat(simulated.Oversized, maxAttempts+1)
