@@ -24,8 +24,11 @@ import (
 //     carries Retry-After (whole seconds > 0) and wrote nothing: no task,
 //     no budget item;
 //   - call_after_cancel, cancelled_with_result, cancel_not_by_unknown_rules:
-//     after a cancel answered 202 (or 200) while the call was in flight, no provider
-//     call started; a cancelled task has no result; any other end is the
+//     after a cancel answered 202 (the running attempt fenced), no provider
+//     call of a later attempt started (the fenced attempt's own call may
+//     start after the answer: its decision, and in plain mode its
+//     call-start mark, preceded the cancel's write; the provider's and the
+//     API's timestamps); a cancelled task has no result; any other end is the
 //     unknown rules' (completed only by a readback, i.e. not in plain mode;
 //     needs_review only as unknown_outcome);
 //   - admission_wait_consumed_attempt: the first provider call of a task
@@ -101,10 +104,14 @@ func (c *checker) budgetTask(ctx context.Context, t *task, st *ledger.Task) {
 }
 
 func (c *checker) cancelledTask(t *task, st *ledger.Task, rv *ledger.Review, cancelAt time.Time) {
+	// The fenced assignment's own call may still start after the answer
+	// (its decision, and in plain mode its call-start mark, came first);
+	// a call of any later assignment may not.
+	fenced, known := c.s.sp.cancelAtt[t.id]
 	for _, e := range c.s.prov.Events(t.id) {
-		if e.Kind == simulated.EventCall && e.Start.After(cancelAt) {
-			c.add(t.kind, t.id, "call_after_cancel", "a provider call (attempt %d) started %s after the cancel was answered",
-				e.Attempt, e.Start.Sub(cancelAt))
+		if e.Kind == simulated.EventCall && e.Start.After(cancelAt) && known && fenced >= 0 && e.Attempt > fenced {
+			c.add(t.kind, t.id, "call_after_cancel", "a provider call of attempt %d started %s after the cancel fenced attempt %d",
+				e.Attempt, e.Start.Sub(cancelAt), fenced)
 		}
 	}
 	switch st.State {

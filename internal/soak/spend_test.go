@@ -81,6 +81,7 @@ func TestSpendCheckerCatchesBrokenPromises(t *testing.T) {
 		}
 		first := s.prov.Events(cancelled[0].id)[0].Start
 		s.sp.cancelAt[cancelled[0].id] = first.Add(-time.Millisecond)
+		s.sp.cancelAtt[cancelled[0].id] = 0 // as if the cancel had fenced an earlier attempt
 		tampered = append(tampered, "call_after_cancel")
 		set(cancelled[1].id, "state", str(string(ledger.StateFailed)))
 		tampered = append(tampered, "cancel_not_by_unknown_rules")
