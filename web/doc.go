@@ -41,6 +41,20 @@
 //     wrong, and the page says so). Sign out forgets the tokens in this
 //     tab. In "none" a banner says the API is open to anyone; in "iam" the
 //     page says it cannot sign requests. The task list is kept per user.
+//   - Approval (static/approval.js, DESIGN §10): the submit form can ask
+//     for an approval gate ("Require approval") and one delivery (notify,
+//     publish or crm with a params JSON object; checked in the page before
+//     anything is sent). A task awaiting approval shows its result and
+//     result_sha256 with Approve, Edit & approve (the result's text, or its
+//     JSON, edited and sent as edited_result with the shown hash) and
+//     Reject, each with a note. Every decision carries the hash this tab
+//     shows: a result changed since is a 409 artifact-changed, said with
+//     both hashes, and the current result is loaded. After an approval the
+//     deliveries are listed with their states (polled until settled), each
+//     opening its deliver task with its receipt (destination, identity,
+//     provider ref, public URL, readback, approver, policy; missing fields
+//     show "—"); Withdraw approval cancels unstarted deliveries, and a 409
+//     deliveries-started names each started delivery and its state.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -67,6 +81,12 @@
 // TestBrowserOverview: figures asserted after completing, failing, parked,
 // throttled and slow tasks; screenshots overview-*.png, light and dark) and
 // its chart helpers with node's test runner (web/test/chart.test.mjs).
+// The approval UI is tested the same way (web/test/approval.mjs,
+// TestBrowserApproval: approve, a refused withdraw, the delivery's receipt
+// view, edit & approve, withdraw while unstarted — the test holds that
+// task's deliveries back from the worker through local.Options.WrapWorker —,
+// a stale tab's approve refused with 409 artifact-changed, reject; then the
+// ledger is checked; screenshots approval-*.png).
 //
 // Task text is written to the DOM only as text (never as HTML) and never to
 // the URL or to web storage; only task ids and states are remembered, in

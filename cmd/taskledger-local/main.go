@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/provider"
@@ -99,6 +100,16 @@ func options() (local.Options, error) {
 		return o, err
 	}
 	if err := o.Provider.Validate(); err != nil {
+		return o, err
+	}
+	// make run registers the simulated destinations (notify, publish,
+	// crm) unless TASKLEDGER_DESTINATIONS says otherwise.
+	dests := os.Getenv(deliver.EnvVar)
+	if strings.TrimSpace(dests) == "" {
+		dests = `{"simulated":{}}`
+	}
+	var err error
+	if o.Destinations, err = deliver.ParseConfig(dests); err != nil {
 		return o, err
 	}
 	if v := os.Getenv("LEASE_SECONDS"); v != "" {

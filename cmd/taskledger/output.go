@@ -98,6 +98,17 @@ func printTask(w io.Writer, t *opsapi.Task) {
 		row("provider", strings.TrimSpace(rc.Provider+" "+rc.ProviderRef))
 		row("completed", seconds(rc.CompletedAt))
 		row("readback", seconds(rc.ReadbackAt))
+		if d := rc.Delivery; d != nil {
+			row("destination", strings.TrimSpace(d.Destination+" "+d.DestinationIdentity))
+			row("delivered sha256", d.PayloadSHA256)
+			row("public url", d.PublicURL)
+			row("readback result", d.ReadbackResult)
+			if d.ApprovedBy != "" || d.ApprovedAt != "" || d.Policy != "" {
+				row("approved", strings.TrimSpace(d.ApprovedBy+" "+seconds(d.ApprovedAt)+" "+d.Policy))
+			} else {
+				row("approved", "(direct deliver: no approval)")
+			}
+		}
 	}
 	if len(t.Result) > 0 {
 		row("result", fmt.Sprintf("%d bytes (--json to print it)", len(t.Result)))

@@ -59,15 +59,20 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	if err != nil {
 		return nil, err
 	}
+	dests, err := lambdaenv.Destinations(b.AWS, getenv)
+	if err != nil {
+		return nil, err
+	}
 	sq := awsclient.SQS(b.AWS)
 	return &reconciler.Handler{
-		Ledger:   b.Ledger,
-		Dispatch: &dispatch.Sender{SQS: sq, QueueURL: b.TaskQueueURL},
-		Backlog:  &dispatch.Backlog{SQS: sq, QueueURL: b.TaskQueueURL},
-		DLQ:      sq,
-		DLQURL:   dlqURL,
-		Provider: p,
-		Metrics:  metrics.NewWriter(os.Stdout),
-		Payloads: payloads,
+		Ledger:       b.Ledger,
+		Dispatch:     &dispatch.Sender{SQS: sq, QueueURL: b.TaskQueueURL},
+		Backlog:      &dispatch.Backlog{SQS: sq, QueueURL: b.TaskQueueURL},
+		DLQ:          sq,
+		DLQURL:       dlqURL,
+		Provider:     p,
+		Destinations: dests,
+		Metrics:      metrics.NewWriter(os.Stdout),
+		Payloads:     payloads,
 	}, nil
 }

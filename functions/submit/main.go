@@ -71,11 +71,16 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	dests, err := lambdaenv.DestinationChecker(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	h := &api.Handler{
 		Ledger:         led,
 		Payloads:       payloads,
 		Auth:           auth,
 		Approvals:      approvals,
+		Destinations:   dests,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

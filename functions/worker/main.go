@@ -93,18 +93,23 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	dests, err := lambdaenv.Destinations(b.AWS, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	return &worker.Handler{
-		Admission:   adm,
-		Spend:       ws,
-		Ledger:      b.Ledger,
-		Payloads:    payloads,
-		Provider:    p,
-		SQS:         awsclient.SQS(b.AWS),
-		QueueURL:    b.TaskQueueURL,
-		Policy:      retrypolicy.Default(),
-		Lease:       lease,
-		Concurrency: concurrency,
-		Metrics:     metrics.NewWriter(os.Stdout),
+		Admission:    adm,
+		Spend:        ws,
+		Ledger:       b.Ledger,
+		Payloads:     payloads,
+		Provider:     p,
+		Destinations: dests,
+		SQS:          awsclient.SQS(b.AWS),
+		QueueURL:     b.TaskQueueURL,
+		Policy:       retrypolicy.Default(),
+		Lease:        lease,
+		Concurrency:  concurrency,
+		Metrics:      metrics.NewWriter(os.Stdout),
 	}, nil
 }
 

@@ -25,6 +25,13 @@
 // api/openapi.yaml is the published contract; the tests validate every
 // response the handler gives against it.
 //
+// A submit is {"kind":"generate",…} or {"kind":"deliver","input":
+// {"destination","params","payload"}} (DESIGN §10; deliver.go): a deliver
+// input is checked against Handler.Destinations — a destination that is not
+// configured, or params it does not accept, is a 400 naming the field, and
+// nothing is written. Its task view's receipt carries the delivery fields
+// (view_deliver.go).
+//
 // # Idempotency
 //
 // A task's id is derived from the caller's scope and the Idempotency-Key

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -56,6 +57,9 @@ type Handler struct {
 	// inline threshold go to S3 and the item keeps the reference. nil keeps
 	// every input inline (no S3 call at all).
 	Payloads *payload.Store
+	// Destinations are the configured destinations a deliver task may
+	// name (deliver.go); nil: deliver submits are refused.
+	Destinations *deliver.Registry
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -177,6 +181,12 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		return h.reject(c, p)
 	}
 	s, p := parseSubmit(c.headers, body, h.limits())
+	if p == nil && s.kind == deliver.Kind {
+		p = h.checkDeliver(s.input)
+	}
+	if p == nil {
+		p = h.checkPlan(s.plan)
+	}
 	if p != nil {
 		return h.reject(c, p)
 	}
@@ -208,6 +218,9 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)
+	if p == nil && parent.Kind == deliver.Kind {
+		p = regenerateDeliver(parent.TaskID)
+	}
 	if p != nil {
 		return h.reject(c, p)
 	}

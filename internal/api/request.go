@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 )
 
@@ -211,8 +212,15 @@ func parseObject(body []byte, allowed ...string) (map[string]json.RawMessage, *P
 	return out, nil
 }
 
-// parseInput validates the "input" member and returns its canonical form.
+// parseInput validates the "input" member of a generate task and returns
+// its canonical form.
 func parseInput(raw json.RawMessage, present bool, max int) (string, *Problem) {
+	return parseInputOf(contract.KindGenerate, raw, present, max)
+}
+
+// parseInputOf validates the "input" member of a task of kind and returns
+// its canonical form.
+func parseInputOf(kind string, raw json.RawMessage, present bool, max int) (string, *Problem) {
 	if !present || bytes.Equal(raw, []byte("null")) {
 		return "", invalidBody("input", `Field "input" is required and must be a JSON object.`)
 	}
@@ -226,6 +234,9 @@ func parseInput(raw json.RawMessage, present bool, max int) (string, *Problem) {
 	if len(canon) > max {
 		return "", newProblem(TypeInputTooLarge, http.StatusRequestEntityTooLarge, "Task input too large",
 			fmt.Sprintf("The task input is %d bytes in canonical JSON form; at most %d are accepted.", len(canon), max)).withField("input")
+	}
+	if kind == deliver.Kind {
+		return string(canon), deliverInputProblem(canon)
 	}
 	if _, err := contract.ParseGenerateInput(raw); err != nil {
 		var ie *contract.InputError
@@ -269,13 +280,13 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	}
 	rawKind, ok := fields["kind"]
 	if !ok {
-		return s, invalidBody("kind", `Field "kind" is required; the only kind is "generate".`)
+		return s, invalidBody("kind", `Field "kind" is required: "generate" or "deliver".`)
 	}
-	if json.Unmarshal(rawKind, &s.kind) != nil || s.kind != contract.KindGenerate {
-		return s, invalidBody("kind", `Field "kind" must be "generate".`)
+	if json.Unmarshal(rawKind, &s.kind) != nil || (s.kind != contract.KindGenerate && s.kind != deliver.Kind) {
+		return s, invalidBody("kind", `Field "kind" must be "generate" or "deliver".`)
 	}
 	rawInput, ok := fields["input"]
-	if s.input, p = parseInput(rawInput, ok, lim.input); p != nil {
+	if s.input, p = parseInputOf(s.kind, rawInput, ok, lim.input); p != nil {
 		return s, p
 	}
 	if rawBudget, ok := fields["budget"]; ok {

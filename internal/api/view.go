@@ -64,6 +64,9 @@ type ReceiptView struct {
 	// on every read. A result over MaxViewResult is described, not shown.
 	ResultBytes  int64  `json:"result_bytes,omitempty"`
 	ResultSHA256 string `json:"result_sha256,omitempty"`
+	// DeliveryReceipt holds the receipt fields of a deliver task (every
+	// field of DESIGN §10's receipt; view_deliver.go); absent otherwise.
+	*DeliveryReceipt
 }
 
 // ReviewView is the review item of a parked task.
@@ -101,6 +104,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 	if v.CorrelationID == "" {
 		v.CorrelationID = t.TaskID
 	}
+	addDeliveryReceipt(&v.Receipt, t)
 	if showsResult(t) && t.Result != "" {
 		if json.Valid([]byte(t.Result)) {
 			v.Result = json.RawMessage(t.Result)

@@ -193,6 +193,26 @@ var (
 	ErrNoReadback = errors.New("destination: no readback")
 )
 
+// ParamsChecker is optionally implemented by a destination that can check
+// a delivery's params without delivering (at submit, before anything is
+// written). Errors are a *ParamsError wrapped by retrypolicy.Permanent.
+type ParamsChecker interface {
+	CheckParams(params json.RawMessage) error
+}
+
+// CheckParams checks params for d: with d's ParamsChecker, else by its
+// RequestGuarantees (which parse them); a destination with neither accepts
+// any params here and checks them when it delivers.
+func CheckParams(d Destination, params json.RawMessage) error {
+	if pc, ok := d.(ParamsChecker); ok {
+		if err := pc.CheckParams(params); err != nil {
+			return err
+		}
+	}
+	_, err := GuaranteesOf(d, params)
+	return err
+}
+
 // GuaranteesOf returns d's guarantees for a delivery with params.
 func GuaranteesOf(d Destination, params json.RawMessage) (Guarantees, error) {
 	if rg, ok := d.(RequestGuarantees); ok {

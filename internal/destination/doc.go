@@ -2,8 +2,8 @@
 // performs: a notification, a publication, a CRM record, a webhook, an
 // event (DESIGN.md §10). Providers generate; destinations deliver. Both run
 // on the same ledger, claim, fencing, unknown, readback and review
-// machinery — this package holds only the destination side of it, and is
-// not yet wired into the worker (issue 12).
+// machinery — this package holds only the destination side of it;
+// package deliver wires it into the worker and the reconciler.
 //
 // # Model
 //

@@ -20,8 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/sivchari/kumo"
 
+	awseb "github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
@@ -71,6 +74,10 @@ type Options struct {
 	// Provider selects the provider (the zero value: simulated, seed 0, no
 	// faults). See provider.ConfigFromEnv.
 	Provider provider.Config
+	// Destinations configures the deliver destinations (package deliver;
+	// the zero value: none — make run registers the simulated ones).
+	// Webhook secrets and an EventBridge bus are read from the endpoint.
+	Destinations deliver.Config
 	// ReconcileEvery overrides the reconciler's period (default: the
 	// template's ScheduleV2 rate).
 	ReconcileEvery time.Duration
@@ -117,6 +124,10 @@ type Options struct {
 	// Template is the SAM template (default: template.yaml found by
 	// stack.Find).
 	Template *stack.Template
+	// WrapWorker, when set, wraps the worker as the emulated event source
+	// calls it (tests: hold some messages back, as a throttled worker
+	// would, by reporting them as batch item failures).
+	WrapWorker func(SQSDeliver) SQSDeliver
 }
 
 // Stack is a running local stack. Its fields are read-only.
@@ -137,6 +148,10 @@ type Stack struct {
 	// Provider is the provider the worker and the reconciler share
 	// (*simulated.Provider when simulated).
 	Provider provider.Provider
+	// Destinations are the deliver destinations the submit handler checks
+	// against and the worker and the reconciler share (Sims holds the
+	// simulated ones).
+	Destinations *deliver.Registry
 	// Poller and Ticker are the emulated event sources (do not change their
 	// fields).
 	Poller *Poller
@@ -241,8 +256,22 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 
+	deps := deliver.Deps{}
+	if len(o.Destinations.Webhooks) > 0 {
+		deps.Secrets = secretsmanager.NewFromConfig(s.AWS)
+	}
+	if o.Destinations.EventBridge != nil {
+		deps.EventBridge = awseb.NewFromConfig(s.AWS)
+	}
+	if s.Destinations, err = deliver.Build(o.Destinations, deps); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	if names := s.Destinations.Names(); len(names) > 0 {
+		prog.printf("deliver destinations: %s", strings.Join(names, ", "))
+	}
+
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
 		authz, err = NewJWTAuthorizer(ctx, o.OIDCIssuer, o.OIDCAudience, nil, log)
@@ -267,29 +296,31 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		lease = DefaultLease
 	}
 	work := &worker.Handler{
-		Ledger:   s.Ledger,
-		Provider: s.Provider,
-		SQS:      s.SQS,
-		QueueURL: s.Names.TaskQueueURL,
-		Policy:   retrypolicy.Default(),
-		Lease:    lease,
-		Log:      log,
-		Metrics:  metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
-		Payloads: payloads,
+		Ledger:       s.Ledger,
+		Provider:     s.Provider,
+		Destinations: s.Destinations,
+		SQS:          s.SQS,
+		QueueURL:     s.Names.TaskQueueURL,
+		Policy:       retrypolicy.Default(),
+		Lease:        lease,
+		Log:          log,
+		Metrics:      metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
+		Payloads:     payloads,
 	}
 	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
 	}
 	recon := &reconciler.Handler{
-		Ledger:   s.Ledger,
-		Dispatch: sender,
-		Backlog:  &dispatch.Backlog{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL},
-		DLQ:      s.SQS,
-		DLQURL:   s.Names.DeadLetterQueueURL,
-		Provider: s.Provider,
-		Log:      log,
-		Metrics:  metrics.NewWriter(rates),
-		Payloads: payloads,
+		Ledger:       s.Ledger,
+		Dispatch:     sender,
+		Backlog:      &dispatch.Backlog{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL},
+		DLQ:          s.SQS,
+		DLQURL:       s.Names.DeadLetterQueueURL,
+		Provider:     s.Provider,
+		Destinations: s.Destinations,
+		Log:          log,
+		Metrics:      metrics.NewWriter(rates),
+		Payloads:     payloads,
 	}
 
 	// Event sources, configured from the template.
@@ -313,6 +344,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.Poller.PollWait = EmbeddedPollWait
 	}
 	s.Poller.Deliver = work.Handle
+	if o.WrapWorker != nil {
+		s.Poller.Deliver = o.WrapWorker(work.Handle)
+	}
 	s.Poller.Log = log
 	s.Poller.OnBatch = func(r BatchReport) {
 		if r.Err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -50,6 +51,9 @@ type Receipt struct {
 	ProviderRef string `json:"provider_ref,omitempty"`
 	CompletedAt string `json:"completed_at,omitempty"`
 	ReadbackAt  string `json:"readback_at,omitempty"`
+	// Delivery holds a deliver task's receipt fields (destination,
+	// identity, public URL, readback result, approval); nil otherwise.
+	Delivery *deliver.TaskReceipt `json:"delivery,omitempty"`
 }
 
 // ViewTask returns the operator's view of t (nil for nil).
@@ -78,9 +82,13 @@ func ViewTask(t *ledger.Task) *Task {
 	if t.ErrorClass != "" {
 		v.Error = &TaskError{Class: t.ErrorClass, Message: t.ErrorMessage}
 	}
-	if t.State == ledger.StateCompleted || t.ProviderRef != "" || t.ReadbackAt != "" {
+	d, isDelivery := deliver.ReceiptOfTask(t)
+	if t.State == ledger.StateCompleted || t.ProviderRef != "" || t.ReadbackAt != "" || isDelivery {
 		v.Receipt = &Receipt{OperationID: t.OperationID(), Provider: t.Provider, ProviderRef: t.ProviderRef,
 			CompletedAt: t.CompletedAt, ReadbackAt: t.ReadbackAt}
+	}
+	if isDelivery {
+		v.Receipt.Delivery = &d
 	}
 	return v
 }

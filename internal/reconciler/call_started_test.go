@@ -71,42 +71,26 @@ func TestExpiredLastLeaseWithoutCallMarkIsParkedNoCall(t *testing.T) {
 	})
 }
 
-// TestCallMarkIsIgnoredWithReadback: a provider that reads back gets no
-// mark from the worker; the reconciler reads it back as before.
-func TestCallMarkIsIgnoredWithReadback(t *testing.T) {
+// TestReadbackProviderIsMarkedToo: a provider that reads back but does not
+// deduplicate gets the call-start mark as well. An expired lease without it
+// is re-queued without a readback (no call was started); with it the lease
+// goes to unknown for readback.
+func TestReadbackProviderIsMarkedToo(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true})
-		task := create(t, b, "claim-only-readback")
-		claim(t, b, task.TaskID)
+		unmarked := create(t, b, "claim-only-readback")
+		claim(t, b, unmarked.TaskID)
+		marked := create(t, b, "claim-and-call-readback")
+		markCall(t, b, claim(t, b, marked.TaskID))
 		b.clock.Advance(time.Minute)
-		if s := handle(t, b.handler()); s.ExpiredToUnknown != 1 || s.Requeued != 0 {
-			t.Fatalf("summary = %+v, want the expired lease moved to unknown for readback", s)
+		if s := handle(t, b.handler()); s.ExpiredToUnknown != 1 || s.Requeued != 1 {
+			t.Fatalf("summary = %+v, want the unmarked lease re-queued and the marked one moved to unknown", s)
 		}
-	})
-}
-
-// TestExpiredLastLeaseOnDeduplicatingProviderIsParkedSafeRetry: a provider
-// that deduplicates but offers no readback gets no call-start mark; its
-// expired last lease is parked budget_exhausted saying a retry is safe,
-// never that the provider may have acted (nothing records whether it did,
-// and with deduplication it does not matter).
-func TestExpiredLastLeaseOnDeduplicatingProviderIsParkedSafeRetry(t *testing.T) {
-	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, simulated.Options{NoReadback: true})
-		task := create(t, b, "claim-only-dedup", func(n *ledger.NewTask) { n.MaxAttempts = 1 })
-		claim(t, b, task.TaskID)
-		b.clock.Advance(time.Minute)
-		s := handle(t, b.handler())
-		if s.Parked != 1 || s.ExpiredToUnknown != 0 || s.Requeued != 0 {
-			t.Fatalf("summary = %+v, want parked in this run", s)
+		if got := get(t, b, unmarked.TaskID); got.State != ledger.StateQueued {
+			t.Fatalf("unmarked task %s, want queued", got.State)
 		}
-		r, err := b.l.GetReview(ctx, task.TaskID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := r.Summary + "\n" + strings.Join(r.Known, "\n") + "\n" + strings.Join(r.Uncertain, "\n") + "\n" + strings.Join(r.SafeActions, "\n")
-		if r.Reason != ledger.ReviewBudgetExhausted || !strings.Contains(text, "cannot generate twice") || strings.Contains(text, "may have") {
-			t.Fatalf("review %s does not say a retry is safe (or says the provider may have acted):\n%s", r.Reason, text)
+		if got := get(t, b, marked.TaskID); got.State != ledger.StateUnknown {
+			t.Fatalf("marked task %s, want unknown", got.State)
 		}
 	})
 }

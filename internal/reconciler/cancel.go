@@ -24,7 +24,7 @@ import (
 // and the call-start mark proves no provider call had started under the
 // cancelled assignment. It reports whether it handled t.
 func (r *run) cancelledUnstarted(ctx context.Context, t *ledger.Task) bool {
-	if t.CancelVersion <= 0 || !r.h.callMarked() || t.CallStartedVersion == t.CancelVersion {
+	if t.CancelVersion <= 0 || !r.h.callMarked(t) || t.CallStartedVersion == t.CancelVersion {
 		return false
 	}
 	r.cancel(ctx, t, "cancelled while running before its provider call started (no call-start mark under the cancelled assignment)")

@@ -19,8 +19,8 @@
 //   - running, lease_until more than Grace in the past: with budget left and
 //     a step that cannot cause a second side effect (SideEffects(kind) is
 //     false: by default, the provider honours idempotency keys) → Requeue and
-//     send its message. With a provider that neither honours idempotency
-//     keys nor offers a readback, a lease without the worker's call-start
+//     send its message. With a provider that does not honour idempotency
+//     keys, a lease without the worker's call-start
 //     mark at its version (call_started_version) had no provider call
 //     started under it: with budget left → RequeueUnstarted and send, else
 //     park budget_exhausted saying no call was started. A step with side
@@ -49,6 +49,13 @@
 //     cancelled (ledger.CancelUnknown) instead of re-queuing it: no
 //     call-start mark at the cancelled version (a provider whose calls are
 //     marked), or a readback that finds nothing (cancel.go).
+//   - a deliver task (DESIGN §10) follows the same rules with its
+//     destination in the provider's place (deliver.go, package deliver):
+//     side effects unless the destination is idempotent, readback through
+//     the destination and destination.Decide — a lagging "not found"
+//     (deliver.ErrNotYetVisible) is read again every run, and parks,
+//     saying so, when the age budget ends; its unknown_outcome review
+//     speaks of the delivery (review.DeliveryUnknownOutcome).
 //   - queued / retry_wait past due_at (retry_wait: plus RelaySlack, since
 //     the worker's delayed message normally arrives on its own) → the outbox
 //     relay: ledger.ClaimDispatch, and only its winner sends the message.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
@@ -36,6 +37,11 @@ const (
 	// messages are a healthy pipeline's messages in transit, more are a
 	// backlog.
 	DefaultBacklogThreshold = 100
+	// DefaultCallTimeout bounds a provider or destination call whose step
+	// declares no call timeout (contract.CallTimer): the template's
+	// PROVIDER_TIMEOUT. Until it has passed since a lease expired, a
+	// readback's "not found" is not credible (the call may still run).
+	DefaultCallTimeout = 2 * time.Minute
 	// MaxOpenReviewPages bounds the open-review count (pages of 100).
 	MaxOpenReviewPages = 10
 )
@@ -65,6 +71,9 @@ type Handler struct {
 	// Provider is read back (contract.Looker) for unknown outcomes; nil
 	// means no readback is possible.
 	Provider contract.Provider
+	// Destinations read deliver tasks back (deliver.go); nil: a deliver
+	// task in unknown is parked for a person.
+	Destinations *deliver.Registry
 	// Metrics receives the EMF records; nil writes none.
 	Metrics *metrics.Writer
 	Log     *slog.Logger
@@ -143,8 +152,11 @@ type Summary struct {
 	// cancelled (no call started, or a readback found nothing).
 	Cancelled int `json:"cancelled"`
 	// Readback outcomes of provider Lookups.
-	ReadbackFound      int `json:"readback_found"`
-	ReadbackNotFound   int `json:"readback_not_found"`
+	ReadbackFound    int `json:"readback_found"`
+	ReadbackNotFound int `json:"readback_not_found"`
+	// ReadbackInFlight counts readbacks that found nothing while the
+	// expired assignment's call could still be running: not trusted.
+	ReadbackInFlight   int `json:"readback_in_flight"`
 	ReadbackNoReadback int `json:"readback_no_readback"`
 	ReadbackErrors     int `json:"readback_errors"`
 	// Raced counts tasks another actor moved first (a no-op here).
@@ -325,33 +337,34 @@ func intOr(n, def int) int {
 	return def
 }
 
-// sideEffects reports whether re-running a step of kind could act twice.
-func (h *Handler) sideEffects(kind string) bool {
+// sideEffects reports whether re-running t's step could act twice.
+func (h *Handler) sideEffects(t *ledger.Task) bool {
+	if t.Kind == deliver.Kind {
+		return !honours(h.step(t)) // the destination's guarantees decide
+	}
 	if h.SideEffects != nil {
-		return h.SideEffects(kind)
+		return h.SideEffects(t.Kind)
 	}
-	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
-		return false
-	}
-	return true
+	return !honours(h.Provider)
+}
+
+func honours(p contract.Provider) bool {
+	ih, ok := p.(contract.IdempotencyHonouring)
+	return ok && ih.HonoursIdempotencyKey()
 }
 
 // callMarked reports whether the worker marks a provider call's start
-// (ledger.MarkCallStarted) before it: when the provider neither honours
-// idempotency keys nor offers a readback (the worker's rule).
-func (h *Handler) callMarked() bool {
-	if h.Provider == nil {
-		return false
-	}
-	if ih, ok := h.Provider.(contract.IdempotencyHonouring); ok && ih.HonoursIdempotencyKey() {
-		return false
-	}
-	return !contract.OffersReadback(h.Provider)
+// (ledger.MarkCallStarted) before it: when the provider does not honour
+// idempotency keys (the worker's rule).
+func (h *Handler) callMarked(t *ledger.Task) bool {
+	p := h.step(t)
+	return p != nil && !honours(p)
 }
 
-func (h *Handler) looker() (contract.Looker, bool) {
-	lk, ok := h.Provider.(contract.Looker)
-	return lk, ok && h.Provider != nil
+func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {
+	p := h.step(t)
+	lk, ok := p.(contract.Looker)
+	return lk, ok && p != nil
 }
 
 // stream is one (state, shard) partition of the by_state index.

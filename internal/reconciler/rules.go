@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
@@ -68,15 +69,15 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	budgetLeft, budget := t.BudgetLeft(r.now)
-	sideEffects := h.sideEffects(t.Kind)
-	canReadBack := contract.OffersReadback(h.Provider)
+	sideEffects := h.sideEffects(t)
+	_, canReadBack := h.looker(t)
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "attempts", t.Attempts, "lease_owner", t.LeaseOwner)
-	// With a provider that neither deduplicates nor reads back, the worker
+	// With a provider that does not deduplicate, the worker
 	// records the call start (ledger.MarkCallStarted) right before the
 	// call: without that mark at this version, no call was started under
 	// this assignment (the worker died after its claim), so nothing is
 	// uncertain.
-	unstarted := sideEffects && h.callMarked() && t.CallStartedVersion != t.AssignmentVersion
+	unstarted := sideEffects && h.callMarked(t) && t.CallStartedVersion != t.AssignmentVersion
 	switch {
 	case budgetLeft && unstarted:
 		u, err := h.Ledger.RequeueUnstarted(ctx, t.TaskID, t.AssignmentVersion)
@@ -99,7 +100,9 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		r.send(ctx, u)
 	case sideEffects || canReadBack:
 		// Re-running could act twice, or the provider can tell us what
-		// happened: resolve it by readback (a later run, after Settle).
+		// happened: resolve it by readback (a later run, after Settle), or
+		// park from unknown — where a worker whose lease only lapsed can
+		// still save its result (CompleteLapsed).
 		u, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
 		if r.lost(ctx, "expire lease to unknown", t.TaskID, err) {
 			return
@@ -112,10 +115,9 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 			r.unknown(ctx, u)
 		}
 	default:
-		// The provider deduplicates and has no readback: no call-start
-		// mark exists, and none is needed — a retry cannot act twice.
+		// A step without side effects, no readback, and no budget left.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhaustedDeduplicated(t, budget))
+			review.BudgetExhausted(t, budget))
 	}
 }
 
@@ -132,21 +134,21 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	opts := ledger.ParkOptions{State: ledger.StateUnknown, Version: t.AssignmentVersion}
 	at := unknownSince(t)
 	name := ""
-	if h.Provider != nil {
-		name = h.Provider.Name()
+	if p := h.step(t); p != nil {
+		name = p.Name()
 	}
 	log := r.log.With("task_id", t.TaskID, "version", t.AssignmentVersion, "provider", name)
 	if r.cancelledUnstarted(ctx, t) { // a cancel while running fenced a call that never started: cancel.go
 		return
 	}
-	lk, ok := h.looker()
+	lk, ok := h.looker(t)
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "no provider is configured for readback"
 		if name != "" {
 			why = fmt.Sprintf("provider %q offers no readback (Lookup)", name)
 		}
-		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+		r.park(ctx, t, opts, h.unknownReview(t, name, at, why))
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, durOr(h.LookupTimeout, DefaultLookupTimeout))
@@ -198,8 +200,27 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		r.count(func(s *Summary) { s.Completed++ })
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+	case errors.Is(err, contract.ErrNotFound) && r.callMayRun(t):
+		// The expired assignment's worker may still be in its call: a
+		// worker whose renewals fail lets the call run on, up to the call
+		// timeout. "Not found" now is no evidence that nothing will be
+		// generated: wait for it to be credible, or — the age budget over —
+		// park saying the call may still reach the provider.
+		r.count(func(s *Summary) { s.ReadbackInFlight++ })
+		if !r.pastDeadline(t) {
+			r.raced()
+			return
+		}
+		_, budget := t.BudgetLeft(r.now)
+		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
+		if t.CancelVersion > 0 && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
+			// A re-send would be harmless (an idempotent destination), but
+			// nothing proves the cancelled delivery did not happen.
+			r.park(ctx, t, opts, h.unknownReview(t, name, at, "cancelled while running; "+err.Error()+", but its absence is not proven"))
+			return
+		}
 		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
 			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
 			return
@@ -218,17 +239,20 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	case errors.Is(err, contract.ErrNoReadback):
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "the provider cannot tell whether the operation happened"
-		if name != "" {
+		switch {
+		case t.Kind == deliver.Kind:
+			why = err.Error() // the destination's guarantees and Decide's reason
+		case name != "":
 			why = fmt.Sprintf("provider %q cannot tell whether the operation happened", name)
 		}
-		r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, why))
+		r.park(ctx, t, opts, h.unknownReview(t, name, at, why))
 	default:
 		if err == nil {
 			err = errors.New("the provider returned an empty result")
 		}
 		r.count(func(s *Summary) { s.ReadbackErrors++ })
 		if r.pastDeadline(t) {
-			r.park(ctx, t, opts, review.UnknownOutcome(t, name, at, "readback kept failing until the age budget ended: "+err.Error()))
+			r.park(ctx, t, opts, h.unknownReview(t, name, at, readbackWhy(t, err)))
 			return
 		}
 		// Transient: the task stays unknown and due; the next run retries.
@@ -250,6 +274,31 @@ func isRace(err error) bool {
 
 // unknownSince is when the outcome became uncertain: the end of the lease
 // for an attempt whose worker vanished, else when it was marked unknown.
+// callMayRun reports whether a provider call of t's expired assignment may
+// still be running and matter: the reconciler expired its lease (the task
+// is unknown with ledger.LeaseExpiredMessage) less than the step's call
+// timeout ago, the provider does not deduplicate, and the worker marked the
+// call's start under this assignment.
+// The call started while the lease held, so it ends by the time the lease
+// was expired plus the call timeout (contract.CallTimer; DefaultCallTimeout
+// when the step declares none).
+func (r *run) callMayRun(t *ledger.Task) bool {
+	if t.ErrorMessage != ledger.LeaseExpiredMessage {
+		return false // the worker itself recorded the outcome unknown: its call had ended
+	}
+	if !r.h.callMarked(t) {
+		return false // the provider deduplicates: a second call cannot act twice
+	}
+	if t.CallStartedVersion != t.AssignmentVersion {
+		return false // no call-start mark under this assignment: no call was started
+	}
+	timeout := DefaultCallTimeout
+	if ct, ok := r.h.step(t).(contract.CallTimer); ok && ct.CallTimeout() > 0 {
+		timeout = ct.CallTimeout()
+	}
+	return r.now.Before(unknownSince(t).Add(timeout))
+}
+
 func unknownSince(t *ledger.Task) time.Time {
 	if t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt {
 		return time.UnixMilli(t.LeaseUntil).UTC()

@@ -97,36 +97,26 @@ func BudgetExhausted(t *ledger.Task, budget string) ledger.Review {
 // have started (backoff and any Retry-After), which the age budget's end
 // ruled out. With a Failure the review's error class and message are f's.
 func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt time.Time) ledger.Review {
-	return budgetExhausted(t, budget, f, nextAttempt, false, false)
-}
-
-// BudgetExhaustedDeduplicated is [BudgetExhausted] for a task whose
-// provider honours idempotency keys (and offers no readback): whether its
-// last attempt reached the provider is not recorded — no call-start mark
-// is written for such a provider — but it does not matter, because a retry
-// with the same operation id cannot generate twice. The review says so
-// rather than "may have reached the provider".
-func BudgetExhaustedDeduplicated(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, false, true)
+	return budgetExhausted(t, budget, f, nextAttempt, false)
 }
 
 // BudgetExhaustedNoCall is [BudgetExhausted] for a running task whose lease
 // expired with no call-start mark at its assignment version
 // (ledger.MarkCallStarted, written before every call to a provider that
-// neither deduplicates nor reads back): its worker stopped after the claim
+// does not deduplicate): its worker stopped after the claim
 // and before starting a provider call, so nothing is uncertain about it.
 func BudgetExhaustedNoCall(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, true, false)
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
 }
 
 // BudgetExhaustedReadBackAbsent is [BudgetExhausted] for a task in unknown
 // whose provider readback credibly found no record of the operation
 // (contract.ErrNotFound): nothing was generated, so nothing is uncertain.
 func BudgetExhaustedReadBackAbsent(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, true, false)
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
 }
 
-func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall, dedup bool) ledger.Review {
+func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
 	unstarted := noCall && !ended && t.State == ledger.StateRunning
@@ -160,8 +150,6 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 
 	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: f.Class, ErrorMessage: f.Message}
 	switch {
-	case dedup && mayHaveResult:
-		r.Summary = fmt.Sprintf("Task %s %s; whether its last attempt reached the provider is not recorded, but the provider deduplicates by the operation id %s, so a retry returns that attempt's generation if there was one and cannot generate twice; retry it with a fresh budget, or resolve it as failed.", id, what, t.OperationID())
 	case inFlight:
 		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
 	case readBackAbsent && !earlierUnknown:
@@ -226,10 +214,7 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 	}
 
 	retry := "retry: `taskledger review retry " + id + "` re-queues the same task id with a fresh attempt and age budget"
-	switch {
-	case mayHaveResult && dedup:
-		retry += "; safe: the provider deduplicates by operation id " + t.OperationID()
-	case mayHaveResult:
+	if mayHaveResult {
 		retry += ", accepting that the provider may generate a second time unless it deduplicates by operation id " + t.OperationID()
 	}
 	r.SafeActions = append(r.SafeActions, retry)

@@ -298,21 +298,3 @@ func TestBudgetExhaustedReadBackAbsent(t *testing.T) {
 		t.Fatalf("an unresolved unknown outcome must still say it may have reached the provider: %q", u.Summary)
 	}
 }
-
-// TestBudgetExhaustedDeduplicated: an expired last lease on a provider that
-// deduplicates (and has no readback, so no call-start mark is kept) says
-// the call is not recorded and a retry is safe, never that the provider
-// may have acted (the soak's false uncertainty in its idempotent mode).
-func TestBudgetExhaustedDeduplicated(t *testing.T) {
-	t.Parallel()
-	x := task(ledger.StateRunning)
-	r := review.BudgetExhaustedDeduplicated(x, review.BudgetAge)
-	check(t, r, ledger.ReviewBudgetExhausted, "is not recorded", "deduplicates by the operation id "+x.TaskID,
-		"cannot generate twice", "safe: the provider deduplicates")
-	if text := all(r); strings.Contains(text, "may have") {
-		t.Errorf("a deduplicating provider's expired lease is worded as possibly acted on:\n%s", text)
-	}
-	if u := review.BudgetExhausted(x, review.BudgetAge); !strings.Contains(u.Summary, "may have reached the provider") {
-		t.Fatalf("without deduplication the expired lease must still say it may have reached the provider: %q", u.Summary)
-	}
-}

@@ -189,7 +189,10 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 			t.Fatalf("create the task id key secret: %v", err)
 		}
 		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "TaskQueue": e.Names.TaskQueueURL,
-			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN, "PayloadBucket": e.Names.PayloadBucket}
+			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN, "PayloadBucket": e.Names.PayloadBucket,
+			// The delivery bus: named in the environment, never called by
+			// these samples (no deliver task among them).
+			"DeliveryEventBus.Arn": "arn:aws:events:us-east-1:000000000000:event-bus/rietest-deliveries"}
 	}
 	remoteRefs, localRefs := refsOf(remoteEnv), refsOf(localEnv)
 

@@ -98,7 +98,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			c.add(t.kind, t.id, "not_final", "state %s after the drain", st.State)
 		} else {
 			row.States[st.State]++
-			if !slices.Contains(expected(t.kind), st.State) {
+			if !slices.Contains(expected(t), st.State) {
 				row.Unexpected++
 				if len(row.unexpectedIDs) < 3 {
 					row.unexpectedIDs = append(row.unexpectedIDs, fmt.Sprintf("%s→%s(%s)", t.id, st.State, st.ReviewReason+st.ErrorClass))
@@ -130,30 +130,36 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		if saves > gens {
 			c.add(t.kind, t.id, "two_saved_results", "%d result writes succeeded", saves)
 		}
-		effects := s.prov.SideEffects(t.id)
-		if effects > gens {
-			c.add(t.kind, t.id, "duplicate_side_effect", "%d provider side effects for one task (provider %s)", effects, s.cfg.Mode)
-		}
-		if st.State == ledger.StateCompleted {
-			switch {
-			case saves > gens || saves+s.maybeSav[t.id] < gens:
-				c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
-			case effects < 1:
-				c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
-			case !s.providersResult(t.id, st) && (st.ResultRef != nil || !s.oversized(t.id)):
-				// (An oversized result saved inline is its own rule: moto
-				// applies such a write, then answers an error. One saved
-				// through the claim-check is compared like any other.)
-				c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
+		if isDeliver(t.kind) {
+			c.delivery(t, st, reviewOf[t.id], saves, gens)
+		} else {
+			effects := s.prov.SideEffects(t.id)
+			if effects > gens {
+				c.add(t.kind, t.id, "duplicate_side_effect", "%d provider side effects for one task (provider %s)", effects, s.cfg.Mode)
 			}
-		} else if st.HasResult() {
-			c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
+			if st.State == ledger.StateCompleted {
+				switch {
+				case saves > gens || saves+s.maybeSav[t.id] < gens:
+					c.add(t.kind, t.id, "completed_without_one_save", "completed with %d result writes seen (%d more without an answer)", saves, s.maybeSav[t.id])
+				case effects < 1:
+					c.add(t.kind, t.id, "result_without_side_effect", "completed but the provider performed %d generations", effects)
+				case !s.providersResult(t.id, st) && (st.ResultRef != nil || !s.oversized(t.id)):
+					// (An oversized result saved inline is its own rule: moto
+					// applies such a write, then answers an error. One saved
+					// through the claim-check is compared like any other.)
+					c.add(t.kind, t.id, "result_not_the_providers", "the saved result or provider_ref differs from the provider's record")
+				}
+			} else if st.HasResult() && st.State != ledger.StateRejected {
+				c.add(t.kind, t.id, "result_on_unfinished_task", "state %s carries a result", st.State)
+			}
 		}
 		c.claimCheck(t, st)
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}
-		c.unforgiving(t, st, reviewOf[t.id], fresh)
+		if !isDeliver(t.kind) {
+			c.unforgiving(t, st, reviewOf[t.id], fresh)
+		}
 		if st.State == ledger.StateNeedsReview {
 			r := reviewOf[t.id]
 			switch {
@@ -166,8 +172,11 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			}
 		}
 	}
+	deliveries := c.approvals(stored)
+	rep.Deliveries = len(deliveries)
+	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
 	for id := range stored {
-		if s.byID[id] == nil {
+		if s.byID[id] == nil && !deliveries[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
 		}
 	}
@@ -253,10 +262,7 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 			continue // a fresh task after the first expired: checked by expiredKey
 		}
 		if cl.variant == "cancel" {
-			if cl.status == 202 {
-				continue // a cancel while running: the unknown rules (check_spend.go)
-			}
-			if cl.status != 200 && cl.status != 409 && cl.status != 503 {
+			if cl.status != 200 && cl.status != 202 && cl.status != 409 && cl.status != 503 {
 				c.add(t.kind, t.id, "unexpected_status", "cancel answered %d", cl.status)
 			}
 			continue
@@ -339,9 +345,22 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 			}
 		}
 	case CancelRace:
-		if cl, ok := rec.finals["cancel"]; ok && cl.status != 202 { // 202: cancelled while running (check_spend.go)
-			if (cl.status == 200) != (st.State == ledger.StateCancelled) {
-				c.add(t.kind, t.id, "cancel_inconsistent", "cancel answered %d, task ended %s", cl.status, st.State)
+		if cl, ok := rec.finals["cancel"]; ok {
+			// 200: cancelled while queued; 202: cancel requested while
+			// running — cancelled, or completed from a readback (the
+			// provider had acted), or parked unknown_outcome; 409: too late.
+			consistent := true
+			switch cl.status {
+			case 200:
+				consistent = st.State == ledger.StateCancelled
+			case 202:
+				consistent = st.State == ledger.StateCancelled || st.State == ledger.StateCompleted ||
+					(st.State == ledger.StateNeedsReview && st.ReviewReason == ledger.ReviewUnknownOutcome)
+			case 409:
+				consistent = st.State != ledger.StateCancelled
+			}
+			if !consistent {
+				c.add(t.kind, t.id, "cancel_inconsistent", "cancel answered %d, task ended %s (%s)", cl.status, st.State, st.ReviewReason)
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/deliver"
 )
 
 // maxSubmitTries bounds a caller's retries of one submit after 5xx.
@@ -178,7 +179,9 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 	case ChainBudget:
 		s.submitChain(ctx, t, rec)
 	default:
-		s.submitVariant(ctx, t, rec, "a", t.input)
+		if c := s.submitVariant(ctx, t, rec, "a", t.input); c.status/100 == 2 && isWorkflow(t.kind) {
+			s.approveLater(ctx, t)
+		}
 	}
 	if t.kind == DuplicateSubmit || t.kind == ConcurrentSubmit || t.kind == KeyReusedPayload {
 		s.inject(t.kind)
@@ -188,7 +191,11 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 // submitVariant is one caller: POST /tasks with the key, retried on 5xx
 // (the API's Retry-After compressed to tens of milliseconds).
 func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant, input string) call {
-	body := submitBody(t, input)
+	kind := "generate"
+	if isDeliver(t.kind) {
+		kind = deliver.Kind
+	}
+	body := `{"kind":"` + kind + `","input":` + input + t.planMembers() + budgetMember(t) + `}`
 	var c call
 	for try := range maxSubmitTries {
 		c = s.request(ctx, http.MethodPost, "/tasks", t.key, body)
@@ -219,21 +226,7 @@ func (s *soak) backoff(ctx context.Context, try int) bool {
 // request invokes the submit function as API Gateway (HTTP API, payload
 // 2.0, no authorizer) would.
 func (s *soak) request(ctx context.Context, method, path, key, body string) call {
-	headers := map[string]string{}
-	if body != "" {
-		headers["content-type"] = "application/json"
-	}
-	if key != "" {
-		headers["idempotency-key"] = key
-	}
-	req := events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RouteKey: "$default", RawPath: path, Headers: headers, Body: body,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			Stage: "$default", RequestID: fmt.Sprintf("soak-%d", time.Now().UnixNano()),
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
-		},
-	}
-	resp, err := s.submit.Handle(ctx, req)
+	resp, err := s.submit.Handle(ctx, apiRequest(method, path, key, body))
 	if err != nil {
 		return call{status: 599}
 	}
@@ -248,6 +241,25 @@ func (s *soak) request(ctx context.Context, method, path, key, body string) call
 		}
 	}
 	return call{status: resp.StatusCode, taskID: v.TaskID, replayed: replayed}
+}
+
+// apiRequest is the event API Gateway (HTTP API, payload 2.0, no
+// authorizer) sends for a request.
+func apiRequest(method, path, key, body string) events.APIGatewayV2HTTPRequest {
+	headers := map[string]string{}
+	if body != "" {
+		headers["content-type"] = "application/json"
+	}
+	if key != "" {
+		headers["idempotency-key"] = key
+	}
+	return events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path, Headers: headers, Body: body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Stage: "$default", RequestID: fmt.Sprintf("soak-%d", time.Now().UnixNano()),
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
+		},
+	}
 }
 
 // poisonBodies are message bodies that are not task references.

@@ -53,7 +53,14 @@
 //     attempt); a terminal item past its TTL but not deleted (after the
 //     first drain, expires_at of each completed ttl_expired task is moved an
 //     hour into the past with a direct UpdateItem and its key submitted
-//     again: a fresh task is expected, then a second drain).
+//     again: a fresh task is expected, then a second drain);
+//   - deliver tasks (issue 12; plan_deliver.go): direct deliver submits to
+//     simulated destinations that are not idempotent — notify without a
+//     fault (deliver), notify accepting and losing its reply, to be read
+//     back by operation id (deliver_lose_reply), crm declared without
+//     readback, losing its reply, to be parked unknown_outcome
+//     (deliver_no_readback), and publish losing its reply with a readback
+//     that shows the publication only 2 s later (deliver_lagging_readback).
 //
 // Run-wide: on a seeded share of the schedule's ticks two reconcilers run at
 // once; poison messages go to the task queue and to its dead-letter queue;
@@ -133,6 +140,47 @@
 // small_input_offloaded; result_not_the_providers and
 // stored_payload_not_accepted compare the resolved bytes.
 //
+// Deliver tasks (check_deliver.go) replace the provider rules with the
+// destination's: at most one destination side effect per operation id
+// (duplicate_delivery); never called again after an uncertain outcome
+// unless a readback proved absence — every call the soak's destinations
+// count acts, so at most one call (delivery_recalled_after_uncertain); a
+// completed deliver task's result is the destination's receipt for its
+// operation and payload hash, with a delivery behind it
+// (receipt_without_delivery, receipt_not_the_destinations), a lagging one
+// read back by content hash; unknown_outcome only after a call
+// (false_uncertainty).
+//
+// Approval gates (issue 12, DESIGN §10; approval.go, check_approval.go):
+// workflow tasks are submitted with approval{required:true} and a deliver
+// plan of one to three simulated destinations (notify, publish, crm); once
+// a result awaits approval (woken by the worker's AfterSave hook, or read
+// every five seconds) the soak plays the approver through the HTTP handler:
+// approve, reject, approve_twice (the same hash twice, concurrently or one
+// after the other), approve_reject_race, approve_withdraw_race (a withdraw
+// racing the approve, or right after it racing the worker's claim of the
+// deliveries; a task withdrawn in time is approved again, a new round) and
+// approve_stale_hash (an artifact_sha256 that is not the result, which
+// must be refused 409 artifact-changed; then a reject, or the right
+// approve). Rules, checked on every deliver task and workflow task:
+// delivery_without_parent, delivery_not_of_an_approval,
+// delivery_key_mismatch (approval:<task>:<approved sha>:<index>[:r<n>], the
+// approved sha the result's), delivery_payload_not_approved,
+// delivery_of_unapproved, delivery_of_rejected,
+// withdrawn_delivery_started, delivery_count (one per plan entry),
+// delivery_not_final, and the answers against the final state:
+// approve_200_not_approved, reject_200_not_rejected,
+// approve_deliveries_differ, approve_and_reject_both_won,
+// race_lost_to_reject_has_deliveries, stale_hash_not_refused,
+// stale_hash_delivery, withdraw_refused_but_withdrawn,
+// withdrawn_but_not_recorded, unexpected_decision_status. The approvers
+// call a handler of their own, with the same fault injection and a
+// separate call counter: a person's decision is no part of a task's
+// pipeline, so its calls are printed on their own line, outside the
+// per-task budgets (the deliver tasks' own worker calls stay in them). What an
+// approval's delivery does at its destination is not checked here (its
+// state only has to be final).
+//
 // Spend control (issue 14, DESIGN §13; spend.go, chain.go,
 // check_spend.go). The handlers run as deployed with SPEND_CONFIG and
 // PROVIDER_ADMISSION: a price table for the simulated model, a daily token
@@ -176,5 +224,5 @@
 // only as unknown_outcome).
 //
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
-// states × violations.
+// states (rejected included) × violations.
 package soak

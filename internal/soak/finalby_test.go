@@ -14,8 +14,8 @@ func TestFinalByIsTheSecondRunAfterTheDeadline(t *testing.T) {
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	s := &soak{cfg: Config{ReconcileEvery: time.Second, ReconcileBudget: 2 * time.Second}}
 	deadline := at(10)
-	if got, want := s.finalBy(deadline), at(13); !got.Equal(want) {
-		t.Fatalf("no runs: %v, want the floor %v", got, want)
+	if got, want := s.finalBy(deadline), at(23); !got.Equal(want) {
+		t.Fatalf("no runs: %v, want the floor plus ten periods %v", got, want)
 	}
 	s.runs = []tickSpan{
 		{start: at(9.5), end: at(20), complete: true},  // started before the deadline: does not count
@@ -32,11 +32,11 @@ func TestFinalByIsTheSecondRunAfterTheDeadline(t *testing.T) {
 		t.Fatalf("fast runs: %v, want the floor %v", got, want)
 	}
 	s.runs = []tickSpan{{start: at(10.1), end: at(10.4), complete: true}, {start: at(11.1), complete: true}} // still running
-	if got, want := s.finalBy(deadline), at(13); !got.Equal(want) {
-		t.Fatalf("unfinished second run: %v, want the floor %v", got, want)
+	if got, want := s.finalBy(deadline), at(23); !got.Equal(want) {
+		t.Fatalf("unfinished second run: %v, want the floor plus ten periods %v", got, want)
 	}
 	s.runs = []tickSpan{{start: at(10.1), end: at(12), complete: true}, {start: at(12.1), end: at(19)}, {start: at(19.1), end: at(25)}}
-	if got, want := s.finalBy(deadline), at(25); !got.Equal(want) {
-		t.Fatalf("walks cut short after the first: %v, want the last run's end %v", got, want)
+	if got, want := s.finalBy(deadline), at(23); !got.Equal(want) {
+		t.Fatalf("walks cut short after the first: %v, want the floor plus ten periods %v", got, want)
 	}
 }

@@ -49,6 +49,13 @@ const (
 	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
 	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
+
+	// Deliver tasks (issue 12, DESIGN §10; plan_deliver.go): a direct
+	// deliver submit to a simulated, non-idempotent destination.
+	DeliverOK              Kind = "deliver"                  // notify, no fault
+	DeliverLoseReply       Kind = "deliver_lose_reply"       // notify accepts and loses its reply: read back by operation id
+	DeliverNoReadback      Kind = "deliver_no_readback"      // crm without readback accepts and loses its reply: parked unknown_outcome
+	DeliverLaggingReadback Kind = "deliver_lagging_readback" // publish accepts and loses its reply; its readback shows it only later
 )
 
 // Run-wide fault kinds (rows without tasks of their own).
@@ -61,15 +68,16 @@ const (
 
 // TaskKinds lists the per-task fault kinds in report order.
 func TaskKinds() []Kind {
-	return []Kind{
+	return append([]Kind{
 		KillBeforeClaim, KillAfterClaim, KillAfterProvider, KillAfterSave,
 		DuplicateDelivery, DuplicateSubmit, ConcurrentSubmit, KeyReusedPayload,
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
+		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
-	}
+	}, workflowKinds()...)
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
@@ -80,17 +88,23 @@ func AllKinds() []Kind {
 // expected are the final states a task of each kind may legitimately end
 // in; anything else is reported (not a violation: budgets can legitimately
 // park a task).
-func expected(k Kind) []ledger.State {
-	if e := expectedSpend(k); e != nil {
+func expected(t *task) []ledger.State {
+	if e := workflowExpected(t); e != nil {
 		return e
 	}
-	switch k {
+	if e := expectedSpend(t.kind); e != nil {
+		return e
+	}
+	switch t.kind {
 	case Provider4xx:
 		return []ledger.State{ledger.StateFailed}
-	case ProviderCredential, ProviderExhaust:
+	case ProviderCredential, ProviderExhaust, DeliverNoReadback:
 		return []ledger.State{ledger.StateNeedsReview}
 	case CancelRace:
-		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted}
+		// A cancel that reached a running task follows the unknown rules:
+		// needs_review (unknown_outcome) when the call may have acted and
+		// nothing can read it back (cancel_inconsistent checks the reason).
+		return []ledger.State{ledger.StateCancelled, ledger.StateCompleted, ledger.StateNeedsReview}
 	}
 	return []ledger.State{ledger.StateCompleted}
 }
@@ -139,6 +153,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.racing = count[t.kind]%2 == 0
 		if t.kind == KeyReusedPayload {
 			t.other = fmt.Sprintf(`{"prompt":"another payload for soak task %d","max_tokens":8}`, i)
+		}
+		if isDeliver(t.kind) {
+			t.input = deliverInput(t.kind, i)
 		}
 	}
 	return withRegenerates(tasks, scope)

@@ -48,6 +48,13 @@ type Report struct {
 	Refused, Regenerates int
 	// Calls and Attempts of the handlers' AWS clients, by "Service.Operation".
 	Calls, Attempts map[string]int
+	// Decisions are the approvers' answered calls and DecisionCalls the
+	// AWS calls of the handler serving them (not in Calls: a person's
+	// decision is no part of a task's pipeline). Deliveries counts the
+	// deliver tasks the approvals created.
+	Decisions     int
+	DecisionCalls map[string]int
+	Deliveries    int
 	// PerTask is Calls divided by the accepted tasks.
 	PerTask       map[string]float64
 	ProviderCalls int
@@ -86,7 +93,7 @@ func (r *Report) Row(k Kind) Row {
 	return Row{Kind: k}
 }
 
-var finalStates = []ledger.State{ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled, ledger.StateNeedsReview}
+var finalStates = []ledger.State{ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled, ledger.StateRejected, ledger.StateNeedsReview}
 
 // WriteTable prints the fault kind × injected × final states × violations
 // table, the run's totals, and the first violations.
@@ -94,7 +101,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "soak: %d tasks on %s, provider mode %s, seed %d, %s; %d stored, %d review items\n\n",
 		r.N, r.Backend, r.Mode, r.Seed, r.Elapsed.Round(time.Millisecond), r.Stored, r.Reviews)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault kind\ttasks\tinjected\tcompleted\tfailed\tcancelled\tneeds_review\tnot_final\tunexpected\tviolations\t")
+	fmt.Fprintln(tw, "fault kind\ttasks\tinjected\tcompleted\tfailed\tcancelled\trejected\tneeds_review\tnot_final\tunexpected\tviolations\t")
 	var tot Row
 	tot.States = map[ledger.State]int{}
 	dash := func(n int, show bool) string {
@@ -158,6 +165,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "handler AWS call latency p50/p99: %s\n", strings.Join(parts, ", "))
+	r.writeDecisions(w)
 
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "\nviolations: none")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/local"
@@ -44,6 +45,9 @@ const (
 	taskQueue      = "TaskQueue"
 )
 
+// reconcileSettle is the reconcilers' Settle (compressed from 30 s).
+const reconcileSettle = time.Second
+
 // soak is one run.
 type soak struct {
 	cfg   Config
@@ -58,7 +62,8 @@ type soak struct {
 	inj     *faultinject.Injector
 	plan    *faultinject.Plan
 	prov    *simulated.Provider
-	clean   *ledger.Ledger // no faults: hooks and checker
+	dests   *deliver.Registry // the simulated destinations of deliver tasks (plan_deliver.go)
+	clean   *ledger.Ledger    // no faults: hooks and checker
 	cleanDB *dynamodb.Client
 	cleanQ  *sqs.Client
 	// payloads reads the S3 claim-check bucket without faults (the
@@ -81,9 +86,12 @@ type soak struct {
 	recon     reconStats
 	batches   batchStats
 	provCalls int
-	ticks     int
-	runs      []tickSpan // every reconciler tick's start and end, in start order
-	sp        spendState // budgets, quota, admission, cancel while running (spend.go)
+	// kindCalls and kindEffects total the destinations' calls and side
+	// effects per deliver kind (counted by the checker, for the report).
+	kindCalls, kindEffects map[Kind]int
+	ticks                  int
+	runs                   []tickSpan // every reconciler tick's start and end, in start order
+	sp                     spendState // budgets, quota, admission, cancel while running (spend.go)
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -94,6 +102,9 @@ type soak struct {
 	discarded      map[string][]int64      // versions whose worker logged its result as discarded, per task
 	retryPending   map[string]bool         // tasks whose schedule-retry write was replayed (the first send applied it)
 	retryDropped   map[string]int          // "retry rejected" reports of such a write: the record was acknowledged, no message left for the retry
+	wf             workflow                // the approvers of workflow tasks (approval.go)
+	decider        *api.Handler            // the API handler the approvers call, on clients of its own counter
+	deciderCalls   *awsclient.Counter
 }
 
 type reconStats struct {
@@ -120,6 +131,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
 		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
+		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
@@ -152,6 +164,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	s.submitAll(ctx)
 	close(submitted)
 	s.progress("soak: all submitted after %s (%d queue-depth waits of 200ms, queue bound %d); draining", time.Since(s.start).Round(time.Millisecond), s.queueWaits, s.cfg.MaxQueued)
+	s.waitApprovers()
 	drained := s.drain(ctx)
 	if drained {
 		s.expireAndResubmit(ctx)
@@ -241,9 +254,15 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
-	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Payloads: handlerPayloads}
+	if s.dests, err = s.destinations(); err != nil {
+		return err
+	}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
+	if err := s.wireDecisions(lcfg); err != nil {
+		return err
+	}
 	s.work = &worker.Handler{
-		Ledger: led, Provider: prov, SQS: sq, QueueURL: env.Names.TaskQueueURL,
+		Ledger: led, Provider: prov, Destinations: s.dests, SQS: sq, QueueURL: env.Names.TaskQueueURL,
 		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
@@ -252,9 +271,9 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
-			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Log: s.log,
+			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Destinations: s.dests, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
-			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: time.Second, RelaySlack: 2 * time.Second,
+			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: reconcileSettle, RelaySlack: 2 * time.Second,
 			Payloads: handlerPayloads,
 		}
 	}
@@ -414,7 +433,7 @@ func (s *soak) hooks() *worker.Hooks {
 			return nil
 		}
 	}
-	afterProvider := kill(KillAfterProvider)
+	afterProvider, afterSave := kill(KillAfterProvider), kill(KillAfterSave)
 	return &worker.Hooks{
 		BeforeClaim: kill(KillBeforeClaim),
 		AfterClaim:  s.afterClaim(kill(KillAfterClaim)),
@@ -425,7 +444,10 @@ func (s *soak) hooks() *worker.Hooks {
 			}
 			return afterProvider(ctx, id)
 		},
-		AfterSave: kill(KillAfterSave),
+		AfterSave: func(ctx context.Context, id string) error {
+			s.onSaved(id)
+			return afterSave(ctx, id)
+		},
 	}
 }
 
@@ -469,13 +491,18 @@ type countingProvider struct {
 func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTimeout }
 
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	// A call started with clearly less than its call timeout before its
+	// context's deadline was admitted without the time it needs, whatever
+	// the worker calls the cause of that deadline.
+	dl, hasDeadline := ctx.Deadline()
+	short := hasDeadline && time.Until(dl) < p.s.cfg.CallTimeout*9/10
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
 	res, err := p.s.generate(callCtx, req)
 	cancel()
 	s := p.s
 	s.mu.Lock()
 	s.provCalls++
-	if err != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+	if err != nil && (errors.Is(context.Cause(ctx), context.DeadlineExceeded) || (short && errors.Is(ctx.Err(), context.DeadlineExceeded))) {
 		// The worker's own context (the invocation's deadline less its
 		// margin) ended the call, not the call's timeout: the worker's
 		// call timeout has its own cause, and a slow call on a loaded
@@ -627,28 +654,36 @@ type tickSpan struct {
 // ticks rather than a fixed allowance, the rule holds however slow a loaded
 // machine makes the runs (a walk cut short by its time budget starts over
 // next run), and still catches a reconciler that lets a budget run over:
-// that one misses walk after walk. With fewer than two complete walks after
-// the deadline, the allowance ends with the last recorded run.
+// that one misses walk after walk. A run counts until twice its budget
+// plus a second (one that ignores its budget does not stretch the
+// allowance); with fewer than two complete walks after the deadline, the
+// allowance is the floor plus ten periods.
 func (s *soak) finalBy(deadline time.Time) time.Time {
 	floor := deadline.Add(s.cfg.ReconcileEvery + s.cfg.ReconcileBudget)
-	seen, last := 0, floor
+	// A run counts until its budget (twice over, for the writes in flight
+	// when it ran out, plus a second): one that ignores its budget does
+	// not stretch the allowance with it.
+	longest := 2*s.cfg.ReconcileBudget + time.Second
+	seen := 0
 	for _, r := range s.runs {
-		if r.end.After(last) {
-			last = r.end
-		}
 		if r.start.Before(deadline) || r.end.IsZero() || !r.complete {
 			continue
 		}
 		if seen++; seen == 2 {
-			if r.end.After(floor) {
-				return r.end
+			end := r.end
+			if cap := r.start.Add(longest); end.After(cap) {
+				end = cap
+			}
+			if end.After(floor) {
+				return end
 			}
 			return floor
 		}
 	}
-	// Fewer than two complete walks since the deadline: every run since
-	// was cut short, so the allowance lasts as long as the runs recorded.
-	return last
+	// Fewer than two complete walks after the deadline: the reconciler
+	// never got through its due tasks; ten periods past the floor is all
+	// it gets.
+	return floor.Add(10 * s.cfg.ReconcileEvery)
 }
 
 // drain waits until every task that exists is final and every poison

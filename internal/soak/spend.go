@@ -122,12 +122,13 @@ func budgetOf(t *task) int64 {
 	return 0
 }
 
-// submitBody is the POST /tasks body of t with input.
-func submitBody(t *task, input string) string {
+// budgetMember is the "budget" member of t's POST /tasks body ("" for
+// none).
+func budgetMember(t *task) string {
 	if b := budgetOf(t); b > 0 {
-		return `{"kind":"generate","input":` + input + `,"budget":{"max_total_tokens":` + strconv.FormatInt(b, 10) + `}}`
+		return `,"budget":{"max_total_tokens":` + strconv.FormatInt(b, 10) + `}`
 	}
-	return `{"kind":"generate","input":` + input + `}`
+	return ""
 }
 
 // wireSpend adds spend control to the handlers, as deployed with
@@ -201,7 +202,7 @@ func (s *soak) submitQuota(ctx context.Context, t *task, rec *record) {
 	if !first {
 		s.awaitQuotaUsed(ctx)
 	}
-	body := submitBody(t, t.input)
+	body := `{"kind":"generate","input":` + t.input + budgetMember(t) + `}`
 	var c call
 	for try := range maxSubmitTries {
 		var retryAfter string

@@ -375,6 +375,8 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "s3:GetObject", true // HEAD is authorised as GetObject
 	case svc == "s3" && op == "PutObject":
 		return "s3:PutObject", true
+	case svc == "eventbridge":
+		return "events:" + op, true
 	default:
 		return "unmapped:" + svc + "." + op, true // fails the comparison loudly
 	}

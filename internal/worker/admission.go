@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/admission"
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -136,7 +137,9 @@ func (a *Admission) Estimate(input string) int64 {
 //     message comes back.
 func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (*admission.Ticket, result, bool) {
 	a := h.Admission
-	if a == nil {
+	if a == nil || t.Kind == deliver.Kind {
+		// A deliver task calls its destination, not the provider: it uses
+		// none of the model's limits.
 		return nil, result{}, true
 	}
 	est := a.Estimate(t.Input)

@@ -7,20 +7,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // needsCallMark reports whether the provider call must be preceded by the
-// call-start mark: the provider neither deduplicates by operation id nor
-// offers a readback, so without the mark the reconciler could not tell a
-// worker that died after its claim from one that died mid-call, and would
-// park both as "may have acted".
-func (h *Handler) needsCallMark() bool {
-	if h.honoursIdempotency() {
-		return false
-	}
-	return !provider.OffersReadback(h.Provider)
+// call-start mark: the provider does not deduplicate by operation id.
+// Without the mark the reconciler could not tell a worker that died after
+// its claim from one whose call is still running (a worker whose renewals
+// fail lets its call run on): it would park the first as "may have acted",
+// and — with a readback — could not trust a "not found" until the call
+// timeout had passed.
+func (h *Handler) needsCallMark(t *ledger.Task) bool {
+	return !h.honoursIdempotencyOf(t)
 }
 
 // markCallStarted writes the call-start mark (ledger.MarkCallStarted)
@@ -30,7 +28,7 @@ func (h *Handler) needsCallMark() bool {
 // acknowledged; any other failure gives the assignment and its attempt back
 // (no call was made) and defers the message.
 func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (r result, ok bool) {
-	if !h.needsCallMark() {
+	if !h.needsCallMark(t) {
 		return result{}, true
 	}
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {

@@ -59,18 +59,19 @@ func TestCrashAfterClaimIsRetriedNotParked(t *testing.T) {
 	})
 }
 
-// TestCallMarkOnlyWhenTheCallCannotBeReadBackOrDeduplicated: a provider
-// that honours idempotency keys, or one that offers a readback, costs the
-// happy path one claim and one completion (two UpdateItems); a plain
-// provider costs one more, the call-start mark.
-func TestCallMarkOnlyWhenTheCallCannotBeReadBackOrDeduplicated(t *testing.T) {
+// TestCallMarkOnlyWhenTheCallIsNotDeduplicated: a provider that honours
+// idempotency keys costs the happy path one claim and one completion (two
+// UpdateItems); one that does not — with a readback or without — costs one
+// more, the call-start mark (with a readback it tells the reconciler
+// whether a "not found" could still be overtaken by a running call).
+func TestCallMarkOnlyWhenTheCallIsNotDeduplicated(t *testing.T) {
 	cases := []struct {
 		name    string
 		opts    simulated.Options
 		updates int
 	}{
 		{"idempotent", simulated.Options{}, 2},
-		{"readback", simulated.Options{NoIdempotency: true}, 2},
+		{"readback", simulated.Options{NoIdempotency: true}, 3},
 		{"plain", simulated.Options{NoIdempotency: true, NoReadback: true}, 3},
 	}
 	for _, c := range cases {

@@ -24,11 +24,13 @@
 //     the reconciler's readback can say what happened. A claim whose reply
 //     was lost is recognised by the ledger (write_nonce) as this worker's
 //     claim, never as "leased" by someone else;
-//  3. when the provider neither honours idempotency keys nor offers a
-//     readback, first records the call start (ledger.MarkCallStarted, one
+//  3. when the provider does not honour idempotency keys, first records
+//     the call start (ledger.MarkCallStarted, one
 //     fenced UpdateItem that also renews the lease, repeated with the same
 //     nonce like a settling write): without it the reconciler could not
-//     tell a worker that died after its claim from one that died mid-call.
+//     tell a worker that died after its claim from one that died mid-call
+//     (or one whose call still runs while its renewals fail: a readback's
+//     "not found" is trusted only after the call timeout when marked).
 //     A fenced mark is acknowledged; one that keeps failing releases the
 //     task and its attempt. Either way the provider is not called. Then it
 //     calls the provider with the task id as operation id (its idempotency
@@ -109,6 +111,20 @@
 // reconciler resolves it by provider readback. The same rule lets a worker
 // take over a running task whose lease expired (ClaimOptions.AllowTakeover)
 // only with an idempotency-honouring provider.
+//
+// # Deliver tasks
+//
+// A deliver task (DESIGN §10) runs through the same steps: the only
+// difference is the call (deliver.go), where the destination the task's
+// input names — bound by package deliver, with its guarantees for this
+// delivery — performs it instead of the provider, and its receipt becomes
+// the result. So idempotency (the re-send of an uncertain attempt), the
+// call-start mark and the takeover of an expired lease follow the
+// destination, not the provider: a non-idempotent destination's uncertain
+// delivery goes to unknown for the reconciler's readback and is never
+// re-sent, and a deliver task is never taken over
+// (ledger.ClaimOptions.TakeoverKind). A task whose destination is not
+// configured is parked, one whose input is invalid fails.
 //
 // # Failed settling writes
 //

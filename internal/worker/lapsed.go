@@ -91,7 +91,7 @@ func (h *Handler) lapsedFailure(ctx context.Context, rec events.SQSMessage, t *l
 	now := h.Ledger.Now()
 	f := review.FailureOf(c, perr, msg)
 	if c.Class == retrypolicy.PermanentInput {
-		res := review.LapsedRefused(t, h.Provider.Name(), f, now, t.LeaseOwner, "the task failed: its input was rejected")
+		res := review.LapsedRefused(t, h.step(t).Name(), f, now, t.LeaseOwner, "the task failed: its input was rejected")
 		err = h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) error {
 			_, err := h.Ledger.FailLapsed(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, res, o...)
 			return err
@@ -102,7 +102,7 @@ func (h *Handler) lapsedFailure(ctx context.Context, rec events.SQSMessage, t *l
 		log.InfoContext(ctx, "failed after the park: the input was rejected and the unknown_outcome review resolved")
 		return ack(OutcomeFailed), true
 	}
-	res := review.LapsedRefused(t, h.Provider.Name(), f, now, t.LeaseOwner,
+	res := review.LapsedRefused(t, h.step(t).Name(), f, now, t.LeaseOwner,
 		"a retry is scheduled for "+notBefore.UTC().Format(time.RFC3339))
 	err = h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, res, o...)

@@ -61,6 +61,9 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		Owner:         owner,
 		Lease:         h.lease(),
 		AllowTakeover: h.honoursIdempotency(),
+		// The provider's idempotency covers generate tasks only; a deliver
+		// task's expired lease is the reconciler's (deliver.go).
+		TakeoverKind: provider.KindGenerate,
 	})
 	if err != nil {
 		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
@@ -200,7 +203,8 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 		CorrelationID: t.CorrelationID,
 	}
 	start := time.Now()
-	res, err := h.Provider.Generate(callCtx, req)
+	p := h.step(t)
+	res, err := p.Generate(callCtx, req)
 	latency := time.Since(start)
 	fenced := hb.stop()
 
@@ -208,8 +212,8 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	if err != nil {
 		class = retrypolicy.DefaultClassifier(err).Class.String()
 	}
-	h.providerMetric(h.Provider.Name(), t.TaskID, class, latency)
-	log.InfoContext(ctx, "provider returned", "provider", h.Provider.Name(), "latency_ms", latency.Milliseconds(),
+	h.providerMetric(p.Name(), t.TaskID, class, latency)
+	log.InfoContext(ctx, "provider returned", "kind", t.Kind, "provider", p.Name(), "latency_ms", latency.Milliseconds(),
 		"error_class", class, "heartbeats", hb.beats())
 	a := attempt{res: res, err: err, fenced: fenced}
 	if err != nil && fenced == nil {
@@ -231,7 +235,7 @@ var errCallTimeout = errors.New("worker: provider call timeout")
 func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, log *slog.Logger) result {
 	name := res.Provider
 	if name == "" {
-		name = h.Provider.Name()
+		name = h.step(t).Name()
 	}
 	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef, ApprovalTTL: t.ApprovalTTL()}
 	// A large result goes to the payload bucket first (placeResult), then
@@ -323,7 +327,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
 		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			review.ProviderConfig(t, h.Provider.Name(), review.FailureOf(c, perr, msg)), log)
+			h.configReview(t, review.FailureOf(c, perr, msg)), log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
@@ -394,7 +398,7 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 // returns the recorded result: schedule a retry. Otherwise (or with no budget
 // left) the task goes to unknown for the reconciler's readback.
 func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
-	if h.honoursIdempotency() {
+	if h.honoursIdempotencyOf(t) {
 		now := h.Ledger.Now()
 		if notBefore, budget := h.nextRetry(t, c, now); budget == "" {
 			return h.scheduleRetry(ctx, rec, t, c,

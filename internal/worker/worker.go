@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -84,6 +85,9 @@ type Handler struct {
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
+	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
+	// is parked as misconfigured.
+	Destinations *deliver.Registry
 	// SQS and QueueURL are used for heartbeats and retry delays (optional:
 	// without them, visibility is left to the queue's default).
 	SQS      SQS

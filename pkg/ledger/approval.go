@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"strconv"
 	"time"
 
@@ -55,10 +56,14 @@ type Approval struct {
 	ResultSHA256 string `dynamodbav:"result_sha256,omitempty"`
 	// GeneratedResult/GeneratedSHA256 keep the generated artifact when an
 	// approver edited it (the edit became Result).
-	GeneratedResult    string `dynamodbav:"generated_result,omitempty"`
-	GeneratedSHA256    string `dynamodbav:"generated_sha256,omitempty"`
-	ApprovalState      string `dynamodbav:"approval_state,omitempty"`
-	ApprovalDeadlineMs int64  `dynamodbav:"approval_deadline_ms,omitempty"`
+	GeneratedResult string `dynamodbav:"generated_result,omitempty"`
+	GeneratedSHA256 string `dynamodbav:"generated_sha256,omitempty"`
+	// GeneratedResultRef is the generated artifact's S3 claim-check
+	// reference when it was too large to keep inline (GeneratedResult is
+	// then empty).
+	GeneratedResultRef *PayloadRef `dynamodbav:"generated_result_ref,omitempty"`
+	ApprovalState      string      `dynamodbav:"approval_state,omitempty"`
+	ApprovalDeadlineMs int64       `dynamodbav:"approval_deadline_ms,omitempty"`
 	// ApprovalSHA256 is the artifact the last decision concerned (the
 	// approved one: the edit, if any); ApprovalBasisSHA256 the hash the
 	// approver was shown and sent (artifact_sha256).
@@ -249,8 +254,21 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if r.EditedResult != "" {
 		u.set("result", str(r.EditedResult))
 		u.set("result_sha256", str(approved))
-		u.set("generated_result", str(t.Result))
-		u.set("generated_sha256", str(t.ResultSHA256))
+		// The generated artifact is kept once: a second edit (after a
+		// withdraw) must not overwrite it with the first edit. A generated
+		// result kept in S3 keeps its reference (the edit is inline).
+		if t.GeneratedSHA256 == "" {
+			u.set("generated_sha256", str(t.ResultSHA256))
+			if t.ResultRef != nil {
+				av, _ := attributevalue.Marshal(t.ResultRef)
+				u.set("generated_result_ref", av)
+			} else {
+				u.set("generated_result", str(t.Result))
+			}
+		}
+		if t.ResultRef != nil {
+			u.remove("result_ref")
+		}
 	}
 	u.stamp(now)
 	u.v("awaiting", strState(StateAwaitingApproval))

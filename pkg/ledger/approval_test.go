@@ -200,6 +200,20 @@ func TestApproveEditedKeepsTheGeneratedArtifact(t *testing.T) {
 		if _, replay, err := b.l.Approve(ctx, task, approveReq(task, task.ResultSHA256, edited, 1)); err != nil || !replay {
 			t.Fatalf("repeated edited approval = %v replay=%v", err, replay)
 		}
+		// Withdrawn and edited again: the generated artifact is still the
+		// one the provider made, not the first edit.
+		back, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "one more change", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := `{"text":"the edited summary, edited again"}`
+		again, _, err := b.l.Approve(ctx, back, approveReq(back, back.ResultSHA256, second, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Result != second || again.GeneratedResult != gatedResult || again.GeneratedSHA256 != task.ResultSHA256 {
+			t.Fatalf("second edit: result %q, generated %q (%s), want the provider's %q (%s)", again.Result, again.GeneratedResult, again.GeneratedSHA256, gatedResult, task.ResultSHA256)
+		}
 	})
 }
 

@@ -99,8 +99,8 @@ type Task struct {
 	WriteNonce string `dynamodbav:"write_nonce,omitempty"`
 	// CallStartedVersion is the assignment version whose worker recorded,
 	// just before calling the provider, that the call started
-	// (MarkCallStarted); written only for providers that neither honour
-	// idempotency keys nor offer a readback. Claim leaves it alone, so it
+	// (MarkCallStarted); written only for providers that do not honour
+	// idempotency keys. Claim leaves it alone, so it
 	// equals AssignmentVersion only when the current assignment's call
 	// started.
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`

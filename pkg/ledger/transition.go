@@ -23,6 +23,10 @@ type ClaimOptions struct {
 	// otherwise leave it false and let the reconciler move the task to
 	// unknown or queued.
 	AllowTakeover bool
+	// TakeoverKind, when set, limits AllowTakeover to tasks of that kind:
+	// the provider's idempotency says nothing about a deliver task's
+	// destination, whose expired lease is the reconciler's to resolve.
+	TakeoverKind string
 }
 
 // Claim takes the task for one attempt with one conditional UpdateItem
@@ -63,7 +67,13 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	states := "#state = :c_queued OR (#state = :c_retry AND #not_before <= :now)"
 	if o.AllowTakeover {
 		u.v("c_running", strState(StateRunning))
-		states += " OR (#state = :c_running AND #lease_until < :now)"
+		running := "#state = :c_running AND #lease_until < :now"
+		if o.TakeoverKind != "" {
+			u.n("kind")
+			u.v("takeover_kind", str(o.TakeoverKind))
+			running += " AND #kind = :takeover_kind"
+		}
+		states += " OR (" + running + ")"
 	}
 	u.cond(states)
 	// A claim whose reply was lost, retried by the SDK and then refused
@@ -83,7 +93,8 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	if mine {
 		return old, nil
 	}
-	return nil, whyNotClaimable(taskID, old, now, o.AllowTakeover)
+	takeover := o.AllowTakeover && (o.TakeoverKind == "" || old == nil || old.Kind == o.TakeoverKind)
+	return nil, whyNotClaimable(taskID, old, now, takeover)
 }
 
 // ReasonContended: the task looked claimable when re-read; another writer
@@ -188,8 +199,8 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 // caller's assignment is about to call the provider: one fenced
 // conditional UpdateItem (assignment_version = mine AND state = running)
 // that sets call_started_version = version and renews the lease like Renew.
-// It matters for a provider that neither honours idempotency keys nor
-// offers a readback: the reconciler then tells a worker that died after
+// It matters for a provider that does not honour idempotency keys: the
+// reconciler then tells a worker that died after
 // its claim but before its call (no mark at this version: re-queue) from
 // one that may have reached the provider (mark present: unknown). A write
 // whose reply was lost is recognised as the caller's own (write_nonce; pass

@@ -429,7 +429,7 @@
       var s = el('span');
       badge(s, t.state);
       b.appendChild(s);
-      if (t.parent_task_id) b.appendChild(el('span', { 'class': 'muted parent' }, '↳ regenerated from ' + t.parent_task_id));
+      if (t.parent_task_id) b.appendChild(el('span', { 'class': 'muted parent' }, (t.kind === 'deliver' ? '↳ delivery of ' : '↳ regenerated from ') + t.parent_task_id));
       b.addEventListener('click', function () { showTask(t.task_id, null); });
       li.appendChild(b);
       ul.appendChild(li);
@@ -469,7 +469,7 @@
         if (r.status === 200 && isView(r.body)) {
           renderTask(r.body);
           remember(r.body);
-          if (L.isSettled(r.body.state)) { $('task-live').textContent = ''; return; }
+          if (settled(r.body)) { $('task-live').textContent = ''; return; }
           schedule(POLL_MS);
         } else if (r.status === 404) {
           $('task-live').textContent = '';
@@ -484,8 +484,14 @@
         schedule(POLL_ERROR_MS);
       });
     };
-    if (view && L.isSettled(view.state)) return;
+    if (view && settled(view)) return;
     if (view) schedule(POLL_MS); else tick();
+  }
+
+  // settled: polling a view can stop (an approved task polls on while its
+  // deliveries run).
+  function settled(v) {
+    return L.isSettled(v.state) && !window.TaskledgerApproval.needsPoll(v);
   }
 
   function renderTask(v) {
@@ -535,6 +541,7 @@
     });
 
     $('cancel').disabled = L.isTerminal(v.state);
+    window.TaskledgerApproval.render(v);
   }
 
   // ---- submit ----
@@ -564,7 +571,20 @@
       $('prompt').focus();
       return;
     }
-    var body = JSON.stringify({ kind: 'generate', input: built.input });
+    var plan = L.buildPlan({
+      required: $('require-approval').checked,
+      destination: $('deliver-destination').value,
+      params: $('deliver-params').value
+    });
+    if (plan.error) {
+      status.removeAttribute('data-status');
+      setStatus(status, plan.error, 'error');
+      $('require-approval').focus();
+      return;
+    }
+    var req = { kind: 'generate', input: built.input };
+    if (plan.plan) { req.approval = plan.plan.approval; req.deliver = plan.plan.deliver; }
+    var body = JSON.stringify(req);
     var press = L.keyForPress(st.lastPress, body, detail, Date.now());
     st.lastPress = press;
     setSending(true);
@@ -829,6 +849,10 @@
     $('task-parent').addEventListener('click', function (ev) {
       ev.preventDefault();
       if (st.view && st.view.parent_task_id) showTask(st.view.parent_task_id, null);
+    });
+    window.TaskledgerApproval.init({
+      call: call, showTask: showTask, remember: remember, setStatus: setStatus, when: when, badge: badge, el: el,
+      networkText: networkText, retryText: retryText
     });
     $('task-open-review').addEventListener('click', function () { selectTab('review'); $('tab-review').focus(); });
     setTimeout(refreshOthers, BACKGROUND_MS);

@@ -7,7 +7,7 @@
   'use strict';
 
   // States after which a task never changes again.
-  var TERMINAL = ['completed', 'failed', 'cancelled'];
+  var TERMINAL = ['completed', 'failed', 'cancelled', 'rejected'];
 
   // isTerminal reports whether state is final.
   function isTerminal(state) {
@@ -181,7 +181,9 @@
     completed: 'result saved',
     failed: 'failed permanently',
     cancelled: 'cancelled before it ran',
-    needs_review: 'parked for a person — see the review block'
+    needs_review: 'parked for a person — see the review block',
+    awaiting_approval: 'result saved; waiting for a person to approve or reject it',
+    rejected: 'rejected by a person; nothing will be delivered'
   };
 
   function stateHelp(state) {
@@ -191,12 +193,15 @@
   // sessionEntry is what the page remembers about a task in sessionStorage:
   // ids and states only, never the task's text.
   function sessionEntry(view) {
-    return {
+    var e = {
       task_id: view.task_id,
       state: view.state,
       parent_task_id: view.parent_task_id || '',
       created_at: view.created_at || ''
     };
+    // A deliver task's parent is the task whose approval made it.
+    if (view.kind === 'deliver') e.kind = 'deliver';
+    return e;
   }
 
   // mergeSession inserts or updates entry in list (newest first) and
@@ -232,6 +237,55 @@
     return { input: input };
   }
 
+  // DESTINATIONS are the deliver destinations the page offers (the
+  // simulated ones of the local stack; DESIGN §10).
+  var DESTINATIONS = ['notify', 'publish', 'crm'];
+
+  // buildPlan turns the submit form's approval controls into the
+  // "approval" and "deliver" members of a submission: {} without a gate,
+  // {plan:{approval,deliver}} with one, or {error} (nothing is sent).
+  function buildPlan(f) {
+    var dest = f.destination || '';
+    var raw = String(f.params == null ? '' : f.params).trim();
+    if (!f.required) {
+      if (dest) return { error: 'A delivery needs an approval: tick “Require approval” (deliveries are created when a person approves).' };
+      return {};
+    }
+    var plan = { approval: { required: true }, deliver: [] };
+    if (!dest) return { plan: plan };
+    if (DESTINATIONS.indexOf(dest) < 0) return { error: 'Unknown destination ' + dest + '.' };
+    var params = {};
+    if (raw) {
+      try { params = JSON.parse(raw); } catch (e) { return { error: 'Params must be a JSON object, e.g. {"to":"requester@example.com"} (' + e.message + ').' }; }
+      if (!params || typeof params !== 'object' || Array.isArray(params)) return { error: 'Params must be a JSON object, e.g. {"to":"requester@example.com"}.' };
+    }
+    plan.deliver.push({ destination: dest, params: params });
+    return { plan: plan };
+  }
+
+  // editableText is what the Edit & approve box shows of a result: its
+  // "text" when it has one (the rest of the result is kept), else its JSON.
+  function editableText(result) {
+    if (result && typeof result === 'object' && typeof result.text === 'string') return result.text;
+    return JSON.stringify(result == null ? {} : result, null, 2);
+  }
+
+  // editedResult builds the edited_result of an Edit & approve from the
+  // shown result and the edited text: the result with its "text" replaced,
+  // or the edited JSON object. {error} when the edit is not usable.
+  function editedResult(result, text) {
+    if (result && typeof result === 'object' && typeof result.text === 'string') {
+      if (!String(text).trim()) return { error: 'The edited text is empty.' };
+      var out = {};
+      for (var k in result) if (Object.prototype.hasOwnProperty.call(result, k)) out[k] = result[k];
+      out.text = String(text);
+      return { result: out };
+    }
+    var v;
+    try { v = JSON.parse(text); } catch (e) { return { error: 'The edited result must be a JSON object (' + e.message + ').' }; }
+    if (!v || typeof v !== 'object' || Array.isArray(v)) return { error: 'The edited result must be a JSON object.' };
+    return { result: v };
+  }
 
   // ---- OpenID Connect sign-in (authorization code + PKCE, S256) ----
 
@@ -391,6 +445,10 @@
     sessionEntry: sessionEntry,
     mergeSession: mergeSession,
     buildInput: buildInput,
+    DESTINATIONS: DESTINATIONS,
+    buildPlan: buildPlan,
+    editableText: editableText,
+    editedResult: editedResult,
     base64url: base64url,
     randomToken: randomToken,
     pkceChallenge: pkceChallenge,

@@ -246,3 +246,40 @@ test('sessionFrom and sessionValid', () => {
   assert.equal(L.sessionValid(null, now), false);
   assert.equal(L.sessionValid({ bearer: '', expires_at: now + 1e6 }, now), false);
 });
+
+test('rejected is terminal; awaiting_approval is live', () => {
+  assert.ok(L.isTerminal('rejected') && L.isSettled('rejected'));
+  assert.ok(!L.isSettled('awaiting_approval'));
+  assert.match(L.stateHelp('awaiting_approval'), /approve/);
+});
+
+test('buildPlan: approval gate and one delivery from the form', () => {
+  assert.deepEqual(L.buildPlan({ required: false, destination: '', params: '' }), {});
+  assert.match(L.buildPlan({ required: false, destination: 'notify', params: '' }).error, /Require approval/);
+  assert.deepEqual(L.buildPlan({ required: true, destination: '', params: '{"x":1}' }),
+    { plan: { approval: { required: true }, deliver: [] } }, 'params without a destination are ignored');
+  assert.deepEqual(L.buildPlan({ required: true, destination: 'notify', params: ' {"to":"a@example.com"} ' }),
+    { plan: { approval: { required: true }, deliver: [{ destination: 'notify', params: { to: 'a@example.com' } }] } });
+  assert.deepEqual(L.buildPlan({ required: true, destination: 'crm', params: '' }).plan.deliver, [{ destination: 'crm', params: {} }]);
+  assert.match(L.buildPlan({ required: true, destination: 'notify', params: '{"to":' }).error, /JSON object/);
+  assert.match(L.buildPlan({ required: true, destination: 'notify', params: '[1]' }).error, /JSON object/);
+  assert.match(L.buildPlan({ required: true, destination: 'webhook2', params: '' }).error, /Unknown destination/);
+});
+
+test('editedResult keeps the result and replaces its text; JSON otherwise', () => {
+  const r = { text: 'old', model: 'm1' };
+  assert.equal(L.editableText(r), 'old');
+  assert.deepEqual(L.editedResult(r, 'new text'), { result: { text: 'new text', model: 'm1' } });
+  assert.equal(r.text, 'old', 'the shown result is not changed');
+  assert.match(L.editedResult(r, '  ').error, /empty/);
+  const j = { answer: 42 };
+  assert.equal(L.editableText(j), '{\n  "answer": 42\n}');
+  assert.deepEqual(L.editedResult(j, '{"answer":43}'), { result: { answer: 43 } });
+  assert.match(L.editedResult(j, '[1]').error, /JSON object/);
+  assert.match(L.editedResult(j, '{').error, /JSON object/);
+});
+
+test('sessionEntry marks a deliver task (its parent is the approved task)', () => {
+  assert.equal(L.sessionEntry({ task_id: 't_d', state: 'queued', kind: 'deliver', parent_task_id: 't_g' }).kind, 'deliver');
+  assert.equal('kind' in L.sessionEntry({ task_id: 't_g', state: 'queued', kind: 'generate' }), false);
+});

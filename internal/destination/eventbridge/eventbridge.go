@@ -120,6 +120,18 @@ var entryConfigCodes = map[string]bool{
 	"KMSInvalidStateException":            true,
 }
 
+// CheckParams checks params as Deliver would (destination.ParamsChecker).
+func (d *Destination) CheckParams(params json.RawMessage) error {
+	var p Params
+	if err := destination.ParseParams(Name, params, &p); err != nil {
+		return err
+	}
+	if p.DetailType != "" && !validDetailType(p.DetailType) {
+		return retrypolicy.Permanent(&destination.ParamsError{Destination: Name, Field: "detail_type", Problem: "must be 1 to 128 printable ASCII characters"})
+	}
+	return nil
+}
+
 // Deliver puts one event on the bus. The SDK's retries are switched off for
 // the call: a retried PutEvents after a lost reply is a second event.
 //

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -210,6 +211,12 @@ type crmParams struct {
 }
 
 var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,79}$`)
+
+// CheckParams checks params as Deliver would (destination.ParamsChecker).
+func (d *Destination) CheckParams(params json.RawMessage) error {
+	_, err := d.key(destination.Request{OperationID: "check", Params: params})
+	return err
+}
 
 // key parses req's params and returns the readback key.
 func (d *Destination) key(req destination.Request) (string, error) {

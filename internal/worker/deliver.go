@@ -1,0 +1,42 @@
+package worker
+
+import (
+	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// The worker runs a deliver task (DESIGN §10) exactly like a generate task:
+// same claim, fencing, heartbeat, call-start mark, settling writes, unknown
+// and review machinery. Only the step differs: the provider generates, the
+// destination the task's input names delivers (package deliver binds it as
+// a provider, with the destination's guarantees for this delivery). So an
+// uncertain delivery is re-sent only to a destination that deduplicates by
+// operation id; any other goes to unknown for the reconciler's readback, and
+// the call start is marked where neither readback nor idempotency could
+// tell a worker that died before the call from one that died in it.
+
+// step returns what performs t: the provider for a generate task, the
+// destination bound to t for a deliver task.
+func (h *Handler) step(t *ledger.Task) provider.Provider {
+	if t.Kind == deliver.Kind {
+		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input})
+	}
+	return h.Provider
+}
+
+// honoursIdempotencyOf reports whether re-sending t's operation cannot
+// cause a second side effect.
+func (h *Handler) honoursIdempotencyOf(t *ledger.Task) bool {
+	return provider.HonoursIdempotency(h.step(t))
+}
+
+// configReview is the review of an attempt refused for configuration:
+// worded for the provider, or for a deliver task's destination.
+func (h *Handler) configReview(t *ledger.Task, f review.Failure) ledger.Review {
+	if t.Kind == deliver.Kind {
+		return review.DestinationConfig(t, h.step(t).Name(), f)
+	}
+	return review.ProviderConfig(t, h.step(t).Name(), f)
+}
