@@ -28,6 +28,7 @@ type checker struct {
 	s          *soak
 	rows       map[Kind]*Row
 	violations []Violation
+	spendRows  map[Kind]*spendRowStats // check_spend.go
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -86,6 +87,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			continue
 		}
 		c.checkSubmit(t, st)
+		c.spendTask(ctx, t, st, reviewOf[t.id])
 		if st == nil {
 			continue
 		}
@@ -216,6 +218,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	}
 
 	c.perTask(rep)
+	c.spendRunWide(rep)
 
 	// Rows: injected counts and run-wide notes.
 	for _, k := range AllKinds() {
@@ -266,6 +269,10 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 		}
 		switch cl.status {
 		case 200, 202, 422, 503:
+		case 429: // the quota caller over its quota (check_spend.go)
+			if t.kind != QuotaExceeded {
+				c.add(t.kind, t.id, "unexpected_status", "submit (%s) answered %d", cl.variant, cl.status)
+			}
 		default:
 			c.add(t.kind, t.id, "unexpected_status", "submit (%s) answered %d", cl.variant, cl.status)
 		}

@@ -172,7 +172,12 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 				}
 			}
 			rec.finish("cancel", "", c)
+			s.cancelledWhileRunning(t, c) // the worker had claimed it: the rules of cancel_running
 		}
+	case QuotaExceeded:
+		s.submitQuota(ctx, t, rec)
+	case ChainBudget:
+		s.submitChain(ctx, t, rec)
 	default:
 		if c := s.submitVariant(ctx, t, rec, "a", t.input); c.status/100 == 2 && isWorkflow(t.kind) {
 			s.approveLater(ctx, t)
@@ -190,7 +195,7 @@ func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant,
 	if isDeliver(t.kind) {
 		kind = deliver.Kind
 	}
-	body := `{"kind":"` + kind + `","input":` + input + t.planMembers() + `}`
+	body := `{"kind":"` + kind + `","input":` + input + t.planMembers() + budgetMember(t) + `}`
 	var c call
 	for try := range maxSubmitTries {
 		c = s.request(ctx, http.MethodPost, "/tasks", t.key, body)

@@ -181,6 +181,48 @@
 // approval's delivery does at its destination is not checked here (its
 // state only has to be final).
 //
+// Spend control (issue 14, DESIGN §13; spend.go, chain.go,
+// check_spend.go). The handlers run as deployed with SPEND_CONFIG and
+// PROVIDER_ADMISSION: a price table for the simulated model, a daily token
+// quota (QuotaTokens) and admission of AdmissionRequests calls per
+// AdmissionWindow (1 s) for the model — far above the soak's submit rate,
+// so calls wait only when a window is full. Every provider call is
+// admitted first; budgeted tasks reserve and settle on spend# items. The
+// submit handler has no Budgets (the task view's usage is not checked), and
+// a second one, with the daily quota, serves the dedicated quota caller
+// (JWT subject QuotaSub). Task scans skip every tasks-table key not
+// starting with "t_" (spend#, quota#, adm# items). Kinds:
+//
+//   - budget_tight: a token budget of one call's reservation and a half (or
+//     two), with two scripted 5xx forcing retries;
+//   - chain_budget: a root with a budget of about one call and a half; once
+//     it is final, two regenerates of it are sent at once (planned tasks
+//     beyond N, keyed "<root key>-r<i>") and reserve on the same chain
+//     budget: one of them is usually parked budget_exhausted;
+//   - quota_exceeded: the quota caller's first task goes ahead, the others
+//     wait until its settled call used the quota up, then get 429 (injected
+//     = 429s; Report.Refused);
+//   - admission_wait: right after the claim (AfterClaim), the model's
+//     current admission window is filled to its limit late in the window
+//     (more windows ahead on a slow engine), so the task — and whatever
+//     else asks in that window — waits for the next (injected = the task's
+//     first "not admitted" log);
+//   - cancel_running: the first call is slow; while it is in flight at the
+//     provider, POST /tasks/{id}/cancel (202). A cancel_race cancel that
+//     found its task running (202) is held to the same rules.
+//
+// Rules: spend_over_budget (a chain's and a task's spend# item never spent
+// more than the budget plus one call's reservation);
+// admission_window_over_limit (no window saw more provider calls start than
+// its limit, counted at the provider); admission_wait_consumed_attempt
+// (the first call after the wait carries the attempt number of the claim
+// that waited, unless background AWS faults touched the task);
+// quota_429_wrote and quota_429_without_retry_after; call_after_cancel (no
+// call of a later attempt than the one the cancel fenced started after the
+// cancel answered), cancelled_with_result, cancel_not_by_unknown_rules
+// (completed only by a readback — never in plain mode — and needs_review
+// only as unknown_outcome).
+//
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
 // states (rejected included) × violations.
 package soak

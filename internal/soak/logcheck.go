@@ -13,6 +13,8 @@ import (
 const (
 	discardedLog   = "result discarded"
 	retryFencedLog = "retry rejected: the assignment was fenced"
+	// notAdmittedLog: the worker put a task back to wait for admission.
+	notAdmittedLog = "not admitted: the model's window is full"
 )
 
 // watchLog wraps the handlers' log handler and reports every record whose
@@ -25,7 +27,7 @@ type watchLog struct {
 }
 
 func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn || h.inner.Enabled(ctx, l)
+	return l >= slog.LevelInfo || h.inner.Enabled(ctx, l) // notAdmittedLog is Info
 }
 
 func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
@@ -69,7 +71,7 @@ func (h *watchLog) WithGroup(name string) slog.Handler {
 
 // watched returns which watched message m is, or "".
 func watched(m string) string {
-	for _, w := range []string{discardedLog, retryFencedLog} {
+	for _, w := range []string{discardedLog, retryFencedLog, notAdmittedLog} {
 		if strings.Contains(m, w) {
 			return w
 		}

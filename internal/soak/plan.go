@@ -76,6 +76,7 @@ func TaskKinds() []Kind {
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
 		LargeInput,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
+		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
 	}, workflowKinds()...)
 }
 
@@ -89,6 +90,9 @@ func AllKinds() []Kind {
 // park a task).
 func expected(t *task) []ledger.State {
 	if e := workflowExpected(t); e != nil {
+		return e
+	}
+	if e := expectedSpend(t.kind); e != nil {
 		return e
 	}
 	switch t.kind {
@@ -114,6 +118,7 @@ type task struct {
 	input  string // the input object submitted
 	other  string // KeyReusedPayload: the other input
 	racing bool   // KeyReusedPayload / DuplicateDelivery variant
+	parent *task  // ChainBudget: the chain's root of a regenerate (chain.go)
 }
 
 // plan assigns kinds to tasks: ceil(share×n) faulted tasks take the task
@@ -137,6 +142,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.i = i
 		t.key = fmt.Sprintf("soak-%d-%05d", seed, i)
 		t.id = ledger.TaskID(scope, t.key)
+		if t.kind == QuotaExceeded {
+			t.id = ledger.TaskID(QuotaScope, t.key) // the dedicated quota caller
+		}
 		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
 		if t.kind == LargeInput {
 			t.input = fmt.Sprintf(`{"prompt":"soak task %d:%s","max_tokens":8}`, i, strings.Repeat(" a long document", 400))
@@ -150,7 +158,7 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 			t.input = deliverInput(t.kind, i)
 		}
 	}
-	return tasks
+	return withRegenerates(tasks, scope)
 }
 
 // providerScript is the simulated provider's script for a task kind.
@@ -176,6 +184,12 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		return []simulated.Fault{simulated.ServerError}
 	case DeadlinePressure:
 		return []simulated.Fault{simulated.Long}
+	case BudgetTight:
+		return []simulated.Fault{simulated.ServerError, simulated.ServerError}
+	case CancelRunning:
+		return []simulated.Fault{simulated.Slow}
+	case ChainBudget:
+		return []simulated.Fault{simulated.ServerError}
 	case OversizedResult:
 		// Every attempt: the provider deterministically answers too much.
 		return repeat(simulated.Oversized, maxAttempts+1)

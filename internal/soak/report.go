@@ -42,6 +42,10 @@ type Report struct {
 	Violations []Violation
 	// Accepted tasks stored, Stored tasks in the table, Reviews task review items.
 	Accepted, Stored, Reviews int
+	// Refused are the quota caller's tasks refused with 429 (never
+	// stored); Regenerates the chain_budget regenerates accepted (planned
+	// beyond N). Accepted = N - Refused + Regenerates when nothing is lost.
+	Refused, Regenerates int
 	// Calls and Attempts of the handlers' AWS clients, by "Service.Operation".
 	Calls, Attempts map[string]int
 	// Decisions are the approvers' answered calls and DecisionCalls the

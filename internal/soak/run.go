@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +91,7 @@ type soak struct {
 	kindCalls, kindEffects map[Kind]int
 	ticks                  int
 	runs                   []tickSpan // every reconciler tick's start and end, in start order
+	sp                     spendState // budgets, quota, admission, cancel while running (spend.go)
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -275,7 +277,7 @@ func (s *soak) wire(ctx context.Context) error {
 			Payloads: handlerPayloads,
 		}
 	}
-	return nil
+	return s.wireSpend(ddb)
 }
 
 // eventSources builds the SQS event source mapping (from the template, on
@@ -341,6 +343,7 @@ func (s *soak) onInject(c faultinject.Call, k faultinject.Kind) {
 		s.inject(t.kind)
 		return
 	}
+	s.touch(c.TaskID)
 	s.inject(BackgroundAWS)
 }
 
@@ -433,7 +436,7 @@ func (s *soak) hooks() *worker.Hooks {
 	afterProvider, afterSave := kill(KillAfterProvider), kill(KillAfterSave)
 	return &worker.Hooks{
 		BeforeClaim: kill(KillBeforeClaim),
-		AfterClaim:  kill(KillAfterClaim),
+		AfterClaim:  s.afterClaim(kill(KillAfterClaim)),
 		AfterProvider: func(ctx context.Context, id string) error {
 			if t := s.byID[id]; t != nil && t.kind == StaleWorker && s.once(StaleWorker, id) {
 				s.stale(ctx, id)
@@ -494,7 +497,7 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 	dl, hasDeadline := ctx.Deadline()
 	short := hasDeadline && time.Until(dl) < p.s.cfg.CallTimeout*9/10
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
-	res, err := p.Provider.Generate(callCtx, req)
+	res, err := p.s.generate(callCtx, req)
 	cancel()
 	s := p.s
 	s.mu.Lock()
@@ -734,13 +737,25 @@ func (s *soak) scanTasks(ctx context.Context) ([]ledger.Task, error) {
 	var out []ledger.Task
 	err := s.scan(ctx, s.env.Names.TasksTable, func(items []map[string]types.AttributeValue) error {
 		var page []ledger.Task
-		if err := attributevalue.UnmarshalListOfMaps(items, &page); err != nil {
+		if err := attributevalue.UnmarshalListOfMaps(taskItems(items), &page); err != nil {
 			return err
 		}
 		out = append(out, page...)
 		return nil
 	})
 	return out, err
+}
+
+// taskItems keeps the tasks of a page of the tasks table: spend# budget,
+// quota# and adm# admission items live there too.
+func taskItems(items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
+	out := items[:0:0]
+	for _, it := range items {
+		if k, ok := it["task_id"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, "t_") {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 func (s *soak) scanReviews(ctx context.Context) ([]ledger.Review, error) {

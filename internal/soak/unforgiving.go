@@ -309,6 +309,8 @@ func (s *soak) onWatched(msg, taskID string, version, current int64) {
 	switch msg {
 	case discardedLog:
 		s.discarded[taskID] = append(s.discarded[taskID], version)
+	case notAdmittedLog:
+		s.notAdmitted(taskID)
 	case retryFencedLog:
 		if s.retryPending[taskID] && current <= version {
 			s.retryDropped[taskID]++
