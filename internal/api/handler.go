@@ -418,7 +418,7 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 		return h.reject(c, p)
 	}
 	h.withApproval(ctx, &view, t)
-	h.spendView(ctx, t, &view)
+	h.spendView(ctx, t, &view, status == http.StatusAccepted && t.Attempts == 0)
 	body, err := json.Marshal(view)
 	if err != nil {
 		return internalError().response()

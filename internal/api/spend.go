@@ -229,7 +229,11 @@ func usageView(s *spend.State) *UsageView {
 // regenerates), two consistent GetItems.
 // Without a Budgets accountant, or when a read fails (logged), usage is
 // left out.
-func (h *Handler) spendView(ctx context.Context, t *ledger.Task, v *TaskView) {
+//
+// fresh: the 202 of the submit that just created t — nothing can have
+// reserved on it or its chain yet, so its zero usage is shown without the
+// reads (the submit stays at its call floor).
+func (h *Handler) spendView(ctx context.Context, t *ledger.Task, v *TaskView, fresh bool) {
 	if !t.HasBudget() {
 		return
 	}
@@ -238,6 +242,10 @@ func (h *Handler) spendView(ctx context.Context, t *ledger.Task, v *TaskView) {
 		v.Budget.MaxCostUSD = json.Number(spend.Micros(t.BudgetMaxMicros).String())
 	}
 	if h.Budgets == nil {
+		return
+	}
+	if fresh && t.Chain() == t.TaskID {
+		v.Usage, v.ChainUsage = usageView(&spend.State{}), usageView(&spend.State{})
 		return
 	}
 	own, err := h.Budgets.Get(ctx, spend.TaskKey(t.TaskID))

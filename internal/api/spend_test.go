@@ -44,8 +44,14 @@ func TestSubmitBudget(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now())
 		b := setup(t, e, withSpend(e, clock, nil))
+		e.Counter.Reset()
 		resp := b.do(t, submitReq("budget-1", budgetBody("p", `{"max_total_tokens":5000,"max_cost_usd":0.25}`)))
 		wantStatus(t, resp, http.StatusAccepted)
+		// A fresh budgeted task has reserved nothing: its 202 shows zero
+		// usage without reading the budget items (the submit call floor).
+		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.PutItem:1 SQS.SendMessage:1]" {
+			t.Fatalf("a budgeted submit made %s, want one PutItem and one SendMessage", got)
+		}
 		v := view(t, resp)
 		root, err := b.l.Get(context.Background(), v.TaskID)
 		if err != nil {

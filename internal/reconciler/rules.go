@@ -280,8 +280,9 @@ func isRace(err error) bool {
 // timeout ago, the provider does not deduplicate, and the worker marked the
 // call's start under this assignment.
 // The call started while the lease held, so it ends by the time the lease
-// was expired plus the call timeout (contract.CallTimer; DefaultCallTimeout
-// when the step declares none).
+// was expired plus the call timeout (the longest of the step's and the
+// provider's contract.CallTimer; DefaultCallTimeout when neither declares
+// one).
 func (r *run) callMayRun(t *ledger.Task) bool {
 	if t.ErrorMessage != ledger.LeaseExpiredMessage {
 		return false // the worker itself recorded the outcome unknown: its call had ended
@@ -292,9 +293,16 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	if t.CallStartedVersion != t.AssignmentVersion {
 		return false // no call-start mark under this assignment: no call was started
 	}
-	timeout := DefaultCallTimeout
-	if ct, ok := r.h.step(t).(contract.CallTimer); ok && ct.CallTimeout() > 0 {
-		timeout = ct.CallTimeout()
+	// The longest bound any side may use: the step's own, the provider's
+	// (the worker bounds a delivery's call by it), or the default.
+	var timeout time.Duration
+	for _, p := range []contract.Provider{r.h.step(t), r.h.Provider} {
+		if ct, ok := p.(contract.CallTimer); ok && ct.CallTimeout() > timeout {
+			timeout = ct.CallTimeout()
+		}
+	}
+	if timeout == 0 {
+		timeout = DefaultCallTimeout
 	}
 	return r.now.Before(unknownSince(t).Add(timeout))
 }

@@ -39,3 +39,53 @@ func TestAttack12ApproveAfterTheApprovalDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestAttack12RetriedExpiredApprovalKeepsTheNewGeneratedArtifact: an
+// approval with an edit keeps the generated artifact once
+// (generated_sha256/generated_result) — DESIGN §10: "generated artifact
+// and approval decision are separate facts". The approval_expired review
+// offers `review retry`: the result is generated again under the same task
+// id and awaits approval anew. If an earlier round was approved with an edit
+// and withdrawn, the retry does not clear generated_*, so a new edit keeps
+// the FIRST generation's hash and the second generated artifact is lost:
+// neither result (now the edit) nor generated_result holds it.
+func TestAttack12RetriedExpiredApprovalKeepsTheNewGeneratedArtifact(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := awaiting(t, b, "regen-after-expiry")
+		edit1 := `{"text":"edited once"}`
+		if _, _, err := b.l.Approve(ctx, task, approveReq(task, task.ResultSHA256, edit1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "wrong", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Hour)
+		if _, err := b.l.ExpireApproval(ctx, w, ledger.Review{TaskID: w.TaskID, Summary: "expired"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "op"}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen2 := `{"text":"generated again"}`
+		again, err := b.l.Complete(ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: gen2, ApprovalTTL: c.ApprovalTTL()})
+		if err != nil || again.State != ledger.StateAwaitingApproval {
+			t.Fatalf("completion of the retry = %v, %v; want awaiting_approval", again, err)
+		}
+		edit2 := `{"text":"edited twice"}`
+		got, _, err := b.l.Approve(ctx, again, approveReq(again, again.ResultSHA256, edit2, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GeneratedSHA256 != ledger.SHA256Hex(gen2) || got.GeneratedResult != gen2 {
+			t.Fatalf("after the retried generation was approved with an edit: generated_sha256 %.12s generated_result %q; want the second generation %.12s %q (it is in neither result nor generated_result)",
+				got.GeneratedSHA256, got.GeneratedResult, ledger.SHA256Hex(gen2), gen2)
+		}
+	})
+}
