@@ -269,13 +269,9 @@ func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decisi
 	if t.ResultRef != nil && t.Result == "" {
 		// The artifact went through the S3 claim-check: the deliveries carry
 		// its exact bytes, read (and verified) from the payload bucket.
-		if h.Payloads == nil {
-			h.log().ErrorContext(ctx, "api: task result is in S3 but no payload bucket is configured (PAYLOAD_BUCKET)", "task_id", t.TaskID)
-			return h.reject(c, internalError())
-		}
-		b, err := h.Payloads.Get(ctx, payloadRef(*t.ResultRef))
-		if err != nil {
-			return h.reject(c, h.payloadProblem(ctx, c, "get result", err))
+		b, p := h.offloadedResult(ctx, c, t)
+		if p != nil {
+			return h.reject(c, p)
 		}
 		withBytes := *t
 		withBytes.Result = string(b)

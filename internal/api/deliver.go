@@ -42,10 +42,16 @@ func (h *Handler) checkDeliver(input string) *Problem {
 	if err != nil {
 		return deliverInputProblem([]byte(input))
 	}
-	err = h.Destinations.Check(in)
-	if err == nil {
-		return nil
+	if err := h.Destinations.Check(in); err != nil {
+		return h.destinationProblem(err, "input", TypeInvalidInput, "Invalid task input")
 	}
+	return nil
+}
+
+// destinationProblem maps a destination registry's refusal of the
+// destination or params found at prefix ("input" for a deliver submit,
+// "deliver[i]" for a plan entry) to a 400 of type typ naming the field.
+func (h *Handler) destinationProblem(err error, prefix, typ, title string) *Problem {
 	var ud *destination.UnknownDestinationError
 	var pe *destination.ParamsError
 	switch {
@@ -54,18 +60,18 @@ func (h *Handler) checkDeliver(input string) *Problem {
 		if names := h.Destinations.Names(); len(names) > 0 {
 			known = "the configured destinations are " + strings.Join(names, ", ")
 		}
-		return newProblem(TypeInvalidInput, http.StatusBadRequest, "Invalid task input",
-			fmt.Sprintf("input.destination: %q is not a configured destination; %s.", ud.Name, known)).withField("input.destination")
+		return newProblem(typ, http.StatusBadRequest, title,
+			fmt.Sprintf("%s.destination: %q is not a configured destination; %s.", prefix, ud.Name, known)).withField(prefix + ".destination")
 	case errors.As(err, &pe):
-		field := "input.params"
+		field := prefix + ".params"
 		if pe.Field != "" {
 			field += "." + pe.Field
 		}
-		return newProblem(TypeInvalidInput, http.StatusBadRequest, "Invalid task input", "input.params: "+pe.Error()).withField(field)
+		return newProblem(typ, http.StatusBadRequest, title, prefix+".params: "+pe.Error()).withField(field)
 	}
 	// A destination refusing its params in its own words (a webhook
 	// naming an endpoint that is not configured).
-	return newProblem(TypeInvalidInput, http.StatusBadRequest, "Invalid task input", "input.params: "+clip(err.Error(), 300)).withField("input.params")
+	return newProblem(typ, http.StatusBadRequest, title, prefix+".params: "+clip(err.Error(), 300)).withField(prefix + ".params")
 }
 
 // regenerateDeliver refuses POST /tasks/{id}/regenerate on a deliver task:
@@ -86,29 +92,9 @@ func (h *Handler) checkPlan(pl plan) *Problem {
 		return nil
 	}
 	for i, e := range pl.deliveries {
-		field := fmt.Sprintf("deliver[%d]", i)
-		err := h.Destinations.Check(destination.DeliverInput{Destination: e.Destination, Params: e.Params})
-		if err == nil {
-			continue
+		if err := h.Destinations.Check(destination.DeliverInput{Destination: e.Destination, Params: e.Params}); err != nil {
+			return h.destinationProblem(err, fmt.Sprintf("deliver[%d]", i), TypeInvalidBody, "Invalid request body")
 		}
-		var ud *destination.UnknownDestinationError
-		if errors.As(err, &ud) {
-			known := "none are configured"
-			if names := h.Destinations.Names(); len(names) > 0 {
-				known = "the configured destinations are " + strings.Join(names, ", ")
-			}
-			return newProblem(TypeInvalidBody, http.StatusBadRequest, "Invalid request body",
-				fmt.Sprintf("%s.destination: %q is not a configured destination; %s.", field, ud.Name, known)).withField(field + ".destination")
-		}
-		var pe *destination.ParamsError
-		if errors.As(err, &pe) {
-			f := field + ".params"
-			if pe.Field != "" {
-				f += "." + pe.Field
-			}
-			return newProblem(TypeInvalidBody, http.StatusBadRequest, "Invalid request body", field+".params: "+pe.Error()).withField(f)
-		}
-		return newProblem(TypeInvalidBody, http.StatusBadRequest, "Invalid request body", field+".params: "+clip(err.Error(), 300)).withField(field + ".params")
 	}
 	return nil
 }

@@ -62,13 +62,9 @@ func (h *Handler) resolveResult(ctx context.Context, c *call, t *ledger.Task, v 
 	if t.ResultRef.Size > MaxViewResult {
 		return nil
 	}
-	if h.Payloads == nil {
-		h.log().ErrorContext(ctx, "api: task result is in S3 but no payload bucket is configured (PAYLOAD_BUCKET)", "task_id", t.TaskID)
-		return internalError()
-	}
-	b, err := h.Payloads.Get(ctx, payloadRef(*t.ResultRef))
-	if err != nil {
-		return h.payloadProblem(ctx, c, "get result", err)
+	b, p := h.offloadedResult(ctx, c, t)
+	if p != nil {
+		return p
 	}
 	if json.Valid(b) {
 		v.Result = json.RawMessage(b)
@@ -76,6 +72,20 @@ func (h *Handler) resolveResult(ctx context.Context, c *call, t *ledger.Task, v 
 		v.Result, _ = json.Marshal(string(b))
 	}
 	return nil
+}
+
+// offloadedResult reads t's result from the payload bucket (its size and
+// SHA-256 verified against t.ResultRef, which must be set).
+func (h *Handler) offloadedResult(ctx context.Context, c *call, t *ledger.Task) ([]byte, *Problem) {
+	if h.Payloads == nil {
+		h.log().ErrorContext(ctx, "api: task result is in S3 but no payload bucket is configured (PAYLOAD_BUCKET)", "task_id", t.TaskID)
+		return nil, internalError()
+	}
+	b, err := h.Payloads.Get(ctx, payloadRef(*t.ResultRef))
+	if err != nil {
+		return nil, h.payloadProblem(ctx, c, "get result", err)
+	}
+	return b, nil
 }
 
 // payloadProblem maps a payload store error: transient S3 trouble is a 503
