@@ -1,0 +1,58 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttack14CancelLosesAResultInHand (adversarial review of issue 14):
+// the provider (no idempotency, no readback) returns its result to the
+// worker; a cancel (ledger.CancelRunning, as POST /tasks/{id}/cancel)
+// lands between the reply and the worker's completion. CancelRunning bumps
+// the assignment version, so the completion is fenced and the worker drops
+// the result it holds; the reconciler cannot read it back and parks the
+// task unknown_outcome. The provider acted and billed, the worker had the
+// one result in hand, and it is lost: an operator can only re-run it (a
+// second effect and a second bill). DESIGN §13 says the outcome follows
+// the unknown rules, under which a late result of the fenced attempt is
+// saved (a worker's result is saved from unknown at its own version).
+// Smallest fix: a completion fenced by a cancel of the worker's own
+// assignment (task unknown, cancel_version = the worker's version,
+// assignment_version = version+1) completes from that state (one
+// conditional UpdateItem on exactly those three), like the readback path
+// does in TestCancelAfterTheProviderActed.
+func TestAttack14CancelLosesAResultInHand(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		ctx := context.Background()
+		task := b.create(t, "atk14-cancel-in-hand", prompt)
+		b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
+			cur, err := b.l.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if _, err := b.l.CancelRunning(ctx, cur); err != nil {
+				t.Errorf("cancel after the provider replied: %v", err)
+			}
+			return nil
+		}}
+		b.send(t, task.TaskID)
+		handle(t, b.h, ctx, b.deliver(t, 1, 60))
+		if n := b.sim.SideEffects(task.TaskID); n != 1 {
+			t.Fatalf("provider side effects %d, want 1 (the provider acted before the cancel)", n)
+		}
+		b.clock.Advance(2 * time.Minute)
+		b.reconcile(t, b.sim)
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateCompleted || got.Result == "" {
+			t.Fatalf("the provider produced a result the worker held, then a cancel: state %s, result %d bytes; want completed with that result (not lost)",
+				got.State, len(got.Result))
+		}
+	})
+}
