@@ -136,5 +136,5 @@ func buildAdmission(b *lambdaenv.Base, pcfg provider.Config) (*worker.Admission,
 	if err != nil {
 		return nil, err
 	}
-	return &worker.Admission{Admitter: a, Model: model, DefaultMaxTokens: cfg.DefaultMaxTokens}, nil
+	return &worker.Admission{Admitter: a, Model: model}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +22,9 @@ const KeyPrefix = "adm#"
 
 // DefaultWindow is the admission window: provider limits are per minute.
 const DefaultWindow = time.Minute
+
+// DefaultSlots is the number of slots per window (5 s slots of a minute).
+const DefaultSlots = 12
 
 // ttlAfterWindow is how long a window item outlives its window (TTL).
 const ttlAfterWindow = time.Hour
@@ -48,6 +52,11 @@ type Config struct {
 	Limits map[string]Limit
 	// Window defaults to DefaultWindow.
 	Window time.Duration
+	// Slots cuts each window into this many slots (default DefaultSlots):
+	// an admit counts, besides its own window, the previous window's slots
+	// from its own slot on, so no span of one window's length ever holds
+	// more than the limit (see the package documentation).
+	Slots int
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// MaxAttempts bounds the writes of one Admit when replies are lost
@@ -59,7 +68,28 @@ type Config struct {
 
 // Admitter admits provider calls against shared per-model limits. Safe for
 // concurrent use.
-type Admitter struct{ c Config }
+type Admitter struct {
+	c Config
+	// sealed caches, per model, the sealed counts of the window before the
+	// current one (final once sealed, so valid for the whole window).
+	mu     sync.Mutex
+	sealed map[string]prevWindow
+}
+
+// prevWindow is a sealed window's per-slot counts.
+type prevWindow struct {
+	start            time.Time
+	requests, tokens []int64
+}
+
+// tail returns the counts of p's slots from slot on.
+func (p prevWindow) tail(slot int) (requests, tokens int64) {
+	for i := slot; i < len(p.requests); i++ {
+		requests += p.requests[i]
+		tokens += p.tokens[i]
+	}
+	return requests, tokens
+}
 
 // New validates cfg and returns an Admitter.
 func New(cfg Config) (*Admitter, error) {
@@ -80,6 +110,12 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Window%time.Second != 0 {
 		return nil, fmt.Errorf("admission: window %s is not a whole number of seconds", cfg.Window)
 	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = DefaultSlots
+	}
+	if cfg.Slots > 60 || cfg.Window%(time.Duration(cfg.Slots)*time.Millisecond) != 0 {
+		return nil, fmt.Errorf("admission: %d slots must be 1..60 and divide the window %s into whole milliseconds", cfg.Slots, cfg.Window)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -89,7 +125,7 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Nonce == nil {
 		cfg.Nonce = randomNonce
 	}
-	return &Admitter{c: cfg}, nil
+	return &Admitter{c: cfg, sealed: map[string]prevWindow{}}, nil
 }
 
 func validModel(m string) error {
@@ -110,6 +146,7 @@ type Ticket struct {
 	Model           string
 	WindowStart     time.Time
 	Key             string
+	Slot            int
 	EstimatedTokens int64
 	// Writes is the number of UpdateItem calls Admit made (1 unless a reply
 	// was lost).
@@ -128,6 +165,47 @@ func (a *Admitter) windowOf(t time.Time) time.Time {
 	w := int64(a.c.Window / time.Second)
 	s := t.Unix()
 	return time.Unix(s-((s%w)+w)%w, 0).UTC()
+}
+
+// slotLen is the length of one slot.
+func (a *Admitter) slotLen() time.Duration { return a.c.Window / time.Duration(a.c.Slots) }
+
+// slotOf returns t's slot in the window starting at start.
+func (a *Admitter) slotOf(start, t time.Time) int {
+	j := int(t.Sub(start) / a.slotLen())
+	return min(max(j, 0), a.c.Slots-1)
+}
+
+// retryAt is the earliest slot start after now at which a call of est
+// tokens could fit, given the sealed previous window and cur, the current
+// window's counts (per slot); in the next window, the current one becomes
+// the previous. Two windows away from now, nothing admitted so far counts.
+func (a *Admitter) retryAt(lim Limit, prev prevWindow, start, now time.Time, cur prevWindow, est int64) time.Time {
+	fits := func(r, k int64) bool { return r < lim.RequestsPerWindow && k+est <= lim.TokensPerWindow }
+	curR, curK := cur.tail(0)
+	for s := a.slotOf(start, now) + 1; s < a.c.Slots; s++ {
+		pr, pk := prev.tail(s)
+		if fits(curR+pr, curK+pk) {
+			return start.Add(time.Duration(s) * a.slotLen())
+		}
+	}
+	next := start.Add(a.c.Window)
+	for s := range a.c.Slots {
+		if fits(cur.tail(s)) {
+			return next.Add(time.Duration(s) * a.slotLen())
+		}
+	}
+	return next.Add(a.c.Window)
+}
+
+// counts reads a window item's per-slot counts.
+func (a *Admitter) counts(start time.Time, item map[string]types.AttributeValue) prevWindow {
+	p := prevWindow{start: start, requests: make([]int64, a.c.Slots), tokens: make([]int64, a.c.Slots)}
+	for i := range a.c.Slots {
+		p.requests[i] = numOf(item[slotAttr("r", i)])
+		p.tokens[i] = numOf(item[slotAttr("k", i)])
+	}
+	return p
 }
 
 // Admit reserves one request and estimatedTokens in model's current window.
@@ -151,27 +229,45 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 	var lastErr error
 	ambiguous := "" // key of the window a lost reply may have counted in
 	for attempt := 1; attempt <= a.c.MaxAttempts; attempt++ {
-		start := a.windowOf(a.c.Now())
+		now := a.c.Now()
+		start := a.windowOf(now)
 		key := WindowKey(model, start)
-		end := start.Add(a.c.Window)
+		slot := a.slotOf(start, now)
+		prev, err := a.previous(ctx, model, start)
+		if err != nil {
+			return nil, err
+		}
+		pr, pt := prev.tail(slot)
 		retry := ambiguous == key
-		_, err := a.c.DB.UpdateItem(ctx, a.admitInput(a.c.TasksTable, key, end, lim, estimatedTokens, nonce, retry))
+		if !retry && (pr >= lim.RequestsPerWindow || pt+estimatedTokens > lim.TokensPerWindow) {
+			// The previous window's calls still inside the last window's
+			// length leave no room: refused without a write.
+			return nil, &NotAdmittedError{Model: model, RetryAt: a.retryAt(lim, prev, start, now, a.counts(start, nil), estimatedTokens)}
+		}
+		eff := Limit{RequestsPerWindow: lim.RequestsPerWindow - pr, TokensPerWindow: lim.TokensPerWindow - pt}
+		_, err = a.c.DB.UpdateItem(ctx, a.admitInput(a.c.TasksTable, key, slot, start.Add(a.c.Window), eff, estimatedTokens, nonce, retry))
 		if err == nil {
-			return &Ticket{Model: model, WindowStart: start, Key: key, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
+			return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
+			item := ccf.Item
 			if retry {
-				item, rerr := a.oldOrRead(ctx, key, ccf)
-				if rerr != nil {
+				var rerr error
+				if item, rerr = a.oldOrRead(ctx, key, ccf); rerr != nil {
 					return nil, fmt.Errorf("admission: read back window %s after a lost reply: %w", key, rerr)
 				}
 				if s, ok := item["last_nonce"].(*types.AttributeValueMemberS); ok && s.Value == nonce {
 					// Our earlier write landed and nobody wrote since.
-					return &Ticket{Model: model, WindowStart: start, Key: key, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
+					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
 				}
 			}
-			return nil, &NotAdmittedError{Model: model, RetryAt: end}
+			if len(item) == 0 {
+				// The engine returned no item (kumo): without the counts,
+				// the next window is the safe answer (no read spent on it).
+				return nil, &NotAdmittedError{Model: model, RetryAt: start.Add(a.c.Window)}
+			}
+			return nil, &NotAdmittedError{Model: model, RetryAt: a.retryAt(lim, prev, start, now, a.counts(start, item), estimatedTokens)}
 		}
 		if !Ambiguous(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("admission: admit %s: %w", key, err)
@@ -181,18 +277,71 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 	return nil, fmt.Errorf("admission: admit %s: outcome unknown after %d writes: %w", model, a.c.MaxAttempts, lastErr)
 }
 
-func (a *Admitter) admitInput(table, key string, end time.Time, lim Limit, est int64, nonce string, retry bool) *dynamodb.UpdateItemInput {
-	cond := "attribute_not_exists(#r) OR (#r < :rpm AND #t <= :room)"
-	if retry {
-		cond = "#n <> :nonce AND (" + cond + ")"
+// previous returns the sealed counts of the window before the one starting
+// at start. The first Admit of a model in a window seals the previous one
+// (one UpdateItem SET sealed, returning the item): no admit can count in it
+// afterwards (every admit is conditioned on attribute_not_exists(sealed)),
+// so its counts are final and cached until the window rolls. The seal is
+// idempotent and repeated on an ambiguous reply.
+func (a *Admitter) previous(ctx context.Context, model string, start time.Time) (prevWindow, error) {
+	ps := start.Add(-a.c.Window)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.sealed[model]; ok && p.start.Equal(ps) {
+		return p, nil
 	}
-	in := &dynamodb.UpdateItemInput{
+	key := WindowKey(model, ps)
+	var out *dynamodb.UpdateItemOutput
+	var err error
+	for range a.c.MaxAttempts {
+		out, err = a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &a.c.TasksTable,
+			Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+			UpdateExpression:          aws.String("SET #s = :true, #e = if_not_exists(#e, :exp)"),
+			ExpressionAttributeNames:  map[string]string{"#s": "sealed", "#e": "expires_at"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":exp": num(start.Add(ttlAfterWindow).Unix())},
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		if err == nil || !Ambiguous(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return prevWindow{}, fmt.Errorf("admission: seal the previous window %s: %w", key, err)
+	}
+	attrs := out.Attributes
+	if len(attrs) == 0 { // an engine that returns nothing: the seal holds, so a read is final
+		g, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+		})
+		if err != nil {
+			return prevWindow{}, fmt.Errorf("admission: read the sealed window %s: %w", key, err)
+		}
+		attrs = g.Item
+	}
+	p := a.counts(ps, attrs)
+	a.sealed[model] = p
+	return p, nil
+}
+
+func slotAttr(prefix string, slot int) string { return prefix + strconv.Itoa(slot) }
+
+func (a *Admitter) admitInput(table, key string, slot int, end time.Time, lim Limit, est int64, nonce string, retry bool) *dynamodb.UpdateItemInput {
+	cond := "attribute_not_exists(#seal) AND (attribute_not_exists(#req) OR (#req < :rpm AND #tok <= :room))"
+	if retry {
+		cond = "#non <> :nonce AND " + cond
+	}
+	return &dynamodb.UpdateItemInput{
 		TableName:           &table,
 		Key:                 map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
-		UpdateExpression:    aws.String("ADD #r :one, #t :est SET #e = if_not_exists(#e, :exp), #n = :nonce"),
+		UpdateExpression:    aws.String("ADD #req :one, #tok :est, #slotr :one, #slott :est SET #exp = if_not_exists(#exp, :exp), #non = :nonce"),
 		ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{
-			"#r": "requests", "#t": "tokens", "#e": "expires_at", "#n": "last_nonce",
+			// No placeholder is a prefix of another: kumo substitutes
+			// them as text ("#s" would turn "#sr" into "sealedr").
+			"#req": "requests", "#tok": "tokens", "#exp": "expires_at", "#non": "last_nonce", "#seal": "sealed",
+			"#slotr": slotAttr("r", slot), "#slott": slotAttr("k", slot),
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":one":   num(1),
@@ -202,11 +351,8 @@ func (a *Admitter) admitInput(table, key string, end time.Time, lim Limit, est i
 			":rpm":   num(lim.RequestsPerWindow),
 			":room":  num(lim.TokensPerWindow - est),
 		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	if retry {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return in
 }
 
 func (a *Admitter) oldOrRead(ctx context.Context, key string, ccf *types.ConditionalCheckFailedException) (map[string]types.AttributeValue, error) {
@@ -238,9 +384,9 @@ func (a *Admitter) Settle(ctx context.Context, t *Ticket, actualTokens int64) er
 	_, err := a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.c.TasksTable,
 		Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: t.Key}},
-		UpdateExpression:          aws.String("ADD #t :d"),
-		ConditionExpression:       aws.String("attribute_exists(#t)"),
-		ExpressionAttributeNames:  map[string]string{"#t": "tokens"},
+		UpdateExpression:          aws.String("ADD #tok :d, #slott :d"),
+		ConditionExpression:       aws.String("attribute_exists(#tok)"),
+		ExpressionAttributeNames:  map[string]string{"#tok": "tokens", "#slott": slotAttr("k", t.Slot)},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":d": num(diff)},
 	})
 	var ccf *types.ConditionalCheckFailedException

@@ -237,6 +237,14 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
+	// The chain's token budget is inherited: a regenerate whose input
+	// could never fit one call under it is refused like such a submit
+	// (adversarial review of issue 14), before anything is written.
+	if parent.BudgetMaxTokens > 0 {
+		if p := budgetCoversOneCall(&budgetSpec{tokens: parent.BudgetMaxTokens}, json.RawMessage(input)); p != nil {
+			return h.reject(c, p)
+		}
+	}
 	// A regenerate keeps the parent's approval gate and deliver plan.
 	pl, err := storedPlan(parent)
 	if err != nil {

@@ -77,7 +77,7 @@ func TestSubmitBudget(t *testing.T) {
 		wantStatus(t, b.do(t, submitReq("budget-fits", budgetBody("p", `{"max_total_tokens":133}`))), http.StatusAccepted)
 
 		regen := view(t, b.do(t, regenReq(root.TaskID, "budget-regen-1", "")))
-		regen2 := view(t, b.do(t, regenReq(regen.TaskID, "budget-regen-2", `{"input":{"prompt":"q"}}`)))
+		regen2 := view(t, b.do(t, regenReq(regen.TaskID, "budget-regen-2", `{"input":{"prompt":"q","max_tokens":100}}`)))
 		for _, id := range []string{regen.TaskID, regen2.TaskID} {
 			got, err := b.l.Get(context.Background(), id)
 			if err != nil {

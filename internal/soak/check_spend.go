@@ -29,7 +29,8 @@ import (
 //     start after the answer: its decision, and in plain mode its
 //     call-start mark, preceded the cancel's write; the provider's and the
 //     API's timestamps); a cancelled task has no result; any other end is the
-//     unknown rules' (completed only by a readback, i.e. not in plain mode;
+//     unknown rules' (completed only by a readback or, without one, by the
+//     fenced worker saving the reply it held: error class cancel_too_late;
 //     needs_review only as unknown_outcome);
 //   - admission_wait_consumed_attempt: the first provider call of a task
 //     made to wait for admission carries the attempt number of the claim
@@ -120,8 +121,10 @@ func (c *checker) cancelledTask(t *task, st *ledger.Task, rv *ledger.Review, can
 			c.add(t.kind, t.id, "cancelled_with_result", "cancelled while running, yet a result is saved")
 		}
 	case ledger.StateCompleted:
-		if c.s.cfg.Mode == ModePlain {
-			c.add(t.kind, t.id, "cancel_not_by_unknown_rules", "cancelled while running, completed without a readback (provider %s)", c.s.cfg.Mode)
+		// Without readback, only the fenced worker holding the provider's
+		// reply may save it (ledger.CompleteCancelled, cancel_too_late).
+		if c.s.cfg.Mode == ModePlain && st.ErrorClass != ledger.ErrorCancelTooLate {
+			c.add(t.kind, t.id, "cancel_not_by_unknown_rules", "cancelled while running, completed without a readback (provider %s) and not from the reply the fenced worker held", c.s.cfg.Mode)
 		}
 	case ledger.StateNeedsReview:
 		if st.ReviewReason != ledger.ReviewUnknownOutcome && (rv == nil || rv.Reason != ledger.ReviewUnknownOutcome) {

@@ -54,6 +54,7 @@ const (
 	// simulated model's admission limit: far above what the soak's submit
 	// rate needs, so only admission_wait (and bursts) make calls wait.
 	AdmissionWindow   = time.Second
+	AdmissionSlots    = 10 // 100 ms
 	AdmissionRequests = 200
 	AdmissionTokens   = 1_000_000_000
 	// quotaBudgetTokens is the (generous) budget of a quota caller's task:
@@ -151,7 +152,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 		return err
 	}
 	adm, err := admission.New(admission.Config{
-		DB: ddb, TasksTable: table, Window: AdmissionWindow,
+		DB: ddb, TasksTable: table, Window: AdmissionWindow, Slots: AdmissionSlots,
 		Limits: map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: AdmissionRequests, TokensPerWindow: AdmissionTokens}},
 	})
 	if err != nil {
@@ -169,7 +170,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 		return err
 	}
 	s.work.Spend = &worker.Spend{Prices: prices, Budgets: budgets, Quotas: quotas}
-	s.work.Admission = &worker.Admission{Admitter: adm, Model: simulated.DefaultModel, DefaultMaxTokens: 8}
+	s.work.Admission = &worker.Admission{Admitter: adm, Model: simulated.DefaultModel}
 	// The submit handler is left without Budgets: the task view's usage
 	// (two GetItems per response for a budgeted task, the 202 of a
 	// submit included) is not what the soak checks, and its share of

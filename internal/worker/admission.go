@@ -24,19 +24,11 @@ import (
 // no admission, and no admission call at all.
 const EnvAdmission = "PROVIDER_ADMISSION"
 
-// DefaultEstimateMaxTokens is the output-token part of a call's estimate
-// when its input sets no max_tokens (AdmissionConfig.DefaultMaxTokens).
-const DefaultEstimateMaxTokens = 1024
-
 // AdmissionConfig is the provider admission configuration:
 //
-//	{"models": {"<model id>": {"requests_per_minute": 100, "tokens_per_minute": 200000}},
-//	 "default_max_tokens": 1024}
+//	{"models": {"<model id>": {"requests_per_minute": 100, "tokens_per_minute": 200000}}}
 type AdmissionConfig struct {
 	Models map[string]AdmissionLimit `json:"models"`
-	// DefaultMaxTokens is the output estimate of a call whose input sets no
-	// max_tokens (DefaultEstimateMaxTokens if 0).
-	DefaultMaxTokens int64 `json:"default_max_tokens,omitempty"`
 }
 
 // AdmissionLimit is one model's provider limit per minute.
@@ -66,9 +58,6 @@ func ParseAdmissionConfig(data []byte) (*AdmissionConfig, error) {
 		if m == "" || l.RequestsPerMinute <= 0 || l.TokensPerMinute <= 0 {
 			return nil, fmt.Errorf("%s: model %q: requests_per_minute and tokens_per_minute must be positive integers", EnvAdmission, m)
 		}
-	}
-	if c.DefaultMaxTokens < 0 {
-		return nil, fmt.Errorf("%s: default_max_tokens must not be negative", EnvAdmission)
 	}
 	return &c, nil
 }
@@ -101,27 +90,24 @@ type Admission struct {
 	Admitter *admission.Admitter
 	// Model is the model id the worker's provider calls.
 	Model string
-	// DefaultMaxTokens: see AdmissionConfig.DefaultMaxTokens.
-	DefaultMaxTokens int64
 }
 
-// Estimate is a call's token reservation: one token per 4 bytes of the
-// prompt and system prompt (rounded up) plus its max_tokens, or
-// DefaultMaxTokens when the input sets none. Settle corrects the window by
-// the provider's reported usage afterwards.
+// Estimate is a call's token reservation: the most the call can use,
+// contract.CallMaximum — one token per byte of the prompt and system
+// prompt plus contract.InputOverheadTokens, and its max_tokens (or
+// contract.MaxTokensLimit when the input sets none), the same bound the
+// budget reserves. A smaller estimate (bytes/4, a default max_tokens) let
+// one admitted call exceed the per-minute token limit on its own when the
+// provider counted more tokens than guessed (adversarial review of issue
+// 14): an estimate is only a limit if it is an upper bound. Settle
+// corrects the window by the provider's reported usage afterwards.
 func (a *Admission) Estimate(input string) int64 {
-	out := a.DefaultMaxTokens
-	if out <= 0 {
-		out = DefaultEstimateMaxTokens
-	}
 	in, err := contract.ParseGenerateInput(json.RawMessage(input))
 	if err != nil { // the call will be refused as invalid input; reserve by size
-		return int64(len(input)+3)/4 + out
+		return int64(len(input)) + contract.InputOverheadTokens + contract.MaxTokensLimit
 	}
-	if in.MaxTokens > 0 {
-		out = int64(in.MaxTokens)
-	}
-	return int64(len(in.Prompt)+len(in.System)+3)/4 + out
+	i, o := contract.CallMaximum(in)
+	return i + o
 }
 
 // admitCall asks for admission right before the provider call (after the

@@ -32,14 +32,17 @@ func withAdmission(b *bundle, t *testing.T, lim admission.Limit) *admission.Admi
 
 // TestAdmissionWaitWithoutAnAttempt: a model limited to one request per
 // minute; the second task's call is not admitted. It goes back to
-// retry_wait until the next window with its attempt given back and its
-// message hidden until then (not hot-looped), the provider untouched; in
-// the next window it completes on its first attempt.
+// retry_wait with its attempt given back and its message hidden until it
+// may fit (not hot-looped), the provider untouched, until the first call
+// has left the last minute (its 5 s slot at :30..:35, so at :95); then it
+// completes on its first attempt.
 func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		// Mid-window, so the next window is 30 s away.
-		b.clock.Set(time.Unix(b.clock.Now().Unix()/60*60+30, 0))
+		// Mid-window: the first call lands in the slot :30..:35.
+		start := time.Unix(b.clock.Now().Unix()/60*60, 0)
+		b.clock.Set(start.Add(30 * time.Second))
+		open := start.Add(95 * time.Second)
 		withAdmission(b, t, admission.Limit{RequestsPerWindow: 1, TokensPerWindow: 100_000})
 		ctx := context.Background()
 		first := b.create(t, "adm-first", prompt)
@@ -53,10 +56,16 @@ func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
 		ev := b.deliver(t, 1, 60)
 		wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
 		got := b.get(t, second.TaskID)
-		nextWindow := time.Unix(b.clock.Now().Unix()/60*60+60, 0)
-		if got.State != ledger.StateRetryWait || got.Attempts != 0 || got.NotBefore != nextWindow.UnixMilli() || got.DueAt != nextWindow.UnixMilli() {
-			t.Fatalf("not admitted: state %s attempts %d not_before %d due_at %d; want retry_wait, 0 attempts, both at the next window %d",
-				got.State, got.Attempts, got.NotBefore, got.DueAt, nextWindow.UnixMilli())
+		// moto returns the window's counts with the refusal, so the wait
+		// is exact (:95); kumo returns none, so the worker waits for the
+		// next window (:60) and is told :95 there, without a write.
+		retryAt := open
+		if e.Backend == "kumo" {
+			retryAt = start.Add(time.Minute)
+		}
+		if got.State != ledger.StateRetryWait || got.Attempts != 0 || got.NotBefore != retryAt.UnixMilli() || got.DueAt != retryAt.UnixMilli() {
+			t.Fatalf("not admitted: state %s attempts %d not_before %d due_at %d; want retry_wait, 0 attempts, both at %d",
+				got.State, got.Attempts, got.NotBefore, got.DueAt, retryAt.UnixMilli())
 		}
 		if got.ErrorClass != "" {
 			t.Fatalf("waiting for admission recorded error class %q; waiting is not a failure", got.ErrorClass)
@@ -70,14 +79,14 @@ func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
 				hid = c.secs
 			}
 		}
-		if hid != 30 {
-			t.Fatalf("message visibility set to %ds, want 30s (until the next window)", hid)
+		if want := int32(retryAt.Sub(b.clock.Now()) / time.Second); hid != want {
+			t.Fatalf("message visibility set to %ds, want %ds (until it may fit)", hid, want)
 		}
 		if !strings.Contains(b.logs.String(), "not admitted") {
 			t.Fatal("no log line says the call was not admitted")
 		}
 
-		// A copy delivered before the window opens cannot claim it.
+		// A copy delivered before then cannot claim it.
 		b.send(t, second.TaskID)
 		early := b.deliver(t, 1, 60)
 		wantFailures(t, handle(t, b.h, ctx, early), early.Records[0].MessageId)
@@ -85,7 +94,17 @@ func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
 			t.Fatalf("an early copy: state %s attempts %d provider calls %d; want it left waiting untouched",
 				got.State, got.Attempts, b.sim.Calls(second.TaskID))
 		}
-		b.clock.Set(nextWindow)
+		if retryAt.Before(open) { // kumo: at the next window, told to wait for :95
+			b.clock.Set(retryAt)
+			b.send(t, second.TaskID)
+			ev := b.deliver(t, 1, 60)
+			wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
+			if got := b.get(t, second.TaskID); got.State != ledger.StateRetryWait || got.Attempts != 0 || got.NotBefore != open.UnixMilli() || b.sim.Calls(second.TaskID) != 0 {
+				t.Fatalf("at the next window: state %s attempts %d not_before %d provider calls %d; want still waiting, 0 attempts, until %d",
+					got.State, got.Attempts, got.NotBefore, b.sim.Calls(second.TaskID), open.UnixMilli())
+			}
+		}
+		b.clock.Set(open)
 		b.send(t, second.TaskID)
 		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
 		done := b.get(t, second.TaskID)
@@ -129,15 +148,15 @@ func TestAdmissionCostAndSettle(t *testing.T) {
 		}
 		used := int64(out.Usage.InputTokens + out.Usage.OutputTokens)
 		est := b.h.Admission.Estimate(got.Input)
-		if est != int64(len("write one line about ledgers")+3)/4+300 {
-			t.Fatalf("estimate %d, want prompt bytes/4 rounded up + max_tokens 300", est)
+		if est != int64(len("write one line about ledgers"))+contract.InputOverheadTokens+300 {
+			t.Fatalf("estimate %d, want contract.CallMaximum: prompt bytes + overhead + max_tokens 300", est)
 		}
-		want := 3
+		want := 4 // claim, the seal of the previous window (once per worker instance and minute), admit, complete
 		if used != est {
-			want = 4
+			want = 5 // and settle
 		}
 		if n := e.Counter.Calls()["DynamoDB.UpdateItem"]; n != want {
-			t.Fatalf("with admission: %d UpdateItems, want %d (claim, admit, complete, settle when usage %d != estimate %d)", n, want, used, est)
+			t.Fatalf("with admission: %d UpdateItems, want %d (claim, seal, admit, complete, settle when usage %d != estimate %d)", n, want, used, est)
 		}
 		w, err := a.Read(ctx, simulated.DefaultModel, b.clock.Now())
 		if err != nil {
@@ -181,20 +200,20 @@ func TestAdmissionNeverPossibleParks(t *testing.T) {
 }
 
 func TestParseAdmissionConfig(t *testing.T) {
-	c, err := worker.ParseAdmissionConfig([]byte(`{"models":{"m1":{"requests_per_minute":100,"tokens_per_minute":2000}},"default_max_tokens":256}`))
+	c, err := worker.ParseAdmissionConfig([]byte(`{"models":{"m1":{"requests_per_minute":100,"tokens_per_minute":2000}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Limits()["m1"]; l.RequestsPerWindow != 100 || l.TokensPerWindow != 2000 || c.DefaultMaxTokens != 256 {
+	if l := c.Limits()["m1"]; l.RequestsPerWindow != 100 || l.TokensPerWindow != 2000 {
 		t.Fatalf("parsed %+v", c)
 	}
 	for in, want := range map[string]string{
 		`{"models":{}}`: `"models" must name at least one model`,
-		`{"models":{"m":{"requests_per_minute":0,"tokens_per_minute":5}}}`:                         `model "m": requests_per_minute and tokens_per_minute must be positive`,
-		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":-1}}}`:                        `must be positive`,
-		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5,"rpm":1}}}`:                 `unknown field "rpm"`,
-		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}}} {}`:                      `trailing data`,
-		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}},"default_max_tokens":-1}`: `default_max_tokens`,
+		`{"models":{"m":{"requests_per_minute":0,"tokens_per_minute":5}}}`:                          `model "m": requests_per_minute and tokens_per_minute must be positive`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":-1}}}`:                         `must be positive`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5,"rpm":1}}}`:                  `unknown field "rpm"`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}}} {}`:                       `trailing data`,
+		`{"models":{"m":{"requests_per_minute":5,"tokens_per_minute":5}},"default_max_tokens":256}`: `unknown field "default_max_tokens"`,
 		`not json`: `PROVIDER_ADMISSION`,
 	} {
 		_, err := worker.ParseAdmissionConfig([]byte(in))

@@ -263,6 +263,9 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		if r, ok := h.lapsed(ctx, rec, t, c, fe, log); ok {
 			return r // parked unknown_outcome at this version: see lapsed.go
 		}
+		if r, ok := h.cancelledInHand(ctx, rec, t, c, fe, log); ok {
+			return r // a cancel fenced this attempt after the reply: see cancelled.go
+		}
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // Error classes of a cancel while running (CancelRunning, CancelUnknown).
@@ -15,7 +17,7 @@ const (
 )
 
 // CancelRequestedMessage is the error message CancelRunning records.
-const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if a readback finds the result, or parked for review when that cannot be known"
+const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
 // CancelRunning cancels a running task as the caller read it (read): one
 // conditional UpdateItem on state = running AND assignment_version = the
@@ -87,4 +89,61 @@ func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64
 		}
 	}
 	return t, nil
+}
+
+// ErrorCancelTooLate is the class a task keeps when a cancel while running
+// arrived after the provider had replied and the fenced worker saved that
+// reply (CompleteCancelled).
+const ErrorCancelTooLate = "cancel_too_late"
+
+// CancelTooLateMessage is the error message CompleteCancelled records.
+const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
+
+// CompleteCancelled saves the result the worker holding assignment version
+// received from the provider before a cancel while running fenced it
+// (CancelRunning moved the task to unknown at version+1 with
+// cancel_version = version). The provider acted and billed; discarding the
+// one result in hand would leave a parked unknown_outcome whose only
+// remedy is a second call (adversarial review of issue 14). One
+// conditional UpdateItem on state = unknown AND assignment_version =
+// version+1 AND cancel_version = version AND no result yet: the task
+// becomes completed (or awaiting_approval behind its gate) with error class
+// cancel_too_late. Anything else — the reconciler decided first, an
+// operator acted — is a *FencedError and nothing is written. A write whose
+// reply was lost is recognised (WithNonce).
+func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	resultBytes := l.settleResult(u, taskID, c, now)
+	if c.Provider != "" {
+		u.set("provider", str(c.Provider))
+	}
+	if c.ProviderRef != "" {
+		u.set("provider_ref", str(c.ProviderRef))
+	}
+	setError(u, ErrorCancelTooLate, CancelTooLateMessage)
+	u.stamp(now)
+	fence(u, version+1, StateUnknown)
+	u.cond(u.n("cancel_version") + " = " + u.v("cancelled", num(version)))
+	noResultYet(u)
+	in := u.input(l.cfg.TasksTable, taskID)
+	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
+		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete cancelled", Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
+	}
+	t, err := l.apply(ctx, "complete_cancelled", taskID, u)
+	if err != nil {
+		if t, err = l.fenced(ctx, taskID, version+1, err); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// CancelledAt reports whether fe is a completion refused because a cancel
+// while running fenced exactly the caller's assignment version and nothing
+// has decided the task since (CompleteCancelled may save the result).
+func CancelledAt(fe *FencedError, version int64) bool {
+	c := fe.Current
+	return c != nil && c.State == StateUnknown && c.CancelVersion == version &&
+		c.AssignmentVersion == version+1 && !c.HasResult()
 }

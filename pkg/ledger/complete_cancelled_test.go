@@ -1,0 +1,103 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestCompleteCancelled: the worker fenced by a cancel of its own
+// assignment saves the result it holds (completed, cancel_too_late); a
+// stale version, a task the reconciler already decided, or a second save
+// are refused and change nothing.
+func TestCompleteCancelled(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "complete-cancelled")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.CancelRunning(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		var fe *ledger.FencedError
+		_, err = b.l.Complete(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"in hand"}`})
+		if !errors.As(err, &fe) || !ledger.CancelledAt(fe, c.AssignmentVersion) {
+			t.Fatalf("Complete after the cancel = %v; want *FencedError recognised by CancelledAt", err)
+		}
+		if ledger.CancelledAt(fe, c.AssignmentVersion-1) || ledger.CancelledAt(fe, c.AssignmentVersion+1) {
+			t.Fatal("CancelledAt accepted another version")
+		}
+		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion+1, ledger.Completion{Result: `{"text":"x"}`}); !errors.As(err, &fe) {
+			t.Fatalf("CompleteCancelled at the wrong version = %v, want *FencedError", err)
+		}
+		got, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"in hand"}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != ledger.StateCompleted || got.Result != `{"text":"in hand"}` || got.ErrorClass != ledger.ErrorCancelTooLate || got.CancelVersion != c.AssignmentVersion {
+			t.Fatalf("after CompleteCancelled: %+v; want completed with the result, cancel_too_late, cancel_version kept", got)
+		}
+		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"other"}`}); !errors.As(err, &fe) {
+			t.Fatalf("a second CompleteCancelled = %v, want *FencedError", err)
+		}
+
+		// Decided first by the reconciler (cancelled): nothing is saved.
+		other := mustCreate(t, b, "complete-cancelled-late")
+		oc, err := b.l.Claim(ctx, other.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := b.l.CancelRunning(ctx, oc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.CancelUnknown(ctx, other.TaskID, u.AssignmentVersion, "no call started"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.CompleteCancelled(ctx, other.TaskID, oc.AssignmentVersion, ledger.Completion{Result: `{"text":"late"}`}); !errors.As(err, &fe) {
+			t.Fatalf("CompleteCancelled after the reconciler cancelled = %v, want *FencedError", err)
+		}
+		if cur, _ := b.l.Get(ctx, other.TaskID); cur.State != ledger.StateCancelled || cur.HasResult() {
+			t.Fatalf("after a refused CompleteCancelled: %s, result %v; want cancelled without a result", cur.State, cur.HasResult())
+		}
+	})
+}
+
+// TestCompleteCancelledLostReply: a CompleteCancelled whose reply was lost
+// is recognised as applied (by the ledger's own repeat, or the
+// caller's with the same nonce), never refused as fenced.
+func TestCompleteCancelledLostReply(t *testing.T) {
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		task := mustCreate(t, b, "complete-cancelled-lost-"+mode)
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.CancelRunning(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		l, arm, lost := lossy(t, b, mode, "UpdateItem")
+		nonce := ledger.WithNonce(ledger.NewNonce())
+		arm()
+		comp := ledger.Completion{Result: `{"text":"in hand"}`}
+		got, err := l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, comp, nonce)
+		if err != nil {
+			// Reported as unknown: the same write repeated is recognised.
+			got, err = l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, comp, nonce)
+		}
+		if err != nil || !lost() {
+			t.Fatalf("repeat after a lost reply: %v (reply lost: %v); want it recognised as applied", err, lost())
+		}
+		if got.State != ledger.StateCompleted || got.Result != comp.Result {
+			t.Fatalf("after the repeat: %s %q", got.State, got.Result)
+		}
+	})
+}
