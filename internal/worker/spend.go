@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
@@ -131,6 +132,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 // a settle that fails leaves the reservation counted (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, rs *reservation, a attempt, log *slog.Logger) {
 	if rs == nil {
+		h.account(ctx, t, a, log)
 		return
 	}
 	s := h.Spend
@@ -147,6 +149,53 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, rs *reservation, a
 	}
 	log.InfoContext(ctx, "spend settled", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
 	h.spendMetric(t, used, "")
+}
+
+// account charges a call of a task without a budget: the caller's daily
+// quota (so leaving the budget out is no way around the quota) and the
+// tokens and cost metrics the overview and the dashboard chart (so spend
+// is visible for every task, not only budgeted ones). It is charged like a
+// budgeted call (usedBy): the reported usage, priced; the call's maximum
+// when the outcome is unknown; nothing for a definite refusal. Without a
+// price table, or for a model it does not price, only reported tokens are
+// recorded (no cost, no quota: the quota is configured in the same table).
+// Deliveries call destinations, not models: nothing to account.
+func (h *Handler) account(ctx context.Context, t *ledger.Task, a attempt, log *slog.Logger) {
+	if t.Kind == deliver.Kind || errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
+		return
+	}
+	tokensOnly := func() {
+		if a.err == nil && a.res.Usage != nil {
+			u := spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
+			h.usageMetric(t, u, false)
+		}
+	}
+	s := h.Spend
+	if s == nil {
+		tokensOnly()
+		return
+	}
+	model := ""
+	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
+		model = m.Model()
+	}
+	in, out := callMaximum(t)
+	maxUse, err := s.Prices.Usage(model, in, out)
+	if err != nil {
+		tokensOnly()
+		return
+	}
+	used := h.usedBy(&reservation{max: maxUse, model: model}, a, log)
+	if used.Tokens() == 0 && used.Cost == 0 {
+		return
+	}
+	if s.Quotas != nil {
+		if err := s.Quotas.Add(ctx, t.Scope, used); err != nil {
+			log.WarnContext(ctx, "daily quota charge failed; this call is not counted in the caller's quota", "error", err.Error())
+		}
+	}
+	log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
+	h.usageMetric(t, used, true)
 }
 
 // usedBy is what an attempt is charged (see settle).
@@ -174,16 +223,28 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 // spendMetric writes one EMF record: the tokens and cost of a settled
 // call, or a count (BudgetExhausted).
 func (h *Handler) spendMetric(t *ledger.Task, u spend.Usage, count string) {
+	if count == "" {
+		h.usageMetric(t, u, true)
+		return
+	}
 	if h.Metrics == nil {
 		return
 	}
 	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID)
-	if count != "" {
-		rec.Add(count, 1, metrics.Count)
-	} else {
-		rec.Add("InputTokens", float64(u.InputTokens), metrics.Count).
-			Add("OutputTokens", float64(u.OutputTokens), metrics.Count).
-			Add("CostUSD", float64(u.Cost)/float64(spend.MicrosPerUSD), metrics.None)
+	rec.Add(count, 1, metrics.Count)
+	_ = rec.Flush()
+}
+
+// usageMetric writes the tokens (and, when priced, the cost) of a call.
+func (h *Handler) usageMetric(t *ledger.Task, u spend.Usage, priced bool) {
+	if h.Metrics == nil {
+		return
+	}
+	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID).
+		Add("InputTokens", float64(u.InputTokens), metrics.Count).
+		Add("OutputTokens", float64(u.OutputTokens), metrics.Count)
+	if priced {
+		rec.Add("CostUSD", float64(u.Cost)/float64(spend.MicrosPerUSD), metrics.None)
 	}
 	_ = rec.Flush()
 }

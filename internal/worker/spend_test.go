@@ -105,11 +105,12 @@ func (b *bundle) run(t *testing.T, ids ...string) {
 }
 
 // TestSpendCallsOnlyForBudgetedTasks: with spend accounting configured, a
-// task without a budget costs exactly what it did before (claim and
-// complete, no spend item, no read); a budgeted one costs two reserves and
-// two settles more, settles the provider's reported usage (priced) on its
-// own and its chain's item, charges the caller's daily quota, and writes
-// the tokens and cost as metrics.
+// task without a budget makes no spend item and no read: claim, complete,
+// and the charge of the caller's daily quota — leaving the budget out is
+// no way around the quota — and its tokens and cost reach the metrics; a
+// budgeted one costs two reserves and two settles more, settles the
+// provider's reported usage (priced) on its own and its chain's item,
+// charges the quota, and writes the tokens and cost as metrics.
 func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
@@ -123,11 +124,17 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		wantNoFailures(t, handle(t, b.h, context.Background(), ev))
 		calls := e.Counter.Calls()
 		wantState(t, b.get(t, plain.TaskID), ledger.StateCompleted)
-		if calls["DynamoDB.UpdateItem"] != 2 || calls["DynamoDB.GetItem"] != 0 {
-			t.Fatalf("an unbudgeted task made %v; want the claim and the completion only", calls)
+		if calls["DynamoDB.UpdateItem"] != 3 || calls["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("an unbudgeted task made %v; want the claim, the completion and the quota charge only", calls)
 		}
 		if itemExists(t, b, spend.BudgetItemKey(plain.TaskID)) || itemExists(t, b, spend.BudgetItemKey(spend.ChainKey(plain.TaskID))) {
 			t.Fatal("a spend item was written for an unbudgeted task")
+		}
+		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != usedIn+usedOut {
+			t.Fatalf("quota used %d (%v) after an unbudgeted task, want its %d tokens", used, err, usedIn+usedOut)
+		}
+		if !strings.Contains(b.metrics.String(), `"OutputTokens":24`) || !strings.Contains(b.metrics.String(), `"CostUSD":0.000375`) {
+			t.Fatalf("no usage metrics for an unbudgeted task in %s", b.metrics.String())
 		}
 
 		task := b.create(t, "spend-budgeted", budgetedPrompt, budget(10_000, ""))
@@ -147,8 +154,8 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		}
 		wantSpent(t, b, spend.TaskKey(task.TaskID), usedIn, usedOut)
 		wantSpent(t, b, spend.ChainKey(task.TaskID), usedIn, usedOut)
-		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != usedIn+usedOut {
-			t.Fatalf("quota used %d (%v), want %d", used, err, usedIn+usedOut)
+		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != 2*(usedIn+usedOut) {
+			t.Fatalf("quota used %d (%v), want %d (both tasks)", used, err, 2*(usedIn+usedOut))
 		}
 		if !strings.Contains(b.metrics.String(), `"OutputTokens":24`) || !strings.Contains(b.metrics.String(), `"CostUSD":0.000375`) {
 			t.Fatalf("no spend metrics in %s", b.metrics.String())
