@@ -157,7 +157,14 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 	if err := s.recordIntent(ctx, req.UploadID, in); err != nil {
 		return Upload{}, err
 	}
-	signed, err := s3.NewPresignClient(s.s3).PresignPutObject(ctx, &s3.PutObjectInput{
+	presigner := s3.NewPresignClient(s.s3, func(o *s3.PresignOptions) {
+		if s.presignEndpoint != "" {
+			o.ClientOptions = append(o.ClientOptions, func(co *s3.Options) {
+				co.BaseEndpoint, co.UsePathStyle = aws.String(s.presignEndpoint), true
+			})
+		}
+	})
+	signed, err := presigner.PresignPutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(s.bucket),
 		Key:            aws.String(in.Key),
 		ContentLength:  aws.Int64(req.Size),
