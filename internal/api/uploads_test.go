@@ -11,8 +11,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
@@ -253,6 +256,66 @@ func TestSubmitWithBadDocuments(t *testing.T) {
 		wantStatus(t, b.do(t, submitReq("bob-1", docBody("read", "theirs"), asJWT("bob"))), http.StatusAccepted)
 		if tk, err := b.l.Get(context.Background(), b.l.TaskID("jwt:bob", "bob-1")); err != nil || len(tk.Documents) != 1 {
 			t.Fatalf("bob's task: %+v %v", tk, err)
+		}
+	})
+}
+
+// TestDocumentReplayAfterUploadExpired: the upload and its declaration
+// expire after a day (lifecycle), the task's copy under inputs/ stays. A
+// replay of the same submit is still the original task (200); a new key
+// naming the expired upload is unknown-upload.
+func TestDocumentReplayAfterUploadExpired(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		st := e.Payloads(t, 0)
+		b := setup(t, e, withPayloads(st))
+		ctx := context.Background()
+		doc := []byte("<p>minutes</p>")
+		putUpload(t, uploadView(t, b.do(t, uploadReq(declare("html-1", doc, "text/html")))), doc)
+		resp := b.do(t, submitReq("exp-1", docBody("summarise", "html-1")))
+		wantStatus(t, resp, http.StatusAccepted)
+		id := view(t, resp).TaskID
+
+		for _, key := range []string{payload.IntentKey("html-1"), payload.UploadKey(api.Anonymous, "html-1")} {
+			if _, err := e.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(key)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp = b.do(t, submitReq("exp-1", docBody("summarise", "html-1")))
+		wantStatus(t, resp, http.StatusOK)
+		if v := view(t, resp); v.TaskID != id || len(v.Documents) != 1 {
+			t.Fatalf("replay after expiry: %s", resp.Body)
+		}
+		wantProblem(t, b.do(t, submitReq("exp-2", docBody("summarise", "html-1"))), http.StatusUnprocessableEntity, api.TypeUnknownUpload)
+		wantProblem(t, b.do(t, submitReq("exp-1", docBody("other prompt", "html-1"))), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
+	})
+}
+
+// TestUploadWhenS3IsDown: the declaration put fails (5xx after the SDK's
+// retries): 503 problem+json with Retry-After.
+func TestUploadWhenS3IsDown(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			if c.Service == "S3" {
+				return faultinject.SendFailure
+			}
+			return ""
+		}))
+		o := e.S3.Options()
+		o.APIOptions = append(append(o.APIOptions[:0:0], o.APIOptions...), inj.Register)
+		st, err := payload.New(s3.New(o), e.Names.PayloadBucket, payload.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := setup(t, e, withPayloads(st))
+		resp := b.do(t, uploadReq(declare("down-1", []byte("x"), "text/plain")))
+		wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeUnavailable)
+		if resp.Headers["Retry-After"] == "" {
+			t.Fatalf("503 without Retry-After: %v", resp.Headers)
+		}
+		resp = b.do(t, submitReq("down-2", docBody("read", "down-1")))
+		wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeUnavailable)
+		if len(scanTasks(t, e)) != 0 {
+			t.Fatal("a task was recorded although its document could not be resolved")
 		}
 	})
 }
