@@ -11,6 +11,7 @@
 //	POST /tasks/{id}/approve      approve a gated task's result; creates its deliveries
 //	POST /tasks/{id}/reject       reject it
 //	POST /tasks/{id}/withdraw     withdraw an approval whose deliveries have not started
+//	POST /uploads                 declare a document upload; a presigned PUT (uploads.go)
 //	OPTIONS on each               CORS preflight
 //	GET  /                        the browser page (package web), public
 //	GET  /static/{file}           its scripts and stylesheet, public
@@ -21,6 +22,12 @@
 // Content-Security-Policy (Handler.ContentSecurityPolicy), nosniff,
 // no-referrer, no framing, and ETags; index.html is revalidated on every
 // load, the other files are cached for five minutes.
+//
+// A generate submit may name up to MaxDocuments uploads in "documents"
+// (documents.go): each is resolved against its declaration and copied to
+// its content address before the item is written, and their SHA-256s join
+// the payload hash. Another caller's upload is reported exactly like an
+// unknown one (422 unknown-upload).
 //
 // api/openapi.yaml is the published contract; the tests validate every
 // response the handler gives against it.

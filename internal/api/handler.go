@@ -167,6 +167,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.cancel(ctx, c), nil
 	case routeApprove, routeReject, routeWithdraw:
 		return h.decide(ctx, c), nil
+	case routeUploads:
+		return h.presign(ctx, c), nil // uploads.go
 	}
 	return internalError().response(), nil
 }
@@ -193,12 +195,17 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p := h.overQuota(ctx, c); p != nil {
 		return h.reject(c, p)
 	}
+	docs, p := h.resolveDocuments(ctx, c, s.key, s.documents) // documents.go
+	if p != nil {
+		return h.reject(c, p)
+	}
 	return h.create(ctx, c, withBudget(ledger.NewTask{
 		Scope:          c.scope,
 		IdempotencyKey: s.key,
 		Kind:           s.kind,
 		Input:          s.input,
-		PayloadSHA256:  submitHash(s.kind, s.input, s.budget, s.plan.canonical()),
+		Documents:      docs,
+		PayloadSHA256:  withDocuments(submitHash(s.kind, s.input, s.budget, s.plan.canonical()), docs),
 		CorrelationID:  s.correlationID,
 		Plan:           s.plan.canonical(),
 		ApprovalTTL:    s.plan.ttl(),
@@ -256,7 +263,8 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		IdempotencyKey: s.key,
 		Kind:           parent.Kind,
 		Input:          input,
-		PayloadSHA256:  payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()),
+		Documents:      parent.Documents,
+		PayloadSHA256:  withDocuments(payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()), parent.Documents),
 		ParentTaskID:   parent.TaskID,
 		CorrelationID:  s.correlationID,
 		Plan:           pl.canonical(),

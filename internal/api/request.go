@@ -55,6 +55,8 @@ type submission struct {
 	input string
 	// budget is the submit's spend budget (nil: none; spend.go).
 	budget *budgetSpec
+	// documents are the upload ids a generate task references (documents.go).
+	documents []string
 }
 
 // lowerHeaders returns h with lower-case names. API Gateway already
@@ -274,7 +276,7 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 	if p = reservedKey(s.key); p != nil {
 		return s, p
 	}
-	fields, p := parseObject(body, "kind", "input", "approval", "deliver", "budget")
+	fields, p := parseObject(body, "kind", "input", "approval", "deliver", "budget", "documents")
 	if p != nil {
 		return s, p
 	}
@@ -298,6 +300,9 @@ func parseSubmit(h map[string]string, body []byte, lim limits) (submission, *Pro
 		}
 	}
 	if s.plan, p = parsePlan(fields); p != nil {
+		return s, p
+	}
+	if s.documents, p = parseDocuments(fields, s.kind); p != nil {
 		return s, p
 	}
 	return s, nil

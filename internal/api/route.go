@@ -17,6 +17,7 @@ const (
 	routeApprove
 	routeReject
 	routeWithdraw
+	routeUploads
 )
 
 // Route templates, as API Gateway route keys name them.
@@ -28,6 +29,7 @@ var routePaths = map[routeID]string{
 	routeApprove:    "/tasks/{id}/approve",
 	routeReject:     "/tasks/{id}/reject",
 	routeWithdraw:   "/tasks/{id}/withdraw",
+	routeUploads:    "/uploads",
 }
 
 // routeMethods are the methods each path serves (besides OPTIONS).
@@ -39,6 +41,7 @@ var routeMethods = map[routeID]string{
 	routeApprove:    http.MethodPost,
 	routeReject:     http.MethodPost,
 	routeWithdraw:   http.MethodPost,
+	routeUploads:    http.MethodPost,
 }
 
 func (id routeID) template() string { return routePaths[id] }
@@ -86,6 +89,9 @@ func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
 	if st := req.RequestContext.Stage; st != "" && st != "$default" && strings.HasPrefix(path, "/"+st+"/") {
 		prefix = "/" + st
 		path = path[len(prefix):]
+	}
+	if path == "/uploads" {
+		return route{id: routeUploads, prefix: prefix}, true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if !strings.HasPrefix(path, "/") || seg[0] != "tasks" {

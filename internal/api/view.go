@@ -19,6 +19,9 @@ type TaskView struct {
 	MaxAttempts   int    `json:"max_attempts"`
 	ParentTaskID  string `json:"parent_task_id,omitempty"`
 	CorrelationID string `json:"correlation_id"`
+	// Documents are the uploaded documents a generate task references
+	// (documents.go).
+	Documents []DocumentView `json:"documents,omitempty"`
 	// Result is the saved result, as JSON (completed tasks only).
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is the last recorded failure (not shown once completed).
@@ -92,6 +95,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 		MaxAttempts:   t.MaxAttempts,
 		ParentTaskID:  t.ParentTaskID,
 		CorrelationID: t.CorrelationID,
+		Documents:     documentViews(t.Documents),
 		Receipt: ReceiptView{
 			OperationID:   t.OperationID(),
 			PayloadSHA256: t.PayloadSHA256,

@@ -15,7 +15,10 @@
 //     reconciler's readback sees what the worker did);
 //   - their event sources, emulated from the template:
 //     an HTTP server on Options.Addr (loopback only) standing in for the
-//     HTTP API — the submit handler at /tasks… through api.NewHTTPHandler,
+//     HTTP API — the submit handler at /tasks… and /uploads through
+//     api.NewHTTPHandler, a PUT-only pass-through at /s3/<bucket>/uploads/…
+//     to the emulator that presigned upload URLs name (uploads.go: the
+//     page's PUT stays same-origin),
 //     the operator API at /reviews… and /overview (its rates are the
 //     worker's and the reconciler's EMF records, summed per minute by
 //     internal/overview), and the submit handler's public

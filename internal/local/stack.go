@@ -237,7 +237,19 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := tpl.CreateBuckets(ctx, awsclient.S3(s.AWS), prefix, &s.Names, func(line string) { prog.printf("stack: %s", line) }); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	payloads, err := payload.New(awsclient.S3(s.AWS), s.Names.PayloadBucket, payload.Options{})
+	// The HTTP listener comes first: presigned upload URLs name it (the
+	// same-origin proxy to the emulator, uploads.go).
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
+	}
+	defer func() {
+		if err != nil && s.srv == nil {
+			_ = ln.Close()
+		}
+	}()
+	s.URL = "http://" + ln.Addr().String()
+	payloads, err := payload.New(awsclient.S3(s.AWS), s.Names.PayloadBucket, payload.Options{PresignEndpoint: s.URL + UploadProxyPath})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
@@ -383,11 +395,6 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	// HTTP: the API (behind the authorizer when there is one), the
 	// operator API, and the public routes the submit handler also serves:
 	// the page at / and /static/…, and /auth/config.
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("local: listen on %s: %w", addr, err)
-	}
-	s.URL = "http://" + ln.Addr().String()
 	ops.Hosts = opsapi.LoopbackHosts(ln.Addr()) // DNS rebinding: only our own address
 	mux := http.NewServeMux()
 	taskAPI := api.NewHTTPHandler(submit)
@@ -397,6 +404,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	mux.Handle("/tasks", tasks)
 	mux.Handle("/tasks/", tasks)
+	mux.Handle("/uploads", tasks)
+	mux.Handle(UploadProxyPath+"/", uploadProxy(s.Endpoint, s.Names.PayloadBucket))
 	mux.Handle("/reviews", ops)
 	mux.Handle("/reviews/", ops)
 	mux.Handle("/overview", ops)

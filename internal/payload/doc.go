@@ -4,7 +4,11 @@
 // large results before its fenced completion; both take a *Store as their
 // Payloads field (nil: everything inline). The ledger keeps the reference
 // as ledger.PayloadRef (input_ref, result_ref). Presigned document uploads
-// are not wired yet.
+// are wired too: internal/api serves POST /uploads (PresignUpload) and
+// resolves and adopts the documents a submit names (ResolveDocument, Adopt;
+// the item keeps ledger.DocumentRef), and the worker reads them for the
+// provider. Options.PresignEndpoint lets the local stack sign upload URLs
+// for its same-origin proxy.
 //
 // # Why the hot item stays small
 //

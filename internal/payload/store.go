@@ -49,13 +49,19 @@ type Options struct {
 	// InlineLimit is the largest payload Place keeps inline; default
 	// DefaultInlineLimit. Negative means "always offload".
 	InlineLimit int
+	// PresignEndpoint, when set, is the endpoint presigned upload URLs
+	// name (path-style) instead of the client's: the local stack's
+	// same-origin proxy to its emulator, so the page's PUT is not
+	// cross-origin. "" in a deployment.
+	PresignEndpoint string
 }
 
 // Store writes and reads payloads in one S3 bucket.
 type Store struct {
-	s3     *s3.Client
-	bucket string
-	inline int
+	s3              *s3.Client
+	bucket          string
+	inline          int
+	presignEndpoint string
 }
 
 // New returns a Store for bucket. The client must be configured as the
@@ -71,7 +77,7 @@ func New(client *s3.Client, bucket string, o Options) (*Store, error) {
 	case inline < 0:
 		inline = -1
 	}
-	return &Store{s3: client, bucket: bucket, inline: inline}, nil
+	return &Store{s3: client, bucket: bucket, inline: inline, presignEndpoint: o.PresignEndpoint}, nil
 }
 
 // Bucket returns the bucket name.

@@ -157,7 +157,14 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 	if err := s.recordIntent(ctx, req.UploadID, in); err != nil {
 		return Upload{}, err
 	}
-	signed, err := s3.NewPresignClient(s.s3).PresignPutObject(ctx, &s3.PutObjectInput{
+	presigner := s3.NewPresignClient(s.s3, func(o *s3.PresignOptions) {
+		if s.presignEndpoint != "" {
+			o.ClientOptions = append(o.ClientOptions, func(co *s3.Options) {
+				co.BaseEndpoint, co.UsePathStyle = aws.String(s.presignEndpoint), true
+			})
+		}
+	})
+	signed, err := presigner.PresignPutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(s.bucket),
 		Key:            aws.String(in.Key),
 		ContentLength:  aws.Int64(req.Size),
@@ -237,15 +244,29 @@ func (s *Store) readIntent(ctx context.Context, uploadID string) (intent, error)
 // ErrBadUpload, ErrUnknownUpload, ErrForeignUpload, ErrNotUploaded,
 // ErrUploadMismatch, transient S3 trouble steered by pkg/retrypolicy.
 func (s *Store) Resolve(ctx context.Context, scope, uploadID string) (Ref, error) {
+	ref, _, err := s.ResolveDocument(ctx, scope, uploadID)
+	return ref, err
+}
+
+// ResolveDocument is Resolve that also returns the declared format.
+func (s *Store) ResolveDocument(ctx context.Context, scope, uploadID string) (Ref, Format, error) {
+	ref, in, err := s.resolveIntent(ctx, scope, uploadID)
+	if err != nil {
+		return Ref{}, Format{}, err
+	}
+	return ref, Formats[in.ContentType], nil
+}
+
+func (s *Store) resolveIntent(ctx context.Context, scope, uploadID string) (Ref, intent, error) {
 	if scope == "" || len(scope) > 512 || !validID(uploadID) {
-		return Ref{}, fmt.Errorf("%w: caller scope must be 1-512 bytes and upload id 1-128 of [A-Za-z0-9_-]", ErrBadUpload)
+		return Ref{}, intent{}, fmt.Errorf("%w: caller scope must be 1-512 bytes and upload id 1-128 of [A-Za-z0-9_-]", ErrBadUpload)
 	}
 	in, err := s.readIntent(ctx, uploadID)
 	if err != nil {
-		return Ref{}, err
+		return Ref{}, intent{}, err
 	}
 	if in.ScopeHash != ScopeHash(scope) {
-		return Ref{}, fmt.Errorf("%w: %s", ErrForeignUpload, uploadID)
+		return Ref{}, intent{}, fmt.Errorf("%w: %s", ErrForeignUpload, uploadID)
 	}
 	h, err := s.s3.HeadObject(ctx, &s3.HeadObjectInput{
 		Bucket:       aws.String(s.bucket),
@@ -254,30 +275,30 @@ func (s *Store) Resolve(ctx context.Context, scope, uploadID string) (Ref, error
 	})
 	if err != nil {
 		if isNotFound(err) {
-			return Ref{}, fmt.Errorf("%w: %s", ErrNotUploaded, uploadID)
+			return Ref{}, intent{}, fmt.Errorf("%w: %s", ErrNotUploaded, uploadID)
 		}
-		return Ref{}, s.steer("head "+in.Key, err)
+		return Ref{}, intent{}, s.steer("head "+in.Key, err)
 	}
 	if got := aws.ToInt64(h.ContentLength); got != in.Size {
-		return Ref{}, fmt.Errorf("%w: %s: %d bytes arrived, %d declared", ErrUploadMismatch, uploadID, got, in.Size)
+		return Ref{}, intent{}, fmt.Errorf("%w: %s: %d bytes arrived, %d declared", ErrUploadMismatch, uploadID, got, in.Size)
 	}
 	if got := aws.ToString(h.ContentType); got != in.ContentType {
-		return Ref{}, fmt.Errorf("%w: %s: content type %q arrived, %q declared", ErrUploadMismatch, uploadID, got, in.ContentType)
+		return Ref{}, intent{}, fmt.Errorf("%w: %s: content type %q arrived, %q declared", ErrUploadMismatch, uploadID, got, in.ContentType)
 	}
 	ref := Ref{Bucket: s.bucket, Key: in.Key, SHA256: in.SHA256, Size: in.Size}
 	if sum := hexOfChecksum(aws.ToString(h.ChecksumSHA256)); sum != "" {
 		if sum != in.SHA256 {
-			return Ref{}, fmt.Errorf("%w: %s: sha256 differs from the declared one", ErrUploadMismatch, uploadID)
+			return Ref{}, intent{}, fmt.Errorf("%w: %s: sha256 differs from the declared one", ErrUploadMismatch, uploadID)
 		}
-		return ref, nil
+		return ref, in, nil
 	}
 	if _, err := s.Get(ctx, ref); err != nil {
 		if errors.Is(err, ErrIntegrity) {
-			return Ref{}, fmt.Errorf("%w: %s: sha256 differs from the declared one", ErrUploadMismatch, uploadID)
+			return Ref{}, intent{}, fmt.Errorf("%w: %s: sha256 differs from the declared one", ErrUploadMismatch, uploadID)
 		}
-		return Ref{}, err
+		return Ref{}, intent{}, err
 	}
-	return ref, nil
+	return ref, in, nil
 }
 
 // Adopt copies a resolved upload to inputs/<sha256> (server side, no

@@ -27,6 +27,8 @@ type (
 	// Request is one attempt at a provider operation; OperationID (the task
 	// id) is the idempotency key, Attempt is for tracing only.
 	Request = contract.Request
+	// Document is an uploaded document of a Request (bytes, format, name).
+	Document = contract.Document
 	// Result is what a successful operation produced: the Output JSON saved
 	// as the task result, the provider's name and its reference for the call.
 	Result = contract.Result

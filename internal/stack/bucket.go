@@ -11,13 +11,14 @@ import (
 )
 
 // Bucket properties applied locally, and the ones skipped on purpose:
-// encryption, public-access blocks, ownership controls and lifecycle rules
-// are the account's business (an emulator neither enforces nor ages them),
+// encryption, public-access blocks, ownership controls, CORS and lifecycle
+// rules are the account's business (an emulator neither enforces nor ages them),
 // and the bucket policy (a separate AWS::S3::BucketPolicy) is not created.
 var (
 	bucketApplied = []string{"BucketName"} // replaced by lower(prefix-LogicalId)
 	bucketSkipped = []string{"BucketEncryption", "PublicAccessBlockConfiguration", "OwnershipControls",
-		"LifecycleConfiguration", "VersioningConfiguration", "Tags"}
+		"LifecycleConfiguration", "VersioningConfiguration", "Tags",
+		"CorsConfiguration"} // local uploads go through the same-origin proxy (internal/local)
 )
 
 // BucketName is the local name of a template bucket: S3 names are lower

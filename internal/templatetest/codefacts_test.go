@@ -375,6 +375,10 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "s3:GetObject", true // HEAD is authorised as GetObject
 	case svc == "s3" && op == "PutObject":
 		return "s3:PutObject", true
+	case svc == "s3" && op == "CopyObject":
+		// PutObject on the destination; the GetObject it also needs on
+		// the source is required by the verified reads around it.
+		return "s3:PutObject", true
 	case svc == "eventbridge":
 		return "events:" + op, true
 	default:

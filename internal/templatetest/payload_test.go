@@ -28,13 +28,16 @@ var subObjects = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/([a-z][a-z0-9-]*/)\*$`)
 
 // wantS3 is each function's S3 access, by action and key prefix of the
 // payload bucket (DESIGN §12): submit puts large inputs (content-addressed)
-// and reads inputs (regenerate) and results (the task view); the worker
+// and reads inputs (regenerate) and results (the task view), declares
+// document uploads (upload-intents/), presigns their PUT (uploads/) and
+// reads and copies them to inputs/ at submit; the worker
 // reads inputs and puts results under its own assignment (a repeated put
 // reads the object back); the reconciler puts a large read-back result
 // under the assignment it completes. Nobody lists or deletes: lifecycle
 // rules expire objects.
 var wantS3 = map[string][]string{
-	"SubmitFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on inputs/"},
+	"SubmitFunction": {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:GetObject on upload-intents/", "s3:GetObject on uploads/",
+		"s3:PutObject on inputs/", "s3:PutObject on upload-intents/", "s3:PutObject on uploads/"},
 	"WorkerFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on results/"},
 	"ReconcilerFunction": {"s3:GetObject on results/", "s3:PutObject on results/"},
 }

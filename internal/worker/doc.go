@@ -98,6 +98,10 @@
 // out later leaves an orphan under its own version. The put is idempotent
 // and repeated like a settling write; if S3 stays down, a result that fits
 // the item is saved inline, else the task is parked result_not_saved.
+// A task's documents (ledger.DocumentRef; documents.go) are read and
+// verified the same way, right after the input, and handed to the provider
+// as provider.Document; one gone or altered fails the task
+// document_unavailable without a call.
 // Without a store every payload is inline and no S3 call is made.
 //
 // # Uncertain outcomes

@@ -94,6 +94,10 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !ok {
 		return r
 	}
+	docs, r, ok := h.resolveDocuments(ctx, rec, t, log) // documents.go
+	if !ok {
+		return r
+	}
 	tk, r, ok := h.admitCall(ctx, rec, t, log) // provider admission (admission.go)
 	if !ok {
 		return r
@@ -108,7 +112,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
 		return r
 	}
-	a := h.call(ctx, work, rec, t, input, log)
+	a := h.call(ctx, work, rec, t, input, docs, log)
 	h.settleAdmission(ctx, tk, a, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
@@ -188,7 +192,7 @@ type attempt struct {
 }
 
 // call runs the provider under a heartbeat, bounded by the call timeout.
-func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) attempt {
+func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, input string, docs []provider.Document, log *slog.Logger) attempt {
 	fenceable, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	callCtx, stop := context.WithTimeoutCause(fenceable, h.callTimeout(), errCallTimeout)
@@ -201,6 +205,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 		Kind:          t.Kind,
 		Input:         json.RawMessage(input),
 		CorrelationID: t.CorrelationID,
+		Documents:     docs,
 	}
 	start := time.Now()
 	p := h.step(t)

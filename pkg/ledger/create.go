@@ -32,7 +32,10 @@ type NewTask struct {
 	Input          string
 	// InputRef, when set, stands for an input placed in S3 (Input is then
 	// empty); the object must be written before Create.
-	InputRef      *PayloadRef
+	InputRef *PayloadRef
+	// Documents are the task's documents (their objects must exist before
+	// Create); the payload hash must cover their SHA-256s.
+	Documents     []DocumentRef
 	PayloadSHA256 string
 	ParentTaskID  string
 	CorrelationID string
@@ -148,6 +151,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 		PayloadSHA256:     n.PayloadSHA256,
 		Input:             n.Input,
 		InputRef:          n.InputRef,
+		Documents:         n.Documents,
 		Kind:              n.Kind,
 		ParentTaskID:      n.ParentTaskID,
 		CorrelationID:     n.CorrelationID,

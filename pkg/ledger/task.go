@@ -124,6 +124,9 @@ type Task struct {
 	// ResultRef replaces Result when the result was placed in S3 (at
 	// results/<task>/<assignment_version> of the completing assignment).
 	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
+	// Documents are the uploaded documents a generate task references, by
+	// reference only (documents.go).
+	Documents []DocumentRef `dynamodbav:"documents,omitempty"`
 	Approval
 }
 

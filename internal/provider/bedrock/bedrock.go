@@ -123,6 +123,14 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 			Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: in.Prompt}},
 		}},
 	}
+	if len(req.Documents) > 0 {
+		blocks, err := documentBlocks(req.Documents)
+		if err != nil {
+			return contract.Result{}, err
+		}
+		// Documents first, then the prompt that refers to them.
+		input.Messages[0].Content = append(blocks, input.Messages[0].Content...)
+	}
 	if in.System != "" {
 		input.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: in.System}}
 	}

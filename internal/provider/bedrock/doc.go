@@ -5,7 +5,10 @@
 // message, the system text a system content block, max_tokens and
 // temperature the inference configuration. The result's Output is
 // {"text","model","stop_reason","usage":{"input_tokens","output_tokens"}} and
-// its ProviderRef is the AWS request id.
+// its ProviderRef is the AWS request id. A request's documents go before
+// the prompt in the same message: Converse document blocks (pdf, csv, doc,
+// docx, html, txt, md; bytes source, the neutral name) and image blocks
+// (png, jpeg) (documents.go).
 //
 // The SDK's own retries are switched off for Converse (RetryMaxAttempts 1 on
 // every call, whatever the client's configuration): a retry after a

@@ -25,7 +25,31 @@ type Request struct {
 	Input json.RawMessage
 	// CorrelationID is the caller's correlation id, for tracing.
 	CorrelationID string
+	// Documents are the uploaded documents a generate task references,
+	// read from the payload store and verified (size and SHA-256) by the
+	// worker before the call. A provider that cannot take them must refuse
+	// the request (permanently), never drop them silently.
+	Documents []Document
 }
+
+// Document is one uploaded document of a Request.
+type Document struct {
+	// Name is a neutral name for the model ("document-1", ...): never the
+	// caller's file name (Bedrock warns names can carry prompt injections).
+	Name string
+	// Format is the short format name: pdf, txt, md, html, csv, docx
+	// (documents) or png, jpeg (images).
+	Format string
+	// ContentType is the declared Content-Type.
+	ContentType string
+	// SHA256 is the lowercase hex SHA-256 of Bytes, as verified.
+	SHA256 string
+	// Bytes are the document's exact bytes.
+	Bytes []byte
+}
+
+// IsImage reports whether d is an image (png, jpeg) rather than a document.
+func (d Document) IsImage() bool { return d.Format == "png" || d.Format == "jpeg" }
 
 // Result is what a successful operation produced.
 type Result struct {

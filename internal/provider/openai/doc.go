@@ -16,6 +16,10 @@
 // connection reset, an unreadable 2xx body, a 504 from a gateway) is
 // Uncertain. There is no readback: Lookup returns contract.ErrNoReadback.
 //
+// A request with documents is refused before anything is sent
+// (ErrDocumentsUnsupported, permanent): chat completions have no portable
+// document part, and dropping them would answer another question.
+//
 // # The key
 //
 // The key comes from a KeySource: EnvKey (an environment variable, by

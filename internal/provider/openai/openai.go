@@ -190,6 +190,9 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	if req.OperationID == "" {
 		return contract.Result{}, retrypolicy.Permanent(errors.New("openai: request has no operation id"))
 	}
+	if len(req.Documents) > 0 {
+		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("%w (%d document(s)); use the bedrock provider for tasks with documents", ErrDocumentsUnsupported, len(req.Documents)))
+	}
 	in, err := contract.GenerateInputOf(req)
 	if err != nil {
 		return contract.Result{}, err

@@ -2,6 +2,11 @@
 // with fault injection and an idempotency ledger that counts real side
 // effects. It is the default provider for local runs and tests.
 //
+// A request's documents are read: the reply text carries, after its
+// prefix, "[read document-N <format> sha256:<hex> bytes:<n>]" per document,
+// hashed over the bytes received (documents.go), so tests can assert the
+// provider saw the exact uploaded bytes.
+//
 // # Side effects and idempotency
 //
 // A "side effect" is a generation the provider performed (and, for a real

@@ -397,7 +397,7 @@ func (p *Provider) generate(ctx context.Context, req contract.Request, in contra
 		return contract.Result{}, OutcomeRejected, retrypolicy.Misconfigured(fe)
 	}
 
-	res := p.perform(req.OperationID, in, fault == Oversized)
+	res := p.perform(req.OperationID, in, documentNote(req.Documents), fault == Oversized)
 	if fault == AcceptLoseReply {
 		return contract.Result{}, OutcomeLostReply, retrypolicy.Uncertain(fe)
 	}
@@ -421,7 +421,7 @@ func (p *Provider) choose(opID string, attempt int, scripted, simulate Fault) Fa
 // perform records one generation, or returns the recorded one when the
 // provider honours idempotency. The ledger check and the write are one
 // critical section, so concurrent duplicates cause one side effect.
-func (p *Provider) perform(opID string, in contract.GenerateInput, oversized bool) contract.Result {
+func (p *Provider) perform(opID string, in contract.GenerateInput, docNote string, oversized bool) contract.Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entryLocked(opID)
@@ -434,7 +434,7 @@ func (p *Provider) perform(opID string, in contract.GenerateInput, oversized boo
 	if oversized {
 		minBytes = p.opts.OversizeBytes
 	}
-	res := p.render(opID, in, e.SideEffects, minBytes)
+	res := p.render(opID, in, docNote, e.SideEffects, minBytes)
 	e.results = append(e.results, res)
 	if !e.done {
 		e.done = true
@@ -472,8 +472,9 @@ idempotent reconcile heartbeat shard partition message visibility outcome
 provider readback operator summary careful exactly once simulated`)
 
 // render builds the deterministic output of one generation.
-// With minBytes > 0 the text goes on until it is at least that long.
-func (p *Provider) render(opID string, in contract.GenerateInput, ordinal, minBytes int) contract.Result {
+// With minBytes > 0 the text goes on until it is at least that long;
+// docNote (documents.go) follows the reply's prefix.
+func (p *Provider) render(opID string, in contract.GenerateInput, docNote string, ordinal, minBytes int) contract.Result {
 	promptSum := sha256.Sum256([]byte(in.System + "\x00" + in.Prompt))
 	promptHash := hex.EncodeToString(promptSum[:4])
 
@@ -493,6 +494,7 @@ func (p *Provider) render(opID string, in contract.GenerateInput, ordinal, minBy
 	}
 	var text strings.Builder
 	text.WriteString("[simulated reply to prompt sha256:" + promptHash + "]")
+	text.WriteString(docNote)
 	for range words {
 		text.WriteByte(' ')
 		text.WriteString(vocabulary[rng.IntN(len(vocabulary))])

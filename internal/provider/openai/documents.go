@@ -1,0 +1,10 @@
+package openai
+
+import "errors"
+
+// ErrDocumentsUnsupported is the permanent refusal of a request that
+// carries documents: the chat completions request this adapter sends has
+// no portable document part, and dropping the documents would answer a
+// different question than the one submitted. The task fails (class
+// permanent_input) without a call.
+var ErrDocumentsUnsupported = errors.New("openai: this provider does not accept documents")
