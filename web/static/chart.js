@@ -40,12 +40,25 @@
     return Math.max(2, Math.min(width, (v / max) * width));
   }
 
+  // niceScale is niceMax without the floor of 1, for fractional series
+  // (a cost of $0.002 a minute is drawn to its own scale, not flat).
+  function niceScale(v) {
+    if (!(v > 0)) return 1;
+    if (v >= 1) return niceMax(v);
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var steps = [1, 2, 5, 10];
+    for (var i = 0; i < steps.length; i++) {
+      if (v <= steps[i] * p * (1 + 1e-9)) return steps[i] * p;
+    }
+    return 10 * p;
+  }
+
   // sparkPoints maps values to "x,y" points in a width × height box (y
   // grows downwards; 0 at the bottom, max at the top, 1 px margin).
   function sparkPoints(values, width, height, max) {
     var n = values.length;
     if (!n) return [];
-    var m = max > 0 ? max : niceMax(Math.max.apply(null, values));
+    var m = max > 0 ? max : niceScale(Math.max.apply(null, values));
     var out = [];
     for (var i = 0; i < n; i++) {
       var x = n === 1 ? width : (i * width) / (n - 1);
@@ -77,6 +90,7 @@
   var chart = {
     formatAge: formatAge,
     niceMax: niceMax,
+    niceScale: niceScale,
     barWidth: barWidth,
     sparkPoints: sparkPoints,
     sum: sum,

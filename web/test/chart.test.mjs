@@ -39,8 +39,18 @@ test('sparkPoints: left to right, zero at the bottom, max at the top', () => {
   assert.deepEqual(C.sparkPoints([0, 5, 10], 100, 22, 10), ['0,21', '50,11', '100,1']);
   assert.deepEqual(C.sparkPoints([], 100, 22), []);
   assert.deepEqual(C.sparkPoints([3], 100, 22, 3), ['100,1']);
-  // Without a max, the scale is niceMax of the values.
+  // Without a max, the scale is niceScale of the values.
   assert.deepEqual(C.sparkPoints([0, 4], 10, 12), ['0,11', '10,3']);
+  // A fractional series (cost per minute) gets its own scale, not a flat line.
+  assert.deepEqual(C.sparkPoints([0, 0.002], 10, 12), ['0,11', '10,1']);
+});
+
+test('niceScale: like niceMax above 1, fractional steps below', () => {
+  assert.equal(C.niceScale(0), 1);
+  assert.equal(C.niceScale(0.0019), 0.002);
+  assert.equal(C.niceScale(0.003), 0.005);
+  assert.equal(C.niceScale(0.5), 0.5);
+  assert.equal(C.niceScale(3), 5);
 });
 
 test('sum and formatValue', () => {
