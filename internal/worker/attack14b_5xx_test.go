@@ -1,0 +1,63 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
+)
+
+// actsThen502 is a provider behind a gateway: the model generates (and
+// bills), then the gateway answers 502 — a transient error to the worker.
+type actsThen502 struct{ inner *simulated.Provider }
+
+func (p *actsThen502) Name() string                { return p.inner.Name() }
+func (p *actsThen502) HonoursIdempotencyKey() bool { return p.inner.HonoursIdempotencyKey() }
+func (p *actsThen502) Model() string               { return p.inner.Model() }
+func (p *actsThen502) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	if _, err := p.inner.Generate(ctx, req); err != nil {
+		return contract.Result{}, err
+	}
+	return contract.Result{}, retrypolicy.Retryable(errors.New("provider gateway: 502 bad gateway"))
+}
+
+// TestAttack14bServerErrorAfterActingChargedZero (adversarial review of
+// issue 14, round 2): usedBy charges a transient provider error nothing.
+// A 5xx that comes back after the request was sent (a 502/504 from a
+// gateway in front of the model) does not say the model did not generate:
+// with a provider that bills it, each such attempt is real spend the budget
+// never sees, and the task retries up to max_attempts times — spending
+// (max_attempts) calls while its chain budget shows zero, beyond the
+// issue's bound ("no task or chain spends beyond its budget by more than
+// one call's reservation"). Here one attempt generated (a provider side
+// effect) and the chain records neither spend nor reservation. Smallest
+// fix: in usedBy, charge a sent call that failed with a 5xx-class
+// transient error its full reservation (the safe side, like an unknown
+// outcome); keep zero for throttles (429), 4xx refusals and
+// ErrRequestNotSent.
+func TestAttack14bServerErrorAfterActingChargedZero(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		b.h.Provider = &actsThen502{inner: b.sim}
+		withBudgets(t, b, e.DDB, nil)
+		ctx := context.Background()
+		task := b.create(t, "atk14b-5xx-after-acting", budgetedPrompt, budget(10_000, ""))
+		b.send(t, task.TaskID)
+		handle(t, b.h, ctx, b.deliver(t, 1, 60))
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateRetryWait || b.sim.SideEffects(task.TaskID) != 1 {
+			t.Fatalf("setup: state %s, side effects %d; want retry_wait after one generation", got.State, b.sim.SideEffects(task.TaskID))
+		}
+		s := spendState(t, b, spend.ChainKey(task.TaskID))
+		if s.Spent.Tokens() == 0 && s.ReservedTokens == 0 {
+			t.Fatalf("an attempt whose request was sent and generated (1 side effect) before a 502 is charged nothing: chain spent %d, reserved %d; %d such retries would spend %d calls beyond a budget that shows 0",
+				s.Spent.Tokens(), s.ReservedTokens, got.MaxAttempts, got.MaxAttempts)
+		}
+	})
+}
