@@ -19,11 +19,10 @@ import (
 // approval and a deadline. An approver can now approve it and create its
 // deliveries: the caller's cancel is ignored for every effect step that
 // had not started yet (a destination call started after the cancel).
-// Keeping the generation's result is right (the provider acted and billed);
-// opening the gate is not. Smallest fix: CompleteCancelled on a gated task
-// saves the result but ends completed with the approval closed (e.g.
-// approval_state withdrawn/cancelled, no due_at), so no delivery can ever
-// be created for a cancelled request.
+// Opening the gate is not right. The reviewer suggested keeping the result
+// with the approval closed; there is no such state (completed means
+// approved), so the fix ends a gated task cancelled without the result:
+// nothing has used it yet, and no delivery can follow the cancel.
 func TestAttack14bCancelledGatedTaskAwaitsApproval(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
@@ -45,8 +44,11 @@ func TestAttack14bCancelledGatedTaskAwaitsApproval(t *testing.T) {
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)
-		if got.Result == "" {
-			t.Fatalf("the reply in hand was not saved: state %s", got.State)
+		// The fix chosen: a gated task ends cancelled without the result
+		// (nothing has used it; no approval can follow the cancel).
+		if got.State != ledger.StateCancelled || got.HasResult() || got.ErrorClass != ledger.ErrorCancelledWhileRunning {
+			t.Fatalf("a gated task cancelled after the reply: state %s, result %v, class %s; want cancelled, no result, cancelled_while_running",
+				got.State, got.HasResult(), got.ErrorClass)
 		}
 		if got.State == ledger.StateAwaitingApproval || got.ApprovalState == ledger.ApprovalPending {
 			t.Fatalf("a task cancelled while running (202 cancel_requested) now awaits approval (state %s, approval %s, error_class %s): approving it would start its deliveries after the caller's cancel",

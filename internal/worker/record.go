@@ -328,6 +328,9 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
 			return r // parked unknown_outcome at this version: see lapsed.go
 		}
+		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
+			return r // a cancel fenced this attempt after a definite refusal: see cancelled.go
+		}
 		if r, done := h.settled(ctx, err, "fail", log); done {
 			return r
 		}

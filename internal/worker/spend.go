@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -87,10 +88,11 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
 	}
 	rs = &reservation{
-		r:     spend.Reservation{ID: t.TaskID + "." + strconv.FormatInt(t.AssignmentVersion, 10), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
+		r:     spend.Reservation{ID: reservationID(t.TaskID, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
 		max:   maxUse,
 		model: model,
 	}
+	h.settlePrevious(ctx, t, rs, log)
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
 	_, err = s.Budgets.Reserve(ctx, spend.ChainKey(t.Chain()), budget, rs.r)
@@ -121,6 +123,36 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return nil, deferred, false
 	}
 	return rs, result{}, true
+}
+
+// reservationID names an attempt's reservation: the task and its attempt
+// number. A claim counts an attempt and a release or an admission wait
+// gives it back, so the attempt that never called reuses its id (a
+// reservation still held is not counted twice), and the attempt before
+// this one is always attempt - 1.
+func reservationID(taskID string, attempt int) string {
+	return taskID + ".a" + strconv.Itoa(attempt)
+}
+
+// settlePrevious settles the previous attempt's reservation at its full
+// amount when that attempt never did (its worker crashed or was cut off
+// after reserving): nobody but a worker settles, so without this the chain
+// kept it "reserved by attempts in flight" forever (adversarial review of
+// issue 14). Full, because the provider may have billed that attempt; the
+// budget sees the same amount either way, now as spent. A previous attempt
+// that settled makes this a refused no-op (Settle is idempotent per id);
+// one reserved at other prices is left as it is (logged).
+func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
+	if t.Attempts <= 1 {
+		return
+	}
+	prev := rs.r
+	prev.ID = reservationID(t.TaskID, t.Attempts-1)
+	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
+		if _, err := h.Spend.Budgets.Settle(ctx, key, prev, rs.max); err != nil {
+			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
+		}
+	}
 }
 
 // settle replaces the reservation by what the call used, on both items,
@@ -211,13 +243,47 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 		}
 		return u
 	}
-	if errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
+	if a.fenced == nil && a.cutBy == "" && definiteRefusal(a.err) {
 		return spend.Usage{}
 	}
-	if a.fenced != nil || a.cutBy != "" || retrypolicy.DefaultClassifier(a.err).Class == retrypolicy.UnknownOutcome {
-		return rs.max
+	// Sent, and not refused in so many words: a 5xx from a gateway in
+	// front of the model does not say the model did not generate (and
+	// bill), so the call is charged its reservation (adversarial review of
+	// issue 14: retries of 502s spent while the budget showed zero).
+	return rs.max
+}
+
+// definiteRefusal reports whether a failed call certainly used no tokens:
+// never sent, refused for its input or configuration (4xx), or throttled
+// (429 and the AWS throttling codes). Anything else that was sent — a 5xx,
+// an unclassified or cancelled call, an unknown outcome — may have
+// generated.
+func definiteRefusal(err error) bool {
+	if errors.Is(err, retrypolicy.ErrRequestNotSent) {
+		return true
 	}
-	return spend.Usage{}
+	c := retrypolicy.DefaultClassifier(err)
+	switch c.Class {
+	case retrypolicy.PermanentInput, retrypolicy.PermanentConfig:
+		return true
+	case retrypolicy.UnknownOutcome:
+		return false
+	}
+	var se *retrypolicy.StatusError
+	if errors.As(err, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
+		return true
+	}
+	switch {
+	case c.Reason == "http_429", c.Reason == "request_not_sent", c.Reason == "dial_error":
+		return true
+	case strings.HasPrefix(c.Reason, "aws_"):
+		for _, k := range []string{"Throttl", "TooManyRequests", "LimitExceeded", "SlowDown", "ServiceQuotaExceeded"} {
+			if strings.Contains(c.Reason, k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // spendMetric writes one EMF record: the tokens and cost of a settled
