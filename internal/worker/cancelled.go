@@ -110,4 +110,3 @@ func (h *Handler) cancelFenced(ctx context.Context, rec events.SQSMessage, t *le
 	log.InfoContext(ctx, "cancelled while running; ended by what the worker knew", "why", why)
 	return ack(OutcomeFenced)
 }
-
