@@ -624,7 +624,7 @@
       status.setAttribute('data-status', String(r.status));
       var msg = L.problemText(r.status, r.body, r.statusText);
       var docMsg = window.TaskledgerDocuments.problem(r.body);
-      if (docMsg) msg = (r.body.title || 'HTTP ' + r.status) + ' (' + r.status + '): ' + docMsg;
+      if (docMsg) msg = (r.body.title || 'HTTP ' + r.status) + ' (' + r.status + '): nothing was recorded; see Documents above.';
       else if (r.status === 422) msg += ' Change nothing and press Send again to get a new key.';
       setStatus(status, msg, 'error');
     }, function (err) {

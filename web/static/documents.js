@@ -37,8 +37,12 @@
     return items.some(function (it) { return it.state === 'hashing' || it.state === 'uploading'; });
   }
 
-  function status(text, kind) {
-    d.setStatus($('doc-status'), text || '', kind);
+  // status says text in the live region next to the file field; quiet
+  // keeps it for screen readers only (the failed file shows the same words).
+  function status(text, kind, quiet) {
+    var n = $('doc-status');
+    d.setStatus(n, text || '', kind);
+    n.classList.toggle('sr-only', !!quiet);
   }
 
   function render() {
@@ -79,7 +83,7 @@
     if (!live(it)) return;
     it.state = 'failed';
     it.message = message;
-    status(message, 'error');
+    status(message, 'error', true);
     render();
   }
 
