@@ -61,18 +61,19 @@
   // documentType decides the content type of a file from its name and the
   // type the browser reported: a known extension wins (the browser's type
   // may be missing or wrong); else the browser's type when accepted. It
-  // returns {contentType, format, max} or {error} (nothing is sent).
+  // returns {contentType, format, max} or {error} (nothing is sent; the
+  // caller adds acceptedText once for all refused files).
   function documentType(name, browserType, size) {
     var ct = EXTENSIONS[extension(name)] || '';
     var given = String(browserType || '').toLowerCase().split(';')[0].trim();
     if (!ct && FORMATS[given]) ct = given;
     if (!ct) {
-      return { error: name + ': this type of file (' + (given || 'unknown type') + ') cannot be attached. ' + acceptedText() };
+      return { error: name + ': this type of file (' + (given || 'unknown type') + ') cannot be attached.' };
     }
     var f = FORMATS[ct];
     if (!(size >= 1)) return { error: name + ' is empty: there is nothing to attach.' };
     if (size > f.max) {
-      return { error: name + ' is ' + bytesText(size) + ': a ' + f.name + ' may be at most ' + bytesText(f.max) + '. ' + acceptedText() };
+      return { error: name + ' is ' + bytesText(size) + ': a ' + f.name + ' may be at most ' + bytesText(f.max) + '.' };
     }
     return { contentType: ct, format: f.name, max: f.max };
   }

@@ -135,13 +135,14 @@
     var files = Array.prototype.slice.call(input.files || []);
     input.value = '';
     var refused = [];
+    var typed = false;
     files.forEach(function (file) {
       if (items.length >= D.MAX_DOCUMENTS) {
         refused.push(file.name + ': a task takes at most ' + D.MAX_DOCUMENTS + ' documents.');
         return;
       }
       var t = D.documentType(file.name, file.type, file.size);
-      if (t.error) { refused.push(t.error); return; }
+      if (t.error) { refused.push(t.error); typed = true; return; }
       var it = {
         key: ++seq, name: file.name, size: file.size, contentType: t.contentType, format: t.format,
         sha256: '', uploadId: D.newUploadID(), state: 'hashing', message: ''
@@ -149,7 +150,7 @@
       items.push(it);
       attach(it, file);
     });
-    if (refused.length) status('Not attached — ' + refused.join(' '), 'error');
+    if (refused.length) status('Not attached — ' + refused.join(' ') + (typed ? ' ' + D.acceptedText() : ''), 'error');
     else if (files.length) status('Reading ' + files.length + (files.length === 1 ? ' file…' : ' files…'), 'busy');
     render();
   }

@@ -107,6 +107,7 @@ async function main() {
       check(/tool\.exe: this type of file \(application\/x-msdownload\) cannot be attached/.test(msg), 'names the refused file and its type: ' + msg);
       check(/Accepted: pdf, txt, md, html, csv, docx up to 4,500,000 bytes; png, jpeg up to 3,750,000 bytes/.test(msg), 'says what is accepted: ' + msg);
       check(/huge\.png is 3,750,001 bytes: a png may be at most 3,750,000 bytes/.test(msg), 'says the image is over its limit: ' + msg);
+      check(msg.split('Accepted:').length === 2, 'the accepted types are said once: ' + msg);
       check((await docItems(page)).length === 0, 'nothing attached');
       check(reqs.length === before, `no request was sent (${reqs.length - before})`);
       await shot(page, 'documents-00-refused.png');
@@ -150,7 +151,7 @@ async function main() {
         check(!p.headers.authorization, 'PUT carries no Authorization (the URL is the capability)');
       }
       await shot(page, 'documents-01-attached.png');
-      return { items: items.map((i) => ({ name: i.name, state: i.state, uploadID: i.uploadID })) };
+      return { putHeaders: Object.keys(puts[0].headers).sort(), items: items.map((i) => ({ name: i.name, state: i.state, uploadID: i.uploadID })) };
     });
 
     await step('submit (first send answered 503): the retry sends the same documents; the task completes and names them', async () => {
