@@ -73,8 +73,8 @@ func TestBrowserDocuments(t *testing.T) {
 	if runErr != nil || !rep.OK {
 		t.Fatalf("documents browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
 	}
-	if len(rep.Screenshots) < 4 {
-		t.Fatalf("screenshots: %v, want 4", rep.Screenshots)
+	if len(rep.Screenshots) < 5 {
+		t.Fatalf("screenshots: %v, want 5", rep.Screenshots)
 	}
 	for _, p := range rep.Screenshots {
 		b, err := os.ReadFile(p)

@@ -219,6 +219,9 @@ async function main() {
       check(it.state === 'failed' && /differ/.test(it.text), 'the file is marked failed with the reason');
       check(await page.getAttribute('#doc-status', 'role') === 'status' && await page.getAttribute('#doc-status', 'aria-live') === 'polite', 'the message is in a live region');
       await shot(page, 'documents-03-mismatch.png');
+      await page.emulateMedia({ colorScheme: 'dark' });
+      await shot(page, 'documents-04-mismatch-dark.png');
+      await page.emulateMedia({ colorScheme: 'light' });
       // A failed attachment blocks the next press, without a request.
       await page.click('#send');
       await page.waitForFunction(() => /Remove the failed attachment/.test(document.getElementById('submit-status').textContent));
