@@ -55,6 +55,19 @@
 //     provider ref, public URL, readback, approver, policy; missing fields
 //     show "—"); Withdraw approval cancels unstarted deliveries, and a 409
 //     deliveries-started names each started delivery and its state.
+//   - Documents (static/documents.js, pure helpers in static/doclib.js;
+//     DESIGN §12): the submit form attaches up to 5 files. A file whose type
+//     (by extension, else the browser's type) or size the API would refuse
+//     is refused before any request, naming the accepted types and limits.
+//     Otherwise it is hashed (SHA-256, Web Crypto), declared (POST /uploads
+//     with a page-chosen upload id, so a retried declaration is the same)
+//     and PUT to the presigned URL with the headers the API named (less
+//     Content-Length); Send is disabled while a file hashes or uploads. The
+//     submit names the ready uploads and never uploads again, so retries of
+//     a press send the same documents under the same key. Document problems
+//     of the submit (upload-mismatch, upload-not-received, unknown-upload,
+//     …) mark the named file failed, in words, in an aria-live region by
+//     the file field. The task view lists the task's documents.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -87,6 +100,12 @@
 // task's deliveries back from the worker through local.Options.WrapWorker —,
 // a stale tab's approve refused with 409 artifact-changed, reject; then the
 // ledger is checked; screenshots approval-*.png).
+// Document attachments are tested the same way (web/test/documents.mjs on
+// the shared web/test/harness.mjs, TestBrowserDocuments: refused type and
+// size with no request, a .txt and a .png uploaded and submitted through a
+// 503 retry, the simulated provider's reply naming each SHA-256, an altered
+// upload refused with upload-mismatch; then the ledger is checked;
+// screenshots documents-*.png) and doclib.js in web/test/lib.test.mjs.
 //
 // Task text is written to the DOM only as text (never as HTML) and never to
 // the URL or to web storage; only task ids and states are remembered, in

@@ -541,6 +541,7 @@
     });
 
     $('cancel').disabled = L.isTerminal(v.state);
+    window.TaskledgerDocuments.render(v);
     window.TaskledgerApproval.render(v);
   }
 
@@ -548,7 +549,7 @@
 
   function setSending(on) {
     st.sending = on;
-    $('send').disabled = on;
+    $('send').disabled = on || window.TaskledgerDocuments.busy();
     $('send').setAttribute('aria-busy', on ? 'true' : 'false');
     $('send-busy').hidden = !on;
   }
@@ -582,8 +583,16 @@
       $('require-approval').focus();
       return;
     }
+    var docs = window.TaskledgerDocuments.submission();
+    if (docs.error) {
+      status.removeAttribute('data-status');
+      setStatus(status, docs.error, 'error');
+      $('documents').focus();
+      return;
+    }
     var req = { kind: 'generate', input: built.input };
     if (plan.plan) { req.approval = plan.plan.approval; req.deliver = plan.plan.deliver; }
+    if (docs.documents) req.documents = docs.documents;
     var body = JSON.stringify(req);
     var press = L.keyForPress(st.lastPress, body, detail, Date.now());
     st.lastPress = press;
@@ -614,7 +623,9 @@
       }
       status.setAttribute('data-status', String(r.status));
       var msg = L.problemText(r.status, r.body, r.statusText);
-      if (r.status === 422) msg += ' Change nothing and press Send again to get a new key.';
+      var docMsg = window.TaskledgerDocuments.problem(r.body);
+      if (docMsg) msg = (r.body.title || 'HTTP ' + r.status) + ' (' + r.status + '): nothing was recorded; see Documents above.';
+      else if (r.status === 422) msg += ' Change nothing and press Send again to get a new key.';
       setStatus(status, msg, 'error');
     }, function (err) {
       status.setAttribute('data-status', 'network');
@@ -853,6 +864,9 @@
     window.TaskledgerApproval.init({
       call: call, showTask: showTask, remember: remember, setStatus: setStatus, when: when, badge: badge, el: el,
       networkText: networkText, retryText: retryText
+    });
+    window.TaskledgerDocuments.init({
+      call: call, setStatus: setStatus, el: el, isSending: function () { return st.sending; }
     });
     $('task-open-review').addEventListener('click', function () { selectTab('review'); $('tab-review').focus(); });
     setTimeout(refreshOthers, BACKGROUND_MS);

@@ -283,3 +283,59 @@ test('sessionEntry marks a deliver task (its parent is the approved task)', () =
   assert.equal(L.sessionEntry({ task_id: 't_d', state: 'queued', kind: 'deliver', parent_task_id: 't_g' }).kind, 'deliver');
   assert.equal('kind' in L.sessionEntry({ task_id: 't_g', state: 'queued', kind: 'generate' }), false);
 });
+
+// ---- document attachments (web/static/doclib.js) ----
+
+const D = require('../static/doclib.js');
+
+test('documentType: a known extension wins over a missing or wrong browser type', () => {
+  assert.equal(D.documentType('notes.md', '', 10).contentType, 'text/markdown');
+  assert.equal(D.documentType('table.csv', 'application/vnd.ms-excel', 10).contentType, 'text/csv');
+  assert.equal(D.documentType('Letter.DOCX', '', 10).contentType,
+    'application/vnd.openxmlformats-officedocument.wordprocessingml.document');
+  assert.equal(D.documentType('photo.jpg', 'image/jpeg', 10).format, 'jpeg');
+  // No extension: the browser's type, when accepted.
+  assert.equal(D.documentType('scan', 'image/png', 10).contentType, 'image/png');
+});
+
+test('documentType: refuses other types, empty files and sizes over the format limit, naming what is accepted', () => {
+  const exe = D.documentType('tool.exe', 'application/x-msdownload', 10);
+  assert.match(exe.error, /tool\.exe.*cannot be attached/);
+  assert.equal(exe.error, 'tool.exe: this type of file (application/x-msdownload) cannot be attached.');
+  assert.equal(D.acceptedText(), 'Accepted: pdf, txt, md, html, csv, docx up to 4,500,000 bytes; png, jpeg up to 3,750,000 bytes.');
+  assert.match(D.documentType('empty.txt', 'text/plain', 0).error, /empty/);
+  assert.equal(D.documentType('max.png', 'image/png', 3750000).contentType, 'image/png');
+  assert.match(D.documentType('big.png', 'image/png', 3750001).error, /3,750,001 bytes: a png may be at most 3,750,000 bytes/);
+  assert.equal(D.documentType('big.pdf', '', 4500000).format, 'pdf');
+  assert.match(D.documentType('big.pdf', '', 4500001).error, /at most 4,500,000 bytes/);
+});
+
+test('putHeaders keeps every presigned header but Content-Length and Host', () => {
+  assert.deepEqual(D.putHeaders({ 'Content-Length': '5', 'Content-Type': 'text/plain', 'X-Amz-Checksum-Sha256': 'abc=', host: 'h' }),
+    { 'Content-Type': 'text/plain', 'X-Amz-Checksum-Sha256': 'abc=' });
+  assert.deepEqual(D.putHeaders(null), {});
+});
+
+test('hex, shortSha, bytesText and newUploadID', async () => {
+  const digest = await globalThis.crypto.subtle.digest('SHA-256', new TextEncoder().encode('abc'));
+  assert.equal(D.hex(digest), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  assert.equal(D.shortSha('ba7816bf8f01cfea4141'), 'ba7816bf8f01…');
+  assert.equal(D.bytesText(1234567), '1,234,567 bytes');
+  const a = D.newUploadID();
+  assert.match(a, /^up_[0-9a-f]{32}$/);
+  assert.notEqual(a, D.newUploadID());
+});
+
+test('document problems: the index of the field and words per problem type', () => {
+  const base = 'https://taskledger.dev/problems/';
+  const mismatch = { type: base + 'upload-mismatch', field: 'documents[1].upload_id' };
+  assert.equal(D.documentIndex(mismatch), 1);
+  assert.equal(D.documentIndex({ field: 'input.prompt' }), -1);
+  assert.match(D.documentProblemText(mismatch, 'a.txt'), /^a\.txt: the bytes the API received differ/);
+  assert.match(D.documentProblemText({ type: base + 'upload-not-received' }, 'a.txt'), /not received its bytes/);
+  assert.match(D.documentProblemText({ type: base + 'unknown-upload' }, 'a.txt'), /does not know this upload/);
+  assert.match(D.documentProblemText({ type: base + 'document-too-large' }, 'a.txt'), /too large\. Accepted:/);
+  assert.match(D.documentProblemText({ type: base + 'unsupported-document-type' }, 'a.txt'), /type cannot be attached/);
+  assert.equal(D.documentProblemText({ type: base + 'idempotency-key-reused' }, 'a.txt'), '');
+  assert.equal(D.documentProblemText({ type: 'about:blank' }, 'a.txt'), '');
+});
