@@ -148,6 +148,11 @@ type Ticket struct {
 	Key             string
 	Slot            int
 	EstimatedTokens int64
+	// ValidUntil is the end of the ticket's slot: the call is counted in
+	// that slot, so it must start before then (a call sent later could
+	// meet a call admitted a minute after its slot within 60 s at the
+	// provider). A caller past it admits again.
+	ValidUntil time.Time
 	// Writes is the number of UpdateItem calls Admit made (1 unless a reply
 	// was lost).
 	Writes int
@@ -247,7 +252,8 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 		eff := Limit{RequestsPerWindow: lim.RequestsPerWindow - pr, TokensPerWindow: lim.TokensPerWindow - pt}
 		_, err = a.c.DB.UpdateItem(ctx, a.admitInput(a.c.TasksTable, key, slot, start.Add(a.c.Window), eff, estimatedTokens, nonce, retry))
 		if err == nil {
-			return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
+			return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt,
+				ValidUntil: start.Add(time.Duration(slot+1) * a.slotLen())}, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
@@ -259,7 +265,8 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 				}
 				if s, ok := item["last_nonce"].(*types.AttributeValueMemberS); ok && s.Value == nonce {
 					// Our earlier write landed and nobody wrote since.
-					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt}, nil
+					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt,
+				ValidUntil: start.Add(time.Duration(slot+1) * a.slotLen())}, nil
 				}
 			}
 			if len(item) == 0 {
@@ -395,6 +402,30 @@ func (a *Admitter) Settle(ctx context.Context, t *Ticket, actualTokens int64) er
 	}
 	if err != nil {
 		return fmt.Errorf("admission: settle %s: %w", t.Key, err)
+	}
+	return nil
+}
+
+// Release gives back a ticket whose call was never made: its request and
+// its estimated tokens leave the window (and its slot). One UpdateItem,
+// not retried (a repeat after a lost reply could give back twice, below
+// what was really sent: a lost Release keeps the count, the safe side);
+// a window that has expired is left alone.
+func (a *Admitter) Release(ctx context.Context, t *Ticket) error {
+	_, err := a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &a.c.TasksTable,
+		Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: t.Key}},
+		UpdateExpression:          aws.String("ADD #req :minus, #tok :back, #slotr :minus, #slott :back"),
+		ConditionExpression:       aws.String("#req >= :one"),
+		ExpressionAttributeNames:  map[string]string{"#req": "requests", "#tok": "tokens", "#slotr": slotAttr("r", t.Slot), "#slott": slotAttr("k", t.Slot)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1), ":back": num(-t.EstimatedTokens), ":one": num(1)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("admission: release %s: %w", t.Key, err)
 	}
 	return nil
 }

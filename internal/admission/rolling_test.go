@@ -1,6 +1,8 @@
 package admission_test
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -46,5 +48,36 @@ func TestNoMinuteHoldsMoreThanTheLimit(t *testing.T) {
 			t.Fatalf("only %d calls admitted in 5 minutes of demand far above %d per minute", len(admitted), limit)
 		}
 		t.Logf("admitted %d calls in 5 minutes at %d per minute", len(admitted), limit)
+	})
+}
+
+// TestReleaseGivesBackAnUnusedTicket: a ticket whose call was never made
+// leaves the window (request and tokens, in its slot too), so the next
+// call of the same minute is admitted; the ticket is valid until its slot
+// ends.
+func TestReleaseGivesBackAnUnusedTicket(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		b := setup(t, e, nil, map[string]admission.Limit{"m1": {RequestsPerWindow: 1, TokensPerWindow: 1000}})
+		tk, err := b.adm.Admit(ctx, "m1", 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(10 * time.Second); !tk.ValidUntil.Equal(want) {
+			t.Fatalf("ValidUntil %s, want the end of the 5 s slot %s", tk.ValidUntil, want)
+		}
+		var na *admission.NotAdmittedError
+		if _, err := b.adm.Admit(ctx, "m1", 300); !errors.As(err, &na) {
+			t.Fatalf("a second call with the limit 1: %v, want NotAdmittedError", err)
+		}
+		if err := b.adm.Release(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := b.adm.Read(ctx, "m1", b.clock.Now()); w.Requests != 0 || w.Tokens != 0 {
+			t.Fatalf("after Release the window is %+v, want empty", w)
+		}
+		if _, err := b.adm.Admit(ctx, "m1", 300); err != nil {
+			t.Fatalf("after Release: %v, want admitted", err)
+		}
 	})
 }

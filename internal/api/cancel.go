@@ -15,18 +15,21 @@ import (
 // (ledger.CancelRunning) and answered 202 with the task, now unknown with
 // error class cancel_requested (the reconciler ends it cancelled, completed
 // from a readback, or parked — DESIGN §13); a task already in that state
-// answers the same 202, so a retried cancel is safe. ok=false leaves every
-// other state to the caller's 409.
+// answers the same 202, so a retried cancel is safe. An unknown task that
+// was not cancelled (its attempt lapsed, or its outcome was lost) is
+// cancelled the same way: the attempt is fenced and the unknown rules end
+// it cancelled rather than re-queue it. ok=false leaves every other state
+// to the caller's 409.
 func (h *Handler) cancelRunning(ctx context.Context, c *call, ce *ledger.ConflictError) (events.APIGatewayV2HTTPResponse, bool) {
 	for range 3 { // the task may move between the read and the write
 		t := ce.Task
 		switch {
 		case t == nil:
 			return events.APIGatewayV2HTTPResponse{}, false
-		case t.State == ledger.StateUnknown && t.CancelVersion > 0:
+		case t.State == ledger.StateUnknown && t.CancelVersion > 0 && t.CancelVersion >= t.AssignmentVersion-1:
 			c.outcome = "cancel_requested"
 			return h.taskResponse(ctx, c, http.StatusAccepted, t, nil), true
-		case t.State != ledger.StateRunning:
+		case t.State != ledger.StateRunning && t.State != ledger.StateUnknown:
 			return events.APIGatewayV2HTTPResponse{}, false
 		}
 		nt, err := h.Ledger.CancelRunning(ctx, t)

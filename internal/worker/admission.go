@@ -154,6 +154,33 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 	return nil, deferred, false
 }
 
+// freshTicket admits the call again when its ticket's slot ended before
+// the call could start (the budget reservation and the call-start mark
+// came between, and a throttled write is repeated for seconds): a call is
+// counted in its admit's slot, so one sent later could meet, within 60 s
+// at the provider, a call admitted a minute after that slot (adversarial
+// review of issue 14). The old ticket is given back first (its call was
+// never made; a lost reply keeps it counted, the safe side). When the
+// call is not admitted now, the
+// budget reservation is settled at zero (no call) and the task waits as
+// usual, its attempt given back.
+func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *ledger.Task, tk *admission.Ticket, rs *reservation, log *slog.Logger) (*admission.Ticket, result, bool) {
+	if tk == nil || h.Ledger.Now().Before(tk.ValidUntil) {
+		return tk, result{}, true
+	}
+	log.WarnContext(ctx, "the admission slot ended before the call could start; admitting again",
+		"slot_end", tk.ValidUntil.UTC().Format(time.RFC3339Nano))
+	if err := h.Admission.Admitter.Release(ctx, tk); err != nil {
+		log.WarnContext(ctx, "giving back the stale ticket failed; the window keeps it", "error", err.Error())
+	}
+	fresh, r, ok := h.admitCall(ctx, rec, t, log)
+	if !ok {
+		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
+		return nil, r, false
+	}
+	return fresh, result{}, true
+}
+
 // waitAdmission puts the task back until retryAt without consuming an
 // attempt, and delays the message to the same time.
 func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, log *slog.Logger) result {

@@ -112,6 +112,9 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
 		return r
 	}
+	if tk, r, ok = h.freshTicket(ctx, rec, t, tk, rs, log); !ok {
+		return r
+	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
 	h.settleAdmission(ctx, tk, a, log)
 

@@ -19,9 +19,11 @@ const (
 // CancelRequestedMessage is the error message CancelRunning records.
 const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
-// CancelRunning cancels a running task as the caller read it (read): one
-// conditional UpdateItem on state = running AND assignment_version = the
-// version read that bumps the fencing token (assignment_version + 1), so the
+// CancelRunning cancels a running task as the caller read it (read) — or
+// an unknown one nobody has cancelled at its version: one conditional
+// UpdateItem on state = running (or unknown without a cancel at this
+// version) AND assignment_version = the version read that bumps the
+// fencing token (assignment_version + 1), so the
 // worker's next heartbeat renewal is refused, its provider call context is
 // cancelled and none of its writes can land. Whether its provider call had
 // started — and whether the provider acted — is not known at this point,
@@ -49,7 +51,16 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
+	// Running, or unknown because the attempt lapsed or its outcome was
+	// lost (no cancel yet at this version): the attempt is fenced all the
+	// same, and the unknown rules then end it cancelled instead of
+	// re-queuing it (adversarial review of issue 14: a 409 there let a
+	// readback that finds nothing call the provider again after the
+	// caller asked to stop).
+	fence(u, version, StateRunning, StateUnknown)
+	cv := u.n("cancel_version")
+	// (unknown at v after a cancel at v-1 is that cancel's state: not again)
+	u.cond(u.n("state") + " = :from OR attribute_not_exists(" + cv + ") OR " + cv + " < " + u.v("before", num(version-1)))
 	t, err := l.apply(ctx, "cancel_running", taskID, u)
 	if err == nil {
 		return t, nil

@@ -101,3 +101,34 @@ func TestCompleteCancelledLostReply(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelUnknownAttempt: a task whose attempt lapsed to unknown can be
+// cancelled like a running one (fenced, cancel_version = the lapsed
+// version); a task already unknown because of a cancel cannot be cancelled
+// again.
+func TestCancelUnknownAttempt(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "cancel-lapsed")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "lost reply")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.l.CancelRunning(ctx, u)
+		if err != nil {
+			t.Fatalf("cancel of an unknown task: %v", err)
+		}
+		if got.State != ledger.StateUnknown || got.CancelVersion != c.AssignmentVersion || got.AssignmentVersion != c.AssignmentVersion+1 {
+			t.Fatalf("after the cancel: %s, cancel_version %d, version %d; want unknown, %d, %d", got.State, got.CancelVersion, got.AssignmentVersion, c.AssignmentVersion, c.AssignmentVersion+1)
+		}
+		var ce *ledger.ConflictError
+		if _, err := b.l.CancelRunning(ctx, got); !errors.As(err, &ce) {
+			t.Fatalf("a second cancel of the cancelled unknown task = %v, want *ConflictError", err)
+		}
+	})
+}
