@@ -266,7 +266,7 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 				if s, ok := item["last_nonce"].(*types.AttributeValueMemberS); ok && s.Value == nonce {
 					// Our earlier write landed and nobody wrote since.
 					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt,
-				ValidUntil: start.Add(time.Duration(slot+1) * a.slotLen())}, nil
+						ValidUntil: start.Add(time.Duration(slot+1) * a.slotLen())}, nil
 				}
 			}
 			if len(item) == 0 {
