@@ -170,15 +170,25 @@ func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *led
 	}
 	log.WarnContext(ctx, "the admission slot ended before the call could start; admitting again",
 		"slot_end", tk.ValidUntil.UTC().Format(time.RFC3339Nano))
-	if err := h.Admission.Admitter.Release(ctx, tk); err != nil {
-		log.WarnContext(ctx, "giving back the stale ticket failed; the window keeps it", "error", err.Error())
-	}
+	h.releaseTicket(ctx, tk, log)
 	fresh, r, ok := h.admitCall(ctx, rec, t, log)
 	if !ok {
 		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
 		return nil, r, false
 	}
 	return fresh, result{}, true
+}
+
+// releaseTicket gives back an admission whose call will not be made (the
+// budget parked the task, the call-start mark was refused), so it does not
+// hold the model's capacity for nothing. A failure keeps it counted.
+func (h *Handler) releaseTicket(ctx context.Context, tk *admission.Ticket, log *slog.Logger) {
+	if tk == nil {
+		return
+	}
+	if err := h.Admission.Admitter.Release(ctx, tk); err != nil {
+		log.WarnContext(ctx, "giving back the admission failed; the window keeps it", "error", err.Error())
+	}
 }
 
 // waitAdmission puts the task back until retryAt without consuming an

@@ -222,3 +222,29 @@ func TestParseAdmissionConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionGivenBackWithoutACall: a call admitted and then not made
+// (its budget cannot cover it: parked budget_exhausted) gives its
+// admission back, so the model's window does not count a call the
+// provider never saw.
+func TestAdmissionGivenBackWithoutACall(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		withBudgets(t, b, e.DDB, nil)
+		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 1_000_000})
+		task := b.create(t, "adm-no-call", budgetedPrompt, budget(5, ""))
+		b.send(t, task.TaskID)
+		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(task.TaskID) != 0 {
+			t.Fatalf("setup: %s/%s with %d provider calls; want parked budget_exhausted without a call", got.State, got.ReviewReason, b.sim.Calls(task.TaskID))
+		}
+		w, err := a.Read(context.Background(), simulated.DefaultModel, b.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Requests != 0 || w.Tokens != 0 {
+			t.Fatalf("window %+v after an admitted call that was never made; want it given back", w)
+		}
+	})
+}

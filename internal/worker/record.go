@@ -106,10 +106,12 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// for its budget never started a call, and its mark says so.
 	rs, r, ok := h.reserve(ctx, rec, t, log) // spend budget (spend.go)
 	if !ok {
+		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
 	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
 		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
+		h.releaseTicket(ctx, tk, log)
 		return r
 	}
 	if tk, r, ok = h.freshTicket(ctx, rec, t, tk, rs, log); !ok {
