@@ -65,7 +65,8 @@
 // estimated tokens once the provider reported usage (one UpdateItem, none
 // when they are equal; conditioned on the window item still existing so an
 // expired window is never resurrected without its TTL). Estimates are the
-// most a call can use (the worker's is contract.CallMaximum), so a
+// most a call can use (the worker's is contract.CallMaximumWith, documents
+// included), so a
 // correction after the seal only lowers a count others already hold: the
 // cached view stays on the safe side.
 //

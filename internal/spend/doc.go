@@ -58,7 +58,9 @@
 // is zero while each call's usage stays within its reservation (the
 // provider enforces max output tokens). A provider reporting more than was
 // reserved overshoots by that excess for that one call; the next Reserve is
-// then refused. A crashed worker's reservation stays counted (the safe side)
+// then refused. The worker reserves contract.CallMaximumWith (prompt bytes,
+// each document's bound, output) and counts a report above it as
+// BoundExceeded. A crashed worker's reservation stays counted (the safe side)
 // until the attempt is settled.
 //
 // # Daily quota

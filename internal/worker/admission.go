@@ -93,20 +93,23 @@ type Admission struct {
 }
 
 // Estimate is a call's token reservation: the most the call can use,
-// contract.CallMaximum — one token per byte of the prompt and system
-// prompt plus contract.InputOverheadTokens, and its max_tokens (or
-// contract.MaxTokensLimit when the input sets none), the same bound the
-// budget reserves. A smaller estimate (bytes/4, a default max_tokens) let
-// one admitted call exceed the per-minute token limit on its own when the
-// provider counted more tokens than guessed (adversarial review of issue
-// 14): an estimate is only a limit if it is an upper bound. Settle
-// corrects the window by the provider's reported usage afterwards.
-func (a *Admission) Estimate(input string) int64 {
+// contract.CallMaximumWith — one token per byte of the prompt and system
+// prompt plus contract.InputOverheadTokens, each document's
+// contract.DocumentTokens, and its max_tokens (or contract.MaxTokensLimit
+// when the input sets none), the same bound the budget reserves. A smaller
+// estimate (bytes/4, a default max_tokens) let one admitted call exceed
+// the per-minute token limit on its own when the provider counted more
+// tokens than guessed (adversarial review of issue 14): an estimate is
+// only a limit if it is an upper bound. Settle corrects the window by the
+// provider's reported usage afterwards. input is the input as the provider
+// gets it (read from the payload bucket when offloaded).
+func (a *Admission) Estimate(input string, docs ...contract.DocumentSize) int64 {
 	in, err := contract.ParseGenerateInput(json.RawMessage(input))
 	if err != nil { // the call will be refused as invalid input; reserve by size
-		return int64(len(input)) + contract.InputOverheadTokens + contract.MaxTokensLimit
+		i, _ := contract.CallMaximumWith(contract.GenerateInput{}, docs)
+		return int64(len(input)) + i + contract.MaxTokensLimit
 	}
-	i, o := contract.CallMaximum(in)
+	i, o := contract.CallMaximumWith(in, docs)
 	return i + o
 }
 
@@ -121,14 +124,14 @@ func (a *Admission) Estimate(input string) int64 {
 //     per-minute token limit): parked provider_config (review.AdmissionRefused);
 //   - DynamoDB failed: released (no call made, attempt given back) and the
 //     message comes back.
-func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (*admission.Ticket, result, bool) {
+func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (*admission.Ticket, result, bool) {
 	a := h.Admission
 	if a == nil || t.Kind == deliver.Kind {
 		// A deliver task calls its destination, not the provider: it uses
 		// none of the model's limits.
 		return nil, result{}, true
 	}
-	est := a.Estimate(t.Input)
+	est := a.Estimate(input, documentSizes(t.Documents)...)
 	tk, err := a.Admitter.Admit(ctx, a.Model, est)
 	if err == nil {
 		log.DebugContext(ctx, "admitted", "model", a.Model, "estimated_tokens", est, "admission_writes", tk.Writes)
@@ -164,16 +167,16 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 // call is not admitted now, the
 // budget reservation is settled at zero (no call) and the task waits as
 // usual, its attempt given back.
-func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *ledger.Task, tk *admission.Ticket, rs *reservation, log *slog.Logger) (*admission.Ticket, result, bool) {
+func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, tk *admission.Ticket, rs *reservation, log *slog.Logger) (*admission.Ticket, result, bool) {
 	if tk == nil || h.Ledger.Now().Before(tk.ValidUntil) {
 		return tk, result{}, true
 	}
 	log.WarnContext(ctx, "the admission slot ended before the call could start; admitting again",
 		"slot_end", tk.ValidUntil.UTC().Format(time.RFC3339Nano))
 	h.releaseTicket(ctx, tk, log)
-	fresh, r, ok := h.admitCall(ctx, rec, t, log)
+	fresh, r, ok := h.admitCall(ctx, rec, t, input, log)
 	if !ok {
-		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
+		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		return nil, r, false
 	}
 	return fresh, result{}, true

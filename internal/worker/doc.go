@@ -46,12 +46,15 @@
 //     bumps the assignment version, so it is met exactly like a takeover:
 //     the next renewal (or the call-start mark, or the settling write) is
 //     fenced, the call is cancelled and nothing is saved;
-//     a task with a spend budget (spend.go) reserves the call's maximum on
+//     a task with a spend budget (spend.go) reserves the call's maximum
+//     (contract.CallMaximumWith: prompt bytes, each document's bound,
+//     output; the input as read for the call, also when offloaded) on
 //     its regenerate chain's budget item and its own before the call — a
 //     budget that cannot cover it parks the task budget_exhausted with no
 //     call made — and settles both with the provider's reported usage
 //     after it (and charges the caller's daily quota); a task without a
-//     budget makes no spend call;
+//     budget makes no spend call; a provider reporting more tokens than
+//     the call's bound is logged and counted (MetricBoundExceeded);
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
@@ -178,7 +181,8 @@
 // per-minute token limit) is parked provider_config
 // (review.AdmissionRefused) without a call. After a successful call the
 // window is corrected by the provider's reported usage (Settle, one
-// UpdateItem when it differs from the estimate: prompt bytes/4 + max_tokens).
+// UpdateItem when it differs from the estimate, which is the same bound the
+// budget reserves: contract.CallMaximumWith, documents included).
 // Without Admission no admission call is made at all.
 //
 // # Partial batch responses

@@ -98,23 +98,23 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !ok {
 		return r
 	}
-	tk, r, ok := h.admitCall(ctx, rec, t, log) // provider admission (admission.go)
+	tk, r, ok := h.admitCall(ctx, rec, t, input, log) // provider admission (admission.go)
 	if !ok {
 		return r
 	}
 	// The budget is reserved before the call-start mark: a task parked
 	// for its budget never started a call, and its mark says so.
-	rs, r, ok := h.reserve(ctx, rec, t, log) // spend budget (spend.go)
+	rs, r, ok := h.reserve(ctx, rec, t, input, log) // spend budget (spend.go)
 	if !ok {
 		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
 	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
-		h.settle(ctx, t, rs, attempt{err: errNoCall}, log)
+		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
 		return r
 	}
-	if tk, r, ok = h.freshTicket(ctx, rec, t, tk, rs, log); !ok {
+	if tk, r, ok = h.freshTicket(ctx, rec, t, input, tk, rs, log); !ok {
 		return r
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
@@ -123,7 +123,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
 	}
-	h.settle(ctx, t, rs, a, log)
+	h.settle(ctx, t, input, rs, a, log)
 	if a.fenced != nil && a.err != nil {
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)

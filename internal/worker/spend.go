@@ -43,15 +43,32 @@ type reservation struct {
 	model string
 }
 
-// callMaximum is what a call of t may use at most (contract.CallMaximum:
-// input bytes + InputOverheadTokens, and input.max_tokens or
+// callMaximum is what a call of t with input (the task's input as the
+// provider gets it: t.Input, or the object t.InputRef names, read by
+// resolveInput — t.Input is empty for an offloaded input) may use at most
+// (contract.CallMaximumWith: input bytes + InputOverheadTokens, each
+// document's contract.DocumentTokens, and input.max_tokens or
 // contract.MaxTokensLimit).
-func callMaximum(t *ledger.Task) (in, out int64) {
-	g, err := contract.ParseGenerateInput([]byte(t.Input))
+func callMaximum(t *ledger.Task, input string) (in, out int64) {
+	docs := documentSizes(t.Documents)
+	g, err := contract.ParseGenerateInput([]byte(input))
 	if err != nil { // never for an accepted task; reserve by the stored size
-		return int64(len(t.Input)) + InputOverheadTokens, contract.MaxTokensLimit
+		in, _ = contract.CallMaximumWith(contract.GenerateInput{}, docs)
+		return in + int64(len(input)), contract.MaxTokensLimit
 	}
-	return contract.CallMaximum(g)
+	return contract.CallMaximumWith(g, docs)
+}
+
+// documentSizes is what the token bound needs of a task's documents.
+func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
+	if len(docs) == 0 {
+		return nil
+	}
+	out := make([]contract.DocumentSize, len(docs))
+	for i, d := range docs {
+		out[i] = contract.DocumentSize{Format: d.Format, Size: d.Ref.Size}
+	}
+	return out
 }
 
 // reserve reserves the call's maximum on the chain's budget item (which
@@ -63,7 +80,7 @@ func callMaximum(t *ledger.Task) (in, out int64) {
 // not configured parks it provider_config; a failed write gives the
 // assignment and its attempt back (the reservation id is the assignment,
 // so a redelivery reserves afresh) and defers the message.
-func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (rs *reservation, r result, ok bool) {
+func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
 	if !t.HasBudget() {
 		return nil, result{}, true
@@ -80,7 +97,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
 		model = m.Model()
 	}
-	in, out := callMaximum(t)
+	in, out := callMaximum(t, input)
 	maxUse, err := s.Prices.Usage(model, in, out)
 	if err != nil {
 		log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", err.Error())
@@ -162,9 +179,10 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 // full reservation; a definite refusal (throttled, rejected, misconfigured,
 // never sent) is charged nothing. Settle is idempotent per reservation id;
 // a settle that fails leaves the reservation counted (the safe side).
-func (h *Handler) settle(ctx context.Context, t *ledger.Task, rs *reservation, a attempt, log *slog.Logger) {
+func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
+	h.checkBound(t, input, a, log)
 	if rs == nil {
-		h.account(ctx, t, a, log)
+		h.account(ctx, t, input, a, log)
 		return
 	}
 	s := h.Spend
@@ -192,7 +210,7 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, rs *reservation, a
 // price table, or for a model it does not price, only reported tokens are
 // recorded (no cost, no quota: the quota is configured in the same table).
 // Deliveries call destinations, not models: nothing to account.
-func (h *Handler) account(ctx context.Context, t *ledger.Task, a attempt, log *slog.Logger) {
+func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
 	if t.Kind == deliver.Kind || errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
 		return
 	}
@@ -211,7 +229,7 @@ func (h *Handler) account(ctx context.Context, t *ledger.Task, a attempt, log *s
 	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
 		model = m.Model()
 	}
-	in, out := callMaximum(t)
+	in, out := callMaximum(t, input)
 	maxUse, err := s.Prices.Usage(model, in, out)
 	if err != nil {
 		tokensOnly()
@@ -312,6 +330,37 @@ func (h *Handler) usageMetric(t *ledger.Task, u spend.Usage, priced bool) {
 	if priced {
 		rec.Add("CostUSD", float64(u.Cost)/float64(spend.MicrosPerUSD), metrics.None)
 	}
+	_ = rec.Flush()
+}
+
+// MetricBoundExceeded counts provider calls whose reported usage was above
+// the call's bound (callMaximum): the input or the output tokens the
+// provider reported exceed what the budget reserved and admission
+// estimated. It means a per-document bound (contract.DocumentTokens) or
+// the prompt bound failed for this model; the call is still settled with
+// the reported usage.
+const MetricBoundExceeded = "BoundExceeded"
+
+// checkBound logs and counts (MetricBoundExceeded) a successful call
+// whose reported usage is above its bound. Deliveries call destinations,
+// not models: nothing to check.
+func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.Logger) {
+	if t.Kind == deliver.Kind || a.err != nil || a.res.Usage == nil {
+		return
+	}
+	in, out := callMaximum(t, input)
+	usedIn, usedOut := int64(a.res.Usage.InputTokens), int64(a.res.Usage.OutputTokens)
+	if usedIn <= in && usedOut <= out {
+		return
+	}
+	log.Error("the provider reported more tokens than the call's bound; budgets and admission under-reserved this call",
+		"bound_input_tokens", in, "bound_output_tokens", out, "input_tokens", usedIn, "output_tokens", usedOut,
+		"documents", len(t.Documents))
+	if h.Metrics == nil {
+		return
+	}
+	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID)
+	rec.Add(MetricBoundExceeded, 1, metrics.Count)
 	_ = rec.Flush()
 }
 

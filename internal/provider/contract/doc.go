@@ -21,6 +21,17 @@
 // Lookup returns [ErrNotFound] when the provider credibly never performed the
 // operation (re-sending is safe) and [ErrNoReadback] when it cannot tell.
 //
+// # Token bounds
+//
+// [CallMaximumWith] is the most one generation can use: prompt and system
+// bytes + [InputOverheadTokens] (a token is at least a byte of text), each
+// document's [DocumentTokens] (text formats: their bytes; png and jpeg:
+// [ImageTokens]; pdf, docx, doc: [OpaqueDocumentTokens], the model's
+// context window, since a compressed container's size bounds nothing),
+// and MaxTokens or [MaxTokensLimit]. Budgets reserve it, admission
+// estimates it and the submit handler checks a token budget against it,
+// so all three agree.
+//
 // # Privacy
 //
 // Errors and String methods carry ids, sizes, hashes, codes and the provider's
