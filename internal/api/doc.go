@@ -97,7 +97,12 @@
 // # Spend (spend.go)
 //
 // A submit's "budget" is validated strictly and stored on the task; a
-// regenerate inherits its parent's budget and chain root. With a daily
+// regenerate inherits its parent's budget and chain root. A token budget
+// that cannot cover one call of the task — contract.CallMaximumWith: the
+// prompt, each document's bound, the output — is a 400 naming the
+// documents; with documents it is checked once they are resolved and
+// before they are copied (resolveDocuments' check), at a regenerate with
+// the inherited documents. With a daily
 // quota configured (Handler.Quotas), submit and regenerate first read the
 // caller's quota item (one GetItem) and answer 429 quota-exceeded with
 // Retry-After when it is used up, before anything is written; the worker

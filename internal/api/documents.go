@@ -59,12 +59,14 @@ func parseDocuments(fields map[string]json.RawMessage, kind string) ([]string, *
 // resolveDocuments turns the submit's upload ids into the task's document
 // references: each upload is checked against its declaration
 // (payload.Store.Resolve: the caller's, received, same size, type and
-// SHA-256) and copied to its content address (Adopt) before the item that
-// references it is written. A replay whose uploads have expired since (the
-// uploads/ prefix lives a day) takes the documents of the task already
-// recorded under its key, when it named the same upload ids; Create then
-// answers the replay or the 422 as for any submit.
-func (h *Handler) resolveDocuments(ctx context.Context, c *call, key string, ids []string) ([]ledger.DocumentRef, *Problem) {
+// SHA-256); then check (when set) sees them all — a token budget that
+// cannot cover them is refused before anything is written — and each is
+// copied to its content address (Adopt) before the item that references
+// it is written. A replay whose uploads have expired since (the uploads/
+// prefix lives a day) takes the documents of the task already recorded
+// under its key, when it named the same upload ids; Create then answers
+// the replay or the 422 as for any submit.
+func (h *Handler) resolveDocuments(ctx context.Context, c *call, key string, ids []string, check func([]ledger.DocumentRef) *Problem) ([]ledger.DocumentRef, *Problem) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -72,22 +74,36 @@ func (h *Handler) resolveDocuments(ctx context.Context, c *call, key string, ids
 		return nil, newProblem(TypeUploadsNotConfigured, http.StatusNotImplemented, "Uploads not configured",
 			"This deployment has no payload bucket (PAYLOAD_BUCKET), so a task cannot reference documents; nothing was recorded.").withField("documents")
 	}
+	failed := func(i int, err error) ([]ledger.DocumentRef, *Problem) {
+		p := h.uploadProblem(ctx, c, i, err)
+		if p.Status != http.StatusServiceUnavailable && p.Status != http.StatusInternalServerError {
+			if prior := h.priorDocuments(ctx, c, key, ids); prior != nil {
+				return prior, nil
+			}
+		}
+		return nil, p
+	}
 	docs := make([]ledger.DocumentRef, 0, len(ids))
+	refs := make([]payload.Ref, 0, len(ids))
 	for i, id := range ids {
 		ref, f, err := h.Payloads.ResolveDocument(ctx, c.scope, id)
-		if err == nil {
-			ref, err = h.Payloads.Adopt(ctx, ref)
-		}
 		if err != nil {
-			p := h.uploadProblem(ctx, c, i, err)
-			if p.Status != http.StatusServiceUnavailable && p.Status != http.StatusInternalServerError {
-				if prior := h.priorDocuments(ctx, c, key, ids); prior != nil {
-					return prior, nil
-				}
-			}
+			return failed(i, err)
+		}
+		refs = append(refs, ref)
+		docs = append(docs, ledger.DocumentRef{UploadID: id, Format: f.Name, ContentType: f.ContentType, Ref: *ledgerRef(ref)})
+	}
+	if check != nil {
+		if p := check(docs); p != nil {
 			return nil, p
 		}
-		docs = append(docs, ledger.DocumentRef{UploadID: id, Format: f.Name, ContentType: f.ContentType, Ref: *ledgerRef(ref)})
+	}
+	for i, ref := range refs {
+		adopted, err := h.Payloads.Adopt(ctx, ref)
+		if err != nil {
+			return failed(i, err)
+		}
+		docs[i].Ref = *ledgerRef(adopted)
 	}
 	return docs, nil
 }

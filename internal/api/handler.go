@@ -195,7 +195,14 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p := h.overQuota(ctx, c); p != nil {
 		return h.reject(c, p)
 	}
-	docs, p := h.resolveDocuments(ctx, c, s.key, s.documents) // documents.go
+	// A token budget must cover one call with its documents (their bounds
+	// are known once resolved, before anything is copied or written).
+	docs, p := h.resolveDocuments(ctx, c, s.key, s.documents, func(docs []ledger.DocumentRef) *Problem { // documents.go
+		if !s.budget.present() {
+			return nil
+		}
+		return budgetCoversOneCall(s.budget, json.RawMessage(s.input), docs...)
+	})
 	if p != nil {
 		return h.reject(c, p)
 	}
@@ -244,11 +251,11 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
-	// The chain's token budget is inherited: a regenerate whose input
-	// could never fit one call under it is refused like such a submit
+	// The chain's token budget is inherited: a regenerate whose input and
+	// inherited documents could never fit one call under it is refused like such a submit
 	// (adversarial review of issue 14), before anything is written.
 	if parent.BudgetMaxTokens > 0 {
-		if p := budgetCoversOneCall(&budgetSpec{tokens: parent.BudgetMaxTokens}, json.RawMessage(input)); p != nil {
+		if p := budgetCoversOneCall(&budgetSpec{tokens: parent.BudgetMaxTokens}, json.RawMessage(input), parent.Documents...); p != nil {
 			return h.reject(c, p)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskledger/taskledger/internal/provider/contract"
@@ -113,10 +114,12 @@ func parseBudget(raw json.RawMessage) (*budgetSpec, *Problem) {
 }
 
 // budgetCoversOneCall refuses a token budget that could never cover one
-// provider call of the task (the worker reserves contract.CallMaximum
-// before every call), so the task would only ever be parked. The cost
-// dimension depends on the worker's model and prices and is checked there.
-func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage) *Problem {
+// provider call of the task (the worker reserves
+// contract.CallMaximumWith — the prompt, each of docs, the output — before
+// every call), so the task would only ever be parked. The cost dimension
+// depends on the worker's model and prices and is checked there. With
+// documents the detail names each one and its bound.
+func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage, docs ...ledger.DocumentRef) *Problem {
 	if b.tokens <= 0 {
 		return nil
 	}
@@ -124,13 +127,31 @@ func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage) *Problem {
 	if err != nil {
 		return nil // parseInput has accepted it; nothing to add
 	}
-	in, out := contract.CallMaximum(g)
+	sizes := make([]contract.DocumentSize, len(docs))
+	for i, d := range docs {
+		sizes[i] = contract.DocumentSize{Format: d.Format, Size: d.Ref.Size}
+	}
+	in, out := contract.CallMaximumWith(g, sizes)
 	if in+out <= b.tokens {
 		return nil
 	}
+	if len(docs) == 0 {
+		return invalidBudget("budget.max_total_tokens", fmt.Sprintf(
+			"budget.max_total_tokens %d cannot cover one provider call of this task, which reserves up to %d tokens (%d for the input: its bytes + %d, and %d for the output: input.max_tokens, or %d when unset); raise the budget or set a lower input.max_tokens.",
+			b.tokens, in+out, in, contract.InputOverheadTokens, out, contract.MaxTokensLimit))
+	}
+	prompt, _ := contract.CallMaximum(g)
+	var named strings.Builder
+	for i, d := range docs {
+		if i > 0 {
+			named.WriteString(", ")
+		}
+		fmt.Fprintf(&named, "documents[%d] (upload %s, %s, %d bytes): %d", i, d.UploadID, d.Format, d.Ref.Size, contract.DocumentTokens(sizes[i]))
+	}
 	return invalidBudget("budget.max_total_tokens", fmt.Sprintf(
-		"budget.max_total_tokens %d cannot cover one provider call of this task, which reserves up to %d tokens (%d for the input: its bytes + %d, and %d for the output: input.max_tokens, or %d when unset); raise the budget or set a lower input.max_tokens.",
-		b.tokens, in+out, in, contract.InputOverheadTokens, out, contract.MaxTokensLimit))
+		"budget.max_total_tokens %d cannot cover one provider call of this task, which reserves up to %d tokens: %d for the prompt (its bytes + %d), %d for its documents (%s; text is bounded by its bytes, an image by %d, a pdf or docx by %d, each + %d), and %d for the output (input.max_tokens, or %d when unset); raise the budget, or use fewer or smaller documents. Nothing was recorded.",
+		b.tokens, in+out, prompt, contract.InputOverheadTokens, in-prompt, named.String(), contract.ImageTokens,
+		contract.OpaqueDocumentTokens, contract.DocumentOverheadTokens, out, contract.MaxTokensLimit))
 }
 
 // budgetHash is the payload hash of a submit with a budget: SHA-256 over
