@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // Documents through the presigned upload flow (DESIGN §12, README
@@ -103,14 +105,100 @@ func problemType(resp events.APIGatewayV2HTTPResponse) string {
 }
 
 // documentBytes is the deterministic text document of soak task i,
-// version v (another version has other bytes): 2-8 KiB, so the bytes are
-// well above the inline threshold yet the soak stays quick.
+// version v (another version: other bytes, the same size): 5-12 KiB, above
+// the 4 KiB item bound the checker holds a document task to, yet quick.
 func documentBytes(i, v int) []byte {
-	n := 2048 + (i*997)%6144
+	n := 5<<10 + (i*997)%(7<<10)
 	var b bytes.Buffer
 	b.WriteString("soak document " + strconv.Itoa(i) + " version " + strconv.Itoa(v) + "\n")
 	for b.Len() < n {
 		b.WriteString("a line of the document under review, " + strconv.Itoa(b.Len()) + "\n")
 	}
 	return b.Bytes()[:n]
+}
+
+func isDocument(k Kind) bool { return k == Document || k == DocumentAltered }
+
+// docRecord is what the callers of a document task did and saw.
+type docRecord struct {
+	doc []byte // the document the accepted submit names
+	// altered: DocumentAltered's altered bytes were PUT (the emulator
+	// took them) and submitted; absentAfter: the task did not exist right
+	// after that submit's answer.
+	altered, absentAfter bool
+	notes                []string
+}
+
+// uploadID is the upload id of variant v of task t.
+func uploadID(t *task, v string) string { return "soakdoc-" + t.key + "-" + v }
+
+// presign declares doc under id, retrying a 5xx as a client would.
+func (s *soak) presign(ctx context.Context, t *task, id string, doc []byte) (api.UploadView, bool) {
+	for try := range maxSubmitTries {
+		p, err := PresignDocument(ctx, s.submit, id, DocumentType, doc)
+		if err == nil && p.Status == http.StatusCreated {
+			return p.View, true
+		}
+		if (err == nil && p.Status < 500) || !s.backoff(ctx, try) {
+			s.note(t.kind, fmt.Sprintf("POST /uploads for %s answered %d %s (%v)", t.id, p.Status, p.Problem, err))
+			return api.UploadView{}, false
+		}
+	}
+	s.note(t.kind, "POST /uploads for "+t.id+" kept answering 5xx")
+	return api.UploadView{}, false
+}
+
+// upload declares doc under id and PUTs put (the same bytes, or others of
+// the same size) to the presigned URL.
+func (s *soak) upload(ctx context.Context, t *task, id string, doc, put []byte) bool {
+	v, ok := s.presign(ctx, t, id, doc)
+	if !ok {
+		return false
+	}
+	if err := PutDocument(ctx, v, put); err != nil {
+		s.note(t.kind, err.Error())
+		return false
+	}
+	return true
+}
+
+// submitDocument plays the callers of a document task. document: upload,
+// submit naming it (202), the same submit again (200, the same task), then
+// another version of the document under the same key (422
+// idempotency-key-reused). document_altered: first bytes other than the
+// declared ones (422 upload-mismatch, and the task must not exist), then
+// the declared bytes under a new upload id (202).
+func (s *soak) submitDocument(ctx context.Context, t *task, rec *record) {
+	d := &docRecord{doc: documentBytes(t.i, 1)}
+	s.mu.Lock()
+	s.docs[t.id] = d
+	s.mu.Unlock()
+	if t.kind == DocumentAltered {
+		other := documentBytes(t.i, 2) // the same size, other bytes
+		if s.upload(ctx, t, uploadID(t, "altered"), d.doc, other) {
+			c := s.submitBody(ctx, t, rec, "altered", t.input, DocumentSubmit(t.input, uploadID(t, "altered")))
+			_, err := s.clean.Get(ctx, t.id)
+			s.mu.Lock()
+			d.altered = true
+			d.absentAfter = errors.Is(err, ledger.ErrNotFound)
+			s.mu.Unlock()
+			if c.status == http.StatusUnprocessableEntity && c.problem == api.TypeUploadMismatch {
+				s.inject(DocumentAltered)
+			}
+		}
+	}
+	if !s.upload(ctx, t, uploadID(t, "a"), d.doc, d.doc) {
+		return
+	}
+	body := DocumentSubmit(t.input, uploadID(t, "a"))
+	if c := s.submitBody(ctx, t, rec, "a", t.input, body); c.status/100 != 2 || t.kind != Document {
+		return
+	}
+	s.submitBody(ctx, t, rec, "dup", t.input, body)
+	v2 := documentBytes(t.i, 2)
+	if !s.upload(ctx, t, uploadID(t, "b"), v2, v2) {
+		return
+	}
+	s.submitBody(ctx, t, rec, "b", t.input, DocumentSubmit(t.input, uploadID(t, "b")))
+	s.inject(Document)
 }

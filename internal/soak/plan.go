@@ -49,6 +49,10 @@ const (
 	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
 	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
+	// Documents (issue 13; document.go): uploaded through POST /uploads
+	// and a PUT to the presigned URL, then named by the submit.
+	Document        Kind = "document"         // replayed with the same document, then the key with another version (422)
+	DocumentAltered Kind = "document_altered" // other bytes PUT than declared: 422 upload-mismatch, nothing written; then the right bytes
 
 	// Deliver tasks (issue 12, DESIGN §10; plan_deliver.go): a direct
 	// deliver submit to a simulated, non-idempotent destination.
@@ -74,7 +78,7 @@ func TaskKinds() []Kind {
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
-		LargeInput,
+		LargeInput, Document, DocumentAltered,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
 	}, workflowKinds()...)
@@ -126,7 +130,7 @@ type task struct {
 func plan(n int, share float64, seed int64, scope string) []*task {
 	faulted := int(float64(n)*share + 0.999999)
 	faulted = min(max(faulted, 0), n)
-	kinds := TaskKinds()
+	kinds := rotation()
 	tasks := make([]*task, n)
 	for i := range n {
 		k := KindNone
@@ -159,6 +163,15 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		}
 	}
 	return withRegenerates(tasks, scope)
+}
+
+// rotation is the round-robin of faulted tasks' kinds: every task kind,
+// then the document kinds once more (their rows need ≥ 20 injections at
+// N=1000, where one slot of the rotation gets about 11; a soak of a
+// multiple of len(TaskKinds()) faulted tasks still gives every kind as
+// many as the others).
+func rotation() []Kind {
+	return append(TaskKinds(), Document, DocumentAltered)
 }
 
 // providerScript is the simulated provider's script for a task kind.

@@ -90,8 +90,9 @@ type soak struct {
 	// effects per deliver kind (counted by the checker, for the report).
 	kindCalls, kindEffects map[Kind]int
 	ticks                  int
-	runs                   []tickSpan // every reconciler tick's start and end, in start order
-	sp                     spendState // budgets, quota, admission, cancel while running (spend.go)
+	runs                   []tickSpan            // every reconciler tick's start and end, in start order
+	sp                     spendState            // budgets, quota, admission, cancel while running (spend.go)
+	docs                   map[string]*docRecord // the document kinds' uploads, per task (document.go)
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -131,7 +132,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
 		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
-		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{},
+		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{}, docs: map[string]*docRecord{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
