@@ -23,7 +23,7 @@ func TestCheckerCatchesBrokenDocumentPromises(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, "kumo")
 	var tampered []string
-	cfg := Config{N: len(rotation()), Seed: 11, FaultShare: 1, NoBackground: true, NoBacklog: true, SubmitRate: -1, Mode: ModePlainReadback}
+	cfg := Config{N: 2 * len(TaskKinds()), Seed: 11, FaultShare: 1, NoBackground: true, NoBacklog: true, SubmitRate: -1, Mode: ModePlainReadback}
 	cfg.beforeCheck = func(ctx context.Context, s *soak) {
 		tasks, err := s.scanTasks(ctx)
 		if err != nil {

@@ -24,7 +24,7 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, "kumo")
 	var tampered []string
-	cfg := Config{N: len(rotation()), Seed: 3, FaultShare: 1, NoBackground: true, NoBacklog: true, SubmitRate: -1, Mode: ModePlainReadback}
+	cfg := Config{N: len(TaskKinds()), Seed: 3, FaultShare: 1, NoBackground: true, NoBacklog: true, SubmitRate: -1, Mode: ModePlainReadback}
 	cfg.beforeCheck = func(ctx context.Context, s *soak) {
 		tasks, err := s.scanTasks(ctx)
 		if err != nil {

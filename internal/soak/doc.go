@@ -148,8 +148,8 @@
 // version of the document. document_altered: first bytes other than the
 // declared ones (the same size; kumo and moto check no presigned checksum,
 // so the bytes arrive), submitted, then the declared bytes under a new
-// upload id. The rotation lists both kinds twice, so each is planned ≥ 20
-// times at N=1000. Rules: document_not_referenced (the item references
+// upload id. Both weigh double in the plan (each also takes a kind's
+// share of the unfaulted tasks), so each is planned ≥ 20 times at N=1000. Rules: document_not_referenced (the item references
 // exactly the uploaded bytes' SHA-256 and size under inputs/<sha256>, and
 // the object there verifies), document_not_read (a completed task's result
 // is the simulated provider's reply naming that SHA-256 and size, computed

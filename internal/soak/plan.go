@@ -126,11 +126,12 @@ type task struct {
 }
 
 // plan assigns kinds to tasks: ceil(share×n) faulted tasks take the task
-// kinds round-robin, the rest none, then a seeded shuffle.
+// kinds round-robin, the document kinds a share more each, the rest none,
+// then a seeded shuffle.
 func plan(n int, share float64, seed int64, scope string) []*task {
 	faulted := int(float64(n)*share + 0.999999)
 	faulted = min(max(faulted, 0), n)
-	kinds := rotation()
+	kinds := TaskKinds()
 	tasks := make([]*task, n)
 	for i := range n {
 		k := KindNone
@@ -138,6 +139,13 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 			k = kinds[i%len(kinds)]
 		}
 		tasks[i] = &task{kind: k}
+	}
+	// The document kinds weigh double: each takes as many more tasks from
+	// the unfaulted ones as a kind's share (so ≥ 20 each at N=1000, where
+	// a share is 11; none more when every task is faulted).
+	extra := []Kind{Document, DocumentAltered}
+	for j, i := 0, faulted; j < len(extra)*(faulted/len(kinds)) && i < n; j, i = j+1, i+1 {
+		tasks[i].kind = extra[j%len(extra)]
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
 	rng.Shuffle(n, func(a, b int) { tasks[a], tasks[b] = tasks[b], tasks[a] })
@@ -163,15 +171,6 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		}
 	}
 	return withRegenerates(tasks, scope)
-}
-
-// rotation is the round-robin of faulted tasks' kinds: every task kind,
-// then the document kinds once more (their rows need ≥ 20 injections at
-// N=1000, where one slot of the rotation gets about 11; a soak of a
-// multiple of len(TaskKinds()) faulted tasks still gives every kind as
-// many as the others).
-func rotation() []Kind {
-	return append(TaskKinds(), Document, DocumentAltered)
 }
 
 // providerScript is the simulated provider's script for a task kind.
