@@ -176,6 +176,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	deliveries := c.approvals(stored)
 	rep.Deliveries = len(deliveries)
 	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
+	rep.DocumentReplayCalls = s.docReplayCalls.Calls()
 	for id := range stored {
 		if s.byID[id] == nil && !deliveries[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")

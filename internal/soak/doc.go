@@ -149,7 +149,12 @@
 // declared ones (the same size; kumo and moto check no presigned checksum,
 // so the bytes arrive), submitted, then the declared bytes under a new
 // upload id. Both weigh double in the plan (each also takes a kind's
-// share of the unfaulted tasks), so each is planned ≥ 20 times at N=1000. Rules: document_not_referenced (the item references
+// share of the unfaulted tasks), so each is planned ≥ 20 times at N=1000.
+// The deliberate repeats (the same submit again, the other version's
+// upload and submit) go through a copy of the submit handler on clients of
+// their own counter, reported on their own line like the approvers'
+// decisions: a replay reads the item by design, and the per-task GetItem
+// budget is the pipeline's. Rules: document_not_referenced (the item references
 // exactly the uploaded bytes' SHA-256 and size under inputs/<sha256>, and
 // the object there verifies), document_not_read (a completed task's result
 // is the simulated provider's reply naming that SHA-256 and size, computed

@@ -93,6 +93,8 @@ type soak struct {
 	runs                   []tickSpan            // every reconciler tick's start and end, in start order
 	sp                     spendState            // budgets, quota, admission, cancel while running (spend.go)
 	docs                   map[string]*docRecord // the document kinds' uploads, per task (document.go)
+	docReplayer            *api.Handler          // the document callers' repeats, on clients of their own counter
+	docReplayCalls         *awsclient.Counter
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -260,6 +262,9 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
 	if err := s.wireDecisions(lcfg); err != nil {
+		return err
+	}
+	if err := s.wireDocuments(lcfg); err != nil {
 		return err
 	}
 	s.work = &worker.Handler{
