@@ -36,10 +36,17 @@
 //     idempotency record (baseline.go, run on the same emulator), and Step
 //     Functions Standard running stepfunctions.asl.json (generate → wait
 //     for approval → deliver), its transitions counted by walking the ASL
-//     (WalkASL) and priced with the calls it implies. taskledger's rows
-//     are "before the claim-check"; taskledgerCost's claimCheck option is
-//     where the claim-check integration passes its payload store
-//     (TODO(merge)).
+//     (WalkASL) and priced with the calls it implies. taskledger runs
+//     before the claim-check (no payload store: everything inline; a 1 MB
+//     document is n/a) and after it (each function's payload.Store on its
+//     counted clients). The 1 MB document goes the way a client sends one:
+//     POST /uploads through the submit handler, a PUT to the presigned URL
+//     over HTTP (counted by the bench as one S3 PUT request: it is no SDK
+//     call; the presigning itself sends nothing and the meter takes it out
+//     of the counts), the submit naming the upload (Resolve, Adopt), the
+//     worker's read; the run fails unless every task's reply names its
+//     document's SHA-256 and size. The baseline and Step Functions carry a
+//     document over their 256 KB message/state limits through S3.
 //   - A latency line (RunLatency): submit → completed minus the provider's
 //     time, with per-call AWS latencies injected (faultinject.Latency,
 //     DynamoDB 5 ms, SQS 10 ms, S3 15 ms), against the critical-path floor

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -47,6 +48,9 @@ type usage struct {
 	// Receives are receives that returned messages.
 	Receives     int
 	S3Put, S3Get float64
+	// Presigns are presigned URLs made: they pass the middleware stack
+	// but send nothing (the client's request is billed where it is made).
+	Presigns int
 }
 
 func (u *usage) add(v usage) {
@@ -60,6 +64,7 @@ func (u *usage) add(v usage) {
 	u.Receives += v.Receives
 	u.S3Put += v.S3Put
 	u.S3Get += v.S3Get
+	u.Presigns += v.Presigns
 }
 
 func newMeter(probe *dynamodb.Client) *meter {
@@ -95,6 +100,10 @@ func (m *meter) handle(ctx context.Context, in middleware.InitializeInput, next 
 		return out, md, err
 	case "S3":
 		out, md, err := next.HandleInitialize(ctx, in)
+		if _, presigned := out.Result.(*v4.PresignedHTTPRequest); presigned {
+			m.record(usage{Presigns: 1})
+			return out, md, err
+		}
 		switch awsmiddleware.GetOperationName(ctx) {
 		case "PutObject", "CopyObject", "PostObject", "ListObjects", "ListObjectsV2", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload":
 			m.record(usage{S3Put: 1})

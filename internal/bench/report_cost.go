@@ -30,6 +30,8 @@ func (c *CostResult) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "   emulator CU: ConsumedCapacity as %s\n", c.crossCheck())
 	fmt.Fprintln(w, "   λ GB-s: billed at the template's memory for the modelled AWS call time (DynamoDB 5 ms, SQS 10 ms, S3 15 ms per call); provider and destination time excluded (the same in every system). SQS: the event source's empty long polls excluded (a per-poller, not per-task, cost). Step Functions: one execution of generate→approve→deliver, derived (see below).")
 
+	fmt.Fprintln(w, "   1 MB document: taskledger before the claim-check cannot take it (400 KB item, 32 KB input cap); after, POST /uploads (intent PUT), the client's PUT to the presigned URL, the submit's Resolve (intent GET, HEAD, and a GET to hash it where the store kept no SHA-256 checksum — kumo and moto keep none, S3 does) and Adopt (CopyObject to inputs/, GET to verify), the worker's GET. The baseline cannot put it in an SQS message (256 KB limit): the producer PUTs it to S3 and the message names the key (SQS extended client), the consumer GETs it. Step Functions (256 KB state payload limit): the caller PUTs it to S3, Generate GETs it. Neither baseline declares, checks or copies the upload.")
+
 	fmt.Fprintln(w, "\nAWS calls per task by operation (SDK middleware counts; Step Functions derived)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tsystem\tcalls\t")

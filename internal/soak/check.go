@@ -154,6 +154,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 			}
 		}
 		c.claimCheck(t, st)
+		c.document(t, st)
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}
@@ -175,6 +176,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	deliveries := c.approvals(stored)
 	rep.Deliveries = len(deliveries)
 	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
+	rep.DocumentReplayCalls = s.docReplayCalls.Calls()
 	for id := range stored {
 		if s.byID[id] == nil && !deliveries[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
@@ -294,7 +296,7 @@ func (c *checker) checkSubmit(t *task, st *ledger.Task) {
 		switch {
 		case cl.status/100 == 2:
 			acceptedInputs = append(acceptedInputs, rec.inputs[variant])
-		case cl.status == 422 && t.kind != KeyReusedPayload:
+		case cl.status == 422 && t.kind != KeyReusedPayload && !isDocument(t.kind): // documents: check_document.go
 			c.add(t.kind, t.id, "unexpected_422", "caller %s got 422 with the key's only payload", variant)
 		case cl.status >= 500 && st != nil:
 			c.add(t.kind, t.id, "stored_but_caller_left_with_5xx", "caller %s gave up after %d tries with %d, yet the task is stored", variant, maxSubmitTries, cl.status)

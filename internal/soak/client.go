@@ -28,6 +28,7 @@ type call struct {
 	status   int
 	taskID   string
 	replayed bool
+	problem  string // the problem type of a refusal
 }
 
 // record is everything the callers of one key saw.
@@ -178,6 +179,8 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 		s.submitQuota(ctx, t, rec)
 	case ChainBudget:
 		s.submitChain(ctx, t, rec)
+	case Document, DocumentAltered:
+		s.submitDocument(ctx, t, rec)
 	default:
 		if c := s.submitVariant(ctx, t, rec, "a", t.input); c.status/100 == 2 && isWorkflow(t.kind) {
 			s.approveLater(ctx, t)
@@ -196,9 +199,19 @@ func (s *soak) submitVariant(ctx context.Context, t *task, rec *record, variant,
 		kind = deliver.Kind
 	}
 	body := `{"kind":"` + kind + `","input":` + input + t.planMembers() + budgetMember(t) + `}`
+	return s.submitBody(ctx, t, rec, variant, input, body)
+}
+
+// submitBody is submitVariant with the whole body given.
+func (s *soak) submitBody(ctx context.Context, t *task, rec *record, variant, input, body string) call {
+	return s.submitWith(ctx, s.submit, t, rec, variant, input, body)
+}
+
+// submitWith is submitBody through handler h.
+func (s *soak) submitWith(ctx context.Context, h *api.Handler, t *task, rec *record, variant, input, body string) call {
 	var c call
 	for try := range maxSubmitTries {
-		c = s.request(ctx, http.MethodPost, "/tasks", t.key, body)
+		c = s.requestTo(ctx, h, http.MethodPost, "/tasks", t.key, body)
 		c.variant = variant
 		rec.add(c)
 		if c.status < 500 || !s.backoff(ctx, try) {
@@ -226,7 +239,12 @@ func (s *soak) backoff(ctx context.Context, try int) bool {
 // request invokes the submit function as API Gateway (HTTP API, payload
 // 2.0, no authorizer) would.
 func (s *soak) request(ctx context.Context, method, path, key, body string) call {
-	resp, err := s.submit.Handle(ctx, apiRequest(method, path, key, body))
+	return s.requestTo(ctx, s.submit, method, path, key, body)
+}
+
+// requestTo is request to handler h.
+func (s *soak) requestTo(ctx context.Context, h *api.Handler, method, path, key, body string) call {
+	resp, err := h.Handle(ctx, apiRequest(method, path, key, body))
 	if err != nil {
 		return call{status: 599}
 	}
@@ -240,7 +258,7 @@ func (s *soak) request(ctx context.Context, method, path, key, body string) call
 			replayed = true
 		}
 	}
-	return call{status: resp.StatusCode, taskID: v.TaskID, replayed: replayed}
+	return call{status: resp.StatusCode, taskID: v.TaskID, replayed: replayed, problem: problemType(resp)}
 }
 
 // apiRequest is the event API Gateway (HTTP API, payload 2.0, no

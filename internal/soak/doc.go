@@ -140,6 +140,31 @@
 // small_input_offloaded; result_not_the_providers and
 // stored_payload_not_accepted compare the resolved bytes.
 //
+// Documents (issue 13; document.go, check_document.go): the document kinds
+// upload a 5-12 KiB text document as a client does — POST /uploads through
+// the submit handler, a PUT of the bytes to the presigned URL with
+// net/http — and submit a generate task naming it. document: the accepted
+// submit, the same key and document again, then the same key with another
+// version of the document. document_altered: first bytes other than the
+// declared ones (the same size; kumo and moto check no presigned checksum,
+// so the bytes arrive), submitted, then the declared bytes under a new
+// upload id. Both weigh double in the plan (each also takes a kind's
+// share of the unfaulted tasks), so each is planned ≥ 20 times at N=1000.
+// The deliberate repeats (the same submit again, the other version's
+// upload and submit) go through a copy of the submit handler on clients of
+// their own counter, reported on their own line like the approvers'
+// decisions: a replay reads the item by design, and the per-task GetItem
+// budget is the pipeline's. Rules: document_not_referenced (the item references
+// exactly the uploaded bytes' SHA-256 and size under inputs/<sha256>, and
+// the object there verifies), document_not_read (a completed task's result
+// is the simulated provider's reply naming that SHA-256 and size, computed
+// over the bytes it was handed), document_item_large (the item stays under
+// 4 KiB: documents by reference), document_replay_not_same_task (200,
+// replayed, the same task), document_version_not_rejected (422
+// idempotency-key-reused), altered_upload_not_rejected (422
+// upload-mismatch) and altered_upload_wrote (the task did not exist right
+// after the refusal, and the key's next submit was a fresh 202).
+//
 // Deliver tasks (check_deliver.go) replace the provider rules with the
 // destination's: at most one destination side effect per operation id
 // (duplicate_delivery); never called again after an uncertain outcome

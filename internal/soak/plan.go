@@ -49,6 +49,10 @@ const (
 	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
 	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
+	// Documents (issue 13; document.go): uploaded through POST /uploads
+	// and a PUT to the presigned URL, then named by the submit.
+	Document        Kind = "document"         // replayed with the same document, then the key with another version (422)
+	DocumentAltered Kind = "document_altered" // other bytes PUT than declared: 422 upload-mismatch, nothing written; then the right bytes
 
 	// Deliver tasks (issue 12, DESIGN §10; plan_deliver.go): a direct
 	// deliver submit to a simulated, non-idempotent destination.
@@ -74,7 +78,7 @@ func TaskKinds() []Kind {
 		ProviderLoseReply, Provider429, Provider5xx, Provider4xx, ProviderCredential, ProviderSlow, ProviderExhaust,
 		StaleWorker, DDBThrottle, DDBPutLostReply, SQSSendFailure, SQSSendLostReply, CancelRace,
 		ClaimLostReply, CompleteLostReply, RetryLostReply, DeadlinePressure, OversizedResult, TTLExpired,
-		LargeInput,
+		LargeInput, Document, DocumentAltered,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
 	}, workflowKinds()...)
@@ -122,7 +126,8 @@ type task struct {
 }
 
 // plan assigns kinds to tasks: ceil(share×n) faulted tasks take the task
-// kinds round-robin, the rest none, then a seeded shuffle.
+// kinds round-robin, the document kinds a share more each, the rest none,
+// then a seeded shuffle.
 func plan(n int, share float64, seed int64, scope string) []*task {
 	faulted := int(float64(n)*share + 0.999999)
 	faulted = min(max(faulted, 0), n)
@@ -134,6 +139,13 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 			k = kinds[i%len(kinds)]
 		}
 		tasks[i] = &task{kind: k}
+	}
+	// The document kinds weigh double: each takes as many more tasks from
+	// the unfaulted ones as a kind's share (so ≥ 20 each at N=1000, where
+	// a share is 11; none more when every task is faulted).
+	extra := []Kind{Document, DocumentAltered}
+	for j, i := 0, faulted; j < len(extra)*(faulted/len(kinds)) && i < n; j, i = j+1, i+1 {
+		tasks[i].kind = extra[j%len(extra)]
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
 	rng.Shuffle(n, func(a, b int) { tasks[a], tasks[b] = tasks[b], tasks[a] })

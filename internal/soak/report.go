@@ -54,7 +54,13 @@ type Report struct {
 	// deliver tasks the approvals created.
 	Decisions     int
 	DecisionCalls map[string]int
-	Deliveries    int
+	// DocumentReplayCalls are the AWS calls of the handler serving the
+	// document kinds' deliberate repeats (the same submit again, another
+	// version's upload and submit): not in Calls, like DecisionCalls — a
+	// replay reads the item by design, and the GetItem budget is the
+	// pipeline's.
+	DocumentReplayCalls map[string]int
+	Deliveries          int
 	// PerTask is Calls divided by the accepted tasks.
 	PerTask       map[string]float64
 	ProviderCalls int
@@ -166,6 +172,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "handler AWS call latency p50/p99: %s\n", strings.Join(parts, ", "))
 	r.writeDecisions(w)
+	r.writeDocumentReplays(w)
 
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "\nviolations: none")

@@ -87,3 +87,23 @@ func TestNewState(t *testing.T) {
 		t.Errorf("newState of an update that sets no state = %q", got)
 	}
 }
+
+// The plan's rate: at N=1000 (the default half faulted) each document kind
+// is planned at least 20 times; at N=10,000 every task kind is.
+func TestPlanDocumentRate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n     int
+		kinds []Kind
+	}{{1000, []Kind{Document, DocumentAltered}}, {10000, TaskKinds()}} {
+		count := map[Kind]int{}
+		for _, tk := range plan(c.n, Config{}.withDefaults().FaultShare, 1, Scope) {
+			count[tk.kind]++
+		}
+		for _, k := range c.kinds {
+			if count[k] < 20 {
+				t.Errorf("N=%d: %s planned %d times, want ≥ 20", c.n, k, count[k])
+			}
+		}
+	}
+}

@@ -90,8 +90,11 @@ type soak struct {
 	// effects per deliver kind (counted by the checker, for the report).
 	kindCalls, kindEffects map[Kind]int
 	ticks                  int
-	runs                   []tickSpan // every reconciler tick's start and end, in start order
-	sp                     spendState // budgets, quota, admission, cancel while running (spend.go)
+	runs                   []tickSpan            // every reconciler tick's start and end, in start order
+	sp                     spendState            // budgets, quota, admission, cancel while running (spend.go)
+	docs                   map[string]*docRecord // the document kinds' uploads, per task (document.go)
+	docReplayer            *api.Handler          // the document callers' repeats, on clients of their own counter
+	docReplayCalls         *awsclient.Counter
 
 	replay         *faultinject.Replayer
 	gate           *gate
@@ -131,7 +134,7 @@ func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 		saves: map[string]int{}, fencedSav: map[string]int{}, maybeSav: map[string]int{}, records: map[string]*record{},
 		gate: newGate(), cut: map[string]int{}, expired: map[string]*ledger.Task{},
 		discarded: map[string][]int64{}, retryPending: map[string]bool{}, retryDropped: map[string]int{},
-		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{},
+		kindCalls: map[Kind]int{}, kindEffects: map[Kind]int{}, docs: map[string]*docRecord{},
 	}
 	if s.log == nil {
 		s.log = logging.Discard()
@@ -259,6 +262,9 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
 	if err := s.wireDecisions(lcfg); err != nil {
+		return err
+	}
+	if err := s.wireDocuments(lcfg); err != nil {
 		return err
 	}
 	s.work = &worker.Handler{
