@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -136,6 +137,42 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 		}
 		if again := b.do(t, submitReq("aws-403-3", docBody("read it", "expires"))); again.StatusCode != http.StatusOK {
 			t.Errorf("replay of an accepted task after its upload expired, on AWS (no s3:ListBucket): %d %s, want 200 and the task", again.StatusCode, again.Body)
+		}
+	})
+}
+
+// TestAttack13BudgetCountsDocuments (adversarial review of issues 13 and
+// 14): a spend budget is enforced by reserving contract.CallMaximum — "a
+// token is at least one byte of text", so prompt bytes + 32 + max_tokens
+// bound a call — before every call, and a submit whose budget cannot cover
+// one call is refused 400. CallMaximum (and budgetCoversOneCall at submit,
+// the worker's reservation and provider admission) never counts the
+// task's documents, which the provider reads as input tokens: a 200 KB
+// text document under a 2,000-token budget is accepted, and the worker
+// reserves ~150 tokens for a call that may use ~200,000 — the budget (and
+// the requests/tokens-per-minute admission) no longer bound anything once
+// a document is attached.
+//
+// Smallest fix: contract.CallMaximum takes the documents' sizes (text
+// formats: their bytes, like the prompt; pdf/docx/images: a documented
+// per-format bound, or refuse a token budget with such documents), used
+// at submit, in the worker's reservation and in admission.
+func TestAttack13BudgetCountsDocuments(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		st := e.Payloads(t, 0)
+		b := setup(t, e, withPayloads(st))
+		doc := bytes.Repeat([]byte("quarterly revenue rose in every region "), 5000) // 195 KB of text
+		u := uploadView(t, b.do(t, uploadReq(declare("big-text", doc, "text/plain"))))
+		putUpload(t, u, doc)
+
+		body := `{"kind":"generate","input":{"prompt":"summarise","max_tokens":100},"budget":{"max_total_tokens":2000},"documents":[{"upload_id":"big-text"}]}`
+		resp := b.do(t, submitReq("budget-doc-1", body))
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a 2,000-token budget with a %d-byte text document = %d %s; want 400 (the document alone may be ~%d input tokens, which no reservation counts)",
+				len(doc), resp.StatusCode, resp.Body, len(doc))
+		}
+		if p := wantProblem(t, resp, http.StatusBadRequest, api.TypeInvalidBody); p.Field != "budget.max_total_tokens" {
+			t.Errorf("field %q, want budget.max_total_tokens", p.Field)
 		}
 	})
 }
