@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -87,6 +89,67 @@ func TestAttack13AdoptNeverRewritesAnotherTasksDocument(t *testing.T) {
 		}
 		if !bytes.Equal(got, doc) {
 			t.Fatalf("caller A's document changed")
+		}
+	})
+}
+
+// TestAttack13PutInputRenewsTheLifecycleClock (adversarial review of issue
+// 13): inputs/<sha256> expires by a lifecycle rule counted from the
+// object's creation (template.yaml: 9 days). PutInput is If-None-Match: *,
+// so a new task whose input has the same bytes as one submitted days ago
+// gets a 412, writes nothing and references the OLD object — which the
+// lifecycle deletes on the old object's schedule, not the new task's. An
+// input repeated daily (a standing prompt) is thus deleted under a task
+// accepted on day 8-9: its worker finds the input gone (accepted, then
+// lost: DESIGN §1.1), and its view and its regenerates break for the rest
+// of its retention. (Adopt uses CopyObject, which does renew the clock, so
+// documents are not affected; a regenerate's PlaceInput of the parent's
+// input is.)
+//
+// The test waits (by polling a probe object, not by sleeping) until the
+// emulator's clock has moved past the first write's second, puts the same
+// input again, and asks that the object's LastModified moved too.
+//
+// Smallest fix: on the 412, renew the object (CopyObject onto itself with
+// MetadataDirective REPLACE, or a plain unconditional PutObject of the
+// same bytes — content-addressed, so overwriting is harmless).
+func TestAttack13PutInputRenewsTheLifecycleClock(t *testing.T) {
+	eachLeg(t, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		body := bytes.Repeat([]byte(`{"prompt":"the standing daily report"}`), 200)
+		r, err := b.store.PutInput(ctx, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modified := func(key string) time.Time {
+			t.Helper()
+			h, err := b.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.store.Bucket()), Key: aws.String(key)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return aws.ToTime(h.LastModified)
+		}
+		first := modified(r.Key)
+		// Await the emulator's clock passing first (LastModified has
+		// one-second resolution).
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; ; i++ {
+			probe := "probe/" + strconv.Itoa(i)
+			if _, err := b.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b.store.Bucket()), Key: aws.String(probe), Body: bytes.NewReader([]byte("p"))}); err != nil {
+				t.Fatal(err)
+			}
+			if modified(probe).After(first) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the emulator's clock did not advance")
+			}
+		}
+		if _, err := b.store.PutInput(ctx, body); err != nil {
+			t.Fatal(err)
+		}
+		if again := modified(r.Key); !again.After(first) {
+			t.Fatalf("a second task's PutInput of the same bytes left %s last modified at %v: the lifecycle deletes it on the first task's schedule", r.Key, again)
 		}
 	})
 }
