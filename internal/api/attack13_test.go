@@ -176,3 +176,37 @@ func TestAttack13BudgetCountsDocuments(t *testing.T) {
 		}
 	})
 }
+
+// TestAttack13RegenerateChecksItsDocuments (adversarial review of issue
+// 13): a regenerate inherits the parent's document references as they are
+// — no HEAD, no re-adopt — so it neither notices that inputs/<sha256> is
+// gone nor renews its lifecycle clock. inputs/ expires 9 days after the
+// parent's submit, while a regenerate chain lives on (each link's item 7
+// days past its completion): a regenerate of a day-7 child on day 10 is
+// accepted (202) for a document the bucket no longer has, and the worker
+// then fails it document_unavailable. Here the lifecycle's deletion is
+// done by hand.
+//
+// Smallest fix: regenerate re-adopts each inherited document (CopyObject
+// of inputs/<sha256> onto itself renews it; NoSuchKey → a specific 409/422
+// "document expired", nothing written).
+func TestAttack13RegenerateChecksItsDocuments(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		st := e.Payloads(t, 0)
+		b := setup(t, e, withPayloads(st))
+		ctx := context.Background()
+		doc := []byte("the contract, page one")
+		putUpload(t, uploadView(t, b.do(t, uploadReq(declare("regen-doc", doc, "text/plain")))), doc)
+		resp := b.do(t, submitReq("regen-parent", docBody("summarise", "regen-doc")))
+		wantStatus(t, resp, http.StatusAccepted)
+		parent := view(t, resp)
+
+		if _, err := e.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(payload.InputKey(payload.Digest(doc)))}); err != nil {
+			t.Fatal(err)
+		}
+		resp = b.do(t, regenReq(parent.TaskID, "regen-child", `{"input":{"prompt":"summarise again"}}`))
+		if resp.StatusCode == http.StatusAccepted {
+			t.Fatalf("a regenerate whose inherited document is gone from the bucket was accepted: %s", resp.Body)
+		}
+	})
+}
