@@ -33,7 +33,10 @@
 //   - inputs/<sha256>: content-addressed, written BEFORE the item that
 //     references it, with x-amz-checksum-sha256 (S3 verifies the bytes) and
 //     If-None-Match: * (an existing object has the same bytes; a second put
-//     is a no-op success, so a retry after a lost reply is safe).
+//     writes nothing new and succeeds, so a retry after a lost reply is
+//     safe). A put that finds the object there renews it ([Store.Renew]: a
+//     copy onto itself), so the lifecycle counts from the newest task that
+//     references those bytes, not the first.
 //   - results/<task_id>/<assignment_version>: written by the worker holding
 //     that assignment BEFORE its fenced completion update. A fenced-out
 //     worker's object is never referenced by the item: an orphan, not the
@@ -61,7 +64,12 @@
 // neither presigned signatures nor checksums, so on them Resolve is what
 // catches an oversized or altered upload (the tests assert it). A task
 // then references the document through [Store.Adopt], a server-side copy
-// to inputs/<sha256>, so uploads/ can expire after a day. The document's
+// to inputs/<sha256>, so uploads/ can expire after a day. Adopt checks
+// the upload's bytes again and copies only that version (its ETag;
+// CopySourceIfMatch) and never
+// over an existing inputs/<sha256> (If-None-Match: *; one already there is
+// renewed instead), and reads the copy back, because the emulators ignore
+// one copy condition or the other. The document's
 // SHA-256 is meant to join the task's payload hash.
 //
 // Formats ([Formats]): pdf, txt, md, html, csv, docx up to
