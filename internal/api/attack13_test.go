@@ -130,7 +130,7 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 		putUpload(t, u, doc)
 		resp := b.do(t, submitReq("aws-403-3", docBody("read it", "expires")))
 		wantStatus(t, resp, http.StatusAccepted)
-		for _, k := range []string{payload.IntentKey("expires"), payload.UploadKey(api.Anonymous, "expires")} {
+		for _, k := range []string{payload.IntentKey(api.Anonymous, "expires"), payload.UploadKey(api.Anonymous, "expires")} {
 			if _, err := e.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(k)}); err != nil {
 				t.Fatal(err)
 			}

@@ -26,14 +26,15 @@ const (
 	// TypeDocumentTooLarge (413): the declared size is over the format's
 	// limit.
 	TypeDocumentTooLarge = ProblemBase + "document-too-large"
-	// TypeUploadIDTaken (409): the upload id was presigned before with
-	// another declaration (or by another caller: the same answer).
+	// TypeUploadIDTaken (409): the caller presigned this upload id before
+	// with another declaration (ids are per caller: another caller's use
+	// of the same id is invisible and never in the way).
 	TypeUploadIDTaken = ProblemBase + "upload-id-taken"
 	// TypeUploadsNotConfigured (501): no payload bucket is configured.
 	TypeUploadsNotConfigured = ProblemBase + "uploads-not-configured"
-	// TypeUnknownUpload (422): no upload with this id is visible to the
-	// caller (never presigned, or presigned by another caller: the same
-	// answer, so an id's existence does not leak).
+	// TypeUnknownUpload (422): this caller never presigned an upload with
+	// this id (another caller's upload of the same id is not visible, so
+	// an id's existence does not leak).
 	TypeUnknownUpload = ProblemBase + "unknown-upload"
 	// TypeUploadNotReceived (409): presigned, but the bytes have not been
 	// PUT yet.

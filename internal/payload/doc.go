@@ -41,9 +41,10 @@
 //     that assignment BEFORE its fenced completion update. A fenced-out
 //     worker's object is never referenced by the item: an orphan, not the
 //     answer. The same bytes again succeed; other bytes are [ErrConflict].
-//   - upload-intents/<upload_id>: the declaration of a presigned upload
-//     (caller-scope hash, sha256, size, content type), If-None-Match: *, so
-//     an upload id belongs to the first caller that presigned it.
+//   - upload-intents/<scope_hash>/<upload_id>: a caller's declaration of
+//     a presigned upload (caller-scope hash, sha256, size, content type),
+//     If-None-Match: *. Upload ids are per caller: another caller using the
+//     same id is neither visible nor in the way.
 //   - uploads/<scope_hash>/<upload_id>: the uploaded document.
 //
 // [Store.Get] verifies size and SHA-256 against the reference (a mismatch

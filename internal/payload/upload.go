@@ -57,9 +57,12 @@ var (
 	// ErrBadUpload: the request itself is invalid (format not allowed,
 	// size out of range, malformed id, scope or checksum).
 	ErrBadUpload = errors.New("payload: bad upload request")
-	// ErrUnknownUpload: no upload with this id was ever presigned.
+	// ErrUnknownUpload: this caller never presigned an upload with this id
+	// (another caller's use of the same id is invisible).
 	ErrUnknownUpload = errors.New("payload: unknown upload id")
-	// ErrForeignUpload: the upload id belongs to another caller.
+	// ErrForeignUpload: the intent found under this caller's key names
+	// another caller (only a corrupted or hand-written intent: ids are per
+	// caller, so another caller's id is simply unknown here).
 	ErrForeignUpload = errors.New("payload: upload id belongs to another caller")
 	// ErrUploadConflict: the id was presigned before with another
 	// declaration (checksum, size or content type).
@@ -109,8 +112,12 @@ type intent struct {
 	ContentType string `json:"content_type"`
 }
 
-// IntentKey is where the declaration of an upload is recorded.
-func IntentKey(uploadID string) string { return "upload-intents/" + uploadID }
+// IntentKey is where a caller's declaration of an upload is recorded:
+// upload ids are per caller (another caller's ids are neither visible nor
+// taken), so the key carries the caller's scope hash like UploadKey.
+func IntentKey(scope, uploadID string) string {
+	return "upload-intents/" + ScopeHash(scope) + "/" + uploadID
+}
 
 // UploadKey is where the bytes of a caller's upload land.
 func UploadKey(scope, uploadID string) string { return "uploads/" + ScopeHash(scope) + "/" + uploadID }
@@ -154,7 +161,7 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 		expiry = DefaultUploadExpiry
 	}
 	in := intent{ScopeHash: ScopeHash(req.Scope), Key: UploadKey(req.Scope, req.UploadID), SHA256: req.SHA256, Size: req.Size, ContentType: req.ContentType}
-	if err := s.recordIntent(ctx, req.UploadID, in); err != nil {
+	if err := s.recordIntent(ctx, req.Scope, req.UploadID, in); err != nil {
 		return Upload{}, err
 	}
 	presigner := s3.NewPresignClient(s.s3, func(o *s3.PresignOptions) {
@@ -186,9 +193,9 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 	return Upload{UploadID: req.UploadID, Method: signed.Method, URL: signed.URL, Header: h, ExpiresAt: time.Now().Add(expiry)}, nil
 }
 
-func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) error {
+func (s *Store) recordIntent(ctx context.Context, scope, uploadID string, in intent) error {
 	body, _ := json.Marshal(in)
-	key := IntentKey(uploadID)
+	key := IntentKey(scope, uploadID)
 	_, err := s.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(s.bucket),
 		Key:            aws.String(key),
@@ -204,7 +211,7 @@ func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) er
 	if statusOf(err) != http.StatusPreconditionFailed && codeOf(err) != "PreconditionFailed" {
 		return s.steer("put "+key, err)
 	}
-	old, err := s.readIntent(ctx, uploadID)
+	old, err := s.readIntent(ctx, scope, uploadID)
 	if err != nil {
 		return err
 	}
@@ -217,8 +224,8 @@ func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) er
 	return nil
 }
 
-func (s *Store) readIntent(ctx context.Context, uploadID string) (intent, error) {
-	key := IntentKey(uploadID)
+func (s *Store) readIntent(ctx context.Context, scope, uploadID string) (intent, error) {
+	key := IntentKey(scope, uploadID)
 	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNotFound(err) {
@@ -261,7 +268,7 @@ func (s *Store) resolveIntent(ctx context.Context, scope, uploadID string) (Ref,
 	if scope == "" || len(scope) > 512 || !validID(uploadID) {
 		return Ref{}, intent{}, fmt.Errorf("%w: caller scope must be 1-512 bytes and upload id 1-128 of [A-Za-z0-9_-]", ErrBadUpload)
 	}
-	in, err := s.readIntent(ctx, uploadID)
+	in, err := s.readIntent(ctx, scope, uploadID)
 	if err != nil {
 		return Ref{}, intent{}, err
 	}
