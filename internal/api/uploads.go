@@ -89,7 +89,13 @@ func (h *Handler) presign(ctx context.Context, c *call) events.APIGatewayV2HTTPR
 	case errors.Is(err, payload.ErrBadUpload):
 		return h.reject(c, invalidBody("", "The upload declaration is not valid."))
 	case err != nil:
-		return h.reject(c, h.payloadProblem(ctx, c, "presign upload", err))
+		p := h.payloadProblem(ctx, c, "presign upload", err)
+		if p.Status == http.StatusServiceUnavailable {
+			// POST /uploads has no Idempotency-Key: the upload id is what
+			// makes a retry land on the same declaration.
+			p.Detail = "The payload store did not answer; nothing was recorded. Retrying is safe: send the same declaration with the same upload_id (a declaration without one gets a new id)."
+		}
+		return h.reject(c, p)
 	}
 	c.outcome = "presigned"
 	v := UploadView{UploadID: up.UploadID, Method: up.Method, URL: up.URL, Headers: map[string]string{}, ExpiresAt: up.ExpiresAt.UTC().Format(time.RFC3339)}
