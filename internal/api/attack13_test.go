@@ -3,20 +3,13 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/taskledger/taskledger/internal/api"
-	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
@@ -54,54 +47,26 @@ func TestAttack13UploadIDsAreNotShared(t *testing.T) {
 	})
 }
 
-// notListable makes the real S3 client answer a missing object the way S3
-// answers a role without s3:ListBucket on the bucket (template.yaml gives
-// the submit function none: "Nobody lists"): 403 AccessDenied for
-// GetObject, 403 Forbidden for HeadObject, instead of 404. The request
-// still reaches the emulator; only the error a missing key produces is
-// rewritten.
-func notListable(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("attack13NotListable",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			out, md, err := next.HandleInitialize(ctx, in)
-			var nsk *s3types.NoSuchKey
-			var nf *s3types.NotFound
-			if err != nil && (errors.As(err, &nsk) || errors.As(err, &nf)) {
-				code := "AccessDenied"
-				if errors.As(err, &nf) {
-					code = "Forbidden"
-				}
-				err = &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
-					Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{}}},
-					Err:      &smithy.GenericAPIError{Code: code, Message: "Access Denied", Fault: smithy.FaultClient},
-				}}
-			}
-			return out, md, err
-		}), middleware.Before)
-}
-
 // TestAttack13MissingUploadOnAWSIsNotA500 (adversarial review of issue
 // 13): on AWS a role without s3:ListBucket gets 403, not 404, for a
-// missing object. The template grants the submit function no ListBucket,
-// so Resolve's GetObject of upload-intents/<unknown id> and HeadObject of
-// an upload not yet PUT are AccessDenied/Forbidden; payload.steer maps only
-// NoSuchKey/NotFound/404 to "missing", so both surface as a 500 Internal
-// error (and an ERROR log) where the contract promises 422 unknown-upload
-// and 409 upload-not-received. kumo and moto ignore IAM, so every other
-// test sees 404s.
+// missing object, and the template granted the submit function none, so
+// Resolve's GetObject of upload-intents/<unknown id> and HeadObject of an
+// upload not yet PUT were AccessDenied/Forbidden: 500s (and an ERROR log)
+// where the contract promises 422 unknown-upload and 409
+// upload-not-received, and the replay of an accepted task after its upload
+// expired was a 500 forever. kumo and moto ignore IAM, so every other test
+// sees 404s.
 //
-// Smallest fix: grant the submit function s3:ListBucket on the payload
-// bucket (then S3 answers 404), and prove it in internal/templatetest
-// (wantS3 says "Nobody lists"); or map 403 on these two reads to the
-// missing case.
+// Fixed by the grant, not by reading 403 as "missing" (a 403 may as well
+// be a broken policy or key, which must stay a loud 500): template.yaml
+// gives the submit function s3:ListBucket on the payload bucket, proven by
+// internal/templatetest (wantS3, listBucketNeeds). With the grant S3
+// answers 404 as the emulators do, so this test (first written with a
+// middleware rewriting 404s to 403s, the role it no longer has) now runs
+// the same three cases on the emulators' 404s.
 func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		cfg := e.AWS.Copy()
-		cfg.APIOptions = append(cfg.APIOptions, notListable)
-		st, err := payload.New(awsclient.S3(cfg), e.Names.PayloadBucket, payload.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
 		doc := []byte("%PDF-1.7 not yet uploaded")
 
@@ -115,16 +80,16 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 		} {
 			resp := b.do(t, submitReq(c.key, docBody("read it", c.id)))
 			if resp.StatusCode != c.status {
-				t.Errorf("upload %s on AWS (no s3:ListBucket): %d %s, want %d %s", c.id, resp.StatusCode, resp.Body, c.status, c.typ)
+				t.Errorf("upload %s on AWS (with s3:ListBucket: 404): %d %s, want %d %s", c.id, resp.StatusCode, resp.Body, c.status, c.typ)
 				continue
 			}
 			wantProblem(t, resp, c.status, c.typ)
 		}
 
 		// The replay after expiry (uploads/ and upload-intents/ live a
-		// day): on AWS the expired intent is a 403 too, the replay path
-		// (priorDocuments) is skipped for a 5xx, and a retried submission
-		// of an accepted task is a 500 forever instead of the task.
+		// day): without the grant the expired intent was a 403 too, the
+		// replay path (priorDocuments) was skipped for a 5xx, and a
+		// retried submission of an accepted task was a 500 forever.
 		ctx := context.Background()
 		u := uploadView(t, b.do(t, uploadReq(declare("expires", doc, "application/pdf"))))
 		putUpload(t, u, doc)
@@ -136,7 +101,7 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 			}
 		}
 		if again := b.do(t, submitReq("aws-403-3", docBody("read it", "expires"))); again.StatusCode != http.StatusOK {
-			t.Errorf("replay of an accepted task after its upload expired, on AWS (no s3:ListBucket): %d %s, want 200 and the task", again.StatusCode, again.Body)
+			t.Errorf("replay of an accepted task after its upload expired, on AWS (with s3:ListBucket: 404): %d %s, want 200 and the task", again.StatusCode, again.Body)
 		}
 	})
 }
