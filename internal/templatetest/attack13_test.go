@@ -6,6 +6,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/payload"
+	"github.com/taskledger/taskledger/internal/worker"
 )
 
 // TestAttack13WorkerMemoryHoldsADocumentBatch (adversarial review of issue
@@ -21,14 +22,14 @@ import (
 // records are redelivered together, calls that were in flight become
 // unknown, and the same batch can kill the next instance.
 //
-// This asserts only the raw documents plus 64 MB for the runtime — the
-// lowest bound, ignoring GC headroom and the base64 copy.
-//
-// Smallest fix: bound the document bytes a worker instance holds (a
-// semaphore on document bytes across the batch, admitting a record's
-// documents only when they fit; or stream documents instead of reading
-// them whole), or raise MemorySize to what the arithmetic needs, and put
-// the rule in TestWorkerTimingArithmetic's company.
+// Fixed in the worker: an instance holds at most worker.
+// DefaultDocumentMemory bytes of documents at once (one task's largest set);
+// a record whose documents do not fit is given back without consuming an
+// attempt (internal/worker/docmemory.go, TestDocumentsWaitForTheInstances
+// DocumentMemory). The arithmetic below now uses that real bound — the
+// smaller of it and what a batch could hold — and counts what the first
+// version left out: the base64 copy in Bedrock's request (4/3) and the Go
+// heap's GC headroom (x2), plus 64 MB for the runtime.
 func TestAttack13WorkerMemoryHoldsADocumentBatch(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
@@ -46,11 +47,16 @@ func TestAttack13WorkerMemoryHoldsADocumentBatch(t *testing.T) {
 			}
 		}
 		const mib = 1 << 20
-		need := int64(conc)*api.MaxDocuments*payload.MaxDocumentSize/mib + 64
-		if int64(fn.MemorySize) < need {
-			t.Errorf("WorkerFunction MemorySize %d MB < %d records at once x %d documents x %d bytes + 64 MB runtime = %d MB: a batch of document tasks can exceed the worker's memory",
-				fn.MemorySize, conc, api.MaxDocuments, payload.MaxDocumentSize, need)
+		held := min(int64(conc)*api.MaxDocuments*payload.MaxDocumentSize, int64(worker.DefaultDocumentMemory))
+		if one := int64(api.MaxDocuments * payload.MaxDocumentSize); held < one {
+			t.Errorf("worker.DefaultDocumentMemory %d < one task's documents (%d x %d): such a task would never fit", worker.DefaultDocumentMemory, api.MaxDocuments, payload.MaxDocumentSize)
 		}
+		need := held*7/3*2/mib + 64
+		if int64(fn.MemorySize) < need {
+			t.Errorf("WorkerFunction MemorySize %d MB < %d document bytes held at once x 7/3 (base64 copy) x 2 (GC) + 64 MB runtime = %d MB: document tasks can exceed the worker's memory",
+				fn.MemorySize, held, need)
+		}
+		t.Logf("documents held at once %d bytes; need %d MB of %d MB", held, need, fn.MemorySize)
 	}
 	if checked != 1 {
 		t.Fatalf("found %d SQS event sources of WorkerFunction, want 1", checked)
