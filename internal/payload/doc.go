@@ -69,8 +69,9 @@
 // the upload's bytes again and copies only that version (its ETag;
 // CopySourceIfMatch) and never
 // over an existing inputs/<sha256> (If-None-Match: *; one already there is
-// renewed instead), and reads the copy back, because the emulators ignore
-// one copy condition or the other. The document's
+// renewed instead), and reads the copy back, because the emulators do not
+// enforce both copy conditions (kumo ignores If-None-Match on a copy, moto
+// both). The document's
 // SHA-256 is meant to join the task's payload hash.
 //
 // Formats ([Formats]): pdf, txt, md, html, csv, docx up to

@@ -320,10 +320,12 @@ func (s *Store) resolveIntent(ctx context.Context, scope, uploadID string) (Ref,
 // another PUT may have replaced them since Resolve), copies only that
 // version (CopySourceIfMatch on its ETag) and never over an existing
 // content address (If-None-Match: *; an object already there has the same
-// bytes by construction and is renewed instead, see [Store.Renew]). kumo
-// and moto each ignore one of the two copy conditions, so the destination
-// is HEADed before the copy and the result read back and verified (size
-// and SHA-256) like any Get. Errors: ErrBadRef, ErrUploadMismatch (the
+// bytes by construction and is renewed instead, see [Store.Renew]). The
+// emulators do not enforce both (kumo v0.33 evaluates CopySourceIfMatch
+// but ignores If-None-Match on CopyObject; moto 5.2 ignores both on a
+// copy), so the source is verified right before the copy, the destination
+// HEADed first, and the result read back and verified (size and SHA-256)
+// like any Get; on S3 the two conditions close the remaining races. Errors: ErrBadRef, ErrUploadMismatch (the
 // upload's bytes are not the declared ones any more), ErrNotFound,
 // ErrIntegrity, transient S3 trouble steered by pkg/retrypolicy.
 func (s *Store) Adopt(ctx context.Context, upload Ref) (Ref, error) {
