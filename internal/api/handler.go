@@ -259,6 +259,10 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 			return h.reject(c, p)
 		}
 	}
+	// Inherited documents must still be there, and live on with the child.
+	if p := h.renewInherited(ctx, c, s.key, parent.Documents); p != nil {
+		return h.reject(c, p)
+	}
 	// A regenerate keeps the parent's approval gate and deliver plan.
 	pl, err := storedPlan(parent)
 	if err != nil {

@@ -26,14 +26,15 @@ const (
 	// TypeDocumentTooLarge (413): the declared size is over the format's
 	// limit.
 	TypeDocumentTooLarge = ProblemBase + "document-too-large"
-	// TypeUploadIDTaken (409): the upload id was presigned before with
-	// another declaration (or by another caller: the same answer).
+	// TypeUploadIDTaken (409): the caller presigned this upload id before
+	// with another declaration (ids are per caller: another caller's use
+	// of the same id is invisible and never in the way).
 	TypeUploadIDTaken = ProblemBase + "upload-id-taken"
 	// TypeUploadsNotConfigured (501): no payload bucket is configured.
 	TypeUploadsNotConfigured = ProblemBase + "uploads-not-configured"
-	// TypeUnknownUpload (422): no upload with this id is visible to the
-	// caller (never presigned, or presigned by another caller: the same
-	// answer, so an id's existence does not leak).
+	// TypeUnknownUpload (422): this caller never presigned an upload with
+	// this id (another caller's upload of the same id is not visible, so
+	// an id's existence does not leak).
 	TypeUnknownUpload = ProblemBase + "unknown-upload"
 	// TypeUploadNotReceived (409): presigned, but the bytes have not been
 	// PUT yet.
@@ -88,7 +89,13 @@ func (h *Handler) presign(ctx context.Context, c *call) events.APIGatewayV2HTTPR
 	case errors.Is(err, payload.ErrBadUpload):
 		return h.reject(c, invalidBody("", "The upload declaration is not valid."))
 	case err != nil:
-		return h.reject(c, h.payloadProblem(ctx, c, "presign upload", err))
+		p := h.payloadProblem(ctx, c, "presign upload", err)
+		if p.Status == http.StatusServiceUnavailable {
+			// POST /uploads has no Idempotency-Key: the upload id is what
+			// makes a retry land on the same declaration.
+			p.Detail = "The payload store did not answer; nothing was recorded. Retrying is safe: send the same declaration with the same upload_id (a declaration without one gets a new id)."
+		}
+		return h.reject(c, p)
 	}
 	c.outcome = "presigned"
 	v := UploadView{UploadID: up.UploadID, Method: up.Method, URL: up.URL, Headers: map[string]string{}, ExpiresAt: up.ExpiresAt.UTC().Format(time.RFC3339)}

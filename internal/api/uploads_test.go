@@ -97,7 +97,9 @@ func TestUploadDeclaration(t *testing.T) {
 		uploadView(t, b.do(t, uploadReq(declare("mine-1", doc, "application/pdf")))) // same declaration: fresh URL
 
 		wantProblem(t, b.do(t, uploadReq(declare("mine-1", []byte("other bytes"), "application/pdf"))), http.StatusConflict, api.TypeUploadIDTaken)
-		wantProblem(t, b.do(t, uploadReq(declare("mine-1", doc, "application/pdf"), asJWT("someone-else"))), http.StatusConflict, api.TypeUploadIDTaken)
+		// Upload ids are per caller: another caller may use the same id
+		// (even with other bytes) for its own upload.
+		uploadView(t, b.do(t, uploadReq(declare("mine-1", []byte("other bytes"), "application/pdf"), asJWT("someone-else"))))
 
 		big := fmt.Sprintf(`{"sha256":"%s","size":%d,"content_type":"image/png"}`, payload.Digest(doc), payload.MaxImageSize+1)
 		if p := wantProblem(t, b.do(t, uploadReq(big)), http.StatusRequestEntityTooLarge, api.TypeDocumentTooLarge); !strings.Contains(p.Detail, "png") {
@@ -275,7 +277,7 @@ func TestDocumentReplayAfterUploadExpired(t *testing.T) {
 		wantStatus(t, resp, http.StatusAccepted)
 		id := view(t, resp).TaskID
 
-		for _, key := range []string{payload.IntentKey("html-1"), payload.UploadKey(api.Anonymous, "html-1")} {
+		for _, key := range []string{payload.IntentKey(api.Anonymous, "html-1"), payload.UploadKey(api.Anonymous, "html-1")} {
 			if _, err := e.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(key)}); err != nil {
 				t.Fatal(err)
 			}

@@ -33,14 +33,18 @@
 //   - inputs/<sha256>: content-addressed, written BEFORE the item that
 //     references it, with x-amz-checksum-sha256 (S3 verifies the bytes) and
 //     If-None-Match: * (an existing object has the same bytes; a second put
-//     is a no-op success, so a retry after a lost reply is safe).
+//     writes nothing new and succeeds, so a retry after a lost reply is
+//     safe). A put that finds the object there renews it ([Store.Renew]: a
+//     copy onto itself), so the lifecycle counts from the newest task that
+//     references those bytes, not the first.
 //   - results/<task_id>/<assignment_version>: written by the worker holding
 //     that assignment BEFORE its fenced completion update. A fenced-out
 //     worker's object is never referenced by the item: an orphan, not the
 //     answer. The same bytes again succeed; other bytes are [ErrConflict].
-//   - upload-intents/<upload_id>: the declaration of a presigned upload
-//     (caller-scope hash, sha256, size, content type), If-None-Match: *, so
-//     an upload id belongs to the first caller that presigned it.
+//   - upload-intents/<scope_hash>/<upload_id>: a caller's declaration of
+//     a presigned upload (caller-scope hash, sha256, size, content type),
+//     If-None-Match: *. Upload ids are per caller: another caller using the
+//     same id is neither visible nor in the way.
 //   - uploads/<scope_hash>/<upload_id>: the uploaded document.
 //
 // [Store.Get] verifies size and SHA-256 against the reference (a mismatch
@@ -61,7 +65,13 @@
 // neither presigned signatures nor checksums, so on them Resolve is what
 // catches an oversized or altered upload (the tests assert it). A task
 // then references the document through [Store.Adopt], a server-side copy
-// to inputs/<sha256>, so uploads/ can expire after a day. The document's
+// to inputs/<sha256>, so uploads/ can expire after a day. Adopt checks
+// the upload's bytes again and copies only that version (its ETag;
+// CopySourceIfMatch) and never
+// over an existing inputs/<sha256> (If-None-Match: *; one already there is
+// renewed instead), and reads the copy back, because the emulators do not
+// enforce both copy conditions (kumo ignores If-None-Match on a copy, moto
+// both). The document's
 // SHA-256 is meant to join the task's payload hash.
 //
 // Formats ([Formats]): pdf, txt, md, html, csv, docx up to

@@ -154,13 +154,56 @@ func (s *Store) PutInput(ctx context.Context, body []byte) (Ref, error) {
 		return Ref{}, err
 	}
 	if exists {
-		// Same key, same content by construction; check the size anyway so
-		// a truncated object left by some other writer is caught here.
-		if err := s.checkHead(ctx, r); err != nil {
+		// Same key, same content by construction: renew the object so the
+		// lifecycle counts the retention window from this task, not from
+		// the first task with these bytes.
+		if err := s.Renew(ctx, r); err != nil {
 			return Ref{}, err
 		}
 	}
 	return r, nil
+}
+
+// Renew restarts the lifecycle clock of an existing content-addressed
+// object (inputs/<sha256>): S3 expires objects counted from their
+// creation, so a task referencing bytes an older task wrote would
+// otherwise lose them on the older task's schedule. It copies the object
+// onto itself (MetadataDirective REPLACE, the same bytes) and checks the
+// size of what is there, so a truncated object left by some other writer
+// is caught. Idempotent: a retry after a lost reply renews again. Errors:
+// ErrBadRef, ErrNotFound (the object is gone), ErrIntegrity, transient S3
+// trouble steered by pkg/retrypolicy.
+func (s *Store) Renew(ctx context.Context, r Ref) error {
+	if err := r.Validate(); err != nil || r.Bucket != s.bucket || r.Key != InputKey(r.SHA256) {
+		return retrypolicy.Permanent(fmt.Errorf("%w: not an input of this store", ErrBadRef))
+	}
+	if _, err := s.s3.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(r.Key),
+		CopySource:        aws.String(s.bucket + "/" + r.Key),
+		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+		ContentType:       aws.String("application/octet-stream"),
+		MetadataDirective: s3types.MetadataDirectiveReplace,
+	}); err != nil {
+		return s.steer("renew "+r.Key, err)
+	}
+	return s.checkHead(ctx, r)
+}
+
+// exists reports whether an object is at key.
+func (s *Store) exists(ctx context.Context, key string) (bool, error) {
+	_, err := s.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+	if err == nil {
+		return true, nil
+	}
+	if isNotFound(err) {
+		return false, nil
+	}
+	return false, s.steer("head "+key, err)
+}
+
+func isPreconditionFailed(err error) bool {
+	return statusOf(err) == http.StatusPreconditionFailed || codeOf(err) == "PreconditionFailed"
 }
 
 // PutResult writes body to results/<task_id>/<assignment_version>. Only
@@ -212,7 +255,7 @@ func (s *Store) putNew(ctx context.Context, r Ref, body []byte) (exists bool, er
 	if err == nil {
 		return false, nil
 	}
-	if statusOf(err) == http.StatusPreconditionFailed || codeOf(err) == "PreconditionFailed" {
+	if isPreconditionFailed(err) {
 		return true, nil
 	}
 	return false, s.steer("put "+r.Key, err)

@@ -57,9 +57,12 @@ var (
 	// ErrBadUpload: the request itself is invalid (format not allowed,
 	// size out of range, malformed id, scope or checksum).
 	ErrBadUpload = errors.New("payload: bad upload request")
-	// ErrUnknownUpload: no upload with this id was ever presigned.
+	// ErrUnknownUpload: this caller never presigned an upload with this id
+	// (another caller's use of the same id is invisible).
 	ErrUnknownUpload = errors.New("payload: unknown upload id")
-	// ErrForeignUpload: the upload id belongs to another caller.
+	// ErrForeignUpload: the intent found under this caller's key names
+	// another caller (only a corrupted or hand-written intent: ids are per
+	// caller, so another caller's id is simply unknown here).
 	ErrForeignUpload = errors.New("payload: upload id belongs to another caller")
 	// ErrUploadConflict: the id was presigned before with another
 	// declaration (checksum, size or content type).
@@ -109,8 +112,12 @@ type intent struct {
 	ContentType string `json:"content_type"`
 }
 
-// IntentKey is where the declaration of an upload is recorded.
-func IntentKey(uploadID string) string { return "upload-intents/" + uploadID }
+// IntentKey is where a caller's declaration of an upload is recorded:
+// upload ids are per caller (another caller's ids are neither visible nor
+// taken), so the key carries the caller's scope hash like UploadKey.
+func IntentKey(scope, uploadID string) string {
+	return "upload-intents/" + ScopeHash(scope) + "/" + uploadID
+}
 
 // UploadKey is where the bytes of a caller's upload land.
 func UploadKey(scope, uploadID string) string { return "uploads/" + ScopeHash(scope) + "/" + uploadID }
@@ -154,7 +161,7 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 		expiry = DefaultUploadExpiry
 	}
 	in := intent{ScopeHash: ScopeHash(req.Scope), Key: UploadKey(req.Scope, req.UploadID), SHA256: req.SHA256, Size: req.Size, ContentType: req.ContentType}
-	if err := s.recordIntent(ctx, req.UploadID, in); err != nil {
+	if err := s.recordIntent(ctx, req.Scope, req.UploadID, in); err != nil {
 		return Upload{}, err
 	}
 	presigner := s3.NewPresignClient(s.s3, func(o *s3.PresignOptions) {
@@ -186,9 +193,9 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 	return Upload{UploadID: req.UploadID, Method: signed.Method, URL: signed.URL, Header: h, ExpiresAt: time.Now().Add(expiry)}, nil
 }
 
-func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) error {
+func (s *Store) recordIntent(ctx context.Context, scope, uploadID string, in intent) error {
 	body, _ := json.Marshal(in)
-	key := IntentKey(uploadID)
+	key := IntentKey(scope, uploadID)
 	_, err := s.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(s.bucket),
 		Key:            aws.String(key),
@@ -204,7 +211,7 @@ func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) er
 	if statusOf(err) != http.StatusPreconditionFailed && codeOf(err) != "PreconditionFailed" {
 		return s.steer("put "+key, err)
 	}
-	old, err := s.readIntent(ctx, uploadID)
+	old, err := s.readIntent(ctx, scope, uploadID)
 	if err != nil {
 		return err
 	}
@@ -217,8 +224,8 @@ func (s *Store) recordIntent(ctx context.Context, uploadID string, in intent) er
 	return nil
 }
 
-func (s *Store) readIntent(ctx context.Context, uploadID string) (intent, error) {
-	key := IntentKey(uploadID)
+func (s *Store) readIntent(ctx context.Context, scope, uploadID string) (intent, error) {
+	key := IntentKey(scope, uploadID)
 	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNotFound(err) {
@@ -261,7 +268,7 @@ func (s *Store) resolveIntent(ctx context.Context, scope, uploadID string) (Ref,
 	if scope == "" || len(scope) > 512 || !validID(uploadID) {
 		return Ref{}, intent{}, fmt.Errorf("%w: caller scope must be 1-512 bytes and upload id 1-128 of [A-Za-z0-9_-]", ErrBadUpload)
 	}
-	in, err := s.readIntent(ctx, uploadID)
+	in, err := s.readIntent(ctx, scope, uploadID)
 	if err != nil {
 		return Ref{}, intent{}, err
 	}
@@ -304,28 +311,117 @@ func (s *Store) resolveIntent(ctx context.Context, scope, uploadID string) (Ref,
 // Adopt copies a resolved upload to inputs/<sha256> (server side, no
 // bytes through the function) and returns the content-addressed reference
 // the task item should keep, so the uploads/ prefix can expire after a day
-// while the task's input lives for the retention window. Call it after
-// Resolve and before writing the item. The copy is verified by size and
-// SHA-256 like any Get. Errors: ErrBadRef, ErrNotFound, ErrIntegrity,
-// transient S3 trouble steered by pkg/retrypolicy.
+// while the task's input lives for the retention window. Call it with the
+// Ref Resolve returned, before writing the item.
+//
+// inputs/<sha256> is shared by every task with those bytes, so Adopt never
+// writes other bytes there. It checks the upload's bytes again (the
+// SHA-256 S3 stored, or, on an emulator that keeps none, by reading them:
+// another PUT may have replaced them since Resolve), copies only that
+// version (CopySourceIfMatch on its ETag) and never over an existing
+// content address (If-None-Match: *; an object already there has the same
+// bytes by construction and is renewed instead, see [Store.Renew]). The
+// emulators do not enforce both (kumo v0.33 evaluates CopySourceIfMatch
+// but ignores If-None-Match on CopyObject; moto 5.2 ignores both on a
+// copy), so the source is verified right before the copy, the destination
+// HEADed first, and the result read back and verified (size and SHA-256)
+// like any Get; on S3 the two conditions close the remaining races. Errors: ErrBadRef, ErrUploadMismatch (the
+// upload's bytes are not the declared ones any more), ErrNotFound,
+// ErrIntegrity, transient S3 trouble steered by pkg/retrypolicy.
 func (s *Store) Adopt(ctx context.Context, upload Ref) (Ref, error) {
 	if err := upload.Validate(); err != nil || upload.Bucket != s.bucket {
 		return Ref{}, retrypolicy.Permanent(fmt.Errorf("%w: not an upload in this store", ErrBadRef))
 	}
 	dst := Ref{Bucket: s.bucket, Key: InputKey(upload.SHA256), SHA256: upload.SHA256, Size: upload.Size}
-	_, err := s.s3.CopyObject(ctx, &s3.CopyObjectInput{
-		Bucket:            aws.String(s.bucket),
-		Key:               aws.String(dst.Key),
-		CopySource:        aws.String(s.bucket + "/" + upload.Key),
-		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
-		ContentType:       aws.String("application/octet-stream"),
-		MetadataDirective: s3types.MetadataDirectiveReplace,
-	})
+	etag, err := s.verifiedETag(ctx, upload)
 	if err != nil {
-		return Ref{}, s.steer("copy "+upload.Key+" to "+dst.Key, err)
+		return Ref{}, err
+	}
+	exists, err := s.exists(ctx, dst.Key)
+	if err != nil {
+		return Ref{}, err
+	}
+	if !exists {
+		_, err = s.s3.CopyObject(ctx, &s3.CopyObjectInput{
+			Bucket:            aws.String(s.bucket),
+			Key:               aws.String(dst.Key),
+			CopySource:        aws.String(s.bucket + "/" + upload.Key),
+			CopySourceIfMatch: aws.String(etag),
+			IfNoneMatch:       aws.String("*"),
+			ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+			ContentType:       aws.String("application/octet-stream"),
+			MetadataDirective: s3types.MetadataDirectiveReplace,
+		})
+		switch {
+		case err == nil:
+		case isPreconditionFailed(err):
+			// Either the upload changed since it was checked or the
+			// content address appeared meanwhile: tell which.
+			if err := s.sameETag(ctx, upload, etag); err != nil {
+				return Ref{}, err
+			}
+			exists = true
+		default:
+			return Ref{}, s.steer("copy "+upload.Key+" to "+dst.Key, err)
+		}
+	}
+	if exists {
+		// Same bytes by construction (the key is their hash): renew its
+		// lifecycle clock for this task.
+		if err := s.Renew(ctx, dst); err != nil {
+			return Ref{}, err
+		}
 	}
 	if _, err := s.Get(ctx, dst); err != nil {
 		return Ref{}, err
 	}
 	return dst, nil
+}
+
+// verifiedETag returns the ETag of the upload's current version after
+// checking that its bytes are the declared ones: by the SHA-256 checksum
+// S3 stored (HEAD), or by reading and hashing them when there is none.
+func (s *Store) verifiedETag(ctx context.Context, upload Ref) (string, error) {
+	h, err := s.s3.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(upload.Key), ChecksumMode: s3types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		return "", s.steer("head "+upload.Key, err)
+	}
+	changed := retrypolicy.Permanent(fmt.Errorf("%w: %s no longer holds the declared bytes", ErrUploadMismatch, upload.Key))
+	if aws.ToInt64(h.ContentLength) != upload.Size {
+		return "", changed
+	}
+	if sum := hexOfChecksum(aws.ToString(h.ChecksumSHA256)); sum != "" {
+		if sum != upload.SHA256 {
+			return "", changed
+		}
+		return aws.ToString(h.ETag), nil
+	}
+	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(upload.Key)})
+	if err != nil {
+		return "", s.steer("get "+upload.Key, err)
+	}
+	defer out.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(out.Body, upload.Size+1))
+	if err != nil {
+		return "", retrypolicy.Retryable(fmt.Errorf("payload: read %s: %w", upload.Key, err))
+	}
+	if int64(len(body)) != upload.Size || Digest(body) != upload.SHA256 {
+		return "", changed
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// sameETag reports ErrUploadMismatch when the upload's current ETag is
+// not the one Adopt verified (other bytes were PUT since).
+func (s *Store) sameETag(ctx context.Context, upload Ref, etag string) error {
+	h, err := s.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(upload.Key)})
+	if err != nil {
+		return s.steer("head "+upload.Key, err)
+	}
+	if aws.ToString(h.ETag) != etag {
+		return retrypolicy.Permanent(fmt.Errorf("%w: %s changed while it was copied", ErrUploadMismatch, upload.Key))
+	}
+	return nil
 }

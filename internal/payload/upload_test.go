@@ -165,11 +165,20 @@ func TestUploadLifecycle(t *testing.T) {
 			if code, msg := put(t, u, doc); code != http.StatusOK {
 				t.Fatalf("upload: %d %s", code, msg)
 			}
-			if _, err := b.store.Resolve(ctx, "caller-b", "mine"); !errors.Is(err, ErrForeignUpload) {
-				t.Fatalf("Resolve by another caller = %v, want ErrForeignUpload", err)
+			// Upload ids are per caller: another caller's id is unknown
+			// to B, and B may use the same id for its own upload, which
+			// leaves A's untouched.
+			if _, err := b.store.Resolve(ctx, "caller-b", "mine"); !errors.Is(err, ErrUnknownUpload) {
+				t.Fatalf("Resolve by another caller = %v, want ErrUnknownUpload", err)
 			}
-			if _, err := b.store.PresignUpload(ctx, uploadReq("caller-b", "mine", doc)); !errors.Is(err, ErrForeignUpload) {
-				t.Fatalf("presign of another caller's id = %v, want ErrForeignUpload", err)
+			if _, err := b.store.PresignUpload(ctx, uploadReq("caller-b", "mine", doc[1:])); err != nil {
+				t.Fatalf("presign by another caller of the same id = %v, want its own upload", err)
+			}
+			if _, err := b.store.Resolve(ctx, "caller-b", "mine"); !errors.Is(err, ErrNotUploaded) {
+				t.Fatalf("Resolve of B's own, not yet uploaded id = %v, want ErrNotUploaded", err)
+			}
+			if ref, err := b.store.Resolve(ctx, "caller-a", "mine"); err != nil || ref.SHA256 != Digest(doc) {
+				t.Fatalf("A's upload after B used the same id: %+v, %v", ref, err)
 			}
 		})
 

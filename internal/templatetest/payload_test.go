@@ -24,6 +24,14 @@ func objectPrefix(tpl *stack.Template, r any) (bucket, prefix string, ok bool) {
 	return g[1], g[2], true
 }
 
+// listBucketNeeds is why a function needs s3:ListBucket on the payload
+// bucket although its code never lists: with it S3 answers a missing key
+// 404 (NoSuchKey/NotFound), without it 403 AccessDenied, and the function
+// answers differently for a missing object than for a fault.
+var listBucketNeeds = map[string]string{
+	"SubmitFunction": "S3's 404 for a missing upload intent, upload or inherited document (unknown-upload, upload-not-received, document-expired instead of a 500)",
+}
+
 var subObjects = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/([a-z][a-z0-9-]*/)\*$`)
 
 // wantS3 is each function's S3 access, by action and key prefix of the
@@ -33,10 +41,16 @@ var subObjects = regexp.MustCompile(`^\$\{(\w+)\.Arn\}/([a-z][a-z0-9-]*/)\*$`)
 // reads and copies them to inputs/ at submit; the worker
 // reads inputs and puts results under its own assignment (a repeated put
 // reads the object back); the reconciler puts a large read-back result
-// under the assignment it completes. Nobody lists or deletes: lifecycle
-// rules expire objects.
+// under the assignment it completes. Nobody deletes: lifecycle rules
+// expire objects. Only submit may list (s3:ListBucket on the bucket, see
+// listBucketNeeds): S3 answers a missing key 404 only with it, 403
+// otherwise, and submit's answers depend on telling a missing upload,
+// intent or document from a fault. The worker and the reconciler end the
+// same way for a 404 and a 403 (the task fails or is parked with the S3
+// error), so they do without.
 var wantS3 = map[string][]string{
 	"SubmitFunction": {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:GetObject on upload-intents/", "s3:GetObject on uploads/",
+		"s3:ListBucket on the bucket",
 		"s3:PutObject on inputs/", "s3:PutObject on upload-intents/", "s3:PutObject on uploads/"},
 	"WorkerFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on results/"},
 	"ReconcilerFunction": {"s3:GetObject on results/", "s3:PutObject on results/"},
@@ -141,6 +155,16 @@ func TestPayloadBucket(t *testing.T) {
 					continue
 				}
 				for _, r := range s.resources {
+					if b := getAtt(r, "Arn"); a == "s3:ListBucket" && tpl.ResourceType(b) == "AWS::S3::Bucket" {
+						if s.condition != nil {
+							t.Errorf("%s: s3:ListBucket with a condition %v: S3's 404-or-403 decision for GetObject/HeadObject would not count it", id, s.condition)
+						}
+						if ref(f.Env["PAYLOAD_BUCKET"]) != b {
+							t.Errorf("%s: %s on %s but PAYLOAD_BUCKET does not name it", id, a, b)
+						}
+						got = append(got, a+" on the bucket")
+						continue
+					}
 					bucket, prefix, ok := objectPrefix(tpl, r)
 					if !ok {
 						t.Errorf("%s: %s on %v: want only ${PayloadBucket.Arn}/<prefix>/*", id, a, r)

@@ -239,6 +239,9 @@ func TestPoliciesMatchCode(t *testing.T) {
 		if needs["secretsmanager:GetSecretValue"] != nil {
 			needs[secretsManagerKMS] = []string{"Secrets Manager, decrypting a secret under SecretsKmsKeyArn"}
 		}
+		if why := listBucketNeeds[id]; why != "" {
+			needs["s3:ListBucket"] = []string{why}
+		}
 		grants := map[string]bool{}
 		for _, s := range statements(t, tpl, id) {
 			for _, g := range s.grants() {

@@ -104,7 +104,10 @@
 // A task's documents (ledger.DocumentRef; documents.go) are read and
 // verified the same way, right after the input, and handed to the provider
 // as provider.Document; one gone or altered fails the task
-// document_unavailable without a call.
+// document_unavailable without a call. An instance holds at most
+// DocumentMemory bytes of documents at once (docmemory.go): a record whose
+// documents do not fit is given back without a call and without consuming
+// an attempt, and returns after DocumentMemoryRetry.
 // Without a store every payload is inline and no S3 call is made.
 //
 // # Uncertain outcomes

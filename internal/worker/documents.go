@@ -27,15 +27,33 @@ const ErrorClassDocumentUnavailable = "document_unavailable"
 // ok=false means the record is settled with r and the provider must not be
 // called, as for the input (resolveInput): an unreadable or altered object
 // fails the task document_unavailable, once, with the reason; S3 not
-// answering gives the claim and its attempt back for a later retry.
-func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, r result, ok bool) {
+// answering gives the claim and its attempt back for a later retry. The
+// documents' bytes count against the instance's document memory
+// (docmemory.go) from before they are read until done is called; when
+// they do not fit, the claim and its attempt are given back and the
+// record tries again later.
+func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, done func(), r result, ok bool) {
 	if len(t.Documents) == 0 {
-		return nil, result{}, true
+		return nil, func() {}, result{}, true
 	}
 	if h.Payloads == nil {
 		log.ErrorContext(ctx, "the task references documents but the worker has no payload bucket configured (PAYLOAD_BUCKET); released")
-		return nil, h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+		return nil, nil, h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
 	}
+	done, fits := h.holdDocuments(t)
+	if !fits {
+		return nil, nil, h.documentsDoNotFit(ctx, rec, t, log), false
+	}
+	docs, r, ok = h.readDocuments(ctx, rec, t, log)
+	if !ok {
+		done()
+		return nil, nil, r, false
+	}
+	return docs, done, result{}, true
+}
+
+// readDocuments reads and verifies each document (see resolveDocuments).
+func (h *Handler) readDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, r result, ok bool) {
 	docs = make([]provider.Document, 0, len(t.Documents))
 	for i, d := range t.Documents {
 		b, err := h.Payloads.Get(ctx, payloadRef(d.Ref))

@@ -94,10 +94,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !ok {
 		return r
 	}
-	docs, r, ok := h.resolveDocuments(ctx, rec, t, log) // documents.go
+	docs, docsDone, r, ok := h.resolveDocuments(ctx, rec, t, log) // documents.go
 	if !ok {
 		return r
 	}
+	// The documents' bytes leave the instance's document memory when the
+	// record is done with them.
+	defer docsDone()
 	tk, r, ok := h.admitCall(ctx, rec, t, input, log) // provider admission (admission.go)
 	if !ok {
 		return r

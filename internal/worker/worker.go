@@ -130,6 +130,11 @@ type Handler struct {
 	// threshold is put there before the fenced completion. nil keeps every
 	// result inline and makes no S3 call.
 	Payloads *payload.Store
+	// DocumentMemory bounds the document bytes the records of this
+	// instance hold at once (DefaultDocumentMemory; docmemory.go).
+	DocumentMemory int64
+
+	docUsed int64 // document bytes held now (atomic; docmemory.go)
 }
 
 // Outcomes of one record, as counted in the batch metrics.

@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/payload"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// DefaultDocumentMemory bounds the document bytes one worker instance
+// holds at once: one task's largest set of documents (5 x
+// payload.MaxDocumentSize = 22.5 MB). Everything else in flight is small
+// (inputs and results are at most payload.MaxObjectSize, 8 MiB, and
+// usually inline). The arithmetic for the 256 MB WorkerFunction
+// (internal/templatetest): the raw bytes, a base64 copy in the Bedrock
+// request (4/3), doubled for the Go heap's GC headroom, plus 64 MB for the
+// runtime: 22.5 x 7/3 x 2 + 64 ≈ 169 MB.
+const DefaultDocumentMemory = 5 * payload.MaxDocumentSize
+
+// DocumentMemoryRetry is how long a record whose documents do not fit
+// waits on the queue before it is tried again (its attempt given back).
+const DocumentMemoryRetry = 10 * time.Second
+
+// documentMemory is the handler's bound on document bytes held at once.
+func (h *Handler) documentMemory() int64 {
+	if h.DocumentMemory > 0 {
+		return h.DocumentMemory
+	}
+	return DefaultDocumentMemory
+}
+
+// holdDocuments reserves the bytes of t's documents; ok=false when they do
+// not fit beside the documents other records of this instance hold. A
+// task's documents always fit an otherwise empty instance (the submit
+// handler accepts at most DefaultDocumentMemory of them), so a record
+// never waits for itself. release returns the bytes; call it once the
+// documents are no longer referenced (after the provider call).
+func (h *Handler) holdDocuments(t *ledger.Task) (release func(), ok bool) {
+	var n int64
+	for _, d := range t.Documents {
+		n += d.Ref.Size
+	}
+	if n == 0 {
+		return func() {}, true
+	}
+	n = min(n, h.documentMemory())
+	for {
+		used := atomic.LoadInt64(&h.docUsed)
+		if used+n > h.documentMemory() {
+			return nil, false
+		}
+		if atomic.CompareAndSwapInt64(&h.docUsed, used, used+n) {
+			break
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { atomic.AddInt64(&h.docUsed, -n) }) }, true
+}
+
+// documentsDoNotFit gives the claim and its attempt back (no call was
+// made) and delays the message by DocumentMemoryRetry: the instance holds
+// as many document bytes as its memory allows, and another instance, or
+// this one a little later, takes the task.
+func (h *Handler) documentsDoNotFit(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
+	if err := h.release(ctx, rec, t, log); err != nil {
+		log.WarnContext(ctx, "documents do not fit the worker's memory and the release failed; the lease will expire", "error", err.Error())
+		return deferred
+	}
+	h.setVisibility(ctx, rec, DocumentMemoryRetry, log)
+	log.InfoContext(ctx, "documents do not fit beside those this instance holds; released the task and its attempt",
+		"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds())
+	return notAdmitted
+}
