@@ -342,33 +342,22 @@ func (s *Store) Adopt(ctx context.Context, upload Ref) (Ref, error) {
 		return Ref{}, err
 	}
 	if !exists {
-		_, err = s.s3.CopyObject(ctx, &s3.CopyObjectInput{
-			Bucket:            aws.String(s.bucket),
-			Key:               aws.String(dst.Key),
-			CopySource:        aws.String(s.bucket + "/" + upload.Key),
-			CopySourceIfMatch: aws.String(etag),
-			IfNoneMatch:       aws.String("*"),
-			ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
-			ContentType:       aws.String("application/octet-stream"),
-			MetadataDirective: s3types.MetadataDirectiveReplace,
-		})
-		switch {
-		case err == nil:
-		case isPreconditionFailed(err):
-			// Either the upload changed since it was checked or the
-			// content address appeared meanwhile: tell which.
-			if err := s.sameETag(ctx, upload, etag); err != nil {
-				return Ref{}, err
-			}
-			exists = true
-		default:
-			return Ref{}, s.steer("copy "+upload.Key+" to "+dst.Key, err)
+		var appeared bool
+		if appeared, err = s.copyNew(ctx, upload, dst, etag); err != nil {
+			return Ref{}, err
 		}
+		exists = appeared
 	}
 	if exists {
 		// Same bytes by construction (the key is their hash): renew its
-		// lifecycle clock for this task.
-		if err := s.Renew(ctx, dst); err != nil {
+		// lifecycle clock for this task. The lifecycle may delete it
+		// between the HEAD and the renew (S3 expires asynchronously): then
+		// the upload is copied as if it had never been there.
+		err := s.Renew(ctx, dst)
+		if errors.Is(err, ErrNotFound) {
+			err = s.copyUpload(ctx, upload, dst, etag)
+		}
+		if err != nil {
 			return Ref{}, err
 		}
 	}
@@ -376,6 +365,46 @@ func (s *Store) Adopt(ctx context.Context, upload Ref) (Ref, error) {
 		return Ref{}, err
 	}
 	return dst, nil
+}
+
+// copyNew copies the verified upload (etag) to the content address dst,
+// on the conditions that the upload is still that version and dst does
+// not exist. appeared reports that dst appeared meanwhile (same bytes by
+// construction); an upload that changed is ErrUploadMismatch.
+func (s *Store) copyNew(ctx context.Context, upload, dst Ref, etag string) (appeared bool, err error) {
+	_, err = s.s3.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(dst.Key),
+		CopySource:        aws.String(s.bucket + "/" + upload.Key),
+		CopySourceIfMatch: aws.String(etag),
+		IfNoneMatch:       aws.String("*"),
+		ChecksumAlgorithm: s3types.ChecksumAlgorithmSha256,
+		ContentType:       aws.String("application/octet-stream"),
+		MetadataDirective: s3types.MetadataDirectiveReplace,
+	})
+	switch {
+	case err == nil:
+		return false, nil
+	case isPreconditionFailed(err):
+		// Either the upload changed since it was checked or the content
+		// address appeared meanwhile: tell which.
+		if err := s.sameETag(ctx, upload, etag); err != nil {
+			return false, err
+		}
+		return true, nil
+	default:
+		return false, s.steer("copy "+upload.Key+" to "+dst.Key, err)
+	}
+}
+
+// copyUpload copies the upload to dst after the content address vanished
+// under a renew; if it appeared again meanwhile, it is renewed.
+func (s *Store) copyUpload(ctx context.Context, upload, dst Ref, etag string) error {
+	appeared, err := s.copyNew(ctx, upload, dst, etag)
+	if err != nil || !appeared {
+		return err
+	}
+	return s.Renew(ctx, dst)
 }
 
 // verifiedETag returns the ETag of the upload's current version after
