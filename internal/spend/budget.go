@@ -207,7 +207,27 @@ func (a *Accountant) Settle(ctx context.Context, budgetKey string, r Reservation
 		return nil, fmt.Errorf("spend: invalid settle of %q with %+v", r.ID, actual)
 	}
 	key := BudgetItemKey(budgetKey)
-	in := &dynamodb.UpdateItemInput{
+	in := a.settleInput(key, r, actual)
+	out, item, err := a.write(ctx, key, in)
+	if err != nil {
+		return nil, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
+	}
+	if out != nil {
+		s := decodeState(out.Attributes)
+		return &s, nil
+	}
+	if v, ok := item[r.attr()]; ok {
+		return nil, fmt.Errorf("spend: settle %s on %s: reserved as %v, not %s (tokens:micros)", r.ID, key, strOf(v), r.value())
+	}
+	// Already settled (our lost write landed) — or never reserved, which a
+	// caller that only settles what Reserve returned cannot do.
+	s := decodeState(item)
+	return &s, nil
+}
+
+// settleInput is Settle's conditional UpdateItem.
+func (a *Accountant) settleInput(key string, r Reservation, actual Usage) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
 		TableName:           &a.c.TasksTable,
 		Key:                 keyOf(key),
 		UpdateExpression:    aws.String("REMOVE #rsv ADD #ut :dt, #uc :dc, #si :in, #so :out, #sc :c SET #e = :exp"),
@@ -224,21 +244,37 @@ func (a *Accountant) Settle(ctx context.Context, budgetKey string, r Reservation
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	out, item, err := a.write(ctx, key, in)
-	if err != nil {
-		return nil, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
+}
+
+// SettleIfReserved settles r like Settle when it is still reserved, and
+// otherwise does nothing — without reading the item to tell why (already
+// settled, never reserved, or reserved at other amounts). For settling a
+// reservation whose attempt may have settled it itself (the previous
+// attempt's, after a crash), where a refusal is the common, harmless case.
+// Invalid input is an error; so are DynamoDB errors.
+func (a *Accountant) SettleIfReserved(ctx context.Context, budgetKey string, r Reservation, actual Usage) (settled bool, err error) {
+	if err := checkKey(budgetKey); err != nil {
+		return false, err
 	}
-	if out != nil {
-		s := decodeState(out.Attributes)
-		return &s, nil
+	if !idPattern.MatchString(r.ID) || actual.InputTokens < 0 || actual.OutputTokens < 0 || actual.Cost < 0 {
+		return false, fmt.Errorf("spend: invalid settle of %q with %+v", r.ID, actual)
 	}
-	if v, ok := item[r.attr()]; ok {
-		return nil, fmt.Errorf("spend: settle %s on %s: reserved as %v, not %s (tokens:micros)", r.ID, key, strOf(v), r.value())
+	key := BudgetItemKey(budgetKey)
+	in := onTable(a.settleInput(key, r, actual), a.c.TasksTable)
+	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, types.ReturnValuesOnConditionCheckFailureNone
+	for attempt := 1; attempt <= a.c.MaxAttempts; attempt++ {
+		_, err = a.c.DB.UpdateItem(ctx, in)
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &ccf):
+			return false, nil // a repeat after a lost reply lands here too: settled
+		case !ambiguous(err) || ctx.Err() != nil:
+			return false, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
+		}
 	}
-	// Already settled (our lost write landed) — or never reserved, which a
-	// caller that only settles what Reserve returned cannot do.
-	s := decodeState(item)
-	return &s, nil
+	return false, fmt.Errorf("spend: settle %s on %s: outcome unknown after %d writes: %w", r.ID, key, a.c.MaxAttempts, err)
 }
 
 // Get returns the budget state of budgetKey (zero when nothing was

@@ -276,3 +276,35 @@ func TestConcurrentReservesWithLostRepliesCountOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleIfReserved settles a reservation still held, and leaves alone
+// (without a read) one already settled or never made.
+func TestSettleIfReserved(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, nil)
+		ctx := context.Background()
+		r := spend.Reservation{ID: "t_s.a1", Tokens: 100, Cost: 10}
+		if _, err := b.acct.Reserve(ctx, "t_s", spend.Budget{MaxTokens: 1000}, r); err != nil {
+			t.Fatal(err)
+		}
+		e.Counter.Reset()
+		ok, err := b.acct.SettleIfReserved(ctx, "t_s", r, spend.Usage{InputTokens: 60, OutputTokens: 40, Cost: 10})
+		if err != nil || !ok {
+			t.Fatalf("SettleIfReserved of a held reservation = %v, %v; want settled", ok, err)
+		}
+		ok, err = b.acct.SettleIfReserved(ctx, "t_s", r, spend.Usage{InputTokens: 60, OutputTokens: 40, Cost: 10})
+		if err != nil || ok {
+			t.Fatalf("again = %v, %v; want not settled, no error", ok, err)
+		}
+		if ok, err = b.acct.SettleIfReserved(ctx, "t_s", spend.Reservation{ID: "t_s.a9", Tokens: 1}, spend.Usage{}); err != nil || ok {
+			t.Fatalf("a reservation never made = %v, %v; want not settled, no error", ok, err)
+		}
+		if c := e.Counter.Calls(); c["DynamoDB.UpdateItem"] != 3 || c["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("calls %v, want 3 UpdateItems and no read", c)
+		}
+		s, err := b.acct.Get(ctx, "t_s")
+		if err != nil || s.ReservedTokens != 0 || s.Spent.Tokens() != 100 {
+			t.Fatalf("state %+v (%v), want nothing reserved and 100 tokens spent once", s, err)
+		}
+	})
+}

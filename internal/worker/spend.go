@@ -157,8 +157,8 @@ func reservationID(taskID string, attempt int) string {
 // kept it "reserved by attempts in flight" forever (adversarial review of
 // issue 14). Full, because the provider may have billed that attempt; the
 // budget sees the same amount either way, now as spent. A previous attempt
-// that settled makes this a refused no-op (Settle is idempotent per id);
-// one reserved at other prices is left as it is (logged).
+// that settled makes this a refused no-op (one conditional UpdateItem per
+// budget item, no read); one reserved at other prices is left as it is.
 func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
 	if t.Attempts <= 1 {
 		return
@@ -166,7 +166,7 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 	prev := rs.r
 	prev.ID = reservationID(t.TaskID, t.Attempts-1)
 	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
-		if _, err := h.Spend.Budgets.Settle(ctx, key, prev, rs.max); err != nil {
+		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
 			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
 		}
 	}
