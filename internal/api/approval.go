@@ -111,13 +111,14 @@ type decision struct {
 	artifactSHA256 string
 	note           string
 	edited         string // canonical JSON object; "" for none
+	round          *int   // approve: the approval round the approver was shown
 }
 
 func parseDecision(h map[string]string, body []byte, approve bool) (decision, *Problem) {
 	var d decision
 	allowed := []string{"note"}
 	if approve {
-		allowed = []string{"artifact_sha256", "note", "edited_result"}
+		allowed = []string{"artifact_sha256", "note", "edited_result", "approval_round"}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if approve {
@@ -143,6 +144,13 @@ func parseDecision(h map[string]string, body []byte, approve bool) (decision, *P
 	raw, ok := fields["artifact_sha256"]
 	if !ok || json.Unmarshal(raw, &d.artifactSHA256) != nil || !hexSHA256(d.artifactSHA256) {
 		return d, invalidBody("artifact_sha256", `Field "artifact_sha256" is required: the 64 lowercase hex characters of the task's result_sha256 you approve.`)
+	}
+	if raw, ok := fields["approval_round"]; ok && !bytes.Equal(raw, []byte("null")) {
+		var r int
+		if json.Unmarshal(raw, &r) != nil || r < 0 {
+			return d, invalidBody("approval_round", `Field "approval_round" must be the task's approval.round you were shown (a whole number, 0 before any withdrawal).`)
+		}
+		d.round = &r
 	}
 	if raw, ok := fields["edited_result"]; ok && !bytes.Equal(raw, []byte("null")) {
 		if raw[0] != '{' {
@@ -260,6 +268,19 @@ func (h *Handler) decide(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decision, policy string) events.APIGatewayV2HTTPResponse {
 	if t.State != ledger.StateAwaitingApproval && !(t.State == ledger.StateCompleted && t.ApprovalState == ledger.ApprovalApproved) {
 		return h.notAwaiting(c, t, "approved")
+	}
+	if d.round != nil && *d.round != t.ApprovalRound {
+		// The approval was withdrawn since the approver read the task: a
+		// repeat of their approve (a lost reply retried) must not approve
+		// the new round over the withdraw. The ledger's Approve is
+		// conditioned on the round read here, so a withdraw landing in
+		// between fails it too.
+		c.outcome = "round_changed"
+		p := newProblem(TypeApprovalRoundChanged, http.StatusConflict, "Approval round changed",
+			fmt.Sprintf("You approved approval round %d; the approval was withdrawn since (round %d now). Read the task again and decide on what it shows. Nothing was changed.", *d.round, t.ApprovalRound)).
+			withField("approval_round")
+		p.TaskID, p.State = t.TaskID, string(t.State)
+		return p.response()
 	}
 	pl, err := storedPlan(t)
 	if err != nil {

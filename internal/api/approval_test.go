@@ -125,8 +125,21 @@ func TestApprovalGateOverHTTP(t *testing.T) {
 		if w.State != string(ledger.StateAwaitingApproval) || w.Approval.State != ledger.ApprovalWithdrawn || len(w.Deliveries) != 2 || w.Deliveries[0].State != "cancelled" {
 			t.Fatalf("withdrawn view = %s %+v %+v", w.State, w.Approval, w.Deliveries)
 		}
-		// Approve again (new deliveries), a worker claims one, withdraw is 409 naming it.
-		r2 := view(t, b.do(t, decisionReq("approve", id, `{"artifact_sha256":"`+sha+`"}`)))
+		if w.Approval.Round != 1 || v.Approval.Round != 0 {
+			t.Fatalf("approval rounds %d before and %d after the withdrawal, want 0 and 1", v.Approval.Round, w.Approval.Round)
+		}
+		// A repeat of the first approve (a lost reply retried after the
+		// withdraw) names the round it was shown: 409, nothing changed.
+		p = wantProblem(t, b.do(t, decisionReq("approve", id, `{"artifact_sha256":"`+sha+`","approval_round":0,"note":"looks right"}`)), http.StatusConflict, api.TypeApprovalRoundChanged)
+		if p.Field != "approval_round" {
+			t.Fatalf("round-changed problem names field %q", p.Field)
+		}
+		if cur := view(t, b.do(t, getReq(id))); cur.State != string(ledger.StateAwaitingApproval) || len(cur.Deliveries) != 2 {
+			t.Fatalf("after the stale approve: %s, %d deliveries; want awaiting, the 2 withdrawn", cur.State, len(cur.Deliveries))
+		}
+		wantProblem(t, b.do(t, decisionReq("approve", id, `{"artifact_sha256":"`+sha+`","approval_round":-1}`)), http.StatusBadRequest, api.TypeInvalidBody)
+		// Approve again with the round now shown (new deliveries), a worker claims one, withdraw is 409 naming it.
+		r2 := view(t, b.do(t, decisionReq("approve", id, `{"artifact_sha256":"`+sha+`","approval_round":1}`)))
 		if len(r2.Deliveries) != 4 || r2.Deliveries[0].State != "queued" || r2.Deliveries[2].State != "cancelled" {
 			t.Fatalf("re-approved deliveries = %+v", r2.Deliveries)
 		}

@@ -22,6 +22,10 @@ type ApprovalView struct {
 	Policy string `json:"policy,omitempty"`
 	// ExpiresAt is the approval deadline (RFC 3339) while awaiting it.
 	ExpiresAt string `json:"expires_at,omitempty"`
+	// Round counts the approval's withdrawals (0 before the first). An
+	// approve may send the round it was shown ("approval_round"): after a
+	// withdraw it no longer matches, so a stale repeat cannot re-approve.
+	Round int `json:"round"`
 }
 
 // DeliveryView is one deliver task of an approval.
@@ -49,7 +53,7 @@ func approvalView(t *ledger.Task) *ApprovalView {
 		return nil
 	}
 	v := &ApprovalView{State: t.ApprovalState, ArtifactSHA256: t.ApprovalSHA256, DecidedBy: t.DecidedBy,
-		DecidedAt: t.DecidedAt, Note: t.ApprovalNote, Policy: t.ApprovalPolicy}
+		DecidedAt: t.DecidedAt, Note: t.ApprovalNote, Policy: t.ApprovalPolicy, Round: t.ApprovalRound}
 	switch {
 	case t.State == ledger.StateNeedsReview && t.ReviewReason == ledger.ReviewApprovalExpired:
 		v.State = ledger.ApprovalExpired

@@ -35,6 +35,7 @@ const (
 	TypeInternal              = ProblemBase + "internal"                // 500
 	// Approval decisions (DESIGN §10).
 	TypeArtifactChanged        = ProblemBase + "artifact-changed"         // 409
+	TypeApprovalRoundChanged   = ProblemBase + "approval-round-changed"   // 409
 	TypeDeliveriesStarted      = ProblemBase + "deliveries-started"       // 409
 	TypeForbidden              = ProblemBase + "forbidden"                // 403
 	TypeArtifactNotDeliverable = ProblemBase + "artifact-not-deliverable" // 422

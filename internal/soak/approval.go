@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -230,8 +231,11 @@ func (s *soak) playApprover(ctx context.Context, t *task) {
 	}
 	s.wf.shown[t.id] = sha
 	s.wf.mu.Unlock()
+	round := st.ApprovalRound
 	approve := func(variant, h string) decisionCall {
-		return s.decision(ctx, t, "approve", variant, h, `{"artifact_sha256":"`+h+`","note":"soak approves"}`)
+		// The round the approver was shown: a repeat of this approve after
+		// a withdraw is refused, not a re-approval over it.
+		return s.decision(ctx, t, "approve", variant, h, `{"artifact_sha256":"`+h+`","approval_round":`+strconv.Itoa(round)+`,"note":"soak approves"}`)
 	}
 	reject := func(variant string) decisionCall {
 		return s.decision(ctx, t, "reject", variant, "", `{"note":"soak rejects"}`)
@@ -276,7 +280,12 @@ func (s *soak) playApprover(ctx context.Context, t *task) {
 			s.inject(t.kind) // the withdraw ran
 		}
 		if w.status == http.StatusOK {
-			approve("again", sha) // a new round: new delivery keys
+			// The approver reads the task again and approves the round it
+			// now shows: a new round, new delivery keys.
+			if cur, err := s.clean.Get(ctx, t.id); err == nil {
+				round = cur.ApprovalRound
+			}
+			approve("again", sha)
 		}
 	case WfStaleHash:
 		c := approve("stale", ledger.SHA256Hex("stale:"+sha))

@@ -197,11 +197,16 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 	case DeadlinePressure:
 		return []simulated.Fault{simulated.Long}
 	case BudgetTight:
-		return []simulated.Fault{simulated.ServerError, simulated.ServerError}
+		// A throttle (a definite refusal: charged nothing) and a 5xx
+		// (charged its reservation: the model may have generated), so a
+		// budget of 1.5 reservations parks and one of 2 completes.
+		return []simulated.Fault{simulated.Throttle, simulated.ServerError}
 	case CancelRunning:
 		return []simulated.Fault{simulated.Slow}
 	case ChainBudget:
-		return []simulated.Fault{simulated.ServerError}
+		// A definite refusal: the root still completes within its chain's
+		// budget, and the two regenerates race for what is left.
+		return []simulated.Fault{simulated.Throttle}
 	case OversizedResult:
 		// Every attempt: the provider deterministically answers too much.
 		return repeat(simulated.Oversized, maxAttempts+1)

@@ -22,6 +22,12 @@
 
   var d = null;          // app.js's helpers: call, showTask, remember, setStatus, when, badge, el, networkText, retryText
   var shown = null;      // the view the buttons act on (its result_sha256 is what is approved)
+
+  // round is the approval round of the view shown: an approve sends it, so
+  // one sent before a withdraw cannot re-approve after it (409).
+  function round() {
+    return shown && shown.approval && typeof shown.approval.round === 'number' ? shown.approval.round : undefined;
+  }
   var editing = false;
   var busy = false;
 
@@ -196,7 +202,7 @@
 
   function onApprove() {
     var sha = shown && shown.result_sha256;
-    post('approve', { artifact_sha256: sha, note: $('approval-note').value }, 'Approve', function (v) {
+    post('approve', { artifact_sha256: sha, approval_round: round(), note: $('approval-note').value }, 'Approve', function (v) {
       outcome('approved');
       setStatus('Approved result ' + short(sha) + ' — ' + deliveriesText(v), 'ok');
     });
@@ -207,7 +213,7 @@
     var built = L.editedResult(shown.result, $('approval-edit').value);
     if (built.error) { setStatus(built.error, 'error'); $('approval-edit').focus(); return; }
     var sha = shown.result_sha256;
-    post('approve', { artifact_sha256: sha, note: $('approval-note').value, edited_result: built.result }, 'Edit & approve', function (v) {
+    post('approve', { artifact_sha256: sha, approval_round: round(), note: $('approval-note').value, edited_result: built.result }, 'Edit & approve', function (v) {
       outcome('approved-edited');
       setEditing(false);
       setStatus('Approved an edit of result ' + short(sha) + ': the edit is now the result (' + short(v.result_sha256) +
