@@ -269,7 +269,9 @@ func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decisi
 	if t.State != ledger.StateAwaitingApproval && !(t.State == ledger.StateCompleted && t.ApprovalState == ledger.ApprovalApproved) {
 		return h.notAwaiting(c, t, "approved")
 	}
-	if d.round != nil && *d.round != t.ApprovalRound {
+	if d.round != nil && *d.round != t.ApprovalRound && d.artifactSHA256 == t.ResultSHA256 {
+		// (An approve of another artifact is answered artifact-changed by
+		// the ledger below: the more specific answer.)
 		// The approval was withdrawn since the approver read the task: a
 		// repeat of their approve (a lost reply retried) must not approve
 		// the new round over the withdraw. The ledger's Approve is

@@ -176,6 +176,13 @@
         d.showTask(id, null);
         return;
       }
+      if (r.status === 409 && isType(r.body, 'approval-round-changed')) {
+        outcome('approval-round-changed');
+        setStatus('Not approved (409): the approval was withdrawn since this page read the task — nothing was changed. ' +
+          'The task is loaded again below: read it and decide again.', 'conflict');
+        d.showTask(id, null);
+        return;
+      }
       if (r.status === 409 && isType(r.body, 'deliveries-started')) {
         outcome('deliveries-started');
         var names = (r.body.deliveries || []).filter(function (x) { return x.state !== 'queued'; })
