@@ -1,23 +1,17 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/local"
-	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -81,69 +75,20 @@ func holdDeliveries(led *atomic.Pointer[ledger.Ledger], held *atomic.Int64) func
 func TestBrowserApproval(t *testing.T) {
 	t.Parallel()
 	node := needBrowser(t)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	ctx := browserCtx(t)
 	var led atomic.Pointer[ledger.Ledger]
 	var held atomic.Int64
-	s, err := local.Start(ctx, local.Options{
-		Addr:           "127.0.0.1:0",
-		ReconcileEvery: 500 * time.Millisecond,
-		StatusEvery:    -1,
-		Prefix:         testenv.UniquePrefix(),
-		WrapWorker:     holdDeliveries(&led, &held),
+	s := startStack(ctx, t, local.Options{
+		WrapWorker: holdDeliveries(&led, &held),
 		// make run's destinations: the deliveries the test does not hold
 		// back are delivered, with receipts.
 		Destinations: deliver.Config{Simulated: &deliver.SimulatedConfig{}},
 	})
-	if err != nil {
-		t.Fatalf("local.Start: %v", err)
-	}
 	led.Store(s.Ledger)
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("stack Close: %v", err)
-		}
-	})
-	shots := os.Getenv("TASKLEDGER_SCREENSHOTS")
-	if shots == "" {
-		shots = filepath.Join("test", "screenshots")
-	}
-	if shots, err = filepath.Abs(shots); err != nil {
-		t.Fatal(err)
-	}
 
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "approval.mjs"), s.URL, shots)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
-	t.Logf("approval.mjs stderr:\n%s", stderr.String())
-
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var rep approvalReport
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
-		t.Fatalf("approval.mjs printed no JSON report (%v); stdout:\n%s", err, clip(stdout.String(), 4000))
-	}
-	for _, st := range rep.Steps {
-		t.Logf("step %-80q ok=%t %5dms %s", st.Name, st.OK, st.MS, clip(string(st.Detail), 600))
-	}
-	if runErr != nil || !rep.OK {
-		t.Fatalf("approval browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
-	}
-	if len(rep.Screenshots) < 8 {
-		t.Fatalf("screenshots: %v, want 8", rep.Screenshots)
-	}
-	for _, p := range rep.Screenshots {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 10_000 {
-			t.Errorf("screenshot %s: not a plausible PNG (%d bytes)", p, len(b))
-		}
-	}
-	t.Logf("screenshots: %s", strings.Join(rep.Screenshots, " "))
+	runScript(ctx, t, node, "approval.mjs", &rep, s.URL, shotDir(t))
+	checkScreenshots(t, rep.Screenshots, 8)
 
 	get := func(name string) *ledger.Task {
 		t.Helper()

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,62 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/internal/local"
-	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/web"
 )
-
-// Chromium is Debian's chromium package; the test never uses a browser
-// build downloaded by playwright.
-const chromium = "/usr/bin/chromium"
-
-// requireEnv makes missing browser-test tools a failure instead of a skip
-// (CI sets it; `make deps` installs them).
-const requireEnv = "TASKLEDGER_REQUIRE_BROWSER"
-
-// missing skips t, or fails it when requireEnv is "1".
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(requireEnv) == "1" {
-		t.Fatalf(format+" ("+requireEnv+"=1; run `make deps`)", args...)
-	}
-	t.Skipf(format+" (run `make deps`; set "+requireEnv+"=1 to fail instead)", args...)
-}
-
-func needNode(t *testing.T) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node not found on PATH")
-	}
-	return node
-}
-
-func needBrowser(t *testing.T) string {
-	t.Helper()
-	node := needNode(t)
-	if fi, err := os.Stat(chromium); err != nil || fi.IsDir() {
-		missing(t, "%s not found (Debian package chromium)", chromium)
-	}
-	if _, err := os.Stat(filepath.Join("test", "node_modules", "playwright-core", "package.json")); err != nil {
-		missing(t, "web/test/node_modules/playwright-core not installed (cd web/test && npm ci)")
-	}
-	return node
-}
-
-// report is what web/test/browser.mjs prints as its last stdout line.
-type report struct {
-	OK    bool `json:"ok"`
-	Steps []struct {
-		Name   string          `json:"name"`
-		OK     bool            `json:"ok"`
-		MS     int64           `json:"ms"`
-		Detail json.RawMessage `json:"detail"`
-	} `json:"steps"`
-	Screenshots []string          `json:"screenshots"`
-	Tasks       map[string]string `json:"tasks"`
-	Errors      []string          `json:"errors"`
-}
 
 // TestBrowser drives the page in headless Chromium against a local stack
 // (embedded emulator, simulated provider) and then checks, in the ledger,
@@ -83,66 +29,12 @@ type report struct {
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	node := needBrowser(t)
+	ctx := browserCtx(t)
+	s := startStack(ctx, t, local.Options{})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	s, err := local.Start(ctx, local.Options{
-		Addr:           "127.0.0.1:0",
-		ReconcileEvery: 500 * time.Millisecond,
-		StatusEvery:    -1,
-		// The embedded emulator's state is shared by the process: fresh
-		// tables per run, so the count below sees only this run's tasks.
-		Prefix: testenv.UniquePrefix(),
-	})
-	if err != nil {
-		t.Fatalf("local.Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("stack Close: %v", err)
-		}
-	})
-
-	shots := os.Getenv("TASKLEDGER_SCREENSHOTS")
-	if shots == "" {
-		shots = filepath.Join("test", "screenshots")
-	}
-	shots, err = filepath.Abs(shots)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "browser.mjs"), s.URL, shots)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
-	t.Logf("browser.mjs stderr:\n%s", stderr.String())
-
-	rep := parseReport(t, stdout.Bytes())
-	for _, st := range rep.Steps {
-		t.Logf("step %-80q ok=%t %5dms %s", st.Name, st.OK, st.MS, clip(string(st.Detail), 400))
-	}
-	if runErr != nil || !rep.OK {
-		t.Fatalf("browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
-	}
-	for _, e := range rep.Errors {
-		t.Logf("browser console: %s", e)
-	}
-
-	if len(rep.Screenshots) == 0 {
-		t.Fatal("no screenshot saved")
-	}
-	for _, p := range rep.Screenshots {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 10_000 {
-			t.Errorf("screenshot %s: not a plausible PNG (%d bytes)", p, len(b))
-		}
-	}
-	t.Logf("screenshots: %s", strings.Join(rep.Screenshots, " "))
+	var rep report
+	runScript(ctx, t, node, "browser.mjs", &rep, s.URL, shotDir(t))
+	checkScreenshots(t, rep.Screenshots, 1)
 
 	// What the page showed is what the ledger holds.
 	want := map[string]ledger.State{
@@ -204,17 +96,9 @@ func TestBrowserSignIn(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("test", "node_modules", "oauth2-mock-server", "package.json")); err != nil {
 		missing(t, "web/test/node_modules/oauth2-mock-server not installed (cd web/test && npm ci)")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	ctx := browserCtx(t)
 
-	shots, err := filepath.Abs(filepath.Join("test", "screenshots"))
-	if v := os.Getenv("TASKLEDGER_SCREENSHOTS"); v != "" {
-		shots, err = filepath.Abs(v)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "signin.mjs"), shots)
+	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "signin.mjs"), shotDir(t))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second
@@ -244,21 +128,9 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Fatalf("issuer line %q: %v", first, err)
 	}
 
-	s, err := local.Start(ctx, local.Options{
-		Addr:           "127.0.0.1:0",
-		ReconcileEvery: 500 * time.Millisecond,
-		StatusEvery:    -1,
-		Prefix:         testenv.UniquePrefix(),
-		OIDCIssuer:     iss.Issuer,
-		OIDCAudience:   []string{iss.ClientID},
-	})
-	if err != nil {
-		t.Fatalf("local.Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("stack Close: %v", err)
-		}
+	s := startStack(ctx, t, local.Options{
+		OIDCIssuer:   iss.Issuer,
+		OIDCAudience: []string{iss.ClientID},
 	})
 	if _, err := io.WriteString(stdin, s.URL+"\n"); err != nil {
 		t.Fatalf("write stack URL: %v", err)
@@ -268,16 +140,8 @@ func TestBrowserSignIn(t *testing.T) {
 	rest, _ := io.ReadAll(out)
 	runErr := cmd.Wait()
 	t.Logf("signin.mjs stderr:\n%s", stderr.String())
-	rep := parseReport(t, rest)
-	for _, st := range rep.Steps {
-		t.Logf("step %-80q ok=%t %5dms %s", st.Name, st.OK, st.MS, clip(string(st.Detail), 400))
-	}
-	if runErr != nil || !rep.OK {
-		t.Fatalf("sign-in browser test failed (exit: %v, ok=%t)", runErr, rep.OK)
-	}
-	for _, e := range rep.Errors {
-		t.Logf("browser console: %s", e)
-	}
+	var rep report
+	readReport(t, "signin.mjs", rest, runErr, &rep)
 	if len(rep.Screenshots) < 3 {
 		t.Errorf("screenshots: %v, want the signed-out, signed-in and second-user pages", rep.Screenshots)
 	}
@@ -307,42 +171,11 @@ func TestBrowserSignIn(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func parseReport(t *testing.T, stdout []byte) report {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
-	last := lines[len(lines)-1]
-	var rep report
-	if err := json.Unmarshal([]byte(last), &rep); err != nil {
-		t.Fatalf("browser.mjs printed no JSON report (%v); stdout:\n%s", err, clip(string(stdout), 4000))
-	}
-	return rep
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // TestPageLogic runs the node unit tests of static/lib.js (node only, no
 // browser, no npm packages).
 func TestPageLogic(t *testing.T) {
 	t.Parallel()
-	node := needNode(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", filepath.Join("test", "lib.test.mjs")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("node --test: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`(?m)^# pass (\d+)$`).FindSubmatch(out)
-	if m == nil || string(m[1]) == "0" {
-		t.Fatalf("node --test ran no passing test:\n%s", out)
-	}
-	t.Logf("node unit tests passed: %s", m[1])
+	runNodeTests(t, "lib.test.mjs")
 }
 
 // TestFS checks the embedded page: its files are there, and it loads

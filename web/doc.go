@@ -100,12 +100,17 @@
 // task's deliveries back from the worker through local.Options.WrapWorker —,
 // a stale tab's approve refused with 409 artifact-changed, reject; then the
 // ledger is checked; screenshots approval-*.png).
-// Document attachments are tested the same way (web/test/documents.mjs on
-// the shared web/test/harness.mjs, TestBrowserDocuments: refused type and
+// Document attachments are tested the same way (web/test/documents.mjs,
+// TestBrowserDocuments: refused type and
 // size with no request, a .txt and a .png uploaded and submitted through a
 // 503 retry, the simulated provider's reply naming each SHA-256, an altered
 // upload refused with upload-mismatch; then the ledger is checked;
 // screenshots documents-*.png) and doclib.js in web/test/lib.test.mjs.
+// The scripts share web/test/harness.mjs (Chromium launch, steps, checks,
+// screenshots, the one-line JSON report; signin.mjs opens its own
+// two-origin context) and the Go tests share harness_test.go (the local
+// stack, the screenshot directory, running a script and reading its
+// report, the PNG checks).
 //
 // Task text is written to the DOM only as text (never as HTML) and never to
 // the URL or to web storage; only task ids and states are remembered, in

@@ -1,7 +1,7 @@
 // Shared harness of the page's browser tests: Debian Chromium driven by
 // playwright-core (never a downloaded browser build), the one-line JSON
-// report the Go tests read, steps, checks and screenshots. Used by
-// documents.mjs; the older scripts still carry their own copies.
+// report the Go tests read, steps, checks and screenshots. Used by every
+// browser script (signin.mjs opens its own context: it allows two origins).
 import { chromium } from 'playwright-core';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -48,13 +48,14 @@ export function createRun(tag, shotDirArg) {
 // launch starts Chromium with a fresh profile and a page that may load
 // only origin (anything else is aborted and listed in foreign); page
 // errors and console errors go to report.errors, CSP violations to csp.
-export async function launch(origin, report) {
+// opts.viewport overrides the 1280×1000 default.
+export async function launch(origin, report, opts = {}) {
   const userDataDir = await mkdtemp(join(tmpdir(), 'taskledger-chromium-'));
   const foreign = [];
   const csp = [];
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM, headless: true, args: ARGS,
-    viewport: { width: 1280, height: 1000 }, timeout: 60_000,
+    viewport: opts.viewport || { width: 1280, height: 1000 }, timeout: 60_000,
   });
   await context.route('**/*', (route) => {
     const u = route.request().url();

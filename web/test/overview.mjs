@@ -10,17 +10,8 @@
 //   {"ok":bool,"steps":[{"name","ok","ms","detail"}...],"screenshots":[paths],
 //    "tasks":{...},"figures":{...},"errors":[...]}
 // and exits 0 only when every step passed. Progress goes to stderr.
-import { chromium } from 'playwright-core';
-import { mkdtemp, mkdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { createRun, launch, run, mkdir, STEP_TIMEOUT } from './harness.mjs';
 
-const CHROMIUM = process.env.TASKLEDGER_CHROMIUM || '/usr/bin/chromium';
-const ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
-];
-const STEP_TIMEOUT = 60_000;
 const OVERALL_TIMEOUT = 170_000;
 
 const [, , stackURL, shotDirArg] = process.argv;
@@ -29,34 +20,13 @@ if (!stackURL || !shotDirArg) {
   process.exit(2);
 }
 const origin = new URL(stackURL).origin;
-const shotDir = resolve(shotDirArg);
-
-const report = { ok: false, steps: [], screenshots: [], tasks: {}, figures: {}, errors: [] };
+const h = createRun('overview', shotDirArg);
+const { report, log, step, check, shotDir } = h;
+report.figures = {};
 let page;
-const log = (...a) => console.error('[overview]', ...a);
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  log('step:', name);
-  try {
-    const detail = await fn();
-    report.steps.push({ name, ok: true, ms: Date.now() - t0, detail: detail ?? null });
-  } catch (err) {
-    report.steps.push({ name, ok: false, ms: Date.now() - t0, detail: String(err && err.stack || err) });
-    throw err;
-  }
-}
-
-function check(cond, msg) {
-  if (!cond) throw new Error('check failed: ' + msg);
-}
-
-async function shot(name) {
-  const p = join(shotDir, name);
-  await page.screenshot({ path: p, fullPage: true });
-  report.screenshots.push(p);
-  return p;
-}
+// shot acts on the page under test.
+const shot = (name) => h.shot(page, name);
 
 // figures reads what the Overview tab shows, from the DOM.
 async function figures() {
@@ -113,29 +83,12 @@ async function waitFigures(pred, what) {
 
 async function main() {
   await mkdir(shotDir, { recursive: true });
-  const userDataDir = await mkdtemp(join(tmpdir(), 'taskledger-chromium-'));
-  let context;
-  const foreign = [];
-  const cspViolations = [];
+  // launch aborts loads beyond the stack (listed in foreign) and collects
+  // CSP violations from the console (csp).
+  const b = await launch(origin, report, { viewport: { width: 1280, height: 900 } });
+  const { foreign, csp: cspViolations } = b;
+  page = b.page;
   try {
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM, headless: true, args: ARGS,
-      viewport: { width: 1280, height: 900 }, timeout: 60_000,
-    });
-    await context.route('**/*', (route) => {
-      const u = route.request().url();
-      if (u.startsWith(origin + '/') || u.startsWith('data:')) return route.continue();
-      foreign.push(u);
-      return route.abort();
-    });
-    page = context.pages()[0] || await context.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT);
-    page.on('pageerror', (e) => report.errors.push('pageerror: ' + e.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') report.errors.push('console: ' + m.text());
-      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
-    });
-
     await step('open the Overview tab of an empty stack', async () => {
       await page.goto(stackURL, { waitUntil: 'load' });
       await page.waitForSelector('html[data-ready="true"]');
@@ -229,21 +182,8 @@ async function main() {
     if (page) await shot('overview-failure.png').catch(() => {});
     throw err;
   } finally {
-    if (context) await context.close().catch(() => {});
-    await rm(userDataDir, { recursive: true, force: true }).catch(() => {});
+    await b.close();
   }
 }
 
-const timer = setTimeout(() => {
-  report.steps.push({ name: 'overall timeout', ok: false, ms: OVERALL_TIMEOUT, detail: 'gave up' });
-  process.stdout.write(JSON.stringify(report) + '\n');
-  process.exit(1);
-}, OVERALL_TIMEOUT);
-
-main().catch((err) => {
-  log('FAILED:', err && err.message || err);
-}).finally(() => {
-  clearTimeout(timer);
-  process.stdout.write(JSON.stringify(report) + '\n');
-  process.exit(report.ok ? 0 : 1);
-});
+run(report, log, OVERALL_TIMEOUT, main);

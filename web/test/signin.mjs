@@ -15,18 +15,13 @@
 //      step passed. The issuer stops with the script.
 import { chromium } from 'playwright-core';
 import { OAuth2Server } from 'oauth2-mock-server';
-import { mkdtemp, mkdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { CHROMIUM, ARGS, STEP_TIMEOUT, createRun, run, mkdir } from './harness.mjs';
 
-const CHROMIUM = process.env.TASKLEDGER_CHROMIUM || '/usr/bin/chromium';
-const ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
-];
 const CLIENT_ID = 'taskledger-page';
-const STEP_TIMEOUT = 60_000;
 const OVERALL_TIMEOUT = 170_000;
 
 const [, , shotDirArg] = process.argv;
@@ -34,33 +29,8 @@ if (!shotDirArg) {
   console.error('usage: node signin.mjs <screenshot dir>  (stack URL on stdin)');
   process.exit(2);
 }
-const shotDir = resolve(shotDirArg);
-const report = { ok: false, steps: [], screenshots: [], tasks: {}, errors: [] };
-const log = (...a) => console.error('[signin]', ...a);
+const { report, log, step, check, shot, shotDir } = createRun('signin', shotDirArg);
 let page;
-
-async function step(name, fn) {
-  const t0 = Date.now();
-  log('step:', name);
-  try {
-    const detail = await fn();
-    report.steps.push({ name, ok: true, ms: Date.now() - t0, detail: detail ?? null });
-  } catch (err) {
-    report.steps.push({ name, ok: false, ms: Date.now() - t0, detail: String(err && err.stack || err) });
-    throw err;
-  }
-}
-
-function check(cond, msg) {
-  if (!cond) throw new Error('check failed: ' + msg);
-}
-
-async function shot(p, name) {
-  const file = join(shotDir, name);
-  await p.screenshot({ path: file, fullPage: true });
-  report.screenshots.push(file);
-  return file;
-}
 
 // The issuer: who signs in next is chosen by the test (the mock has no
 // login form).
@@ -83,6 +53,8 @@ function trackFlow(ctx, issuer) {
   return seen;
 }
 
+// openContext is harness.mjs's launch for a page that may load several
+// origins (the stack and the issuer).
 async function openContext(userDataDir, allowed) {
   const ctx = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 900 }, timeout: 60_000,
@@ -303,16 +275,4 @@ async function main() {
   }
 }
 
-const timer = setTimeout(() => {
-  report.steps.push({ name: 'overall timeout', ok: false, ms: OVERALL_TIMEOUT, detail: 'gave up' });
-  process.stdout.write(JSON.stringify(report) + '\n');
-  process.exit(1);
-}, OVERALL_TIMEOUT);
-
-main().catch((err) => {
-  log('FAILED:', err && err.message || err);
-}).finally(() => {
-  clearTimeout(timer);
-  process.stdout.write(JSON.stringify(report) + '\n');
-  process.exit(report.ok ? 0 : 1);
-});
+run(report, log, OVERALL_TIMEOUT, main);
