@@ -7,7 +7,6 @@ import (
 
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -31,22 +30,14 @@ func TestAttack14bCancelParkedBeforeSaveLosesResult(t *testing.T) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
 		task := b.create(t, "atk14b-cancel-park-first", prompt)
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
-			cur, err := b.l.Get(ctx, id)
-			if err != nil {
-				return err
-			}
-			if _, err := b.l.CancelRunning(ctx, cur); err != nil {
-				t.Errorf("cancel after the provider replied: %v", err)
-			}
+		b.h.Hooks = cancelAfterReply(t, b, func(ctx context.Context, id string) {
 			// The worker is slow to save; the reconciler's period passes.
 			b.clock.Advance(2 * time.Minute)
 			b.reconcile(t, b.sim)
 			if p := b.get(t, id); p.State != ledger.StateNeedsReview || p.ReviewReason != ledger.ReviewUnknownOutcome {
 				t.Errorf("setup: the reconciler should have parked the cancelled task unknown_outcome first, got %s/%s", p.State, p.ReviewReason)
 			}
-			return nil
-		}}
+		})
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		if n := b.sim.SideEffects(task.TaskID); n != 1 {

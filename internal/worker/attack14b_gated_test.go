@@ -7,7 +7,6 @@ import (
 
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -31,16 +30,7 @@ func TestAttack14bCancelledGatedTaskAwaitsApproval(t *testing.T) {
 			n.ApprovalTTL = 48 * time.Hour
 			n.Plan = `{"approval":{"expires_in_seconds":172800,"required":true},"deliver":[]}`
 		})
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
-			cur, err := b.l.Get(ctx, id)
-			if err != nil {
-				return err
-			}
-			if _, err := b.l.CancelRunning(ctx, cur); err != nil {
-				t.Errorf("cancel after the provider replied: %v", err)
-			}
-			return nil
-		}}
+		b.h.Hooks = cancelAfterReply(t, b, nil)
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)

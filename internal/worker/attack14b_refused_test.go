@@ -7,7 +7,6 @@ import (
 
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -33,16 +32,7 @@ func TestAttack14bCancelAfterADefiniteRefusalParks(t *testing.T) {
 		ctx := context.Background()
 		task := b.create(t, "atk14b-cancel-refused", prompt)
 		b.sim.Script(task.TaskID, simulated.BadRequest)
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
-			cur, err := b.l.Get(ctx, id)
-			if err != nil {
-				return err
-			}
-			if _, err := b.l.CancelRunning(ctx, cur); err != nil {
-				t.Errorf("cancel after the provider refused: %v", err)
-			}
-			return nil
-		}}
+		b.h.Hooks = cancelAfterReply(t, b, nil)
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		if n := b.sim.SideEffects(task.TaskID); n != 0 {
