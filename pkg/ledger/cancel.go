@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"context"
-
-	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // Error classes of a cancel while running (CancelRunning, CancelUnknown).
@@ -123,31 +121,11 @@ const CancelTooLateMessage = "a cancel arrived after the provider had replied: t
 // operator acted — is a *FencedError and nothing is written. A write whose
 // reply was lost is recognised (WithNonce).
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	resultBytes := l.settleResult(u, taskID, c, now)
-	if c.Provider != "" {
-		u.set("provider", str(c.Provider))
-	}
-	if c.ProviderRef != "" {
-		u.set("provider_ref", str(c.ProviderRef))
-	}
+	u, resultBytes := l.completion(taskID, c, opts)
 	setError(u, ErrorCancelTooLate, CancelTooLateMessage)
-	u.stamp(now)
 	fence(u, version+1, StateUnknown)
 	u.cond(u.n("cancel_version") + " = " + u.v("cancelled", num(version)))
-	noResultYet(u)
-	in := u.input(l.cfg.TasksTable, taskID)
-	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete cancelled", Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
-	}
-	t, err := l.apply(ctx, "complete_cancelled", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version+1, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.sendCompletion(ctx, "complete_cancelled", taskID, version+1, u, resultBytes)
 }
 
 // CancelledAt reports whether fe is a completion refused because a cancel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -266,6 +267,23 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 }
 
 func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, opts []WriteOption, from State, also ...State) (*Task, error) {
+	u, resultBytes := l.completion(taskID, c, opts)
+	fence(u, version, from, also...)
+	t, err := l.sendCompletion(ctx, "complete", taskID, version, u, resultBytes)
+	// A caller that did not say the task has an approval gate
+	// (Completion.ApprovalTTL) is corrected once from the item.
+	var fe *FencedError
+	if errors.As(err, &fe) && gateMismatch(fe, version, c, append([]State{from}, also...)) {
+		c.ApprovalTTL = fe.Current.ApprovalTTL()
+		return l.complete(ctx, taskID, version, c, opts, from, also...)
+	}
+	return t, err
+}
+
+// completion starts the update that saves c (the result or its reference,
+// its hash, the gate, the provider fields), stamped now; the caller adds
+// its fence and sends it with sendCompletion.
+func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption) (*update, int) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	resultBytes := l.settleResult(u, taskID, c, now)
@@ -279,24 +297,23 @@ func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c C
 		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
 	}
 	u.stamp(now)
-	fence(u, version, from, also...)
+	return u, resultBytes
+}
+
+// sendCompletion sends a fenced completion (op names it) on the condition
+// that no result is saved yet. The key and the values it sets are a lower
+// bound of the item's size: what cannot fit is refused before it is sent
+// (*ItemTooLargeError). A refused condition is read as the caller's own
+// earlier write (write_nonce) or a *FencedError at version.
+func (l *Ledger) sendCompletion(ctx context.Context, op, taskID string, version int64, u *update, resultBytes int) (*Task, error) {
 	noResultYet(u)
-	// The key and the values this write sets are a lower bound of the
-	// item's size: refuse what cannot fit before sending it.
 	in := u.input(l.cfg.TasksTable, taskID)
 	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, &ItemTooLargeError{TaskID: taskID, Op: "complete", Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
+		return nil, &ItemTooLargeError{TaskID: taskID, Op: strings.ReplaceAll(op, "_", " "), Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
 	}
-	t, err := l.apply(ctx, "complete", taskID, u)
+	t, err := l.apply(ctx, op, taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			// A caller that did not say the task has an approval gate
-			// (Completion.ApprovalTTL) is corrected once from the item.
-			var fe *FencedError
-			if errors.As(err, &fe) && gateMismatch(fe, version, c, append([]State{from}, also...)) {
-				c.ApprovalTTL = fe.Current.ApprovalTTL()
-				return l.complete(ctx, taskID, version, c, opts, from, also...)
-			}
 			return nil, err
 		}
 	}
