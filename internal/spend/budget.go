@@ -260,21 +260,15 @@ func (a *Accountant) SettleIfReserved(ctx context.Context, budgetKey string, r R
 		return false, fmt.Errorf("spend: invalid settle of %q with %+v", r.ID, actual)
 	}
 	key := BudgetItemKey(budgetKey)
-	in := onTable(a.settleInput(key, r, actual), a.c.TasksTable)
+	in := a.settleInput(key, r, actual)
 	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, types.ReturnValuesOnConditionCheckFailureNone
-	for attempt := 1; attempt <= a.c.MaxAttempts; attempt++ {
-		_, err = a.c.DB.UpdateItem(ctx, in)
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.As(err, &ccf):
-			return false, nil // a repeat after a lost reply lands here too: settled
-		case !ambiguous(err) || ctx.Err() != nil:
-			return false, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
-		}
+	// A refusal (a repeat after a lost reply lands there too: settled)
+	// is not read.
+	out, _, err := a.writeWith(ctx, key, in, false)
+	if err != nil {
+		return false, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
 	}
-	return false, fmt.Errorf("spend: settle %s on %s: outcome unknown after %d writes: %w", r.ID, key, a.c.MaxAttempts, err)
+	return out != nil, nil
 }
 
 // Get returns the budget state of budgetKey (zero when nothing was
@@ -295,6 +289,12 @@ func (a *Accountant) Get(ctx context.Context, budgetKey string) (*State, error) 
 // returns the output on success, or the item as it stood when the condition
 // failed (ALL_OLD, or a consistent read where the engine omits it).
 func (a *Accountant) write(ctx context.Context, key string, update *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, map[string]types.AttributeValue, error) {
+	return a.writeWith(ctx, key, update, true)
+}
+
+// writeWith is write; without readOnRefusal a refused condition returns
+// (nil, nil, nil), the item not read when the engine did not return it.
+func (a *Accountant) writeWith(ctx context.Context, key string, update *dynamodb.UpdateItemInput, readOnRefusal bool) (*dynamodb.UpdateItemOutput, map[string]types.AttributeValue, error) {
 	// Named after the table here, so internal/templatetest can see which
 	// table the write addresses.
 	in := onTable(update, a.c.TasksTable)
@@ -307,7 +307,7 @@ func (a *Accountant) write(ctx context.Context, key string, update *dynamodb.Upd
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			if len(ccf.Item) > 0 {
+			if len(ccf.Item) > 0 || !readOnRefusal {
 				return nil, ccf.Item, nil
 			}
 			item, gerr := a.get(ctx, key)
