@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -41,6 +40,15 @@ type reservation struct {
 	r     spend.Reservation
 	max   spend.Usage // the reservation as a usage (input + max output tokens, priced)
 	model string
+}
+
+// model is the model id the provider calls ("" when it does not say), the
+// key of the price table.
+func (h *Handler) model() string {
+	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
+		return m.Model()
+	}
+	return ""
 }
 
 // callMaximum is what a call of t with input (the task's input as the
@@ -93,10 +101,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 			Message: "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"}
 		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
 	}
-	model := ""
-	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
-		model = m.Model()
-	}
+	model := h.model()
 	in, out := callMaximum(t, input)
 	maxUse, err := s.Prices.Usage(model, in, out)
 	if err != nil {
@@ -225,10 +230,7 @@ func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a a
 		tokensOnly()
 		return
 	}
-	model := ""
-	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
-		model = m.Model()
-	}
+	model := h.model()
 	in, out := callMaximum(t, input)
 	maxUse, err := s.Prices.Usage(model, in, out)
 	if err != nil {
@@ -291,17 +293,7 @@ func definiteRefusal(err error) bool {
 	if errors.As(err, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
 		return true
 	}
-	switch {
-	case c.Reason == "http_429", c.Reason == "request_not_sent", c.Reason == "dial_error":
-		return true
-	case strings.HasPrefix(c.Reason, "aws_"):
-		for _, k := range []string{"Throttl", "TooManyRequests", "LimitExceeded", "SlowDown", "ServiceQuotaExceeded"} {
-			if strings.Contains(c.Reason, k) {
-				return true
-			}
-		}
-	}
-	return false
+	return c.Throttle() || c.Reason == "request_not_sent" || c.Reason == "dial_error"
 }
 
 // spendMetric writes one EMF record: the tokens and cost of a settled

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,20 +42,7 @@ type (
 // taskledger calls (DynamoDB, SQS, Bedrock, Secrets Manager, STS) plus the
 // SDK's own list of throttling codes.
 var awsCodes = map[string]Class{
-	// Throttling and capacity.
-	"ThrottlingException":                    Transient,
-	"ProvisionedThroughputExceededException": Transient,
-	"RequestLimitExceeded":                   Transient,
-	"TooManyRequestsException":               Transient,
-	"Throttling":                             Transient,
-	"ThrottledException":                     Transient,
-	"RequestThrottledException":              Transient,
-	"RequestThrottled":                       Transient,
-	"LimitExceededException":                 Transient,
-	"BandwidthLimitExceeded":                 Transient,
-	"SlowDown":                               Transient,
-	"PriorRequestNotComplete":                Transient,
-	"ServiceQuotaExceededException":          Transient, // Bedrock: "resubmit later"
+	// Throttling and capacity: throttleCodes, added by init.
 	// Server side trouble.
 	"ServiceUnavailable":             Transient,
 	"ServiceUnavailableException":    Transient,
@@ -81,6 +69,38 @@ var awsCodes = map[string]Class{
 	"ResourceNotFoundException":               PermanentConfig,
 	"NonExistentQueue":                        PermanentConfig,
 	"AWS.SimpleQueueService.NonExistentQueue": PermanentConfig,
+}
+
+// throttleCodes are the AWS error codes of a refusal for rate or capacity
+// (Transient): the request was turned away, not performed.
+var throttleCodes = []string{
+	"ThrottlingException",
+	"ProvisionedThroughputExceededException",
+	"RequestLimitExceeded",
+	"TooManyRequestsException",
+	"Throttling",
+	"ThrottledException",
+	"RequestThrottledException",
+	"RequestThrottled",
+	"LimitExceededException",
+	"BandwidthLimitExceeded",
+	"SlowDown",
+	"PriorRequestNotComplete",
+	"ServiceQuotaExceededException", // Bedrock: "resubmit later"
+}
+
+func init() {
+	for _, code := range throttleCodes {
+		awsCodes[code] = Transient
+	}
+}
+
+// Throttle reports whether c is a refusal for rate or capacity: HTTP 429
+// (reason "http_429") or one of the AWS throttling codes (reason
+// "aws_<code>") — the request was turned away, not performed.
+func (c Classification) Throttle() bool {
+	code, aws := strings.CutPrefix(c.Reason, "aws_")
+	return c.Reason == "http_429" || aws && slices.Contains(throttleCodes, code)
 }
 
 // Classify reduces err to a [Classification]. First match wins:
