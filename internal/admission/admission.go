@@ -303,7 +303,7 @@ func (a *Admitter) previous(ctx context.Context, model string, start time.Time) 
 	for range a.c.MaxAttempts {
 		out, err = a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 &a.c.TasksTable,
-			Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+			Key:                       itemKey(key),
 			UpdateExpression:          aws.String("SET #s = :true, #e = if_not_exists(#e, :exp)"),
 			ExpressionAttributeNames:  map[string]string{"#s": "sealed", "#e": "expires_at"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":exp": num(start.Add(ttlAfterWindow).Unix())},
@@ -320,7 +320,7 @@ func (a *Admitter) previous(ctx context.Context, model string, start time.Time) 
 	if len(attrs) == 0 { // an engine that returns nothing: the seal holds, so a read is final
 		g, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+			Key: itemKey(key),
 		})
 		if err != nil {
 			return prevWindow{}, fmt.Errorf("admission: read the sealed window %s: %w", key, err)
@@ -341,7 +341,7 @@ func (a *Admitter) admitInput(table, key string, slot int, end time.Time, lim Li
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:           &table,
-		Key:                 map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+		Key:                 itemKey(key),
 		UpdateExpression:    aws.String("ADD #req :one, #tok :est, #slotr :one, #slott :est SET #exp = if_not_exists(#exp, :exp), #non = :nonce"),
 		ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{
@@ -368,7 +368,7 @@ func (a *Admitter) oldOrRead(ctx context.Context, key string, ccf *types.Conditi
 	}
 	out, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+		Key: itemKey(key),
 	})
 	if err != nil {
 		return nil, err
@@ -388,22 +388,9 @@ func (a *Admitter) Settle(ctx context.Context, t *Ticket, actualTokens int64) er
 	if diff == 0 {
 		return nil
 	}
-	_, err := a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &a.c.TasksTable,
-		Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: t.Key}},
-		UpdateExpression:          aws.String("ADD #tok :d, #slott :d"),
-		ConditionExpression:       aws.String("attribute_exists(#tok)"),
-		ExpressionAttributeNames:  map[string]string{"#tok": "tokens", "#slott": slotAttr("k", t.Slot)},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":d": num(diff)},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("admission: settle %s: %w", t.Key, err)
-	}
-	return nil
+	return a.adjust(ctx, "settle", t, "ADD #tok :d, #slott :d", "attribute_exists(#tok)",
+		map[string]string{"#tok": "tokens", "#slott": slotAttr("k", t.Slot)},
+		map[string]types.AttributeValue{":d": num(diff)})
 }
 
 // Release gives back a ticket whose call was never made: its request and
@@ -412,22 +399,33 @@ func (a *Admitter) Settle(ctx context.Context, t *Ticket, actualTokens int64) er
 // what was really sent: a lost Release keeps the count, the safe side);
 // a window that has expired is left alone.
 func (a *Admitter) Release(ctx context.Context, t *Ticket) error {
+	return a.adjust(ctx, "release", t, "ADD #req :minus, #tok :back, #slotr :minus, #slott :back", "#req >= :one",
+		map[string]string{"#req": "requests", "#tok": "tokens", "#slotr": slotAttr("r", t.Slot), "#slott": slotAttr("k", t.Slot)},
+		map[string]types.AttributeValue{":minus": num(-1), ":back": num(-t.EstimatedTokens), ":one": num(1)})
+}
+
+// adjust corrects the ticket's window by one conditional UpdateItem, not
+// retried (ADD is not idempotent). A refused condition — the window has
+// expired, or there is nothing to give back — leaves it alone (nil).
+func (a *Admitter) adjust(ctx context.Context, op string, t *Ticket, update, cond string, names map[string]string, values map[string]types.AttributeValue) error {
 	_, err := a.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.c.TasksTable,
-		Key:                       map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: t.Key}},
-		UpdateExpression:          aws.String("ADD #req :minus, #tok :back, #slotr :minus, #slott :back"),
-		ConditionExpression:       aws.String("#req >= :one"),
-		ExpressionAttributeNames:  map[string]string{"#req": "requests", "#tok": "tokens", "#slotr": slotAttr("r", t.Slot), "#slott": slotAttr("k", t.Slot)},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1), ":back": num(-t.EstimatedTokens), ":one": num(1)},
+		Key:                       itemKey(t.Key),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("admission: release %s: %w", t.Key, err)
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("admission: %s %s: %w", op, t.Key, err)
 	}
 	return nil
+}
+
+// itemKey is the tasks-table key of a window item.
+func itemKey(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}}
 }
 
 // Window is a model window's counts, for operators, tests and the bench.
@@ -441,7 +439,7 @@ func (a *Admitter) Read(ctx context.Context, model string, t time.Time) (Window,
 	key := WindowKey(model, a.windowOf(t))
 	out, err := a.c.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &a.c.TasksTable, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: key}},
+		Key: itemKey(key),
 	})
 	if err != nil {
 		return Window{}, fmt.Errorf("admission: read %s: %w", key, err)
