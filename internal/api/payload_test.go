@@ -21,6 +21,25 @@ func withPayloads(st *payload.Store) func(*option) {
 	return withHandler(func(h *api.Handler) { h.Payloads = st })
 }
 
+// s3Down is a payload store whose every S3 call fails to send (after the
+// SDK's retries).
+func s3Down(t *testing.T, e *testenv.Env) *payload.Store {
+	t.Helper()
+	inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+		if c.Service == "S3" {
+			return faultinject.SendFailure
+		}
+		return ""
+	}))
+	o := e.S3.Options()
+	o.APIOptions = append(append(o.APIOptions[:0:0], o.APIOptions...), inj.Register)
+	st, err := payload.New(s3.New(o), e.Names.PayloadBucket, payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func s3Calls(e *testenv.Env) int {
 	n := 0
 	for k, c := range e.Counter.Calls() {
@@ -135,19 +154,7 @@ func TestTaskViewResolvesOffloadedResult(t *testing.T) {
 // retries): 503 problem+json with Retry-After, and no task is recorded.
 func TestSubmitWhenS3IsDown(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
-			if c.Service == "S3" {
-				return faultinject.SendFailure
-			}
-			return ""
-		}))
-		o := e.S3.Options()
-		o.APIOptions = append(append(o.APIOptions[:0:0], o.APIOptions...), inj.Register)
-		st, err := payload.New(s3.New(o), e.Names.PayloadBucket, payload.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := setup(t, e, withPayloads(st))
+		b := setup(t, e, withPayloads(s3Down(t, e)))
 		resp := b.do(t, submitReq("down-1", body(strings.Repeat("x", 5000))))
 		p := wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeUnavailable)
 		if resp.Headers["Retry-After"] == "" || !strings.Contains(p.Detail, "payload store") {

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/taskledger/taskledger/internal/api"
-	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
@@ -296,19 +295,7 @@ func TestDocumentReplayAfterUploadExpired(t *testing.T) {
 // retries): 503 problem+json with Retry-After.
 func TestUploadWhenS3IsDown(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
-			if c.Service == "S3" {
-				return faultinject.SendFailure
-			}
-			return ""
-		}))
-		o := e.S3.Options()
-		o.APIOptions = append(append(o.APIOptions[:0:0], o.APIOptions...), inj.Register)
-		st, err := payload.New(s3.New(o), e.Names.PayloadBucket, payload.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := setup(t, e, withPayloads(st))
+		b := setup(t, e, withPayloads(s3Down(t, e)))
 		resp := b.do(t, uploadReq(declare("down-1", []byte("x"), "text/plain")))
 		wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeUnavailable)
 		if resp.Headers["Retry-After"] == "" {
