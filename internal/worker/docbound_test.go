@@ -50,11 +50,7 @@ func TestSpendReservesDocuments(t *testing.T) {
 		task := b.create(t, "doc-budget", budgetedPrompt, budget(want, ""), b.withDocument(t, doc, "txt"))
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			wantNoFailures(t, handle(t, b.h, context.Background(), ev))
-		}()
+		done := handleInBackground(t, b, context.Background(), ev)
 		g.waitStarted(t)
 		for _, key := range []string{spend.ChainKey(task.TaskID), spend.TaskKey(task.TaskID)} {
 			if s := spendState(t, b, key); s.ReservedTokens != want {
@@ -98,11 +94,7 @@ func TestAdmissionEstimateCountsDocuments(t *testing.T) {
 		}
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			wantNoFailures(t, handle(t, b.h, ctx, ev))
-		}()
+		done := handleInBackground(t, b, ctx, ev)
 		g.waitStarted(t)
 		w, err := a.Read(ctx, simulated.DefaultModel, b.clock.Now())
 		if err != nil {
@@ -196,11 +188,7 @@ func TestSpendReservesOffloadedInput(t *testing.T) {
 		})
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			wantNoFailures(t, handle(t, b.h, context.Background(), ev))
-		}()
+		done := handleInBackground(t, b, context.Background(), ev)
 		g.waitStarted(t)
 		if s := spendState(t, b, spend.ChainKey(task.TaskID)); s.ReservedTokens != want {
 			t.Errorf("reserved %d tokens for an offloaded input, want %d (its %d prompt bytes + %d + %d)", s.ReservedTokens, want, len(g2.Prompt), contract.InputOverheadTokens, contract.MaxTokensLimit)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -61,6 +62,18 @@ func withBudgets(t *testing.T, b *bundle, db spend.DB, quota *spend.Quota) *work
 
 func budget(tokens int64, root string) func(*ledger.NewTask) {
 	return func(n *ledger.NewTask) { n.BudgetMaxTokens, n.ChainRoot = tokens, root }
+}
+
+// handleInBackground handles ev while the test goes on (a gate holds the
+// provider call); the channel closes once the batch is handled, with no
+// item failure.
+func handleInBackground(t *testing.T, b *bundle, ctx context.Context, ev events.SQSEvent) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wantNoFailures(t, handle(t, b.h, ctx, ev))
+	}()
+	return done
 }
 
 func spendState(t *testing.T, b *bundle, key string) spend.State {
@@ -234,11 +247,7 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 		b.send(t, root.TaskID)
 		b.send(t, regen.TaskID)
 		ev := b.deliver(t, 2, 60)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			wantNoFailures(t, handle(t, b.h, context.Background(), ev))
-		}()
+		done := handleInBackground(t, b, context.Background(), ev)
 		g.waitStarted(t)
 		// Wait (bounded) until the other task is parked while the first
 		// call is still held.
