@@ -1,13 +1,14 @@
-"""Create taskledger's DynamoDB tables and SQS queues in LocalStack.
+"""Create taskledger's DynamoDB tables, SQS queues and S3 bucket in LocalStack.
 
 LocalStack runs this READY hook (it exec()s .py hooks in its own Python,
 which has boto3 and PyYAML) once its services accept requests. It reads
 template.yaml, mounted read-only by docker-compose.yml, and makes every
 AWS::DynamoDB::Table and AWS::SQS::Queue in it named <prefix>-<LogicalId>
 (TASKLEDGER_PREFIX, default taskledger-local: the names `make run` uses),
+and every AWS::S3::Bucket (the payload bucket) named lower(<prefix>-<LogicalId>),
 the same way internal/stack does. It is idempotent: an existing table is
 reused (TTL enabled if it is not), an existing queue gets the template's
-attributes.
+attributes, an existing bucket is reused.
 
 It is a convenience for aws-cli users: `make run` and the test suites
 (TASKLEDGER_BACKENDS=external) create what they need themselves, through
@@ -24,6 +25,7 @@ import json
 import os
 
 import boto3
+import botocore.config
 import yaml
 
 TEMPLATE = os.environ.get("TASKLEDGER_TEMPLATE", "/etc/localstack/taskledger/template.yaml")
@@ -34,6 +36,12 @@ REGION = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
 TABLE_SKIPPED = {"PointInTimeRecoverySpecification", "SSESpecification", "DeletionProtectionEnabled",
                  "ContributorInsightsSpecification", "Tags"}
 QUEUE_SKIPPED = {"SqsManagedSseEnabled", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "Tags"}
+# As internal/stack/bucket.go: the name is applied; encryption, public-access
+# blocks, ownership, CORS and lifecycle are the account's business (an
+# emulator neither enforces nor ages them; local uploads go through the
+# same-origin proxy of `make run`), and the AWS::S3::BucketPolicy is not made.
+BUCKET_SKIPPED = {"BucketEncryption", "PublicAccessBlockConfiguration", "OwnershipControls",
+                  "LifecycleConfiguration", "VersioningConfiguration", "Tags", "CorsConfiguration"}
 QUEUE_ATTRIBUTES = {"VisibilityTimeout", "MessageRetentionPeriod", "ReceiveMessageWaitTimeSeconds",
                     "DelaySeconds", "MaximumMessageSize", "RedrivePolicy"}
 
@@ -131,6 +139,28 @@ def create_queue(sqs, logical_id, props, queues):
     log("converged queue %s (%s)" % (name, url))
 
 
+def create_bucket(s3, logical_id, props):
+    name = (PREFIX + "-" + logical_id).lower()  # S3 names are lower case
+    check_keys(props, logical_id, {"BucketName"}, BUCKET_SKIPPED)  # BucketName replaced by name
+    # HEAD first: in us-east-1 S3 answers 200 to creating a bucket the
+    # caller already owns, so CreateBucket cannot tell.
+    try:
+        s3.head_bucket(Bucket=name)
+        verb = "reused"
+    except s3.exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+        args = {"Bucket": name}
+        if REGION != "us-east-1":
+            args["CreateBucketConfiguration"] = {"LocationConstraint": REGION}
+        try:
+            s3.create_bucket(**args)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        verb = "created"
+    log("%s bucket %s" % (verb, name))
+
+
 def queue_order(resources):
     """Queues in dependency order: a dead-letter queue before the queue whose RedrivePolicy names it."""
     pending = [i for i, r in resources.items() if r["Type"] == "AWS::SQS::Queue"]
@@ -169,6 +199,10 @@ def main():
     session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name=REGION)
     ddb = session.client("dynamodb", endpoint_url=ENDPOINT)
     sqs = session.client("sqs", endpoint_url=ENDPOINT)
+    # Path-style, as the Go clients use with an endpoint: no
+    # <bucket>.localhost DNS lookups.
+    s3 = session.client("s3", endpoint_url=ENDPOINT,
+                        config=botocore.config.Config(s3={"addressing_style": "path"}))
     log("creating %s-* from %s on %s" % (PREFIX, TEMPLATE, ENDPOINT))
     for logical_id in sorted(resources):
         if resources[logical_id]["Type"] == "AWS::DynamoDB::Table":
@@ -176,6 +210,9 @@ def main():
     queues = {}
     for logical_id in queue_order(resources):
         create_queue(sqs, logical_id, resources[logical_id].get("Properties", {}), queues)
+    for logical_id in sorted(resources):
+        if resources[logical_id]["Type"] == "AWS::S3::Bucket":
+            create_bucket(s3, logical_id, resources[logical_id].get("Properties", {}))
     log("done")
 
 
