@@ -7,7 +7,8 @@
 //	POST /tasks                   submit a task (Idempotency-Key required)
 //	GET  /tasks/{id}              read a task
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
-//	POST /tasks/{id}/cancel       cancel a queued or retry_wait task (200), or a running one (202: cancel.go)
+//	POST /tasks/{id}/cancel       cancel a queued or retry_wait task (200), or a running one, or an unknown one
+//	                              with no cancel pending (202: cancel.go); a cancelled one again 200, else 409
 //	POST /tasks/{id}/approve      approve a gated task's result; creates its deliveries
 //	POST /tasks/{id}/reject       reject it
 //	POST /tasks/{id}/withdraw     withdraw an approval whose deliveries have not started
