@@ -116,10 +116,11 @@ func (a *Admission) Estimate(input string, docs ...contract.DocumentSize) int64 
 // admitCall asks for admission right before the provider call (after the
 // claim). ok=false means the provider must not be called and r is the
 // record's result:
-//   - window full (*admission.NotAdmittedError): the task goes back to
-//     retry_wait until the next window (ledger.WaitAdmission, the attempt
-//     given back) and the message's visibility is set to the same time, so
-//     no copy of it is claimed before then;
+//   - no room in the last 60 s (*admission.NotAdmittedError): the task
+//     goes back to retry_wait until RetryAt, the earliest slot at which the
+//     call fits (ledger.WaitAdmission, the attempt given back), and the
+//     message's visibility is set to the same time, so no copy of it is
+//     claimed before then;
 //   - admission can never admit the call (unknown model, estimate above the
 //     per-minute token limit): parked provider_config (review.AdmissionRefused);
 //   - DynamoDB failed: released (no call made, attempt given back) and the

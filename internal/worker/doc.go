@@ -43,17 +43,25 @@
 //     lease whose renewals did not get through): renewals stop, the call
 //     goes on, and its result can still be saved from unknown. A cancel
 //     of the running task (POST /tasks/{id}/cancel, ledger.CancelRunning)
-//     bumps the assignment version, so it is met exactly like a takeover:
-//     the next renewal (or the call-start mark, or the settling write) is
-//     fenced, the call is cancelled and nothing is saved;
+//     bumps the assignment version, so it is met like a takeover: the next
+//     renewal (or the call-start mark) is fenced and the call is cancelled.
+//     One exception (cancelled.go): a worker that already holds the
+//     provider's reply when its completion meets the cancel saves it
+//     (ledger.CompleteCancelled, error class cancel_too_late: the provider
+//     acted and billed) — or, for a task behind an approval gate, ends it
+//     cancelled without the result — and a definite refusal of the input
+//     ends it cancelled;
 //     a task with a spend budget (spend.go) reserves the call's maximum
 //     (contract.CallMaximumWith: prompt bytes, each document's bound,
 //     output; the input as read for the call, also when offloaded) on
 //     its regenerate chain's budget item and its own before the call — a
 //     budget that cannot cover it parks the task budget_exhausted with no
 //     call made — and settles both with the provider's reported usage
-//     after it (and charges the caller's daily quota); a task without a
-//     budget makes no spend call; a provider reporting more tokens than
+//     after it (and charges the caller's daily quota); a call sent and
+//     failed with anything but a definite refusal (a 5xx included) is
+//     charged the full reservation. A task without a budget makes no budget
+//     call, but its call is still charged to the caller's daily quota when
+//     one is configured (account); a provider reporting more tokens than
 //     the call's bound is logged and counted (MetricBoundExceeded);
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
@@ -175,11 +183,15 @@
 // With Handler.Admission set (PROVIDER_ADMISSION, see admission.go), every
 // provider call is admitted against the model's shared per-minute limits
 // (internal/admission) right after the claim and before the call-start
-// mark and the call: one conditional UpdateItem on the tasks table. A full
-// window puts the task back to retry_wait until the next window
-// (ledger.WaitAdmission: the attempt is given back, not_before and due_at
-// at the window) and hides the message until then, so waiting consumes no
-// attempt and is not hot-looped; the record counts as not_admitted. A call
+// mark and the call: one conditional UpdateItem on the tasks table. When
+// the last 60 s (a rolling minute of 5 s slots) leave no room, the task
+// goes back to retry_wait until the earliest slot at which the call fits
+// (NotAdmittedError.RetryAt; ledger.WaitAdmission: the attempt is given
+// back, not_before and due_at at that time) and the message is hidden until
+// then, so waiting consumes no attempt and is not hot-looped; the record
+// counts as not_admitted. An admission whose call is not made (the budget
+// or the call-start mark stopped it) is given back (Release), and a call
+// that could not start within its admit's slot is admitted again. A call
 // admission can never admit (no limits for the model, an estimate over the
 // per-minute token limit) is parked provider_config
 // (review.AdmissionRefused) without a call. After a successful call the

@@ -19,8 +19,9 @@ import (
 )
 
 // Spend is the worker's spend accounting (DESIGN §13, package spend). A
-// Handler without one, or a task without a budget, makes no spend call at
-// all: the calls per task are unchanged.
+// Handler without one makes no spend call at all; a task without a budget
+// makes no budget call, and its call is charged only to the caller's daily
+// quota (one UpdateItem, when Quotas is set: account).
 type Spend struct {
 	// Prices is the price table (required).
 	Prices *spend.Config
