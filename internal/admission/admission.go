@@ -215,8 +215,9 @@ func (a *Admitter) counts(start time.Time, item map[string]types.AttributeValue)
 
 // Admit reserves one request and estimatedTokens in model's current window.
 // It returns a Ticket when the call may be made now, or:
-//   - *NotAdmittedError: the window is full; retry at RetryAt (this must not
-//     consume an attempt);
+//   - *NotAdmittedError: no room in the last 60 s; retry at RetryAt, the
+//     earliest slot at which the call fits (this must not consume an
+//     attempt);
 //   - *UnknownModelError, *EstimateTooLargeError: configuration problems;
 //   - any other error: DynamoDB failed; the call must not be made.
 func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int64) (*Ticket, error) {

@@ -95,4 +95,16 @@
 // Settle is not retried (ADD is not idempotent): a lost Settle reply leaves
 // the window at the estimate (if it did not land), an error of at most
 // |actual - estimated| tokens for that window.
+//
+// # Calls that are not made, or start late
+//
+// [Admitter.Release] gives back a ticket whose call was never made (the
+// worker's budget parked the task, or its call-start mark was refused): one
+// conditional UpdateItem taking the request and the estimate out of the
+// window and the slot, not retried (a lost Release keeps the count, the
+// safe side). A call is counted in its admit's slot, so it must start
+// before [Ticket.ValidUntil], the slot's end; one that could not (a
+// throttled write repeated in between) is released and admitted again —
+// sent later, it could meet within 60 s at the provider a call admitted a
+// minute after its slot.
 package admission

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// NotAdmittedError says the model's window is full: make the call at or
-// after RetryAt (the next window). Waiting consumes no attempt.
+// NotAdmittedError says the last 60 s leave no room for the call: make it
+// at or after RetryAt, the earliest slot at which it fits (possibly in the
+// next window). Waiting consumes no attempt.
 type NotAdmittedError struct {
 	Model   string
 	RetryAt time.Time

@@ -30,7 +30,10 @@ const CancelRequestedMessage = "cancel requested while running: the attempt was 
 // then the worker has found itself fenced): the reconciler then ends it
 // cancelled (no call started, or a readback credibly finding nothing:
 // CancelUnknown), completed (a readback found the result), or parks it
-// unknown_outcome (no readback) — never a silent second effect. A write
+// unknown_outcome (no readback) — never a silent second effect — unless
+// the fenced worker already held the provider's reply and saves it first
+// (CompleteCancelled, cancel_too_late) or, for a gated task or a refused
+// input, ends it cancelled (CancelUnknown). A write
 // whose reply was lost is recognised (write_nonce).
 //
 // Errors: ErrNotFound; *ConflictError with the current task when the task

@@ -33,12 +33,15 @@
 // fenced like Renew, records call_started_version just before a provider
 // call that could neither be deduplicated nor read back, so an expired
 // lease without it is known not to have reached the provider.
-// WaitAdmission gives a claimed task back to retry_wait until the next
-// provider admission window, the attempt given back (admission.go).
-// CancelRunning cancels a running task by bumping its fencing token: the
-// task goes to unknown with cancel_version = the fenced version, and the
-// reconciler ends it with CancelUnknown (cancelled) once it knows the
-// provider did not act, or by the usual unknown rules (cancel.go).
+// WaitAdmission gives a claimed task back to retry_wait until the time
+// provider admission names (the earliest slot at which the call fits), the
+// attempt given back (admission.go). CancelRunning cancels a running task,
+// or an unknown one with no cancel at its version, by bumping its fencing
+// token: the task goes to unknown with cancel_version = the fenced version,
+// and the reconciler ends it with CancelUnknown (cancelled) once it knows
+// the provider did not act, or by the usual unknown rules; the fenced
+// worker that already holds the provider's reply saves it with
+// CompleteCancelled (completed, error class cancel_too_late) (cancel.go).
 //
 // # Lost replies
 //
