@@ -71,8 +71,9 @@
 // over an existing inputs/<sha256> (If-None-Match: *; one already there is
 // renewed instead), and reads the copy back, because the emulators do not
 // enforce both copy conditions (kumo ignores If-None-Match on a copy, moto
-// both). The document's
-// SHA-256 is meant to join the task's payload hash.
+// both). The documents' SHA-256, size and content type join the task's
+// payload hash (internal/api), so the same key with another version of a
+// document is a 422.
 //
 // Formats ([Formats]): pdf, txt, md, html, csv, docx up to
 // [MaxDocumentSize] (4.5 MB), png and jpeg up to [MaxImageSize] (3.75 MB) —
@@ -83,16 +84,21 @@
 //
 // Orphans exist by design (a fenced-out worker's result, an input whose
 // item write failed, an intent never used, an upload never referenced), so
-// the bucket needs lifecycle rules: upload-intents/ and uploads/ expire
-// after 1 day unless the ledger copies the document under inputs/; inputs/
-// and results/ expire after the task retention window; incomplete
-// multipart uploads abort after 1 day. The bucket is encrypted (SSE-S3 or
+// the bucket needs lifecycle rules (template.yaml): upload-intents/ and
+// uploads/ expire after 1 day (a task's document is copied under inputs/);
+// results/ after 38 days and inputs/ (and any other prefix) after 39 —
+// longer than an item may reference them: a gated task waits up to 30
+// days for its approval, then is kept the 7-day retention window;
+// incomplete multipart uploads abort after 1 day. The bucket is encrypted (SSE-S3 or
 // SSE-KMS), has every public-access block on, a policy denying
 // aws:SecureTransport=false, BucketOwnerEnforced ownership, and per
-// function least privilege: submit s3:PutObject/GetObject on inputs/*,
-// upload-intents/*, uploads/* (and presigning needs PutObject on
-// uploads/*); worker s3:GetObject on inputs/* and uploads/*, PutObject and
-// GetObject on results/*; reconciler GetObject only where it reads back.
+// function least privilege (internal/templatetest proves it): submit
+// s3:PutObject on inputs/*, upload-intents/*, uploads/* (presigning needs
+// PutObject on uploads/*), GetObject on those and on results/* (the task
+// view), and s3:ListBucket on the bucket (so a missing key is a 404, not a
+// 403); worker GetObject on inputs/* and results/*, PutObject on
+// results/*; reconciler PutObject and GetObject on results/* (a large
+// read-back result). Nobody deletes.
 // Keys carry ids and hashes only: never task text or the caller scope
 // itself (only [ScopeHash]).
 package payload

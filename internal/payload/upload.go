@@ -50,9 +50,12 @@ var Formats = map[string]Format{
 // DefaultUploadExpiry is how long a presigned upload stays valid.
 const DefaultUploadExpiry = 15 * time.Minute
 
-// Upload errors. The HTTP layer maps them to problem+json: ErrBadUpload
-// 400/422, ErrUnknownUpload 404, ErrForeignUpload 403, ErrUploadConflict
-// 409, ErrNotUploaded 409, ErrUploadMismatch 422.
+// Upload errors. The HTTP layer (internal/api) maps them to problem+json:
+// at POST /uploads ErrUploadConflict and ErrForeignUpload are 409
+// upload-id-taken and ErrBadUpload 400; at a submit ErrUnknownUpload,
+// ErrForeignUpload and ErrBadUpload are all 422 unknown-upload (another
+// caller's id looks exactly like an unknown one), ErrNotUploaded 409
+// upload-not-received, ErrUploadMismatch 422 upload-mismatch.
 var (
 	// ErrBadUpload: the request itself is invalid (format not allowed,
 	// size out of range, malformed id, scope or checksum).

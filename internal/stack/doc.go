@@ -61,7 +61,8 @@
 // Applied: the name only. Skipped on purpose: BucketEncryption,
 // PublicAccessBlockConfiguration, OwnershipControls, LifecycleConfiguration,
 // VersioningConfiguration and Tags (an emulator neither enforces nor ages
-// them); the AWS::S3::BucketPolicy is not created. DeleteBuckets empties and
+// them), and CorsConfiguration (local uploads go through the local stack's
+// same-origin proxy); the AWS::S3::BucketPolicy is not created. DeleteBuckets empties and
 // deletes it.
 //
 // Parameters take their Default values; AWS::AccountId is "000000000000",
