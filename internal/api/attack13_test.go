@@ -145,8 +145,8 @@ func TestAttack13BudgetCountsDocuments(t *testing.T) {
 // TestAttack13RegenerateChecksItsDocuments (adversarial review of issue
 // 13): a regenerate inherits the parent's document references as they are
 // — no HEAD, no re-adopt — so it neither notices that inputs/<sha256> is
-// gone nor renews its lifecycle clock. inputs/ expires 9 days after the
-// parent's submit, while a regenerate chain lives on (each link's item 7
+// gone nor renews its lifecycle clock. inputs/ expired 9 days (39 since
+// TestAttack13bPayloadsOutliveAnApprovalWait) after the parent's submit, while a regenerate chain lives on (each link's item 7
 // days past its completion): a regenerate of a day-7 child on day 10 is
 // accepted (202) for a document the bucket no longer has, and the worker
 // then fails it document_unavailable. Here the lifecycle's deletion is

@@ -95,7 +95,7 @@ func TestAttack13AdoptNeverRewritesAnotherTasksDocument(t *testing.T) {
 
 // TestAttack13PutInputRenewsTheLifecycleClock (adversarial review of issue
 // 13): inputs/<sha256> expires by a lifecycle rule counted from the
-// object's creation (template.yaml: 9 days). PutInput is If-None-Match: *,
+// object's creation (template.yaml: 9 days then, 39 now). PutInput is If-None-Match: *,
 // so a new task whose input has the same bytes as one submitted days ago
 // gets a 412, writes nothing and references the OLD object — which the
 // lifecycle deletes on the old object's schedule, not the new task's. An

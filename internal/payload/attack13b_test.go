@@ -13,7 +13,7 @@ import (
 // TestAttack13bAdoptSurvivesTheLifecycleExpiringTheContentAddress
 // (adversarial review of issue 13, round 2): Adopt HEADs inputs/<sha256>,
 // finds it and renews it in place (Renew: CopyObject onto itself). The
-// lifecycle rule (inputs/, 9 days) may remove the object between that HEAD
+// lifecycle rule (inputs/, 9 days then, 39 now) may remove the object between that HEAD
 // and the copy — S3 expires objects asynchronously, so one past its date
 // still answers a HEAD until it is removed. The renew then fails with
 // ErrNotFound (steered Misconfigured) and the submit is refused, although

@@ -16,7 +16,8 @@ import (
 // results/<task>/<version> when the task enters awaiting_approval, and the
 // task waits there up to api.MaxApprovalSeconds (30 days) before it is
 // completed and then kept ledger.DefaultRetention (7 days). results/
-// expires after 8 days and every other prefix after 9, so:
+// expired after 8 days and every other prefix after 9 (the rules this
+// test was written against; now 38 and 39), so:
 //   - POST /tasks/{id}/approve of an offloaded result after day 8 reads a
 //     deleted object (offloadedResult → ErrNotFound → 500, on every retry):
 //     the generated artifact is lost while the task is live, and the task
