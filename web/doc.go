@@ -27,7 +27,8 @@
 //   - Task view: the task's live state, polled about once a second until it
 //     is terminal or parked (needs_review), with attempts, result, last
 //     error, receipt and review block; Regenerate (a new task linked to its
-//     parent, with its own key) and Cancel (409 explained).
+//     parent, with its own key) and Cancel (200 cancelled; 202 for a running
+//     or unknown task, saying how it may still end; 409 explained).
 //   - Sign-in: GET /auth/config names the API's auth mode. In "jwt" the
 //     page signs in with OpenID Connect, authorization code + PKCE (S256)
 //     against the issuer's discovery document, state and nonce checked, no

@@ -680,8 +680,9 @@
       if (r.status === 202 && isView(r.body)) {
         remember(r.body);
         showTask(id, r.body);
-        setStatus(status, 'Cancel requested: the running attempt was stopped and nothing it produces is saved. ' +
-          'The task ends cancelled unless the provider had already acted (then its result is read back, or the task is parked for review).', 'ok');
+        setStatus(status, 'Cancel requested: the attempt was stopped, and nothing it produces from now on is saved. ' +
+          'The task ends cancelled unless the provider had already acted: then its one result is kept (a reply already received, or one read back; ' +
+          'a task that needs approval ends cancelled instead), or the task is parked for review.', 'ok');
         return;
       }
       if (r.status === 409) {
