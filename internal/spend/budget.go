@@ -33,8 +33,8 @@ type Budget struct {
 
 // Reservation is what one attempt's call may use at most, priced (see
 // Config.Usage with the call's input and max output tokens). ID must be
-// unique per attempt: the task id and its assignment version (the fencing
-// token), e.g. "t_abc.7".
+// unique per attempt: the worker uses the task id and its attempt number,
+// e.g. "t_abc.a3" (an attempt given back without a call reuses its id).
 type Reservation struct {
 	ID     string
 	Tokens int64

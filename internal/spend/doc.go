@@ -49,8 +49,8 @@
 //     Real spend is always recorded; an attempt whose outcome is unknown is
 //     settled at its full reservation (the provider may have charged).
 //
-// Both are idempotent per reservation id (the task id and its assignment
-// version, unique per attempt): a retry after a lost reply, or a redelivered
+// Both are idempotent per reservation id (the worker's is the task id and
+// its attempt number, unique per attempt): a retry after a lost reply, or a redelivered
 // message, finds its own rsv_ attribute (or its absence, for Settle) and
 // changes nothing; ambiguous failures are retried up to MaxAttempts writes.
 //
@@ -61,7 +61,9 @@
 // then refused. The worker reserves contract.CallMaximumWith (prompt bytes,
 // each document's bound, output) and counts a report above it as
 // BoundExceeded. A crashed worker's reservation stays counted (the safe side)
-// until the attempt is settled.
+// until the task's next attempt settles it in full
+// ([Accountant.SettleIfReserved]: the provider may have billed it; a
+// refused no-op when that attempt had settled).
 //
 // # Daily quota
 //
