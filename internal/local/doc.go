@@ -5,11 +5,13 @@
 //
 // Start brings up, in order:
 //
-//   - an AWS endpoint: the embedded emulator (kumo.NewServer(), DynamoDB and
-//     SQS in-process on 127.0.0.1) or an external one (Options.Endpoint:
-//     LocalStack, moto_server, a real account);
+//   - an AWS endpoint: the embedded emulator (kumo.NewServer(), DynamoDB,
+//     SQS and S3 in-process on 127.0.0.1) or an external one
+//     (Options.Endpoint: LocalStack, moto_server, a real account);
 //   - every table and queue of template.yaml, through internal/stack, named
-//     Options.Prefix+"-"+LogicalId (reused if they exist);
+//     Options.Prefix+"-"+LogicalId, and its payload bucket, named in lower
+//     case (reused if they exist) — so the claim-check and document uploads
+//     are always on locally;
 //   - the three handlers of functions/*, built as their mains build them,
 //     sharing one provider (the simulated one by default, so the
 //     reconciler's readback sees what the worker did);
