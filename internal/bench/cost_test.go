@@ -124,8 +124,8 @@ func TestCost(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("\n%s", table.String())
 		}
-		if len(res.Rows) != 4*len(bench.Workloads) {
-			t.Fatalf("%d rows, want 4 per workload (before, after, baseline, Step Functions)\n%s", len(res.Rows), table.String())
+		if len(res.Rows) != 5*len(bench.Workloads) {
+			t.Fatalf("%d rows, want 5 per workload (before, after, baseline, Step Functions, floor)\n%s", len(res.Rows), table.String())
 		}
 		row := func(system, workload string) bench.CostRow {
 			t.Helper()
@@ -227,12 +227,42 @@ func TestCost(t *testing.T) {
 				t.Errorf("SFN %s costs no more than the baseline", w.Name)
 			}
 		}
+		// The floor of DESIGN §1: derived; a small task's floor is DESIGN
+		// §9's call floor; it is a lower bound of every measured taskledger
+		// row (the promise kept), and the table calls the baseline target
+		// unreachable exactly where the baseline bills less than it.
+		if f := row(bench.SystemFloor, "100 B input"); !f.Derived || !near(f.WRU, 3) || !near(f.SQS, 3) || !near(f.Invocations, 2) || f.S3Put+f.S3Get != 0 ||
+			!near(f.Calls["DynamoDB.PutItem"], 1) || !near(f.Calls["DynamoDB.UpdateItem"], 2) {
+			t.Errorf("floor, 100 B: %+v; want 1 PutItem + 2 UpdateItem (3 write units), 3 SQS requests, 2 invocations, no S3", f)
+		}
+		if f := row(bench.SystemFloor, "1 MB document"); !near(f.S3Put, 1) || !near(f.S3Get, 2) || !near(f.Invocations, 3) {
+			t.Errorf("floor, 1 MB document: %+v; want the client's PUT, a HEAD and a GET, 3 invocations", f)
+		}
+		for _, w := range bench.Workloads {
+			f := row(bench.SystemFloor, w.Name).USDPerMillion(res.Prices)
+			for _, system := range []string{bench.SystemBefore, bench.SystemAfter} {
+				if r := row(system, w.Name); r.NA == "" && r.USDPerMillion(res.Prices) < f-1e-9 {
+					t.Errorf("%s / %s costs %.4f, below the floor %.4f: the floor is not a floor", system, w.Name, r.USDPerMillion(res.Prices), f)
+				}
+			}
+			after := row(bench.SystemAfter, w.Name).USDPerMillion(res.Prices)
+			base := row(bench.SystemBaseline, w.Name).USDPerMillion(res.Prices)
+			line := ""
+			for _, l := range strings.Split(table.String(), "\n") {
+				if strings.HasPrefix(strings.TrimSpace(l), w.Name) && strings.Contains(l, "vs baseline") {
+					line = l
+				}
+			}
+			if got, want := strings.Contains(line, "unreachable"), after >= base && base < f; got != want {
+				t.Errorf("%s: target line %q says unreachable %v; baseline %.4f, floor %.4f, taskledger %.4f", w.Name, line, got, base, f, after)
+			}
+		}
 		for _, r := range res.Rows {
 			if r.NA == "" && r.USDPerMillion(res.Prices) <= 0 {
 				t.Errorf("%s / %s costs nothing", r.System, r.Workload)
 			}
 		}
-		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done"} {
+		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done"} {
 			if !strings.Contains(table.String(), s) {
 				t.Errorf("the table lacks %q:\n%s", s, table.String())
 			}

@@ -12,8 +12,8 @@ import (
 type CostResult struct {
 	Backend string
 	Tasks   int
-	// Rows: for each workload, taskledger (before; after once the
-	// claim-check is wired), the baseline and Step Functions.
+	// Rows: for each workload, taskledger before and after the
+	// claim-check, the baseline, Step Functions and the promise's floor.
 	Rows []CostRow
 	// SFN is the Step Functions definition's happy path.
 	SFN    ASLPath
@@ -31,7 +31,8 @@ func (c *CostResult) Row(system, workload string) (CostRow, bool) {
 }
 
 // RunCost measures every workload of Workloads with tasks tasks each on
-// taskledger and the baseline, and prices Step Functions from its ASL.
+// taskledger and the baseline, prices Step Functions from its ASL and
+// derives the floor of DESIGN §1 (floorCost).
 func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(string, ...any)) (*CostResult, error) {
 	if tasks <= 0 {
 		tasks = 5
@@ -61,7 +62,7 @@ func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(stri
 		if err != nil {
 			return nil, fmt.Errorf("%s after: %w", w.Name, err)
 		}
-		res.Rows = append(res.Rows, tl, after, base, stepFunctionsCost(w, base, path, mem))
+		res.Rows = append(res.Rows, tl, after, base, stepFunctionsCost(w, base, path, mem), floorCost(w, mem))
 	}
 	return res, nil
 }

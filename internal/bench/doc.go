@@ -46,7 +46,11 @@
 //     of the counts), the submit naming the upload (Resolve, Adopt), the
 //     worker's read; the run fails unless every task's reply names its
 //     document's SHA-256 and size. The baseline and Step Functions carry a
-//     document over their 256 KB message/state limits through S3.
+//     document over their 256 KB message/state limits through S3. The
+//     floor of DESIGN §1 (floorCost, derived): the least any submit → SQS
+//     → worker design must bill to keep the promise, each forced call at
+//     its cheapest; a baseline below it makes "below the baseline"
+//     unreachable, and the table says so on that line.
 //   - A latency line (RunLatency): submit → completed minus the provider's
 //     time, with per-call AWS latencies injected (faultinject.Latency,
 //     DynamoDB 5 ms, SQS 10 ms, S3 15 ms), against the critical-path floor
