@@ -376,4 +376,27 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("%s: actions %v / %v", id, a["AlarmActions"], a["OKActions"])
 		}
 	}
+
+	// A call over its bound alarms on the first one: it is the bound
+	// failing, not a rate to tolerate.
+	if a, ok := tpl.Resource("BoundExceededAlarm"); !ok {
+		t.Error("no BoundExceededAlarm")
+	} else {
+		qs, _ := a["Metrics"].([]any)
+		var q map[string]any
+		if len(qs) == 1 {
+			q, _ = qs[0].(map[string]any)
+		}
+		expr, _ := q["Expression"].(string)
+		r, ok, err := expressionRef(expr)
+		if err != nil || !ok || r != (metricRef{"BoundExceeded", "*"}) || q["Period"] != 300 {
+			t.Errorf("BoundExceededAlarm: query %v, want SELECT SUM(BoundExceeded) FROM taskledger over 300 s", a["Metrics"])
+		}
+		if a["Threshold"] != 0 || a["ComparisonOperator"] != "GreaterThanThreshold" {
+			t.Errorf("BoundExceededAlarm: %v %v, want > 0", a["ComparisonOperator"], a["Threshold"])
+		}
+		if !reflect.DeepEqual(a["AlarmActions"], actions) || !reflect.DeepEqual(a["OKActions"], actions) {
+			t.Errorf("BoundExceededAlarm: actions %v / %v", a["AlarmActions"], a["OKActions"])
+		}
+	}
 }
