@@ -150,6 +150,17 @@ func TestCost(t *testing.T) {
 		if !near(small.Invocations, 2) || !near(small.SQS, 3) || small.S3Put+small.S3Get != 0 {
 			t.Errorf("taskledger 100 B: %g invocations (want submit + worker), %g SQS requests (want 3), %g/%g S3", small.Invocations, small.SQS, small.S3Put, small.S3Get)
 		}
+		// A write also bills its global secondary indexes' updates
+		// (DynamoDB developer guide, GSI.html#GSI.Writes: an item entering
+		// an index one write, a changed index key two — delete and put —,
+		// an item leaving it one; each at least one unit). A live task
+		// carries by_state's keys (template.yaml): the submit's PutItem puts
+		// it in, the claim moves it (state_shard queued#nn → running#nn,
+		// due_at), the completion takes it out — 4 index units per task on
+		// top of the 3 table writes.
+		if small.WRU < 3+4 {
+			t.Errorf("taskledger 100 B: %g write units per task, want ≥ 7 (3 table writes + 4 by_state index writes): the index's writes are not priced", small.WRU)
+		}
 
 		// Write units from item sizes: three writes of an item carrying the
 		// input, one unit per started KB.
