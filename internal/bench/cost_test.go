@@ -264,7 +264,7 @@ func TestCost(t *testing.T) {
 					line = l
 				}
 			}
-			if got, want := strings.Contains(line, "unreachable"), after >= base && base < f; got != want {
+			if got, want := strings.Contains(line, "unreachable"), after >= base && base <= f+1e-9; got != want {
 				t.Errorf("%s: target line %q says unreachable %v; baseline %.4f, floor %.4f, taskledger %.4f", w.Name, line, got, base, f, after)
 			}
 		}
