@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,14 +24,16 @@ import (
 // probe, an uncounted client, because an UpdateItem bills the larger of
 // the two; so a metered component must not write the same item
 // concurrently with another writer (the cost runs go one task at a time).
+// A write also bills the updates it makes to the table's global secondary
+// indexes (indexWriteUnits): the meter reads each table's indexes once.
 // It also asks DynamoDB for ConsumedCapacity (TOTAL) and adds up what the
 // emulator returns, for the cross-check.
 type meter struct {
 	probe *dynamodb.Client
 
-	mu   sync.Mutex
-	keys map[string][]string // table → key attribute names
-	u    usage
+	mu      sync.Mutex
+	schemas map[string]tableSchema // table → key and indexes
+	u       usage
 }
 
 // usage is what a set of calls bills, in billing units.
@@ -68,7 +71,7 @@ func (u *usage) add(v usage) {
 }
 
 func newMeter(probe *dynamodb.Client) *meter {
-	return &meter{probe: probe, keys: map[string][]string{}}
+	return &meter{probe: probe, schemas: map[string]tableSchema{}}
 }
 
 func (m *meter) usage() usage {
@@ -187,20 +190,22 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 	case *dynamodb.ScanInput:
 		p.ReturnConsumedCapacity = total
 	}
-	before := make([]int, len(targets))
+	before := make([]map[string]types.AttributeValue, len(targets))
+	schemas := make([]tableSchema, len(targets))
 	for i := range targets {
-		if targets[i].put != nil {
-			k, err := m.keyOf(ctx, targets[i].table, targets[i].put)
-			if err != nil {
-				return middleware.InitializeOutput{}, middleware.Metadata{}, err
-			}
-			targets[i].key = k
-		}
-		n, err := m.size(ctx, targets[i].table, targets[i].key)
+		sc, err := m.schema(ctx, targets[i].table)
 		if err != nil {
 			return middleware.InitializeOutput{}, middleware.Metadata{}, err
 		}
-		before[i] = n
+		schemas[i] = sc
+		if targets[i].put != nil {
+			targets[i].key = sc.keyOf(targets[i].put)
+		}
+		it, err := m.item(ctx, targets[i].table, targets[i].key)
+		if err != nil {
+			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		}
+		before[i] = it
 	}
 	out, md, err := next.HandleInitialize(ctx, in)
 	v := usage{DynamoCalls: 1}
@@ -215,21 +220,22 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 		after := before[i]
 		if err == nil {
 			if t.put != nil {
-				after = itemsize.Item(t.put)
-			} else if a, perr := m.size(ctx, t.table, t.key); perr == nil {
+				after = t.put
+			} else if a, perr := m.item(ctx, t.table, t.key); perr == nil {
 				after = a
 			}
 		}
-		v.WRU += WriteUnits(before[i], after, transactional)
+		v.WRU += WriteUnits(itemsize.Item(before[i]), itemsize.Item(after), transactional)
+		v.WRU += indexWriteUnits(schemas[i].indexes, before[i], after)
 	}
 	if err == nil {
 		switch p := in.Parameters.(type) {
 		case *dynamodb.GetItemInput:
 			// Billed on the whole item, whatever the projection.
 			if o, _ := out.Result.(*dynamodb.GetItemOutput); o != nil && len(o.Item) > 0 {
-				n, serr := m.size(ctx, aws.ToString(p.TableName), p.Key)
+				it, serr := m.item(ctx, aws.ToString(p.TableName), p.Key)
 				if serr == nil {
-					v.RRU += ReadUnits(n, aws.ToBool(p.ConsistentRead), false)
+					v.RRU += ReadUnits(itemsize.Item(it), aws.ToBool(p.ConsistentRead), false)
 				}
 			} else {
 				v.RRU += ReadUnits(0, aws.ToBool(p.ConsistentRead), false)
@@ -287,37 +293,138 @@ func consumed(result any) *types.ConsumedCapacity {
 	return nil
 }
 
-// size returns the stored size of an item (0 when absent), read strongly
+// item returns the stored item (nil when absent), read strongly
 // consistently through the uncounted probe client.
-func (m *meter) size(ctx context.Context, table string, key map[string]types.AttributeValue) (int, error) {
+func (m *meter) item(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	out, err := m.probe.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return itemsize.Item(out.Item), nil
+	return out.Item, nil
 }
 
-// keyOf returns the key attributes of item in table (its key schema read
-// once through the probe client).
-func (m *meter) keyOf(ctx context.Context, table string, item map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	m.mu.Lock()
-	names, ok := m.keys[table]
-	m.mu.Unlock()
-	if !ok {
-		out, err := m.probe.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range out.Table.KeySchema {
-			names = append(names, aws.ToString(k.AttributeName))
-		}
-		m.mu.Lock()
-		m.keys[table] = names
-		m.mu.Unlock()
-	}
+// tableSchema is what the meter needs of a table: its key attribute names
+// and its global secondary indexes.
+type tableSchema struct {
+	keys    []string
+	indexes []indexSchema
+}
+
+// indexSchema is one global secondary index: its key attribute names and
+// what it projects beyond the keys (all attributes, or the names listed).
+type indexSchema struct {
+	keys    []string
+	all     bool
+	include []string
+}
+
+// keyOf returns the table key attributes of item.
+func (s tableSchema) keyOf(item map[string]types.AttributeValue) map[string]types.AttributeValue {
 	key := map[string]types.AttributeValue{}
-	for _, n := range names {
+	for _, n := range s.keys {
 		key[n] = item[n]
 	}
-	return key, nil
+	return key
+}
+
+// schema returns table's key and indexes, read once through the probe
+// client.
+func (m *meter) schema(ctx context.Context, table string) (tableSchema, error) {
+	m.mu.Lock()
+	sc, ok := m.schemas[table]
+	m.mu.Unlock()
+	if ok {
+		return sc, nil
+	}
+	out, err := m.probe.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return tableSchema{}, err
+	}
+	for _, k := range out.Table.KeySchema {
+		sc.keys = append(sc.keys, aws.ToString(k.AttributeName))
+	}
+	for _, g := range out.Table.GlobalSecondaryIndexes {
+		ix := indexSchema{keys: append([]string(nil), sc.keys...)}
+		for _, k := range g.KeySchema {
+			ix.keys = append(ix.keys, aws.ToString(k.AttributeName))
+		}
+		if g.Projection != nil {
+			switch g.Projection.ProjectionType {
+			case types.ProjectionTypeAll:
+				ix.all = true
+			case types.ProjectionTypeInclude:
+				ix.include = g.Projection.NonKeyAttributes
+			}
+		}
+		sc.indexes = append(sc.indexes, ix)
+	}
+	m.mu.Lock()
+	m.schemas[table] = sc
+	m.mu.Unlock()
+	return sc, nil
+}
+
+// entry returns the index entry of item: nil when the item lacks one of
+// the index's key attributes (a sparse index leaves it out), else the
+// table and index keys and the projected attributes.
+func (ix indexSchema) entry(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	e := map[string]types.AttributeValue{}
+	for _, k := range ix.keys {
+		v, ok := item[k]
+		if !ok {
+			return nil
+		}
+		e[k] = v
+	}
+	if ix.all {
+		return item
+	}
+	for _, n := range ix.include {
+		if v, ok := item[n]; ok {
+			e[n] = v
+		}
+	}
+	return e
+}
+
+// indexWriteUnits returns the write units a write from before to after
+// (nil: no item) bills in the table's global secondary indexes, by
+// DynamoDB's rules (developer guide, "Provisioned throughput considerations
+// for global secondary indexes", GSI.html#GSI.Writes; on-demand bills the
+// same units as write request units): an item entering an index is one
+// index write, an item leaving it one, a changed index key value two (the
+// old entry deleted, the new one put), a changed projected attribute one;
+// each sized by the index entry, one unit per started KB. A transaction's
+// index updates propagate after it commits and are priced as ordinary
+// writes here.
+func indexWriteUnits(indexes []indexSchema, before, after map[string]types.AttributeValue) float64 {
+	var u float64
+	for _, ix := range indexes {
+		b, a := ix.entry(before), ix.entry(after)
+		switch {
+		case b == nil && a == nil:
+		case b == nil:
+			u += WriteUnits(0, itemsize.Item(a), false)
+		case a == nil:
+			u += WriteUnits(itemsize.Item(b), 0, false)
+		case !sameAttributes(ix.keys, b, a):
+			u += WriteUnits(itemsize.Item(b), 0, false) + WriteUnits(0, itemsize.Item(a), false)
+		case !reflect.DeepEqual(b, a):
+			u += WriteUnits(itemsize.Item(b), itemsize.Item(a), false)
+		}
+	}
+	return u
+}
+
+// sameAttributes says whether a and b hold equal values under names.
+func sameAttributes(names []string, a, b map[string]types.AttributeValue) bool {
+	for _, n := range names {
+		if !reflect.DeepEqual(a[n], b[n]) {
+			return false
+		}
+	}
+	return true
 }
