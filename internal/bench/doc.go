@@ -25,7 +25,9 @@
 //     real path on the emulator (RunCost): AWS calls by operation;
 //     DynamoDB write and read request units computed from item sizes by
 //     DynamoDB's rules (package itemsize; an UpdateItem bills the larger of
-//     the item before and after, read through an uncounted probe client),
+//     the item before and after, read through an uncounted probe client;
+//     a write also bills its global secondary index updates, from the
+//     table's indexes and the item before and after: indexWriteUnits),
 //     cross-checked against the ConsumedCapacity the emulator returns
 //     (kumo returns none; moto returns a per-call figure not sized by
 //     DynamoDB's rules); SQS requests in 64 KB chunks; S3 requests by
@@ -46,7 +48,8 @@
 //     of the counts), the submit naming the upload (Resolve, Adopt), the
 //     worker's read; the run fails unless every task's reply names its
 //     document's SHA-256 and size. The baseline and Step Functions carry a
-//     document over their 256 KB message/state limits through S3. The
+//     document over their message/state limits (SQS 1 MiB, Step
+//     Functions 256 KB) through S3. The
 //     floor of DESIGN §1 (floorCost, derived): the least any submit → SQS
 //     → worker design must bill to keep the promise, each forced call at
 //     its cheapest; a baseline below it makes "below the baseline"
