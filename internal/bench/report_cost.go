@@ -92,8 +92,12 @@ func (c *CostResult) WriteTable(w io.Writer) {
 		if t >= b && !reachable(b, f) {
 			vsBase += fmt.Sprintf(", unreachable: the baseline is %.2f× the floor of §1", div(b, f))
 		}
-		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s); %.2f× the floor of §1\n",
-			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), s3, t, b, vsBase,
+		scope := ""
+		if wl.Document {
+			scope = ", a document: the target covers inputs up to the 32 KB cap"
+		}
+		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s%s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s); %.2f× the floor of §1\n",
+			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), scope, s3, t, b, vsBase,
 			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2), div(t, f))
 	}
 }
