@@ -39,6 +39,15 @@
 // key plus the SET values is a sound lower bound (see [EnforceItemSize]).
 // internal/testenv registers it on every test client.
 //
+// # Placeholders
+//
+// kumo resolves expression attribute name placeholders by textual
+// replacement, so "#s" inside "#sr" can turn a condition on one attribute
+// into a condition on another. [RefuseAmbiguousNames] (also applied by
+// every [Injector]) refuses such a request before it is sent, unless the
+// textual result is what DynamoDB would read; internal/testenv registers
+// it on every test client.
+//
 // # A lost reply the SDK retries
 //
 // A [Replayer], registered before the Injector, models the other face of a

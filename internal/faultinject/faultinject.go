@@ -119,9 +119,14 @@ func (i *Injector) handle(ctx context.Context, in middleware.InitializeInput, ne
 	i.mu.Unlock()
 
 	// DynamoDB's item-size limit, which the emulators do not enforce as
-	// DynamoDB does (itemsize.go): refused before it is sent, not a fault.
+	// DynamoDB does (itemsize.go), and placeholders kumo would read
+	// otherwise than DynamoDB (placeholders.go): refused before sending,
+	// not a fault.
 	if c.Service == "DynamoDB" {
 		if err := CheckItemSize(in.Parameters); err != nil {
+			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		}
+		if err := CheckNames(in.Parameters); err != nil {
 			return middleware.InitializeOutput{}, middleware.Metadata{}, err
 		}
 	}

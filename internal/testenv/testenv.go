@@ -90,8 +90,9 @@ func New(t testing.TB, backend string) *Env {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	// DynamoDB's item-size limit, enforced as DynamoDB does (the emulators do not).
-	cfg.APIOptions = append(cfg.APIOptions, counter.Register, faultinject.EnforceItemSize)
+	// DynamoDB's item-size limit, enforced as DynamoDB does (the emulators do
+	// not), and no placeholder kumo would substitute differently from DynamoDB.
+	cfg.APIOptions = append(cfg.APIOptions, counter.Register, faultinject.EnforceItemSize, faultinject.RefuseAmbiguousNames)
 	e := &Env{Backend: backend, Endpoint: endpoint, AWS: cfg, DDB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg), Counter: counter}
 	tpl := stack.MustLoadDefault()
 	prefix := UniquePrefix()
