@@ -11,11 +11,11 @@
 // BatchSize); PROVIDER and PROVIDER_* (see internal/provider; PROVIDER_TIMEOUT
 // is the call timeout the worker admits records by); PROVIDER_ADMISSION
 // (optional JSON of per-model requests and tokens per minute, shared by
-// every instance through the tasks table: worker.ParseAdmissionConfig;
-// unset: no admission); PAYLOAD_BUCKET (the S3 claim-check bucket: large
-// inputs are read from it, results above 4 KiB written to it; unset keeps
-// them inline); LOG_LEVEL
-// (debug|info|warn|error). template.yaml sets them as one arithmetic
+// every instance through the tasks table: admission.ParseSettings, read by
+// lambdaenv.LoadProvider as in the submit function; unset: no admission);
+// PAYLOAD_BUCKET (the S3 claim-check bucket: large inputs are read from
+// it, results above 4 KiB written to it; unset keeps them inline);
+// LOG_LEVEL (debug|info|warn|error). template.yaml sets them as one arithmetic
 // (README "Timing").
 package main
 
@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -35,7 +34,6 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
-	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -77,7 +75,11 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	adm, err := buildAdmission(b, pcfg)
+	pp, err := lambdaenv.LoadProvider(pcfg, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	adm, err := buildAdmission(b, pp)
 	if err != nil {
 		return nil, err
 	}
@@ -113,28 +115,16 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	}, nil
 }
 
-// buildAdmission reads PROVIDER_ADMISSION; nil (no admission) when unset.
-// The provider's model must have limits: a worker that would park every
-// task as misconfigured refuses to start instead.
-func buildAdmission(b *lambdaenv.Base, pcfg provider.Config) (*worker.Admission, error) {
-	raw := strings.TrimSpace(os.Getenv("PROVIDER_ADMISSION"))
-	if raw == "" {
+// buildAdmission builds the admission pp's settings describe
+// (lambdaenv.LoadProvider: PROVIDER_ADMISSION, its limits checked for the
+// provider's model); nil (no admission) when unset.
+func buildAdmission(b *lambdaenv.Base, pp *lambdaenv.Provider) (*worker.Admission, error) {
+	if pp.Admission == nil {
 		return nil, nil
 	}
-	cfg, err := worker.ParseAdmissionConfig([]byte(raw))
+	a, err := admission.New(admission.Config{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable, Limits: pp.Admission.Limits()})
 	if err != nil {
 		return nil, err
 	}
-	model := pcfg.Model
-	if model == "" && (pcfg.Name == "" || pcfg.Name == provider.NameSimulated) {
-		model = simulated.DefaultModel
-	}
-	if _, ok := cfg.Models[model]; !ok {
-		return nil, fmt.Errorf("%s has no limits for the provider's model %q (configured: %s)", worker.EnvAdmission, model, strings.Join(cfg.ModelIDs(), ", "))
-	}
-	a, err := admission.New(admission.Config{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable, Limits: cfg.Limits()})
-	if err != nil {
-		return nil, err
-	}
-	return &worker.Admission{Admitter: a, Model: model}, nil
+	return &worker.Admission{Admitter: a, Model: pp.Model}, nil
 }

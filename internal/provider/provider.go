@@ -165,6 +165,25 @@ type Config struct {
 	err error // a value ConfigFromEnv could not parse
 }
 
+// ModelFromEnv reads only which provider and model the worker calls
+// (PROVIDER, PROVIDER_MODEL) through getenv (os.Getenv if nil): what the
+// submit function checks a task against (ModelID, AcceptsDocuments)
+// without building an adapter, reading a key or a timeout. ConfigFromEnv
+// reads the same two through it.
+func ModelFromEnv(getenv func(string) string) Config {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Config{
+		Name:  strings.ToLower(strings.TrimSpace(getenv(EnvProvider))),
+		Model: strings.TrimSpace(getenv(EnvModel)),
+	}
+	if c.Name == "" {
+		c.Name = NameSimulated
+	}
+	return c
+}
+
 // ConfigFromEnv reads a Config through getenv (os.Getenv if nil); see the
 // package documentation for the variables. Values it cannot parse are
 // reported by Validate and New.
@@ -173,17 +192,11 @@ func ConfigFromEnv(getenv func(string) string) Config {
 		getenv = os.Getenv
 	}
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
-	c := Config{
-		Name:            strings.ToLower(get(EnvProvider)),
-		Faults:          get(EnvFaults),
-		Model:           get(EnvModel),
-		BaseURL:         get(EnvBaseURL),
-		APIKeyEnv:       get(EnvAPIKeyEnv),
-		APIKeySecretARN: get(EnvAPIKeySecretARN),
-	}
-	if c.Name == "" {
-		c.Name = NameSimulated
-	}
+	c := ModelFromEnv(getenv)
+	c.Faults = get(EnvFaults)
+	c.BaseURL = get(EnvBaseURL)
+	c.APIKeyEnv = get(EnvAPIKeyEnv)
+	c.APIKeySecretARN = get(EnvAPIKeySecretARN)
 	if c.APIKeyEnv == "" {
 		c.APIKeyEnv = DefaultAPIKeyEnv
 	}
@@ -222,6 +235,42 @@ func clip(s string) string {
 		return strings.ToValidUTF8(s[:40], "") + "…"
 	}
 	return s
+}
+
+// ModelID is the model id the configured adapter calls: Model, or for the
+// simulated provider simulated.DefaultModel when Model is empty (bedrock
+// and openai require one, see Validate). Admission limits and prices are
+// keyed by it.
+func (c Config) ModelID() string {
+	if c.Model == "" && c.name() == NameSimulated {
+		return simulated.DefaultModel
+	}
+	return c.Model
+}
+
+// AcceptsDocuments reports whether the configured adapter takes a request
+// with documents (each adapter's AcceptsDocuments constant): the openai
+// adapter refuses them (openai.ErrDocumentsUnsupported), so the submit
+// function refuses such a task up front. An unknown name answers false
+// (Validate rejects it anyway).
+func (c Config) AcceptsDocuments() bool {
+	switch c.name() {
+	case NameSimulated:
+		return simulated.AcceptsDocuments
+	case NameBedrock:
+		return bedrock.AcceptsDocuments
+	case NameOpenAI:
+		return openai.AcceptsDocuments
+	}
+	return false
+}
+
+// name is Name lower-cased, NameSimulated when empty.
+func (c Config) name() string {
+	if c.Name == "" {
+		return NameSimulated
+	}
+	return strings.ToLower(c.Name)
 }
 
 // String describes the configuration; it holds no secret.

@@ -231,3 +231,70 @@ func TestNewReadbackHoldsNoKey(t *testing.T) {
 		t.Error("an unknown provider was accepted")
 	}
 }
+
+// TestModelFromEnvReadsOnlyTheModel: the submit function's read names the
+// provider and model and nothing else (no key, no timeout), and
+// ConfigFromEnv agrees with it.
+func TestModelFromEnvReadsOnlyTheModel(t *testing.T) {
+	t.Parallel()
+	all := map[string]string{"PROVIDER": " OpenAI ", "PROVIDER_MODEL": " gpt-x ", "PROVIDER_API_KEY_SECRET_ARN": "arn:x", "PROVIDER_TIMEOUT": "9s", "PROVIDER_BASE_URL": "http://h"}
+	var read []string
+	c := ModelFromEnv(func(k string) string { read = append(read, k); return all[k] })
+	if c.Name != NameOpenAI || c.Model != "gpt-x" || c.APIKeySecretARN != "" || c.Timeout != 0 || c.BaseURL != "" {
+		t.Fatalf("ModelFromEnv = %+v", c)
+	}
+	if strings.Join(read, ",") != "PROVIDER,PROVIDER_MODEL" {
+		t.Fatalf("ModelFromEnv read %v, want PROVIDER and PROVIDER_MODEL only", read)
+	}
+	if f := ConfigFromEnv(env(all)); f.Name != c.Name || f.Model != c.Model || f.ModelID() != c.ModelID() {
+		t.Fatalf("ConfigFromEnv %+v disagrees with ModelFromEnv %+v", f, c)
+	}
+	if got := ModelFromEnv(env(nil)); got.Name != NameSimulated || got.ModelID() != simulated.DefaultModel {
+		t.Fatalf("defaults: %+v (model %q)", got, got.ModelID())
+	}
+	if got := (Config{Name: NameSimulated, Model: "sim-2"}).ModelID(); got != "sim-2" {
+		t.Fatalf("ModelID = %q, want the configured model", got)
+	}
+}
+
+// TestAcceptsDocumentsMatchesTheAdapters: what the submit function is
+// told (Config.AcceptsDocuments) is what the adapter does with a request
+// that carries a document: simulated reads it, openai refuses it without
+// a request (ErrDocumentsUnsupported, permanent_input).
+func TestAcceptsDocumentsMatchesTheAdapters(t *testing.T) {
+	t.Parallel()
+	req := Request{OperationID: "op-docs", Attempt: 1, Kind: KindGenerate, Input: json.RawMessage(`{"prompt":"x"}`),
+		Documents: []Document{{Name: "document-1", Format: "txt", ContentType: "text/plain", Bytes: []byte("hello")}}}
+
+	sim := ConfigFromEnv(env(nil))
+	if !sim.AcceptsDocuments() {
+		t.Fatal("simulated: AcceptsDocuments = false")
+	}
+	p, err := New(t.Context(), sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Generate(t.Context(), req); err != nil {
+		t.Fatalf("simulated refused a document it is said to accept: %v", err)
+	}
+
+	oai := ConfigFromEnv(env(map[string]string{"PROVIDER": "openai", "PROVIDER_MODEL": "m", "PROVIDER_BASE_URL": "http://127.0.0.1:1"}))
+	if oai.AcceptsDocuments() {
+		t.Fatal("openai: AcceptsDocuments = true")
+	}
+	p, err = newWithEnv(t.Context(), oai, env(map[string]string{DefaultAPIKeyEnv: "sk-test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Generate(t.Context(), req)
+	if !errors.Is(err, openai.ErrDocumentsUnsupported) || retrypolicy.Classify(err).Class != retrypolicy.PermanentInput {
+		t.Fatalf("openai with a document: %v, want ErrDocumentsUnsupported (permanent_input)", err)
+	}
+
+	if !(Config{Name: NameBedrock, Model: "m"}).AcceptsDocuments() {
+		t.Error("bedrock: AcceptsDocuments = false")
+	}
+	if (Config{Name: "nope"}).AcceptsDocuments() {
+		t.Error("an unknown provider is said to accept documents")
+	}
+}

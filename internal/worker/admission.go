@@ -1,13 +1,10 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,69 +15,6 @@ import (
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
-
-// EnvAdmission names the environment variable holding the provider
-// admission configuration (JSON, see ParseAdmissionConfig). Unset or empty:
-// no admission, and no admission call at all.
-const EnvAdmission = "PROVIDER_ADMISSION"
-
-// AdmissionConfig is the provider admission configuration:
-//
-//	{"models": {"<model id>": {"requests_per_minute": 100, "tokens_per_minute": 200000}}}
-type AdmissionConfig struct {
-	Models map[string]AdmissionLimit `json:"models"`
-}
-
-// AdmissionLimit is one model's provider limit per minute.
-type AdmissionLimit struct {
-	RequestsPerMinute int64 `json:"requests_per_minute"`
-	TokensPerMinute   int64 `json:"tokens_per_minute"`
-}
-
-// ParseAdmissionConfig reads an AdmissionConfig strictly: unknown fields,
-// trailing data, no models, or a limit that is not positive are errors that
-// name the field (never a silent default).
-func ParseAdmissionConfig(data []byte) (*AdmissionConfig, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var c AdmissionConfig
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvAdmission, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: trailing data after the JSON object", EnvAdmission)
-	}
-	if len(c.Models) == 0 {
-		return nil, fmt.Errorf("%s: \"models\" must name at least one model", EnvAdmission)
-	}
-	for _, m := range c.ModelIDs() {
-		l := c.Models[m]
-		if m == "" || l.RequestsPerMinute <= 0 || l.TokensPerMinute <= 0 {
-			return nil, fmt.Errorf("%s: model %q: requests_per_minute and tokens_per_minute must be positive integers", EnvAdmission, m)
-		}
-	}
-	return &c, nil
-}
-
-// ModelIDs returns the configured model ids, sorted.
-func (c *AdmissionConfig) ModelIDs() []string {
-	ids := make([]string, 0, len(c.Models))
-	for m := range c.Models {
-		ids = append(ids, m)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// Limits converts the per-minute limits to admission.Limits (one-minute
-// windows).
-func (c *AdmissionConfig) Limits() map[string]admission.Limit {
-	out := make(map[string]admission.Limit, len(c.Models))
-	for m, l := range c.Models {
-		out[m] = admission.Limit{RequestsPerWindow: l.RequestsPerMinute, TokensPerWindow: l.TokensPerMinute}
-	}
-	return out
-}
 
 // Admission gates the worker's provider calls on shared per-model limits
 // (internal/admission, DESIGN §13). A nil *Admission in Handler.Admission

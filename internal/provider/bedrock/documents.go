@@ -48,3 +48,7 @@ func documentBlocks(docs []contract.Document) ([]types.ContentBlock, error) {
 	}
 	return out, nil
 }
+
+// AcceptsDocuments is true: a request's documents go to Converse as
+// document and image blocks.
+const AcceptsDocuments = true

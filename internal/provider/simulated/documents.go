@@ -22,3 +22,6 @@ func documentNote(docs []contract.Document) string {
 	}
 	return b.String()
 }
+
+// AcceptsDocuments is true: the reply names each document it read.
+const AcceptsDocuments = true
