@@ -9,6 +9,9 @@
 //	AWS_ENDPOINT_URL     use this AWS endpoint (LocalStack, moto_server) instead of the embedded emulator
 //	PROVIDER, PROVIDER_* the provider (default simulated; see internal/provider)
 //	PROVIDER_FAULTS      simulated faults for demos, e.g. "throttle=0.2,accept_lose_reply=0.1"
+//	PROVIDER_ADMISSION   provider admission limits (JSON, as deployed; default none): the worker
+//	                     admits its calls by them, the task API refuses a task over them (422)
+//	SPEND_CONFIG         prices and daily quota (default: the template's SpendConfig)
 //	LOG_LEVEL            level of the handlers' JSON logs on stderr (default warn)
 //	ALLOWED_ORIGINS      CORS allow-list of the task API (default none: the page is same-origin)
 //	LEASE_SECONDS        the worker's lease (default 30)
@@ -37,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/local"
@@ -91,6 +95,7 @@ func options() (local.Options, error) {
 		Prefix:         os.Getenv("TASKLEDGER_PREFIX"),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
 		SpendConfig:    os.Getenv("SPEND_CONFIG"),
+		Admission:      os.Getenv(admission.EnvVar),
 		OIDCIssuer:     strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_ISSUER")),
 		OIDCAudience:   api.ParseOrigins(os.Getenv("TASKLEDGER_OIDC_AUDIENCE")),
 		OIDCClientID:   strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_CLIENT_ID")),

@@ -11,6 +11,10 @@
 // allow-list; "*" allows any; empty disables CORS), PAYLOAD_BUCKET (the S3
 // claim-check bucket for inputs above 4 KiB; unset keeps them inline), APPROVER_CLAIM,
 // APPROVER_CLAIM_VALUE and ALLOW_SELF_APPROVAL (api.ApprovalPolicy),
+// PROVIDER, PROVIDER_MODEL and PROVIDER_ADMISSION (the worker's provider,
+// model and admission limits, read by lambdaenv.LoadProvider as the worker
+// reads them: a generate task the worker could never run is refused with
+// 422 — api.ProviderProfile; no provider key or secret is read),
 // LOG_LEVEL (debug|info|warn|error).
 package main
 
@@ -27,6 +31,7 @@ import (
 	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -75,6 +80,12 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The worker's provider as the worker reads it (no key, no timeout):
+	// what a task is checked against before it is recorded.
+	pp, err := lambdaenv.LoadProvider(provider.ModelFromEnv(os.Getenv), os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	h := &api.Handler{
 		Ledger:         led,
 		Payloads:       payloads,
@@ -84,6 +95,8 @@ func build(ctx context.Context) (*api.Handler, error) {
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),
+		Provider: &api.ProviderProfile{Name: pp.Config.Name, Model: pp.Model,
+			AcceptsDocuments: pp.Config.AcceptsDocuments(), TokensPerMinute: pp.TokensPerMinute()},
 	}
 	if sp != nil {
 		h.Budgets, h.Quotas = sp.Budgets, sp.Quotas

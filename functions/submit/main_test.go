@@ -72,6 +72,27 @@ func TestBuild(t *testing.T) {
 	if h.Auth != (api.AuthConfig{Mode: "jwt", Issuer: "https://issuer.example.com", ClientID: "page-client"}) {
 		t.Fatalf("auth %+v", h.Auth)
 	}
+	if h.Provider == nil || *h.Provider != (api.ProviderProfile{Name: "simulated", Model: "simulated-1", AcceptsDocuments: true}) {
+		t.Fatalf("provider profile %+v; want the simulated default, no admission", h.Provider)
+	}
+	t.Setenv("PROVIDER", "openai")
+	t.Setenv("PROVIDER_MODEL", "gpt-x")
+	t.Setenv("PROVIDER_ADMISSION", `{"models":{"gpt-x":{"requests_per_minute":10,"tokens_per_minute":150000}}}`)
+	h, err = build(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *h.Provider != (api.ProviderProfile{Name: "openai", Model: "gpt-x", AcceptsDocuments: false, TokensPerMinute: 150000}) {
+		t.Fatalf("provider profile %+v; want openai without documents, 150000 tokens per minute", h.Provider)
+	}
+	t.Setenv("PROVIDER_ADMISSION", `{"models":{"other":{"requests_per_minute":10,"tokens_per_minute":150000}}}`)
+	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "PROVIDER_ADMISSION has no limits") {
+		t.Fatalf("admission without the model's limits: %v; want init to fail", err)
+	}
+	t.Setenv("PROVIDER", "")
+	t.Setenv("PROVIDER_MODEL", "")
+	t.Setenv("PROVIDER_ADMISSION", "")
+
 	t.Setenv("AUTH_MODE", "cognito")
 	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "AUTH_MODE") {
 		t.Fatalf("AUTH_MODE=cognito (a template value, not a function value): %v", err)

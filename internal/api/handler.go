@@ -15,6 +15,7 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
+	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -60,6 +61,11 @@ type Handler struct {
 	// Destinations are the configured destinations a deliver task may
 	// name (deliver.go); nil: deliver submits are refused.
 	Destinations *deliver.Registry
+	// Provider is what the submit knows of the worker's provider: a
+	// generate task it could never run (documents it does not accept, a
+	// call bound above the model's tokens_per_minute) is refused with 422
+	// before anything is written (providercheck.go). nil: no such check.
+	Provider *ProviderProfile
 	// Now is the clock for request timing (default time.Now).
 	Now func() time.Time
 }
@@ -195,13 +201,27 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p := h.overQuota(ctx, c); p != nil {
 		return h.reject(c, p)
 	}
-	// A token budget must cover one call with its documents (their bounds
-	// are known once resolved, before anything is copied or written).
-	docs, p := h.resolveDocuments(ctx, c, s.key, s.documents, func(docs []ledger.DocumentRef) *Problem { // documents.go
-		if !s.budget.present() {
-			return nil
+	// A generate task the worker's provider could never run is refused:
+	// documents it does not take before the uploads are even resolved; a
+	// call bound above its model's tokens_per_minute, like a token budget
+	// that cannot cover one call, once the documents' bounds are known
+	// (resolved, before anything is copied or written).
+	if s.kind == contract.KindGenerate {
+		p = h.refuseDocuments(ctx, c, s.key, len(s.documents)) // providercheck.go
+		if p == nil && len(s.documents) == 0 {
+			p = h.refuseOverAdmission(ctx, c, s.key, s.input, nil)
 		}
-		return budgetCoversOneCall(s.budget, json.RawMessage(s.input), docs...)
+		if p != nil {
+			return h.reject(c, p)
+		}
+	}
+	docs, p := h.resolveDocuments(ctx, c, s.key, s.documents, func(docs []ledger.DocumentRef) *Problem { // documents.go
+		if s.budget.present() {
+			if p := budgetCoversOneCall(s.budget, json.RawMessage(s.input), docs...); p != nil {
+				return p
+			}
+		}
+		return h.refuseOverAdmission(ctx, c, s.key, s.input, docs)
 	})
 	if p != nil {
 		return h.reject(c, p)
@@ -256,6 +276,17 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	// (adversarial review of issue 14), before anything is written.
 	if parent.BudgetMaxTokens > 0 {
 		if p := budgetCoversOneCall(&budgetSpec{tokens: parent.BudgetMaxTokens}, json.RawMessage(input), parent.Documents...); p != nil {
+			return h.reject(c, p)
+		}
+	}
+	// So is one the worker's provider could never run (the inherited
+	// documents, the call bound), before the documents are renewed.
+	if parent.Kind == contract.KindGenerate {
+		p := h.refuseDocuments(ctx, c, s.key, len(parent.Documents))
+		if p == nil {
+			p = h.refuseOverAdmission(ctx, c, s.key, input, parent.Documents)
+		}
+		if p != nil {
 			return h.reject(c, p)
 		}
 	}

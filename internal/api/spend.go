@@ -127,10 +127,7 @@ func budgetCoversOneCall(b *budgetSpec, rawInput json.RawMessage, docs ...ledger
 	if err != nil {
 		return nil // parseInput has accepted it; nothing to add
 	}
-	sizes := make([]contract.DocumentSize, len(docs))
-	for i, d := range docs {
-		sizes[i] = contract.DocumentSize{Format: d.Format, Size: d.Ref.Size}
-	}
+	sizes := documentSizes(docs)
 	in, out := contract.CallMaximumWith(g, sizes)
 	if in+out <= b.tokens {
 		return nil

@@ -14,7 +14,12 @@
 //     are always on locally;
 //   - the three handlers of functions/*, built as their mains build them,
 //     sharing one provider (the simulated one by default, so the
-//     reconciler's readback sees what the worker did);
+//     reconciler's readback sees what the worker did); with
+//     Options.Admission the worker admits its calls by those limits on the
+//     tasks table, and the submit handler is told the provider's model,
+//     whether it takes documents and its tokens per minute
+//     (lambdaenv.NewProvider, api.ProviderProfile), so it refuses what the
+//     worker could never run exactly as deployed;
 //   - their event sources, emulated from the template:
 //     an HTTP server on Options.Addr (loopback only) standing in for the
 //     HTTP API — the submit handler at /tasks… and /uploads through

@@ -22,10 +22,12 @@ import (
 
 	awseb "github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/opsapi"
@@ -74,6 +76,11 @@ type Options struct {
 	// Provider selects the provider (the zero value: simulated, seed 0, no
 	// faults). See provider.ConfigFromEnv.
 	Provider provider.Config
+	// Admission is the provider admission settings (PROVIDER_ADMISSION's
+	// JSON, admission.ParseSettings; empty: no admission). As deployed,
+	// the worker admits its calls by them and the submit handler refuses a
+	// task whose call could never be admitted (see api.ProviderProfile).
+	Admission string
 	// Destinations configures the deliver destinations (package deliver;
 	// the zero value: none — make run registers the simulated ones).
 	// Webhook secrets and an EventBridge bus are read from the endpoint.
@@ -268,6 +275,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	pp, err := lambdaenv.NewProvider(o.Provider, o.Admission)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
 
 	deps := deliver.Deps{}
 	if len(o.Destinations.Webhooks) > 0 {
@@ -284,7 +295,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations}
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations,
+		Provider: &api.ProviderProfile{Name: pp.Config.Name, Model: pp.Model, AcceptsDocuments: pp.Config.AcceptsDocuments(), TokensPerMinute: pp.TokensPerMinute()}}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
 		authz, err = NewJWTAuthorizer(ctx, o.OIDCIssuer, o.OIDCAudience, nil, log)
@@ -322,6 +334,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
+	}
+	if pp.Admission != nil {
+		a, err := admission.New(admission.Config{DB: s.DDB, TasksTable: s.Names.TasksTable, Limits: pp.Admission.Limits()})
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		work.Admission = &worker.Admission{Admitter: a, Model: pp.Model}
+		prog.printf("admission: model %s, %d tokens per minute", pp.Model, pp.TokensPerMinute())
 	}
 	recon := &reconciler.Handler{
 		Ledger:       s.Ledger,

@@ -841,3 +841,29 @@ func TestAnalysisFindsFixtureFacts(t *testing.T) {
 		t.Errorf("needs = %v, want %v", needs, want)
 	}
 }
+
+// TestSubmitChecksTheWorkersProvider: the submit function refuses tasks
+// the worker's provider could never run (api.ProviderProfile), so it must
+// be told the very provider, model and admission limits the worker runs
+// with — the same template values, not a copy that could drift — and no
+// more: no key, no secret, no base URL.
+func TestSubmitChecksTheWorkersProvider(t *testing.T) {
+	t.Parallel()
+	fns := load(t).Functions()
+	submit, worker := fns["SubmitFunction"], fns["WorkerFunction"]
+	for _, name := range []string{"PROVIDER", "PROVIDER_MODEL", "PROVIDER_ADMISSION"} {
+		s, ok := submit.Env[name]
+		if !ok {
+			t.Errorf("SubmitFunction does not get %s", name)
+			continue
+		}
+		if !reflect.DeepEqual(s, worker.Env[name]) {
+			t.Errorf("%s: SubmitFunction gets %v, WorkerFunction %v; they must be the same value", name, s, worker.Env[name])
+		}
+	}
+	for _, name := range []string{"PROVIDER_API_KEY_SECRET_ARN", "PROVIDER_API_KEY_ENV", "PROVIDER_BASE_URL", "PROVIDER_TIMEOUT"} {
+		if _, ok := submit.Env[name]; ok {
+			t.Errorf("SubmitFunction gets %s: it needs the provider's name, model and limits only", name)
+		}
+	}
+}
