@@ -107,4 +107,12 @@
 // throttled write repeated in between) is released and admitted again —
 // sent later, it could meet within 60 s at the provider a call admitted a
 // minute after its slot.
+//
+// # Settings (settings.go)
+//
+// The per-model limits are configured as JSON in PROVIDER_ADMISSION (EnvVar;
+// ParseSettings, strict). The worker admits its calls by them; the submit
+// function reads the same settings (lambdaenv.LoadProvider) and refuses a
+// task whose call bound exceeds its model's tokens_per_minute — an
+// Admit that could only answer EstimateTooLargeError.
 package admission

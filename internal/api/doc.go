@@ -110,6 +110,26 @@
 // charges the quota when it settles a call. A budgeted task's view carries
 // its budget, usage and its chain's usage (Handler.Budgets).
 //
+// # What the worker's provider could never run (providercheck.go)
+//
+// With Handler.Provider (api.ProviderProfile: the worker's provider, model,
+// whether it takes documents, and the model's tokens_per_minute — read
+// from the worker's own PROVIDER, PROVIDER_MODEL and PROVIDER_ADMISSION by
+// lambdaenv.LoadProvider), a generate task the worker could only fail or
+// park is refused with 422 and nothing recorded:
+// documents-not-supported when it names documents and the provider takes
+// none (checked before the uploads are resolved or copied), and
+// exceeds-admission-limit when its call bound — the admission estimate,
+// contract.CallMaximumWith with the documents — is above the model's
+// tokens_per_minute (checked once the documents are resolved, before they
+// are copied; a pdf alone is bounded by 200,000). A regenerate is checked
+// with its input and inherited documents before they are renewed. A replay
+// (a task already recorded under the caller's key) is never refused: it
+// answers that task as before, even after the configuration changed — the
+// worker's refusals (permanent_input, parked provider_config) stay as the
+// backstop for a change between submit and run. Only a refusal costs a
+// read (the GetItem that tells a replay). nil Provider: no check.
+//
 // # Outbox
 //
 // The conditional PutItem is the commit point. The SQS message that wakes a

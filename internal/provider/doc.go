@@ -47,6 +47,13 @@
 //	PROVIDER_API_KEY_SECRET_ARN  openai: Secrets Manager secret holding the key (wins over the variable)
 //	PROVIDER_TIMEOUT             per-call timeout, a Go duration or seconds (default 2m; simulated 1m)
 //
+// ModelFromEnv reads only PROVIDER and PROVIDER_MODEL: what the submit
+// function needs to check a task against the worker's provider without
+// building it or reading a key — Config.ModelID (the model admission and
+// prices are keyed by; simulated-1 for the simulated default) and
+// Config.AcceptsDocuments (each adapter's AcceptsDocuments constant; false
+// for openai, which refuses a request with documents).
+//
 // The types, errors and ParseGenerateInput are defined in
 // internal/provider/contract (a leaf package, so that the adapters can use
 // them while this package builds the adapters) and re-exported here as

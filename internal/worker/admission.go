@@ -56,7 +56,10 @@ func (a *Admission) Estimate(input string, docs ...contract.DocumentSize) int64 
 //     message's visibility is set to the same time, so no copy of it is
 //     claimed before then;
 //   - admission can never admit the call (unknown model, estimate above the
-//     per-minute token limit): parked provider_config (review.AdmissionRefused);
+//     per-minute token limit): parked provider_config (review.AdmissionRefused)
+//     — the submit function refuses such a task up front (api, 422
+//     exceeds-admission-limit), so this is the backstop for limits lowered
+//     after a task was accepted;
 //   - DynamoDB failed: released (no call made, attempt given back) and the
 //     message comes back.
 func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (*admission.Ticket, result, bool) {
