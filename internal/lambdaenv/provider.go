@@ -15,7 +15,8 @@ import (
 // takes none, a call bound above the model's tokens_per_minute).
 type Provider struct {
 	// Config is the provider configuration passed in (the worker's full
-	// provider.ConfigFromEnv, the submit's provider.ModelFromEnv).
+	// provider.ConfigFromEnv, the submit's provider.ModelFromEnv), its Name
+	// lower-cased and NameSimulated when empty.
 	Config provider.Config
 	// Model is Config.ModelID(): the model the calls go to.
 	Model string
@@ -49,6 +50,10 @@ func LoadProvider(cfg provider.Config, getenv func(string) string) (*Provider, e
 func NewProvider(cfg provider.Config, rawAdmission string) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	cfg.Name = strings.ToLower(cfg.Name)
+	if cfg.Name == "" { // the zero Config (the local stack's default)
+		cfg.Name = provider.NameSimulated
 	}
 	p := &Provider{Config: cfg, Model: cfg.ModelID()}
 	raw := strings.TrimSpace(rawAdmission)

@@ -32,6 +32,9 @@ func TestLoadProvider(t *testing.T) {
 			t.Errorf("%v: %v, want an error containing %q", bad, err, name)
 		}
 	}
+	if p, err := lambdaenv.NewProvider(provider.Config{}, ""); err != nil || p.Config.Name != provider.NameSimulated || p.Model != "simulated-1" {
+		t.Fatalf("zero Config: %+v, %v; want the simulated provider named", p, err)
+	}
 	var none *lambdaenv.Provider
 	if none.TokensPerMinute() != 0 {
 		t.Error("nil Provider has a token limit")

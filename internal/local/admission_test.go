@@ -45,7 +45,7 @@ func TestStackAdmission(t *testing.T) {
 	// No max_tokens: bounded by 8,192 output tokens, over the 1,000 limit.
 	status, v := post("adm-over", `{"kind":"generate","input":{"prompt":"Say hello"}}`)
 	if status != http.StatusUnprocessableEntity || v["type"] != "https://taskledger.dev/problems/exceeds-admission-limit" ||
-		!strings.Contains(v["detail"].(string), "1000 tokens_per_minute") {
+		!strings.Contains(v["detail"].(string), "1000 tokens_per_minute") || !strings.Contains(v["detail"].(string), "(provider simulated)") {
 		t.Fatalf("over the limit: %d %v; want 422 exceeds-admission-limit", status, v)
 	}
 	resp, err := b.client.Get(b.st.URL + "/tasks/" + b.st.Ledger.TaskID("anonymous", "adm-over"))
