@@ -22,6 +22,7 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 var (
@@ -240,5 +241,33 @@ func TestRegenerateOverAdmissionWithDocuments(t *testing.T) {
 		if resp.Headers[api.HeaderIdempotentReplayed] != "true" {
 			t.Fatalf("replay of the regenerate accepted before: %s", resp.Body)
 		}
+	})
+}
+
+// TestProviderRefusalWhenTheReplayReadFails: a refusal first reads whether
+// the key is a replay; when that read is throttled the answer is 503
+// (retry-safe), never a 422 a replay should not get, and nothing is
+// written.
+func TestProviderRefusalWhenTheReplayReadFails(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		var td *throttlingDDB
+		b := setup(t, e, withDynamoDB(func(d ledger.DynamoDB) ledger.DynamoDB { td = &throttlingDDB{DynamoDB: d}; return td }))
+		prof := simulatedProfile
+		prof.TokensPerMinute = 1_000
+		b.h.Provider = &prof
+		td.get.Store(true)
+		resp := b.do(t, submitReq("busy-over", withMaxTokens("hello", 2_000)))
+		wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeThrottled)
+		if resp.Headers["Retry-After"] == "" {
+			t.Fatal("no Retry-After")
+		}
+		if n := len(scanTasks(t, e)); n != 0 {
+			t.Fatalf("%d items written", n)
+		}
+		td.get.Store(false)
+		wantProblem(t, b.do(t, submitReq("busy-over", withMaxTokens("hello", 2_000))), http.StatusUnprocessableEntity, api.TypeExceedsAdmissionLimit)
+		// A task under the limit needs no read to be accepted.
+		td.get.Store(true)
+		wantStatus(t, b.do(t, submitReq("under", withMaxTokens("hello", 100))), http.StatusAccepted)
 	})
 }
