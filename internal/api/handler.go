@@ -49,7 +49,8 @@ type Handler struct {
 	Approvals ApprovalPolicy
 	MaxBody   int
 	MaxInput  int
-	// Budgets reads the spend of budgeted tasks for their view; Quotas is
+	// Budgets reads the spend of budgeted tasks for their view and extends
+	// a chain's budget item at a regenerate; Quotas is
 	// the per-caller daily quota checked before a submit (nil: none). See
 	// spend.go.
 	Budgets *spend.Accountant
@@ -252,6 +253,13 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)
+	if p == nil && parent.ExpiresAt > 0 && parent.ExpiresAt < h.now().Unix() {
+		// Its retention window ended; TTL deletes it (days later, maybe):
+		// gone, as for Create. Its chain's budget item is only kept for
+		// the window (spend.DefaultRetention), so a regenerate now could
+		// find the chain's spend forgotten.
+		p = notFound()
+	}
 	if p == nil && parent.Kind == deliver.Kind {
 		p = regenerateDeliver(parent.TaskID)
 	}
@@ -292,6 +300,10 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	}
 	// Inherited documents must still be there, and live on with the child.
 	if p := h.renewInherited(ctx, c, s.key, parent.Documents); p != nil {
+		return h.reject(c, p)
+	}
+	// The chain gains a task: its budget item must outlive it too.
+	if p := h.extendChainBudget(ctx, c, parent); p != nil {
 		return h.reject(c, p)
 	}
 	// A regenerate keeps the parent's approval gate and deliver plan.

@@ -18,9 +18,10 @@ import (
 const (
 	// MinApprovalSeconds and MaxApprovalSeconds bound
 	// approval.expires_in_seconds; DefaultApprovalSeconds applies when it
-	// is absent.
+	// is absent. MaxApprovalSeconds is ledger.MaxApprovalTTL, which the
+	// spend package's budget retention is derived from.
 	MinApprovalSeconds     = 60
-	MaxApprovalSeconds     = 30 * 24 * 3600
+	MaxApprovalSeconds     = int64(ledger.MaxApprovalTTL / time.Second)
 	DefaultApprovalSeconds = int64(ledger.DefaultApprovalTTL / time.Second)
 )
 

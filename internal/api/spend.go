@@ -188,6 +188,29 @@ func inheritBudget(n ledger.NewTask, parent *ledger.Task) ledger.NewTask {
 	return n
 }
 
+// extendChainBudget extends the budget item of a budgeted parent's chain
+// (spend.Accountant.Extend, one conditional UpdateItem; nothing for an
+// unbudgeted parent or without Budgets) before a regenerate joins it. A
+// worker's reserve and settle keep the item only while the chain's tasks
+// call the provider; a chain that grows by regenerates of tasks that never
+// did (cancelled while queued, parked before their call) would otherwise
+// outlive its budget item, and the next task that calls would start again
+// from nothing spent. A failure is a 503 before anything is written.
+func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger.Task) *Problem {
+	if h.Budgets == nil || !parent.HasBudget() {
+		return nil
+	}
+	if _, err := h.Budgets.Extend(ctx, spend.ChainKey(parent.Chain())); err != nil {
+		h.log().ErrorContext(ctx, "api: extending the chain's budget failed", "task_id", parent.TaskID, "error", err.Error())
+		c.outcome = "budget_unavailable"
+		p := throttled(time.Second)
+		p.Type, p.Title = TypeUnavailable, "Service unavailable"
+		p.Detail = "The regenerate chain's budget could not be kept; nothing was written. Retrying with the same Idempotency-Key is safe."
+		return p
+	}
+	return nil
+}
+
 // overQuota checks the caller's daily quota before anything is written (one
 // consistent GetItem, only when a quota is configured). A caller over it
 // gets 429 with Retry-After (seconds to the next UTC day). The check comes

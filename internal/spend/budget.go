@@ -14,15 +14,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // BudgetPrefix starts every budget item key in the tasks table.
 const BudgetPrefix = "spend#"
 
-// DefaultRetention is how long a budget item outlives its last write (TTL):
-// longer than the tasks' 7-day idempotency retention, so a chain's budget
-// never vanishes while its root can still be regenerated.
-const DefaultRetention = 8 * 24 * time.Hour
+// DefaultRetention is how long a budget item outlives its last write or
+// Extend (its TTL, expires_at). It must outlast everything that can still
+// reserve on the item after that: a task of the chain that spent may wait
+// up to ledger.MaxApprovalTTL for approval (no write to the budget item
+// meanwhile), then stays ledger.DefaultRetention as a terminal task that
+// can be regenerated — and the regenerate inherits the chain's budget.
+// RetentionMargin covers the task's own attempts (its age budget, 1 hour
+// by default) and clocks. An item deleted sooner would let the chain's
+// next task start again from nothing spent (DESIGN §13).
+const DefaultRetention = ledger.MaxApprovalTTL + ledger.DefaultRetention + RetentionMargin
+
+// RetentionMargin is DefaultRetention's slack beyond the longest approval
+// wait and the tasks' retention.
+const RetentionMargin = 3 * 24 * time.Hour
 
 // Budget is a task's or chain's limit across attempts. A zero field means
 // no limit on that dimension.
@@ -267,6 +279,36 @@ func (a *Accountant) SettleIfReserved(ctx context.Context, budgetKey string, r R
 	out, _, err := a.writeWith(ctx, key, in, false)
 	if err != nil {
 		return false, fmt.Errorf("spend: settle %s on %s: %w", r.ID, key, err)
+	}
+	return out != nil, nil
+}
+
+// Extend moves the expiry of budgetKey's item to now + Retention when the
+// item exists and would expire sooner (one conditional UpdateItem, no
+// read; nothing is written for an item that does not exist — nothing was
+// reserved on it — or already lives longer). Call it when a task joins a
+// chain (a regenerate): Reserve and Settle refresh the expiry only when a
+// task calls the provider, and a chain can grow by regenerates of tasks
+// that never did, each one the ledger keeps for its own retention. It
+// reports whether it moved the expiry.
+func (a *Accountant) Extend(ctx context.Context, budgetKey string) (extended bool, err error) {
+	if err := checkKey(budgetKey); err != nil {
+		return false, err
+	}
+	key := BudgetItemKey(budgetKey)
+	in := &dynamodb.UpdateItemInput{
+		TableName:                &a.c.TasksTable,
+		Key:                      keyOf(key),
+		UpdateExpression:         aws.String("SET #e = :exp"),
+		ConditionExpression:      aws.String("attribute_exists(#k) AND (attribute_not_exists(#e) OR #e < :exp)"),
+		ExpressionAttributeNames: map[string]string{"#k": "task_id", "#e": "expires_at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":exp": num(a.expiry()),
+		},
+	}
+	out, _, err := a.writeWith(ctx, key, in, false)
+	if err != nil {
+		return false, fmt.Errorf("spend: extend %s: %w", key, err)
 	}
 	return out != nil, nil
 }

@@ -33,6 +33,12 @@ const ReviewApprovalExpired = "approval_expired"
 // names none.
 const DefaultApprovalTTL = 72 * time.Hour
 
+// MaxApprovalTTL is the longest approval deadline a task may have (Create
+// refuses more; the HTTP API's approval.expires_in_seconds is bounded by
+// it). It bounds how long a task that spent can wait before it ends, so
+// the spend package derives its budget items' retention from it.
+const MaxApprovalTTL = 30 * 24 * time.Hour
+
 // MaxDeliveries caps the deliver tasks one approval creates (they share
 // its TransactWriteItems with the task: at most 100 items).
 const MaxDeliveries = 10

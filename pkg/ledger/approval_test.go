@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -427,6 +428,28 @@ func TestEveryCompletionPathHonoursTheGate(t *testing.T) {
 		check("lapsed", got, err)
 		if r, _ := b.l.GetReview(ctx, c.TaskID); r.ReviewStatus != ledger.ReviewResolved {
 			t.Fatalf("lapsed review is %s", r.ReviewStatus)
+		}
+	})
+}
+
+// TestCreateRefusesApprovalBeyondMax: an approval deadline beyond
+// MaxApprovalTTL (which the spend package's budget retention is derived
+// from) is refused and writes nothing; MaxApprovalTTL itself is accepted.
+func TestCreateRefusesApprovalBeyondMax(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		n := newTask("gate-too-long", "p")
+		n.ApprovalTTL = ledger.MaxApprovalTTL + time.Second
+		if _, err := b.l.Create(ctx, n); err == nil || !strings.Contains(err.Error(), "MaxApprovalTTL") {
+			t.Fatalf("Create with ApprovalTTL %s = %v; want refused naming MaxApprovalTTL", n.ApprovalTTL, err)
+		}
+		if _, err := b.l.Get(ctx, b.l.TaskID(n.Scope, n.IdempotencyKey)); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("after the refusal: %v; want nothing written", err)
+		}
+		n.ApprovalTTL = ledger.MaxApprovalTTL
+		if task, err := b.l.Create(ctx, n); err != nil || task.ApprovalTTL() != ledger.MaxApprovalTTL {
+			t.Fatalf("Create with ApprovalTTL = MaxApprovalTTL: %+v, %v", task, err)
 		}
 	})
 }

@@ -48,7 +48,7 @@ type NewTask struct {
 	ChainRoot       string
 	// Plan is the canonical JSON of the submitted approval and deliver
 	// plan ("" for none); ApprovalTTL > 0 gives the task an approval gate
-	// (its completion lands in awaiting_approval).
+	// (its completion lands in awaiting_approval), at most MaxApprovalTTL.
 	Plan        string
 	ApprovalTTL time.Duration
 	// DecidedBy, DecidedAt and ApprovalPolicy record, on a deliver task
@@ -142,6 +142,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.AttributeValue, error) {
 	if n.Scope == "" || n.IdempotencyKey == "" || n.Kind == "" || n.PayloadSHA256 == "" {
 		return nil, nil, errors.New("ledger: a new task needs Scope, IdempotencyKey, Kind and PayloadSHA256")
+	}
+	if n.ApprovalTTL > MaxApprovalTTL {
+		return nil, nil, fmt.Errorf("ledger: ApprovalTTL %s: at most %s (MaxApprovalTTL)", n.ApprovalTTL, MaxApprovalTTL)
 	}
 	t := &Task{
 		TaskID:            l.TaskID(n.Scope, n.IdempotencyKey),
