@@ -108,7 +108,12 @@
 // caller's quota item (one GetItem) and answer 429 quota-exceeded with
 // Retry-After when it is used up, before anything is written; the worker
 // charges the quota when it settles a call. A budgeted task's view carries
-// its budget, usage and its chain's usage (Handler.Budgets).
+// its budget, usage and its chain's usage (Handler.Budgets). A regenerate of
+// a budgeted task extends its chain's budget item first
+// (spend.Accountant.Extend, one conditional UpdateItem; a failure is a 503
+// before anything is written), so a chain growing by regenerates of tasks
+// that never called keeps its budget; a parent past its expires_at (TTL
+// not there yet) is 404, as ledger.Create treats it.
 //
 // # What the worker's provider could never run (providercheck.go)
 //

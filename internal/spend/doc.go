@@ -30,8 +30,16 @@
 // chain's budget every task of the chain reserves on) or [TaskKey] (the
 // task id: one task's usage, reserved without a limit) — never a task id ("t_..."),
 // never in the by_state index (no state_shard/due_at), with a TTL
-// (expires_at, refreshed on every write, 8 days: longer than the tasks'
-// 7-day retention). Attributes: used_tokens/used_micros (spent + reserved),
+// (expires_at, refreshed on every write, [DefaultRetention] = 40 days:
+// ledger.MaxApprovalTTL, the longest a task that spent may wait for
+// approval, + ledger.DefaultRetention, how long it can then be
+// regenerated, + [RetentionMargin]; an item gone sooner would let the
+// chain's next task start from nothing spent). [Accountant.Extend] moves
+// the expiry on without spending (the submit handler calls it at every
+// budgeted regenerate, so a chain growing by regenerates of tasks that
+// never called keeps its item). A task parked needs_review has no
+// deadline: an operator retry of it after DefaultRetention finds the
+// chain's item gone (not covered). Attributes: used_tokens/used_micros (spent + reserved),
 // spent_input_tokens, spent_output_tokens, spent_micros, max_tokens,
 // max_micros, and one rsv_<hash of the reservation id> per attempt in
 // flight. Budgets are separate items rather than attributes on the task so
@@ -69,7 +77,8 @@
 //
 // [Quotas] keeps "quota#<26 base32 chars of SHA-256(scope)>#<YYYY-MM-DD>"
 // (UTC day; the scope hashed so any caller identity makes a short key;
-// TTL two days after the day). [Quotas.Check] is one consistent GetItem and
+// TTL two days after the day; only the current day's item is ever read or
+// written, so its expiry cannot undercount the cap). [Quotas.Check] is one consistent GetItem and
 // writes nothing: over quota is [*QuotaExceededError] with RetryAfter to
 // the next UTC day (a 429 with Retry-After at submit). [Quotas.Add] records a
 // settled call's usage (tokens or micro-dollars, per the configuration) with
