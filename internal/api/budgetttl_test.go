@@ -14,6 +14,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -142,4 +144,54 @@ func TestMaxApprovalIsTheLedgers(t *testing.T) {
 	if spend.DefaultRetention < time.Duration(api.MaxApprovalSeconds)*time.Second+ledger.DefaultRetention {
 		t.Fatalf("spend.DefaultRetention %s is shorter than the longest approval wait + the tasks' retention", spend.DefaultRetention)
 	}
+}
+
+// TestRegenerateWhenTheChainBudgetCannotBeExtended: every UpdateItem of
+// the budgets fails to send, so the chain's budget item cannot be
+// extended: the regenerate is a 503 with Retry-After, and no task is
+// written or sent. A retry with the same key once the store answers is
+// accepted.
+func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
+		down := true
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			if down && c.Service == "DynamoDB" && c.Operation == "UpdateItem" {
+				return faultinject.SendFailure
+			}
+			return ""
+		}))
+		cfg := e.AWS.Copy()
+		cfg.APIOptions = append(append(cfg.APIOptions[:0:0], e.AWS.APIOptions...), inj.Register)
+		acct, err := spend.NewAccountant(spend.AccountantConfig{DB: awsclient.DynamoDB(cfg), TasksTable: e.Names.TasksTable, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := setup(t, e, withHandler(func(h *api.Handler) { h.Budgets = acct }))
+		ctx := context.Background()
+		root := view(t, b.do(t, submitReq("ttl-down", budgetBody("p", `{"max_total_tokens":10000}`))))
+		// The chain has spent, so it has a budget item to extend.
+		direct, err := spend.NewAccountant(spend.AccountantConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}
+		if _, err := direct.Reserve(ctx, spend.ChainKey(root.TaskID), spend.Budget{MaxTokens: 10_000}, r); err != nil {
+			t.Fatal(err)
+		}
+		e.Counter.Reset()
+		resp := b.do(t, regenReq(root.TaskID, "ttl-down-regen", ""))
+		wantProblem(t, resp, http.StatusServiceUnavailable, api.TypeUnavailable)
+		if resp.Headers["Retry-After"] == "" {
+			t.Fatalf("503 without Retry-After: %v", resp.Headers)
+		}
+		if c := e.Counter.Calls(); c["DynamoDB.PutItem"] != 0 || c["SQS.SendMessage"] != 0 {
+			t.Fatalf("a regenerate refused for its budget made %v; want no task written or sent", c)
+		}
+		if inj.Total(faultinject.SendFailure) == 0 {
+			t.Fatal("no failure injected: the test proves nothing")
+		}
+		down = false
+		wantStatus(t, b.do(t, regenReq(root.TaskID, "ttl-down-regen", "")), http.StatusAccepted)
+	})
 }
