@@ -111,7 +111,7 @@
 // its budget, usage and its chain's usage (Handler.Budgets). A regenerate of
 // a budgeted task extends its chain's budget item first
 // (spend.Accountant.Extend, one conditional UpdateItem; a failure is a 503
-// before anything is written), so a chain growing by regenerates of tasks
+// before the task is recorded), so a chain growing by regenerates of tasks
 // that never called keeps its budget; a parent past its expires_at (TTL
 // not there yet) is 404, as ledger.Create treats it.
 //

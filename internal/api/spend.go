@@ -195,7 +195,7 @@ func inheritBudget(n ledger.NewTask, parent *ledger.Task) ledger.NewTask {
 // call the provider; a chain that grows by regenerates of tasks that never
 // did (cancelled while queued, parked before their call) would otherwise
 // outlive its budget item, and the next task that calls would start again
-// from nothing spent. A failure is a 503 before anything is written.
+// from nothing spent. A failure is a 503 before the task is recorded.
 func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger.Task) *Problem {
 	if h.Budgets == nil || !parent.HasBudget() {
 		return nil
@@ -205,7 +205,7 @@ func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger
 		c.outcome = "budget_unavailable"
 		p := throttled(time.Second)
 		p.Type, p.Title = TypeUnavailable, "Service unavailable"
-		p.Detail = "The regenerate chain's budget could not be kept; nothing was written. Retrying with the same Idempotency-Key is safe."
+		p.Detail = "The regenerate chain's budget record could not be extended; no task was recorded. Retrying with the same Idempotency-Key is safe."
 		return p
 	}
 	return nil
