@@ -77,6 +77,11 @@
 // its deadline; the others either act at once or hand the task to a state
 // whose rule checks the budget (queued and retry_wait here, and the claim).
 //
+// Handler.HandleTask applies the same rules to one named task at once
+// (one read, the rule of its state, which checks that the task is due),
+// without the walk, the dead-letter drain or metrics: for a caller that
+// knows which task is due and cannot wait for a run to reach its stream.
+//
 // Then it drains the task dead-letter queue (bounded): a body that is not a
 // task reference becomes a poison_message review item and is deleted only
 // after the item is written; a task reference is deleted (the task's own

@@ -231,6 +231,34 @@ func (h *Handler) Handle(ctx context.Context, ev json.RawMessage) (Summary, erro
 	return r.sum, nil
 }
 
+// HandleTask applies the rules to one task now, as a run that found it in
+// the by_state index would: one consistent read, then the rule of the
+// state the task is in, which itself checks that the task is due (a
+// running task's lease more than Grace past, an unknown task Settle old,
+// a queued task past its dispatch deadline) and otherwise leaves it alone,
+// counted in Raced. It neither drains the dead-letter queue nor measures
+// or emits metrics, and is bounded by Budget like a run. The scheduled
+// Handle finds every due task by itself; HandleTask is for a caller that
+// knows which task is due and cannot wait for the walk to reach its
+// stream (the soak's stale worker: its pause must see the takeover before
+// its invocation ends, however long a loaded emulator takes to walk all
+// streams). Safe alongside runs: every write is fenced as in Handle.
+func (h *Handler) HandleTask(ctx context.Context, taskID string) (Summary, error) {
+	if h.Ledger == nil || h.Dispatch == nil {
+		return Summary{}, errors.New("reconciler: Ledger and Dispatch are required")
+	}
+	if taskID == "" {
+		return Summary{}, errors.New("reconciler: HandleTask needs a task id")
+	}
+	r := h.newRun(ctx)
+	r.reconcile(ctx, taskID)
+	r.sum.DurationMs = time.Since(r.start).Milliseconds()
+	if r.sum.Errors > 0 {
+		return r.sum, &RunError{Summary: r.sum, First: r.firstErr}
+	}
+	return r.sum, nil
+}
+
 type schedule struct {
 	Resource string
 	Time     string

@@ -718,3 +718,41 @@ func TestBoundedRunsResumeWhereTheyStopped(t *testing.T) {
 		}
 	})
 }
+
+// HandleTask applies the rules to the one task it names, and only once
+// the task is due: a live lease is left alone (counted raced), an expired
+// one is moved on, and the other due tasks are not touched.
+func TestHandleTaskMovesOnlyTheNamedDueTask(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
+		task := create(t, b, "one-1")
+		other := create(t, b, "one-2")
+		c := claim(t, b, task.TaskID)
+		markCall(t, b, c)
+		markCall(t, b, claim(t, b, other.TaskID))
+		h := b.handler()
+
+		s, err := h.HandleTask(ctx, task.TaskID)
+		if err != nil || s.Raced != 1 || s.ExpiredToUnknown != 0 {
+			t.Fatalf("live lease: summary %+v, err %v; want it left alone (raced)", s, err)
+		}
+		if got := get(t, b, task.TaskID); got.State != ledger.StateRunning {
+			t.Fatalf("live lease: state %s, want running", got.State)
+		}
+
+		b.clock.Advance(time.Minute)
+		s, err = h.HandleTask(ctx, task.TaskID)
+		if err != nil || s.Examined != 1 || s.ExpiredToUnknown != 1 {
+			t.Fatalf("expired lease: summary %+v, err %v; want it moved to unknown", s, err)
+		}
+		if got := get(t, b, task.TaskID); got.State != ledger.StateUnknown || got.AssignmentVersion != c.AssignmentVersion {
+			t.Fatalf("expired lease: %s at version %d, want unknown at %d", got.State, got.AssignmentVersion, c.AssignmentVersion)
+		}
+		if got := get(t, b, other.TaskID); got.State != ledger.StateRunning {
+			t.Fatalf("the task not named is %s, want running (untouched)", got.State)
+		}
+		if _, err := h.HandleTask(ctx, ""); err == nil {
+			t.Fatal("HandleTask without a task id: no error")
+		}
+	})
+}
