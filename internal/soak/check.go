@@ -229,7 +229,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	c.row(KindNone)
 	c.row(ReconcilerRace).Note = fmt.Sprintf("%d ticks, %d runs, %d raced writes lost harmlessly, %d run errors", s.ticks, s.recon.Runs, s.recon.Raced, s.recon.Errors)
 	c.row(PoisonMessage).Note = fmt.Sprintf("%d to the task queue, %d to the DLQ", rep.PoisonToQueue, rep.PoisonToDLQ)
-	c.row(StaleWorker).Note = fmt.Sprintf("%d stale result writes fenced in all", rep.FencedSaves)
+	c.row(StaleWorker).Note = fmt.Sprintf("%d stale result writes fenced in all; %d takeovers by the pause's reconcile of the task", rep.FencedSaves, s.staleTakeovers)
 	var bg []string
 	for _, n := range s.inj.Injected() {
 		if n.N > 0 {

@@ -33,8 +33,11 @@
 //     accept-then-lose-reply, 429 with Retry-After, 5xx, permanent 4xx,
 //     credentials, a call slower than the lease, 5xx until the attempt
 //     budget is gone;
-//   - a stale worker: it pauses after the provider answered until another
-//     worker took the task over, then tries to save;
+//   - a stale worker: it pauses after the provider answered until the task
+//     was taken from it, then tries to save; once its lease is past the
+//     reconcilers' Grace, the pause applies the reconciler's rules to the
+//     task itself (reconciler.Handler.HandleTask) rather than wait for a
+//     scheduled walk to reach it;
 //   - AWS faults as SDK middleware around the real clients (package
 //     faultinject): DynamoDB throttling of the submit's put, the claim or the
 //     next update; the put performed but its reply lost (503, retried with

@@ -90,6 +90,7 @@ type soak struct {
 	// effects per deliver kind (counted by the checker, for the report).
 	kindCalls, kindEffects map[Kind]int
 	ticks                  int
+	staleTakeovers         int                   // stale workers' tasks moved on by the pause's own HandleTask (the rest by a scheduled run)
 	runs                   []tickSpan            // every reconciler tick's start and end, in start order
 	sp                     spendState            // budgets, quota, admission, cancel while running (spend.go)
 	docs                   map[string]*docRecord // the document kinds' uploads, per task (document.go)
@@ -457,33 +458,77 @@ func (s *soak) hooks() *worker.Hooks {
 	}
 }
 
-// stale pauses the worker (its heartbeat has stopped) until another worker
-// claimed the task (a higher assignment version), then lets it carry on.
+// stale pauses the worker (its heartbeat has stopped, so its lease runs
+// out) until the task was taken from it, then lets it carry on as the
+// stale worker whose late result write must be fenced.
+//
+// The takeover is the reconciler's, but not left to a scheduled run's
+// walk: that walk reads every (state, shard) stream of the by_state index
+// one page at a time within its budget, and on a loaded emulator (moto
+// serves one request at a time) a run may not reach the task's stream
+// before the worker's invocation ends. Once the lease is more than the
+// reconcilers' Grace past, the pause applies the reconciler's rules to
+// this one task (reconciler.Handler.HandleTask, on the handlers' faulty
+// clients), and again after every read that still finds it running at its
+// version (a write lost to an injected fault; a scheduled run may also get
+// there first). The task then moves on: re-queued and claimed anew where a
+// re-run is safe, to unknown where it is not. The pause lasts at most
+// until ctx ends: the invocation's deadline less the worker's margin.
 func (s *soak) stale(ctx context.Context, id string) {
-	t0, err := s.clean.Get(ctx, id)
-	if err != nil {
-		s.note(StaleWorker, "read before the pause failed: "+err.Error())
-		return
-	}
-	deadline := time.Now().Add(4*s.cfg.Visibility + 4*s.cfg.ReconcileEvery + 10*time.Second)
+	rc := s.reconciles[0]
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for time.Now().Before(deadline) {
+	wait := func(c <-chan time.Time, why string) bool {
 		select {
 		case <-ctx.Done():
-			s.note(StaleWorker, "invocation deadline before a takeover of "+id)
-			return
-		case <-tick.C:
+			s.note(StaleWorker, "invocation deadline "+why+" of "+id)
+			return false
+		case <-c:
+			return true
 		}
+	}
+	var t0 *ledger.Task
+	for {
 		t, err := s.clean.Get(ctx, id)
-		// Taken over (a higher assignment version), or — without
-		// idempotency there is no takeover — moved on by the reconciler.
+		if err == nil {
+			t0 = t
+			break
+		}
+		if !wait(tick.C, "before the task could be read for the pause") {
+			return
+		}
+	}
+	if t0.State != ledger.StateRunning {
+		// Moved on while the provider answered (a fenced heartbeat, a
+		// cancel): already not this worker's.
+		s.inject(StaleWorker)
+		return
+	}
+	// The reconciler acts on a lease more than Grace past, by the ledger's
+	// clock.
+	expired := time.NewTimer(time.UnixMilli(t0.LeaseUntil).Add(rc.Grace + time.Millisecond).Sub(s.clean.Now()))
+	defer expired.Stop()
+	if !wait(expired.C, "before the lease expired") {
+		return
+	}
+	for {
+		t, err := s.clean.Get(ctx, id)
 		if err == nil && (t.AssignmentVersion > t0.AssignmentVersion || t.State != ledger.StateRunning) {
 			s.inject(StaleWorker)
 			return
 		}
+		if err == nil {
+			if sum, _ := rc.HandleTask(ctx, id); sum.Requeued+sum.ExpiredToUnknown+sum.Parked+sum.Completed+sum.Cancelled > 0 {
+				s.mu.Lock()
+				s.staleTakeovers++
+				s.mu.Unlock()
+				continue // read the task as the takeover left it
+			}
+		}
+		if !wait(tick.C, "before a takeover") {
+			return
+		}
 	}
-	s.note(StaleWorker, "no takeover of "+id+" within the pause")
 }
 
 // countingProvider counts the scripted provider faults as they happen.

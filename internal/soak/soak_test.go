@@ -29,8 +29,8 @@ func TestSoak(t *testing.T) {
 			// Invocations of 30 s with a 2 s margin (20 s were too few
 			// once admission added its writes to every call): moto's serialised
 			// writes would otherwise miss deadlines the handlers meet
-			// everywhere else, and its slow reconciler walk would not
-			// settle a stale worker's task within the worker's pause. The
+			// everywhere else (a stale worker's pause does not wait for
+			// the slow reconciler walk: it reconciles its task itself). The
 			// visibility stays short, or every redelivery would wait 20 s.
 			base = soak.Config{N: 2 * len(soak.TaskKinds()), Seed: 7, FaultShare: 1, SubmitRate: 10, DispatchTimeout: 4 * time.Second,
 				FunctionTimeout: 30 * time.Second, DeadlineMargin: 2 * time.Second, Visibility: 6 * time.Second,
