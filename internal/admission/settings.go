@@ -3,7 +3,9 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 )
 
@@ -36,7 +38,8 @@ func ParseSettings(data []byte) (*Settings, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvVar, err)
 	}
-	if dec.More() {
+	// Token, not More: More is false before a stray '}' or ']'.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: trailing data after the JSON object", EnvVar)
 	}
 	if len(c.Models) == 0 {
