@@ -223,7 +223,7 @@ func baselineCost(ctx context.Context, b *soak.Backend, w Workload, tasks int) (
 	if done != tasks {
 		return CostRow{}, fmt.Errorf("bench: baseline %s: %d of %d records completed", w.Name, done, tasks)
 	}
-	return g.row(SystemBaseline, w.Name, tasks, tasks, invocations), nil
+	return g.row(SystemBaseline, w.Name, tasks, tasks, invocations)
 }
 
 func dropBucket(ctx context.Context, c *s3.Client, bucket string) {

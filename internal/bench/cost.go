@@ -158,8 +158,15 @@ func newRigWith(ctx context.Context, b *soak.Backend, prefix string, metered boo
 }
 
 // row sums the rig's components into a per-task CostRow. invocations are
-// the worker (consumer) invocations; submits the producer's.
-func (g *costRig) row(system, workload string, tasks int, submits, invocations int) CostRow {
+// the worker (consumer) invocations; submits the producer's. It fails when
+// a meter could not size one of the calls (meter.err): a row is never
+// priced from a guess.
+func (g *costRig) row(system, workload string, tasks int, submits, invocations int) (CostRow, error) {
+	for _, c := range components {
+		if err := g.meter[c].err(); err != nil {
+			return CostRow{}, fmt.Errorf("%s, %s, %s: %w", system, workload, c, err)
+		}
+	}
 	r := CostRow{System: system, Workload: workload, Tasks: tasks, Calls: map[string]float64{}}
 	var u usage
 	for _, c := range components {
@@ -190,7 +197,7 @@ func (g *costRig) row(system, workload string, tasks int, submits, invocations i
 		r.Invocations += per(float64(inv))
 		r.GBSeconds += per(float64(inv) * LambdaGBSeconds(ms, g.memory[c]))
 	}
-	return r
+	return r, nil
 }
 
 // calls are component c's AWS calls by operation. A presigned URL goes
@@ -390,7 +397,7 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 		return CostRow{}, fmt.Errorf("bench: %s: %d of %d tasks completed", w.Name, n, tasks)
 	}
 	if !w.Document {
-		return g.row(system, w.Name, tasks, tasks, invocations), nil
+		return g.row(system, w.Name, tasks, tasks, invocations)
 	}
 	if err := documentsRead(ctx, g, tasks); err != nil {
 		return CostRow{}, err
@@ -398,7 +405,10 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 	// Two submit-function invocations per task (POST /uploads, POST
 	// /tasks), and the client's PUT to the presigned URL: no SDK call of
 	// ours, but an S3 PUT request billed to the bucket's owner.
-	r := g.row(system, w.Name, tasks, 2*tasks, invocations)
+	r, err := g.row(system, w.Name, tasks, 2*tasks, invocations)
+	if err != nil {
+		return CostRow{}, err
+	}
 	r.Calls[presignedPut]++
 	r.S3Put++
 	r.Note = "POST /uploads, the client's presigned PUT, the submit's Resolve + Adopt (CopyObject), the worker's GetObject"

@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -28,13 +30,27 @@ import (
 // indexes (indexWriteUnits): the meter reads each table's indexes once.
 // It also asks DynamoDB for ConsumedCapacity (TOTAL) and adds up what the
 // emulator returns, for the cross-check.
+//
+// A probe that fails is retried (probeAttempts); one that still fails is
+// never papered over — an item sized from a stale or missing read would
+// bill a silently wrong number — nor turned into a failure of the metered
+// call (the system under test must not see the meter): the call goes on,
+// and err() reports the first such failure, which fails the row.
 type meter struct {
 	probe *dynamodb.Client
 
 	mu      sync.Mutex
 	schemas map[string]tableSchema // table → key and indexes
 	u       usage
+	failed  error // the first probe that failed after its retries
 }
+
+// probeAttempts bounds the meter's reads of one item or table schema;
+// probeBackoff is the wait before the second, doubling after.
+const (
+	probeAttempts = 5
+	probeBackoff  = 20 * time.Millisecond
+)
 
 // usage is what a set of calls bills, in billing units.
 type usage struct {
@@ -78,6 +94,22 @@ func (m *meter) usage() usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.u
+}
+
+// err returns the first probe failure (nil: every write was sized from
+// the items it touched).
+func (m *meter) err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failed
+}
+
+func (m *meter) fail(op string, err error) {
+	m.mu.Lock()
+	if m.failed == nil {
+		m.failed = fmt.Errorf("bench: meter: %s: %w (after %d reads; the call's units cannot be sized)", op, err, probeAttempts)
+	}
+	m.mu.Unlock()
 }
 
 func (m *meter) record(v usage) {
@@ -190,12 +222,16 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 	case *dynamodb.ScanInput:
 		p.ReturnConsumedCapacity = total
 	}
+	op := awsmiddleware.GetOperationName(ctx)
 	before := make([]map[string]types.AttributeValue, len(targets))
 	schemas := make([]tableSchema, len(targets))
+	sized := true // every target's schema and item before were read
 	for i := range targets {
 		sc, err := m.schema(ctx, targets[i].table)
 		if err != nil {
-			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+			m.fail(op+": describe "+targets[i].table, err)
+			sized = false
+			break
 		}
 		schemas[i] = sc
 		if targets[i].put != nil {
@@ -203,11 +239,16 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 		}
 		it, err := m.item(ctx, targets[i].table, targets[i].key)
 		if err != nil {
-			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+			m.fail(op+": read the item before the write", err)
+			sized = false
+			break
 		}
 		before[i] = it
 	}
 	out, md, err := next.HandleInitialize(ctx, in)
+	if !sized {
+		return out, md, err
+	}
 	v := usage{DynamoCalls: 1}
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
@@ -223,6 +264,9 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 				after = t.put
 			} else if a, perr := m.item(ctx, t.table, t.key); perr == nil {
 				after = a
+			} else {
+				m.fail(op+": read the item after the write", perr)
+				return out, md, err
 			}
 		}
 		v.WRU += WriteUnits(itemsize.Item(before[i]), itemsize.Item(after), transactional)
@@ -234,9 +278,11 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 			// Billed on the whole item, whatever the projection.
 			if o, _ := out.Result.(*dynamodb.GetItemOutput); o != nil && len(o.Item) > 0 {
 				it, serr := m.item(ctx, aws.ToString(p.TableName), p.Key)
-				if serr == nil {
-					v.RRU += ReadUnits(itemsize.Item(it), aws.ToBool(p.ConsistentRead), false)
+				if serr != nil {
+					m.fail(op+": read the whole item a GetItem bills", serr)
+					return out, md, err
 				}
+				v.RRU += ReadUnits(itemsize.Item(it), aws.ToBool(p.ConsistentRead), false)
 			} else {
 				v.RRU += ReadUnits(0, aws.ToBool(p.ConsistentRead), false)
 			}
@@ -294,13 +340,39 @@ func consumed(result any) *types.ConsumedCapacity {
 }
 
 // item returns the stored item (nil when absent), read strongly
-// consistently through the uncounted probe client.
+// consistently through the uncounted probe client, retried.
 func (m *meter) item(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := m.probe.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, err
+	var it map[string]types.AttributeValue
+	err := probe(ctx, func(ctx context.Context) error {
+		out, err := m.probe.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+		if err == nil {
+			it = out.Item
+		}
+		return err
+	})
+	return it, err
+}
+
+// probe runs read up to probeAttempts times, backing off between them. It
+// reads on a context that outlives the metered call's (a caller giving up
+// does not make the meter guess), bounded by a minute.
+func probe(ctx context.Context, read func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	wait := probeBackoff
+	var err error
+	for range probeAttempts {
+		if err = read(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+		wait *= 2
 	}
-	return out.Item, nil
+	return err
 }
 
 // tableSchema is what the meter needs of a table: its key attribute names
@@ -336,7 +408,12 @@ func (m *meter) schema(ctx context.Context, table string) (tableSchema, error) {
 	if ok {
 		return sc, nil
 	}
-	out, err := m.probe.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var out *dynamodb.DescribeTableOutput
+	err := probe(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = m.probe.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		return err
+	})
 	if err != nil {
 		return tableSchema{}, err
 	}

@@ -1,9 +1,18 @@
 package bench
 
 import (
+	"context"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/testenv"
 )
 
 // A write bills its global secondary index updates by DynamoDB's rules:
@@ -42,4 +51,79 @@ func TestIndexWriteUnits(t *testing.T) {
 	if got := indexWriteUnits([]indexSchema{{keys: []string{"task_id", "state_shard", "due_at"}, all: true}}, queued, otherInput); got != 1 {
 		t.Errorf("ALL projection, an attribute changed: %g index write units, want 1", got)
 	}
+}
+
+// The meter sizes every write from reads of the item around it. A read
+// that fails is retried, and the units are the ones the write billed; one
+// that keeps failing fails the meter (never a row priced from a stale or
+// missing item) without failing the metered call: the system under test
+// never sees the meter.
+func TestMeterProbeFailures(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		table := e.Names.TasksTable
+		for _, c := range []struct {
+			name     string
+			failures int // probe GetItems refused before one succeeds
+			wantErr  bool
+		}{
+			{"transient", probeAttempts - 1, false},
+			{"persistent", 1 << 30, true},
+		} {
+			refused := 0
+			inj := faultinject.New(faultinject.ScheduleFunc(func(c2 faultinject.Call) faultinject.Kind {
+				if c2.Operation == "GetItem" && refused < c.failures {
+					refused++
+					return faultinject.SendFailure
+				}
+				return ""
+			}))
+			pc := e.AWS.Copy()
+			pc.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), inj.Register)
+			pc.RetryMaxAttempts = 1
+			m := newMeter(awsclient.DynamoDB(pc))
+			if _, err := m.schema(ctx, table); err != nil { // read before the faults count
+				t.Fatal(err)
+			}
+			mc := e.AWS.Copy()
+			mc.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), m.register)
+			db := awsclient.DynamoDB(mc)
+			id := "t_meterprobe" + c.name
+			item := map[string]types.AttributeValue{
+				"task_id": &types.AttributeValueMemberS{Value: id}, "state_shard": &types.AttributeValueMemberS{Value: "queued#01"},
+				"due_at": &types.AttributeValueMemberN{Value: "100"}, "pad": &types.AttributeValueMemberS{Value: strings.Repeat("x", 1500)},
+			}
+			if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+				t.Fatalf("%s: the metered PutItem failed: %v (a probe failure must not reach the caller)", c.name, err)
+			}
+			// Completion-like: leaves the index, item stays over 1 KB.
+			if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(table), Key: map[string]types.AttributeValue{"task_id": item["task_id"]},
+				UpdateExpression:         aws.String("REMOVE #ss, #due"),
+				ExpressionAttributeNames: map[string]string{"#ss": "state_shard", "#due": "due_at"},
+			}); err != nil {
+				t.Fatalf("%s: the metered UpdateItem failed: %v", c.name, err)
+			}
+			got, err := e.DDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"task_id": item["task_id"]}, ConsistentRead: aws.Bool(true)})
+			if err != nil || got.Item["state_shard"] != nil || got.Item["pad"] == nil {
+				t.Fatalf("%s: item after the metered writes = %v, %v; want it written as asked", c.name, got.Item, err)
+			}
+			if c.wantErr {
+				if m.err() == nil {
+					t.Errorf("%s: every probe refused, meter.err() = nil: the units %g were guessed", c.name, m.usage().WRU)
+				}
+				continue
+			}
+			if err := m.err(); err != nil {
+				t.Errorf("%s: %d refused probes, then success: meter.err() = %v, want nil", c.name, c.failures, err)
+			}
+			// Put: 2 units (1.5 KB) + entering by_state 1; update: 2 + leaving 1.
+			if u := m.usage().WRU; u != 6 {
+				t.Errorf("%s: %g write units, want 6 (a refused probe retried, not skipped)", c.name, u)
+			}
+			if refused != c.failures {
+				t.Errorf("%s: %d probes refused, want %d", c.name, refused, c.failures)
+			}
+		}
+	})
 }
