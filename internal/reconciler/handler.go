@@ -232,11 +232,16 @@ func (h *Handler) Handle(ctx context.Context, ev json.RawMessage) (Summary, erro
 }
 
 // HandleTask applies the rules to one task now, as a run that found it in
-// the by_state index would: one consistent read, then the rule of the
-// state the task is in, which itself checks that the task is due (a
-// running task's lease more than Grace past, an unknown task Settle old,
-// a queued task past its dispatch deadline) and otherwise leaves it alone,
-// counted in Raced. It neither drains the dead-letter queue nor measures
+// the by_state index would: one consistent read; a task the walk's query
+// would not return yet (due_at not under dueBefore for its state — a
+// running task's due_at Grace past, an unknown task's Settle past, a
+// queued task's dispatch deadline passed) is left alone, counted in Raced;
+// else the rule of its state, which checks the rest (a lease more than
+// Grace past, ...). The due_at filter matters where a rule trusts the
+// query for it: an unknown task past its age budget is resolved at once by
+// its rule, and a task cancelled while running is due only when the fenced
+// worker has found itself fenced (adversarial review: HandleTask parked
+// such a task while the worker could still end it cancelled). It neither drains the dead-letter queue nor measures
 // or emits metrics, and is bounded by Budget like a run. The scheduled
 // Handle finds every due task by itself; HandleTask is for a caller that
 // knows which task is due and cannot wait for the walk to reach its
@@ -251,7 +256,7 @@ func (h *Handler) HandleTask(ctx context.Context, taskID string) (Summary, error
 		return Summary{}, errors.New("reconciler: HandleTask needs a task id")
 	}
 	r := h.newRun(ctx)
-	r.reconcile(ctx, taskID)
+	r.reconcileIfDue(ctx, taskID)
 	r.sum.DurationMs = time.Since(r.start).Milliseconds()
 	if r.sum.Errors > 0 {
 		return r.sum, &RunError{Summary: r.sum, First: r.firstErr}
@@ -395,6 +400,21 @@ func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {
 	return lk, ok && p != nil
 }
 
+// dueBefore is, per live state, the due_at a task must be under for the
+// walk to find it (its by_state query): what "due" means for every rule.
+func (r *run) dueBefore() map[ledger.State]int64 {
+	h := r.h
+	nowMs := r.now.UnixMilli()
+	return map[ledger.State]int64{
+		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
+		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
+		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
+		ledger.StateQueued:    nowMs,
+		// Awaiting approval: due_at is the approval deadline.
+		ledger.StateAwaitingApproval: nowMs,
+	}
+}
+
 // stream is one (state, shard) partition of the by_state index.
 type stream struct {
 	state     ledger.State
@@ -410,15 +430,7 @@ type stream struct {
 func (r *run) walk(ctx context.Context) {
 	h := r.h
 	shards := h.Ledger.Config().Shards
-	nowMs := r.now.UnixMilli()
-	due := map[ledger.State]int64{
-		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
-		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
-		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
-		ledger.StateQueued:    nowMs,
-		// Awaiting approval: due_at is the approval deadline.
-		ledger.StateAwaitingApproval: nowMs,
-	}
+	due := r.dueBefore()
 	// Every (state, shard) pair is a stream; the run starts at a random one
 	// of all of them, so a run whose budget covers only a few queries still
 	// reaches every state over successive runs (rotating only the shard

@@ -31,11 +31,31 @@ func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 	r.reconcile(ctx, ref.TaskID)
 }
 
+// reconcileIfDue is reconcile for a task not found by the walk's query
+// (HandleTask): the task read is first held to the query's due_at filter
+// of its state, so nothing the walk would not yet find is acted on.
+func (r *run) reconcileIfDue(ctx context.Context, id string) {
+	t, err := r.h.Ledger.Get(ctx, id)
+	if err == nil && t.State.Live() {
+		if before, ok := r.dueBefore()[t.State]; ok && t.DueAt >= before {
+			r.count(func(s *Summary) { s.Examined++ })
+			r.raced()
+			return
+		}
+	}
+	r.apply(ctx, id, t, err)
+}
+
 // reconcile reads one due task consistently and applies the rule of the
 // state it is in now (the index is eventually consistent and other actors
 // move tasks all the time).
 func (r *run) reconcile(ctx context.Context, id string) {
 	t, err := r.h.Ledger.Get(ctx, id)
+	r.apply(ctx, id, t, err)
+}
+
+// apply is the rule of t's state, t read consistently (err the read's).
+func (r *run) apply(ctx context.Context, id string, t *ledger.Task, err error) {
 	r.count(func(s *Summary) { s.Examined++ })
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
