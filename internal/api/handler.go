@@ -253,7 +253,18 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)
-	if p == nil && parent.ExpiresAt > 0 && parent.ExpiresAt < h.now().Unix() {
+	// A task already recorded under the key (a retry of this regenerate,
+	// maybe after a lost reply, or a reuse of the key) is answered by
+	// Create — 200 replay or 422 — and nothing before it may refuse it
+	// or write: not the parent's retention, the refusals, the documents'
+	// renewal, the budget's extension (adversarial review: a retry after
+	// the parent's window got 404 though its task existed, and a key
+	// reuse moved the chain budget's expiry before its 422).
+	var recorded bool
+	if p == nil {
+		recorded, p = h.recorded(ctx, c, s.key)
+	}
+	if p == nil && !recorded && pastRetention(parent, h.now()) {
 		// Its retention window ended; TTL deletes it (days later, maybe):
 		// gone, as for Create. Its chain's budget item is only kept for
 		// the window (spend.DefaultRetention), so a regenerate now could
@@ -278,6 +289,26 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 			return h.reject(c, internalError())
 		}
 		input = string(canon)
+	}
+	pl, err := storedPlan(parent)
+	if err != nil {
+		h.log().ErrorContext(ctx, "api: parent plan is not JSON", "task_id", parent.TaskID, "plan_bytes", len(parent.Plan))
+		return h.reject(c, internalError())
+	}
+	n := inheritBudget(ledger.NewTask{
+		Scope:          c.scope,
+		IdempotencyKey: s.key,
+		Kind:           parent.Kind,
+		Input:          input,
+		Documents:      parent.Documents,
+		PayloadSHA256:  withDocuments(payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()), parent.Documents),
+		ParentTaskID:   parent.TaskID,
+		CorrelationID:  s.correlationID,
+		Plan:           pl.canonical(),
+		ApprovalTTL:    pl.ttl(),
+	}, parent)
+	if recorded {
+		return h.create(ctx, c, n)
 	}
 	// The chain's token budget is inherited: a regenerate whose input and
 	// inherited documents could never fit one call under it is refused like such a submit
@@ -306,24 +337,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	if p := h.extendChainBudget(ctx, c, parent); p != nil {
 		return h.reject(c, p)
 	}
-	// A regenerate keeps the parent's approval gate and deliver plan.
-	pl, err := storedPlan(parent)
-	if err != nil {
-		h.log().ErrorContext(ctx, "api: parent plan is not JSON", "task_id", parent.TaskID, "plan_bytes", len(parent.Plan))
-		return h.reject(c, internalError())
-	}
-	return h.create(ctx, c, inheritBudget(ledger.NewTask{
-		Scope:          c.scope,
-		IdempotencyKey: s.key,
-		Kind:           parent.Kind,
-		Input:          input,
-		Documents:      parent.Documents,
-		PayloadSHA256:  withDocuments(payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()), parent.Documents),
-		ParentTaskID:   parent.TaskID,
-		CorrelationID:  s.correlationID,
-		Plan:           pl.canonical(),
-		ApprovalTTL:    pl.ttl(),
-	}, parent))
+	return h.create(ctx, c, n)
 }
 
 // create records n (the commit point), then sends the outbox message.

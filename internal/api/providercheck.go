@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -84,8 +85,12 @@ func (h *Handler) refuse(ctx context.Context, c *call, key, outcome string, p *P
 }
 
 // recorded reports whether the caller already has a task under key (a
-// replay). A failed read is the store's problem (503/500, retry-safe), not
-// a refusal a replay could wrongly get.
+// replay, or a reuse of the key that Create answers 422). An item past its
+// retention (expires_at passed, not yet swept) is not: Create treats it as
+// absent and records a fresh task under the key (adversarial review of the
+// provider refusals: an expired key's item let a task the worker could
+// never run be recorded). A failed read is the store's problem (503/500,
+// retry-safe), not a refusal a replay could wrongly get.
 func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Problem) {
 	t, err := h.Ledger.Get(ctx, h.Ledger.TaskID(c.scope, key))
 	switch {
@@ -94,7 +99,14 @@ func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Pro
 	case err != nil:
 		return false, h.storeProblem(ctx, c, "get", err)
 	}
-	return t.Scope == c.scope, nil
+	return t.Scope == c.scope && !pastRetention(t, h.now()), nil
+}
+
+// pastRetention reports whether t's retention window is over at now (its
+// TTL has passed; the sweeper deletes it eventually): gone, as Create and
+// GET see it.
+func pastRetention(t *ledger.Task, now time.Time) bool {
+	return t.ExpiresAt > 0 && t.ExpiresAt < now.Unix()
 }
 
 func documentsNotSupported(pp *ProviderProfile, n int) *Problem {

@@ -41,7 +41,7 @@ func (h *Handler) renewInherited(ctx context.Context, c *call, key string, docs 
 		if !errors.Is(err, payload.ErrNotFound) && !errors.Is(err, payload.ErrIntegrity) {
 			return h.payloadProblem(ctx, c, "renew document", err)
 		}
-		if t, gerr := h.Ledger.Get(ctx, h.Ledger.TaskID(c.scope, key)); gerr == nil && t.Scope == c.scope {
+		if recorded, _ := h.recorded(ctx, c, key); recorded {
 			return nil
 		}
 		c.outcome = "document_expired"

@@ -1,0 +1,46 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+)
+
+// TestAttackReviewA_KeyReuseRegenerateWritesTheBudget: the same
+// Idempotency-Key with a different payload "is rejected with 422 and
+// writes nothing". For a budgeted regenerate, extendChainBudget runs (one
+// UpdateItem on the chain's spend# item) before Create finds the key
+// reused, so the 422 idempotency-key-reused has written: the chain's
+// budget item's expires_at moved. A malformed/reused request changes
+// what TTL keeps.
+func TestAttackReviewA_KeyReuseRegenerateWritesTheBudget(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
+		b := setup(t, e, withSpend(e, clock, nil))
+		onClock(t, b, clock)
+		root := view(t, b.do(t, submitReq("reuse-root", budgetBody("p", `{"max_total_tokens":10000}`))))
+		chain := spend.ChainKey(root.TaskID)
+		if _, err := b.h.Budgets.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, b.do(t, regenReq(root.TaskID, "reuse-regen", `{"input":{"prompt":"one","max_tokens":100}}`)), http.StatusAccepted)
+		before, _ := budgetItem(t, e, chain, clock.Now())["expires_at"].(*ddbtypes.AttributeValueMemberN)
+
+		clock.Advance(24 * time.Hour)
+		e.Counter.Reset()
+		wantProblem(t, b.do(t, regenReq(root.TaskID, "reuse-regen", `{"input":{"prompt":"two","max_tokens":100}}`)), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
+		calls := e.Counter.Calls()
+		after, _ := budgetItem(t, e, chain, clock.Now())["expires_at"].(*ddbtypes.AttributeValueMemberN)
+		if calls["DynamoDB.UpdateItem"] != 0 || before == nil || after == nil || before.Value != after.Value {
+			t.Fatalf("422 idempotency-key-reused made %v; the chain budget's expires_at %v -> %v; want nothing written", calls, before, after)
+		}
+	})
+}
