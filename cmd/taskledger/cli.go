@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 
 	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -239,7 +241,7 @@ func (a *app) reviewResolve(ctx context.Context, c *command, d *deps, id string)
 }
 
 func (a *app) act(ctx context.Context, c *command, d *deps, id string, act ledger.OperatorAction) error {
-	res, err := opsapi.Apply(ctx, d.ledger, d.sender, id, act)
+	res, err := opsapi.Apply(ctx, d.ledger, d.sender, d.budgets, id, act)
 	if err != nil {
 		return err
 	}
@@ -284,9 +286,13 @@ func writeJSON(w io.Writer, v any) error {
 func describe(err error) string {
 	var ce *ledger.ConflictError
 	var te *ledger.ThrottledError
+	var re *spend.RecordExpiredError
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return "not found: " + err.Error()
+	case errors.As(err, &re):
+		return fmt.Sprintf("not retried, nothing changed: task %s was created %s and its budget record %s is gone (kept %s after the last reservation), so a retry would start its budget from nothing spent; resolve the review instead (taskledger review resolve %s --outcome failed --note ...), or submit the work as a new task",
+			re.TaskID, re.Created.Format(time.RFC3339), re.Key, re.Retention, re.TaskID)
 	case errors.As(err, &ce):
 		return "conflict: " + ce.Error()
 	case errors.As(err, &te):

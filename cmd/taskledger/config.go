@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -63,6 +64,9 @@ func stackOutputs(ctx context.Context, api stackDescriber, name string) (map[str
 type deps struct {
 	ledger *ledger.Ledger
 	sender *dispatch.Sender // nil without a queue URL
+	// budgets guards a retry of a budgeted task (opsapi.Apply): the budget
+	// items live in the tasks table.
+	budgets *spend.Accountant
 }
 
 // first returns the first non-empty value.
@@ -115,7 +119,11 @@ func (a *app) connect(ctx context.Context, o *options, needQueue bool) (*deps, e
 	if err != nil {
 		return nil, err
 	}
-	d := &deps{ledger: l}
+	budgets, err := spend.NewAccountant(spend.AccountantConfig{DB: awsclient.DynamoDB(cfg), TasksTable: tasks})
+	if err != nil {
+		return nil, err
+	}
+	d := &deps{ledger: l, budgets: budgets}
 	if queue != "" {
 		d.sender = &dispatch.Sender{SQS: awsclient.SQS(cfg), QueueURL: queue}
 	}

@@ -195,3 +195,44 @@ func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
 		wantStatus(t, b.do(t, regenReq(root.TaskID, "ttl-down-regen", "")), http.StatusAccepted)
 	})
 }
+
+// TestRegenerateOfALongParkedParentWhoseChainRecordIsGone (adversarial
+// review of the budget retention): a parent that is not terminal (queued
+// here; parked needs_review in production) carries no expires_at and can
+// be regenerated any time, while its chain's budget record is kept only
+// spend.DefaultRetention after the last reservation. Once the record is
+// gone and the parent is older than that, what the chain spent is not
+// known: the regenerate is a 409 budget-record-expired, nothing recorded —
+// not a child that starts the chain's budget from nothing spent. Inside
+// the retention a chain that never reserved has no record, and the
+// regenerate is accepted.
+func TestRegenerateOfALongParkedParentWhoseChainRecordIsGone(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
+		b := setup(t, e, withSpend(e, clock, nil))
+		onClock(t, b, clock)
+
+		fresh := view(t, b.do(t, submitReq("gone-fresh", budgetBody("p", `{"max_total_tokens":10000}`))))
+		clock.Advance(24 * time.Hour) // no record: never reserved on
+		wantStatus(t, b.do(t, regenReq(fresh.TaskID, "gone-fresh-regen", "")), http.StatusAccepted)
+
+		root := view(t, b.do(t, submitReq("gone-root", budgetBody("p", `{"max_total_tokens":10000}`))))
+		chain := spend.ChainKey(root.TaskID)
+		if _, err := b.h.Budgets.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(spend.DefaultRetention + time.Hour)
+		if budgetItem(t, e, chain, clock.Now()) != nil {
+			t.Fatal("setup: the chain's record outlived its retention")
+		}
+		e.Counter.Reset()
+		wantProblem(t, b.do(t, regenReq(root.TaskID, "gone-regen", "")), http.StatusConflict, api.TypeBudgetRecordExpired)
+		if calls := e.Counter.Calls(); calls["DynamoDB.PutItem"] != 0 {
+			t.Fatalf("the refused regenerate wrote: %v", calls)
+		}
+		if _, err := b.l.Get(ctx, b.l.TaskID("anonymous", "gone-regen")); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("the refused regenerate's task: %v, want none recorded", err)
+		}
+	})
+}

@@ -112,8 +112,13 @@
 // a budgeted task extends its chain's budget item first
 // (spend.Accountant.Extend, one conditional UpdateItem; a failure is a 503
 // before the task is recorded), so a chain growing by regenerates of tasks
-// that never called keeps its budget; a parent past its expires_at (TTL
-// not there yet) is 404, as ledger.Create treats it.
+// that never called keeps its budget (spend.Accountant.Keep: a parent older
+// than the item's retention whose chain's item is gone is 409
+// budget-record-expired, what the chain spent being unknown); a parent past
+// its expires_at (TTL not there yet) is 404, as ledger.Create treats it. A
+// regenerate whose key already names a recorded task (one consistent
+// GetItem first) goes straight to Create — 200 replay or 422 reuse — with
+// nothing checked, renewed or extended before it.
 //
 // # What the worker's provider could never run (providercheck.go)
 //
@@ -129,7 +134,8 @@
 // tokens_per_minute (checked once the documents are resolved, before they
 // are copied; a pdf alone is bounded by 200,000). A regenerate is checked
 // with its input and inherited documents before they are renewed. A replay
-// (a task already recorded under the caller's key) is never refused: it
+// (a task recorded under the caller's key, still inside its retention
+// window: one past it is gone, as for Create) is never refused: it
 // answers that task as before, even after the configuration changed — the
 // worker's refusals (permanent_input, parked provider_config) stay as the
 // backstop for a change between submit and run. Only a refusal costs a

@@ -22,6 +22,10 @@ import (
 const (
 	// TypeQuotaExceeded is the 429 of a caller over its daily quota.
 	TypeQuotaExceeded = ProblemBase + "quota-exceeded"
+	// TypeBudgetRecordExpired is the 409 of a regenerate of a budgeted
+	// parent whose chain's budget record is gone though it may have held
+	// spend (spend.RecordExpiredError).
+	TypeBudgetRecordExpired = ProblemBase + "budget-record-expired"
 	// MaxBudgetTokens is the largest accepted budget.max_total_tokens.
 	MaxBudgetTokens = 1_000_000_000_000
 	// MaxBudgetUSD is the largest accepted budget.max_cost_usd.
@@ -195,12 +199,23 @@ func inheritBudget(n ledger.NewTask, parent *ledger.Task) ledger.NewTask {
 // call the provider; a chain that grows by regenerates of tasks that never
 // did (cancelled while queued, parked before their call) would otherwise
 // outlive its budget item, and the next task that calls would start again
-// from nothing spent. A failure is a 503 before the task is recorded.
+// from nothing spent. A failure is a 503 before the task is recorded. A
+// chain whose item is gone though it may have held spend (a parent parked
+// for longer than the item's retention: spend.Accountant.Keep) is a 409
+// budget-record-expired, nothing recorded.
 func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger.Task) *Problem {
 	if h.Budgets == nil || !parent.HasBudget() {
 		return nil
 	}
-	if _, err := h.Budgets.Extend(ctx, spend.ChainKey(parent.Chain())); err != nil {
+	err := h.Budgets.Keep(ctx, parent, spend.ChainKey(parent.Chain()))
+	var re *spend.RecordExpiredError
+	if errors.As(err, &re) {
+		c.outcome = "budget_record_expired"
+		return newProblem(TypeBudgetRecordExpired, http.StatusConflict, "Budget record expired",
+			fmt.Sprintf("The parent task was created %s and its regenerate chain's budget record is gone (it is kept %s after the chain's last reservation), so what the chain spent is not known; a regenerate would start its budget from nothing spent. Nothing was recorded. Submit a new task with its own budget instead.",
+				re.Created.Format(time.RFC3339), re.Retention))
+	}
+	if err != nil {
 		h.log().ErrorContext(ctx, "api: extending the chain's budget failed", "task_id", parent.TaskID, "error", err.Error())
 		c.outcome = "budget_unavailable"
 		p := throttled(time.Second)

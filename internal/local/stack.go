@@ -335,6 +335,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
 	}
+	ops.Budgets = submit.Budgets // the page's retry keeps a budget's records, or refuses
 	if pp.Admission != nil {
 		a, err := admission.New(admission.Config{DB: s.DDB, TasksTable: s.Names.TasksTable, Limits: pp.Admission.Limits()})
 		if err != nil {

@@ -31,7 +31,11 @@
 // if that send fails the task is still queued with a dispatch deadline and
 // the reconciler's outbox relay sends it. Repeating an action that was
 // already applied is not an error: 200 with "replayed": true, and nothing
-// is sent again. A different action on a resolved item is 409.
+// is sent again. A different action on a resolved item is 409. A retry of
+// a budgeted task first keeps its chain's and its own budget items alive
+// (Handler.Budgets, spend.Accountant.Keep); when one is gone though it may
+// have held spend (the task is older than the items' retention), the retry
+// is 409 budget-record-expired and nothing changes.
 //
 // # Errors
 //
@@ -40,6 +44,7 @@
 // invalid-request (400, a bad query parameter), host-not-allowed (421),
 // malformed-json (400),
 // bad-cursor (400), invalid-action (400), not-found (404), state-conflict
-// (409), body-too-large (413), unsupported-media-type (415), throttled
+// (409), budget-record-expired (409), body-too-large (413),
+// unsupported-media-type (415), throttled
 // (503, Retry-After) and internal (500).
 package opsapi

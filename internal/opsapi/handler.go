@@ -19,6 +19,7 @@ import (
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/overview"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -30,7 +31,9 @@ const MaxBody = 16 << 10
 type Handler struct {
 	Ledger   *ledger.Ledger
 	Dispatch *dispatch.Sender
-	Log      *slog.Logger
+	// Budgets, when set, guards a retry of a budgeted task (Apply).
+	Budgets *spend.Accountant
+	Log     *slog.Logger
 	// Overview serves GET /overview (optional: without it, 404).
 	Overview *overview.Reader
 	// Hosts are the Host header values served ("host:port", compared
@@ -216,7 +219,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledger.OperatorAction) {
-	res, err := Apply(r.Context(), h.Ledger, h.Dispatch, id, a)
+	res, err := Apply(r.Context(), h.Ledger, h.Dispatch, h.Budgets, id, a)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -230,7 +233,26 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledge
 // changed something, sends the task's message. A failed send is not an
 // error: the task is queued with a dispatch deadline and the reconciler
 // relays it (Dispatched=false says so). The CLI and the HTTP API share it.
-func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, id string, a ledger.OperatorAction) (ActionResult, error) {
+//
+// Before a retry of a parked task with a budget, budgets (nil: no check)
+// keeps the task's chain and own budget records alive for the run that
+// follows (spend.Accountant.Keep): a task waits in needs_review for as long
+// as it takes, its records are kept only so long after the last
+// reservation, and a retry that found them gone would start the budget
+// from nothing spent. When they may have held spend and are gone, the
+// retry is refused with a *spend.RecordExpiredError and nothing changes.
+func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, budgets *spend.Accountant, id string, a ledger.OperatorAction) (ActionResult, error) {
+	if a.Resolution == ledger.ResolutionRetry && budgets != nil && ledger.ValidTaskID(id) {
+		t, err := l.Get(ctx, id)
+		switch {
+		case err == nil && t.State == ledger.StateNeedsReview:
+			if err := budgets.Keep(ctx, t, spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)); err != nil {
+				return ActionResult{}, err
+			}
+		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+			return ActionResult{}, err
+		}
+	}
 	rv, t, replayed, err := l.Act(ctx, id, a)
 	if err != nil {
 		return ActionResult{}, err
@@ -290,6 +312,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ce *ledger.ConflictError
 	var te *ledger.ThrottledError
+	var re *spend.RecordExpiredError
 	switch {
 	case errors.Is(err, ledger.ErrInvalidAction):
 		writeProblem(w, http.StatusBadRequest, "invalid-action", "Invalid action", err.Error())
@@ -299,6 +322,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusNotFound, "not-found", "Review item not found", "no review item or task has the id "+strconv.Quote(r.PathValue("id")))
 	case errors.As(err, &ce):
 		writeProblem(w, http.StatusConflict, "state-conflict", "Conflicting action", ce.Error())
+	case errors.As(err, &re):
+		writeProblem(w, http.StatusConflict, "budget-record-expired", "Budget record expired",
+			fmt.Sprintf("Not retried, nothing changed: task %s was created %s and its budget record %s is gone (it is kept %s after the last reservation), so what it spent is not known and a retry would start the budget from nothing spent. Resolve the review instead, or submit the work as a new task.",
+				re.TaskID, re.Created.Format(time.RFC3339), re.Key, re.Retention))
 	case errors.As(err, &te):
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(te.RetryAfter/time.Second))))
 		writeProblem(w, http.StatusServiceUnavailable, "throttled", "Throttled", "DynamoDB throttled the request; nothing was changed; try again")

@@ -3,6 +3,7 @@ package opsapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -286,6 +288,53 @@ func TestHostCheck(t *testing.T) {
 		}
 		if code, _ := send("GET", "evil.example:8080", "/reviews", ""); code != http.StatusMisdirectedRequest {
 			t.Fatalf("default hosts accept evil.example: %d", code)
+		}
+	})
+}
+
+// TestRetryOfABudgetedTaskWhoseRecordIsGone: a parked task with a budget
+// whose budget records are gone is retried only while it is younger than
+// the records' retention (nothing can have been reserved on a record that
+// never existed since); older, the records may have held spend that TTL
+// deleted, and the retry is 409 budget-record-expired, nothing changed.
+func TestRetryOfABudgetedTaskWhoseRecordIsGone(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		for _, c := range []struct {
+			age    time.Duration
+			status int
+		}{{24 * time.Hour, http.StatusOK}, {spend.DefaultRetention + time.Hour, http.StatusConflict}} {
+			key := fmt.Sprintf("budgeted-%d", c.status)
+			task, err := b.l.Create(ctx, ledger.NewTask{Scope: "alice", IdempotencyKey: key, Kind: "generate",
+				Input: `{"prompt":"hi"}`, PayloadSHA256: "sha-" + key, MaxAttempts: 1, BudgetMaxTokens: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task, err = b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err = b.l.Park(ctx, task, ledger.ParkOptions{State: task.State, Version: task.AssignmentVersion}, review.BudgetExhausted(task, review.BudgetAttempts)); err != nil {
+				t.Fatal(err)
+			}
+			later := task.Created().Add(c.age)
+			if b.h.Budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: func() time.Time { return later }}); err != nil {
+				t.Fatal(err)
+			}
+			code, h, m := do(t, b, http.MethodPost, "/reviews/"+task.TaskID+"/retry", `{"by":"ops","note":"again"}`)
+			got, err := b.l.Get(ctx, task.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.status == http.StatusConflict {
+				wantProblem(t, code, h, m, http.StatusConflict, "budget-record-expired")
+				if got.State != ledger.StateNeedsReview {
+					t.Fatalf("after the refused retry the task is %s, want needs_review (nothing changed)", got.State)
+				}
+				continue
+			}
+			if code != http.StatusOK || got.State != ledger.StateQueued {
+				t.Fatalf("retry %s after creation, no record ever made: %d %v, task %s; want 200 and queued", c.age, code, m, got.State)
+			}
 		}
 	})
 }
