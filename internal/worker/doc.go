@@ -26,7 +26,9 @@
 //     claim, never as "leased" by someone else;
 //  3. when the provider does not honour idempotency keys, first records
 //     the call start (ledger.MarkCallStarted, one
-//     fenced UpdateItem that also renews the lease, repeated with the same
+//     fenced UpdateItem conditioned on at least half a lease left — which
+//     then changes nothing the by_state index holds — or, with less left,
+//     a second one that also renews the lease; repeated with the same
 //     nonce like a settling write): without it the reconciler could not
 //     tell a worker that died after its claim from one that died mid-call
 //     (or one whose call still runs while its renewals fail: a readback's
@@ -35,7 +37,9 @@
 //     task and its attempt. Either way the provider is not called. Then it
 //     calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
-//     assignment version) and extends the message's visibility to 2×Lease.
+//     assignment version; its by_state due_at moves by whole leases, so two
+//     renewals in three leave the index key alone: ledger.Renew) and
+//     extends the message's visibility to 2×Lease.
 //     A fenced renewal means another worker owns the task (or it is
 //     settled): the provider call's context is cancelled at once (cause
 //     [ErrFenced]) and nothing is saved — except a refusal that shows the

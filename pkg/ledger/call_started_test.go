@@ -11,9 +11,9 @@ import (
 )
 
 // TestMarkCallStartedIsFenced: the call-start mark is written only by the
-// holder of the running assignment, renews its lease, and is left alone by
-// the next Claim, so it equals the assignment version only when the current
-// assignment's call started.
+// holder of the running assignment, renews a lease shorter than half a
+// lease, and is left alone by the next Claim, so it equals the assignment
+// version only when the current assignment's call started.
 func TestMarkCallStartedIsFenced(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
@@ -31,11 +31,14 @@ func TestMarkCallStartedIsFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// 20 s of the claim's lease left, under half the mark's minute: the
+		// mark renews it, and due_at follows (the next whole minute).
 		wantUntil := b.clock.Now().Add(time.Minute).UnixMilli()
+		wantDue := (wantUntil + 59_999) / 60_000 * 60_000
 		if m.CallStartedVersion != c1.AssignmentVersion || m.State != ledger.StateRunning || m.Attempts != 1 ||
-			m.LeaseUntil != wantUntil || m.DueAt != wantUntil {
-			t.Fatalf("marked task: call_started_version %d (want %d), state %s, attempts %d, lease_until %d, due_at %d (want %d)",
-				m.CallStartedVersion, c1.AssignmentVersion, m.State, m.Attempts, m.LeaseUntil, m.DueAt, wantUntil)
+			m.LeaseUntil != wantUntil || m.DueAt != wantDue {
+			t.Fatalf("marked task: call_started_version %d (want %d), state %s, attempts %d, lease_until %d (want %d), due_at %d (want %d)",
+				m.CallStartedVersion, c1.AssignmentVersion, m.State, m.Attempts, m.LeaseUntil, wantUntil, m.DueAt, wantDue)
 		}
 
 		// The attempt is given back and claimed anew: the mark stays at the
@@ -98,6 +101,104 @@ func TestMarkCallStartedRecognisesALostReply(t *testing.T) {
 		}
 		if stored := mustGet(t, b, task.TaskID); stored.CallStartedVersion != claimed.AssignmentVersion {
 			t.Fatalf("stored call_started_version %d, want %d", stored.CallStartedVersion, claimed.AssignmentVersion)
+		}
+	})
+}
+
+// TestMarkCallStartedLeavesTheIndexEntry: right after the claim (more than
+// half a lease left) the mark sets call_started_version and nothing the
+// by_state index holds — not its key (state_shard, due_at), not the
+// projected lease_until — so it bills no index write. With less than half
+// a lease left it renews the lease (a second write, after the first failed
+// its condition on the lease alone), and a lost reply of that second write
+// is still recognised as the caller's own.
+func TestMarkCallStartedLeavesTheIndexEntry(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "mark-index")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(14 * time.Second) // 16 s left: more than half of 30 s
+		m, err := b.l.MarkCallStarted(ctx, task.TaskID, c.AssignmentVersion, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []*ledger.Task{m, mustGet(t, b, task.TaskID)} {
+			if got.CallStartedVersion != c.AssignmentVersion || got.LeaseUntil != c.LeaseUntil || got.DueAt != c.DueAt ||
+				got.StateShard != c.StateShard || got.LeaseOwner != "w" || got.State != ledger.StateRunning {
+				t.Fatalf("marked with a fresh lease: call_started_version %d, lease_until %d (claim's %d), due_at %d (claim's %d), shard %q (claim's %q), owner %q, state %s; want the mark alone",
+					got.CallStartedVersion, got.LeaseUntil, c.LeaseUntil, got.DueAt, c.DueAt, got.StateShard, c.StateShard, got.LeaseOwner, got.State)
+			}
+		}
+	})
+	for _, mode := range []string{sdkRetry, exhausted} {
+		t.Run("short lease, renewing write's reply lost, "+mode, func(t *testing.T) {
+			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+				b := setup(t, e)
+				ctx := context.Background()
+				task := mustCreate(t, b, "mark-short-"+mode)
+				c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.clock.Advance(16 * time.Second) // 14 s left: under half a lease
+				l, lost := loseNth(t, b, mode, "UpdateItem", 2)
+				m, err := l.MarkCallStarted(ctx, task.TaskID, c.AssignmentVersion, 30*time.Second, ledger.WithNonce(ledger.NewNonce()))
+				if !lost() {
+					t.Fatal("the renewing write's reply was not lost")
+				}
+				if err != nil {
+					t.Fatalf("MarkCallStarted, renewing write's reply lost = %v; want its own write recognised", err)
+				}
+				wantUntil := b.clock.Now().Add(30 * time.Second).UnixMilli()
+				for _, got := range []*ledger.Task{m, mustGet(t, b, task.TaskID)} {
+					if got.CallStartedVersion != c.AssignmentVersion || got.LeaseUntil != wantUntil || got.DueAt < wantUntil || got.DueAt >= wantUntil+30_000 {
+						t.Fatalf("marked with a short lease: call_started_version %d, lease_until %d (want %d renewed), due_at %d (want in [%d, +30 s))",
+							got.CallStartedVersion, got.LeaseUntil, wantUntil, got.DueAt, wantUntil)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestRenewMovesDueAtByWholeLeases: a renewal sets lease_until to now +
+// lease and due_at to the next multiple of the lease at or after it, so a
+// heartbeat's renewals every lease/3 change the index key once a lease,
+// never to before the lease's end.
+func TestRenewMovesDueAtByWholeLeases(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		const lease = 30 * time.Second
+		k := b.clock.Now().UnixMilli()/30_000 + 1
+		b.clock.Set(time.UnixMilli(k*30_000 + 1_000)) // 1 s past a multiple
+		task := mustCreate(t, b, "renew-due")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dues := []int64{}
+		for range 4 {
+			b.clock.Advance(lease / 3)
+			r, err := b.l.Renew(ctx, task.TaskID, c.AssignmentVersion, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := b.clock.Now().Add(lease).UnixMilli(); r.LeaseUntil != want || r.DueAt < r.LeaseUntil || r.DueAt%30_000 != 0 {
+				t.Fatalf("renewed: lease_until %d (want %d), due_at %d (want the next multiple of 30 s at or after it)", r.LeaseUntil, want, r.DueAt)
+			}
+			dues = append(dues, r.DueAt)
+		}
+		// Lease ends at k·30 s + 41, 51, 61, 71 s: due at +60, +60, +90, +90.
+		want := []int64{k*30_000 + 60_000, k*30_000 + 60_000, k*30_000 + 90_000, k*30_000 + 90_000}
+		for i := range want {
+			if dues[i] != want[i] {
+				t.Fatalf("due_at after each renewal %v, want %v", dues, want)
+			}
 		}
 	})
 }

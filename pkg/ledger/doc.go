@@ -32,7 +32,11 @@
 // on its park_count) when that transaction keeps failing. MarkCallStarted,
 // fenced like Renew, records call_started_version just before a provider
 // call that could neither be deduplicated nor read back, so an expired
-// lease without it is known not to have reached the provider.
+// lease without it is known not to have reached the provider; with at
+// least half a lease left it writes nothing else (no by_state index write),
+// with less it renews the lease too. Renew sets due_at to the next whole
+// multiple of the lease at or after the new lease end, so a heartbeat
+// moves the index key once a lease instead of at every beat.
 // WaitAdmission gives a claimed task back to retry_wait until the time
 // provider admission names (the earliest slot at which the call fits), the
 // attempt given back (admission.go). CancelRunning cancels a running task,

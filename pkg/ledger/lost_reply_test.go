@@ -30,6 +30,43 @@ const (
 	exhausted = "retries_exhausted"
 )
 
+// loseNth returns a ledger sharing b's tables and clock whose client loses
+// the reply of the nth call of op that the server performed successfully.
+func loseNth(t *testing.T, b *bundle, mode, op string, nth int32) (l *ledger.Ledger, lost func() bool) {
+	t.Helper()
+	var seen, n atomic.Int32
+	cfg := b.env.AWS.Copy()
+	switch mode {
+	case sdkRetry:
+		cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
+			return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("loseNthReplyInRetryLoop",
+				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+					out, md, err := next.HandleDeserialize(ctx, in)
+					if err == nil && awsmiddleware.GetOperationName(ctx) == op && seen.Add(1) == nth {
+						n.Add(1)
+						resp := &smithyhttp.Response{Response: &http.Response{StatusCode: 500, Header: http.Header{}}}
+						return out, md, &smithyhttp.ResponseError{Response: resp, Err: errors.New("connection reset after the write")}
+					}
+					return out, md, err
+				}), middleware.After)
+		})
+	case exhausted:
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			if c.Operation == op && c.N == int(nth) {
+				n.Add(1)
+				return faultinject.LostReply
+			}
+			return ""
+		}))
+		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
+	}
+	l, err := ledger.New(awsclient.DynamoDB(cfg), b.l.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, func() bool { return n.Load() == 1 }
+}
+
 // lossy returns a ledger sharing b's tables and clock whose client loses
 // the reply of the next call of op (e.g. "UpdateItem") after arm() is called.
 func lossy(t *testing.T, b *bundle, mode, op string) (l *ledger.Ledger, arm func(), lost func() bool) {

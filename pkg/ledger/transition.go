@@ -48,6 +48,8 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	nowMs := now.UnixMilli()
 	leaseUntil := now.Add(o.Lease).UnixMilli()
 	u := newUpdate()
+	// due_at is the lease's end itself: a worker that dies right after its
+	// claim is found a Grace after it. Renew rounds it up (runningDue).
 	l.live(u, StateRunning, taskID, leaseUntil)
 	u.setExpr("#assignment_version = #assignment_version + :one").n("assignment_version")
 	u.setExpr("#attempts = #attempts + :one").n("attempts")
@@ -149,6 +151,12 @@ func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err e
 	if mine {
 		return old, nil
 	}
+	return nil, fencedBy(taskID, version, old)
+}
+
+// fencedBy is the FencedError of a write at version that found the task
+// as old (nil: gone).
+func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
 	switch {
 	case old == nil:
@@ -160,7 +168,7 @@ func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err e
 	default:
 		fe.Why = "not_running"
 	}
-	return nil, fe
+	return fe
 }
 
 // fence adds "assignment_version = mine AND state = from" to u; with more
@@ -179,12 +187,23 @@ func fence(u *update, version int64, from State, also ...State) {
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
 // when the caller no longer holds it (stop the provider call, save nothing).
+//
+// The renewal moves the by_state entry's due_at only to the next multiple
+// of lease at or after the new lease end (runningDue), so of the renewals
+// a heartbeat makes every lease/3, two in three (all but the first, which
+// moves it from the claim's exact lease end) leave the index key as it is:
+// an index key change bills two index writes (a delete and a put), a
+// renewal that keeps it one (lease_until is projected). due_at is when the
+// reconciler looks at a running task; it reads the task then and acts only
+// on a lease expired past its grace, so a due_at up to one lease after the
+// lease end delays the recovery of a dead worker's task by at most a lease
+// and changes no decision.
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	until := now.Add(lease).UnixMilli()
 	u := newUpdate()
 	u.set("lease_until", num(until))
-	u.set("due_at", num(until))
+	u.set("due_at", num(runningDue(until, lease)))
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "renew", taskID, u)
@@ -196,28 +215,70 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	return t, nil
 }
 
+// runningDue is the due_at of a running task whose lease ends at untilMs:
+// the next multiple of lease at or after it (untilMs itself for a lease
+// under a millisecond).
+func runningDue(untilMs int64, lease time.Duration) int64 {
+	step := lease.Milliseconds()
+	if step <= 0 {
+		return untilMs
+	}
+	return (untilMs + step - 1) / step * step
+}
+
 // MarkCallStarted records, immediately before the provider call, that the
 // caller's assignment is about to call the provider: one fenced
 // conditional UpdateItem (assignment_version = mine AND state = running)
-// that sets call_started_version = version and renews the lease like Renew.
-// It matters for a provider that does not honour idempotency keys: the
-// reconciler then tells a worker that died after
-// its claim but before its call (no mark at this version: re-queue) from
-// one that may have reached the provider (mark present: unknown). A write
-// whose reply was lost is recognised as the caller's own (write_nonce; pass
-// WithNonce to repeat it). Errors: *FencedError when the caller no longer
-// holds the assignment (do not call the provider).
+// that sets call_started_version = version. It matters for a provider that
+// does not honour idempotency keys: the reconciler then tells a worker that
+// died after its claim but before its call (no mark at this version:
+// re-queue) from one that may have reached the provider (mark present:
+// unknown). A write whose reply was lost is recognised as the caller's own
+// (write_nonce; pass WithNonce to repeat it). Errors: *FencedError when the
+// caller no longer holds the assignment (do not call the provider).
+//
+// After the mark the lease runs at least lease/2 more: the reconciler
+// trusts a readback's "not found" for a marked call only once the lease
+// end plus the call timeout has passed, so the lease must not end before
+// the call starts. The mark is conditioned on that (lease_until ≥ now +
+// lease/2) and changes nothing the by_state index holds — neither its key
+// (due_at) nor a projected attribute — so it bills no index write. A lease
+// shorter than that (the heartbeat's renewals did not get through since
+// the claim) is renewed by the mark instead, like Renew: a second write,
+// after the first one's condition failed on the lease alone.
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	until := now.Add(lease).UnixMilli()
+	fresh := now.Add(lease / 2).UnixMilli()
 	u := newUpdate().with(opts)
 	u.set("call_started_version", num(version))
-	u.set("lease_until", num(until))
-	u.set("due_at", num(until))
 	u.stamp(now)
 	fence(u, version, StateRunning)
+	u.cond(u.n("lease_until") + " >= " + u.v("fresh", num(fresh)))
 	t, err := l.apply(ctx, "call_started", taskID, u)
-	if err != nil {
+	if err == nil {
+		return t, nil
+	}
+	if !isConditionFailed(err) {
+		return nil, err
+	}
+	old, mine, rerr := l.currentOf(ctx, taskID, err)
+	switch {
+	case rerr != nil:
+		return nil, rerr
+	case mine:
+		return old, nil
+	case old == nil || old.AssignmentVersion != version || old.State != StateRunning || old.HasResult():
+		return nil, fencedBy(taskID, version, old)
+	}
+	// Still ours, its lease too short: mark and renew.
+	until := now.Add(lease).UnixMilli()
+	u = newUpdate().with(opts)
+	u.set("call_started_version", num(version))
+	u.set("lease_until", num(until))
+	u.set("due_at", num(runningDue(until, lease)))
+	u.stamp(now)
+	fence(u, version, StateRunning)
+	if t, err = l.apply(ctx, "call_started", taskID, u); err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
 			return nil, err
 		}
