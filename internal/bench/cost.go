@@ -329,14 +329,36 @@ func workloadProvider(w Workload) contract.Provider {
 // emulator and returns what they billed per task. claimCheck selects the
 // claim-check ("after") configuration.
 func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int, claimCheck bool) (CostRow, error) {
+	return runTaskledger(ctx, b, w, tasks, tlRun{claimCheck: claimCheck})
+}
+
+// tlRun is how runTaskledger runs: the claim-check, and for the
+// per-attempt extras (extras.go) another provider, lease and middleware.
+type tlRun struct {
+	claimCheck bool
+	// provider, when set, replaces the workload's (workloadProvider).
+	provider func(g *costRig) contract.Provider
+	// lease, when > 0, is the worker's lease (heartbeats every lease/3).
+	lease time.Duration
+	// extra middleware on every component's clients (after the meters).
+	extra []func(*middleware.Stack) error
+	// system names the row (default SystemBefore / SystemAfter).
+	system string
+}
+
+func runTaskledger(ctx context.Context, b *soak.Backend, w Workload, tasks int, o tlRun) (CostRow, error) {
+	claimCheck := o.claimCheck
 	system := SystemBefore
 	if claimCheck {
 		system = SystemAfter
 	}
+	if o.system != "" {
+		system = o.system
+	}
 	if w.Document && !claimCheck {
 		return CostRow{System: system, Workload: w.Name, NA: "n/a, exceeds item limit (a 1 MB document cannot be inline: 400 KB item, 32 KB input cap)"}, nil
 	}
-	g, err := newCostRig(ctx, b, "benchcost")
+	g, err := newCostRig(ctx, b, "benchcost", o.extra...)
 	if err != nil {
 		return CostRow{}, err
 	}
@@ -354,6 +376,12 @@ func taskledgerCost(ctx context.Context, b *soak.Backend, w Workload, tasks int,
 	work := &worker.Handler{
 		Ledger: workLedger, Provider: workloadProvider(w), SQS: awsclient.SQS(g.cfg["worker"]), QueueURL: g.env.Names.TaskQueueURL,
 		Policy: retrypolicy.Default(), Lease: worker.DefaultLease,
+	}
+	if o.provider != nil {
+		work.Provider = o.provider(g)
+	}
+	if o.lease > 0 {
+		work.Lease = o.lease
 	}
 	if claimCheck {
 		// Each function's store on its own counted clients, on the

@@ -277,7 +277,32 @@ func TestCost(t *testing.T) {
 				t.Errorf("%s / %s costs nothing", r.System, r.Workload)
 			}
 		}
-		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done"} {
+
+		// The per-attempt extras of the unforgiving path. The call-start
+		// mark (a provider without idempotency keys) writes the item once
+		// and nothing the by_state index holds (its lease is fresh right
+		// after the claim): one write of the item's size. A heartbeat
+		// renews the lease — one write of the item, one projected
+		// lease_until — and moves the index key (two more) at most at
+		// every beat, and extends the visibility once.
+		if len(res.Extras) != 2*len(bench.ExtraWorkloads) {
+			t.Fatalf("%d extras, want before and after for %v", len(res.Extras), bench.ExtraWorkloads)
+		}
+		for _, x := range res.Extras {
+			item, itemMax := 1.0, 1.0 // a write of the item
+			if x.Workload == "30 KB input" && x.System == bench.SystemBefore {
+				item, itemMax = 31, 33 // the item carries the input
+			}
+			if x.Mark.WRU < item || x.Mark.WRU > itemMax || x.Mark.SQS != 0 {
+				t.Errorf("%s / %s: the call-start mark bills %g write units and %g SQS requests, want %g–%g units (the item once, no index write) and none",
+					x.Workload, x.System, x.Mark.WRU, x.Mark.SQS, item, itemMax)
+			}
+			if x.Beats < bench.ExtraBeats || !near(x.Beat.SQS, 1) || x.Beat.WRU < item+1 || x.Beat.WRU > itemMax+2 {
+				t.Errorf("%s / %s: %g heartbeats per task, each %g write units and %g SQS requests; want ≥ %d, %g–%g units and 1",
+					x.Workload, x.System, x.Beats, x.Beat.WRU, x.Beat.SQS, bench.ExtraBeats, item+1, itemMax+2)
+			}
+		}
+		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys"} {
 			if !strings.Contains(table.String(), s) {
 				t.Errorf("the table lacks %q:\n%s", s, table.String())
 			}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/taskledger/taskledger/internal/soak"
 	"github.com/taskledger/taskledger/internal/stack"
@@ -18,6 +19,9 @@ type CostResult struct {
 	// SFN is the Step Functions definition's happy path.
 	SFN    ASLPath
 	Prices Prices
+	// Extras: the call-start mark and a heartbeat of ExtraWorkloads,
+	// before and after the claim-check (extras.go).
+	Extras []AttemptExtras
 }
 
 // Row returns the row of system and workload, if any.
@@ -63,6 +67,17 @@ func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(stri
 			return nil, fmt.Errorf("%s after: %w", w.Name, err)
 		}
 		res.Rows = append(res.Rows, tl, after, base, stepFunctionsCost(w, base, path, mem), floorCost(w, mem))
+		if !slices.Contains(ExtraWorkloads, w.Name) {
+			continue
+		}
+		for _, plain := range []CostRow{tl, after} {
+			progress("bench: cost, %s: %s, call-start mark and heartbeats", w.Name, plain.System)
+			x, err := attemptExtras(ctx, b, w, tasks, plain.System == SystemAfter, plain)
+			if err != nil {
+				return nil, fmt.Errorf("%s extras (%s): %w", w.Name, plain.System, err)
+			}
+			res.Extras = append(res.Extras, x)
+		}
 	}
 	return res, nil
 }

@@ -13,7 +13,8 @@ const SystemFloor = "floor: least any queued design keeping DESIGN §1 bills"
 //
 // Forced for every task:
 //   - the submit's conditional write: the request is deduplicated and the
-//     task is durable before the caller hears 202 (1 write unit);
+//     task is durable before the caller hears 202 (1 write unit, more for a
+//     record holding a payload over it);
 //   - SendMessage, and the event source's ReceiveMessage and delete (3 SQS
 //     requests);
 //   - the worker's fenced claim, so that a second delivery makes no second
@@ -21,11 +22,14 @@ const SystemFloor = "floor: least any queued design keeping DESIGN §1 bills"
 //   - one invocation each of the submit and the worker.
 //
 // Forced by the payload:
-//   - an input or result that does not fit in the record's one write unit
-//     is kept outside the queue (a lost or dead-lettered message, a
-//     regenerate after a 30-day approval wait need it): the cheaper of one
-//     S3 PUT and a write-once item of its size;
-//   - the worker reads such an input from its message when it fits in the
+//   - an input or result is kept in the record while the record still fits
+//     its write unit (the put, the claim and the completion then bill one
+//     unit each); otherwise, or where that bills more, outside the queue
+//     (a lost or dead-lettered message, a regenerate after a 30-day
+//     approval wait need it): one S3 PUT, or a write-once item of its size
+//     — or in the record all the same, each of its writes billing the
+//     record's size;
+//   - the worker reads a kept input from its message when it fits in the
 //     first 64 KB chunk (free), else by the cheaper of an S3 GET and an
 //     eventually consistent read;
 //   - a document: the client's PUT to the presigned URL, one HEAD at submit
@@ -34,14 +38,15 @@ const SystemFloor = "floor: least any queued design keeping DESIGN §1 bills"
 //
 // Lambda duration: the modelled time of those calls at memoryMB.
 //
-// Where a payload is kept outside the record, the floor is the cheaper of
-// the two stores counting everything the choice bills: the request, the
-// worker's read back, and the Lambda time of the calls.
+// The floor is the cheapest of the placements of the input and the result
+// (in the record, in S3, in a write-once item), counting everything each
+// bills: the requests, the worker's read back, and the Lambda time of the
+// calls.
 func floorCost(w Workload, memoryMB int) CostRow {
 	var best CostRow
-	for _, inputInS3 := range []bool{false, true} {
-		for _, resultInS3 := range []bool{false, true} {
-			r := floorVariant(w, memoryMB, inputInS3, resultInS3)
+	for _, in := range placements {
+		for _, out := range placements {
+			r := floorVariant(w, memoryMB, in, out)
 			if best.Calls == nil || r.USDPerMillion(PricesUSEast1) < best.USDPerMillion(PricesUSEast1) {
 				best = r
 			}
@@ -50,33 +55,62 @@ func floorCost(w Workload, memoryMB int) CostRow {
 	return best
 }
 
-// floorVariant is floorCost with a kept input and a kept result in S3 (or
-// in a write-once item) as given.
-func floorVariant(w Workload, memoryMB int, inputInS3, resultInS3 bool) CostRow {
+// placement is where the floor keeps a payload.
+type placement int
+
+const (
+	inRecord placement = iota // in the task's record, billed on its writes
+	inS3                      // an S3 object: one PUT
+	inItem                    // a write-once item of its own
+)
+
+var placements = []placement{inRecord, inS3, inItem}
+
+// floorVariant is floorCost with the input and the result kept as given
+// (a document is always the client's upload; a payload the workload does
+// not have is in the record, with no bytes).
+func floorVariant(w Workload, memoryMB int, input, result placement) CostRow {
 	r := CostRow{System: SystemFloor, Workload: w.Name, Derived: true, Calls: map[string]float64{}}
-	r.WRU, r.SQS, r.Invocations = 3, 3, 2
+	r.SQS, r.Invocations = 3, 2
 	r.Calls["DynamoDB.PutItem"], r.Calls["DynamoDB.UpdateItem"] = 1, 2
 	r.Calls["SQS.SendMessage"], r.Calls["SQS.ReceiveMessage"], r.Calls["SQS.DeleteMessageBatch"] = 1, 1, 1
 	submitMs := ms(CallLatency["DynamoDB"]) + ms(CallLatency["SQS"])
 	workerMs := 2 * ms(CallLatency["DynamoDB"])
-	// keep adds the durable store of a payload of n bytes outside the
-	// record: an S3 object when inS3, else a write-once item. It returns
-	// inS3.
-	keep := func(n int, inS3 bool, ms_ *float64) bool {
-		if !inS3 {
+	// keep adds the durable store of a payload of n bytes kept out of the
+	// record: an S3 object, or a write-once item.
+	keep := func(n int, p placement, ms_ *float64) {
+		switch p {
+		case inItem:
 			r.WRU += WriteUnits(0, n, false)
 			r.Calls["DynamoDB.PutItem"]++
 			*ms_ += ms(CallLatency["DynamoDB"])
-			return false
+		case inS3:
+			r.S3Put++
+			r.Calls["S3.PutObject"]++
+			*ms_ += ms(CallLatency["S3"])
 		}
-		r.S3Put++
-		r.Calls["S3.PutObject"]++
-		*ms_ += ms(CallLatency["S3"])
-		return true
 	}
-	small := func(n int) bool { return n <= writeUnitBytes/2 }
-	switch {
-	case w.Document:
+	inputBytes := w.InputBytes
+	if w.Document || inputBytes == 0 {
+		input = inRecord // the upload is the client's; the record names it
+		inputBytes = 0
+	}
+	if w.ResultBytes == 0 {
+		result = inRecord
+	}
+	recIn, recOut := 0, 0 // the record's payload bytes after the put, after the completion
+	if input == inRecord {
+		recIn = inputBytes
+	}
+	recOut = recIn
+	if result == inRecord {
+		recOut += w.ResultBytes
+	}
+	// The put, the claim (the record as put) and the completion (it grows
+	// by an inline result), one unit per started KB of the record, each
+	// at least one.
+	r.WRU += WriteUnits(0, recIn, false) + WriteUnits(recIn, recIn, false) + WriteUnits(recIn, recOut, false)
+	if w.Document {
 		r.Invocations++
 		r.S3Put++
 		r.Calls["S3.PutObject (presigned, by the client)"]++
@@ -85,25 +119,25 @@ func floorVariant(w Workload, memoryMB int, inputInS3, resultInS3 bool) CostRow 
 		r.Calls["S3.GetObject"]++
 		submitMs += ms(CallLatency["S3"])
 		workerMs += ms(CallLatency["S3"])
-	case !small(w.InputBytes):
-		inS3 := keep(w.InputBytes, inputInS3, &submitMs)
+	} else if input != inRecord {
+		keep(inputBytes, input, &submitMs)
 		// The worker reads it from its message while that stays in the
 		// first 64 KB chunk (1 KB left for the envelope); else from where
 		// it was kept.
 		switch {
-		case w.InputBytes <= sqsChunkBytes-writeUnitBytes:
-		case inS3:
+		case inputBytes <= sqsChunkBytes-writeUnitBytes:
+		case input == inS3:
 			r.S3Get++
 			r.Calls["S3.GetObject"]++
 			workerMs += ms(CallLatency["S3"])
 		default:
-			r.RRU += ReadUnits(w.InputBytes, false, false)
+			r.RRU += ReadUnits(inputBytes, false, false)
 			r.Calls["DynamoDB.GetItem"]++
 			workerMs += ms(CallLatency["DynamoDB"])
 		}
 	}
-	if w.ResultBytes > 0 && !small(w.ResultBytes) {
-		keep(w.ResultBytes, resultInS3, &workerMs)
+	if result != inRecord {
+		keep(w.ResultBytes, result, &workerMs)
 	}
 	r.GBSeconds = LambdaGBSeconds(submitMs, memoryMB) + LambdaGBSeconds(workerMs, memoryMB)
 	if w.Document {

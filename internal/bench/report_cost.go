@@ -100,6 +100,35 @@ func (c *CostResult) WriteTable(w io.Writer) {
 			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), scope, s3, t, b, vsBase,
 			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2), div(t, f))
 	}
+	c.writeExtras(w)
+}
+
+// writeExtras prints the per-attempt extras and what a realistic call
+// costs with them.
+func (c *CostResult) writeExtras(w io.Writer) {
+	if len(c.Extras) == 0 {
+		return
+	}
+	p := c.Prices
+	fmt.Fprintf(w, "\nper-attempt writes beyond the idempotent happy path, per occurrence (measured: the unforgiving simulated provider — no idempotency keys, no readback —, and calls held for %d heartbeats at a %s lease)\n", ExtraBeats, extraLease)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tsystem\textra\tWRU\tSQS req\tUSD / M\t")
+	for _, x := range c.Extras {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", x.Workload, x.System, "call-start mark (before each call to a provider without idempotency keys)", x.Mark.WRU, x.Mark.SQS, x.Mark.USDPerMillion(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", x.Workload, x.System, fmt.Sprintf("heartbeat (every lease/3 while a call runs; %.1f measured per task)", x.Beats), x.Beat.WRU, x.Beat.SQS, x.Beat.USDPerMillion(p))
+	}
+	_ = tw.Flush()
+	const beats = 2 // a 30 s call with the default 30 s lease: beats at 10 s and 20 s
+	for _, x := range c.Extras {
+		if x.System != SystemAfter {
+			continue
+		}
+		plain, _ := c.Row(SystemAfter, x.Workload)
+		base, _ := c.Row(SystemBaseline, x.Workload)
+		t := plain.USDPerMillion(p) + x.Mark.USDPerMillion(p) + beats*x.Beat.USDPerMillion(p)
+		fmt.Fprintf(w, "   %s, a 30 s call to a provider without idempotency keys (Bedrock, OpenAI-compatible; default lease: heartbeats at 10 s and 20 s): %.2f WRU, USD/M %.2f (%.2f idempotent and instant + mark + %d heartbeats); baseline %.2f, which neither marks nor renews\n",
+			x.Workload, plain.WRU+x.Mark.WRU+beats*x.Beat.WRU, t, plain.USDPerMillion(p), beats, base.USDPerMillion(p))
+	}
 }
 
 // taskledger returns the workload's taskledger row: after the claim-check
