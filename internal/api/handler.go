@@ -259,9 +259,13 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	// or write: not the parent's retention, the refusals, the documents'
 	// renewal, the budget's extension (adversarial review: a retry after
 	// the parent's window got 404 though its task existed, and a key
-	// reuse moved the chain budget's expiry before its 422).
+	// reuse moved the chain budget's expiry before its 422). The lookup (one
+	// consistent GetItem) is made only where something before Create could
+	// answer otherwise or write: a parent past its retention, inherited
+	// documents to renew, a chain budget to extend; the refusals look the
+	// key up themselves, only when they refuse.
 	var recorded bool
-	if p == nil {
+	if p == nil && (pastRetention(parent, h.now()) || len(parent.Documents) > 0 || (h.Budgets != nil && parent.HasBudget())) {
 		recorded, p = h.recorded(ctx, c, s.key)
 	}
 	if p == nil && !recorded && pastRetention(parent, h.now()) {
