@@ -32,7 +32,7 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		return result{}, true
 	}
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), o...)
+		_, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
 		return err
 	}, log)
 	if err == nil {

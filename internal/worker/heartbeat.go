@@ -51,7 +51,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 			case <-tick.C:
 			}
 			began := time.Now()
-			_, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease)
+			_, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
 			var fe *ledger.FencedError
 			switch {
 			case errors.As(err, &fe) && stillOurs(fe, t.AssignmentVersion):

@@ -32,9 +32,10 @@ func TestMarkCallStartedIsFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 20 s of the claim's lease left, under half the mark's minute: the
-		// mark renews it, and due_at follows (the next whole minute).
+		// mark renews it, and due_at follows (the lease end: no age
+		// deadline given, no rounding).
 		wantUntil := b.clock.Now().Add(time.Minute).UnixMilli()
-		wantDue := (wantUntil + 59_999) / 60_000 * 60_000
+		wantDue := wantUntil
 		if m.CallStartedVersion != c1.AssignmentVersion || m.State != ledger.StateRunning || m.Attempts != 1 ||
 			m.LeaseUntil != wantUntil || m.DueAt != wantDue {
 			t.Fatalf("marked task: call_started_version %d (want %d), state %s, attempts %d, lease_until %d (want %d), due_at %d (want %d)",
@@ -184,7 +185,7 @@ func TestRenewMovesDueAtByWholeLeases(t *testing.T) {
 		dues := []int64{}
 		for range 4 {
 			b.clock.Advance(lease / 3)
-			r, err := b.l.Renew(ctx, task.TaskID, c.AssignmentVersion, lease)
+			r, err := b.l.Renew(ctx, task.TaskID, c.AssignmentVersion, lease, ledger.WithAgeDeadline(c.DeadlineMs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,6 +200,18 @@ func TestRenewMovesDueAtByWholeLeases(t *testing.T) {
 			if dues[i] != want[i] {
 				t.Fatalf("due_at after each renewal %v, want %v", dues, want)
 			}
+		}
+		// Without the age deadline, and where the rounding would pass it,
+		// due_at is the lease end itself.
+		b.clock.Advance(lease / 3)
+		r, err := b.l.Renew(ctx, task.TaskID, c.AssignmentVersion, lease)
+		if err != nil || r.DueAt != r.LeaseUntil {
+			t.Fatalf("renewed without the age deadline: due_at %d, lease_until %d, %v; want equal", r.DueAt, r.LeaseUntil, err)
+		}
+		b.clock.Advance(lease / 3)
+		until := b.clock.Now().Add(lease).UnixMilli()
+		if r, err = b.l.Renew(ctx, task.TaskID, c.AssignmentVersion, lease, ledger.WithAgeDeadline(until+1)); err != nil || r.DueAt != until {
+			t.Fatalf("renewed with the deadline 1 ms after the lease end: due_at %d (lease_until %d), %v; want the lease end, not rounded past the deadline", r.DueAt, until, err)
 		}
 	})
 }

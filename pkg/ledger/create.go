@@ -38,7 +38,10 @@ type NewTask struct {
 	Documents     []DocumentRef
 	PayloadSHA256 string
 	ParentTaskID  string
-	CorrelationID string
+	// InputInherited: a regenerate that took its parent's input (its
+	// request named none); see Task.InputInherited.
+	InputInherited bool
+	CorrelationID  string
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
 	MaxAttempts int
 	MaxAge      time.Duration
@@ -157,6 +160,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 		Documents:         n.Documents,
 		Kind:              n.Kind,
 		ParentTaskID:      n.ParentTaskID,
+		InputInherited:    n.InputInherited,
 		CorrelationID:     n.CorrelationID,
 		MaxAttempts:       n.MaxAttempts,
 		BudgetMaxTokens:   n.BudgetMaxTokens,

@@ -314,6 +314,7 @@ type update struct {
 	names                map[string]string
 	values               map[string]types.AttributeValue
 	nonce                string // write_nonce to set (apply: default fresh)
+	deadlineMs           int64  // the task's age deadline (WithAgeDeadline), 0: not given
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment
@@ -326,6 +327,15 @@ type WriteOption func(*update)
 // the nonce and returns the task as written instead of a *FencedError.
 func WithNonce(nonce string) WriteOption {
 	return func(u *update) { u.nonce = nonce }
+}
+
+// WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
+// age deadline (Task.DeadlineMs): only then does the renewal round its
+// due_at up to whole leases (runningDue), and never past the deadline, so
+// a dead worker's task is found no later than before near the end of its
+// age budget. Without it the renewal sets due_at to the lease end.
+func WithAgeDeadline(deadlineMs int64) WriteOption {
+	return func(u *update) { u.deadlineMs = deadlineMs }
 }
 
 // NewNonce returns a fresh write nonce for WithNonce.

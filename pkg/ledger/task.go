@@ -50,14 +50,19 @@ func (s State) Valid() bool {
 // Task is one item of the tasks table. Attribute names avoid DynamoDB
 // reserved words; every expression still goes through expression names.
 type Task struct {
-	TaskID            string `dynamodbav:"task_id"`
-	State             State  `dynamodbav:"state"`
-	Scope             string `dynamodbav:"scope"`
-	IdempotencyKey    string `dynamodbav:"idempotency_key"`
-	PayloadSHA256     string `dynamodbav:"payload_sha256"`
-	Input             string `dynamodbav:"input"`
-	Kind              string `dynamodbav:"kind"`
-	ParentTaskID      string `dynamodbav:"parent_task_id,omitempty"`
+	TaskID         string `dynamodbav:"task_id"`
+	State          State  `dynamodbav:"state"`
+	Scope          string `dynamodbav:"scope"`
+	IdempotencyKey string `dynamodbav:"idempotency_key"`
+	PayloadSHA256  string `dynamodbav:"payload_sha256"`
+	Input          string `dynamodbav:"input"`
+	Kind           string `dynamodbav:"kind"`
+	ParentTaskID   string `dynamodbav:"parent_task_id,omitempty"`
+	// InputInherited says a regenerate's request named no input: it took
+	// its parent's. With the parent deleted, a retry of that request is
+	// still recognised (the payload hash needs the parent's input; this
+	// tells a retry without an input apart from one that changed it).
+	InputInherited    bool   `dynamodbav:"input_inherited,omitempty"`
 	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
 	Attempts          int    `dynamodbav:"attempts"`
 	MaxAttempts       int    `dynamodbav:"max_attempts"`

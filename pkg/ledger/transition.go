@@ -188,22 +188,24 @@ func fence(u *update, version int64, from State, also ...State) {
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
 // when the caller no longer holds it (stop the provider call, save nothing).
 //
-// The renewal moves the by_state entry's due_at only to the next multiple
-// of lease at or after the new lease end (runningDue), so of the renewals
+// Given the task's age deadline (WithAgeDeadline), the renewal moves the
+// by_state entry's due_at only to the next multiple of lease at or after
+// the new lease end (runningDue; never past the deadline), so of the renewals
 // a heartbeat makes every lease/3, two in three (all but the first, which
 // moves it from the claim's exact lease end) leave the index key as it is:
 // an index key change bills two index writes (a delete and a put), a
 // renewal that keeps it one (lease_until is projected). due_at is when the
 // reconciler looks at a running task; it reads the task then and acts only
 // on a lease expired past its grace, so a due_at up to one lease after the
-// lease end delays the recovery of a dead worker's task by at most a lease
-// and changes no decision.
-func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration) (*Task, error) {
+// lease end delays the recovery of a dead worker's task by at most a lease,
+// and — kept at or before the age deadline — never past the run that would
+// have parked it at the end of its age budget.
+func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	until := now.Add(lease).UnixMilli()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	u.set("lease_until", num(until))
-	u.set("due_at", num(runningDue(until, lease)))
+	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "renew", taskID, u)
@@ -216,14 +218,22 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 }
 
 // runningDue is the due_at of a running task whose lease ends at untilMs:
-// the next multiple of lease at or after it (untilMs itself for a lease
-// under a millisecond).
-func runningDue(untilMs int64, lease time.Duration) int64 {
+// the next multiple of lease at or after it — while that is at or before
+// the task's age deadline (deadlineMs, WithAgeDeadline); else, and without
+// a deadline (0) or a lease under a millisecond, untilMs itself. Near the
+// end of the age budget a later due_at could let the reconciler find a
+// dead worker's task a period later than the lease end would, and miss
+// "final within the age budget plus one reconciler period" (adversarial
+// review of the rounding).
+func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	step := lease.Milliseconds()
-	if step <= 0 {
+	if step <= 0 || deadlineMs <= 0 {
 		return untilMs
 	}
-	return (untilMs + step - 1) / step * step
+	if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
+		return d
+	}
+	return untilMs
 }
 
 // MarkCallStarted records, immediately before the provider call, that the
@@ -275,7 +285,7 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 	u = newUpdate().with(opts)
 	u.set("call_started_version", num(version))
 	u.set("lease_until", num(until))
-	u.set("due_at", num(runningDue(until, lease)))
+	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	if t, err = l.apply(ctx, "call_started", taskID, u); err != nil {
