@@ -111,7 +111,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
 	}
 	rs = &reservation{
-		r:     spend.Reservation{ID: reservationID(t.TaskID, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
+		r:     spend.Reservation{ID: reservationID(t, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
 		max:   maxUse,
 		model: model,
 	}
@@ -149,12 +149,21 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 }
 
 // reservationID names an attempt's reservation: the task and its attempt
-// number. A claim counts an attempt and a release or an admission wait
+// number — "<task>.a<n>", and "<task>.p<parks>.a<n>" once the task was
+// parked. A claim counts an attempt and a release or an admission wait
 // gives it back, so the attempt that never called reuses its id (a
 // reservation still held is not counted twice), and the attempt before
-// this one is always attempt - 1.
-func reservationID(taskID string, attempt int) string {
-	return taskID + ".a" + strconv.Itoa(attempt)
+// this one is always attempt - 1. An operator's retry starts the attempts
+// again at 0 after a park, so the park count keeps the ids of the runs
+// apart: else the retried run's first attempt would find the parked run's
+// reservation under its own id — held for a call that may have billed —
+// take it for its own lost write, skip the budget's check and call again
+// (adversarial review of the retry's budget records).
+func reservationID(t *ledger.Task, attempt int) string {
+	if t.ParkCount > 0 {
+		return t.TaskID + ".p" + strconv.Itoa(t.ParkCount) + ".a" + strconv.Itoa(attempt)
+	}
+	return t.TaskID + ".a" + strconv.Itoa(attempt)
 }
 
 // settlePrevious settles the previous attempt's reservation at its full
@@ -170,7 +179,7 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 		return
 	}
 	prev := rs.r
-	prev.ID = reservationID(t.TaskID, t.Attempts-1)
+	prev.ID = reservationID(t, t.Attempts-1)
 	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
 		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
 			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
