@@ -106,7 +106,9 @@
 // the inherited documents. With a daily
 // quota configured (Handler.Quotas), submit and regenerate first read the
 // caller's quota item (one GetItem) and answer 429 quota-exceeded with
-// Retry-After when it is used up, before anything is written; the worker
+// Retry-After when it is used up, before anything is written — unless a
+// task is recorded under the key (a second GetItem, on the refusal only),
+// which is answered as a replay; the worker
 // charges the quota when it settles a call. A budgeted task's view carries
 // its budget, usage and its chain's usage (Handler.Budgets). A regenerate of
 // a budgeted task extends its chain's budget item first

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,7 +201,7 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p != nil {
 		return h.reject(c, p)
 	}
-	if p := h.overQuota(ctx, c); p != nil {
+	if p := h.overQuota(ctx, c, s.key); p != nil {
 		return h.reject(c, p)
 	}
 	// A generate task the worker's provider could never run is refused:
@@ -249,10 +251,15 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	if p != nil {
 		return h.reject(c, p)
 	}
-	if p := h.overQuota(ctx, c); p != nil {
+	if p := h.overQuota(ctx, c, s.key); p != nil {
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)
+	if p != nil && p.Type == TypeNotFound && ledger.ValidTaskID(c.route.taskID) {
+		if resp, done := h.replayOrphan(ctx, c, s); done {
+			return resp
+		}
+	}
 	// A task already recorded under the key (a retry of this regenerate,
 	// maybe after a lost reply, or a reuse of the key) is answered by
 	// Create — 200 replay or 422 — and nothing before it may refuse it
@@ -307,6 +314,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		Documents:      parent.Documents,
 		PayloadSHA256:  withDocuments(payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()), parent.Documents),
 		ParentTaskID:   parent.TaskID,
+		InputInherited: s.input == "",
 		CorrelationID:  s.correlationID,
 		Plan:           pl.canonical(),
 		ApprovalTTL:    pl.ttl(),
@@ -344,6 +352,64 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	return h.create(ctx, c, n)
 }
 
+// replayed answers a request recorded before as t: 200, the task's view.
+func (h *Handler) replayed(ctx context.Context, c *call, t *ledger.Task) events.APIGatewayV2HTTPResponse {
+	c.outcome = "replayed"
+	h.count(ctx, t.TaskID, "TaskReplayed")
+	return h.taskResponse(ctx, c, http.StatusOK, t, map[string]string{
+		"Location":               c.route.prefix + "/tasks/" + t.TaskID,
+		HeaderIdempotentReplayed: "true",
+	})
+}
+
+// keyReused answers a request whose key names taskID, recorded with
+// another payload: 422, nothing written.
+func (h *Handler) keyReused(ctx context.Context, c *call, taskID string) events.APIGatewayV2HTTPResponse {
+	c.outcome = "key_reused"
+	h.count(ctx, taskID, "IdempotencyKeyReused")
+	// No task id or state: without an authorizer every caller shares
+	// the Anonymous scope, and the task belongs to whoever used the key
+	// first. The caller who did already has its id (the 202's Location).
+	return newProblem(TypeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
+		"This Idempotency-Key was already used with a different request payload; nothing was written. Use a new key for a new request.").
+		withField("Idempotency-Key").response()
+}
+
+// replayOrphan answers a regenerate whose parent is not found — deleted by
+// its TTL after its retention — when the caller already has a task under
+// the key that names this parent: the retry of a regenerate whose reply
+// was lost, days ago (adversarial review: it got 404 while its task ran).
+// The payload hash needs the parent's input, so the request is compared
+// with what the task recorded of it: no input, and the task took its
+// parent's (InputInherited), or the same input — 200 replay; else (another
+// input, another parent, not a regenerate) 422 reuse, nothing written, as
+// Create would answer. done=false: nothing recorded under the key (the 404
+// stands).
+func (h *Handler) replayOrphan(ctx context.Context, c *call, s submission) (resp events.APIGatewayV2HTTPResponse, done bool) {
+	t, err := h.Ledger.Get(ctx, h.Ledger.TaskID(c.scope, s.key))
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return resp, false
+	case err != nil:
+		return h.reject(c, h.storeProblem(ctx, c, "get", err)), true
+	case t.Scope != c.scope || pastRetention(t, h.now()):
+		return resp, false
+	}
+	same := t.ParentTaskID == c.route.taskID && t.InputInherited && s.input == ""
+	if t.ParentTaskID == c.route.taskID && s.input != "" {
+		if t.InputRef != nil {
+			sum := sha256.Sum256([]byte(s.input))
+			same = hex.EncodeToString(sum[:]) == t.InputRef.SHA256
+		} else {
+			same = t.Input == s.input
+		}
+	}
+	if !same {
+		return h.keyReused(ctx, c, t.TaskID), true
+	}
+	return h.replayed(ctx, c, t), true
+}
+
 // create records n (the commit point), then sends the outbox message.
 func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.APIGatewayV2HTTPResponse {
 	c.taskID = h.Ledger.TaskID(n.Scope, n.IdempotencyKey)
@@ -363,21 +429,9 @@ func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.
 		h.count(ctx, t.TaskID, counters...)
 		return h.taskResponse(ctx, c, http.StatusAccepted, t, map[string]string{"Location": c.route.prefix + "/tasks/" + t.TaskID})
 	case errors.As(err, &dup):
-		c.outcome = "replayed"
-		h.count(ctx, dup.Task.TaskID, "TaskReplayed")
-		return h.taskResponse(ctx, c, http.StatusOK, dup.Task, map[string]string{
-			"Location":               c.route.prefix + "/tasks/" + dup.Task.TaskID,
-			HeaderIdempotentReplayed: "true",
-		})
+		return h.replayed(ctx, c, dup.Task)
 	case errors.As(err, &mm):
-		c.outcome = "key_reused"
-		h.count(ctx, mm.TaskID, "IdempotencyKeyReused")
-		// No task id or state: without an authorizer every caller shares
-		// the Anonymous scope, and the task belongs to whoever used the key
-		// first. The caller who did already has its id (the 202's Location).
-		return newProblem(TypeIdempotencyKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
-			"This Idempotency-Key was already used with a different request payload; nothing was written. Use a new key for a new request.").
-			withField("Idempotency-Key").response()
+		return h.keyReused(ctx, c, mm.TaskID)
 	}
 	return h.storeFailure(ctx, c, "create", err)
 }

@@ -228,15 +228,26 @@ func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger
 
 // overQuota checks the caller's daily quota before anything is written (one
 // consistent GetItem, only when a quota is configured). A caller over it
-// gets 429 with Retry-After (seconds to the next UTC day). The check comes
-// before the task is looked up, so a retried submission is refused as well
-// while the quota is used up; after Retry-After it replays as usual.
-func (h *Handler) overQuota(ctx context.Context, c *call) *Problem {
+// gets 429 with Retry-After (seconds to the next UTC day) — unless a task is
+// already recorded under key (one more GetItem, on the refusal only): a
+// retried submission returns its task whatever the quota (adversarial
+// review: a 202 lost, the task's own call then used the quota up, and its
+// retry was told to come back tomorrow as if nothing existed).
+func (h *Handler) overQuota(ctx context.Context, c *call, key string) *Problem {
 	if h.Quotas == nil {
 		return nil
 	}
 	err := h.Quotas.Check(ctx, c.scope, 0)
 	var qe *spend.QuotaExceededError
+	if errors.As(err, &qe) {
+		recorded, p := h.recorded(ctx, c, key)
+		if p != nil {
+			return p
+		}
+		if recorded {
+			return nil
+		}
+	}
 	switch {
 	case err == nil:
 		return nil

@@ -161,7 +161,9 @@ func TestSubmitBudgetRejected(t *testing.T) {
 
 // TestQuotaExceededWritesNothing: a caller over its daily quota gets 429
 // problem+json with Retry-After = the seconds to the next UTC day; the
-// refusal costs one GetItem and writes nothing (no task, no message); the
+// refusal costs two GetItems — the quota's, and the key's (a task recorded
+// under it would be replayed, not refused) — and writes nothing (no task,
+// no message); the
 // quota is per caller, and a caller under it submits as usual.
 func TestQuotaExceededWritesNothing(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -185,8 +187,8 @@ func TestQuotaExceededWritesNothing(t *testing.T) {
 		if !strings.Contains(p.Detail, "1000 of its daily quota of 1000 tokens") {
 			t.Fatalf("detail %q", p.Detail)
 		}
-		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.GetItem:1]" {
-			t.Fatalf("a refused submit made %s, want one GetItem", got)
+		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.GetItem:2]" {
+			t.Fatalf("a refused submit made %s, want two GetItems (the quota, the key)", got)
 		}
 		if n := len(scanTasks(t, e)); n != before {
 			t.Fatalf("items %d after the refused submit, %d before", n, before)
