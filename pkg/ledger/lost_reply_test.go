@@ -31,39 +31,12 @@ const (
 )
 
 // loseNth returns a ledger sharing b's tables and clock whose client loses
-// the reply of the nth call of op that the server performed successfully.
+// the reply of the nth call of op that the server performed successfully
+// (sdkRetry: the nth response the SDK reads; exhausted: the nth call).
 func loseNth(t *testing.T, b *bundle, mode, op string, nth int32) (l *ledger.Ledger, lost func() bool) {
 	t.Helper()
-	var seen, n atomic.Int32
-	cfg := b.env.AWS.Copy()
-	switch mode {
-	case sdkRetry:
-		cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
-			return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("loseNthReplyInRetryLoop",
-				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
-					out, md, err := next.HandleDeserialize(ctx, in)
-					if err == nil && awsmiddleware.GetOperationName(ctx) == op && seen.Add(1) == nth {
-						n.Add(1)
-						resp := &smithyhttp.Response{Response: &http.Response{StatusCode: 500, Header: http.Header{}}}
-						return out, md, &smithyhttp.ResponseError{Response: resp, Err: errors.New("connection reset after the write")}
-					}
-					return out, md, err
-				}), middleware.After)
-		})
-	case exhausted:
-		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
-			if c.Operation == op && c.N == int(nth) {
-				n.Add(1)
-				return faultinject.LostReply
-			}
-			return ""
-		}))
-		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
-	}
-	l, err := ledger.New(awsclient.DynamoDB(cfg), b.l.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	var seen atomic.Int32
+	l, n := loseWhen(t, b, mode, op, func() bool { return seen.Add(1) == nth })
 	return l, func() bool { return n.Load() == 1 }
 }
 
@@ -72,7 +45,16 @@ func loseNth(t *testing.T, b *bundle, mode, op string, nth int32) (l *ledger.Led
 func lossy(t *testing.T, b *bundle, mode, op string) (l *ledger.Ledger, arm func(), lost func() bool) {
 	t.Helper()
 	var armed atomic.Bool
-	var n atomic.Int32
+	l, n := loseWhen(t, b, mode, op, func() bool { return armed.CompareAndSwap(true, false) })
+	return l, func() { armed.Store(true) }, func() bool { return n.Load() == 1 }
+}
+
+// loseWhen is lossy and loseNth: a ledger on b's tables and clock whose
+// client loses the reply of a call of op when lose() says so (asked once
+// per call of op), counting the losses in n.
+func loseWhen(t *testing.T, b *bundle, mode, op string, lose func() bool) (*ledger.Ledger, *atomic.Int32) {
+	t.Helper()
+	n := new(atomic.Int32)
 	cfg := b.env.AWS.Copy()
 	switch mode {
 	case sdkRetry:
@@ -80,7 +62,7 @@ func lossy(t *testing.T, b *bundle, mode, op string) (l *ledger.Ledger, arm func
 			return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("loseReplyInRetryLoop",
 				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
 					out, md, err := next.HandleDeserialize(ctx, in)
-					if err == nil && awsmiddleware.GetOperationName(ctx) == op && armed.CompareAndSwap(true, false) {
+					if err == nil && awsmiddleware.GetOperationName(ctx) == op && lose() {
 						n.Add(1)
 						resp := &smithyhttp.Response{Response: &http.Response{StatusCode: 500, Header: http.Header{}}}
 						return out, md, &smithyhttp.ResponseError{Response: resp, Err: errors.New("connection reset after the write")}
@@ -90,7 +72,7 @@ func lossy(t *testing.T, b *bundle, mode, op string) (l *ledger.Ledger, arm func
 		})
 	case exhausted:
 		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
-			if c.Operation == op && armed.CompareAndSwap(true, false) {
+			if c.Operation == op && lose() {
 				n.Add(1)
 				return faultinject.LostReply
 			}
@@ -102,7 +84,7 @@ func lossy(t *testing.T, b *bundle, mode, op string) (l *ledger.Ledger, arm func
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, func() { armed.Store(true) }, func() bool { return n.Load() == 1 }
+	return l, n
 }
 
 func eachLoss(t *testing.T, fn func(t *testing.T, b *bundle, mode string)) {
