@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/logging"
@@ -107,6 +108,11 @@ type call struct {
 	// taskID and outcome are logged when the request ends.
 	taskID  string
 	outcome string
+	// recorded is the caller's task under the request's key when a check
+	// before Create looked it up and found it (recorded): the request is
+	// then answered from it — 200 replay or 422 reuse — and nothing is
+	// written on the way (no document adopted, no input placed).
+	recorded *ledger.Task
 }
 
 // Handle serves one API Gateway HTTP API (payload 2.0) request. It never
@@ -314,7 +320,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		Documents:      parent.Documents,
 		PayloadSHA256:  withDocuments(payloadHashPlan(parent.Kind, input, parent.TaskID, pl.canonical()), parent.Documents),
 		ParentTaskID:   parent.TaskID,
-		InputInherited: s.input == "",
+		InputInherited: aws.Bool(s.input == ""),
 		CorrelationID:  s.correlationID,
 		Plan:           pl.canonical(),
 		ApprovalTTL:    pl.ttl(),
@@ -395,7 +401,11 @@ func (h *Handler) replayOrphan(ctx context.Context, c *call, s submission) (resp
 	case t.Scope != c.scope || pastRetention(t, h.now()):
 		return resp, false
 	}
-	same := t.ParentTaskID == c.route.taskID && t.InputInherited && s.input == ""
+	// No input named: the same request when the task took its parent's
+	// input — or when it does not say (recorded before input_inherited
+	// existed): a 422 there would tell a client whose request is the same
+	// to use another key, and its work would run twice.
+	same := t.ParentTaskID == c.route.taskID && s.input == "" && (t.InputInherited == nil || *t.InputInherited)
 	if t.ParentTaskID == c.route.taskID && s.input != "" {
 		if t.InputRef != nil {
 			sum := sha256.Sum256([]byte(s.input))
@@ -410,9 +420,17 @@ func (h *Handler) replayOrphan(ctx context.Context, c *call, s submission) (resp
 	return h.replayed(ctx, c, t), true
 }
 
-// create records n (the commit point), then sends the outbox message.
+// create records n (the commit point), then sends the outbox message. A
+// request whose task a check found recorded (call.recorded) is answered
+// from that task by its payload hash, as Create would, writing nothing.
 func (h *Handler) create(ctx context.Context, c *call, n ledger.NewTask) events.APIGatewayV2HTTPResponse {
 	c.taskID = h.Ledger.TaskID(n.Scope, n.IdempotencyKey)
+	if t := c.recorded; t != nil {
+		if t.PayloadSHA256 == n.PayloadSHA256 {
+			return h.replayed(ctx, c, t)
+		}
+		return h.keyReused(ctx, c, t.TaskID)
+	}
 	if p := h.placeInput(ctx, c, &n); p != nil {
 		return h.reject(c, p)
 	}

@@ -92,6 +92,9 @@ func (h *Handler) refuse(ctx context.Context, c *call, key, outcome string, p *P
 // never run be recorded). A failed read is the store's problem (503/500,
 // retry-safe), not a refusal a replay could wrongly get.
 func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Problem) {
+	if c.recorded != nil {
+		return true, nil
+	}
 	t, err := h.Ledger.Get(ctx, h.Ledger.TaskID(c.scope, key))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
@@ -99,7 +102,11 @@ func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Pro
 	case err != nil:
 		return false, h.storeProblem(ctx, c, "get", err)
 	}
-	return t.Scope == c.scope && !pastRetention(t, h.now()), nil
+	if t.Scope != c.scope || pastRetention(t, h.now()) {
+		return false, nil
+	}
+	c.recorded = t // the request is answered from it (create)
+	return true, nil
 }
 
 // pastRetention reports whether t's retention window is over at now (its

@@ -38,9 +38,9 @@ type NewTask struct {
 	Documents     []DocumentRef
 	PayloadSHA256 string
 	ParentTaskID  string
-	// InputInherited: a regenerate that took its parent's input (its
-	// request named none); see Task.InputInherited.
-	InputInherited bool
+	// InputInherited: set on a regenerate, whether it took its parent's
+	// input (its request named none); see Task.InputInherited.
+	InputInherited *bool
 	CorrelationID  string
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
 	MaxAttempts int
@@ -49,6 +49,7 @@ type NewTask struct {
 	BudgetMaxTokens int64
 	BudgetMaxMicros int64
 	ChainRoot       string
+	ChainEpochMs    int64
 	// Plan is the canonical JSON of the submitted approval and deliver
 	// plan ("" for none); ApprovalTTL > 0 gives the task an approval gate
 	// (its completion lands in awaiting_approval), at most MaxApprovalTTL.
@@ -166,6 +167,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 		BudgetMaxTokens:   n.BudgetMaxTokens,
 		BudgetMaxMicros:   n.BudgetMaxMicros,
 		ChainRoot:         n.ChainRoot,
+		ChainEpochMs:      n.ChainEpochMs,
 		AssignmentVersion: 0,
 		CreatedAt:         rfc3339(now),
 		CreatedMs:         now.UnixMilli(),

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -58,11 +59,13 @@ type Task struct {
 	Input          string `dynamodbav:"input"`
 	Kind           string `dynamodbav:"kind"`
 	ParentTaskID   string `dynamodbav:"parent_task_id,omitempty"`
-	// InputInherited says a regenerate's request named no input: it took
-	// its parent's. With the parent deleted, a retry of that request is
-	// still recognised (the payload hash needs the parent's input; this
-	// tells a retry without an input apart from one that changed it).
-	InputInherited    bool   `dynamodbav:"input_inherited,omitempty"`
+	// InputInherited says whether a regenerate's request named no input
+	// (it took its parent's): true or false on a regenerate, nil on any
+	// other task and on a regenerate recorded before the attribute
+	// existed. With the parent deleted, a retry of that request is still
+	// recognised (the payload hash needs the parent's input; this tells a
+	// retry without an input apart from one that dropped it).
+	InputInherited    *bool  `dynamodbav:"input_inherited,omitempty"`
 	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
 	Attempts          int    `dynamodbav:"attempts"`
 	MaxAttempts       int    `dynamodbav:"max_attempts"`
@@ -122,6 +125,9 @@ type Task struct {
 	// ChainRoot is the task id of the first task of the regenerate chain
 	// whose budget this task shares; "" when it is its own root.
 	ChainRoot string `dynamodbav:"chain_root,omitempty"`
+	// ChainEpochMs is the creation (epoch ms) of the chain's root, with
+	// ChainRoot: together they name the chain's budget (ChainBudget).
+	ChainEpochMs int64 `dynamodbav:"chain_epoch_ms,omitempty"`
 
 	// InputRef replaces Input when the input was too large to keep in the
 	// item (DESIGN §12, the S3 claim-check): Input is then empty.
@@ -137,6 +143,33 @@ type Task struct {
 
 // HasBudget reports whether the task carries a spend budget.
 func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
+
+// ChainBudget names the budget record of the task's regenerate chain:
+// "<root id>.<root's creation, epoch ms, base 36>". A task id names a new
+// task once its predecessor's retention is over (Create replaces it), and
+// budget records outlive that retention: named by the id alone, the new
+// task would count its predecessor's spend, and take a reservation held
+// for its predecessor's billed call for its own (adversarial review of the
+// reservation ids).
+func (t *Task) ChainBudget() string {
+	if t.ChainRoot != "" {
+		return t.ChainRoot + "." + strconv.FormatInt(t.ChainEpochMs, 36)
+	}
+	return t.OwnBudget()
+}
+
+// OwnBudget names the task's own budget record: "<task id>.<creation,
+// epoch ms, base 36>" (see ChainBudget).
+func (t *Task) OwnBudget() string { return t.TaskID + "." + strconv.FormatInt(t.CreatedMs, 36) }
+
+// ChainEpoch is the creation (epoch ms) of the task's chain's root: a
+// regenerate of the task carries it as ChainEpochMs.
+func (t *Task) ChainEpoch() int64 {
+	if t.ChainRoot != "" {
+		return t.ChainEpochMs
+	}
+	return t.CreatedMs
+}
 
 // Chain returns the task id of its regenerate chain's root (its own id
 // when it is the root).
