@@ -48,7 +48,7 @@ func TestAttackReviewA_ExtendLostReply(t *testing.T) {
 		onClock(t, b, clock)
 		ctx := context.Background()
 		root := view(t, b.do(t, submitReq("lost-root", budgetBody("p", `{"max_total_tokens":10000}`))))
-		chain := spend.ChainKey(root.TaskID)
+		chain := spend.ChainKeyOf(stored(t, b, root.TaskID))
 		if _, err := direct.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}); err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func TestAttackReviewA_KeyReuseRegenerateWritesTheBudget(t *testing.T) {
 		b := setup(t, e, withSpend(e, clock, nil))
 		onClock(t, b, clock)
 		root := view(t, b.do(t, submitReq("reuse-root", budgetBody("p", `{"max_total_tokens":10000}`))))
-		chain := spend.ChainKey(root.TaskID)
+		chain := spend.ChainKeyOf(stored(t, b, root.TaskID))
 		if _, err := b.h.Budgets.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}); err != nil {
 			t.Fatal(err)
 		}

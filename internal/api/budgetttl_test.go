@@ -66,7 +66,7 @@ func TestRegenerateKeepsTheChainBudget(t *testing.T) {
 		b := setup(t, e, withSpend(e, clock, nil))
 		onClock(t, b, clock)
 		root := view(t, b.do(t, submitReq("ttl-root", budgetBody("p", `{"max_total_tokens":10000}`))))
-		chain := spend.ChainKey(root.TaskID)
+		chain := spend.ChainKeyOf(stored(t, b, root.TaskID))
 		r := spend.Reservation{ID: root.TaskID + ".a1", Tokens: 9_000}
 		if _, err := b.h.Budgets.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, r); err != nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestRegenerateKeepsTheChainBudget(t *testing.T) {
 			t.Fatalf("last task %+v (%v): not of the root's chain", got, err)
 		}
 		var be *spend.BudgetExhaustedError
-		if _, err := b.h.Budgets.Reserve(ctx, spend.ChainKey(got.Chain()), spend.Budget{MaxTokens: got.BudgetMaxTokens}, spend.Reservation{ID: last + ".a1", Tokens: 5_000}); !errors.As(err, &be) || be.State.Spent.Tokens() != 9_000 {
+		if _, err := b.h.Budgets.Reserve(ctx, spend.ChainKeyOf(got), spend.Budget{MaxTokens: got.BudgetMaxTokens}, spend.Reservation{ID: last + ".a1", Tokens: 5_000}); !errors.As(err, &be) || be.State.Spent.Tokens() != 9_000 {
 			t.Fatalf("the last task's reserve, 54 days on: %v; want exhausted with the chain's 9000 spent", err)
 		}
 
@@ -176,7 +176,7 @@ func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}
-		if _, err := direct.Reserve(ctx, spend.ChainKey(root.TaskID), spend.Budget{MaxTokens: 10_000}, r); err != nil {
+		if _, err := direct.Reserve(ctx, spend.ChainKeyOf(stored(t, b, root.TaskID)), spend.Budget{MaxTokens: 10_000}, r); err != nil {
 			t.Fatal(err)
 		}
 		e.Counter.Reset()
@@ -218,7 +218,7 @@ func TestRegenerateOfALongParkedParentWhoseChainRecordIsGone(t *testing.T) {
 		wantStatus(t, b.do(t, regenReq(fresh.TaskID, "gone-fresh-regen", "")), http.StatusAccepted)
 
 		root := view(t, b.do(t, submitReq("gone-root", budgetBody("p", `{"max_total_tokens":10000}`))))
-		chain := spend.ChainKey(root.TaskID)
+		chain := spend.ChainKeyOf(stored(t, b, root.TaskID))
 		if _, err := b.h.Budgets.Reserve(ctx, chain, spend.Budget{MaxTokens: 10_000}, spend.Reservation{ID: root.TaskID + ".a1", Tokens: 100}); err != nil {
 			t.Fatal(err)
 		}

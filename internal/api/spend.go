@@ -187,7 +187,7 @@ func withBudget(n ledger.NewTask, b *budgetSpec) ledger.NewTask {
 func inheritBudget(n ledger.NewTask, parent *ledger.Task) ledger.NewTask {
 	if parent.HasBudget() {
 		n.BudgetMaxTokens, n.BudgetMaxMicros = parent.BudgetMaxTokens, parent.BudgetMaxMicros
-		n.ChainRoot = parent.Chain()
+		n.ChainRoot, n.ChainEpochMs = parent.Chain(), parent.ChainEpoch()
 	}
 	return n
 }
@@ -207,7 +207,7 @@ func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger
 	if h.Budgets == nil || !parent.HasBudget() {
 		return nil
 	}
-	err := h.Budgets.Keep(ctx, parent, spend.ChainKey(parent.Chain()))
+	err := h.Budgets.Keep(ctx, parent, spend.ChainKeyOf(parent))
 	var re *spend.RecordExpiredError
 	if errors.As(err, &re) {
 		c.outcome = "budget_record_expired"
@@ -315,13 +315,13 @@ func (h *Handler) spendView(ctx context.Context, t *ledger.Task, v *TaskView, fr
 		v.Usage, v.ChainUsage = usageView(&spend.State{}), usageView(&spend.State{})
 		return
 	}
-	own, err := h.Budgets.Get(ctx, spend.TaskKey(t.TaskID))
+	own, err := h.Budgets.Get(ctx, spend.TaskKeyOf(t))
 	if err != nil {
 		h.log().WarnContext(ctx, "api: budget item unavailable", "task_id", t.TaskID, "error", err.Error())
 		return
 	}
 	v.Usage = usageView(own)
-	chain, err := h.Budgets.Get(ctx, spend.ChainKey(t.Chain()))
+	chain, err := h.Budgets.Get(ctx, spend.ChainKeyOf(t))
 	if err != nil {
 		h.log().WarnContext(ctx, "api: chain budget item unavailable", "task_id", t.TaskID, "error", err.Error())
 		return

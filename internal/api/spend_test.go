@@ -12,6 +12,7 @@ import (
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 func budgetBody(prompt, budget string) string {
@@ -90,7 +91,7 @@ func TestSubmitBudget(t *testing.T) {
 
 		// Usage settled on the chain shows in every view of the chain.
 		r := spend.Reservation{ID: regen.TaskID + ".1", Tokens: 100, Cost: 1000}
-		for _, k := range []string{spend.ChainKey(root.TaskID), spend.TaskKey(regen.TaskID)} {
+		for _, k := range []string{spend.ChainKeyOf(stored(t, b, root.TaskID)), spend.TaskKeyOf(stored(t, b, regen.TaskID))} {
 			if _, err := b.h.Budgets.Reserve(context.Background(), k, spend.Budget{}, r); err != nil {
 				t.Fatal(err)
 			}
@@ -223,4 +224,15 @@ func TestUsageViewIsNumeric(t *testing.T) {
 	if string(raw) != `{"input_tokens":1,"output_tokens":2,"cost_usd":1.234567}` {
 		t.Fatalf("usage JSON %s", raw)
 	}
+}
+
+// stored is the task with id as the ledger holds it (budget keys need its
+// creation: spend.ChainKeyOf, spend.TaskKeyOf).
+func stored(t *testing.T, b *bundle, id string) *ledger.Task {
+	t.Helper()
+	got, err := b.l.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("read task %s: %v", id, err)
+	}
+	return got
 }

@@ -246,7 +246,7 @@ func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, budgets *s
 		t, err := l.Get(ctx, id)
 		switch {
 		case err == nil && t.State == ledger.StateNeedsReview:
-			if err := budgets.Keep(ctx, t, spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)); err != nil {
+			if err := budgets.Keep(ctx, t, spend.ChainKeyOf(t), spend.TaskKeyOf(t)); err != nil {
 				return ActionResult{}, err
 			}
 		case err != nil && !errors.Is(err, ledger.ErrNotFound):

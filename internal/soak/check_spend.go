@@ -74,17 +74,18 @@ func (c *checker) quotaTask(ctx context.Context, t *task, st *ledger.Task) {
 	if ra, err := strconv.Atoi(c.s.sp.retryAfter[t.id]); err != nil || ra <= 0 {
 		c.add(t.kind, t.id, "quota_429_without_retry_after", "the 429 came with Retry-After %q", c.s.sp.retryAfter[t.id])
 	}
-	if st != nil {
-		c.add(t.kind, t.id, "quota_429_wrote", "the caller got 429, yet the task is stored (%s)", st.State)
+	if st == nil {
+		return // nothing stored: no task could reserve (its budget item is named by its creation)
 	}
-	if own, err := c.s.sp.budgets.Get(ctx, spend.TaskKey(t.id)); err == nil && (own.Spent.Tokens() > 0 || own.ReservedTokens > 0) {
+	c.add(t.kind, t.id, "quota_429_wrote", "the caller got 429, yet the task is stored (%s)", st.State)
+	if own, err := c.s.sp.budgets.Get(ctx, spend.TaskKeyOf(st)); err == nil && (own.Spent.Tokens() > 0 || own.ReservedTokens > 0) {
 		c.add(t.kind, t.id, "quota_429_wrote", "the caller got 429, yet the task's budget item records %d tokens", own.Spent.Tokens()+own.ReservedTokens)
 	}
 }
 
 func (c *checker) budgetTask(ctx context.Context, t *task, st *ledger.Task) {
 	rsv := callMax(t.input)
-	for _, k := range []string{spend.ChainKey(st.Chain()), spend.TaskKey(st.TaskID)} {
+	for _, k := range []string{spend.ChainKeyOf(st), spend.TaskKeyOf(st)} {
 		bs, err := c.s.sp.budgets.Get(ctx, k)
 		if err != nil {
 			c.add(t.kind, t.id, "spend_item_unreadable", "%s: %v", k, err)
@@ -93,7 +94,7 @@ func (c *checker) budgetTask(ctx context.Context, t *task, st *ledger.Task) {
 		if st.BudgetMaxTokens > 0 && bs.Spent.Tokens() > st.BudgetMaxTokens+rsv {
 			c.add(t.kind, t.id, "spend_over_budget", "%s spent %d tokens, budget %d + one reservation %d", k, bs.Spent.Tokens(), st.BudgetMaxTokens, rsv)
 		}
-		if k == spend.ChainKey(st.Chain()) && t.parent == nil {
+		if k == spend.ChainKeyOf(st) && t.parent == nil {
 			sp := c.spendRow(t.kind)
 			sp.chains++
 			sp.maxOver = max(sp.maxOver, bs.Spent.Tokens()-st.BudgetMaxTokens)

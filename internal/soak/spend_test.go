@@ -47,7 +47,11 @@ func TestSpendCheckerCatchesBrokenPromises(t *testing.T) {
 
 		// A budget overspent by far more than one reservation.
 		bt := byKind[BudgetTight][0]
-		set(spend.BudgetItemKey(spend.ChainKey(bt.id)), "spent_output_tokens", numAttr(1_000_000))
+		btStored, err := s.clean.Get(ctx, bt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set(spend.BudgetItemKey(spend.ChainKeyOf(btStored)), "spent_output_tokens", numAttr(1_000_000))
 		tampered = append(tampered, "spend_over_budget")
 
 		// A 429 that wrote the task after all, and came without Retry-After.

@@ -26,9 +26,12 @@
 //
 // A budget ({max_total_tokens, max_cost_usd}; a zero dimension is
 // unlimited) is kept on one item of the tasks table keyed
-// "spend#" + a budget key — [ChainKey] ("chain.<root id>", the regenerate
-// chain's budget every task of the chain reserves on) or [TaskKey] (the
-// task id: one task's usage, reserved without a limit) — never a task id ("t_..."),
+// "spend#" + a budget key — [ChainKey] ("chain.<root id>.<root created>",
+// [ChainKeyOf]: the regenerate chain's budget every task of the chain
+// reserves on) or [TaskKey] ("<task id>.<created>", [TaskKeyOf]: one
+// task's usage, reserved without a limit); the creation (epoch ms, base
+// 36) keeps a task id reused after its retention (a new task) apart from
+// its predecessor's records — never a task id ("t_..."),
 // never in the by_state index (no state_shard/due_at), with a TTL
 // (expires_at, refreshed on every write, [DefaultRetention] = 40 days:
 // ledger.MaxApprovalTTL, the longest a task that spent may wait for

@@ -208,7 +208,7 @@ func TestAdmissionGivenBackWithoutACall(t *testing.T) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
 		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 1_000_000})
-		task := b.create(t, "adm-no-call", budgetedPrompt, budget(5, ""))
+		task := b.create(t, "adm-no-call", budgetedPrompt, budget(5, nil))
 		b.send(t, task.TaskID)
 		handle(t, b.h, context.Background(), b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)

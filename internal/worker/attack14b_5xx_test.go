@@ -47,14 +47,14 @@ func TestAttack14bServerErrorAfterActingChargedZero(t *testing.T) {
 		b.h.Provider = &actsThen502{inner: b.sim}
 		withBudgets(t, b, e.DDB, nil)
 		ctx := context.Background()
-		task := b.create(t, "atk14b-5xx-after-acting", budgetedPrompt, budget(10_000, ""))
+		task := b.create(t, "atk14b-5xx-after-acting", budgetedPrompt, budget(10_000, nil))
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)
 		if got.State != ledger.StateRetryWait || b.sim.SideEffects(task.TaskID) != 1 {
 			t.Fatalf("setup: state %s, side effects %d; want retry_wait after one generation", got.State, b.sim.SideEffects(task.TaskID))
 		}
-		s := spendState(t, b, spend.ChainKey(task.TaskID))
+		s := spendState(t, b, spend.ChainKeyOf(task))
 		if s.Spent.Tokens() == 0 && s.ReservedTokens == 0 {
 			t.Fatalf("an attempt whose request was sent and generated (1 side effect) before a 502 is charged nothing: chain spent %d, reserved %d; %d such retries would spend %d calls beyond a budget that shows 0",
 				s.Spent.Tokens(), s.ReservedTokens, got.MaxAttempts, got.MaxAttempts)

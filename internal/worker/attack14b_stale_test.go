@@ -36,7 +36,7 @@ func TestAttack14bCrashedAttemptReservationNeverSettles(t *testing.T) {
 		b := setup(t, e) // idempotent provider with readback
 		withBudgets(t, b, e.DDB, nil)
 		ctx := context.Background()
-		task := b.create(t, "atk14b-stale-reservation", budgetedPrompt, budget(10_000, ""))
+		task := b.create(t, "atk14b-stale-reservation", budgetedPrompt, budget(10_000, nil))
 		crashed := false
 		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error {
 			if crashed {
@@ -47,7 +47,7 @@ func TestAttack14bCrashedAttemptReservationNeverSettles(t *testing.T) {
 		}}
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
-		if s := spendState(t, b, spend.ChainKey(task.TaskID)); s.ReservedTokens != reserveTokens {
+		if s := spendState(t, b, spend.ChainKeyOf(task)); s.ReservedTokens != reserveTokens {
 			t.Fatalf("setup: chain reserved %d tokens after the crash, want %d", s.ReservedTokens, reserveTokens)
 		}
 		// The lease lapses; the reconciler re-queues the task (the
@@ -61,7 +61,7 @@ func TestAttack14bCrashedAttemptReservationNeverSettles(t *testing.T) {
 		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, 1, 60)))
 		got := b.get(t, task.TaskID)
 		wantState(t, got, ledger.StateCompleted)
-		s := spendState(t, b, spend.ChainKey(task.TaskID))
+		s := spendState(t, b, spend.ChainKeyOf(task))
 		if s.ReservedTokens != 0 {
 			t.Fatalf("the task is %s (no attempt in flight) but its chain still holds %d tokens reserved (spent %d): the crashed attempt's reservation is never settled",
 				got.State, s.ReservedTokens, s.Spent.Tokens())

@@ -37,23 +37,23 @@ func TestAttackReviewA_ParkedRetryAfterBudgetRetention(t *testing.T) {
 				ctx := context.Background()
 				b := setup(t, e)
 				sp := withBudgets(t, b, e.DDB, nil)
-				root := b.create(t, "park-root", budgetedPrompt, budget(150, ""))
+				root := b.create(t, "park-root", budgetedPrompt, budget(150, nil))
 				b.run(t, root.TaskID)
 				wantState(t, b.get(t, root.TaskID), ledger.StateCompleted)
-				regen := b.create(t, "park-regen-1", budgetedPrompt, budget(150, root.TaskID))
+				regen := b.create(t, "park-regen-1", budgetedPrompt, budget(150, root))
 				b.run(t, regen.TaskID)
 				wantState(t, b.get(t, regen.TaskID), ledger.StateCompleted)
-				last := b.create(t, "park-regen-2", budgetedPrompt, budget(150, root.TaskID))
+				last := b.create(t, "park-regen-2", budgetedPrompt, budget(150, root))
 				b.run(t, last.TaskID)
 				parked := b.get(t, last.TaskID)
 				if parked.State != ledger.StateNeedsReview || parked.ReviewReason != ledger.ReviewBudgetExhausted {
 					t.Fatalf("setup: state %s reason %q, want needs_review budget_exhausted", parked.State, parked.ReviewReason)
 				}
-				wantSpent(t, b, spend.ChainKey(root.TaskID), 2*usedIn, 2*usedOut)
+				wantSpent(t, b, spend.ChainKeyOf(root), 2*usedIn, 2*usedOut)
 				calls := b.sim.Calls(last.TaskID)
 
 				b.clock.Advance(c.after)
-				for _, key := range []string{spend.ChainKey(root.TaskID), spend.TaskKey(last.TaskID)} {
+				for _, key := range []string{spend.ChainKeyOf(root), spend.TaskKeyOf(last)} {
 					sweepExpired(t, b, spend.BudgetItemKey(key), b.clock.Now())
 				}
 				retry := ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops@example.com", Note: "retry it"}
@@ -75,7 +75,7 @@ func TestAttackReviewA_ParkedRetryAfterBudgetRetention(t *testing.T) {
 				// The retried task runs with its chain's spend: past the
 				// record's first expiry too (Keep extended it).
 				b.clock.Advance(2 * 24 * time.Hour)
-				sweepExpired(t, b, spend.BudgetItemKey(spend.ChainKey(root.TaskID)), b.clock.Now())
+				sweepExpired(t, b, spend.BudgetItemKey(spend.ChainKeyOf(root)), b.clock.Now())
 				b.run(t, last.TaskID)
 				got := b.get(t, last.TaskID)
 				if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(last.TaskID) != calls {

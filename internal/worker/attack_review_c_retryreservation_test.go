@@ -37,8 +37,8 @@ func TestAttackReviewC_OperatorRetryReusesTheHeldReservation(t *testing.T) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		sp := withBudgets(t, b, e.DDB, nil)
-		task := b.create(t, "retry-rsv", budgetedPrompt, budget(150, ""))
-		chain := spend.ChainKey(task.TaskID)
+		task := b.create(t, "retry-rsv", budgetedPrompt, budget(150, nil))
+		chain := spend.ChainKeyOf(task)
 
 		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
 		b.send(t, task.TaskID)

@@ -51,26 +51,26 @@ func TestSpendChainBudgetSurvivesApprovalWait(t *testing.T) {
 			n.ApprovalTTL = ledger.MaxApprovalTTL
 			n.Plan = `{"approval":{"expires_in_seconds":2592000,"required":true},"deliver":[]}`
 		}
-		root := b.create(t, "ttl-root", budgetedPrompt, budget(150, ""), gated)
+		root := b.create(t, "ttl-root", budgetedPrompt, budget(150, nil), gated)
 		b.run(t, root.TaskID)
 		wantState(t, b.get(t, root.TaskID), ledger.StateAwaitingApproval)
-		wantSpent(t, b, spend.ChainKey(root.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(root), usedIn, usedOut)
 
 		b.clock.Advance(20 * 24 * time.Hour)
-		chainItem := spend.BudgetItemKey(spend.ChainKey(root.TaskID))
+		chainItem := spend.BudgetItemKey(spend.ChainKeyOf(root))
 		sweepExpired(t, b, chainItem, b.clock.Now())
 		wantState(t, b.get(t, root.TaskID), ledger.StateAwaitingApproval)
 
-		regen := b.create(t, "ttl-regen-1", budgetedPrompt, budget(150, root.TaskID), gated)
+		regen := b.create(t, "ttl-regen-1", budgetedPrompt, budget(150, root), gated)
 		b.run(t, regen.TaskID)
 		wantState(t, b.get(t, regen.TaskID), ledger.StateAwaitingApproval)
-		last := b.create(t, "ttl-regen-2", budgetedPrompt, budget(150, root.TaskID), gated)
+		last := b.create(t, "ttl-regen-2", budgetedPrompt, budget(150, root), gated)
 		b.run(t, last.TaskID)
 		parked := b.get(t, last.TaskID)
 		if parked.State != ledger.StateNeedsReview || parked.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(last.TaskID) != 0 {
 			t.Fatalf("the second regenerate, 20 days after the root spent: state %s reason %q, %d provider calls; want needs_review budget_exhausted and none (the chain had spent 58 of 150 tokens, the call reserves 110)",
 				parked.State, parked.ReviewReason, b.sim.Calls(last.TaskID))
 		}
-		wantSpent(t, b, spend.ChainKey(root.TaskID), 2*usedIn, 2*usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(root), 2*usedIn, 2*usedOut)
 	})
 }

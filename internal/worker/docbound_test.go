@@ -47,12 +47,12 @@ func TestSpendReservesDocuments(t *testing.T) {
 		b.h.Provider = modelGate{g}
 		doc := bytes.Repeat([]byte("0123456789"), 10_000)
 		want := int64(28 + contract.InputOverheadTokens + len(doc) + contract.DocumentOverheadTokens + 50)
-		task := b.create(t, "doc-budget", budgetedPrompt, budget(want, ""), b.withDocument(t, doc, "txt"))
+		task := b.create(t, "doc-budget", budgetedPrompt, budget(want, nil), b.withDocument(t, doc, "txt"))
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
 		done := handleInBackground(t, b, context.Background(), ev)
 		g.waitStarted(t)
-		for _, key := range []string{spend.ChainKey(task.TaskID), spend.TaskKey(task.TaskID)} {
+		for _, key := range []string{spend.ChainKeyOf(task), spend.TaskKeyOf(task)} {
 			if s := spendState(t, b, key); s.ReservedTokens != want {
 				t.Errorf("%s reserved %d tokens during the call, want %d (the document's bytes included)", key, s.ReservedTokens, want)
 			}
@@ -60,12 +60,12 @@ func TestSpendReservesDocuments(t *testing.T) {
 		close(g.release)
 		await(t, done)
 		wantState(t, b.get(t, task.TaskID), ledger.StateCompleted)
-		wantSpent(t, b, spend.ChainKey(task.TaskID), usedIn, usedOut)
-		wantSpent(t, b, spend.TaskKey(task.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(task), usedIn, usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(task), usedIn, usedOut)
 
 		// A budget one token short of the bound parks the next task
 		// budget_exhausted without a call.
-		short := b.create(t, "doc-budget-short", budgetedPrompt, budget(want-1, ""), b.withDocument(t, doc, "txt"))
+		short := b.create(t, "doc-budget-short", budgetedPrompt, budget(want-1, nil), b.withDocument(t, doc, "txt"))
 		b.run(t, short.TaskID)
 		got := b.get(t, short.TaskID)
 		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(short.TaskID) != 0 {
@@ -139,7 +139,7 @@ func TestBoundExceededIsCounted(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
-		within := b.create(t, "bound-ok", budgetedPrompt, budget(10_000, ""))
+		within := b.create(t, "bound-ok", budgetedPrompt, budget(10_000, nil))
 		b.run(t, within.TaskID)
 		wantState(t, b.get(t, within.TaskID), ledger.StateCompleted)
 		if strings.Contains(b.metrics.String(), worker.MetricBoundExceeded) {
@@ -147,7 +147,7 @@ func TestBoundExceededIsCounted(t *testing.T) {
 		}
 
 		b.h.Provider = overReporter{b.sim}
-		over := b.create(t, "bound-over", budgetedPrompt, budget(2_000_000, ""))
+		over := b.create(t, "bound-over", budgetedPrompt, budget(2_000_000, nil))
 		b.run(t, over.TaskID)
 		wantState(t, b.get(t, over.TaskID), ledger.StateCompleted)
 		if !strings.Contains(b.metrics.String(), `"`+worker.MetricBoundExceeded+`":1`) {
@@ -160,7 +160,7 @@ func TestBoundExceededIsCounted(t *testing.T) {
 		if strings.Contains(logs, "write one line about ledgers") {
 			t.Fatal("the log quotes the task's prompt")
 		}
-		wantSpent(t, b, spend.TaskKey(over.TaskID), 1_000_000, usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(over), 1_000_000, usedOut)
 	})
 }
 
@@ -183,14 +183,14 @@ func TestSpendReservesOffloadedInput(t *testing.T) {
 		if err != nil || v.Ref == nil {
 			t.Fatalf("place input: %+v, %v", v, err)
 		}
-		task := b.create(t, "offloaded-budget", "", budget(1_000_000, ""), func(n *ledger.NewTask) {
+		task := b.create(t, "offloaded-budget", "", budget(1_000_000, nil), func(n *ledger.NewTask) {
 			n.InputRef = &ledger.PayloadRef{Bucket: v.Ref.Bucket, Key: v.Ref.Key, SHA256: v.Ref.SHA256, Size: v.Ref.Size}
 		})
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
 		done := handleInBackground(t, b, context.Background(), ev)
 		g.waitStarted(t)
-		if s := spendState(t, b, spend.ChainKey(task.TaskID)); s.ReservedTokens != want {
+		if s := spendState(t, b, spend.ChainKeyOf(task)); s.ReservedTokens != want {
 			t.Errorf("reserved %d tokens for an offloaded input, want %d (its %d prompt bytes + %d + %d)", s.ReservedTokens, want, len(g2.Prompt), contract.InputOverheadTokens, contract.MaxTokensLimit)
 		}
 		close(g.release)

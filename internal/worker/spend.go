@@ -118,7 +118,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	h.settlePrevious(ctx, t, rs, log)
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
-	_, err = s.Budgets.Reserve(ctx, spend.ChainKey(t.Chain()), budget, rs.r)
+	_, err = s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
 	var be *spend.BudgetExhaustedError
 	if errors.As(err, &be) {
 		rt, rc := be.State.Remaining(be.Budget)
@@ -129,8 +129,8 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
-		if _, err = s.Budgets.Reserve(ctx, spend.TaskKey(t.TaskID), spend.Budget{}, rs.r); err != nil {
-			if _, serr := s.Budgets.Settle(ctx, spend.ChainKey(t.Chain()), rs.r, spend.Usage{}); serr != nil {
+		if _, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r); err != nil {
+			if _, serr := s.Budgets.Settle(ctx, spend.ChainKeyOf(t), rs.r, spend.Usage{}); serr != nil {
 				log.WarnContext(ctx, "giving back the chain reservation failed; it stays counted", "error", serr.Error())
 			}
 		}
@@ -180,7 +180,7 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 	}
 	prev := rs.r
 	prev.ID = reservationID(t, t.Attempts-1)
-	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
+	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
 		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
 			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
 		}
@@ -202,7 +202,7 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 	}
 	s := h.Spend
 	used := h.usedBy(rs, a, log)
-	for _, key := range []string{spend.ChainKey(t.Chain()), spend.TaskKey(t.TaskID)} {
+	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
 		if _, err := s.Budgets.Settle(ctx, key, rs.r, used); err != nil {
 			log.WarnContext(ctx, "budget settle failed; the reservation stays counted", "budget_key", key, "error", err.Error())
 		}

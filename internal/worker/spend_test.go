@@ -60,8 +60,15 @@ func withBudgets(t *testing.T, b *bundle, db spend.DB, quota *spend.Quota) *work
 	return s
 }
 
-func budget(tokens int64, root string) func(*ledger.NewTask) {
-	return func(n *ledger.NewTask) { n.BudgetMaxTokens, n.ChainRoot = tokens, root }
+// budget gives a task a token budget; with root, as a regenerate of root's
+// chain (its id and creation name the chain's budget).
+func budget(tokens int64, root *ledger.Task) func(*ledger.NewTask) {
+	return func(n *ledger.NewTask) {
+		n.BudgetMaxTokens = tokens
+		if root != nil {
+			n.ChainRoot, n.ChainEpochMs = root.TaskID, root.ChainEpoch()
+		}
+	}
 }
 
 // handleInBackground handles ev while the test goes on (a gate holds the
@@ -140,7 +147,7 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		if calls["DynamoDB.UpdateItem"] != 3 || calls["DynamoDB.GetItem"] != 0 {
 			t.Fatalf("an unbudgeted task made %v; want the claim, the completion and the quota charge only", calls)
 		}
-		if itemExists(t, b, spend.BudgetItemKey(plain.TaskID)) || itemExists(t, b, spend.BudgetItemKey(spend.ChainKey(plain.TaskID))) {
+		if itemExists(t, b, spend.BudgetItemKey(plain.TaskID)) || itemExists(t, b, spend.BudgetItemKey(spend.ChainKeyOf(plain))) {
 			t.Fatal("a spend item was written for an unbudgeted task")
 		}
 		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != usedIn+usedOut {
@@ -150,7 +157,7 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 			t.Fatalf("no usage metrics for an unbudgeted task in %s", b.metrics.String())
 		}
 
-		task := b.create(t, "spend-budgeted", budgetedPrompt, budget(10_000, ""))
+		task := b.create(t, "spend-budgeted", budgetedPrompt, budget(10_000, nil))
 		b.send(t, task.TaskID)
 		ev = b.deliver(t, 1, 60)
 		e.Counter.Reset()
@@ -165,8 +172,8 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		if err := json.Unmarshal([]byte(got.Result), &out); err != nil || out.Usage.InputTokens != usedIn || out.Usage.OutputTokens != usedOut {
 			t.Fatalf("result usage %+v (%v); the test expects %d+%d", out.Usage, err, usedIn, usedOut)
 		}
-		wantSpent(t, b, spend.TaskKey(task.TaskID), usedIn, usedOut)
-		wantSpent(t, b, spend.ChainKey(task.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(task), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(task), usedIn, usedOut)
 		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != 2*(usedIn+usedOut) {
 			t.Fatalf("quota used %d (%v), want %d (both tasks)", used, err, 2*(usedIn+usedOut))
 		}
@@ -185,15 +192,15 @@ func TestSpendChainBudgetSharedAcrossRegenerates(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
-		root := b.create(t, "chain-root", budgetedPrompt, budget(150, ""))
+		root := b.create(t, "chain-root", budgetedPrompt, budget(150, nil))
 		b.run(t, root.TaskID)
 		wantState(t, b.get(t, root.TaskID), ledger.StateCompleted)
 
-		regen := b.create(t, "chain-regen-1", budgetedPrompt, budget(150, root.TaskID))
+		regen := b.create(t, "chain-regen-1", budgetedPrompt, budget(150, root))
 		b.run(t, regen.TaskID)
 		wantState(t, b.get(t, regen.TaskID), ledger.StateCompleted)
 
-		last := b.create(t, "chain-regen-2", budgetedPrompt, budget(150, root.TaskID))
+		last := b.create(t, "chain-regen-2", budgetedPrompt, budget(150, root))
 		b.run(t, last.TaskID)
 		parked := b.get(t, last.TaskID)
 		wantState(t, parked, ledger.StateNeedsReview)
@@ -217,9 +224,9 @@ func TestSpendChainBudgetSharedAcrossRegenerates(t *testing.T) {
 				t.Errorf("review lacks %q:\n%s", want, text)
 			}
 		}
-		wantSpent(t, b, spend.ChainKey(root.TaskID), 2*usedIn, 2*usedOut)
-		wantSpent(t, b, spend.TaskKey(root.TaskID), usedIn, usedOut)
-		wantSpent(t, b, spend.TaskKey(regen.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(root), 2*usedIn, 2*usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(root), usedIn, usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(regen), usedIn, usedOut)
 		if itemExists(t, b, spend.BudgetItemKey(last.TaskID)) {
 			t.Fatal("the refused task has a spend item of its own")
 		}
@@ -242,8 +249,8 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 		withBudgets(t, b, e.DDB, nil)
 		g := newGate(b.sim)
 		b.h.Provider = modelGate{g}
-		root := b.create(t, "race-root", budgetedPrompt, budget(150, ""))
-		regen := b.create(t, "race-regen", budgetedPrompt, budget(150, root.TaskID))
+		root := b.create(t, "race-root", budgetedPrompt, budget(150, nil))
+		regen := b.create(t, "race-regen", budgetedPrompt, budget(150, root))
 		b.send(t, root.TaskID)
 		b.send(t, regen.TaskID)
 		ev := b.deliver(t, 2, 60)
@@ -270,7 +277,7 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 		if n := b.sim.Calls(root.TaskID) + b.sim.Calls(regen.TaskID); n != 1 {
 			t.Fatalf("provider calls %d, want 1", n)
 		}
-		wantSpent(t, b, spend.ChainKey(root.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(root), usedIn, usedOut)
 	})
 }
 
@@ -281,8 +288,8 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 func TestSpendLostRepliesDoNotDoubleCount(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		task := b.create(t, "spend-lost", budgetedPrompt, budget(10_000, ""))
-		keys := map[string]bool{spend.BudgetItemKey(spend.ChainKey(task.TaskID)): true, spend.BudgetItemKey(spend.TaskKey(task.TaskID)): true}
+		task := b.create(t, "spend-lost", budgetedPrompt, budget(10_000, nil))
+		keys := map[string]bool{spend.BudgetItemKey(spend.ChainKeyOf(task)): true, spend.BudgetItemKey(spend.TaskKeyOf(task)): true}
 		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
 			// N=1 the reserve, N=2 its repeat, N=3 the settle, N=4 its repeat.
 			if keys[c.TaskID] && c.Key() == "DynamoDB.UpdateItem" && (c.N == 1 || c.N == 3) {
@@ -298,8 +305,8 @@ func TestSpendLostRepliesDoNotDoubleCount(t *testing.T) {
 		if n := inj.Total(faultinject.LostReply); n != 4 {
 			t.Fatalf("lost replies injected %d, want 4: %+v", n, inj.Injected())
 		}
-		wantSpent(t, b, spend.ChainKey(task.TaskID), usedIn, usedOut)
-		wantSpent(t, b, spend.TaskKey(task.TaskID), usedIn, usedOut)
+		wantSpent(t, b, spend.ChainKeyOf(task), usedIn, usedOut)
+		wantSpent(t, b, spend.TaskKeyOf(task), usedIn, usedOut)
 		if n := b.sim.SideEffects(task.TaskID); n != 1 {
 			t.Fatalf("side effects %d, want 1", n)
 		}
@@ -313,11 +320,11 @@ func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		withBudgets(t, b, e.DDB, nil)
-		task := b.create(t, "spend-unknown", `{"prompt":"write one line about ledgers","max_tokens":50,"simulate":"accept_lose_reply"}`, budget(10_000, ""))
+		task := b.create(t, "spend-unknown", `{"prompt":"write one line about ledgers","max_tokens":50,"simulate":"accept_lose_reply"}`, budget(10_000, nil))
 		b.run(t, task.TaskID)
 		wantState(t, b.get(t, task.TaskID), ledger.StateUnknown)
 		in := int64(len(`write one line about ledgers`)) + worker.InputOverheadTokens
-		wantSpent(t, b, spend.ChainKey(task.TaskID), in, 50)
+		wantSpent(t, b, spend.ChainKeyOf(task), in, 50)
 	})
 }
 
@@ -326,7 +333,7 @@ func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
 func TestSpendWithoutPriceTableParks(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		task := b.create(t, "spend-unpriced", budgetedPrompt, budget(10_000, ""))
+		task := b.create(t, "spend-unpriced", budgetedPrompt, budget(10_000, nil))
 		b.run(t, task.TaskID)
 		got := b.get(t, task.TaskID)
 		wantState(t, got, ledger.StateNeedsReview)

@@ -1,0 +1,106 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttackReviewD_KeyReuseAfterRetentionTakesTheOldReservation (review
+// D's failing test, now the budget records are named per task creation:
+// ledger.Task.ChainBudget, OwnBudget): a key
+// is free again once its task's retention (ledger, 7 days) is over; Create
+// replaces the expired item with a fresh task under the SAME task id (the
+// id is derived from scope and key), park_count 0, attempts 0. The budget
+// items are kept 40 days (spend.DefaultRetention) and keyed by that id
+// (chain.<id>, <id>), and the fresh task's first reservation id is
+// "<id>.a1" again (reservationID: no park yet) — the same id as the old
+// task's first attempt.
+//
+// The old task's first attempt reserved 110 of its 150 tokens, called the
+// provider (billed) and died; the reconciler parked it unknown_outcome and
+// an operator closed it as failed: the chain's record rightly keeps the
+// 110 counted (nobody knows what that call used). Eight days later the
+// caller submits under the same key. The fresh task's attempt 1 Reserve
+// finds "<id>.a1" on the item ("our lost write landed / a redelivery"),
+// succeeds without reserving or checking room (40 tokens left, 110 needed),
+// the provider is called, and the settle replaces the dead, billed call's
+// reservation with the new call's usage: the record forgets a billed call.
+func TestAttackReviewD_KeyReuseAfterRetentionTakesTheOldReservation(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		sp := withBudgets(t, b, e.DDB, nil)
+		old := b.create(t, "reuse-after-retention", budgetedPrompt, budget(150, nil))
+		chain := spend.ChainKeyOf(old)
+
+		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
+		b.send(t, old.TaskID)
+		handle(t, b.h, ctx, b.deliver(t, 1, 60))
+		b.h.Hooks = nil
+		if n := b.sim.Calls(old.TaskID); n != 1 {
+			t.Fatalf("setup: %d provider calls, want 1", n)
+		}
+		rc := &reconciler.Handler{
+			Ledger:   b.l,
+			Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
+			Provider: b.sim,
+			Log:      logging.Discard(),
+		}
+		for range 2 { // lease expired → unknown; Settle later → parked
+			b.clock.Advance(time.Minute)
+			if _, err := rc.Handle(ctx, json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := b.get(t, old.TaskID); p.State != ledger.StateNeedsReview {
+			t.Fatalf("setup: %s, want needs_review", p.State)
+		}
+		fail := ledger.OperatorAction{Resolution: ledger.ResolutionFailed, By: "ops@example.com", Note: "the provider's bill shows the call ran; not re-running it"}
+		if _, err := opsapi.Apply(ctx, b.l, nil, sp.Budgets, old.TaskID, fail); err != nil {
+			t.Fatalf("operator failed: %v", err)
+		}
+		before := spendState(t, b, chain)
+		if before.ReservedTokens+before.Spent.Tokens() < reserveTokens {
+			t.Fatalf("setup: chain record %+v does not count the billed call", before)
+		}
+
+		// Past the task's retention (7 days), inside the budget record's (40).
+		b.clock.Advance(8 * 24 * time.Hour)
+		fresh := b.create(t, "reuse-after-retention", budgetedPrompt, budget(150, nil))
+		if fresh.TaskID != old.TaskID || fresh.State != ledger.StateQueued {
+			t.Fatalf("setup: the reused key made %s %s, want a fresh queued %s", fresh.TaskID, fresh.State, old.TaskID)
+		}
+		b.run(t, fresh.TaskID)
+
+		after := spendState(t, b, chain)
+		calls := b.sim.Calls(fresh.TaskID)
+		if before.ReservedTokens+before.Spent.Tokens() > after.ReservedTokens+after.Spent.Tokens() {
+			t.Fatalf("the reused key's fresh task (same id %s, attempt 1, reservation id %s.a1 again) was called (%d calls for the id) with the chain record at %d of 150 tokens used (a call needs %d): its Reserve took the old task's held reservation for its own and its settle replaced it — the record went from spent %d + reserved %d (the dead, billed call) to spent %d + reserved %d: a billed call forgotten, a call made without room reserved (task %s)",
+				fresh.TaskID, fresh.TaskID, calls, before.ReservedTokens+before.Spent.Tokens(), reserveTokens,
+				before.Spent.Tokens(), before.ReservedTokens, after.Spent.Tokens(), after.ReservedTokens, b.get(t, fresh.TaskID).State)
+		}
+		// The fresh task is a new task with a budget of its own: its
+		// records are named by its creation, it runs within its budget,
+		// and the old task's record is left as it was.
+		got := b.get(t, fresh.TaskID)
+		if own := spend.ChainKeyOf(got); own == chain || got.State != ledger.StateCompleted || calls != 2 {
+			t.Fatalf("the fresh task: chain record %s (the old one %s), %s, %d calls for the id; want its own record, completed, 2 calls (the old task's and its own)", own, chain, got.State, calls)
+		}
+		wantSpent(t, b, spend.ChainKeyOf(got), usedIn, usedOut)
+		if after != before {
+			t.Fatalf("the old task's record changed: %+v → %+v", before, after)
+		}
+	})
+}
