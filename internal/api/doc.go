@@ -119,8 +119,13 @@
 // budget-record-expired, what the chain spent being unknown); a parent past
 // its expires_at (TTL not there yet) is 404, as ledger.Create treats it. A
 // regenerate whose key already names a recorded task (one consistent
-// GetItem first) goes straight to Create — 200 replay or 422 reuse — with
-// nothing checked, renewed or extended before it.
+// GetItem first, where anything before Create could answer otherwise or
+// write) is answered from that task — 200 replay or 422 reuse by its
+// payload hash — with nothing checked, renewed, extended or created; so is
+// any request whose key a refusal or the quota looked up and found
+// (call.recorded: no document adopted, no input placed). A regenerate of a
+// parent deleted by its TTL is answered from the task recorded under its
+// key when there is one (replayOrphan: input_inherited, or the same input).
 //
 // # What the worker's provider could never run (providercheck.go)
 //
