@@ -223,8 +223,11 @@ func (s *soak) submitQuota(ctx context.Context, t *task, rec *record) {
 	rec.finish("a", t.input, c)
 }
 
-// quotaWait bounds a quota caller's wait for the quota to be used up.
-const quotaWait = 30 * time.Second
+// quotaWait bounds a quota caller's wait for the quota to be used up (the
+// first task's settled call): long enough for that call on a loaded
+// machine — at 30 s a slow moto run let the second caller go ahead before
+// it, and no 429 was injected.
+const quotaWait = 90 * time.Second
 
 // awaitQuotaUsed waits until the quota caller is over its daily quota (or
 // quotaWait passed: then the submit simply goes ahead).
@@ -342,8 +345,11 @@ func (s *soak) afterClaim(next func(context.Context, string) error) func(context
 }
 
 // fillBefore is how long before its window's end admission_wait fills it
-// (on a fast engine).
-const fillBefore = 150 * time.Millisecond
+// (on a fast engine): late, so few other calls meet the full window, but
+// with room for the fill and the admission (a write each) on a loaded
+// machine — at 150 ms a stall of the test process let the window pass
+// before the admission, and the fault was never injected.
+const fillBefore = 400 * time.Millisecond
 
 func windowStart(t time.Time) time.Time {
 	w := int64(AdmissionWindow / time.Second)
