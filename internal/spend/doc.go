@@ -31,7 +31,8 @@
 // reserves on) or [TaskKey] ("<task id>.<created>", [TaskKeyOf]: one
 // task's usage, reserved without a limit); the creation (epoch ms, base
 // 36) keeps a task id reused after its retention (a new task) apart from
-// its predecessor's records — never a task id ("t_..."),
+// its predecessor's records (a task or chain created before
+// ledger.BudgetNamesSince keeps the id alone) — never a task id ("t_..."),
 // never in the by_state index (no state_shard/due_at), with a TTL
 // (expires_at, refreshed on every write, [DefaultRetention] = 40 days:
 // ledger.MaxApprovalTTL, the longest a task that spent may wait for

@@ -149,8 +149,8 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 }
 
 // reservationID names an attempt's reservation: the task and its attempt
-// number — "<task>.a<n>", and "<task>.p<parks>.a<n>" once the task was
-// parked. A claim counts an attempt and a release or an admission wait
+// number — "<task>.<created>.a<n>", and "<task>.<created>.p<parks>.a<n>"
+// once the task was parked. A claim counts an attempt and a release or an admission wait
 // gives it back, so the attempt that never called reuses its id (a
 // reservation still held is not counted twice), and the attempt before
 // this one is always attempt - 1. An operator's retry starts the attempts
@@ -159,11 +159,16 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 // reservation under its own id — held for a call that may have billed —
 // take it for its own lost write, skip the budget's check and call again
 // (adversarial review of the retry's budget records).
+//
+// The prefix is the task's own budget name (ledger.Task.OwnBudget: its id
+// and creation): a task id reused after its retention names a new task,
+// whose attempts must not meet its predecessor's reservations on a chain
+// record both reserve on (adversarial review of the budget names).
 func reservationID(t *ledger.Task, attempt int) string {
 	if t.ParkCount > 0 {
-		return t.TaskID + ".p" + strconv.Itoa(t.ParkCount) + ".a" + strconv.Itoa(attempt)
+		return t.OwnBudget() + ".p" + strconv.Itoa(t.ParkCount) + ".a" + strconv.Itoa(attempt)
 	}
-	return t.TaskID + ".a" + strconv.Itoa(attempt)
+	return t.OwnBudget() + ".a" + strconv.Itoa(attempt)
 }
 
 // settlePrevious settles the previous attempt's reservation at its full

@@ -150,17 +150,37 @@ func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMic
 // budget records outlive that retention: named by the id alone, the new
 // task would count its predecessor's spend, and take a reservation held
 // for its predecessor's billed call for its own (adversarial review of the
-// reservation ids).
+// reservation ids). A chain whose root was created before BudgetNamesSince
+// keeps its old name, the root id alone (budgetName).
 func (t *Task) ChainBudget() string {
 	if t.ChainRoot != "" {
-		return t.ChainRoot + "." + strconv.FormatInt(t.ChainEpochMs, 36)
+		return budgetName(t.ChainRoot, t.ChainEpochMs)
 	}
 	return t.OwnBudget()
 }
 
-// OwnBudget names the task's own budget record: "<task id>.<creation,
-// epoch ms, base 36>" (see ChainBudget).
-func (t *Task) OwnBudget() string { return t.TaskID + "." + strconv.FormatInt(t.CreatedMs, 36) }
+// OwnBudget names the task's own budget record — "<task id>.<creation,
+// epoch ms, base 36>", the task id alone for a task created before
+// BudgetNamesSince — and prefixes its reservations' ids, unique to this
+// task under its id (see ChainBudget).
+func (t *Task) OwnBudget() string { return budgetName(t.TaskID, t.CreatedMs) }
+
+// BudgetNamesSince (epoch ms) is when budget records began to be named by
+// the creation of the task (or chain root) they belong to: records of a
+// task created before it — and of its chain, whose regenerates carry no
+// ChainEpochMs or the root's earlier one — keep their old names, so an
+// upgrade finds the spend they hold.
+const BudgetNamesSince int64 = 1796162400000 // 2026-12-01T22:00:00Z
+
+// budgetName is id with its creation (epoch ms, base 36), or id alone
+// for a creation before BudgetNamesSince (0 included: a regenerate
+// recorded before ChainEpochMs existed).
+func budgetName(id string, createdMs int64) string {
+	if createdMs < BudgetNamesSince {
+		return id
+	}
+	return id + "." + strconv.FormatInt(createdMs, 36)
+}
 
 // ChainEpoch is the creation (epoch ms) of the task's chain's root: a
 // regenerate of the task carries it as ChainEpochMs.

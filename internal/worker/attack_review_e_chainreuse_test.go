@@ -1,0 +1,203 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/logging"
+	"github.com/taskledger/taskledger/internal/opsapi"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation:
+// review D's key-reuse defect, on the CHAIN record of a regenerate. The fix
+// (7103647) names a chain's record by its root's id and creation, and a
+// task's own record by its id and creation — but a regenerate's chain
+// record is shared by design, and the reservation ids on it are still
+// "<task id>.a<n>" (reservationID), without the task's creation.
+//
+// Regenerate C1 (key k1, chain of root R, budget 150) reserves 110 as
+// "<C1>.a1" on chain.<R>.<R created>, calls the provider (billed) and dies;
+// the reconciler parks it unknown_outcome, an operator closes it failed —
+// the chain record rightly keeps the 110 counted. Eight days later (C1 past
+// its 7-day retention; the chain record lives 40 days) the caller
+// regenerates a live task of the chain under k1 again: Create replaces C1's
+// expired item with a fresh task under the SAME id, same chain
+// (ChainRoot/ChainEpochMs inherited). Its attempt 1 reserves "<C1>.a1" on
+// the same chain record: Reserve finds the reservation id ("our lost write
+// landed") and succeeds without checking room (40 left, 110 needed); the
+// provider is called and the settle replaces the dead billed call's 110
+// with the new call's usage.
+func TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		sp := withBudgets(t, b, e.DDB, nil)
+		root := b.create(t, "e-chain-root", budgetedPrompt, budget(150, nil))
+		regen := func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID }
+		old := b.create(t, "e-chain-k1", budgetedPrompt, budget(150, root), regen)
+		chain := spend.ChainKeyOf(old)
+		if chain != spend.ChainKeyOf(root) {
+			t.Fatalf("setup: regenerate's chain %s, root's %s", chain, spend.ChainKeyOf(root))
+		}
+
+		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
+		b.send(t, old.TaskID)
+		handle(t, b.h, ctx, b.deliver(t, 1, 60))
+		b.h.Hooks = nil
+		if n := b.sim.Calls(old.TaskID); n != 1 {
+			t.Fatalf("setup: %d provider calls, want 1", n)
+		}
+		rc := &reconciler.Handler{
+			Ledger:   b.l,
+			Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
+			Provider: b.sim,
+			Log:      logging.Discard(),
+		}
+		for range 2 { // lease expired → unknown; Settle later → parked
+			b.clock.Advance(time.Minute)
+			if _, err := rc.Handle(ctx, json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := b.get(t, old.TaskID); p.State != ledger.StateNeedsReview {
+			t.Fatalf("setup: %s, want needs_review", p.State)
+		}
+		fail := ledger.OperatorAction{Resolution: ledger.ResolutionFailed, By: "ops@example.com", Note: "billed; not re-running it"}
+		if _, err := opsapi.Apply(ctx, b.l, nil, sp.Budgets, old.TaskID, fail); err != nil {
+			t.Fatalf("operator failed: %v", err)
+		}
+		before := spendState(t, b, chain)
+		if before.ReservedTokens+before.Spent.Tokens() < reserveTokens {
+			t.Fatalf("setup: chain record %+v does not count the billed call", before)
+		}
+
+		// Past C1's retention (7 days), inside the chain record's (40).
+		b.clock.Advance(8 * 24 * time.Hour)
+		fresh := b.create(t, "e-chain-k1", budgetedPrompt, budget(150, root), regen)
+		if fresh.TaskID != old.TaskID || fresh.State != ledger.StateQueued || fresh.CreatedMs == old.CreatedMs {
+			t.Fatalf("setup: the reused key made %s %s (created %d), want a fresh queued %s", fresh.TaskID, fresh.State, fresh.CreatedMs, old.TaskID)
+		}
+		if spend.ChainKeyOf(fresh) != chain {
+			t.Fatalf("setup: the fresh regenerate's chain %s, want %s (same chain)", spend.ChainKeyOf(fresh), chain)
+		}
+		b.run(t, fresh.TaskID)
+
+		after := spendState(t, b, chain)
+		got := b.get(t, fresh.TaskID)
+		calls := b.sim.Calls(fresh.TaskID) - 1
+		used := func(s spend.State) int64 { return s.ReservedTokens + s.Spent.Tokens() }
+		if calls != 0 || used(after) < used(before) {
+			t.Fatalf("the reused key's fresh regenerate %s (same id, reservation id %s.a1 again, same chain record %s) was called %d time(s) with the chain at %d of 150 tokens used (a call needs %d): state %s %s; the chain record went from spent %d + reserved %d (the dead, billed call) to spent %d + reserved %d — a billed call forgotten, a provider call made without room reserved",
+				fresh.TaskID, fresh.TaskID, chain, calls, used(before), reserveTokens, got.State, got.ReviewReason,
+				before.Spent.Tokens(), before.ReservedTokens, after.Spent.Tokens(), after.ReservedTokens)
+		}
+	})
+}
+
+// TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord:
+// ChainBudget names a regenerate's chain record "<ChainRoot>.<ChainEpochMs
+// base 36>". A regenerate recorded by the version before 7103647 carries
+// chain_root but no chain_epoch_ms (the attribute did not exist): its
+// chain record is "chain.<root>.0" — not its root's "chain.<root>.<root
+// created>". Every regenerate of it inherits ChainEpoch() = 0 too. The
+// chain's tasks reserve on two records, each with the whole budget: the
+// chain's budget is bypassed. Root and regenerate each call once (29
+// tokens each, 150 budget, 110 reserved per call): 92 left, so a third
+// task of the chain must park budget_exhausted without a call — it runs.
+//
+// Fixed: a chain whose root was created before ledger.BudgetNamesSince
+// keeps its old record name (the root id alone), and a regenerate without
+// chain_epoch_ms (0) names that one too. Such a regenerate can only exist
+// in such a chain (recorded by the version before, whose root is older
+// still), so the test's chain starts before BudgetNamesSince.
+func TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
+		withBudgets(t, b, e.DDB, nil)
+		root := b.create(t, "e-epoch-root", budgetedPrompt, budget(150, nil))
+		b.run(t, root.TaskID)
+		wantState(t, b.get(t, root.TaskID), ledger.StateCompleted)
+
+		legacy := b.create(t, "e-epoch-regen-1", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
+		// As the version before recorded it: chain_root, no chain_epoch_ms.
+		if _, err := e.DDB.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+			TableName:        &e.Names.TasksTable,
+			Key:              map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: legacy.TaskID}},
+			UpdateExpression: aws.String("REMOVE chain_epoch_ms"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.run(t, legacy.TaskID)
+		wantState(t, b.get(t, legacy.TaskID), ledger.StateCompleted)
+
+		// A regenerate of the legacy task, as api inheritBudget builds it.
+		lp := b.get(t, legacy.TaskID)
+		last := b.create(t, "e-epoch-regen-2", budgetedPrompt, func(n *ledger.NewTask) {
+			n.ParentTaskID, n.BudgetMaxTokens = lp.TaskID, lp.BudgetMaxTokens
+			n.ChainRoot, n.ChainEpochMs = lp.Chain(), lp.ChainEpoch()
+		})
+		b.run(t, last.TaskID)
+		got := b.get(t, last.TaskID)
+		rootChain := spendState(t, b, spend.ChainKeyOf(root))
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(last.TaskID) != 0 {
+			t.Errorf("third task of chain %s (budget 150; root and regenerate %s spent %d+%d each, 110 reserved per call): %s %s with %d provider call(s); want needs_review budget_exhausted, no call. Records: root %s (%d tokens spent), regenerate recorded before chain_epoch_ms %s, its regenerate %s",
+				root.TaskID, legacy.TaskID, usedIn, usedOut, got.State, got.ReviewReason, b.sim.Calls(last.TaskID),
+				spend.ChainKeyOf(root), rootChain.Spent.Tokens(), spend.ChainKeyOf(lp), spend.ChainKeyOf(got))
+		}
+		if spend.ChainKeyOf(lp) != spend.ChainKeyOf(root) {
+			t.Errorf("regenerate %s of root %s (recorded before chain_epoch_ms) names chain record %s; its root %s", lp.TaskID, root.TaskID, spend.ChainKeyOf(lp), spend.ChainKeyOf(root))
+		}
+	})
+}
+
+// TestAttackReviewE_ChainSpendRecordedBeforeTheRenameIsForgotten: the
+// version before 7103647 kept a chain's spend on "spend#chain.<root id>"
+// (spend.ChainKey(root id), still the same function). This version reads
+// and reserves only "chain.<root id>.<root created>": a chain that had
+// spent 140 of its 150 tokens before the upgrade (a worker of the version
+// before reserved and settled on its record) starts again from nothing;
+// its next regenerate is called though 10 tokens are left and a call
+// needs 110.
+//
+// Fixed: a task created before ledger.BudgetNamesSince (every task the
+// version before recorded) keeps the old names, so its chain's record is
+// found after the upgrade.
+func TestAttackReviewE_ChainSpendRecordedBeforeTheRenameIsForgotten(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		b := setup(t, e)
+		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
+		sp := withBudgets(t, b, e.DDB, nil)
+		root := b.create(t, "e-rename-root", budgetedPrompt, budget(150, nil))
+		// The version before's worker: the root's call, on the old name.
+		old := spend.ChainKey(root.TaskID)
+		r := spend.Reservation{ID: root.TaskID + ".a1", Tokens: 150}
+		if _, err := sp.Budgets.Reserve(ctx, old, spend.Budget{MaxTokens: 150}, r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sp.Budgets.Settle(ctx, old, r, spend.Usage{InputTokens: 100, OutputTokens: 40}); err != nil {
+			t.Fatal(err)
+		}
+		regen := b.create(t, "e-rename-regen", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
+		b.run(t, regen.TaskID)
+		got := b.get(t, regen.TaskID)
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(regen.TaskID) != 0 {
+			t.Errorf("regenerate %s of chain %s (budget 150, 140 spent on %s before the upgrade): %s %s with %d provider call(s); want needs_review budget_exhausted, no call (it reserved on %s: %+v)",
+				regen.TaskID, root.TaskID, old, got.State, got.ReviewReason, b.sim.Calls(regen.TaskID), spend.ChainKeyOf(got), spendState(t, b, spend.ChainKeyOf(got)).Spent)
+		}
+	})
+}
