@@ -40,29 +40,11 @@ func TestAttackReviewC_OperatorRetryReusesTheHeldReservation(t *testing.T) {
 		task := b.create(t, "retry-rsv", budgetedPrompt, budget(150, nil))
 		chain := spend.ChainKeyOf(task)
 
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
-		b.send(t, task.TaskID)
-		handle(t, b.h, ctx, b.deliver(t, 1, 60))
-		b.h.Hooks = nil
-		if n := b.sim.Calls(task.TaskID); n != 1 {
-			t.Fatalf("setup: %d provider calls, want 1", n)
-		}
+		dieAfterBilledCall(t, b, task.TaskID)
 		if s := spendState(t, b, chain); s.ReservedTokens != reserveTokens {
 			t.Fatalf("setup: chain reserved %d tokens, want the dead attempt's %d", s.ReservedTokens, reserveTokens)
 		}
 
-		rc := &reconciler.Handler{
-			Ledger:   b.l,
-			Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
-			Provider: b.sim,
-			Log:      logging.Discard(),
-		}
-		for range 2 { // lease expired → unknown; Settle later → parked
-			b.clock.Advance(time.Minute)
-			if _, err := rc.Handle(ctx, json.RawMessage(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-		}
 		parked := b.get(t, task.TaskID)
 		if parked.State != ledger.StateNeedsReview || parked.ReviewReason != ledger.ReviewUnknownOutcome {
 			t.Fatalf("setup: %s %q, want needs_review unknown_outcome", parked.State, parked.ReviewReason)
@@ -83,4 +65,35 @@ func TestAttackReviewC_OperatorRetryReusesTheHeldReservation(t *testing.T) {
 				calls, usedIn+usedOut, before.ReservedTokens, reserveTokens, after.Spent.Tokens(), after.ReservedTokens, calls, got.State, got.ReviewReason)
 		}
 	})
+}
+
+// dieAfterBilledCall runs id's first attempt to the provider (which bills
+// it) and kills the worker right after the call, then lets the reconciler
+// expire the lease to unknown and park it (no readback): the task ends
+// needs_review unknown_outcome with its reservation held on its records.
+func dieAfterBilledCall(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	ctx := context.Background()
+	b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
+	b.send(t, id)
+	handle(t, b.h, ctx, b.deliver(t, 1, 60))
+	b.h.Hooks = nil
+	if n := b.sim.Calls(id); n != 1 {
+		t.Fatalf("setup: %d provider calls, want 1", n)
+	}
+	rc := &reconciler.Handler{
+		Ledger:   b.l,
+		Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
+		Provider: b.sim,
+		Log:      logging.Discard(),
+	}
+	for range 2 { // lease expired → unknown; Settle later → parked
+		b.clock.Advance(time.Minute)
+		if _, err := rc.Handle(ctx, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := b.get(t, id); p.State != ledger.StateNeedsReview || p.ReviewReason != ledger.ReviewUnknownOutcome {
+		t.Fatalf("setup: %s %q, want needs_review unknown_outcome", p.State, p.ReviewReason)
+	}
 }

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,14 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/taskledger/taskledger/internal/dispatch"
-	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
-	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -53,25 +48,7 @@ func TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation(
 			t.Fatalf("setup: regenerate's chain %s, root's %s", chain, spend.ChainKeyOf(root))
 		}
 
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error { return errDie }}
-		b.send(t, old.TaskID)
-		handle(t, b.h, ctx, b.deliver(t, 1, 60))
-		b.h.Hooks = nil
-		if n := b.sim.Calls(old.TaskID); n != 1 {
-			t.Fatalf("setup: %d provider calls, want 1", n)
-		}
-		rc := &reconciler.Handler{
-			Ledger:   b.l,
-			Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
-			Provider: b.sim,
-			Log:      logging.Discard(),
-		}
-		for range 2 { // lease expired → unknown; Settle later → parked
-			b.clock.Advance(time.Minute)
-			if _, err := rc.Handle(ctx, json.RawMessage(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dieAfterBilledCall(t, b, old.TaskID)
 		if p := b.get(t, old.TaskID); p.State != ledger.StateNeedsReview {
 			t.Fatalf("setup: %s, want needs_review", p.State)
 		}
