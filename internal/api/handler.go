@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -408,8 +406,7 @@ func (h *Handler) replayOrphan(ctx context.Context, c *call, s submission) (resp
 	same := t.ParentTaskID == c.route.taskID && s.input == "" && (t.InputInherited == nil || *t.InputInherited)
 	if t.ParentTaskID == c.route.taskID && s.input != "" {
 		if t.InputRef != nil {
-			sum := sha256.Sum256([]byte(s.input))
-			same = hex.EncodeToString(sum[:]) == t.InputRef.SHA256
+			same = payload.Digest([]byte(s.input)) == t.InputRef.SHA256 // its content address
 		} else {
 			same = t.Input == s.input
 		}
