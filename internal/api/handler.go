@@ -276,10 +276,10 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	// documents to renew, a chain budget to extend; the refusals look the
 	// key up themselves, only when they refuse.
 	var recorded bool
-	if p == nil && (pastRetention(parent, h.now()) || len(parent.Documents) > 0 || (h.Budgets != nil && parent.HasBudget())) {
+	if p == nil && (parent.PastRetention(h.now()) || len(parent.Documents) > 0 || (h.Budgets != nil && parent.HasBudget())) {
 		recorded, p = h.recorded(ctx, c, s.key)
 	}
-	if p == nil && !recorded && pastRetention(parent, h.now()) {
+	if p == nil && !recorded && parent.PastRetention(h.now()) {
 		// Its retention window ended; TTL deletes it (days later, maybe):
 		// gone, as for Create. Its chain's budget item is only kept for
 		// the window (spend.DefaultRetention), so a regenerate now could
@@ -396,7 +396,7 @@ func (h *Handler) replayOrphan(ctx context.Context, c *call, s submission) (resp
 		return resp, false
 	case err != nil:
 		return h.reject(c, h.storeProblem(ctx, c, "get", err)), true
-	case t.Scope != c.scope || pastRetention(t, h.now()):
+	case t.Scope != c.scope || t.PastRetention(h.now()):
 		return resp, false
 	}
 	// No input named: the same request when the task took its parent's

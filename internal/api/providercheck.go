@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -102,18 +101,11 @@ func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Pro
 	case err != nil:
 		return false, h.storeProblem(ctx, c, "get", err)
 	}
-	if t.Scope != c.scope || pastRetention(t, h.now()) {
+	if t.Scope != c.scope || t.PastRetention(h.now()) {
 		return false, nil
 	}
 	c.recorded = t // the request is answered from it (create)
 	return true, nil
-}
-
-// pastRetention reports whether t's retention window is over at now (its
-// TTL has passed; the sweeper deletes it eventually): gone, as Create and
-// GET see it.
-func pastRetention(t *ledger.Task, now time.Time) bool {
-	return t.ExpiresAt > 0 && t.ExpiresAt < now.Unix()
 }
 
 func documentsNotSupported(pp *ProviderProfile, n int) *Problem {

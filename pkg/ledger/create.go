@@ -130,7 +130,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			// Our own write: the first PutItem succeeded but its response
 			// was lost and the SDK retried it. This call created the task.
 			return old, nil
-		case old.ExpiresAt > 0 && old.ExpiresAt < now.Unix():
+		case old.PastRetention(now):
 			expired = old // replace it, keeping its fencing token
 			continue
 		case old.PayloadSHA256 != n.PayloadSHA256:

@@ -141,6 +141,14 @@ type Task struct {
 	Approval
 }
 
+// PastRetention reports whether the task's retention window is over at now
+// (its expires_at, set on terminal tasks, has passed; DynamoDB's TTL
+// sweeper deletes it eventually): Create treats such an item as absent and
+// records a fresh task under its id, so every reader must take it as gone.
+func (t *Task) PastRetention(now time.Time) bool {
+	return t.ExpiresAt > 0 && t.ExpiresAt < now.Unix()
+}
+
 // HasBudget reports whether the task carries a spend budget.
 func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
 
