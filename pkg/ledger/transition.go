@@ -202,10 +202,8 @@ func fence(u *update, version int64, from State, also ...State) {
 // have parked it at the end of its age budget.
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	until := now.Add(lease).UnixMilli()
 	u := newUpdate().with(opts)
-	u.set("lease_until", num(until))
-	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
+	renewLease(u, now, lease)
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	t, err := l.apply(ctx, "renew", taskID, u)
@@ -215,6 +213,14 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 		}
 	}
 	return t, nil
+}
+
+// renewLease sets u's lease to end at now + lease and its due_at as
+// runningDue places it (Renew, and MarkCallStarted with a short lease).
+func renewLease(u *update, now time.Time, lease time.Duration) {
+	until := now.Add(lease).UnixMilli()
+	u.set("lease_until", num(until))
+	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
 }
 
 // runningDue is the due_at of a running task whose lease ends at untilMs:
@@ -281,11 +287,9 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 		return nil, fencedBy(taskID, version, old)
 	}
 	// Still ours, its lease too short: mark and renew.
-	until := now.Add(lease).UnixMilli()
 	u = newUpdate().with(opts)
 	u.set("call_started_version", num(version))
-	u.set("lease_until", num(until))
-	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
+	renewLease(u, now, lease)
 	u.stamp(now)
 	fence(u, version, StateRunning)
 	if t, err = l.apply(ctx, "call_started", taskID, u); err != nil {
