@@ -87,3 +87,39 @@ func verb(s reconciler.Summary) string {
 	}
 	return "acted"
 }
+
+// TestDueIsWhenHandleTaskActs: Handler.Due says when a run would act on a
+// running task — its rounded due_at and its lease both Grace past — and
+// HandleTask leaves the task alone exactly until then.
+func TestDueIsWhenHandleTaskActs(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
+		h := b.handler()
+		task := create(t, b, "due-handletask")
+		c := claim(t, b, task.TaskID) // lease 30 s
+		b.clock.Advance(10 * time.Second)
+		r, err := b.l.Renew(ctx, c.TaskID, c.AssignmentVersion, 30*time.Second, ledger.WithAgeDeadline(c.DeadlineMs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.DueAt < r.LeaseUntil {
+			t.Fatalf("renewed: due_at %d before lease_until %d", r.DueAt, r.LeaseUntil)
+		}
+		acted := false
+		for step := 0; step < 200 && !acted; step++ {
+			b.clock.Advance(time.Second)
+			due := h.Due(get(t, b, c.TaskID), b.clock.Now())
+			s, err := h.HandleTask(ctx, c.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acted = s.Raced == 0
+			if acted != due {
+				t.Fatalf("at lease_until%+ds, due_at%+ds: Due %v, HandleTask %+v", (b.clock.Now().UnixMilli()-r.LeaseUntil)/1000, (b.clock.Now().UnixMilli()-r.DueAt)/1000, due, s)
+			}
+		}
+		if !acted {
+			t.Fatal("HandleTask never acted on the dead worker's task")
+		}
+	})
+}

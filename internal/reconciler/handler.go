@@ -400,11 +400,24 @@ func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {
 	return lk, ok && p != nil
 }
 
+// Due reports whether a run at now would act on t: the walk's query
+// returns it (due_at under dueBefore for its state) and, for a running
+// task, its lease ended more than Grace ago (expiredLease's rule). A
+// caller that reads a task with a client of its own asks this before
+// HandleTask, which reads it again with the handler's (the soak's stale
+// worker: its reads are not the run's).
+func (h *Handler) Due(t *ledger.Task, now time.Time) bool {
+	before, ok := h.dueBefore(now)[t.State]
+	if !ok || t.DueAt >= before {
+		return false
+	}
+	return t.State != ledger.StateRunning || t.LeaseUntil < now.Add(-durOr(h.Grace, DefaultGrace)).UnixMilli()
+}
+
 // dueBefore is, per live state, the due_at a task must be under for the
 // walk to find it (its by_state query): what "due" means for every rule.
-func (r *run) dueBefore() map[ledger.State]int64 {
-	h := r.h
-	nowMs := r.now.UnixMilli()
+func (h *Handler) dueBefore(now time.Time) map[ledger.State]int64 {
+	nowMs := now.UnixMilli()
 	return map[ledger.State]int64{
 		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
 		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
@@ -430,7 +443,7 @@ type stream struct {
 func (r *run) walk(ctx context.Context) {
 	h := r.h
 	shards := h.Ledger.Config().Shards
-	due := r.dueBefore()
+	due := h.dueBefore(r.now)
 	// Every (state, shard) pair is a stream; the run starts at a random one
 	// of all of them, so a run whose budget covers only a few queries still
 	// reaches every state over successive runs (rotating only the shard

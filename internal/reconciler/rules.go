@@ -37,7 +37,7 @@ func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 func (r *run) reconcileIfDue(ctx context.Context, id string) {
 	t, err := r.h.Ledger.Get(ctx, id)
 	if err == nil && t.State.Live() {
-		if before, ok := r.dueBefore()[t.State]; ok && t.DueAt >= before {
+		if before, ok := r.h.dueBefore(r.now)[t.State]; ok && t.DueAt >= before {
 			r.count(func(s *Summary) { s.Examined++ })
 			r.raced()
 			return

@@ -505,12 +505,8 @@ func (s *soak) stale(ctx context.Context, id string) {
 		return
 	}
 	// The reconciler acts on a lease more than Grace past, by the ledger's
-	// clock, once its walk would find the task: due_at Grace past too (a
-	// renewal rounds due_at up to whole leases: ledger.Renew).
-	due := func(t *ledger.Task) time.Time {
-		return time.UnixMilli(max(t.LeaseUntil, t.DueAt)).Add(rc.Grace + time.Millisecond)
-	}
-	expired := time.NewTimer(due(t0).Sub(s.clean.Now()))
+	// clock, at the earliest.
+	expired := time.NewTimer(time.UnixMilli(t0.LeaseUntil).Add(rc.Grace + time.Millisecond).Sub(s.clean.Now()))
 	defer expired.Stop()
 	if !wait(expired.C, "before the lease expired") {
 		return
@@ -521,11 +517,12 @@ func (s *soak) stale(ctx context.Context, id string) {
 			s.inject(StaleWorker)
 			return
 		}
-		// HandleTask only once the walk would find the task (read by the
-		// uncounted client): it reads the task with the handlers' client,
-		// and a call that finds it not due yet is a read the run would not
-		// make.
-		if err == nil && !s.clean.Now().Before(due(t)) {
+		// HandleTask only once a run would act on the task (rc.Due, on the
+		// uncounted client's read: its due_at, which a renewal rounds up
+		// to whole leases, and its lease Grace past): HandleTask reads it
+		// with the handlers' client, and a call that finds it not due yet
+		// is a read the run would not make.
+		if err == nil && rc.Due(t, s.clean.Now()) {
 			if sum, _ := rc.HandleTask(ctx, id); sum.Requeued+sum.ExpiredToUnknown+sum.Parked+sum.Completed+sum.Cancelled > 0 {
 				s.mu.Lock()
 				s.staleTakeovers++
