@@ -257,39 +257,13 @@ func (g *costRig) runConsumer(ctx context.Context, deliver local.SQSDeliver, tar
 	}
 	done := make(chan struct{})
 	var once sync.Once
-	var mu sync.Mutex
-	deleted := 0
-	progress := make(chan struct{}, 1)
+	deleted := newProgress("records settled")
 	p.OnBatch = func(r local.BatchReport) {
-		mu.Lock()
-		deleted += r.Deleted
-		n := deleted
-		mu.Unlock()
-		select {
-		case progress <- struct{}{}:
-		default:
-		}
-		if n >= target {
+		if deleted.add(r.Deleted) >= target {
 			once.Do(func() { close(done) })
 		}
 	}
-	settled := func(n int) error {
-		for {
-			mu.Lock()
-			d := deleted
-			mu.Unlock()
-			if d >= n {
-				return nil
-			}
-			select {
-			case <-progress:
-			case <-time.After(time.Minute):
-				return fmt.Errorf("bench: %d of %d records settled after a minute without progress", d, n)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
+	settled := func(n int) error { return deleted.await(ctx, n) }
 	if _, err := pipe(ctx, p, done, func(ctx context.Context) error { return produce(ctx, settled) }); err != nil {
 		return 0, err
 	}

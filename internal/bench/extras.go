@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -127,51 +126,17 @@ func (h beatHolder) Generate(ctx context.Context, req contract.Request) (contrac
 // beatCounter counts heartbeats as the worker's visibility extensions (the
 // heartbeat extends the message's visibility after each renewal that got
 // through; nothing else the happy path does sets a visibility above zero).
-type beatCounter struct {
-	mu      sync.Mutex
-	n       int
-	changed chan struct{}
-}
+type beatCounter struct{ *progress }
 
-func newBeatCounter() *beatCounter { return &beatCounter{changed: make(chan struct{})} }
+func newBeatCounter() *beatCounter { return &beatCounter{newProgress("heartbeats")} }
 
 func (c *beatCounter) register(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("benchBeats", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 		out, md, err := next.HandleInitialize(ctx, in)
 		if p, ok := in.Parameters.(*sqs.ChangeMessageVisibilityInput); ok && err == nil && p.VisibilityTimeout > 0 &&
 			awsmiddleware.GetServiceID(ctx) == "SQS" {
-			c.mu.Lock()
-			c.n++
-			close(c.changed)
-			c.changed = make(chan struct{})
-			c.mu.Unlock()
+			c.add(1)
 		}
 		return out, md, err
 	}), middleware.After)
-}
-
-func (c *beatCounter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// await returns once at least n heartbeats were seen, or with an error
-// after a minute without one (or when ctx ends).
-func (c *beatCounter) await(ctx context.Context, n int) error {
-	for {
-		c.mu.Lock()
-		got, changed := c.n, c.changed
-		c.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-time.After(time.Minute):
-			return fmt.Errorf("bench: %d of %d heartbeats after a minute without one", got, n)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
