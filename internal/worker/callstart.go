@@ -27,21 +27,27 @@ func (h *Handler) needsCallMark(t *ledger.Task) bool {
 // record's result: fenced (another assignment owns the task) is
 // acknowledged; any other failure gives the assignment and its attempt back
 // (no call was made) and defers the message.
-func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (r result, ok bool) {
+//
+// leaseUntil is the lease end the mark left (0: no mark needed), for
+// leaseForCall.
+func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (leaseUntil int64, r result, ok bool) {
 	if !h.needsCallMark(t) {
-		return result{}, true
+		return 0, result{}, true
 	}
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
+		m, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
+		if err == nil {
+			leaseUntil = m.LeaseUntil
+		}
 		return err
 	}, log)
 	if err == nil {
-		return result{}, true
+		return leaseUntil, result{}, true
 	}
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
 		log.WarnContext(ctx, "call-start mark rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
-		return ack(OutcomeFenced), false
+		return 0, ack(OutcomeFenced), false
 	}
 	if rerr := h.release(ctx, rec, t, log); rerr != nil {
 		log.ErrorContext(ctx, "call-start mark failed and the release failed; provider not called, the lease will expire",
@@ -50,5 +56,32 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		log.WarnContext(ctx, "call-start mark failed; released the task and its attempt, provider not called", "error", err.Error())
 	}
 	h.setVisibility(ctx, rec, 0, log)
-	return deferred, false
+	return 0, deferred, false
+}
+
+// leaseForCall makes sure a marked call starts inside its lease: the
+// reconciler trusts a readback's "not found" for a marked call once the
+// lease end plus the call timeout has passed, so a call started after the
+// lease end could still be running when a second worker is sent the task
+// (adversarial review: a re-admission whose writes hung after the mark
+// took the lease, and a non-idempotent provider was called twice). The
+// mark leaves at least half a lease; when under a heartbeat of it is left
+// by now (leaseUntil, the mark's lease end; 0: no mark, nothing to keep),
+// the lease is renewed first. A refused or failed renewal means no call:
+// err is set, and fe when the refusal shows another assignment or a
+// settled task (nothing of this attempt may be saved).
+func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
+	lease := h.lease()
+	if leaseUntil == 0 || h.Ledger.Now().Add(lease/3).UnixMilli() < leaseUntil {
+		return nil, nil
+	}
+	_, err = h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
+	if err == nil {
+		return nil, nil
+	}
+	log.WarnContext(ctx, "the lease ran short between the call-start mark and the call, and its renewal failed; provider not called", "error", err.Error())
+	if errors.As(err, &fe) && !stillOurs(fe, t.AssignmentVersion) {
+		return fe, err
+	}
+	return nil, err
 }

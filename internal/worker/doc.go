@@ -34,7 +34,12 @@
 //     (or one whose call still runs while its renewals fail: a readback's
 //     "not found" is trusted only after the call timeout when marked).
 //     A fenced mark is acknowledged; one that keeps failing releases the
-//     task and its attempt. Either way the provider is not called. Then it
+//     task and its attempt. Either way the provider is not called. A
+//     marked call starts only inside its lease (leaseForCall): when what
+//     ran since the mark (a re-admission) left under a heartbeat of it,
+//     the lease is renewed first, and a refused renewal means no call —
+//     the reconciler trusts a readback's "not found" once the lease end
+//     plus the call timeout has passed. Then it
 //     calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version; its by_state due_at moves by whole leases, so two

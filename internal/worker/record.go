@@ -112,7 +112,8 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
-	if r, ok := h.markCallStarted(ctx, rec, t, log); !ok {
+	leaseUntil, r, ok := h.markCallStarted(ctx, rec, t, log)
+	if !ok {
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
 		return r
@@ -120,8 +121,17 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if tk, r, ok = h.freshTicket(ctx, rec, t, input, tk, rs, log); !ok {
 		return r
 	}
-	a := h.call(ctx, work, rec, t, input, docs, log)
-	h.settleAdmission(ctx, tk, a, log)
+	var a attempt
+	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
+		// No call: what ran since the mark took the lease, and the task
+		// may already be unknown at this version (the uncertainty is void:
+		// the failure path retries it, from unknown too) or someone else's.
+		a = attempt{err: errNoCall, fenced: fe}
+		h.releaseTicket(ctx, tk, log)
+	} else {
+		a = h.call(ctx, work, rec, t, input, docs, log)
+		h.settleAdmission(ctx, tk, a, log)
+	}
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred

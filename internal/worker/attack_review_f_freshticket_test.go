@@ -1,0 +1,150 @@
+package worker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/admission"
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttackReviewFFreshTicketStartsTheCallAfterItsLease (adversarial
+// review f): MarkCallStarted promises "after the mark the lease runs at
+// least lease/2 more", because the reconciler trusts a readback's "not
+// found" for a marked call once the lease end plus the call timeout has
+// passed — "so the lease must not end before the call starts". But the
+// worker runs freshTicket BETWEEN the mark and the call: when the
+// admission slot ended meanwhile it gives the old ticket back and admits
+// again (two DynamoDB writes, no heartbeat, no lease check, unbounded by
+// the lease). Lost replies there (each a request that hangs until its
+// timeout; modelled as 17.5 s of the ledger's clock) let the lease end
+// and the reconciler expire it to unknown before the call has even been
+// sent (W+41.4 s). The request hangs on; the worker then makes the call
+// anyway (W+51.4 s): nothing after the mark re-checks the assignment.
+// callMayRun's trust window runs from the expiry (unknownSince: the
+// expiry removed lease_until, so due_at) plus the call timeout — it ends
+// at W+101.4 s, while the first call may run until W+111.4 s. The
+// readback's "not found" (the call is in flight) is trusted, the task is
+// re-queued, and a second worker calls the non-idempotent provider while
+// the first call is in flight: two side effects. Fixed: a marked call
+// starts only inside its lease (worker leaseForCall).
+//
+// Provider: NoIdempotency (the readback rule under attack needs Lookup).
+func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
+		ctx := context.Background()
+		g := newGate(b.sim)
+		g.ignoreCtx = true // a request the provider has received goes on
+		b.h.Provider = g
+		b.h.CallTimeout = b.sim.CallTimeout() // one minute, as the reconciler reads it
+		w := time.Unix(b.clock.Now().Unix()/60*60+60, 0)
+		b.clock.Set(w.Add(4900 * time.Millisecond)) // slot 0 ends at W+5 s
+		task := b.create(t, "f-fresh-ticket", prompt)
+
+		hung := make(chan struct{})
+		resume := make(chan struct{})
+		var marked atomic.Bool
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			switch {
+			case c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N == 2: // 1: claim, 2: the mark
+				return faultinject.Throttle
+			case admission.IsWindowKey(c.TaskID) && marked.Load() && c.Key() == "DynamoDB.UpdateItem" && (c.N == 2 || c.N == 3):
+				// 1: the first admit; 2: freshTicket's release; 3: its new admit.
+				return faultinject.LostReply
+			}
+			return ""
+		}))
+		inj.OnInject = func(c faultinject.Call, k faultinject.Kind) {
+			switch {
+			case c.TaskID == task.TaskID:
+				b.clock.Advance(1500 * time.Millisecond) // the throttle and save's backoff
+				marked.Store(true)
+			case admission.IsWindowKey(c.TaskID):
+				b.clock.Advance(17500 * time.Millisecond) // a request that hung until its timeout
+				if c.N == 3 {
+					// The reconciler runs while this request hangs; it
+					// times out 10 s later.
+					hung <- struct{}{}
+					<-resume
+					b.clock.Advance(10 * time.Second)
+				}
+			}
+		}
+		cfg := e.AWS.Copy()
+		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
+		ddb := awsclient.DynamoDB(cfg)
+		l, err := ledger.New(ddb, b.l.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.h.Ledger = l
+		a, err := admission.New(admission.Config{
+			DB: ddb, TasksTable: e.Names.TasksTable, Now: b.clock.Now,
+			Limits: map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 100, TokensPerWindow: 10_000_000}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 120)
+		first := make(chan events.SQSEventResponse, 1)
+		go func() { resp, _ := b.h.Handle(ctx, ev); first <- resp }()
+
+		select {
+		case <-hung:
+		case <-time.After(20 * time.Second):
+			t.Fatal("setup: freshTicket's admit was not reached")
+		}
+		marked1 := b.get(t, task.TaskID)
+		if marked1.CallStartedVersion != marked1.AssignmentVersion {
+			t.Fatalf("setup: no call-start mark (mark %d, version %d)", marked1.CallStartedVersion, marked1.AssignmentVersion)
+		}
+		leaseEnd := time.UnixMilli(marked1.LeaseUntil)
+		// The reconciler runs while the admission request hangs: the
+		// lease ended more than Grace ago, the call is marked: unknown.
+		s := b.reconcile(t, b.sim)
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateUnknown {
+			t.Fatalf("setup: reconciler %+v left the task %s, want unknown", s, got.State)
+		}
+		close(resume)
+		// Fixed (leaseForCall): the lease ran out between the mark and the
+		// call, its renewal is refused (the task is unknown at this
+		// version), and the provider is not called.
+		await(t, first)
+		inj.SetEnabled(false) // no more faults: the rest is the ordinary flow
+		select {
+		case <-g.started:
+			t.Fatalf("the provider was called at W+%s though the lease had ended at W+%s (the task went unknown meanwhile)", b.clock.Now().Sub(w), leaseEnd.Sub(w))
+		default:
+		}
+		// The reconciler's trust window for the marked call ends at the
+		// expiry plus the call timeout; a readback after it finds nothing
+		// (nothing was sent) and re-queues the task, which then runs once.
+		cur := b.get(t, task.TaskID)
+		if cur.State != ledger.StateUnknown {
+			t.Fatalf("after the call that was never made: %s %q; want unknown, for the readback", cur.State, cur.ReviewReason)
+		}
+		b.clock.Set(time.UnixMilli(cur.DueAt).Add(b.sim.CallTimeout() + time.Second))
+		if s := b.reconcile(t, b.sim); s.Requeued != 1 {
+			t.Fatalf("readback after the trust window: %+v; want the task re-queued (no call was sent)", s)
+		}
+		close(g.release)
+		b.run(t, task.TaskID)
+		if got := b.get(t, task.TaskID); got.State != ledger.StateCompleted || b.sim.SideEffects(task.TaskID) != 1 {
+			t.Fatalf("the task ended %s with %d side effects; want completed with 1", got.State, b.sim.SideEffects(task.TaskID))
+		}
+	})
+}
