@@ -250,27 +250,40 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 		return out, md, err
 	}
 	v := usage{DynamoCalls: 1}
-	if err != nil {
+	// What the write did, whatever its caller heard: an error may come
+	// after the write was applied (a reply lost, or the SDK's retry of an
+	// applied write refused by its own effect — the ledger then finds its
+	// write by its nonce), so a write that ended in an error is billed by
+	// the item read after it: changed, as applied; else a refused
+	// condition bills the item as it is, and anything else nothing.
+	if err != nil && len(targets) == 0 {
+		return out, md, err // a read not performed: nothing billed
+	}
+	afters := make([]map[string]types.AttributeValue, len(targets))
+	changed := false
+	for i, t := range targets {
+		if err == nil && t.put != nil {
+			afters[i] = t.put // a Put's new item, sized exactly
+			continue
+		}
+		a, perr := m.item(ctx, t.table, t.key)
+		if perr != nil {
+			m.fail(op+": read the item after the write", perr)
+			return out, md, err
+		}
+		afters[i] = a
+		changed = changed || !reflect.DeepEqual(a, before[i])
+	}
+	if err != nil && !changed {
 		var ccf *types.ConditionalCheckFailedException
 		var tc *types.TransactionCanceledException
 		if !errors.As(err, &ccf) && !errors.As(err, &tc) {
-			return out, md, err // not performed: nothing billed we can size
+			return out, md, err // not performed: nothing billed
 		}
 	}
-	for i, t := range targets {
-		after := before[i]
-		if err == nil {
-			if t.put != nil {
-				after = t.put
-			} else if a, perr := m.item(ctx, t.table, t.key); perr == nil {
-				after = a
-			} else {
-				m.fail(op+": read the item after the write", perr)
-				return out, md, err
-			}
-		}
-		v.WRU += WriteUnits(itemsize.Item(before[i]), itemsize.Item(after), transactional)
-		v.WRU += indexWriteUnits(schemas[i].indexes, before[i], after)
+	for i := range targets {
+		v.WRU += WriteUnits(itemsize.Item(before[i]), itemsize.Item(afters[i]), transactional)
+		v.WRU += indexWriteUnits(schemas[i].indexes, before[i], afters[i])
 	}
 	if err == nil {
 		switch p := in.Parameters.(type) {

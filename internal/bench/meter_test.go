@@ -2,13 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/faultinject"
@@ -126,4 +130,84 @@ func TestMeterProbeFailures(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A write that ends in an error may have been applied: its reply lost
+// after the write, or the SDK's retry of an applied write refused by its
+// own effect (the ledger then finds its write by its nonce). The meter
+// bills it by the item read after it — the 1.5 KB item grown to 3 KB:
+// 3 units — as it bills a refused condition by the item as it is (2) and
+// a write never performed (a throttle) not at all.
+func TestMeterBillsWhatAFailedWriteDid(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		table := e.Names.TasksTable
+		for _, c := range []struct {
+			name string
+			fail func(stack *middleware.Stack) error
+			want float64
+		}{
+			{"reply lost after the write", loseReply(faultinject.LostReply), 3},
+			{"the SDK's retry refused by the write's own effect", retryRefused, 3},
+			{"throttled, never sent", loseReply(faultinject.Throttle), 0},
+		} {
+			m := newMeter(awsclient.DynamoDB(e.AWS))
+			mc := e.AWS.Copy()
+			mc.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), m.register, c.fail)
+			id := "t_meterfailed" + strings.ReplaceAll(c.name[:5], " ", "")
+			key := map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
+			if _, err := e.DDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"task_id": key["task_id"], "pad": &types.AttributeValueMemberS{Value: strings.Repeat("x", 1500)},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := awsclient.DynamoDB(mc).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(table), Key: key,
+				UpdateExpression:          aws.String("SET #r = :r"),
+				ConditionExpression:       aws.String("attribute_not_exists(#r)"),
+				ExpressionAttributeNames:  map[string]string{"#r": "result"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberS{Value: strings.Repeat("y", 1500)}},
+			})
+			if err == nil {
+				t.Fatalf("%s: the write succeeded; the fault was not injected", c.name)
+			}
+			if got := m.usage().WRU; got != c.want || m.err() != nil {
+				t.Errorf("%s (%v): %g write units (meter error %v), want %g", c.name, err, got, m.err(), c.want)
+			}
+		}
+		// A refused condition bills the item as it is.
+		m := newMeter(awsclient.DynamoDB(e.AWS))
+		mc := e.AWS.Copy()
+		mc.APIOptions = append(append([]func(*middleware.Stack) error{}, e.AWS.APIOptions...), m.register)
+		_, err := awsclient.DynamoDB(mc).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(table), Key: map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: "t_meterfailedthrot"}},
+			UpdateExpression: aws.String("SET #r = :r"), ConditionExpression: aws.String("attribute_exists(#r)"),
+			ExpressionAttributeNames:  map[string]string{"#r": "result"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberS{Value: "z"}},
+		})
+		if err == nil || m.usage().WRU != 2 {
+			t.Errorf("a refused condition on a 1.5 KB item: %v, %g write units, want refused and 2", err, m.usage().WRU)
+		}
+	})
+}
+
+// loseReply injects k into the call, inside the meter.
+func loseReply(k faultinject.Kind) func(*middleware.Stack) error {
+	return faultinject.New(faultinject.ScheduleFunc(func(faultinject.Call) faultinject.Kind { return k })).Register
+}
+
+// retryRefused loses the first response inside the SDK's retry loop (a
+// 500 after the write), so the SDK sends the write again and its
+// condition fails on the write's own effect.
+func retryRefused(s *middleware.Stack) error {
+	var lost atomic.Bool
+	return s.Deserialize.Add(middleware.DeserializeMiddlewareFunc("loseFirstReply",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if err == nil && lost.CompareAndSwap(false, true) {
+				resp := &smithyhttp.Response{Response: &http.Response{StatusCode: 500, Header: http.Header{}}}
+				return out, md, &smithyhttp.ResponseError{Response: resp, Err: errors.New("connection reset after the write")}
+			}
+			return out, md, err
+		}), middleware.After)
 }
