@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/soak"
@@ -55,9 +57,9 @@ func (e Extra) USDPerMillion(p Prices) float64 {
 //   - Beat: one heartbeat, made every lease/3 while a call runs (10 s with
 //     the default 30 s lease): the lease renewal (ledger.Renew) and the
 //     message's visibility extension. Measured by holding each call for
-//     ExtraBeats heartbeats at a short lease, minus the mark row, divided
-//     by the renewals the worker made (its UpdateItem calls beyond the
-//     mark row's).
+//     ExtraBeats heartbeats at a short lease, and metering the worker
+//     between heartbeats while the call is held (beatCounter): exactly
+//     the renewals and extensions, none of the writes around the call.
 type AttemptExtras struct {
 	Workload string
 	System   string // SystemBefore or SystemAfter
@@ -87,29 +89,44 @@ func attemptExtras(ctx context.Context, b *soak.Backend, w Workload, tasks int, 
 	}
 	x.Mark = Extra{WRU: marked.WRU - plain.WRU, SQS: marked.SQS - plain.SQS, GBSeconds: marked.GBSeconds - plain.GBSeconds}
 
-	beats := newBeatCounter()
-	held, err := runTaskledger(ctx, b, w, tasks, tlRun{
-		claimCheck: claimCheck,
-		provider: func(*costRig) contract.Provider {
-			return beatHolder{Provider: simulated.New(simulated.Options{Seed: 1, NoIdempotency: true, NoReadback: true}), beats: ExtraBeats, seen: beats}
-		},
-		lease: extraLease,
-		extra: []func(*middleware.Stack) error{beats.register},
-	})
+	x.Beat, x.Beats, err = heartbeatExtra(ctx, b, w, tasks, claimCheck)
 	if err != nil {
 		return x, fmt.Errorf("heartbeat: %w", err)
 	}
-	renewals := held.Calls["DynamoDB.UpdateItem"] - marked.Calls["DynamoDB.UpdateItem"]
-	if renewals < ExtraBeats {
-		return x, fmt.Errorf("heartbeat: %g renewals per task, want ≥ %d (the calls were held for them)", renewals, ExtraBeats)
-	}
-	x.Beats = renewals
-	x.Beat = Extra{WRU: (held.WRU - marked.WRU) / renewals, SQS: (held.SQS - marked.SQS) / renewals}
 	return x, nil
 }
 
-// beatHolder holds each generation until the worker has made beats more
-// heartbeats (seen), then generates: a call that lasts beats × lease/3.
+// heartbeatExtra measures one heartbeat of workload w: each of tasks calls
+// to the unforgiving provider is held for ExtraBeats heartbeats at a short
+// lease (extraLease) and the worker metered between them (beatCounter).
+// It returns the heartbeat's bill and the heartbeats measured per task.
+// extra is more middleware on every component's clients (tests: faults).
+func heartbeatExtra(ctx context.Context, b *soak.Backend, w Workload, tasks int, claimCheck bool, extra ...func(*middleware.Stack) error) (Extra, float64, error) {
+	beats := newBeatCounter()
+	if _, err := runTaskledger(ctx, b, w, tasks, tlRun{
+		claimCheck: claimCheck,
+		provider: func(g *costRig) contract.Provider {
+			beats.watch(g.meter["worker"], g.counter["worker"])
+			return beatHolder{Provider: simulated.New(simulated.Options{Seed: 1, NoIdempotency: true, NoReadback: true}), beats: ExtraBeats, seen: beats}
+		},
+		lease: extraLease,
+		extra: append([]func(*middleware.Stack) error{beats.register}, extra...),
+	}); err != nil {
+		return Extra{}, 0, err
+	}
+	u, n, renewals := beats.measured()
+	if n < tasks*ExtraBeats {
+		return Extra{}, 0, fmt.Errorf("%d heartbeats measured in %d tasks, want ≥ %d each (the calls were held for them)", n, tasks, ExtraBeats)
+	}
+	if renewals != n {
+		return Extra{}, 0, fmt.Errorf("%d UpdateItem calls in the windows of %d heartbeats, want one renewal each (something else wrote while the calls were held)", renewals, n)
+	}
+	return Extra{WRU: u.WRU / float64(n), SQS: u.SQSRequests / float64(n)}, float64(n) / float64(tasks), nil
+}
+
+// beatHolder holds each generation until the worker has made beats + 2
+// more heartbeats (seen) and measures the last beats of them, then
+// generates: a call that lasts (beats + 2) × lease/3.
 type beatHolder struct {
 	*simulated.Provider
 	beats int
@@ -117,24 +134,108 @@ type beatHolder struct {
 }
 
 func (h beatHolder) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
-	if err := h.seen.await(ctx, h.seen.count()+h.beats); err != nil {
+	// The first heartbeat measured is the second whose visibility
+	// extension begins after this call did: the first may have begun
+	// before, while the worker's own writes (the mark, a renewal before
+	// the call) were still going.
+	from := h.seen.count() + 2
+	to := from + h.beats
+	if err := h.seen.await(ctx, to); err != nil {
 		return contract.Result{}, err
 	}
+	h.seen.measure(from, to)
 	return h.Provider.Generate(ctx, req)
 }
 
 // beatCounter counts heartbeats as the worker's visibility extensions (the
 // heartbeat extends the message's visibility after each renewal that got
 // through; nothing else the happy path does sets a visibility above zero).
-type beatCounter struct{ *progress }
+//
+// It also measures what heartbeats bill, exactly, whatever the timing: as
+// each counted extension begins it snapshots the worker's meter and call
+// counter (watch). Between the snapshots of heartbeats k and k+n the
+// worker made n extensions (k … k+n−1) and n renewals (k+1 … k+n), and —
+// while a beatHolder holds the call — nothing else: the worker's own
+// writes around the call (the call-start mark's renewing write, a renewal
+// before the call, a renewal the call's end cut short of its extension)
+// fall outside every window, where a count of the run's UpdateItem calls
+// took them for heartbeats (CI: 3.5 renewals per task, 0.86 SQS requests
+// each, on a loaded moto).
+type beatCounter struct {
+	*progress
 
-func newBeatCounter() *beatCounter { return &beatCounter{newProgress("heartbeats")} }
+	mu      sync.Mutex
+	meter   *meter
+	counter *awsclient.Counter
+	at      []beatSnapshot // at[k-1]: as heartbeat k's extension began
+	sum     usage          // over the measured windows
+	n       int            // heartbeats in them
+	renews  int            // UpdateItem calls in them
+}
+
+type beatSnapshot struct {
+	u       usage
+	updates int
+}
+
+func newBeatCounter() *beatCounter { return &beatCounter{progress: newProgress("heartbeats")} }
+
+// watch sets the worker's meter and call counter the snapshots read.
+func (c *beatCounter) watch(m *meter, counter *awsclient.Counter) {
+	c.mu.Lock()
+	c.meter, c.counter = m, counter
+	c.mu.Unlock()
+}
+
+func (c *beatCounter) snapshot() beatSnapshot {
+	c.mu.Lock()
+	m, counter := c.meter, c.counter
+	c.mu.Unlock()
+	var s beatSnapshot
+	if m != nil {
+		s.u = m.usage()
+	}
+	if counter != nil {
+		s.updates = counter.Calls()["DynamoDB.UpdateItem"]
+	}
+	return s
+}
+
+// measure adds the window from heartbeat from to heartbeat to (both
+// counted).
+func (c *beatCounter) measure(from, to int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, b := c.at[from-1], c.at[to-1]
+	d := b.u
+	d.sub(a.u)
+	c.sum.add(d)
+	c.n += to - from
+	c.renews += b.updates - a.updates
+}
+
+// measured returns what the measured heartbeats billed in all, how many
+// there were, and the UpdateItem calls made in their windows.
+func (c *beatCounter) measured() (usage, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum, c.n, c.renews
+}
 
 func (c *beatCounter) register(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("benchBeats", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		p, ok := in.Parameters.(*sqs.ChangeMessageVisibilityInput)
+		if !ok || p.VisibilityTimeout <= 0 || awsmiddleware.GetServiceID(ctx) != "SQS" {
+			return next.HandleInitialize(ctx, in)
+		}
+		// Before the call: the meter (outside this middleware) records the
+		// extension when it returns, after the snapshot.
+		s := c.snapshot()
 		out, md, err := next.HandleInitialize(ctx, in)
-		if p, ok := in.Parameters.(*sqs.ChangeMessageVisibilityInput); ok && err == nil && p.VisibilityTimeout > 0 &&
-			awsmiddleware.GetServiceID(ctx) == "SQS" {
+		if err == nil {
+			c.mu.Lock()
+			c.at = append(c.at, s)
+			c.mu.Unlock()
 			c.add(1)
 		}
 		return out, md, err

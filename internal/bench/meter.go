@@ -86,6 +86,21 @@ func (u *usage) add(v usage) {
 	u.Presigns += v.Presigns
 }
 
+// sub takes v away from u (what was billed between two snapshots).
+func (u *usage) sub(v usage) {
+	u.WRU -= v.WRU
+	u.RRU -= v.RRU
+	u.Reported -= v.Reported
+	u.ReportedCalls -= v.ReportedCalls
+	u.DynamoCalls -= v.DynamoCalls
+	u.SQSRequests -= v.SQSRequests
+	u.EmptyReceives -= v.EmptyReceives
+	u.Receives -= v.Receives
+	u.S3Put -= v.S3Put
+	u.S3Get -= v.S3Get
+	u.Presigns -= v.Presigns
+}
+
 func newMeter(probe *dynamodb.Client) *meter {
 	return &meter{probe: probe, schemas: map[string]tableSchema{}}
 }
