@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -91,6 +92,7 @@ type spendState struct {
 	cancelAt   map[string]time.Time // a cancel while running: when it answered 202
 	cancelAtt  map[string]int       // and the attempt of the assignment it fenced
 	waitClaim  map[string]int       // admission_wait: attempts of the claim the fault made wait
+	armed      map[string]time.Time // admission_wait: tasks whose admit must be refused, until when (fullWindows)
 	waited     map[string]int       // "not admitted" logs per task
 	touched    map[string]int       // background AWS faults per task
 }
@@ -152,7 +154,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 		return err
 	}
 	adm, err := admission.New(admission.Config{
-		DB: ddb, TasksTable: table, Window: AdmissionWindow, Slots: AdmissionSlots,
+		DB: fullWindows{DB: ddb, s: s}, TasksTable: table, Window: AdmissionWindow, Slots: AdmissionSlots,
 		Limits: map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: AdmissionRequests, TokensPerWindow: AdmissionTokens}},
 	})
 	if err != nil {
@@ -160,7 +162,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	}
 	s.sp = spendState{
 		prices: prices, model: simulated.DefaultModel,
-		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{},
+		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{}, armed: map[string]time.Time{},
 		waited: map[string]int{}, touched: map[string]int{},
 	}
 	if s.sp.budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: s.cleanDB, TasksTable: table}); err != nil {
@@ -291,10 +293,16 @@ func taskIDOf(body string) string {
 	return ""
 }
 
-// afterClaim wraps the AfterClaim hook: an admission_wait task fills its
-// model's admission windows right after its claim (once), so its
-// admission is refused and it must wait for a later window. The claim's
-// attempt count is recorded: the wait must give it back.
+// afterClaim wraps the AfterClaim hook: right after an admission_wait
+// task's claim (once), the model's admission is made full for it (armed,
+// fullWindows) until its own admit has been refused, so it must wait for
+// a later window. The claim's attempt count is recorded: the wait must
+// give it back.
+//
+// The fill is made by the admit it refuses, not at a time picked ahead:
+// a fill made late in the window, before the admit, missed it whenever a
+// loaded machine stalled the worker past the window's end (CI: "fault
+// kinds never injected: [admission_wait]").
 func (s *soak) afterClaim(next func(context.Context, string) error) func(context.Context, string) error {
 	return func(ctx context.Context, id string) error {
 		if err := next(ctx, id); err != nil {
@@ -304,83 +312,78 @@ func (s *soak) afterClaim(next func(context.Context, string) error) func(context
 		if t == nil || t.kind != AdmissionWait || !s.once(AdmissionWait, id) {
 			return nil
 		}
-		t0 := time.Now()
 		cur, err := s.clean.Get(ctx, id)
 		if err != nil {
 			s.note(AdmissionWait, "read after the claim failed: "+err.Error())
 			return nil
 		}
-		// Enough windows that the fill and the admission (a write each,
-		// about as slow as this read) end inside them: one on a fast
-		// engine, a few on a slow one.
-		windows := min(1+int(3*time.Since(t0)/AdmissionWindow), 8)
-		// Late in the window, so the other calls that meet the full
-		// window are few: every call of the model waits while it is full.
-		if d := time.Until(windowStart(time.Now()).Add(AdmissionWindow - fillBefore)); windows == 1 && d > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d): // a point in time, not an event: the window's last fillBefore
-			}
-		}
-		// A fill that ended after its windows fills the current ones again.
-		for try := 0; ; try++ {
-			w := windowStart(time.Now())
-			if err := s.fillWindows(ctx, w, windows); err != nil {
-				s.note(AdmissionWait, "filling the windows failed: "+err.Error())
-				return nil
-			}
-			if !windowStart(time.Now()).After(w.Add(time.Duration(windows-1) * AdmissionWindow)) {
-				break
-			}
-			if try == 2 {
-				s.note(AdmissionWait, fmt.Sprintf("three fills of %d windows each ended after them", windows))
-				break
-			}
-		}
 		s.mu.Lock()
 		s.sp.waitClaim[id] = cur.Attempts
+		s.sp.armed[id] = time.Now().Add(armedFor)
 		s.mu.Unlock()
 		return nil
 	}
 }
 
-// fillBefore is how long before its window's end admission_wait fills it
-// (on a fast engine): late, so few other calls meet the full window, but
-// with room for the fill and the admission (a write each) on a loaded
-// machine — at 150 ms a stall of the test process let the window pass
-// before the admission, and the fault was never injected.
-const fillBefore = 400 * time.Millisecond
+// armedFor bounds how long one admission_wait task keeps the model's
+// admission full when its own admit does not come (its attempt was cut
+// short before it, and its message is late): every other call of the
+// model waits meanwhile. A task that was not refused by then is reported
+// "never injected".
+const armedFor = 20 * AdmissionWindow
 
-func windowStart(t time.Time) time.Time {
-	w := int64(AdmissionWindow / time.Second)
-	return time.Unix(t.Unix()-t.Unix()%w, 0)
+// admissionFull reports whether an admission_wait task is armed: between
+// its claim and its first "not admitted".
+func (s *soak) admissionFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for id, until := range s.sp.armed {
+		if now.After(until) {
+			delete(s.sp.armed, id)
+		}
+	}
+	return len(s.sp.armed) > 0
 }
 
-// fillWindows sets the request count of n of the model's windows from
-// start to the limit (as if other instances had used them up), in one
-// BatchWriteItem: admission refuses every call until the window after.
-func (s *soak) fillWindows(ctx context.Context, start time.Time, n int) error {
-	var puts []types.WriteRequest
-	for i := range n {
-		ws := start.Add(time.Duration(i) * AdmissionWindow)
-		puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-			"task_id":    &types.AttributeValueMemberS{Value: admission.WindowKey(s.sp.model, ws)},
-			"requests":   numAttr(AdmissionRequests),
-			"expires_at": numAttr(ws.Add(time.Hour).Unix()),
-		}}})
-	}
-	in := map[string][]types.WriteRequest{s.env.Names.TasksTable: puts}
-	for range 5 {
-		out, err := s.cleanDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: in})
-		if err != nil {
-			return err
+// fullWindows is the workers' admission DB: while an admission_wait task
+// is armed, every admit (the Admitter's counting UpdateItem) first finds
+// its window's request count at the limit, as if other instances had used
+// it up, and is refused — the armed task's own admit among them, whatever
+// the timing.
+type fullWindows struct {
+	admission.DB
+	s *soak
+}
+
+func (f fullWindows) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if isAdmit(in) && f.s.admissionFull() {
+		if err := f.s.fillWindow(ctx, in.Key); err != nil {
+			f.s.note(AdmissionWait, "filling the window failed: "+err.Error())
 		}
-		if len(out.UnprocessedItems) == 0 {
-			return nil
-		}
-		in = out.UnprocessedItems
 	}
-	return fmt.Errorf("soak: %d window items unprocessed", len(in[s.env.Names.TasksTable]))
+	return f.DB.UpdateItem(ctx, in, opts...)
+}
+
+// isAdmit reports whether an UpdateItem is the Admitter's admit: the one
+// that counts a call in its window.
+func isAdmit(in *dynamodb.UpdateItemInput) bool {
+	k, ok := in.Key["task_id"].(*types.AttributeValueMemberS)
+	return ok && admission.IsWindowKey(k.Value) && in.UpdateExpression != nil && strings.HasPrefix(*in.UpdateExpression, "ADD #req :one")
+}
+
+// fillWindow sets the request count of the window item at key to the
+// limit (its slots and seal kept): admission refuses every call in it.
+func (s *soak) fillWindow(ctx context.Context, key map[string]types.AttributeValue) error {
+	table := s.env.Names.TasksTable
+	_, err := s.cleanDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &table,
+		Key:                       key,
+		UpdateExpression:          aws.String("SET #req = :limit, #exp = if_not_exists(#exp, :exp)"),
+		ExpressionAttributeNames:  map[string]string{"#req": "requests", "#exp": "expires_at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":limit": numAttr(AdmissionRequests), ":exp": numAttr(time.Now().Add(time.Hour).Unix())},
+	})
+	return err
 }
 
 func numAttr(n int64) types.AttributeValue {
@@ -392,6 +395,7 @@ func (s *soak) notAdmitted(id string) {
 	s.sp.waited[id]++ // soak.mu is held (onWatched)
 	if t := s.byID[id]; t != nil && t.kind == AdmissionWait && s.sp.waited[id] == 1 {
 		s.injected[AdmissionWait]++
+		delete(s.sp.armed, id) // refused: the model's admission is free again
 	}
 }
 
