@@ -130,16 +130,13 @@ func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
 			t.Fatalf("the provider was called at W+%s though the lease had ended at W+%s (the task went unknown meanwhile)", b.clock.Now().Sub(w), leaseEnd.Sub(w))
 		default:
 		}
-		// The reconciler's trust window for the marked call ends at the
-		// expiry plus the call timeout; a readback after it finds nothing
-		// (nothing was sent) and re-queues the task, which then runs once.
+		// No call was made under the assignment, and the worker knows it:
+		// it gives the task back from unknown (review G; it used to leave
+		// it for a readback after the trust window), and it runs once.
 		cur := b.get(t, task.TaskID)
-		if cur.State != ledger.StateUnknown {
-			t.Fatalf("after the call that was never made: %s %q; want unknown, for the readback", cur.State, cur.ReviewReason)
-		}
-		b.clock.Set(time.UnixMilli(cur.DueAt).Add(b.sim.CallTimeout() + time.Second))
-		if s := b.reconcile(t, b.sim); s.Requeued != 1 {
-			t.Fatalf("readback after the trust window: %+v; want the task re-queued (no call was sent)", s)
+		if cur.State != ledger.StateQueued || cur.ErrorClass != ledger.ErrorCallNotStarted || cur.Attempts != marked1.Attempts-1 {
+			t.Fatalf("after the call that was never made: %s, error %q, %d attempts; want queued, %s, the attempt given back (%d)",
+				cur.State, cur.ErrorClass, cur.Attempts, ledger.ErrorCallNotStarted, marked1.Attempts-1)
 		}
 		close(g.release)
 		b.run(t, task.TaskID)

@@ -59,6 +59,10 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 	return 0, deferred, false
 }
 
+// errLeaseShort: the renewal before a marked call left less than a
+// heartbeat of lease by the time it was answered.
+var errLeaseShort = errors.New("worker: the lease renewed before the call ends within a heartbeat")
+
 // leaseForCall makes sure a marked call starts inside its lease: the
 // reconciler trusts a readback's "not found" for a marked call once the
 // lease end plus the call timeout has passed, so a call started after the
@@ -67,17 +71,29 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 // took the lease, and a non-idempotent provider was called twice). The
 // mark leaves at least half a lease; when under a heartbeat of it is left
 // by now (leaseUntil, the mark's lease end; 0: no mark, nothing to keep),
-// the lease is renewed first. A refused or failed renewal means no call:
-// err is set, and fe when the refusal shows another assignment or a
-// settled task (nothing of this attempt may be saved).
+// the lease is renewed first. A refused or failed renewal, or one whose
+// lease has under a heartbeat left by the time it is answered, means no
+// call: err is set, and fe when the refusal shows another assignment or a
+// settled task (nothing of this attempt may be saved); otherwise the
+// caller gives the assignment back (release), from unknown too.
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()
-	if leaseUntil == 0 || h.Ledger.Now().Add(lease/3).UnixMilli() < leaseUntil {
+	inside := func(until int64) bool { return h.Ledger.Now().Add(lease/3).UnixMilli() < until }
+	if leaseUntil == 0 || inside(leaseUntil) {
 		return nil, nil
 	}
-	_, err = h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
+	rt, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
 	if err == nil {
-		return nil, nil
+		// The renewed lease ends a lease after the renewal was sent, not
+		// after its answer came: a renewal answered late (its reply lost,
+		// the read that recognised it slow) may leave it short or over,
+		// and the reconciler may have expired it already (adversarial
+		// review G: the call started 8 s after its renewed lease ended).
+		if rt != nil && inside(rt.LeaseUntil) {
+			return nil, nil
+		}
+		log.WarnContext(ctx, "the lease renewed before the call was answered too late to cover it; provider not called")
+		return nil, errLeaseShort
 	}
 	log.WarnContext(ctx, "the lease ran short between the call-start mark and the call, and its renewal failed; provider not called", "error", err.Error())
 	if errors.As(err, &fe) && !stillOurs(fe, t.AssignmentVersion) {

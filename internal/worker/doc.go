@@ -37,9 +37,13 @@
 //     task and its attempt. Either way the provider is not called. A
 //     marked call starts only inside its lease (leaseForCall): when what
 //     ran since the mark (a re-admission) left under a heartbeat of it,
-//     the lease is renewed first, and a refused renewal means no call —
-//     the reconciler trusts a readback's "not found" once the lease end
-//     plus the call timeout has passed. Then it
+//     the lease is renewed first, and a refused renewal, or one answered
+//     too late to leave a heartbeat of lease, means no call — the
+//     reconciler trusts a readback's "not found" once the lease end plus
+//     the call timeout has passed. A task given back without a call is
+//     released from unknown too (ledger.ReleaseUnknown), or its
+//     unknown_outcome park resolved as a retry, when the reconciler got
+//     there first. Then it
 //     calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version; its by_state due_at moves by whole leases, so two

@@ -121,17 +121,25 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if tk, r, ok = h.freshTicket(ctx, rec, t, input, tk, rs, log); !ok {
 		return r
 	}
-	var a attempt
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
-		// No call: what ran since the mark took the lease, and the task
-		// may already be unknown at this version (the uncertainty is void:
-		// the failure path retries it, from unknown too) or someone else's.
-		a = attempt{err: errNoCall, fenced: fe}
+		// No call: what ran since the mark took the lease. The admission
+		// and the reservation are given back; then the assignment and its
+		// attempt, from unknown too when the reconciler expired the lease
+		// meanwhile (release) — unless the task is someone else's now.
+		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
-	} else {
-		a = h.call(ctx, work, rec, t, input, docs, log)
-		h.settleAdmission(ctx, tk, a, log)
+		if fe != nil {
+			log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
+			return ack(OutcomeFenced)
+		}
+		if rerr := h.release(ctx, rec, t, log); rerr != nil {
+			log.ErrorContext(ctx, "no provider call (the lease ran short before it) and the release failed; the lease will expire", "release_error", rerr.Error())
+		}
+		h.setVisibility(ctx, rec, 0, log)
+		return deferred
 	}
+	a := h.call(ctx, work, rec, t, input, docs, log)
+	h.settleAdmission(ctx, tk, a, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
 		return deferred
@@ -507,11 +515,53 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // (the attempt too), repeating the write like a settling one: a lost or
 // throttled release would leave the task leased with no call behind it,
 // for the reconciler to find as an expired lease.
+//
+// When the reconciler expired the lease to unknown at this assignment
+// first (the worker was slow, not gone: its writes hung), the task is
+// given back from unknown (ledger.ReleaseUnknown), and when it was parked
+// unknown_outcome already, the park is resolved as a retry due now
+// (ledger.RetryLapsed): only this worker could have called the provider
+// under this assignment, and it did not. Left alone, a marked assignment
+// would be parked with "its call was started" as a known fact and a
+// duplicate call among the operator's choices, for a task that needed
+// nothing but a retry (adversarial review G).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
-	return h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
+	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
 		return err
 	}, log)
+	var fe *ledger.FencedError
+	if !errors.As(err, &fe) || fe.Current == nil || fe.Current.AssignmentVersion != t.AssignmentVersion {
+		return err
+	}
+	if fe.Current.State == ledger.StateUnknown {
+		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, t.AssignmentVersion, o...)
+			return err
+		}, log)
+		if err == nil {
+			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
+			return nil
+		}
+		if !errors.As(err, &fe) {
+			return err
+		}
+	}
+	if !parkedAtMine(t, fe) {
+		return err
+	}
+	now := h.Ledger.Now()
+	res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
+		"resolved by the worker: attempt %d of %d made no provider call (its lease ran out before the call, and the task was parked before the worker could give it back); retried",
+		t.Attempts, t.MaxAttempts)}
+	err = h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, t.AssignmentVersion, now, ledger.ErrorCallNotStarted, ledger.CallNotStartedMessage, res, o...)
+		return err
+	}, log)
+	if err == nil {
+		log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and a retry is due")
+	}
+	return err
 }
 
 // parkResult parks a task whose provider call succeeded but whose result

@@ -477,6 +477,42 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 	return l.clampDue(ctx, t)
 }
 
+// ErrorCallNotStarted is the error class of a task whose assignment was
+// given back from unknown (ReleaseUnknown) or whose unknown_outcome park
+// was resolved as a retry because no provider call was made under it.
+const ErrorCallNotStarted = "call_not_started"
+
+// CallNotStartedMessage says why (ErrorCallNotStarted).
+const CallNotStartedMessage = "no provider call was made under this assignment (its lease ran out before the call); re-queued"
+
+// ReleaseUnknown gives back the caller's assignment from unknown: the
+// reconciler expired its lease (the worker was slow, not gone) before the
+// worker made its provider call, and the worker knows that no call was
+// made under it — only the holder of an assignment calls the provider for
+// it. The uncertainty the expiry recorded is void: the task is queued
+// again, due for dispatch, its attempt given back like Release, its error
+// ErrorCallNotStarted (not unknown_outcome, which a later park would repeat
+// as "may have reached the provider"). Conditioned on assignment_version =
+// mine AND state = unknown. Errors: *FencedError.
+func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
+	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+	u.remove("lease_owner", "lease_until")
+	u.stamp(now)
+	fence(u, version, StateUnknown)
+	t, err := l.apply(ctx, "release_unknown", taskID, u)
+	if err != nil {
+		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
+			return nil, err
+		}
+	}
+	return l.clampDue(ctx, t)
+}
+
 // ReleaseClaim gives back a claim the caller could not confirm: its reply
 // was lost and the read that would recognise it (write_nonce) failed, so
 // the caller does not know the version it may hold. Conditioned on
