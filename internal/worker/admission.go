@@ -142,8 +142,17 @@ func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *l
 	var fe *ledger.FencedError
 	switch {
 	case errors.As(err, &fe):
-		log.WarnContext(ctx, "admission wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
-		return ack(OutcomeFenced)
+		// After the call-start mark (a re-admission, freshTicket) the lease
+		// may have expired to unknown at this assignment: no call was made,
+		// the task is given back (uncalled) and the message waits.
+		ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
+		if !ok {
+			log.WarnContext(ctx, "admission wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+			return ack(OutcomeFenced)
+		}
+		if uerr != nil {
+			log.ErrorContext(ctx, "admission wait refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
+		}
 	case err != nil:
 		// Give the assignment back anyway (no call was made): queued, and
 		// the next claim asks for admission again.

@@ -44,7 +44,7 @@ import (
 // Fixed: the worker gives the assignment back from unknown
 // (ledger.ReleaseUnknown: queued, its attempt given back, error
 // call_not_started) — or, when the reconciler parked it first (parked),
-// resolves the park as a retry (ledger.RetryLapsed) — and the next
+// resolves the park and releases it (ledger.ReleaseLapsed) — and the next
 // delivery makes the one call.
 func TestAttackReviewGRefusedRenewalIsRecordedAsAStartedCall(t *testing.T) {
 	for _, parked := range []bool{false, true} {
@@ -135,12 +135,9 @@ func refusedRenewal(t *testing.T, parked bool) {
 			t.Fatalf("no provider call was ever made (0 side effects), yet the worker left the task %s (%s); review known: %s",
 				got.State, got.ReviewReason, known)
 		}
-		wantState, wantAttempts := ledger.StateQueued, 0 // released from unknown: the attempt given back
-		if parked {
-			wantState, wantAttempts = ledger.StateRetryWait, 1 // the park resolved as a retry
-		}
-		if got.State != wantState || got.Attempts != wantAttempts || got.ErrorClass != ledger.ErrorCallNotStarted {
-			t.Fatalf("after the worker: %s, %d attempts, error %q; want %s, %d, %q", got.State, got.Attempts, got.ErrorClass, wantState, wantAttempts, ledger.ErrorCallNotStarted)
+		// Released from unknown, or from the park: the attempt given back.
+		if got.State != ledger.StateQueued || got.Attempts != 0 || got.ErrorClass != ledger.ErrorCallNotStarted {
+			t.Fatalf("after the worker: %s, %d attempts, error %q; want queued, 0, %q", got.State, got.Attempts, got.ErrorClass, ledger.ErrorCallNotStarted)
 		}
 		if parked {
 			r, err := b.l.GetReview(ctx, task.TaskID)

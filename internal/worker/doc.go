@@ -40,10 +40,11 @@
 //     the lease is renewed first, and a refused renewal, or one answered
 //     too late to leave a heartbeat of lease, means no call — the
 //     reconciler trusts a readback's "not found" once the lease end plus
-//     the call timeout has passed. A task given back without a call is
-//     released from unknown too (ledger.ReleaseUnknown), or its
-//     unknown_outcome park resolved as a retry, when the reconciler got
-//     there first. Then it
+//     the call timeout has passed. A task given back without a call
+//     after the mark (a refused mark repeat, renewal or admission wait
+//     included) is released from unknown too (ledger.ReleaseUnknown), or
+//     from its unknown_outcome park (ledger.ReleaseLapsed), when the
+//     reconciler got there first (uncalled). Then it
 //     calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version; its by_state due_at moves by whole leases, so two

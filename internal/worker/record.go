@@ -514,54 +514,69 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // release gives back an assignment under which no provider call was made
 // (the attempt too), repeating the write like a settling one: a lost or
 // throttled release would leave the task leased with no call behind it,
-// for the reconciler to find as an expired lease.
-//
-// When the reconciler expired the lease to unknown at this assignment
-// first (the worker was slow, not gone: its writes hung), the task is
-// given back from unknown (ledger.ReleaseUnknown), and when it was parked
-// unknown_outcome already, the park is resolved as a retry due now
-// (ledger.RetryLapsed): only this worker could have called the provider
-// under this assignment, and it did not. Left alone, a marked assignment
-// would be parked with "its call was started" as a known fact and a
-// duplicate call among the operator's choices, for a task that needed
-// nothing but a retry (adversarial review G).
+// for the reconciler to find as an expired lease. When the reconciler got
+// to the assignment first, the task is given back from where it put it
+// (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
 		return err
 	}, log)
 	var fe *ledger.FencedError
-	if !errors.As(err, &fe) || fe.Current == nil || fe.Current.AssignmentVersion != t.AssignmentVersion {
-		return err
+	if errors.As(err, &fe) {
+		if ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log); ok {
+			return uerr
+		}
 	}
-	if fe.Current.State == ledger.StateUnknown {
+	return err
+}
+
+// uncalled gives back an assignment under which no provider call was made
+// when a write of the no-call path (a release, the call-start mark's
+// repeat, an admission wait) was refused because the reconciler got to it
+// first: cur, the task as the refusal found it, is unknown at this
+// assignment (the lease expired while the worker's writes hung: the task
+// is released from there, ledger.ReleaseUnknown) or parked unknown_outcome
+// at it (the park is resolved and the task released,
+// ledger.ReleaseLapsed). Only this worker could have called the provider
+// under this assignment, and it did not; left alone, a marked assignment
+// is parked with "its call was started" as a known fact and a duplicate
+// call among the operator's choices, for a task that needed nothing but
+// another attempt (adversarial reviews G and H). ok=false: cur is neither,
+// nothing was written; err is the give-back's failure.
+func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, log *slog.Logger) (ok bool, err error) {
+	if cur == nil || cur.AssignmentVersion != t.AssignmentVersion {
+		return false, nil
+	}
+	if cur.State == ledger.StateUnknown {
 		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
 			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, t.AssignmentVersion, o...)
 			return err
 		}, log)
 		if err == nil {
 			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
-			return nil
+			return true, nil
 		}
-		if !errors.As(err, &fe) {
-			return err
+		var fe *ledger.FencedError
+		if !errors.As(err, &fe) || fe.Current == nil || fe.Current.AssignmentVersion != t.AssignmentVersion {
+			return true, err
 		}
+		cur = fe.Current // parked in between
 	}
-	if !parkedAtMine(t, fe) {
-		return err
+	if cur.State != ledger.StateNeedsReview || cur.ReviewReason != ledger.ReviewUnknownOutcome {
+		return err != nil, err
 	}
-	now := h.Ledger.Now()
 	res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
-		"resolved by the worker: attempt %d of %d made no provider call (its lease ran out before the call, and the task was parked before the worker could give it back); retried",
+		"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
 		t.Attempts, t.MaxAttempts)}
-	err = h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, t.AssignmentVersion, now, ledger.ErrorCallNotStarted, ledger.CallNotStartedMessage, res, o...)
+	err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.ReleaseLapsed(ctx, t.TaskID, t.AssignmentVersion, res, o...)
 		return err
 	}, log)
 	if err == nil {
-		log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and a retry is due")
+		log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
 	}
-	return err
+	return true, err
 }
 
 // parkResult parks a task whose provider call succeeded but whose result

@@ -107,6 +107,29 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 	return l.lapsedTx(ctx, "retry lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
 }
 
+// ReleaseLapsed records that no provider call was made under the parked
+// assignment at all (its worker's lease lapsed before the call, and the
+// worker gave the task back only after the park): the task is queued
+// again, due for dispatch, its attempt given back like Release's, its
+// error ErrorCallNotStarted, and the review item is resolved as retry.
+// Errors as above; an error for an empty r.By or r.Note.
+func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	if err := r.check("ReleaseLapsed"); err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
+	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+	t, err := l.lapsedTx(ctx, "release lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
+	if err != nil {
+		return nil, err
+	}
+	return l.clampDue(ctx, t)
+}
+
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
 // whose answer is known but could not be recorded as an outcome — a result
 // too large for the item (review result_too_large) or one whose save was

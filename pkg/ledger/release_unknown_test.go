@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -64,6 +65,94 @@ func TestReleaseUnknownGivesBackAnUncalledAssignment(t *testing.T) {
 		}
 		if again.Attempts != 1 || again.AssignmentVersion != c.AssignmentVersion+1 {
 			t.Fatalf("reclaimed: attempts %d version %d; want 1 and %d", again.Attempts, again.AssignmentVersion, c.AssignmentVersion+1)
+		}
+	})
+}
+
+// ReleaseLapsed resolves the unknown_outcome park of an assignment under
+// which no call was made: queued, the attempt given back, the review
+// resolved as retry — in one transaction, recognised after a lost reply,
+// never for another version, never twice.
+func TestReleaseLapsedResolvesTheParkAndGivesTheAttemptBack(t *testing.T) {
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		task := mustCreate(t, b, "release-lapsed-"+mode)
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Second)
+		u, err := b.l.ExpireToUnknown(ctx, task.TaskID, c.AssignmentVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.Park(ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: c.AssignmentVersion},
+			ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "may have acted"}); err != nil {
+			t.Fatal(err)
+		}
+		res := ledger.LapsedResolution{By: "worker w1", Note: "no call was made"}
+		if _, err := b.l.ReleaseLapsed(ctx, task.TaskID, c.AssignmentVersion+1, res); !isFenced(err) {
+			t.Fatalf("ReleaseLapsed at another version = %v, want fenced", err)
+		}
+		l, arm, lost := lossy(t, b, mode, "TransactWriteItems")
+		arm()
+		got, err := l.ReleaseLapsed(ctx, task.TaskID, c.AssignmentVersion, res)
+		if !lost() {
+			t.Fatal("the fault was not injected")
+		}
+		if err != nil {
+			t.Fatalf("ReleaseLapsed after a lost reply = %v; want its own write recognised", err)
+		}
+		if got.State != ledger.StateQueued || got.Attempts != 0 || got.ErrorClass != ledger.ErrorCallNotStarted {
+			t.Fatalf("released from the park: %s, %d attempts, error %q; want queued, 0, %s", got.State, got.Attempts, got.ErrorClass, ledger.ErrorCallNotStarted)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil || r.ReviewStatus != ledger.ReviewResolved || r.Resolution != ledger.ResolutionRetry || r.ResolutionNote != res.Note {
+			t.Fatalf("review after ReleaseLapsed: %+v, %v; want resolved as retry with the note", r, err)
+		}
+		if _, err := b.l.ReleaseLapsed(ctx, task.TaskID, c.AssignmentVersion, res); !isFenced(err) {
+			t.Fatalf("released twice: %v", err)
+		}
+	})
+}
+
+// ScheduleRetry and Fail are accepted from unknown at the caller's version
+// (the worker whose lease the reconciler expired knows its call was
+// refused), never from unknown at another version.
+func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		for _, name := range []string{"retry", "fail"} {
+			task := mustCreate(t, b, "from-unknown-"+name)
+			c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.clock.Advance(31 * time.Second)
+			if _, err := b.l.ExpireToUnknown(ctx, task.TaskID, c.AssignmentVersion); err != nil {
+				t.Fatal(err)
+			}
+			do := func(v int64) (*ledger.Task, error) {
+				if name == "retry" {
+					return b.l.ScheduleRetry(ctx, task.TaskID, v, b.clock.Now().Add(time.Minute), "transient", "429")
+				}
+				return b.l.Fail(ctx, task.TaskID, v, "permanent_input", "400")
+			}
+			if _, err := do(c.AssignmentVersion + 1); !isFenced(err) {
+				t.Fatalf("%s from unknown at another version = %v, want fenced", name, err)
+			}
+			got, err := do(c.AssignmentVersion)
+			if err != nil {
+				t.Fatalf("%s from unknown at mine: %v", name, err)
+			}
+			want := ledger.StateRetryWait
+			if name == "fail" {
+				want = ledger.StateFailed
+			}
+			if got.State != want || got.ErrorClass == "unknown_outcome" {
+				t.Fatalf("%s from unknown: %s, error %q; want %s and the refusal's error", name, got.State, got.ErrorClass, want)
+			}
 		}
 	})
 }

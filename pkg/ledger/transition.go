@@ -396,7 +396,10 @@ func (l *Ledger) sendCompletion(ctx context.Context, op, taskID string, version 
 }
 
 // ScheduleRetry moves the caller's assignment to retry_wait until notBefore.
-// Errors: *FencedError.
+// Like Complete, it is accepted from unknown at the caller's version too:
+// the reconciler expired the lease of a worker that was slow, not gone, and
+// the worker knows what its one call under the assignment came to (a
+// refusal: the provider did not act). Errors: *FencedError.
 func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()
@@ -406,7 +409,7 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
+	fence(u, version, StateRunning, StateUnknown)
 	t, err := l.apply(ctx, "retry", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
@@ -417,14 +420,15 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 }
 
 // Fail ends the caller's assignment as failed (the caller's input is at
-// fault). Errors: *FencedError.
+// fault), from running or — as ScheduleRetry — from unknown at the
+// caller's version. Errors: *FencedError.
 func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
 	u.stamp(now)
-	fence(u, version, StateRunning)
+	fence(u, version, StateRunning, StateUnknown)
 	t, err := l.apply(ctx, "fail", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
@@ -483,7 +487,7 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 const ErrorCallNotStarted = "call_not_started"
 
 // CallNotStartedMessage says why (ErrorCallNotStarted).
-const CallNotStartedMessage = "no provider call was made under this assignment (its lease ran out before the call); re-queued"
+const CallNotStartedMessage = "no provider call was made under this assignment; its lease had lapsed before the worker gave it back; re-queued"
 
 // ReleaseUnknown gives back the caller's assignment from unknown: the
 // reconciler expired its lease (the worker was slow, not gone) before the
