@@ -1,0 +1,110 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// noCallAfterExpiry runs the scenario of adversarial reviews G and H: a
+// worker whose writes after the call-start mark hang while the reconciler
+// expires its lease to unknown — and, parked, parks it unknown_outcome —
+// so that it makes no provider call. wire installs the scenario's faults
+// on b.h (its ledger, its admission) and calls expire(d) where the
+// reconciler runs: the clock moves d and the reconciler runs once (twice,
+// two minutes apart, parked). The provider has no idempotency keys and no
+// readback (Bedrock-like); the task has one attempt.
+//
+// It checks that the worker made no call and gave the task back from
+// where the reconciler put it — queued, its attempt given back, error
+// call_not_started, a park resolved as retry — never left it to be parked
+// saying its call was started, and that the next delivery makes the one
+// call. It returns the bundle, for checks of the scenario's own.
+func noCallAfterExpiry(t *testing.T, e *testenv.Env, key string, parked bool, wire func(b *bundle, task *ledger.Task, expire func(d time.Duration))) *bundle {
+	t.Helper()
+	b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+	ctx := context.Background()
+	g := newGate(b.sim)
+	b.h.Provider = g
+	b.h.CallTimeout = b.sim.CallTimeout()
+	task := b.create(t, key, prompt, func(n *ledger.NewTask) { n.MaxAttempts = 1 })
+
+	var (
+		recSum, parkSum reconciler.Summary
+		recErr, parkErr error
+		recRan          bool
+	)
+	wire(b, task, func(d time.Duration) {
+		b.clock.Advance(d)
+		recSum, recErr = b.reconcileG(b.sim)
+		recRan = true
+		if parked {
+			b.clock.Advance(2 * time.Minute)
+			parkSum, parkErr = b.reconcileG(b.sim)
+		}
+	})
+
+	b.send(t, task.TaskID)
+	ev := b.deliver(t, 1, 120)
+	first := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := b.h.Handle(ctx, ev); first <- resp }()
+	await(t, first)
+
+	if !recRan || recErr != nil || recSum.ExpiredToUnknown != 1 {
+		t.Fatalf("setup: the reconciler did not expire the marked lease while the worker's write hung (ran %v, err %v, %+v)", recRan, recErr, recSum)
+	}
+	if parked && (parkErr != nil || parkSum.Parked != 1) {
+		t.Fatalf("setup: the second reconciler run did not park the unknown task (err %v, %+v)", parkErr, parkSum)
+	}
+	select {
+	case <-g.started:
+		t.Fatal("the provider was called after the lease was expired to unknown")
+	default:
+	}
+	if n := b.sim.SideEffects(task.TaskID); n != 0 {
+		t.Fatalf("setup: %d side effects, want none (no call was made)", n)
+	}
+	got := b.get(t, task.TaskID)
+	if got.State != ledger.StateQueued || got.Attempts != 0 || got.ErrorClass != ledger.ErrorCallNotStarted {
+		var known string
+		if r, _ := b.l.GetReview(ctx, task.TaskID); r != nil {
+			known = strings.Join(r.Known, " | ")
+		}
+		t.Fatalf("no provider call was made (the worker knew it), yet the task is %s (%s) with %d attempts and error %q; want queued, 0, %s; review known: %s",
+			got.State, got.ReviewReason, got.Attempts, got.ErrorClass, ledger.ErrorCallNotStarted, known)
+	}
+	if parked {
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil || r.ReviewStatus != ledger.ReviewResolved || r.Resolution != ledger.ResolutionRetry || !strings.Contains(r.ResolutionNote, "made no provider call") {
+			t.Fatalf("the park's review: %+v, %v; want resolved as retry, saying no call was made", r, err)
+		}
+	}
+	// The next delivery makes the one call: the attempt was given back.
+	h2 := b.handler(b.l, b.sim)
+	h2.CallTimeout = b.sim.CallTimeout()
+	b.send(t, task.TaskID)
+	handle(t, h2, ctx, b.deliver(t, 1, 60))
+	if got := b.get(t, task.TaskID); got.State != ledger.StateCompleted || b.sim.SideEffects(task.TaskID) != 1 {
+		t.Fatalf("the task ended %s (%s) with %d side effects; want completed with 1", got.State, got.ReviewReason, b.sim.SideEffects(task.TaskID))
+	}
+	return b
+}
+
+// eachParked runs fn with parked false ("unknown") and true ("parked").
+func eachParked(t *testing.T, fn func(t *testing.T, parked bool)) {
+	for _, parked := range []bool{false, true} {
+		name := "unknown"
+		if parked {
+			name = "parked"
+		}
+		t.Run(name, func(t *testing.T) { fn(t, parked) })
+	}
+}
