@@ -119,9 +119,7 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
+	l.giveBack(u, taskID, now)
 	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 	t, err := l.lapsedTx(ctx, "release lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
 	if err != nil {

@@ -466,9 +466,7 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
+	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	fence(u, version, StateRunning)
@@ -501,9 +499,7 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
+	l.giveBack(u, taskID, now)
 	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
@@ -515,6 +511,15 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 		}
 	}
 	return l.clampDue(ctx, t)
+}
+
+// giveBack sets u to queue the task again, due for dispatch, with its
+// attempt given back: no provider call was made under the assignment
+// (Release, ReleaseClaim, ReleaseUnknown, ReleaseLapsed).
+func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
+	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	u.setExpr("#attempts = #attempts - :one").n("attempts")
+	u.v("one", num(1))
 }
 
 // ReleaseClaim gives back a claim the caller could not confirm: its reply
@@ -533,9 +538,7 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
-	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
+	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	u.v("owner", str(owner))
