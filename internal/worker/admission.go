@@ -145,6 +145,9 @@ func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *l
 		// After the call-start mark (a re-admission, freshTicket) the lease
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
+		if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
+			return r
+		}
 		ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
 		if !ok {
 			log.WarnContext(ctx, "admission wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))

@@ -49,6 +49,9 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		// The mark's repeat may find its own first send applied and the
 		// lease expired since (unknown, or parked, at this assignment):
 		// no call was made, the task is given back.
+		if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
+			return 0, r, false
+		}
 		if ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log); ok {
 			if uerr != nil {
 				log.ErrorContext(ctx, "call-start mark refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())

@@ -27,8 +27,10 @@ import (
 //     result (ledger.CancelUnknown) — opening the gate after the caller's
 //     cancel would let an approval start deliveries nobody wants, and
 //     nothing has used the result yet;
-//   - a definite refusal (the input rejected): ended cancelled — the
-//     provider did not act.
+//   - a definite refusal (the input rejected, a transient or a
+//     configuration refusal): ended cancelled — the provider did not act;
+//   - no call at all (the cancel fenced the assignment between the
+//     call-start mark and the call: uncalled): ended cancelled.
 //
 // Anything else is left to the reconciler's unknown rule, which the cancel
 // set up.
@@ -85,9 +87,10 @@ func (h *Handler) savedAfterCancel(ctx context.Context, c ledger.Completion, err
 	}
 }
 
-// cancelledRefusal handles a Fail refused (err) by a cancel of this very
-// assignment after the provider refused the call for its input: the
-// provider did not act, so the task ends cancelled. ok is false otherwise.
+// cancelledRefusal handles a Fail or a ScheduleRetry refused (err) by a
+// cancel of this very assignment after the provider refused the call (for
+// its input, or transiently): the provider did not act, so the task ends
+// cancelled. ok is false otherwise.
 func (h *Handler) cancelledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, class string, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
 	if !errors.As(err, &fe) || !ledger.CancelledAt(fe, t.AssignmentVersion) {

@@ -108,3 +108,21 @@ func eachParked(t *testing.T, fn func(t *testing.T, parked bool)) {
 		t.Run(name, func(t *testing.T) { fn(t, parked) })
 	}
 }
+
+// wantEndedCancelled fails t unless the task ended cancelled by what its
+// worker knew (what: why it must have), with no reconciler run after the
+// worker's: the reconciler's cancel rule would park a marked attempt
+// unknown_outcome.
+func wantEndedCancelled(t *testing.T, b *bundle, id, what string) {
+	t.Helper()
+	got := b.get(t, id)
+	if got.State == ledger.StateCancelled {
+		return
+	}
+	var known, uncertain string
+	if r, _ := b.l.GetReview(context.Background(), id); r != nil {
+		known, uncertain = strings.Join(r.Known, " | "), strings.Join(r.Uncertain, " | ")
+	}
+	t.Fatalf("%s (the worker knew), yet the worker left the task %s (review %q, error %q); want cancelled.\nreview known: %s\nreview uncertain: %s",
+		what, got.State, got.ReviewReason, got.ErrorClass, known, uncertain)
+}

@@ -129,6 +129,9 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
 		if fe != nil {
+			if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
+				return r
+			}
 			log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
 			return ack(OutcomeFenced)
 		}
@@ -363,8 +366,8 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		log.InfoContext(ctx, "failed: the input was rejected")
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
-		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			h.configReview(t, review.FailureOf(c, perr, msg)), log)
+		return h.parkRefused(ctx, rec, t, h.configReview(t, review.FailureOf(c, perr, msg)),
+			fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class), log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
@@ -378,8 +381,12 @@ func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Ta
 	now := h.Ledger.Now()
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
-		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore), log)
+		r := review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore)
+		if c.Class != retrypolicy.Transient {
+			return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, log)
+		}
+		return h.parkRefused(ctx, rec, t, r,
+			fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class), log)
 	}
 	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, log)
 }
@@ -416,6 +423,13 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	}, log)
 	if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
 		return r // parked unknown_outcome at this version: see lapsed.go
+	}
+	if c.Class == retrypolicy.Transient {
+		// A refusal (the provider did not act), not a re-send of an
+		// uncertain call: a cancel of this assignment ends the task.
+		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
+			return r
+		}
 	}
 	// No fallback when the repeats run out: a Release would give back an
 	// attempt the provider was called for (max_attempts bypassed, one call
@@ -516,7 +530,8 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // throttled release would leave the task leased with no call behind it,
 // for the reconciler to find as an expired lease. When the reconciler got
 // to the assignment first, the task is given back from where it put it
-// (uncalled).
+// (uncalled); when a cancel did, after the call-start mark, it ends
+// cancelled (cancelledUncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
@@ -524,11 +539,29 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}, log)
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
+		if _, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
+			return nil // ended cancelled: the message finds it so
+		}
 		if ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log); ok {
 			return uerr
 		}
 	}
 	return err
+}
+
+// cancelledUncalled ends the task cancelled when a cancel while running
+// fenced this very assignment (cur, the task as a refused write of a
+// no-call path found it) after its call-start mark and before its call:
+// nothing was called, but the reconciler's cancel rule, seeing the mark at
+// the cancelled version, would park it unknown_outcome saying the call had
+// started (adversarial review I). Without the mark at that version the
+// reconciler itself ends it cancelled as never started: ok=false.
+func (h *Handler) cancelledUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, log *slog.Logger) (result, bool) {
+	if cur == nil || cur.CallStartedVersion != t.AssignmentVersion ||
+		!ledger.CancelledAt(&ledger.FencedError{TaskID: t.TaskID, Version: t.AssignmentVersion, Current: cur}, t.AssignmentVersion) {
+		return result{}, false
+	}
+	return h.cancelFenced(ctx, rec, t, "cancelled while running after its call-start mark and before the provider call; no call was made", log), true
 }
 
 // uncalled gives back an assignment under which no provider call was made
@@ -580,15 +613,38 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t *ledger
 }
 
 // parkResult parks a task whose provider call succeeded but whose result
-// cannot be saved, from the states Complete accepts: running at the
-// caller's version, or unknown at the same version (the reconciler expired
-// the lease of this slow but alive worker; the assignment is still its
-// own). What the worker knows — the call succeeded, here is its reference
-// and size — is recorded rather than left to an unknown_outcome park.
+// cannot be saved (parkOwn): what the worker knows — the call succeeded,
+// here is its reference and size — is recorded rather than left to an
+// unknown_outcome park.
 func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
+	return h.parkOwn(ctx, t, o, r, h.parkOnce(ctx, t, o, r, log), log)
+}
+
+// parkRefused parks the worker's own assignment after the provider refused
+// its call (a config refusal, or a transient one with no budget left): the
+// provider did not act. As parkResult, from unknown at this version too;
+// and when a cancel while running fenced exactly this assignment first,
+// the task ends cancelled (why) — parked unknown_outcome instead, the
+// review would say the provider may have acted (adversarial review I).
+func (h *Handler) parkRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, r ledger.Review, why string, log *slog.Logger) result {
+	o := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	err := h.parkOnce(ctx, t, o, r, log)
 	var ce *ledger.ConflictError
-	if errors.As(err, &ce) && ce.State == ledger.StateUnknown && ce.Task != nil && ce.Task.AssignmentVersion == o.Version {
+	if errors.As(err, &ce) && ledger.CancelledAt(&ledger.FencedError{TaskID: t.TaskID, Version: o.Version, Current: ce.Task}, o.Version) {
+		return h.cancelFenced(ctx, rec, t, why, log)
+	}
+	return h.parkOwn(ctx, t, o, r, err, log)
+}
+
+// parkOwn settles a park of the worker's own assignment (o at its version)
+// that was refused (err) because the reconciler expired its lease first:
+// from unknown at the same version (the assignment is still its own) it
+// parks again from there, and when the reconciler parked it unknown_outcome
+// already, the worker's review replaces that one (reviseLapsed): what the
+// worker knows is recorded, not "the provider may have acted".
+func (h *Handler) parkOwn(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, err error, log *slog.Logger) result {
+	var ce *ledger.ConflictError
+	if errors.As(err, &ce) && ce.State == ledger.StateUnknown && ce.Task != nil && ce.Task.AssignmentVersion == o.Version && o.State != ledger.StateUnknown {
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
 		o.State = ledger.StateUnknown
 		return h.park(ctx, t, o, r, log)

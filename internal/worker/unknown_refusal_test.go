@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,53 +13,77 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestRefusalAfterTheLeaseLapsedToUnknownIsRecorded: a slow but alive
-// worker (Bedrock-like provider: no idempotency, no readback) whose lease
-// the reconciler expired to unknown at its own version; the provider then
-// refuses the call — it certainly did not act. ScheduleRetry and Fail are
-// accepted from unknown at the caller's version (as Complete is), so what
-// the worker learned settles the task: a 429 schedules the retry, a 400
-// fails it. They were fenced on running, the worker acknowledged
-// "fenced", and the task stayed unknown for the reconciler to park as "the
-// provider may have acted" (adversarial review H's side observation).
-func TestRefusalAfterTheLeaseLapsedToUnknownIsRecorded(t *testing.T) {
+// TestRefusalAfterTheLeaseLapsedIsRecorded: a slow but alive worker
+// (Bedrock-like provider: no idempotency, no readback) whose lease the
+// reconciler expired to unknown at its own version — "parked": and then
+// parked unknown_outcome; the provider then refuses the call: it certainly
+// did not act. What the worker learned settles the task, as a result would
+// (Complete, CompleteLapsed): a 429 schedules the retry, a 400 fails it, a
+// 429 on the last attempt parks it budget_exhausted, a credentials refusal
+// parks it provider_config — from unknown (ScheduleRetry and Fail accept
+// unknown at the caller's version; a park of the worker's own assignment
+// is written from there) or from the park (RetryLapsed, FailLapsed, the
+// review revised). They were refused as "fenced", and the reconciler
+// parked the task saying the provider may have acted (and billed), with a
+// duplicate call among the operator's actions and — for credentials —
+// nothing said about what needs fixing (adversarial reviews H and I).
+func TestRefusalAfterTheLeaseLapsedIsRecorded(t *testing.T) {
 	for _, c := range []struct {
-		fault simulated.Fault
-		want  ledger.State
-		class string
+		name        string
+		fault       simulated.Fault
+		maxAttempts int
+		want        ledger.State
+		class       string // the task's error class (unparked), or
+		reason      string // its review reason (parked by the worker)
 	}{
-		{simulated.Throttle, ledger.StateRetryWait, "transient"},
-		{simulated.BadRequest, ledger.StateFailed, "permanent_input"},
+		{"throttle", simulated.Throttle, 0, ledger.StateRetryWait, "transient", ""},
+		{"bad_request", simulated.BadRequest, 0, ledger.StateFailed, "permanent_input", ""},
+		{"throttle_last_attempt", simulated.Throttle, 1, ledger.StateNeedsReview, "", ledger.ReviewBudgetExhausted},
+		{"credentials", simulated.Credentials, 0, ledger.StateNeedsReview, "", ledger.ReviewProviderConfig},
 	} {
-		t.Run(string(c.fault), func(t *testing.T) {
-			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-				b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
-				g := newGate(b.sim)
-				b.h.Provider = g
-				task := b.create(t, "unknown-refusal-"+string(c.fault), prompt)
-				b.sim.Script(task.TaskID, c.fault)
-				b.send(t, task.TaskID)
-				ev := b.deliver(t, 1, 60)
-				done := make(chan events.SQSEventResponse, 1)
-				go func() { resp, _ := b.h.Handle(context.Background(), ev); done <- resp }()
-				g.waitStarted(t)
-				b.clock.Advance(time.Minute) // the lease and its grace are past
-				if s := b.reconcile(t, b.sim); s.ExpiredToUnknown != 1 {
-					t.Fatalf("setup: reconciler %+v; want the lease expired to unknown", s)
-				}
-				if cur := b.get(t, task.TaskID); cur.State != ledger.StateUnknown {
-					t.Fatalf("setup: the task is %s, want unknown", cur.State)
-				}
-				close(g.release)
-				await(t, done)
-				got := b.get(t, task.TaskID)
-				if b.sim.SideEffects(task.TaskID) != 0 {
-					t.Fatal("setup: the provider acted")
-				}
-				if got.State != c.want || got.ErrorClass != c.class {
-					t.Fatalf("the provider refused the call (%s: it did not act), yet the task is %s with error %q %q; want %s, %q",
-						c.fault, got.State, got.ErrorClass, got.ErrorMessage, c.want, c.class)
-				}
+		t.Run(c.name, func(t *testing.T) {
+			eachParked(t, func(t *testing.T, parked bool) {
+				testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+					b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+					ctx := context.Background()
+					g := newGate(b.sim)
+					b.h.Provider = g
+					task := b.create(t, "lapsed-refusal-"+c.name, prompt, func(n *ledger.NewTask) {
+						if c.maxAttempts > 0 {
+							n.MaxAttempts = c.maxAttempts
+						}
+					})
+					b.sim.Script(task.TaskID, c.fault)
+					b.send(t, task.TaskID)
+					ev := b.deliver(t, 1, 60)
+					done := make(chan events.SQSEventResponse, 1)
+					go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
+					g.waitStarted(t)
+					b.clock.Advance(time.Minute) // the lease and its grace are past
+					if s := b.reconcile(t, b.sim); s.ExpiredToUnknown != 1 {
+						t.Fatalf("setup: reconciler %+v; want the lease expired to unknown", s)
+					}
+					if parked {
+						b.clock.Advance(2 * time.Minute)
+						if s := b.reconcile(t, b.sim); s.Parked != 1 {
+							t.Fatalf("setup: reconciler %+v; want the unknown task parked", s)
+						}
+					}
+					close(g.release) // the provider refuses: it did not act
+					await(t, done)
+					if b.sim.SideEffects(task.TaskID) != 0 {
+						t.Fatal("setup: the provider acted")
+					}
+					got := b.get(t, task.TaskID)
+					var known string
+					if r, _ := b.l.GetReview(ctx, task.TaskID); r != nil && r.ReviewStatus == ledger.ReviewOpen {
+						known = strings.Join(r.Known, " | ")
+					}
+					if got.State != c.want || (c.class != "" && got.ErrorClass != c.class) || got.ReviewReason != c.reason && c.reason != "" {
+						t.Fatalf("the provider refused the call (%s: it did not act), yet the worker left the task %s (review %q, error %q %q); want %s %s%s; open review known: %s",
+							c.fault, got.State, got.ReviewReason, got.ErrorClass, got.ErrorMessage, c.want, c.class, c.reason, known)
+					}
+				})
 			})
 		})
 	}

@@ -1,0 +1,109 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestAttackReviewICancelBeforeTheCallIsParkedAsMayHaveActed (adversarial
+// review i, commits bed7a43/b458a38): "every no-call path after the
+// call-start mark gives the task back from where the reconciler put it"
+// (uncalled) — from unknown or from the unknown_outcome park at the
+// worker's own version. A cancel while running puts it somewhere else:
+// CancelRunning fences the assignment (unknown at v+1, cancel_version v),
+// and the reconciler's rule for it trusts the call-start mark: marked at
+// v, the call "may have started", so with no readback the task is parked
+// unknown_outcome. The worker that made no call knows better (as it does
+// for a definite refusal: cancelledRefusal ends the task cancelled), but
+// its no-call path hands only its own version to uncalled; at v+1 it
+// acknowledges "fenced" and says nothing.
+//
+// Sequence (lease 30 s; provider without idempotency keys or readback):
+//
+//	C+0   claim (v), call-start mark applied (lease to C+30); its reply is
+//	      slow: C+25 when it arrives;
+//	C+20  the caller cancels: CancelRunning → unknown at v+1,
+//	      cancel_version v;
+//	C+25  leaseForCall: under lease/3 left → renew → refused (v+1) → no
+//	      call, ack "fenced";
+//	later the reconciler: marked at v = the cancelled version, no readback
+//	      → parked unknown_outcome, "its call ... was started", "whether the
+//	      provider performed (and billed) the generation" uncertain.
+//
+// DESIGN §1.6 and the cancel contract (ledger.CancelRunning: "ends it
+// cancelled ... once it is known that the provider did not act (no call
+// started ...)"): the caller asked to stop, nothing was called, the
+// worker knew it, and the task ends parked for a person with a review
+// that states a started call as known and a possible charge as uncertain.
+func TestAttackReviewICancelBeforeTheCallIsParkedAsMayHaveActed(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		ctx := context.Background()
+		g := newGate(b.sim)
+		b.h.Provider = g
+		b.h.CallTimeout = b.sim.CallTimeout()
+		task := b.create(t, "i-cancel-nocall", prompt)
+
+		var cancelErr error
+		cancelled := false
+		inj := faultinject.New(nil)
+		inj.OnResult = func(c faultinject.Call, params, result any, err error) {
+			if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" || c.N != 2 || err != nil {
+				return
+			}
+			// The mark (the second UpdateItem after the claim) was applied;
+			// its reply is slow. Meanwhile the caller cancels.
+			b.clock.Advance(20 * time.Second)
+			read, gerr := b.l.Get(context.Background(), task.TaskID)
+			if gerr != nil {
+				cancelErr = gerr
+				return
+			}
+			if read.State != ledger.StateRunning || read.CallStartedVersion != read.AssignmentVersion {
+				cancelErr = errSetup("the mark was not applied: " + string(read.State))
+				return
+			}
+			_, cancelErr = b.l.CancelRunning(context.Background(), read)
+			cancelled = cancelErr == nil
+			b.clock.Advance(5 * time.Second)
+		}
+		cfg := b.e.AWS.Copy()
+		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
+		fl, err := ledger.New(awsclient.DynamoDB(cfg), b.l.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.h.Ledger = fl
+
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 120)
+		done := make(chan events.SQSEventResponse, 1)
+		go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
+		await(t, done)
+		if !cancelled {
+			t.Fatalf("setup: the cancel while running did not land (%v)", cancelErr)
+		}
+		select {
+		case <-g.started:
+			t.Fatal("setup: the provider was called; this attack wants the no-call path")
+		default:
+		}
+		if n := b.sim.SideEffects(task.TaskID); n != 0 {
+			t.Fatalf("setup: %d side effects, want none", n)
+		}
+		wantEndedCancelled(t, b, task.TaskID, "cancelled while running before any provider call")
+	})
+}
+
+type errSetup string
+
+func (e errSetup) Error() string { return string(e) }
