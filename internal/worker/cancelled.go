@@ -27,10 +27,13 @@ import (
 //     result (ledger.CancelUnknown) — opening the gate after the caller's
 //     cancel would let an approval start deliveries nobody wants, and
 //     nothing has used the result yet;
-//   - a definite refusal (the input rejected, a transient or a
-//     configuration refusal): ended cancelled — the provider did not act;
+//   - a definite refusal (never sent, the input or the configuration
+//     refused, throttled: definiteRefusal — not a 5xx, which may hide a
+//     generation): ended cancelled — the provider did not act;
 //   - no call at all (the cancel fenced the assignment between the
-//     call-start mark and the call: uncalled): ended cancelled.
+//     call-start mark and the call: cancelledUncalled): ended cancelled;
+//   - both also once the reconciler parked the cancel unknown_outcome
+//     (ledger.CancelLapsed, resolving its review: cancelledKnown).
 //
 // Anything else is left to the reconciler's unknown rule, which the cancel
 // set up.
@@ -93,11 +96,42 @@ func (h *Handler) savedAfterCancel(ctx context.Context, c ledger.Completion, err
 // cancelled. ok is false otherwise.
 func (h *Handler) cancelledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, class string, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
-	if !errors.As(err, &fe) || !ledger.CancelledAt(fe, t.AssignmentVersion) {
+	if !errors.As(err, &fe) {
 		return result{}, false
 	}
 	why := fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", class)
-	return h.cancelFenced(ctx, rec, t, why, log), true
+	return h.cancelledKnown(ctx, rec, t, fe.Current, why, log)
+}
+
+// cancelledKnown ends the task cancelled (why) when a cancel while running
+// fenced exactly this assignment and the worker knows the provider did not
+// act under it: while the task is still unknown at the cancel's version
+// (cancelFenced), and also once the reconciler's cancel rule parked it
+// unknown_outcome there (ledger.CancelLapsed, resolving that review: it
+// says the call may have acted). cur is the task as the refused write
+// found it; ok=false when it shows no such cancel.
+func (h *Handler) cancelledKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, why string, log *slog.Logger) (result, bool) {
+	v := t.AssignmentVersion
+	fe := &ledger.FencedError{TaskID: t.TaskID, Version: v, Current: cur}
+	switch {
+	case cur == nil:
+		return result{}, false
+	case ledger.CancelledAt(fe, v):
+		return h.cancelFenced(ctx, rec, t, why, log), true
+	case !cancelParkedAt(fe, v):
+		return result{}, false
+	}
+	res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: "resolved by the worker: " + why}
+	err := h.save(ctx, rec, t, "cancel a cancelled park", func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.CancelLapsed(ctx, t.TaskID, v+1, why, res, o...)
+		return err
+	}, log)
+	if err != nil {
+		log.WarnContext(ctx, "ending the cancelled park failed; it stays for review", "error", err.Error())
+		return ack(OutcomeFenced), true
+	}
+	log.InfoContext(ctx, "cancelled while running; the park ended by what the worker knew", "why", why)
+	return ack(OutcomeFenced), true
 }
 
 // cancelFenced ends the task cancelled at the cancel's version (v+1).

@@ -348,10 +348,17 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		r.retry = true // unfinished in this invocation: report it
 		return r
 	}
+	// A refusal in so many words (never sent, 4xx, throttled): the provider
+	// did not act, so what the worker learned settles its assignment even
+	// where the reconciler got first (from unknown, from the park, after a
+	// cancel). Anything else that was sent (a 5xx, an unclassified error)
+	// may have acted: the reconciler's unknown rule keeps deciding there
+	// (adversarial review J: a 502 after the model generated).
+	refused := definiteRefusal(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
 		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, append(o, ledger.AfterRefusal())...)
 			return err
 		}, log)
 		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
@@ -366,29 +373,38 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		log.InfoContext(ctx, "failed: the input was rejected")
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
-		return h.parkRefused(ctx, rec, t, h.configReview(t, review.FailureOf(c, perr, msg)),
-			fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class), log)
+		r := h.configReview(t, review.FailureOf(c, perr, msg))
+		if !refused {
+			return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, log)
+		}
+		return h.parkRefused(ctx, rec, t, r, refusedWhy(c), log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
-		return h.retry(ctx, rec, t, c, msg, log)
+		return h.retry(ctx, rec, t, c, msg, refused, log)
 	}
 }
 
+// refusedWhy is the error message of a task a cancel fenced after its
+// call was refused (c).
+func refusedWhy(c retrypolicy.Classification) string {
+	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class)
+}
+
 // retry schedules the next attempt, or parks the task when it would not fit
-// its budgets.
-func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
+// its budgets. refused: the provider refused the call in so many words
+// (definiteRefusal).
+func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, refused bool, log *slog.Logger) result {
 	now := h.Ledger.Now()
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
 		r := review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore)
-		if c.Class != retrypolicy.Transient {
+		if !refused {
 			return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, log)
 		}
-		return h.parkRefused(ctx, rec, t, r,
-			fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class), log)
+		return h.parkRefused(ctx, rec, t, r, refusedWhy(c), log)
 	}
-	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, log)
+	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
 }
 
 // nextRetry returns when the next attempt may start, or which budget rules
@@ -416,17 +432,20 @@ func (h *Handler) policyMaxAge() time.Duration {
 	return retrypolicy.DefaultMaxAge
 }
 
-func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, log *slog.Logger) result {
+func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
 	err := h.save(ctx, rec, t, "retry", func(o ...ledger.WriteOption) error {
+		if refused {
+			o = append(o, ledger.AfterRefusal()) // from unknown at this version too
+		}
 		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 		return err
 	}, log)
-	if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
-		return r // parked unknown_outcome at this version: see lapsed.go
-	}
-	if c.Class == retrypolicy.Transient {
-		// A refusal (the provider did not act), not a re-send of an
-		// uncertain call: a cancel of this assignment ends the task.
+	if refused {
+		// The provider did not act: a park of this assignment is settled
+		// (lapsed.go), a cancel of it ends the task.
+		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
+			return r
+		}
 		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
 			return r
 		}
@@ -453,7 +472,7 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 		now := h.Ledger.Now()
 		if notBefore, budget := h.nextRetry(t, c, now); budget == "" {
 			return h.scheduleRetry(ctx, rec, t, c,
-				msg+" (the provider deduplicates by operation id, so it is re-sent under the same key)", notBefore, now, log)
+				msg+" (the provider deduplicates by operation id, so it is re-sent under the same key)", notBefore, now, false, log)
 		}
 	}
 	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) error {
@@ -554,14 +573,14 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 // no-call path found it) after its call-start mark and before its call:
 // nothing was called, but the reconciler's cancel rule, seeing the mark at
 // the cancelled version, would park it unknown_outcome saying the call had
-// started (adversarial review I). Without the mark at that version the
-// reconciler itself ends it cancelled as never started: ok=false.
+// started (adversarial reviews I and J: also once it did). Without the
+// mark at that version the reconciler itself ends it cancelled as never
+// started: ok=false.
 func (h *Handler) cancelledUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, log *slog.Logger) (result, bool) {
-	if cur == nil || cur.CallStartedVersion != t.AssignmentVersion ||
-		!ledger.CancelledAt(&ledger.FencedError{TaskID: t.TaskID, Version: t.AssignmentVersion, Current: cur}, t.AssignmentVersion) {
+	if cur == nil || cur.CallStartedVersion != t.AssignmentVersion {
 		return result{}, false
 	}
-	return h.cancelFenced(ctx, rec, t, "cancelled while running after its call-start mark and before the provider call; no call was made", log), true
+	return h.cancelledKnown(ctx, rec, t, cur, "cancelled while running after its call-start mark and before the provider call; no call was made", log)
 }
 
 // uncalled gives back an assignment under which no provider call was made
@@ -621,17 +640,20 @@ func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkO
 }
 
 // parkRefused parks the worker's own assignment after the provider refused
-// its call (a config refusal, or a transient one with no budget left): the
-// provider did not act. As parkResult, from unknown at this version too;
-// and when a cancel while running fenced exactly this assignment first,
-// the task ends cancelled (why) — parked unknown_outcome instead, the
-// review would say the provider may have acted (adversarial review I).
+// its call in so many words (a config refusal, or a throttle with no
+// budget left: definiteRefusal): the provider did not act. As parkResult,
+// from unknown at this version too; and when a cancel while running fenced
+// exactly this assignment first, the task ends cancelled (why,
+// cancelledKnown) — parked unknown_outcome instead, the review would say
+// the provider may have acted (adversarial review I).
 func (h *Handler) parkRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, r ledger.Review, why string, log *slog.Logger) result {
 	o := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	err := h.parkOnce(ctx, t, o, r, log)
 	var ce *ledger.ConflictError
-	if errors.As(err, &ce) && ledger.CancelledAt(&ledger.FencedError{TaskID: t.TaskID, Version: o.Version, Current: ce.Task}, o.Version) {
-		return h.cancelFenced(ctx, rec, t, why, log)
+	if errors.As(err, &ce) {
+		if res, ok := h.cancelledKnown(ctx, rec, t, ce.Task, why, log); ok {
+			return res
+		}
 	}
 	return h.parkOwn(ctx, t, o, r, err, log)
 }

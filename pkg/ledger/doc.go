@@ -16,12 +16,13 @@
 // assignment_version, the fencing token: Claim increments it, and Renew,
 // Complete, ScheduleRetry, Fail and MarkUnknown are all conditioned on
 // "assignment_version = mine AND state = running". A worker that lost its
-// lease gets *FencedError and must save nothing. Complete, ScheduleRetry
-// and Fail also accept state unknown at the caller's own version (the
-// reconciler expired the lease of a worker that was slow but alive; no
-// other attempt started), so what that worker learned — a result, a
-// refusal — still settles the task; ReleaseUnknown gives such an
-// assignment back when its worker made no call at all. When the reconciler has
+// lease gets *FencedError and must save nothing. Complete — and, after a
+// refusal in so many words (AfterRefusal), ScheduleRetry and Fail — also
+// accept state unknown at the caller's own version (the reconciler expired
+// the lease of a worker that was slow but alive; no other attempt
+// started), so what that worker learned — a result, a refusal — still
+// settles the task; ReleaseUnknown gives such an assignment back when its
+// worker made no call at all. When the reconciler has
 // already parked that task unknown_outcome (no readback) at the same
 // version, the attempt's real outcome settles the park in one
 // TransactWriteItems of task and review item, fenced the same way (state
@@ -30,7 +31,9 @@
 // fails a rejected input (resolved failed), RetryLapsed schedules the retry
 // of a transient refusal (resolved retry), ReleaseLapsed re-queues an
 // assignment that made no call, its attempt given back (resolved retry),
-// and ReviseLapsed turns the open
+// CancelLapsed ends cancelled the park of a cancel while running whose
+// worker knows the provider did not act (resolved cancelled), and
+// ReviseLapsed turns the open
 // review into result_too_large or result_not_saved when the result cannot
 // be saved. ReviseLapsedReview revises the review item alone (conditioned
 // on its park_count) when that transaction keeps failing. MarkCallStarted,

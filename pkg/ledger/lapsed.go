@@ -128,6 +128,25 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 	return l.clampDue(ctx, t)
 }
 
+// CancelLapsed ends cancelled a task the reconciler parked unknown_outcome
+// from a cancel while running (version: the park's, the cancel's v+1;
+// cancel_version set) when the worker of the cancelled assignment knows
+// the provider did not act — it made no call, or the call was refused.
+// why is recorded as the error message (class cancelled_while_running)
+// and the review item is resolved as cancelled. Errors as above; an error
+// for an empty r.By or r.Note.
+func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	if err := r.check("CancelLapsed"); err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	l.off(u, StateCancelled, now)
+	setError(u, ErrorCancelledWhileRunning, why)
+	u.cond("attribute_exists(" + u.n("cancel_version") + ")")
+	return l.lapsedTx(ctx, "cancel lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCancelled, now), -1)
+}
+
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
 // whose answer is known but could not be recorded as an outcome — a result
 // too large for the item (review result_too_large) or one whose save was

@@ -315,6 +315,7 @@ type update struct {
 	values               map[string]types.AttributeValue
 	nonce                string // write_nonce to set (apply: default fresh)
 	deadlineMs           int64  // the task's age deadline (WithAgeDeadline), 0: not given
+	refused              bool   // AfterRefusal: also from unknown at the caller's version
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment
@@ -336,6 +337,28 @@ func WithNonce(nonce string) WriteOption {
 // age budget. Without it the renewal sets due_at to the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
+}
+
+// AfterRefusal says the caller's provider call was refused in so many words
+// — never sent, refused for its input or configuration, throttled: the
+// provider did not act. ScheduleRetry and Fail then accept state unknown at
+// the caller's own version as well as running: the reconciler expired the
+// lease of a worker that was slow, not gone, and what that worker learned
+// settles the uncertainty the expiry recorded (as Complete's result does).
+// Without it (a 5xx, an unclassified error: the provider may have acted)
+// they stay fenced on running, and the unknown task is the reconciler's to
+// read back or park.
+func AfterRefusal() WriteOption {
+	return func(u *update) { u.refused = true }
+}
+
+// fromStates are the states a settling write of the caller's assignment
+// is accepted from: running, and unknown too after a refusal.
+func (u *update) fromStates() (State, []State) {
+	if u.refused {
+		return StateRunning, []State{StateUnknown}
+	}
+	return StateRunning, nil
 }
 
 // NewNonce returns a fresh write nonce for WithNonce.

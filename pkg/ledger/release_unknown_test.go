@@ -117,8 +117,9 @@ func TestReleaseLapsedResolvesTheParkAndGivesTheAttemptBack(t *testing.T) {
 }
 
 // ScheduleRetry and Fail are accepted from unknown at the caller's version
-// (the worker whose lease the reconciler expired knows its call was
-// refused), never from unknown at another version.
+// after a refusal (AfterRefusal: the worker whose lease the reconciler
+// expired knows its call was refused), never without it (a 5xx may hide a
+// generation: the reconciler's to read back), never at another version.
 func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
@@ -133,16 +134,19 @@ func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
 			if _, err := b.l.ExpireToUnknown(ctx, task.TaskID, c.AssignmentVersion); err != nil {
 				t.Fatal(err)
 			}
-			do := func(v int64) (*ledger.Task, error) {
+			do := func(v int64, o ...ledger.WriteOption) (*ledger.Task, error) {
 				if name == "retry" {
-					return b.l.ScheduleRetry(ctx, task.TaskID, v, b.clock.Now().Add(time.Minute), "transient", "429")
+					return b.l.ScheduleRetry(ctx, task.TaskID, v, b.clock.Now().Add(time.Minute), "transient", "429", o...)
 				}
-				return b.l.Fail(ctx, task.TaskID, v, "permanent_input", "400")
+				return b.l.Fail(ctx, task.TaskID, v, "permanent_input", "400", o...)
 			}
-			if _, err := do(c.AssignmentVersion + 1); !isFenced(err) {
+			if _, err := do(c.AssignmentVersion); !isFenced(err) {
+				t.Fatalf("%s from unknown without AfterRefusal = %v, want fenced", name, err)
+			}
+			if _, err := do(c.AssignmentVersion+1, ledger.AfterRefusal()); !isFenced(err) {
 				t.Fatalf("%s from unknown at another version = %v, want fenced", name, err)
 			}
-			got, err := do(c.AssignmentVersion)
+			got, err := do(c.AssignmentVersion, ledger.AfterRefusal())
 			if err != nil {
 				t.Fatalf("%s from unknown at mine: %v", name, err)
 			}
@@ -153,6 +157,63 @@ func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
 			if got.State != want || got.ErrorClass == "unknown_outcome" {
 				t.Fatalf("%s from unknown: %s, error %q; want %s and the refusal's error", name, got.State, got.ErrorClass, want)
 			}
+		}
+	})
+}
+
+// CancelLapsed ends cancelled the unknown_outcome park of a cancel while
+// running (at the cancel's version, cancel_version set), resolving its
+// review as cancelled — recognised after a lost reply, never twice, never
+// for a park that no cancel made.
+func TestCancelLapsedEndsACancelledPark(t *testing.T) {
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		res := ledger.LapsedResolution{By: "worker w1", Note: "no call was made"}
+		park := func(key string, cancel bool) (*ledger.Task, int64) {
+			task := mustCreate(t, b, key+"-"+mode)
+			c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var u *ledger.Task
+			if cancel {
+				u, err = b.l.CancelRunning(ctx, c)
+			} else {
+				b.clock.Advance(31 * time.Second)
+				u, err = b.l.ExpireToUnknown(ctx, task.TaskID, c.AssignmentVersion)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.l.Park(ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: u.AssignmentVersion},
+				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "may have acted"}); err != nil {
+				t.Fatal(err)
+			}
+			return u, u.AssignmentVersion
+		}
+		plain, pv := park("cancel-lapsed-nocancel", false)
+		if _, err := b.l.CancelLapsed(ctx, plain.TaskID, pv, "why", res); !isFenced(err) {
+			t.Fatalf("CancelLapsed of a park no cancel made = %v, want fenced", err)
+		}
+		task, v := park("cancel-lapsed", true)
+		l, arm, lost := lossy(t, b, mode, "TransactWriteItems")
+		arm()
+		got, err := l.CancelLapsed(ctx, task.TaskID, v, "cancelled before the call; no call was made", res)
+		if !lost() {
+			t.Fatal("the fault was not injected")
+		}
+		if err != nil {
+			t.Fatalf("CancelLapsed after a lost reply = %v; want its own write recognised", err)
+		}
+		if got.State != ledger.StateCancelled || got.ErrorClass != ledger.ErrorCancelledWhileRunning {
+			t.Fatalf("after CancelLapsed: %s, error %q; want cancelled, %s", got.State, got.ErrorClass, ledger.ErrorCancelledWhileRunning)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil || r.ReviewStatus != ledger.ReviewResolved || r.Resolution != ledger.ResolutionCancelled {
+			t.Fatalf("review after CancelLapsed: %+v, %v; want resolved cancelled", r, err)
+		}
+		if _, err := b.l.CancelLapsed(ctx, task.TaskID, v, "again", res); !isFenced(err) {
+			t.Fatalf("CancelLapsed twice = %v, want fenced", err)
 		}
 	})
 }

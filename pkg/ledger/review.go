@@ -41,6 +41,9 @@ const (
 	ResolutionRetry     = "retry"
 	ResolutionCompleted = "completed"
 	ResolutionFailed    = "failed"
+	// ResolutionCancelled: a worker ended the parked task cancelled
+	// (CancelLapsed); not an operator's choice.
+	ResolutionCancelled = "cancelled"
 )
 
 // Review is one item of the dead-letter review table. Its attributes are

@@ -395,11 +395,9 @@ func (l *Ledger) sendCompletion(ctx context.Context, op, taskID string, version 
 	return t, nil
 }
 
-// ScheduleRetry moves the caller's assignment to retry_wait until notBefore.
-// Like Complete, it is accepted from unknown at the caller's version too:
-// the reconciler expired the lease of a worker that was slow, not gone, and
-// the worker knows what its one call under the assignment came to (a
-// refusal: the provider did not act). Errors: *FencedError.
+// ScheduleRetry moves the caller's assignment to retry_wait until notBefore;
+// with AfterRefusal, from unknown at the caller's version too.
+// Errors: *FencedError.
 func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()
@@ -409,7 +407,8 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning, StateUnknown)
+	from, also := u.fromStates()
+	fence(u, version, from, also...)
 	t, err := l.apply(ctx, "retry", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
@@ -420,15 +419,16 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 }
 
 // Fail ends the caller's assignment as failed (the caller's input is at
-// fault), from running or — as ScheduleRetry — from unknown at the
-// caller's version. Errors: *FencedError.
+// fault); with AfterRefusal, from unknown at the caller's version too.
+// Errors: *FencedError.
 func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
 	u.stamp(now)
-	fence(u, version, StateRunning, StateUnknown)
+	from, also := u.fromStates()
+	fence(u, version, from, also...)
 	t, err := l.apply(ctx, "fail", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
