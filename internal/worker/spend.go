@@ -288,28 +288,12 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 	return rs.max
 }
 
-// definiteRefusal reports whether a failed call certainly used no tokens:
-// never sent, refused for its input or configuration (4xx), or throttled
-// (429 and the AWS throttling codes). Anything else that was sent — a 5xx,
-// an unclassified or cancelled call, an unknown outcome — may have
-// generated.
-func definiteRefusal(err error) bool {
-	if errors.Is(err, retrypolicy.ErrRequestNotSent) {
-		return true
-	}
-	c := retrypolicy.DefaultClassifier(err)
-	switch c.Class {
-	case retrypolicy.PermanentInput, retrypolicy.PermanentConfig:
-		return true
-	case retrypolicy.UnknownOutcome:
-		return false
-	}
-	var se *retrypolicy.StatusError
-	if errors.As(err, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
-		return true
-	}
-	return c.Throttle() || c.Reason == "request_not_sent" || c.Reason == "dial_error"
-}
+// definiteRefusal reports whether a failed call certainly used no tokens
+// and made no side effect: retrypolicy.Refused (never sent, a 4xx that
+// says the request was not performed, throttled). Anything else that was
+// sent — a 3xx, a 5xx, an unclassified or cancelled call, an unknown
+// outcome — may have acted.
+func definiteRefusal(err error) bool { return retrypolicy.Refused(err) }
 
 // spendMetric writes one EMF record: the tokens and cost of a settled
 // call, or a count (BudgetExhausted).

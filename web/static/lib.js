@@ -180,7 +180,7 @@
     unknown: 'outcome uncertain; the reconciler will read the provider back',
     completed: 'result saved',
     failed: 'failed permanently',
-    cancelled: 'cancelled before it ran',
+    cancelled: 'cancelled by its caller; the provider did not act on it (see the error for how that is known)',
     needs_review: 'parked for a person — see the review block',
     awaiting_approval: 'result saved; waiting for a person to approve or reject it',
     rejected: 'rejected by a person; nothing will be delivered'

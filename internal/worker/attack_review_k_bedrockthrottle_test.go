@@ -1,0 +1,167 @@
+package worker_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/taskledger/taskledger/internal/provider/bedrock"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+const kBedrockModel = "anthropic.claude-k-test"
+
+// kThrottlingBedrock is the real Bedrock adapter (the real SDK client)
+// against a local endpoint that answers every Converse with Bedrock's own
+// throttle: HTTP 429, ThrottlingException — turned away, not performed.
+func kThrottlingBedrock(t *testing.T) (*bedrock.Provider, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Requestid", "req-k-0001")
+		w.Header().Set("X-Amzn-Errortype", "ThrottlingException")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"message":"Too many requests, please wait before trying again."}`)
+	}))
+	t.Cleanup(srv.Close)
+	p, err := bedrock.NewFromConfig(aws.Config{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI", ""),
+		RetryMaxAttempts: 1,
+		BaseEndpoint:     aws.String(srv.URL),
+	}, bedrock.Options{Model: kBedrockModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, &calls
+}
+
+// TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal (adversarial review
+// k, commit 90759df): "only a refusal in so many words (definiteRefusal:
+// never sent, 4xx, throttled) settles an assignment the reconciler got to
+// first". definiteRefusal recognises a throttle by
+// Classification.Throttle() (reason "http_429" or "aws_<throttle code>")
+// or a *retrypolicy.StatusError in 4xx. The real Bedrock adapter returns
+// neither: it steers ThrottlingException with retrypolicy.Throttled, whose
+// classification reason is "steered_transient", and its chain carries the
+// SDK's *awshttp.ResponseError, not a retrypolicy.StatusError. So
+// Bedrock's own throttle — the commonest refusal of the one production LLM
+// provider — is treated as "sent, may have generated": the tests that
+// pinned the behaviour (TestRefusalAfterTheLeaseLapsedIsRecorded,
+// review I's cancel tests) only ever used the simulated provider, whose
+// throttle carries a StatusError 429.
+//
+//	lapsed: claim (v), call: 429 ThrottlingException (nothing performed);
+//	        the reconciler expires the slow worker's lease (unknown at
+//	        v) before its write → ScheduleRetry without AfterRefusal is
+//	        fenced → the reconciler parks it unknown_outcome, "whether
+//	        bedrock performed (and billed)" — the very park review H/I
+//	        called a defect and the commits claim to have removed for
+//	        throttles (want retry_wait, as with the simulated 429).
+//	cancel: a cancel while running lands before the write → not
+//	        cancelled as "refused, did not act" (review I's rule) but
+//	        parked unknown_outcome by the reconciler's cancel rule.
+//	spend:  (no lapse) the throttled call of a budgeted task is settled
+//	        at its full reservation (usedBy: "a definite refusal
+//	        (throttled …) is charged nothing"): every Bedrock throttle
+//	        burns the budget and the caller's quota as if the model had
+//	        generated, until the task parks budget_exhausted for spend
+//	        that never happened (DESIGN §1.5, §13).
+func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
+	for _, mode := range []string{"lapsed", "cancel"} {
+		t.Run(mode, func(t *testing.T) {
+			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+				b := setup(t, e)
+				ctx := context.Background()
+				p, calls := kThrottlingBedrock(t)
+				b.h.Provider = p
+				task := b.create(t, "k-bedrock-throttle-"+mode, prompt)
+				var hookErr error
+				b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, id string) error {
+					if id != task.TaskID {
+						return nil
+					}
+					cur, err := b.l.Get(context.Background(), id)
+					if err != nil {
+						hookErr = err
+						return nil
+					}
+					if mode == "cancel" {
+						_, hookErr = b.l.CancelRunning(context.Background(), cur)
+						return nil
+					}
+					b.clock.Advance(time.Minute) // the lease and its grace are past
+					_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
+					return nil
+				}}
+				b.send(t, task.TaskID)
+				handle(t, b.h, ctx, b.deliver(t, 1, 120))
+				if hookErr != nil {
+					t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
+				}
+				if n := calls.Load(); n != 1 {
+					t.Fatalf("setup: %d Converse calls; want 1 (throttled)", n)
+				}
+				afterWorker := b.get(t, task.TaskID)
+				got := afterWorker
+				for i := 0; i < 5 && got.State.Live() && got.State != ledger.StateRetryWait; i++ {
+					b.clock.Advance(time.Minute)
+					b.reconcile(t, p)
+					got = b.get(t, task.TaskID)
+				}
+				want := map[string]ledger.State{"lapsed": ledger.StateRetryWait, "cancel": ledger.StateCancelled}[mode]
+				if afterWorker.State != want {
+					var uncertain string
+					if r, _ := b.l.GetReview(ctx, task.TaskID); r != nil {
+						uncertain = strings.Join(r.Uncertain, " | ")
+					}
+					t.Fatalf("Bedrock answered 429 ThrottlingException (turned away, not performed); the worker did not take it for a refusal "+
+						"and left the task %s after its write (error %q); the reconciler then made it %s (review %q), uncertain: %q — want %s, as for the simulated provider's 429",
+						afterWorker.State, afterWorker.ErrorClass, got.State, got.ReviewReason, uncertain, want)
+				}
+			})
+		})
+	}
+	t.Run("spend", func(t *testing.T) {
+		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+			b := setup(t, e)
+			p, calls := kThrottlingBedrock(t)
+			b.h.Provider = p
+			cfg, err := spend.ParseConfig([]byte(`{"models":{"` + kBedrockModel + `":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			acct, err := spend.NewAccountant(spend.AccountantConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.h.Spend = &worker.Spend{Prices: cfg, Budgets: acct}
+			task := b.create(t, "k-bedrock-throttle-spend", budgetedPrompt, budget(10_000, nil))
+			b.send(t, task.TaskID)
+			handle(t, b.h, context.Background(), b.deliver(t, 1, 60)) // a retry is an item failure
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("setup: %d Converse calls; want 1 (throttled)", n)
+			}
+			got := b.get(t, task.TaskID)
+			s := spendState(t, b, spend.ChainKeyOf(task))
+			if s.Spent.Tokens() != 0 || s.Spent.Cost != 0 {
+				t.Fatalf("Bedrock throttled the call (429 ThrottlingException: nothing generated, nothing billed); task %s (%s), yet the budget records %d tokens ($%s) spent — the full reservation, as for a call that may have generated",
+					got.State, got.ErrorClass, s.Spent.Tokens(), s.Spent.Cost)
+			}
+		})
+	})
+}
