@@ -184,8 +184,14 @@ func TestAttackReviewKWebhookActedThen303IsSettledAsNotActed(t *testing.T) {
 				// Through the real adapter: the receiver acts and answers 303.
 				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + mode, Input: task.Input})
 				_, perr := step.Generate(ctx, contract.Request{OperationID: "probe-" + mode, Attempt: 1})
-				if cl := retrypolicy.Classify(perr); c.status == http.StatusSeeOther && cl.Class != retrypolicy.PermanentConfig {
-					t.Fatalf("setup: webhook 303 classified %+v (%v); want permanent_config", cl, perr)
+				// Fixed twice over: the webhook adapter classes a 303 as
+				// an unknown outcome (the readback decides), and a 3xx
+				// under any class is no refusal (retrypolicy.Refused).
+				if cl := retrypolicy.Classify(perr); c.status == http.StatusSeeOther && cl.Class != retrypolicy.UnknownOutcome {
+					t.Fatalf("setup: webhook 303 classified %+v (%v); want unknown_outcome", cl, perr)
+				}
+				if retrypolicy.Refused(perr) {
+					t.Fatalf("setup: a %d after the delivery counts as a refusal (%v)", c.status, perr)
 				}
 
 				var hookErr error

@@ -332,6 +332,7 @@ func TestResponseClasses(t *testing.T) {
 		{"410", retrypolicy.PermanentConfig, 0},
 		{"403", retrypolicy.PermanentConfig, 0},
 		{"302", retrypolicy.PermanentConfig, 0},
+		{"303", retrypolicy.UnknownOutcome, 0}, // a processed POST's answer
 	}
 	for _, tc := range cases {
 		op := "task-" + tc.behaviour
