@@ -358,14 +358,22 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	switch c.Class {
 	case retrypolicy.PermanentInput:
 		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, append(o, ledger.AfterRefusal())...)
+			if refused {
+				o = append(o, ledger.AfterRefusal()) // from unknown at this version too
+			}
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 			return err
 		}, log)
-		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
-			return r // parked unknown_outcome at this version: see lapsed.go
-		}
-		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
-			return r // a cancel fenced this attempt after a definite refusal: see cancelled.go
+		if refused {
+			// Not for an input refused after the provider acted (a
+			// content filter: retrypolicy.ErrActed): "did not act" would
+			// be false; the reconciler's rule decides there.
+			if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
+				return r // parked unknown_outcome at this version: see lapsed.go
+			}
+			if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
+				return r // a cancel fenced this attempt after a definite refusal: see cancelled.go
+			}
 		}
 		if r, done := h.settled(ctx, err, "fail", log); done {
 			return r

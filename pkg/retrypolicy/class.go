@@ -111,6 +111,13 @@ func Uncertain(err error) error { return steer(UnknownOutcome, err, 0) }
 // Transient and safe to retry.
 var ErrRequestNotSent = errors.New("retrypolicy: request not sent")
 
+// ErrActed is a sentinel an adapter wraps to say "the provider acted on the
+// request" although the call failed: it answered 2xx and generated (and
+// billed) what cannot be used, e.g. a generation stopped by a content
+// filter. Whatever class the error is steered to, it is no refusal
+// ([Refused]).
+var ErrActed = errors.New("retrypolicy: the provider acted on the request")
+
 // maxBodyInError bounds how much of StatusError.Body appears in Error().
 const maxBodyInError = 256
 

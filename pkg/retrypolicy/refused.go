@@ -17,6 +17,7 @@ import (
 //   - 424 (Bedrock's ModelErrorException): the model failed while
 //     processing the request;
 //   - 5xx: a gateway's 502 may follow a generation;
+//   - [ErrActed]: a 2xx whose generation cannot be used (a content filter);
 //   - an unknown outcome, an unclassified error.
 //
 // The status the response carried decides, whatever class an adapter
@@ -34,6 +35,9 @@ func Refused(err error) bool {
 	}
 	if errors.Is(err, ErrRequestNotSent) {
 		return true
+	}
+	if errors.Is(err, ErrActed) {
+		return false
 	}
 	c := DefaultClassifier(err)
 	if c.Class == UnknownOutcome {

@@ -49,6 +49,8 @@ func TestRefused(t *testing.T) {
 		{"bedrock quota", retrypolicy.Throttled(aws("ServiceQuotaExceededException", 400), 0), true},
 		{"bedrock model error (424)", aws("ModelErrorException", 424), false},
 		{"bedrock malformed output", retrypolicy.Retryable(errors.New("bedrock: malformed_model_output")), false},
+		// A 2xx whose generation a content filter stopped: the model ran.
+		{"content filter", retrypolicy.Permanent(fmt.Errorf("stopped by a content filter: %w", retrypolicy.ErrActed)), false},
 		{"aws throttling code alone", &apiError{code: "ThrottlingException"}, true},
 		{"aws 500", aws("InternalServerException", 500), false},
 		// Refused before a request: an input or a configuration the

@@ -202,6 +202,10 @@ type EntryError struct {
 	Message     string
 }
 
+// ErrorCode is the entry's error code (an AWS error code: a
+// ThrottlingException entry is a refusal, retrypolicy.Refused).
+func (e *EntryError) ErrorCode() string { return e.Code }
+
 // Error names the operation and the code (the service's message is about
 // the entry's shape, never its content).
 func (e *EntryError) Error() string {

@@ -277,8 +277,11 @@ func Sign(key []byte, id string, timestamp time.Time, body []byte) string {
 //	2xx                         receipt (provider_ref: the body's "id", else X-Request-Id)
 //	408, 429, 5xx               Throttled (Retry-After honoured)
 //	401, 403                    Misconfigured (the cached secret is dropped)
-//	303                         Uncertain: See Other is how a receiver that
-//	                            processed a POST answers (the readback decides)
+//	302, 303                    Uncertain: the redirect a receiver that
+//	                            processed a POST answers with (Rails,
+//	                            Express, Django, Flask): the readback decides
+//	409                         Uncertain: a request with the same
+//	                            Idempotency-Key is (or was) being processed
 //	other 3xx, 404, 410         Misconfigured (the endpoint moved or is gone)
 //	other 4xx                   Permanent
 //	failure before the request  Retryable (retrypolicy.ErrRequestNotSent)
@@ -354,7 +357,7 @@ func (w *Webhook) statusErr(ep endpoint, opID string, resp *http.Response) error
 	switch code := resp.StatusCode; {
 	case code == 408, code == 429, code >= 500:
 		return retrypolicy.Throttled(err, se.RetryAfter)
-	case code == http.StatusSeeOther:
+	case code == http.StatusFound, code == http.StatusSeeOther, code == http.StatusConflict:
 		return retrypolicy.Uncertain(err)
 	case code == 401, code == 403:
 		if inv, ok := w.secrets.(Invalidator); ok {

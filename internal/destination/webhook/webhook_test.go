@@ -129,7 +129,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		if behaviour == "429" {
 			w.Header().Set("Retry-After", "7")
 		}
-		if behaviour == "302" {
+		if behaviour == "301" || behaviour == "302" {
 			w.Header().Set("Location", "https://elsewhere.example/")
 		}
 		var code int
@@ -331,8 +331,10 @@ func TestResponseClasses(t *testing.T) {
 		{"404", retrypolicy.PermanentConfig, 0},
 		{"410", retrypolicy.PermanentConfig, 0},
 		{"403", retrypolicy.PermanentConfig, 0},
-		{"302", retrypolicy.PermanentConfig, 0},
-		{"303", retrypolicy.UnknownOutcome, 0}, // a processed POST's answer
+		{"301", retrypolicy.PermanentConfig, 0},
+		{"302", retrypolicy.UnknownOutcome, 0}, // a processed POST's answer
+		{"303", retrypolicy.UnknownOutcome, 0},
+		{"409", retrypolicy.UnknownOutcome, 0}, // the same Idempotency-Key in progress
 	}
 	for _, tc := range cases {
 		op := "task-" + tc.behaviour

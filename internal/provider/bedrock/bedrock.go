@@ -169,7 +169,8 @@ func (p *Provider) result(opID string, out *bedrockruntime.ConverseOutput) (cont
 	ref, _ := awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
 	switch out.StopReason {
 	case types.StopReasonGuardrailIntervened, types.StopReasonContentFiltered:
-		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("bedrock: operation %s (request id %s): generation stopped by a content filter (stop reason %s)", opID, ref, out.StopReason))
+		// The model ran (and billed): no refusal (retrypolicy.ErrActed).
+		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("bedrock: operation %s (request id %s): generation stopped by a content filter (stop reason %s): %w", opID, ref, out.StopReason, retrypolicy.ErrActed))
 	case types.StopReasonMalformedModelOutput:
 		return contract.Result{}, retrypolicy.Retryable(fmt.Errorf("bedrock: operation %s (request id %s): the model's output was malformed (stop reason %s)", opID, ref, out.StopReason))
 	}
@@ -242,6 +243,17 @@ func (p *Provider) steer(opID string, err error, wrote bool) error {
 		status = re.HTTPStatusCode()
 	}
 
+	// Credentials that could not be obtained (STS, a container or
+	// instance endpoint failing) mean Bedrock was never sent the request,
+	// whatever status the credential source answered and whichever
+	// request the trace hook saw written (the credential source's own).
+	if isCredentialsFailure(err) {
+		notSent := fmt.Errorf("bedrock: operation %s: %w: %w", opID, retrypolicy.ErrRequestNotSent, err)
+		if status == 429 || status >= 500 {
+			return retrypolicy.Retryable(notSent)
+		}
+		return retrypolicy.Misconfigured(notSent)
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) && status >= 300 {
 		code := ae.ErrorCode()
@@ -276,9 +288,6 @@ func (p *Provider) steer(opID string, err error, wrote bool) error {
 	// trace hook has not run yet: a server may answer before it has read the
 	// whole body.
 	if !wrote && status == 0 {
-		if isCredentialsFailure(err) {
-			return retrypolicy.Misconfigured(wrapped)
-		}
 		return retrypolicy.Retryable(fmt.Errorf("bedrock: operation %s: %w: %w", opID, retrypolicy.ErrRequestNotSent, err))
 	}
 	// Written, and then: a timeout, a reset, or a 2xx we could not read.

@@ -22,8 +22,12 @@
 // (including an input over the context window) and ModelErrorException are
 // Permanent, except a ValidationException about the model identifier, which is
 // Misconfigured like AccessDenied, ResourceNotFound, UnrecognizedClient and
-// missing credentials; a "guardrail_intervened" or "content_filtered" stop
-// reason is Permanent. Whether the request was written is tracked with
+// missing credentials; credentials the source could not give (STS or a
+// container endpoint answering 5xx or 429) are Retryable — both with
+// retrypolicy.ErrRequestNotSent: Bedrock was never sent the request. A
+// "guardrail_intervened" or "content_filtered" stop reason is Permanent with
+// retrypolicy.ErrActed (the model ran and billed: no refusal). Whether the
+// request was written is tracked with
 // net/http/httptrace: a failure before (dial, DNS, context) is Retryable with
 // retrypolicy.ErrRequestNotSent, a failure after (timeout, reset, an
 // unreadable response) is Uncertain.

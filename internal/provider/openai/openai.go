@@ -283,7 +283,8 @@ func (p *Provider) result(opID, ref string, raw []byte) (contract.Result, error)
 	}
 	choice := cr.Choices[0]
 	if choice.FinishReason == "content_filter" {
-		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("openai: operation %s: generation stopped by the content filter (finish_reason content_filter)", opID))
+		// The model ran (and billed): no refusal (retrypolicy.ErrActed).
+		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("openai: operation %s: generation stopped by the content filter (finish_reason content_filter): %w", opID, retrypolicy.ErrActed))
 	}
 	text, ok := contentText(choice.Message.Content)
 	if !ok {
