@@ -15,7 +15,6 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/bedrock"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -58,19 +57,8 @@ func TestAttackReviewJBedrockMalformedOutputThenCancelSaysDidNotAct(t *testing.T
 		}
 		b.h.Provider = p
 		task := b.create(t, "j-bedrock-malformed", prompt)
-		var cancelErr error
+		raced := raceTheSave(t, b, task.TaskID, "cancel")
 		var class retrypolicy.Class
-		b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
-			if id != task.TaskID {
-				return nil
-			}
-			read, err := b.l.Get(context.Background(), id)
-			if err == nil {
-				_, err = b.l.CancelRunning(context.Background(), read)
-			}
-			cancelErr = err
-			return nil
-		}}
 		// What the adapter's error is classified as (the worker's classifier).
 		if _, gerr := p.Generate(ctx, contract.Request{OperationID: task.OperationID(), Kind: task.Kind, Input: json.RawMessage(task.Input)}); gerr != nil {
 			class = retrypolicy.DefaultClassifier(gerr).Class
@@ -81,9 +69,7 @@ func TestAttackReviewJBedrockMalformedOutputThenCancelSaysDidNotAct(t *testing.T
 		}
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 120))
-		if cancelErr != nil {
-			t.Fatalf("setup: cancel while running: %v", cancelErr)
-		}
+		raced()
 		if n := conv.calls.Load(); n != 1 {
 			t.Fatalf("setup: %d Converse calls, want 1", n)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -69,23 +68,10 @@ func TestAttackReviewJTransientAfterActingThenCancelEndsCancelled(t *testing.T) 
 						n.MaxAttempts = c.maxAttempts
 					}
 				})
-				var cancelErr error
-				b.h.Hooks = &worker.Hooks{AfterProvider: func(ctx context.Context, id string) error {
-					if id != task.TaskID {
-						return nil
-					}
-					read, err := b.l.Get(context.Background(), id)
-					if err == nil {
-						_, err = b.l.CancelRunning(context.Background(), read)
-					}
-					cancelErr = err
-					return nil // the worker goes on: the cancel just landed first
-				}}
+				raced := raceTheSave(t, b, task.TaskID, "cancel")
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
-				if cancelErr != nil {
-					t.Fatalf("setup: cancel while running: %v", cancelErr)
-				}
+				raced()
 				if n := b.sim.SideEffects(task.TaskID); n != 1 {
 					t.Fatalf("setup: %d side effects; want the one generation behind the 502", n)
 				}

@@ -90,29 +90,10 @@ func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
 				p, calls := kThrottlingBedrock(t)
 				b.h.Provider = p
 				task := b.create(t, "k-bedrock-throttle-"+mode, prompt)
-				var hookErr error
-				b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, id string) error {
-					if id != task.TaskID {
-						return nil
-					}
-					cur, err := b.l.Get(context.Background(), id)
-					if err != nil {
-						hookErr = err
-						return nil
-					}
-					if mode == "cancel" {
-						_, hookErr = b.l.CancelRunning(context.Background(), cur)
-						return nil
-					}
-					b.clock.Advance(time.Minute) // the lease and its grace are past
-					_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
-					return nil
-				}}
+				raced := raceTheSave(t, b, task.TaskID, mode)
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
-				if hookErr != nil {
-					t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
-				}
+				raced()
 				if n := calls.Load(); n != 1 {
 					t.Fatalf("setup: %d Converse calls; want 1 (throttled)", n)
 				}

@@ -21,7 +21,6 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -194,31 +193,10 @@ func TestAttackReviewKWebhookActedThen303IsSettledAsNotActed(t *testing.T) {
 					t.Fatalf("setup: a %d after the delivery counts as a refusal (%v)", c.status, perr)
 				}
 
-				var hookErr error
-				b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, id string) error {
-					if id != task.TaskID {
-						return nil
-					}
-					cur, err := b.l.Get(context.Background(), id)
-					if err != nil {
-						hookErr = err
-						return nil
-					}
-					if mode == "cancel" {
-						_, hookErr = b.l.CancelRunning(context.Background(), cur)
-						return nil
-					}
-					// The reconciler's expiry of a slow worker's lease
-					// (a marked call with side effects: unknown at v).
-					b.clock.Advance(time.Minute)
-					_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
-					return nil
-				}}
+				raced := raceTheSave(t, b, task.TaskID, mode)
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
-				if hookErr != nil {
-					t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
-				}
+				raced()
 				if n := rcv.deliveries(task.TaskID); n != 1 {
 					t.Fatalf("setup: the receiver has %d deliveries of %s; want the one behind the 303", n, task.TaskID)
 				}

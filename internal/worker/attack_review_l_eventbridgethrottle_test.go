@@ -16,7 +16,6 @@ import (
 	ebdest "github.com/taskledger/taskledger/internal/destination/eventbridge"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -79,29 +78,10 @@ func TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal(t *testing.T) {
 				refused := retrypolicy.Refused(perr)
 				bus.calls.Store(0)
 
-				var hookErr error
-				b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, id string) error {
-					if id != task.TaskID {
-						return nil
-					}
-					cur, err := b.l.Get(context.Background(), id)
-					if err != nil {
-						hookErr = err
-						return nil
-					}
-					if mode == "cancel" {
-						_, hookErr = b.l.CancelRunning(context.Background(), cur)
-						return nil
-					}
-					b.clock.Advance(time.Minute)
-					_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
-					return nil
-				}}
+				raced := raceTheSave(t, b, task.TaskID, mode)
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
-				if hookErr != nil {
-					t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
-				}
+				raced()
 				if n := bus.calls.Load(); n != 1 {
 					t.Fatalf("setup: %d PutEvents calls; want 1", n)
 				}

@@ -12,7 +12,6 @@ import (
 	"github.com/taskledger/taskledger/internal/destination"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -82,31 +81,10 @@ func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
 				}
 				class := retrypolicy.Classify(perr).Class
 
-				var hookErr error
-				if mode != "plain" {
-					b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, id string) error {
-						if id != task.TaskID {
-							return nil
-						}
-						cur, err := b.l.Get(context.Background(), id)
-						if err != nil {
-							hookErr = err
-							return nil
-						}
-						if mode == "cancel" {
-							_, hookErr = b.l.CancelRunning(context.Background(), cur)
-							return nil
-						}
-						b.clock.Advance(time.Minute)
-						_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
-						return nil
-					}}
-				}
+				raced := raceTheSave(t, b, task.TaskID, mode)
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
-				if hookErr != nil {
-					t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
-				}
+				raced()
 				if n := rcv.deliveries(task.TaskID); n != 1 {
 					t.Fatalf("setup: the receiver has %d deliveries; want 1", n)
 				}

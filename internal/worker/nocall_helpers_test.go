@@ -11,6 +11,7 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -125,4 +126,39 @@ func wantEndedCancelled(t *testing.T, b *bundle, id, what string) {
 	}
 	t.Fatalf("%s (the worker knew), yet the worker left the task %s (review %q, error %q); want cancelled.\nreview known: %s\nreview uncertain: %s",
 		what, got.State, got.ReviewReason, got.ErrorClass, known, uncertain)
+}
+
+// raceTheSave makes something happen to task id after the provider
+// answered and before the worker's write (an AfterProvider hook on b.h):
+// "cancel", the caller cancels it (CancelRunning); "lapsed", the
+// reconciler expires the slow worker's lease (the clock a minute on,
+// ExpireToUnknown); any other mode, nothing. Call the returned check after
+// the delivery: it fails t when the hook's write failed.
+func raceTheSave(t *testing.T, b *bundle, id, mode string) func() {
+	t.Helper()
+	var hookErr error
+	if mode == "cancel" || mode == "lapsed" {
+		b.h.Hooks = &worker.Hooks{AfterProvider: func(_ context.Context, got string) error {
+			if got != id {
+				return nil
+			}
+			cur, err := b.l.Get(context.Background(), id)
+			switch {
+			case err != nil:
+				hookErr = err
+			case mode == "cancel":
+				_, hookErr = b.l.CancelRunning(context.Background(), cur)
+			default:
+				b.clock.Advance(time.Minute) // the lease and its grace are past
+				_, hookErr = b.l.ExpireToUnknown(context.Background(), id, cur.AssignmentVersion)
+			}
+			return nil // the worker goes on: the race landed first
+		}}
+	}
+	return func() {
+		t.Helper()
+		if hookErr != nil {
+			t.Fatalf("setup: %s before the worker's write: %v", mode, hookErr)
+		}
+	}
 }
