@@ -45,6 +45,12 @@ import (
 //     the reconciler expired the lease first, the same 302 is left to the
 //     readback, which completes the task: the outcome depends on a race.
 //
+// Review K's 303 is here too: the adapter steered it Misconfigured, and
+// the worker's old definiteRefusal took every configuration refusal for
+// "did not act" — a cancel ended the task cancelled ("so it did not act"),
+// a lapsed lease parked it destination_config, whose retry delivered a
+// second time.
+//
 // Each case: the receiver records the POST (a real side effect), answers
 // the status; its readback (immediately consistent) shows the delivery.
 // Want: completed from the readback, one delivery (DESIGN §1.4, §1.6).
@@ -57,10 +63,15 @@ func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
 		{"lapsed_409", http.StatusConflict},
 		{"cancel_409", http.StatusConflict},
 		{"plain_302", http.StatusFound},
+		{"cancel_303", http.StatusSeeOther},
+		{"lapsed_303", http.StatusSeeOther},
 		// Controls: the harness reaches completed when the worker leaves
 		// the outcome to the readback.
 		{"lapsed_302_control", http.StatusFound},
 		{"plain_303_control", http.StatusSeeOther},
+		// A 503 after acting is no refusal either (review J).
+		{"cancel_503_control", http.StatusServiceUnavailable},
+		{"lapsed_503_control", http.StatusServiceUnavailable},
 	} {
 		mode := strings.SplitN(c.mode, "_", 2)[0]
 		t.Run(c.mode, func(t *testing.T) {
