@@ -230,11 +230,10 @@
 //   - quota_exceeded: the quota caller's first task goes ahead, the others
 //     wait until its settled call used the quota up, then get 429 (injected
 //     = 429s; Report.Refused);
-//   - admission_wait: from the claim (AfterClaim) until the task's own
-//     admit is refused, every admit of the model first finds its window
-//     filled to the limit (as if other instances had used it up), so the
-//     task — and whatever else asks meanwhile — waits for a later window
-//     (injected = the task's first "not admitted" log);
+//   - admission_wait: the task's own admit (told by its admission
+//     estimate: its output bound is its own) is refused as DynamoDB
+//     refuses an admit into a full window, once, so the task waits for a
+//     later window (injected = the task's first "not admitted" log);
 //   - cancel_running: the first call is slow; while it is in flight at the
 //     provider, POST /tasks/{id}/cancel (202). A cancel_race cancel that
 //     found its task running (202) is held to the same rules.
