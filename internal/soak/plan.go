@@ -161,13 +161,15 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		if t.kind == LargeInput {
 			t.input = fmt.Sprintf(`{"prompt":"soak task %d:%s","max_tokens":8}`, i, strings.Repeat(" a long document", 400))
 		}
-		if t.kind == AdmissionWait {
-			// An output bound of its own makes the call's admission
-			// estimate the task's alone: fullWindows refuses its admit,
-			// and none of another task.
-			t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":%d}`, i, admissionWaitMaxTokens+i)
-		}
 		count[t.kind]++
+		if t.kind == AdmissionWait {
+			// An output bound of its own (the n-th admission_wait task's:
+			// admissionWaitMaxTokens + n, under the input cap for any N
+			// below 250,000)
+			// makes the call's admission estimate the task's alone:
+			// fullWindows refuses its admit, and none of another task.
+			t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":%d}`, i, admissionWaitMaxTokens+count[t.kind])
+		}
 		t.racing = count[t.kind]%2 == 0
 		if t.kind == KeyReusedPayload {
 			t.other = fmt.Sprintf(`{"prompt":"another payload for soak task %d","max_tokens":8}`, i)

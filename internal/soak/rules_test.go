@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -105,5 +107,36 @@ func TestPlanDocumentRate(t *testing.T) {
 				t.Errorf("N=%d: %s planned %d times, want ≥ 20", c.n, k, count[k])
 			}
 		}
+	}
+}
+
+// Every admission_wait task's input is one the submit accepts (its output
+// bound under the cap; at N=10,000 it once was not: 63 submits answered
+// 400) and its admission estimate its own (fullWindows tells its admit by
+// it), at the largest N the soak is run with.
+func TestPlanAdmissionWaitInputs(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for _, tk := range plan(10000, Config{}.withDefaults().FaultShare, 1, Scope) {
+		if isDeliver(tk.kind) {
+			continue
+		}
+		in, err := contract.ParseGenerateInput(json.RawMessage(tk.input))
+		if err != nil {
+			t.Fatalf("%s %s: input %s refused: %v", tk.kind, tk.id, tk.input, err)
+		}
+		if tk.kind != AdmissionWait {
+			if in.MaxTokens >= admissionWaitMaxTokens {
+				t.Errorf("%s %s: output bound %d is in admission_wait's range", tk.kind, tk.id, in.MaxTokens)
+			}
+			continue
+		}
+		if seen[in.MaxTokens] {
+			t.Errorf("admission_wait %s: output bound %d is another admission_wait task's", tk.id, in.MaxTokens)
+		}
+		seen[in.MaxTokens] = true
+	}
+	if len(seen) < 20 {
+		t.Errorf("%d admission_wait tasks planned, want ≥ 20", len(seen))
 	}
 }

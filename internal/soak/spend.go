@@ -304,7 +304,7 @@ func taskIDOf(body string) string {
 // admit, missed it whenever a loaded machine stalled the worker past the
 // window's end (CI: "fault kinds never injected: [admission_wait]"). And
 // it is this task's admit alone, told by its estimate (an admission_wait
-// task's output bound is its own, admissionWaitMaxTokens + i).
+// task's output bound is its own, admissionWaitMaxTokens + n).
 func (s *soak) afterClaim(next func(context.Context, string) error) func(context.Context, string) error {
 	return func(ctx context.Context, id string) error {
 		if err := next(ctx, id); err != nil {
@@ -331,10 +331,11 @@ func (s *soak) afterClaim(next func(context.Context, string) error) func(context
 	}
 }
 
-// admissionWaitMaxTokens (+ the task's index) is an admission_wait task's
-// output bound, far above every other task's 8: its admission estimate is
-// its own.
-const admissionWaitMaxTokens = 4000
+// admissionWaitMaxTokens (+ n, for the n-th admission_wait task) is an
+// admission_wait task's output bound, far above every other task's 8 and
+// under contract.MaxTokensLimit whatever the run's N: its admission
+// estimate is its own.
+const admissionWaitMaxTokens = 2000
 
 // armedAdmit is an admission_wait task's admit to refuse: by its estimate,
 // until a bound (armedFor).
