@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // A cancel while running (ledger.CancelRunning) fences the worker's
@@ -28,7 +29,7 @@ import (
 //     cancel would let an approval start deliveries nobody wants, and
 //     nothing has used the result yet;
 //   - a definite refusal (never sent, the input or the configuration
-//     refused, throttled: definiteRefusal — not a 5xx, which may hide a
+//     refused, throttled: retrypolicy.Refused — not a 5xx, which may hide a
 //     generation): ended cancelled — the provider did not act;
 //   - no call at all (the cancel fenced the assignment between the
 //     call-start mark and the call: cancelledUncalled): ended cancelled;
@@ -94,13 +95,18 @@ func (h *Handler) savedAfterCancel(ctx context.Context, c ledger.Completion, err
 // cancel of this very assignment after the provider refused the call (for
 // its input, or transiently): the provider did not act, so the task ends
 // cancelled. ok is false otherwise.
-func (h *Handler) cancelledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, class string, log *slog.Logger) (result, bool) {
+func (h *Handler) cancelledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, c retrypolicy.Classification, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
 	if !errors.As(err, &fe) {
 		return result{}, false
 	}
-	why := fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", class)
-	return h.cancelledKnown(ctx, rec, t, fe.Current, why, log)
+	return h.cancelledKnown(ctx, rec, t, fe.Current, refusedWhy(c), log)
+}
+
+// refusedWhy is the error message of a task a cancel fenced after its
+// call was refused (c).
+func refusedWhy(c retrypolicy.Classification) string {
+	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class)
 }
 
 // cancelledKnown ends the task cancelled (why) when a cancel while running

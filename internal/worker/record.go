@@ -354,7 +354,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	// cancel). Anything else that was sent (a 5xx, an unclassified error)
 	// may have acted: the reconciler's unknown rule keeps deciding there
 	// (adversarial review J: a 502 after the model generated).
-	refused := definiteRefusal(perr)
+	refused := retrypolicy.Refused(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
 		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
@@ -371,7 +371,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 			if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
 				return r // parked unknown_outcome at this version: see lapsed.go
 			}
-			if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
+			if r, ok := h.cancelledRefusal(ctx, rec, t, err, c, log); ok {
 				return r // a cancel fenced this attempt after a definite refusal: see cancelled.go
 			}
 		}
@@ -393,15 +393,9 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}
 }
 
-// refusedWhy is the error message of a task a cancel fenced after its
-// call was refused (c).
-func refusedWhy(c retrypolicy.Classification) string {
-	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", c.Class)
-}
-
 // retry schedules the next attempt, or parks the task when it would not fit
 // its budgets. refused: the provider refused the call in so many words
-// (definiteRefusal).
+// (retrypolicy.Refused).
 func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, refused bool, log *slog.Logger) result {
 	now := h.Ledger.Now()
 	notBefore, budget := h.nextRetry(t, c, now)
@@ -454,7 +448,7 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
 			return r
 		}
-		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c.Class.String(), log); ok {
+		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c, log); ok {
 			return r
 		}
 	}
@@ -649,7 +643,7 @@ func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkO
 
 // parkRefused parks the worker's own assignment after the provider refused
 // its call in so many words (a config refusal, or a throttle with no
-// budget left: definiteRefusal): the provider did not act. As parkResult,
+// budget left: retrypolicy.Refused): the provider did not act. As parkResult,
 // from unknown at this version too; and when a cancel while running fenced
 // exactly this assignment first, the task ends cancelled (why,
 // cancelledKnown) — parked unknown_outcome instead, the review would say

@@ -278,7 +278,7 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 		}
 		return u
 	}
-	if a.fenced == nil && a.cutBy == "" && definiteRefusal(a.err) {
+	if a.fenced == nil && a.cutBy == "" && retrypolicy.Refused(a.err) {
 		return spend.Usage{}
 	}
 	// Sent, and not refused in so many words: a 5xx from a gateway in
@@ -287,13 +287,6 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 	// issue 14: retries of 502s spent while the budget showed zero).
 	return rs.max
 }
-
-// definiteRefusal reports whether a failed call certainly used no tokens
-// and made no side effect: retrypolicy.Refused (never sent, a 4xx that
-// says the request was not performed, throttled). Anything else that was
-// sent — a 3xx, a 5xx, an unclassified or cancelled call, an unknown
-// outcome — may have acted.
-func definiteRefusal(err error) bool { return retrypolicy.Refused(err) }
 
 // spendMetric writes one EMF record: the tokens and cost of a settled
 // call, or a count (BudgetExhausted).

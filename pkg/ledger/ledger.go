@@ -352,13 +352,13 @@ func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// fromStates are the states a settling write of the caller's assignment
-// is accepted from: running, and unknown too after a refusal.
-func (u *update) fromStates() (State, []State) {
+// alsoFrom are the states a settling write of the caller's assignment is
+// accepted from besides running: unknown too after a refusal.
+func (u *update) alsoFrom() []State {
 	if u.refused {
-		return StateRunning, []State{StateUnknown}
+		return []State{StateUnknown}
 	}
-	return StateRunning, nil
+	return nil
 }
 
 // NewNonce returns a fresh write nonce for WithNonce.

@@ -407,8 +407,7 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	from, also := u.fromStates()
-	fence(u, version, from, also...)
+	fence(u, version, StateRunning, u.alsoFrom()...)
 	t, err := l.apply(ctx, "retry", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
@@ -427,8 +426,7 @@ func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClas
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
 	u.stamp(now)
-	from, also := u.fromStates()
-	fence(u, version, from, also...)
+	fence(u, version, StateRunning, u.alsoFrom()...)
 	t, err := l.apply(ctx, "fail", taskID, u)
 	if err != nil {
 		if t, err = l.fenced(ctx, taskID, version, err); err != nil {

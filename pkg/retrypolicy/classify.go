@@ -194,15 +194,7 @@ func classifyCanceledTransaction(msg string) Classification {
 }
 
 func classifyStatus(err error) (Classification, bool) {
-	code := 0
-	var se *StatusError
-	var hs httpStatuser
-	switch {
-	case errors.As(err, &se):
-		code = se.StatusCode
-	case errors.As(err, &hs):
-		code = hs.HTTPStatusCode()
-	}
+	code, _ := statusOf(err)
 	if code < 400 || code > 599 {
 		return Classification{}, false
 	}

@@ -50,16 +50,12 @@ func Refused(err error) bool {
 	if errors.As(err, &ec) && slices.Contains(throttleCodes, ec.ErrorCode()) {
 		return true
 	}
-	switch {
-	case c.Class == PermanentInput, c.Class == PermanentConfig:
-		return true
-	case c.Throttle(), c.Reason == "request_not_sent", c.Reason == "dial_error":
-		return true
-	}
-	return isDialError(err)
+	return c.Class == PermanentInput || c.Class == PermanentConfig || isDialError(err)
 }
 
-// statusOf returns the HTTP status a response error in err's chain carries.
+// statusOf returns the HTTP status a response error in err's chain carries
+// (a *StatusError, else an HTTPStatusCode method), for Classify and
+// Refused.
 func statusOf(err error) (int, bool) {
 	var se *StatusError
 	if errors.As(err, &se) {
