@@ -88,13 +88,13 @@ type spendState struct {
 	model       string
 	opened      bool // the first quota caller went ahead
 
-	retryAfter map[string]string     // quota_exceeded: Retry-After of each 429, per task
-	cancelAt   map[string]time.Time  // a cancel while running: when it answered 202
-	cancelAtt  map[string]int        // and the attempt of the assignment it fenced
-	waitClaim  map[string]int        // admission_wait: attempts of the claim the fault made wait
-	armed      map[string]armedAdmit // admission_wait: tasks whose admit must be refused (fullWindows)
-	waited     map[string]int        // "not admitted" logs per task
-	touched    map[string]int        // background AWS faults per task
+	retryAfter map[string]string    // quota_exceeded: Retry-After of each 429, per task
+	cancelAt   map[string]time.Time // a cancel while running: when it answered 202
+	cancelAtt  map[string]int       // and the attempt of the assignment it fenced
+	waitClaim  map[string]int       // admission_wait: attempts of the claim the fault made wait
+	armed      map[string]int64     // admission_wait: the estimate of each task whose admit is to be refused (fullWindows)
+	waited     map[string]int       // "not admitted" logs per task
+	touched    map[string]int       // background AWS faults per task
 }
 
 // callMax is the tokens one call of input reserves (the worker's
@@ -162,7 +162,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	}
 	s.sp = spendState{
 		prices: prices, model: simulated.DefaultModel,
-		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{}, armed: map[string]armedAdmit{},
+		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{}, armed: map[string]int64{},
 		waited: map[string]int{}, touched: map[string]int{},
 	}
 	if s.sp.budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: s.cleanDB, TasksTable: table}); err != nil {
@@ -294,10 +294,9 @@ func taskIDOf(body string) string {
 }
 
 // afterClaim wraps the AfterClaim hook: right after an admission_wait
-// task's claim (once), its call's admission is armed to be refused
-// (fullWindows) until the task has been refused once, so it must wait for
-// a later window. The claim's attempt count is recorded: the wait must
-// give it back.
+// task's claim (once), its call's admission is armed to be refused, once
+// (fullWindows), so it must wait for a later window. The claim's attempt
+// count is recorded: the wait must give it back.
 //
 // The refusal is made at the admit itself, not by a fill of the window
 // at a time picked ahead: a fill made late in the window, before the
@@ -325,7 +324,7 @@ func (s *soak) afterClaim(next func(context.Context, string) error) func(context
 		est := s.work.Admission.Estimate(cur.Input)
 		s.mu.Lock()
 		s.sp.waitClaim[id] = cur.Attempts
-		s.sp.armed[id] = armedAdmit{est: est, until: time.Now().Add(armedFor)}
+		s.sp.armed[id] = est
 		s.mu.Unlock()
 		return nil
 	}
@@ -333,38 +332,22 @@ func (s *soak) afterClaim(next func(context.Context, string) error) func(context
 
 // admissionWaitMaxTokens (+ n, for the n-th admission_wait task) is an
 // admission_wait task's output bound, far above every other task's 8 and
-// under contract.MaxTokensLimit whatever the run's N: its admission
+// under contract.MaxTokensLimit for any N below 250,000: its admission
 // estimate is its own.
 const admissionWaitMaxTokens = 2000
 
-// armedAdmit is an admission_wait task's admit to refuse: by its estimate,
-// until a bound (armedFor).
-type armedAdmit struct {
-	est   int64
-	until time.Time
-}
-
-// armedFor bounds how long an admission_wait task stays armed when its
-// admit does not come (its attempt was cut short before it, and its
-// message is late). A task that was not refused by then is reported
-// "never injected".
-const armedFor = 20 * AdmissionWindow
-
-// armedEstimate reports whether an admit of est tokens is an armed
-// admission_wait task's.
-func (s *soak) armedEstimate(est int64) bool {
+// disarm reports whether an admit of est tokens is an armed
+// admission_wait task's, and disarms it: each is refused once.
+func (s *soak) disarm(est int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	hit := false
 	for id, a := range s.sp.armed {
-		if now.After(a.until) {
+		if a == est {
 			delete(s.sp.armed, id)
-			continue
+			return true
 		}
-		hit = hit || a.est == est
 	}
-	return hit
+	return false
 }
 
 // fullWindows is the workers' admission DB: the admit (the Admitter's
@@ -382,7 +365,7 @@ type fullWindows struct {
 }
 
 func (f fullWindows) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if est, ok := admitEstimate(in); ok && f.s.armedEstimate(est) {
+	if est, ok := admitEstimate(in); ok && f.s.disarm(est) {
 		return nil, &types.ConditionalCheckFailedException{Message: aws.String("soak: the window is full (admission_wait)")}
 	}
 	return f.DB.UpdateItem(ctx, in, opts...)
@@ -413,7 +396,6 @@ func (s *soak) notAdmitted(id string) {
 	s.sp.waited[id]++ // soak.mu is held (onWatched)
 	if t := s.byID[id]; t != nil && t.kind == AdmissionWait && s.sp.waited[id] == 1 {
 		s.injected[AdmissionWait]++
-		delete(s.sp.armed, id) // refused: the model's admission is free again
 	}
 }
 
