@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -11,28 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
-	"github.com/taskledger/taskledger/internal/logging"
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
-
-// reconcileG runs the real reconciler once (as bundle.reconcile does) but
-// reports its error instead of failing the test: it is called from inside
-// a fault hook, on the worker's goroutine.
-func (b *bundle) reconcileG(p contract.Provider) (reconciler.Summary, error) {
-	h := &reconciler.Handler{
-		Ledger:   b.l,
-		Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
-		Provider: p,
-		Log:      logging.Discard(),
-	}
-	return h.Handle(context.Background(), json.RawMessage(`{}`))
-}
 
 // TestAttackReviewGLateRenewalStartsTheCallAfterItsLease (adversarial
 // review g, commit 6350c36): leaseForCall promises "a marked call starts

@@ -5,10 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -16,8 +14,6 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/bedrock"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
-	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 const kBedrockModel = "anthropic.claude-k-test"
@@ -97,23 +93,8 @@ func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
 				if n := calls.Load(); n != 1 {
 					t.Fatalf("setup: %d Converse calls; want 1 (throttled)", n)
 				}
-				afterWorker := b.get(t, task.TaskID)
-				got := afterWorker
-				for i := 0; i < 5 && got.State.Live() && got.State != ledger.StateRetryWait; i++ {
-					b.clock.Advance(time.Minute)
-					b.reconcile(t, p)
-					got = b.get(t, task.TaskID)
-				}
-				want := map[string]ledger.State{"lapsed": ledger.StateRetryWait, "cancel": ledger.StateCancelled}[mode]
-				if afterWorker.State != want {
-					var uncertain string
-					if r, _ := b.l.GetReview(ctx, task.TaskID); r != nil {
-						uncertain = strings.Join(r.Uncertain, " | ")
-					}
-					t.Fatalf("Bedrock answered 429 ThrottlingException (turned away, not performed); the worker did not take it for a refusal "+
-						"and left the task %s after its write (error %q); the reconciler then made it %s (review %q), uncertain: %q — want %s, as for the simulated provider's 429",
-						afterWorker.State, afterWorker.ErrorClass, got.State, got.ReviewReason, uncertain, want)
-				}
+				wantRefusalSettled(t, b, task.TaskID, mode, func() { b.reconcile(t, p) },
+					"Bedrock answered 429 ThrottlingException (turned away, not performed), as for the simulated provider's 429")
 			})
 		})
 	}
@@ -122,15 +103,7 @@ func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
 			b := setup(t, e)
 			p, calls := kThrottlingBedrock(t)
 			b.h.Provider = p
-			cfg, err := spend.ParseConfig([]byte(`{"models":{"` + kBedrockModel + `":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}}}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			acct, err := spend.NewAccountant(spend.AccountantConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.h.Spend = &worker.Spend{Prices: cfg, Budgets: acct}
+			withPrices(t, b, e.DDB, nil, spendDocFor(kBedrockModel))
 			task := b.create(t, "k-bedrock-throttle-spend", budgetedPrompt, budget(10_000, nil))
 			b.send(t, task.TaskID)
 			handle(t, b.h, context.Background(), b.deliver(t, 1, 60)) // a retry is an item failure

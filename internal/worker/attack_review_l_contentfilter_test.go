@@ -15,7 +15,6 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -74,15 +73,7 @@ func TestAttackReviewLContentFilteredCallsAreChargedNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 				b.h.Provider = p
-				cfg, err := spend.ParseConfig([]byte(`{"models":{"` + lFilterModel + `":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}}}`))
-				if err != nil {
-					t.Fatal(err)
-				}
-				acct, err := spend.NewAccountant(spend.AccountantConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.h.Spend = &worker.Spend{Prices: cfg, Budgets: acct}
+				withPrices(t, b, e.DDB, nil, spendDocFor(lFilterModel))
 
 				// What the adapter returns, and what Refused makes of it.
 				_, gerr := p.Generate(context.Background(), contract.Request{OperationID: "probe", Input: json.RawMessage(budgetedPrompt)})

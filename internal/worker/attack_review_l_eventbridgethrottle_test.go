@@ -2,10 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -85,23 +84,8 @@ func TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal(t *testing.T) {
 				if n := bus.calls.Load(); n != 1 {
 					t.Fatalf("setup: %d PutEvents calls; want 1", n)
 				}
-				afterWorker := b.get(t, task.TaskID)
-				got := afterWorker
-				for i := 0; i < 5 && got.State.Live() && got.State != ledger.StateRetryWait; i++ {
-					b.clock.Advance(time.Minute)
-					b.reconcileDeliveries(t, reg)
-					got = b.get(t, task.TaskID)
-				}
-				want := map[string]ledger.State{"lapsed": ledger.StateRetryWait, "cancel": ledger.StateCancelled}[mode]
-				if afterWorker.State != want {
-					var uncertain string
-					if r, _ := b.l.GetReview(ctx, task.TaskID); r != nil {
-						uncertain = strings.Join(r.Uncertain, " | ")
-					}
-					t.Fatalf("EventBridge rejected the entry ThrottlingException (not put; Refused=%v); after the worker the task is %s (error %q), "+
-						"then %s (review %q), uncertain: %q — want %s, as for any other throttle (DESIGN §1.4, §1.6)",
-						refused, afterWorker.State, afterWorker.ErrorClass, got.State, got.ReviewReason, uncertain, want)
-				}
+				wantRefusalSettled(t, b, task.TaskID, mode, func() { b.reconcileDeliveries(t, reg) },
+					fmt.Sprintf("EventBridge rejected the entry ThrottlingException (not put; Refused=%v), as any other throttle (DESIGN §1.4, §1.6)", refused))
 			})
 		})
 	}

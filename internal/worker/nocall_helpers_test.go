@@ -162,3 +162,29 @@ func raceTheSave(t *testing.T, b *bundle, id, mode string) func() {
 		}
 	}
 }
+
+// wantRefusalSettled fails t unless the worker, told its call was refused
+// (what) after raceTheSave's mode, settled the task by itself: retry_wait
+// after a lapsed lease, cancelled after a cancel. On a failure the
+// reconciler (reconcile) runs a few periods on, for the message: what it
+// made of the task the worker left.
+func wantRefusalSettled(t *testing.T, b *bundle, id, mode string, reconcile func(), what string) {
+	t.Helper()
+	afterWorker := b.get(t, id)
+	want := map[string]ledger.State{"lapsed": ledger.StateRetryWait, "cancel": ledger.StateCancelled}[mode]
+	if afterWorker.State == want {
+		return
+	}
+	got := afterWorker
+	for i := 0; i < 5 && got.State.Live() && got.State != ledger.StateRetryWait; i++ {
+		b.clock.Advance(time.Minute)
+		reconcile()
+		got = b.get(t, id)
+	}
+	var uncertain string
+	if r, _ := b.l.GetReview(context.Background(), id); r != nil {
+		uncertain = strings.Join(r.Uncertain, " | ")
+	}
+	t.Fatalf("%s; after the worker the task is %s (error %q), then the reconciler made it %s (review %q), uncertain: %q — want %s",
+		what, afterWorker.State, afterWorker.ErrorClass, got.State, got.ReviewReason, uncertain, want)
+}

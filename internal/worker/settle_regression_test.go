@@ -47,17 +47,23 @@ func (b *bundle) faultLedger(t *testing.T, decide func(c faultinject.Call) fault
 // bundle's clock, reading back through p.
 func (b *bundle) reconcile(t *testing.T, p contract.Provider) reconciler.Summary {
 	t.Helper()
+	s, err := b.reconcileG(p)
+	if err != nil {
+		t.Fatalf("reconciler: %v (summary %+v)", err, s)
+	}
+	return s
+}
+
+// reconcileG is reconcile reporting its error instead of failing the test:
+// for a fault hook, which runs on the worker's goroutine.
+func (b *bundle) reconcileG(p contract.Provider) (reconciler.Summary, error) {
 	h := &reconciler.Handler{
 		Ledger:   b.l,
 		Dispatch: &dispatch.Sender{SQS: b.e.SQS, QueueURL: b.e.Names.TaskQueueURL},
 		Provider: p,
 		Log:      logging.Discard(),
 	}
-	s, err := h.Handle(context.Background(), json.RawMessage(`{}`))
-	if err != nil {
-		t.Fatalf("reconciler: %v (summary %+v)", err, s)
-	}
-	return s
+	return h.Handle(context.Background(), json.RawMessage(`{}`))
 }
 
 // settleByReconciler lets the lease expire and runs the reconciler until

@@ -26,7 +26,12 @@ import (
 )
 
 // The simulated model at $3 / $15 per million tokens.
-const spendDoc = `{"models":{"simulated-1":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}}}`
+var spendDoc = spendDocFor("simulated-1")
+
+// spendDocFor prices model at $3 / $15 per million tokens.
+func spendDocFor(model string) string {
+	return `{"models":{"` + model + `":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}}}`
+}
 
 // budgetedPrompt reserves 28 + 32 input and 50 output tokens = 110; the
 // simulated provider reports 5 input and 24 output tokens = 29.
@@ -42,7 +47,13 @@ const (
 // test's DynamoDB client, or one with faults injected) and returns it.
 func withBudgets(t *testing.T, b *bundle, db spend.DB, quota *spend.Quota) *worker.Spend {
 	t.Helper()
-	cfg, err := spend.ParseConfig([]byte(spendDoc))
+	return withPrices(t, b, db, quota, spendDoc)
+}
+
+// withPrices is withBudgets with the price table doc (SPEND_CONFIG).
+func withPrices(t *testing.T, b *bundle, db spend.DB, quota *spend.Quota, doc string) *worker.Spend {
+	t.Helper()
+	cfg, err := spend.ParseConfig([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
