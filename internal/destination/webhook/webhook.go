@@ -275,7 +275,10 @@ func Sign(key []byte, id string, timestamp time.Time, body []byte) string {
 // secret, with webhook-id and Idempotency-Key set to the operation id.
 //
 //	2xx                         receipt (provider_ref: the body's "id", else X-Request-Id)
-//	408, 429, 5xx               Throttled (Retry-After honoured)
+//	504, 524                    Uncertain: a gateway gave up waiting on a
+//	                            receiver that may have acted (the readback
+//	                            decides), as the providers' adapters do
+//	408, 429, other 5xx         Throttled (Retry-After honoured)
 //	401, 403                    Misconfigured (the cached secret is dropped)
 //	302, 303                    Uncertain: the redirect a receiver that
 //	                            processed a POST answers with (Rails,
@@ -355,10 +358,11 @@ func (w *Webhook) statusErr(ep endpoint, opID string, resp *http.Response) error
 	se := &retrypolicy.StatusError{StatusCode: resp.StatusCode, RetryAfter: retrypolicy.ParseRetryAfter(resp.Header.Get("Retry-After"), w.now())}
 	err := fmt.Errorf("webhook: endpoint %s: operation %s: %w", ep.name, opID, se)
 	switch code := resp.StatusCode; {
+	case code == http.StatusFound, code == http.StatusSeeOther, code == http.StatusConflict,
+		code == http.StatusGatewayTimeout, code == 524:
+		return retrypolicy.Uncertain(err)
 	case code == 408, code == 429, code >= 500:
 		return retrypolicy.Throttled(err, se.RetryAfter)
-	case code == http.StatusFound, code == http.StatusSeeOther, code == http.StatusConflict:
-		return retrypolicy.Uncertain(err)
 	case code == 401, code == 403:
 		if inv, ok := w.secrets.(Invalidator); ok {
 			inv.Invalidate(ep.SecretID)

@@ -324,6 +324,8 @@ func TestResponseClasses(t *testing.T) {
 	}{
 		{"429", retrypolicy.Transient, 7 * time.Second},
 		{"503", retrypolicy.Transient, 0},
+		{"504", retrypolicy.UnknownOutcome, 0}, // a gateway gave up waiting
+		{"524", retrypolicy.UnknownOutcome, 0},
 		{"500", retrypolicy.Transient, 0},
 		{"408", retrypolicy.Transient, 0},
 		{"400", retrypolicy.PermanentInput, 0},
