@@ -100,8 +100,8 @@ func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil i
 		// The renewed lease ends a lease after the renewal was sent, not
 		// after its answer came: a renewal answered late (its reply lost,
 		// the read that recognised it slow) may leave it short or over,
-		// and the reconciler may have expired it already (adversarial
-		// review G: the call started 8 s after its renewed lease ended).
+		// and the reconciler may have expired it already (a call started
+		// after its lease end could run beside the next attempt's).
 		if rt != nil && inside(rt.LeaseUntil) {
 			return nil, nil
 		}

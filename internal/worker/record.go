@@ -353,7 +353,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	// where the reconciler got first (from unknown, from the park, after a
 	// cancel). Anything else that was sent (a 5xx, an unclassified error)
 	// may have acted: the reconciler's unknown rule keeps deciding there
-	// (adversarial review J: a 502 after the model generated).
+	// (a gateway's 502 can come after the model generated).
 	refused := retrypolicy.Refused(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
@@ -647,7 +647,7 @@ func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkO
 // from unknown at this version too; and when a cancel while running fenced
 // exactly this assignment first, the task ends cancelled (why,
 // cancelledKnown) — parked unknown_outcome instead, the review would say
-// the provider may have acted (adversarial review I).
+// the provider may have acted, which is false.
 func (h *Handler) parkRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, r ledger.Review, why string, log *slog.Logger) result {
 	o := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	err := h.parkOnce(ctx, t, o, r, log)
