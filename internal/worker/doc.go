@@ -165,13 +165,14 @@
 // Fail) succeeds; deferring the message would not help, since the
 // redelivery meets the worker's own live lease and is acknowledged. So a
 // settling write that is throttled or fails ambiguously is repeated in
-// process (five more sends at most, full-jitter backoff from 100 ms,
-// never into the last second of the invocation) with the same write nonce,
-// so a send applied late is recognised, and under a heartbeat that keeps
-// the lease. When the repeats run out, a result is parked result_not_saved
-// with the provider reference, and a definite transient failure (the
-// provider did not act) is released (ledger.Release: queued again, the
-// attempt given back); only MarkUnknown and Fail fall back to deferring.
+// process (eight more sends at most, saveRepeats in save.go, full-jitter
+// backoff from 100 ms, never into the last second of the invocation) with
+// the same write nonce, so a send applied late is recognised, and under a
+// heartbeat that keeps the lease. When the repeats run out, a result is
+// parked result_not_saved with the provider reference; every other settling
+// write (ScheduleRetry, MarkUnknown, Fail) defers the message and leaves
+// the task to its lease: a Release there would give back an attempt the
+// provider was called for and drop the retry's not_before.
 // A claim whose reply was lost and could not be confirmed is given back
 // with ledger.ReleaseClaim, conditioned on this record's lease owner.
 //
