@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -28,10 +29,12 @@ const MaxNote = 1000
 // Without Claim, only the task's owner (its caller scope) decides: with no
 // authorizer everyone is "anonymous", so anyone who knows the task id. With
 // Claim, a caller whose JWT claim (or Lambda authorizer context value)
-// Claim holds Value — exactly, or as one element of a JSON array or a
-// space- or comma-separated list, as Cognito's cognito:groups is delivered
-// — is an approver and may decide on (and read) any gated task by id;
-// nobody else may decide. NoSelfApproval refuses a caller's decision on
+// Claim holds Value is an approver and may decide on (and read) any gated
+// task by id; nobody else may decide. "Holds" means whole names only (see
+// claimHolds): the claim equals Value, or is a list with an element equal
+// to it — a JSON array, or API Gateway's rendering of a list claim such as
+// cognito:groups, "[a b]". A group "approvers (pending)" or
+// "trainee,approvers" is not the group "approvers". NoSelfApproval refuses a caller's decision on
 // their own task (four eyes); the zero value allows it.
 type ApprovalPolicy struct {
 	Claim          string
@@ -45,6 +48,12 @@ func ParseApprovalPolicy(claim, value, self string) (ApprovalPolicy, error) {
 	p := ApprovalPolicy{Claim: strings.TrimSpace(claim), Value: strings.TrimSpace(value)}
 	if p.Value == "" {
 		p.Value = "true"
+	}
+	if strings.ContainsFunc(p.Value, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		// API Gateway passes a list claim as "[a b]": a value with a space
+		// would match two neighbouring groups, and a comma-joined value is
+		// how another group's name reads in a comma-separated claim.
+		return p, fmt.Errorf("APPROVER_CLAIM_VALUE=%q contains a space or comma: API Gateway renders a list claim as its elements joined by spaces, so such a value cannot be told apart from other groups; name a group without spaces or commas", clip(p.Value, 64))
 	}
 	if s := strings.TrimSpace(self); s != "" {
 		b, err := strconv.ParseBool(s)
@@ -95,15 +104,32 @@ func (p ApprovalPolicy) approver(rc events.APIGatewayV2HTTPRequestContext) bool 
 			}
 		}
 	}
-	if raw == p.Value {
+	return claimHolds(raw, p.Value)
+}
+
+// claimHolds reports whether a claim as API Gateway passes it (a string)
+// holds value, comparing whole names only: a JSON array of strings by its
+// elements; "[a b]" — API Gateway's rendering of a JWT list claim, single
+// spaces between the elements — by its elements; anything else is one
+// name, compared exactly (never split on spaces or commas). value has no
+// space or comma (ParseApprovalPolicy), so an element holding one is
+// never it.
+func claimHolds(raw, value string) bool {
+	if raw == value {
 		return true
 	}
-	var list []string
-	if strings.HasPrefix(raw, "[") && json.Unmarshal([]byte(raw), &list) == nil {
-		return slices.Contains(list, p.Value)
+	inner, ok := strings.CutPrefix(raw, "[")
+	if !ok {
+		return false
 	}
-	raw = strings.Trim(raw, "[]")
-	return slices.Contains(strings.FieldsFunc(raw, func(r rune) bool { return r == ' ' || r == ',' }), p.Value)
+	var list []string
+	if json.Unmarshal([]byte(raw), &list) == nil {
+		return slices.Contains(list, value)
+	}
+	if inner, ok = strings.CutSuffix(inner, "]"); !ok {
+		return false
+	}
+	return slices.Contains(strings.Split(inner, " "), value)
 }
 
 // decision is a validated approve, reject or withdraw body.
