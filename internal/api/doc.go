@@ -82,9 +82,13 @@
 // # Caller scope
 //
 // The scope is read from the authorizer context API Gateway attaches:
-// "jwt:<sub>" for a JWT authorizer, "iam:<userArn or callerId>" for IAM,
-// "lambda:<sub or principalId>" for a Lambda authorizer, and "anonymous" when
-// there is no authorizer (local runs, or a deployment without one).
+// "jwt:<sub>" for a JWT authorizer, "lambda:<sub or principalId>" for a
+// Lambda authorizer, and "anonymous" when there is no authorizer (local
+// runs, or a deployment without one). IAM scopes name only what the caller
+// cannot choose (scope.go): an IAM user's ARN, or for an assumed role the
+// role ("iam:arn:P:iam::ACCT:role/ROLE") — the session name is the
+// caller's choice, so every principal that may assume a role shares its
+// tasks; a federated user (named by its caller) is refused.
 // NewHTTPHandler passes on an authorizer context a middleware attached with
 // WithAuthorizer (the local stack's JWT authorizer emulation). An
 // authorizer context without an identity is 401, and so is a request

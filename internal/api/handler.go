@@ -158,8 +158,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	scope, err := CallerScope(req.RequestContext)
 	if err != nil {
 		c.outcome = "no_identity"
-		return newProblem(TypeUnauthenticated, http.StatusUnauthorized, "Unauthenticated",
-			"The authorizer context names no caller (no JWT sub claim, IAM caller or Lambda authorizer principal).").response(), nil
+		return newProblem(TypeUnauthenticated, http.StatusUnauthorized, "Unauthenticated", noIdentityDetail(err)).response(), nil
 	}
 	if scope == Anonymous && h.Auth.requiresIdentity() {
 		c.outcome = "no_authorizer"

@@ -409,8 +409,8 @@ func TestCallerScope(t *testing.T) {
 		}
 		callerOnly := b.do(t, submitReq("k", body("x"), asIAM("", "AROAXYZ:session")))
 		wantStatus(t, callerOnly, http.StatusAccepted)
-		if view(t, callerOnly).TaskID != ledger.TaskID("iam:AROAXYZ:session", "k") {
-			t.Fatal("IAM caller id not used without an ARN")
+		if view(t, callerOnly).TaskID != ledger.TaskID("iam:AROAXYZ", "k") {
+			t.Fatal("IAM role id (less the caller-chosen session) not used without an ARN")
 		}
 
 		wantStatus(t, b.do(t, getReq(aliceID, asJWT("alice"))), http.StatusOK)
