@@ -25,15 +25,25 @@ import (
 
 // TestBrowser drives the page in headless Chromium against a local stack
 // (embedded emulator, simulated provider) and then checks, in the ledger,
-// that what the page showed is what happened.
+// that what the page showed is what happened. It also opens the page with
+// ?api= naming another origin, a recorder, and then again with that origin
+// remembered as older pages did: the page must send it nothing (a bearer
+// sent there would be a stolen token).
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	node := needBrowser(t)
 	ctx := browserCtx(t)
 	s := startStack(ctx, t, local.Options{})
+	rec := startRecorder(t)
+	// Checked even when the script fails (it runs before a t.Fatal unwinds).
+	defer func() {
+		if got := rec.requests(); len(got) > 0 {
+			t.Errorf("the origin named by ?api= got %d requests from the page, want none: %v", len(got), got)
+		}
+	}()
 
 	var rep report
-	runScript(ctx, t, node, "browser.mjs", &rep, s.URL, shotDir(t))
+	runScript(ctx, t, node, "browser.mjs", &rep, s.URL, shotDir(t), rec.URL)
 	checkScreenshots(t, rep.Screenshots, 1)
 
 	// What the page showed is what the ledger holds.

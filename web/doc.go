@@ -4,18 +4,19 @@
 // (internal/api) at "/" (index.html) and "/static/{file}" — deployed, on the
 // API's own routes (same origin: no CORS), and locally by the local stack
 // (internal/local), with a strict Content-Security-Policy. index.html
-// names its files as static/…, relative, so a stage path prefix works. The
-// same files can be hosted anywhere (an S3 bucket, a static site) and
-// pointed at a deployed API.
+// names its files as static/…, relative, so a stage path prefix works.
 //
 // # Model
 //
 // The page is a client of the HTTP API of DESIGN.md §5 (api/openapi.yaml)
 // and of the local stack's review API (/reviews):
 //
-//   - API base URL: the page's own origin unless the ?api= query parameter
-//     or a value remembered in localStorage names another (a deployed API
-//     Gateway URL; its CORS allow-list must hold the page's origin).
+//   - API: the origin that served the page, always. The page's URL is
+//     hostile input (anyone can link to the genuine page with any query),
+//     so nothing in it and nothing remembered names another API, issuer or
+//     endpoint (an API base an older page remembered in localStorage is
+//     cleared on load); only the OIDC code and state are read from it, on
+//     the way back from the issuer, against the sign-in this tab started.
 //   - Submit: every press of Send is one logical request with a new
 //     Idempotency-Key (crypto.randomUUID). Automatic retries of that press,
 //     after a network error or 503/429 (waiting Retry-After, else full
@@ -37,11 +38,16 @@
 //     sends Authorization: Bearer with the access token when it is a JWT
 //     naming the client (aud, or client_id as in Cognito access tokens),
 //     else the ID token — the token API Gateway's JWT authorizer accepts
-//     with audience = client id. A 401 sends the user to sign in again
-//     (except right after a sign-in: then the API's issuer or audience is
-//     wrong, and the page says so). Sign out forgets the tokens in this
-//     tab. In "none" a banner says the API is open to anyone; in "iam" the
-//     page says it cannot sign requests. The task list is kept per user.
+//     with audience = client id. The issuer is the one the page's own
+//     GET /auth/config names; the authorization and token endpoints must be
+//     on the issuer's origin or on the origin of the authorization endpoint
+//     /auth/config names (Cognito's hosted UI), else sign-in is refused. A
+//     401 sends the user to sign in again, without a click at most once per
+//     page load (a second 401 shows a message and the Sign in button; right
+//     after a sign-in the API's issuer or audience is wrong, and the page
+//     says so). Sign out forgets the tokens in this tab. In "none" a banner
+//     says the API is open to anyone; in "iam" the page says it cannot sign
+//     requests. The task list is kept per user.
 //   - Approval (static/approval.js, DESIGN §10): the submit form can ask
 //     for an approval gate ("Require approval") and one delivery (notify,
 //     publish or crm with a params JSON object; checked in the page before

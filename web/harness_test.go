@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,6 +200,35 @@ func runNodeTests(t *testing.T, file string) {
 		t.Fatalf("node --test ran no passing test:\n%s", out)
 	}
 	t.Logf("node unit tests passed: %s", m[1])
+}
+
+// recorder is an https server on loopback, another origin than the stack's,
+// that records every request it gets (CORS preflights included) and answers
+// each with a 404 that allows no origin.
+type recorder struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func startRecorder(t *testing.T) *recorder {
+	t.Helper()
+	r := &recorder{}
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Method+" "+req.URL.RequestURI()+" Authorization="+clip(req.Header.Get("Authorization"), 16))
+		r.mu.Unlock()
+		http.NotFound(w, req)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// requests are the requests the recorder got so far.
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -88,25 +91,51 @@ func contentType(name string) string {
 
 // ContentSecurityPolicy is the policy the page is served with: scripts and
 // styles from this origin only (no inline code, no eval), no plugins, no
-// framing, no <base>, forms only to this origin. connect-src allows this
-// origin and https: (the issuer's discovery and token endpoints, which for
-// Cognito live on the user pool's own domain, and an API named with ?api=);
-// an http issuer (a local one) is added by origin.
+// framing, no <base>, forms only to this origin. connect-src names exact
+// origins, never a scheme: this origin (the API: the page talks to no
+// other), the issuer's (its discovery document), the configured
+// authorization endpoint's (Cognito's hosted UI, which also serves the
+// token endpoint; the page refuses endpoints on any other origin), and the
+// payload bucket's (presigned document uploads). An issuer whose token
+// endpoint is on yet another origin is not supported.
 func (h *Handler) ContentSecurityPolicy() string {
-	connect := "'self' https:"
-	if u, err := url.Parse(h.Auth.Issuer); err == nil && u.Scheme == "http" && u.Host != "" {
-		connect += " http://" + u.Host
+	connect := []string{"'self'"}
+	add := func(origin string) {
+		if origin != "" && !slices.Contains(connect, origin) {
+			connect = append(connect, origin)
+		}
+	}
+	add(cspOrigin(h.Auth.Issuer))
+	add(cspOrigin(h.Auth.AuthorizationEndpoint))
+	if h.Payloads != nil {
+		if o, err := h.Payloads.UploadOrigin(context.Background()); err == nil {
+			add(cspOrigin(o))
+		}
 	}
 	return strings.Join([]string{
 		"default-src 'none'",
 		"script-src 'self'",
 		"style-src 'self'",
 		"img-src 'self' data:",
-		"connect-src " + connect,
+		"connect-src " + strings.Join(connect, " "),
 		"base-uri 'none'",
 		"form-action 'self'",
 		"frame-ancestors 'none'",
 	}, "; ")
+}
+
+// cspHost is what cspOrigin lets into the policy: a host name or address
+// and a port, nothing that could end a source or a directive.
+var cspHost = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+
+// cspOrigin is the scheme://host[:port] of an http(s) URL, for a CSP
+// source list; "" for anything else.
+func cspOrigin(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || !cspHost.MatchString(u.Host) {
+		return ""
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host)
 }
 
 // publicPath is the request's path less a named stage, for the public

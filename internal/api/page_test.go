@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/payload"
 )
 
 // The page's files are text: validate them as strings against the document.
@@ -85,7 +87,7 @@ func TestPublicRoutesServeThePage(t *testing.T) {
 				t.Errorf("body lacks %q", tc.has)
 			}
 			csp := resp.Headers["Content-Security-Policy"]
-			for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "connect-src 'self' https: http://127.0.0.1:9999"} {
+			for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "connect-src 'self' http://127.0.0.1:9999;"} {
 				if !strings.Contains(csp, want) {
 					t.Errorf("CSP %q lacks %q", csp, want)
 				}
@@ -95,6 +97,55 @@ func TestPublicRoutesServeThePage(t *testing.T) {
 			}
 			if resp.Headers["X-Content-Type-Options"] != "nosniff" || resp.Headers["ETag"] == "" {
 				t.Errorf("headers %v: want nosniff and an ETag", resp.Headers)
+			}
+		})
+	}
+}
+
+// connect-src names exact origins, never a scheme: the page's own, the
+// issuer's (discovery), the configured authorization endpoint's (Cognito's
+// hosted UI, which also serves the token endpoint), and the payload
+// bucket's (presigned document uploads). With "https:" any script running
+// in the page could send a token anywhere.
+func TestCSPConnectSrcNamesExactOrigins(t *testing.T) {
+	t.Parallel()
+	bucket, err := payload.New(s3.New(s3.Options{Region: "eu-west-1"}), "tl-payloads-123", payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cognito := api.AuthConfig{Mode: "jwt", Issuer: "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_abc", ClientID: "c1",
+		AuthorizationEndpoint: "https://tl-x.auth.eu-west-1.amazoncognito.com/oauth2/authorize"}
+	for _, tc := range []struct {
+		name string
+		h    *api.Handler
+		want string
+	}{
+		{"auth none", &api.Handler{}, "'self'"},
+		{"iam", &api.Handler{Auth: api.AuthConfig{Mode: "iam"}}, "'self'"},
+		{"jwt issuer", &api.Handler{Auth: api.AuthConfig{Mode: "jwt", Issuer: "https://idp.example/realms/a", ClientID: "c1"}}, "'self' https://idp.example"},
+		{"local http issuer", &api.Handler{Auth: api.AuthConfig{Mode: "jwt", Issuer: "http://127.0.0.1:9999", ClientID: "c1"}}, "'self' http://127.0.0.1:9999"},
+		{"cognito", &api.Handler{Auth: cognito},
+			"'self' https://cognito-idp.eu-west-1.amazonaws.com https://tl-x.auth.eu-west-1.amazoncognito.com"},
+		{"cognito with uploads", &api.Handler{Auth: cognito, Payloads: bucket},
+			"'self' https://cognito-idp.eu-west-1.amazonaws.com https://tl-x.auth.eu-west-1.amazoncognito.com https://tl-payloads-123.s3.eu-west-1.amazonaws.com"},
+		{"same origin twice", &api.Handler{Auth: api.AuthConfig{Mode: "jwt", Issuer: "https://idp.example/a", ClientID: "c1",
+			AuthorizationEndpoint: "https://idp.example/authorize"}}, "'self' https://idp.example"},
+		{"no injection", &api.Handler{Auth: api.AuthConfig{Mode: "jwt", Issuer: "https://idp.example; connect-src *", ClientID: "c1",
+			AuthorizationEndpoint: "javascript:alert(1)"}}, "'self'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			csp := tc.h.ContentSecurityPolicy()
+			var got string
+			n := 0
+			for _, d := range strings.Split(csp, ";") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(d), "connect-src "); ok {
+					got = v
+					n++
+				}
+			}
+			if n != 1 || got != tc.want {
+				t.Errorf("CSP %q: connect-src %q (%d directives), want exactly %q", csp, got, n, tc.want)
 			}
 		})
 	}

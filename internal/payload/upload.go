@@ -167,14 +167,7 @@ func (s *Store) PresignUpload(ctx context.Context, req UploadRequest) (Upload, e
 	if err := s.recordIntent(ctx, req.Scope, req.UploadID, in); err != nil {
 		return Upload{}, err
 	}
-	presigner := s3.NewPresignClient(s.s3, func(o *s3.PresignOptions) {
-		if s.presignEndpoint != "" {
-			o.ClientOptions = append(o.ClientOptions, func(co *s3.Options) {
-				co.BaseEndpoint, co.UsePathStyle = aws.String(s.presignEndpoint), true
-			})
-		}
-	})
-	signed, err := presigner.PresignPutObject(ctx, &s3.PutObjectInput{
+	signed, err := s.presigner().PresignPutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(s.bucket),
 		Key:            aws.String(in.Key),
 		ContentLength:  aws.Int64(req.Size),

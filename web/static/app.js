@@ -12,7 +12,13 @@
  * nonce checked, no client secret. The tokens stay in sessionStorage (this
  * tab only; never localStorage) and only the bearer the API accepts is kept;
  * every API call carries it as Authorization: Bearer. A 401 sends the user
- * to sign in again.
+ * to sign in again, automatically at most once per page load.
+ *
+ * The API is the origin that served the page, always: the page's URL is
+ * hostile input (anyone can link to the genuine page with any query), so
+ * nothing in it, and nothing remembered, names another API, issuer or
+ * endpoint. Only the OIDC code and state come from it, on the way back from
+ * the issuer, checked against the sign-in this tab started.
  */
 (function () {
   'use strict';
@@ -20,14 +26,13 @@
   var L = window.TaskledgerLib;
   var $ = function (id) { return document.getElementById(id); };
 
-  var LS_API = 'taskledger.apiBase';
+  // Where pages before the own-origin rule remembered an API named by
+  // ?api=; cleared on every load.
+  var LS_API_FORMER = 'taskledger.apiBase';
   var LS_OPERATOR = 'taskledger.operator';
   var SS_TASKS = 'taskledger.tasks:';
   var SS_AUTH = 'taskledger.auth:';
   var SS_PENDING = 'taskledger.oidc.pending';
-  // A 401 this soon after signing in is a misconfigured API (issuer or
-  // audience), not an expired token: say so instead of looping.
-  var FRESH_SIGNIN_MS = 15000;
   var POLL_MS = 1000;
   var POLL_ERROR_MS = 2500;
   var BACKGROUND_MS = 3000;
@@ -44,7 +49,9 @@
     clickDetail: 0,
     sending: false,
     reviewCursor: '',
-    auth: { mode: '', config: null, discovery: null, session: null, redirecting: false }
+    // autoSignIns counts the automatic sign-ins (after a 401) of this page
+    // load: at most one (L.unauthorizedAction).
+    auth: { mode: '', config: null, discovery: null, session: null, redirecting: false, autoSignIns: 0 }
   };
 
   // ---- storage (never task text) ----
@@ -146,8 +153,7 @@
   }
 
   function networkText(err) {
-    return 'Could not reach the API at ' + st.base + ' (' + (err && err.message ? err.message : 'network error') +
-      '). Check the API base URL, and that the API allows this page’s origin (CORS).';
+    return 'Could not reach the API at ' + st.base + ' (' + (err && err.message ? err.message : 'network error') + ').';
   }
 
   function retryText(what, info) {
@@ -228,12 +234,15 @@
       .then(renderAuth);
   }
 
-  // discover fetches the issuer's discovery document (and checks that it
-  // is the issuer's own).
+  // discover fetches the discovery document of the issuer the page's own
+  // /auth/config names, checks that it is that issuer's, and that its
+  // authorization endpoint (or the one /auth/config names) and token
+  // endpoint are on an origin the server named (L.checkEndpoint).
   function discover() {
     var a = st.auth;
     if (a.discovery) return Promise.resolve(a.discovery);
     var issuer = a.config.issuer;
+    if (!L.originOf(issuer)) return Promise.reject(new Error('the issuer ' + issuer + ' is not an http(s) URL'));
     return fetch(issuer.replace(/\/+$/, '') + '/.well-known/openid-configuration', { credentials: 'omit', cache: 'no-store' })
       .then(function (r) {
         if (!r.ok) throw new Error('discovery answered HTTP ' + r.status);
@@ -242,8 +251,11 @@
       .then(function (d) {
         if (!d || d.issuer !== issuer) throw new Error('the discovery document names issuer ' + (d && d.issuer) + ', not ' + issuer);
         if (!d.authorization_endpoint || !d.token_endpoint) throw new Error('the discovery document has no authorization or token endpoint');
-        a.discovery = d;
-        return d;
+        var authz = a.config.authorization_endpoint || d.authorization_endpoint;
+        var bad = L.checkEndpoint(authz, a.config) || L.checkEndpoint(d.token_endpoint, a.config);
+        if (bad) throw new Error(bad);
+        a.discovery = { authorization_endpoint: authz, token_endpoint: d.token_endpoint };
+        return a.discovery;
       });
   }
 
@@ -264,7 +276,7 @@
           redirectURI: redirect, tokenEndpoint: d.token_endpoint, base: st.base
         }));
         a.redirecting = true;
-        window.location.assign(L.authorizeURL(a.config.authorization_endpoint || d.authorization_endpoint, {
+        window.location.assign(L.authorizeURL(d.authorization_endpoint, {
           clientId: a.config.client_id, redirectURI: redirect, scope: a.config.scopes || 'openid',
           state: state, nonce: nonce, challenge: challenge
         }));
@@ -290,6 +302,14 @@
     }
     if (cb.error) {
       authStatus('Sign-in failed at the issuer: ' + cb.error + (cb.description ? ' — ' + cb.description : ''), 'error');
+      return Promise.resolve();
+    }
+    // The code goes only to a token endpoint this origin's /auth/config
+    // allows, for the issuer and client it names now.
+    var bad = pending.issuer !== a.config.issuer || pending.clientId !== a.config.client_id ? 'the sign-in was started for another issuer or client' :
+      L.checkEndpoint(pending.tokenEndpoint, a.config);
+    if (bad) {
+      authStatus('Sign-in refused: ' + bad + '. Sign in again.', 'error');
       return Promise.resolve();
     }
     authStatus('Completing sign-in…', 'busy');
@@ -331,62 +351,39 @@
     authStatus(text || 'Signed out. The issuer may still remember you: the next sign-in can skip its login page.', 'ok');
   }
 
-  // onUnauthorized handles a 401 from the API: an expired or refused
-  // token sends the user to sign in again (once; a 401 right after a
-  // fresh sign-in is a configuration problem and is said instead).
+  // onUnauthorized handles a 401 from the API (L.unauthorizedAction): an
+  // expired or refused token sends the user to sign in again, without a
+  // click once per page load; after that, and without a session, the page
+  // asks (Sign in button). A 401 right after a fresh sign-in is a
+  // configuration problem and is said instead.
   function onUnauthorized() {
     var a = st.auth;
-    if (a.mode !== 'jwt' || a.redirecting) return;
-    var sess = a.session;
-    if (!sess) {
-      authStatus('The API requires sign-in: press Sign in.', 'error');
-      return;
-    }
-    if (sess.at && Date.now() - sess.at < FRESH_SIGNIN_MS) {
+    var action = L.unauthorizedAction(a, Date.now());
+    if (action === 'ignore') return;
+    if (action === 'misconfigured') {
       authStatus('The API refused a token issued moments ago (401): its JWT authorizer\u2019s issuer or audience does not match ' +
         a.config.issuer + ' / ' + a.config.client_id + '.', 'error');
       return;
     }
+    var had = !!a.session;
     remove(window.sessionStorage, authKey());
     a.session = null;
     renderAuth();
+    if (action === 'ask') {
+      authStatus(had ? 'The API refused your sign-in again (401): press Sign in.' : 'The API requires sign-in: press Sign in.', 'error');
+      return;
+    }
+    a.autoSignIns++;
     startSignIn('Your sign-in expired or was refused (401): signing in again…');
   }
 
   // ---- API base ----
 
+  // initApiBase: the page's own origin (L.resolveApiBase); an API base an
+  // older page remembered is forgotten.
   function initApiBase() {
-    var r = L.resolveApiBase(window.location.href, get(window.localStorage, LS_API));
-    st.base = r.base;
-    if (r.source === 'query') set(window.localStorage, LS_API, r.base);
-    $('api-base').value = r.base;
-    $('api-source').textContent = !r.base ? 'enter the API’s URL' :
-      ({ query: 'from ?api=', stored: 'remembered', origin: 'this page’s origin' }[r.source] || '');
-  }
-
-  function onApiSubmit(ev) {
-    ev.preventDefault();
-    var b = L.normalizeBase($('api-base').value);
-    if (!b) {
-      $('api-source').textContent = 'enter an absolute http(s) URL, e.g. https://abc.execute-api.eu-west-1.amazonaws.com';
-      $('api-base').setAttribute('aria-invalid', 'true');
-      return;
-    }
-    $('api-base').removeAttribute('aria-invalid');
-    $('api-base').value = b;
-    set(window.localStorage, LS_API, b);
-    $('api-source').textContent = 'remembered';
-    if (b !== st.base) {
-      st.base = b;
-      stopPolling();
-      st.current = '';
-      $('task-view').hidden = true;
-      loadAuth().then(function () {
-        loadSession();
-        renderTaskList();
-        if (!$('view-review').hidden) loadReviews(false);
-      });
-    }
+    st.base = L.resolveApiBase(window.location.href);
+    remove(window.localStorage, LS_API_FORMER);
   }
 
   // ---- session task list ----
@@ -473,7 +470,7 @@
           schedule(POLL_MS);
         } else if (r.status === 404) {
           $('task-live').textContent = '';
-          setStatus($('task-action-status'), 'Task ' + id + ' was not found at this API (wrong API base URL, another caller’s task, or past its retention).', 'error');
+          setStatus($('task-action-status'), 'Task ' + id + ' was not found at this API (another caller’s task, or past its retention).', 'error');
         } else {
           setStatus($('task-action-status'), 'Refreshing: ' + L.problemText(r.status, r.body, r.statusText), 'error');
           schedule(POLL_ERROR_MS);
@@ -845,7 +842,6 @@
     loadSession();
     renderTaskList();
     $('operator').value = get(window.localStorage, LS_OPERATOR) || '';
-    $('api-form').addEventListener('submit', onApiSubmit);
     $('send').addEventListener('click', function (ev) { st.clickDetail = ev.detail || 0; });
     $('submit-form').addEventListener('submit', onSubmit);
     $('regenerate').addEventListener('click', onRegenerate);

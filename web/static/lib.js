@@ -20,33 +20,17 @@
     return isTerminal(state) || state === 'needs_review';
   }
 
-  // normalizeBase trims s and drops trailing slashes; it returns '' unless
-  // s is an absolute http(s) URL.
-  function normalizeBase(s) {
-    if (typeof s !== 'string') return '';
-    s = s.trim().replace(/\/+$/, '');
-    if (!/^https?:\/\/[^\s/?#]+/i.test(s)) return '';
-    try {
-      var u = new URL(s);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
-      if (u.search || u.hash) return '';
-    } catch (e) {
-      return '';
-    }
-    return s;
-  }
-
-  // resolveApiBase picks the API base URL: the ?api= query parameter of
-  // pageHref, else the remembered value, else the page's own origin.
-  // source says which one won ('query' | 'stored' | 'origin').
-  function resolveApiBase(pageHref, stored) {
-    var u = new URL(pageHref);
-    var q = normalizeBase(u.searchParams.get('api') || '');
-    if (q) return { base: q, source: 'query' };
-    var st = normalizeBase(stored || '');
-    if (st) return { base: st, source: 'stored' };
-    var origin = u.origin && u.origin !== 'null' ? u.origin : '';
-    return { base: origin, source: 'origin' };
+  // resolveApiBase is the API base URL: the origin that served the page,
+  // always ('' for a page opened from a file). The page's URL is hostile
+  // input — anyone can link to the genuine page with any query string — so
+  // nothing in it (no ?api=) and nothing remembered picks another API: the
+  // page sends its bearer to its own origin only. Extra arguments (an older
+  // caller's remembered value) are ignored.
+  function resolveApiBase(pageHref) {
+    var u;
+    try { u = new URL(pageHref); } catch (e) { return ''; }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
+    return u.origin;
   }
 
   // newKey returns a fresh Idempotency-Key (a random UUID). It falls back
@@ -314,6 +298,63 @@
     return subtle.digest('SHA-256', new TextEncoder().encode(verifier)).then(base64url);
   }
 
+  // originOf is the origin of an absolute http(s) URL, or ''.
+  function originOf(href) {
+    if (typeof href !== 'string' || !href) return '';
+    try {
+      var u = new URL(href);
+      return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : '';
+    } catch (e) {
+      return '';
+    }
+  }
+
+  // checkEndpoint returns '' when the page may use endpoint (the
+  // authorization endpoint it sends the browser to, or the token endpoint
+  // it posts the code to) under cfg, its own origin's GET /auth/config;
+  // otherwise what is wrong. The rule: the endpoint's origin is the
+  // issuer's origin, or the origin of the authorization_endpoint that
+  // /auth/config itself names. The second is what the server was deployed
+  // with (OIDC_AUTHORIZATION_ENDPOINT): Cognito's issuer is cognito-idp.…
+  // while its hosted UI, authorize and token alike, is on the user pool's
+  // own domain. A discovery document naming any other origin is refused, so
+  // the page never becomes a redirect to, or a code sender for, an origin
+  // its server did not name; the CSP's connect-src lists the same origins.
+  function checkEndpoint(endpoint, cfg) {
+    var allowed = [];
+    if (cfg) {
+      var io = originOf(cfg.issuer);
+      var ao = originOf(cfg.authorization_endpoint);
+      if (io) allowed.push(io);
+      if (ao) allowed.push(ao);
+    }
+    var o = originOf(endpoint);
+    if (o && allowed.indexOf(o) >= 0) return '';
+    return 'the endpoint ' + (o || String(endpoint || '(none)')) + ' is not on the issuer\u2019s origin' +
+      (allowed.length ? ' (' + allowed.join(' or ') + ')' : '') + ': refused';
+  }
+
+  // A 401 this soon after signing in is a misconfigured API (issuer or
+  // audience), not an expired token.
+  var FRESH_SIGNIN_MS = 15000;
+
+  // unauthorizedAction decides what a 401 from the API does, given the
+  // page's auth state a ({mode, redirecting, session, autoSignIns: the
+  // automatic sign-ins this page load has started}): 'ignore' (not signed-in
+  // mode, or already on the way to the issuer), 'misconfigured' (a token
+  // from moments ago refused: say so, no loop), 'redirect' (the first 401
+  // of this load with a session: sign in again without a click) or 'ask'
+  // (no session, or a second 401 in this load: a message and the Sign in
+  // button, never a second automatic redirect).
+  function unauthorizedAction(a, nowMs) {
+    if (!a || a.mode !== 'jwt' || a.redirecting) return 'ignore';
+    var sess = a.session;
+    if (!sess) return 'ask';
+    if (sess.at && nowMs - sess.at < FRESH_SIGNIN_MS) return 'misconfigured';
+    if ((a.autoSignIns || 0) >= 1) return 'ask';
+    return 'redirect';
+  }
+
   // redirectURI is the page's own URL without query or fragment: where
   // the issuer sends the browser back (register it with the app client).
   function redirectURI(pageHref) {
@@ -431,7 +472,6 @@
     SAME_PRESS_MS: SAME_PRESS_MS,
     isTerminal: isTerminal,
     isSettled: isSettled,
-    normalizeBase: normalizeBase,
     resolveApiBase: resolveApiBase,
     newKey: newKey,
     keyForPress: keyForPress,
@@ -452,6 +492,10 @@
     base64url: base64url,
     randomToken: randomToken,
     pkceChallenge: pkceChallenge,
+    originOf: originOf,
+    checkEndpoint: checkEndpoint,
+    FRESH_SIGNIN_MS: FRESH_SIGNIN_MS,
+    unauthorizedAction: unauthorizedAction,
     redirectURI: redirectURI,
     authorizeURL: authorizeURL,
     parseCallback: parseCallback,

@@ -1,10 +1,13 @@
 // Browser test of the taskledger page, in headless Debian Chromium driven by
 // playwright-core (never a downloaded browser build).
 //
-//   node web/test/browser.mjs <stack URL> <screenshot dir>
+//   node web/test/browser.mjs <stack URL> <screenshot dir> <recorder URL>
 //
 // The stack URL serves the page at "/" and the API beside it (the local
-// stack, internal/local). Prints one JSON report line on stdout:
+// stack, internal/local). The recorder is another origin (an https server
+// of the Go test that records every request it gets): the page is opened
+// with ?api= naming it, and with it remembered as an older page would have,
+// and must never send it anything (the Go test reads the recorder). Prints one JSON report line on stdout:
 //   {"ok":bool,"steps":[{"name","ok","ms","detail"}...],"screenshots":[paths],
 //    "tasks":{...},"errors":[...]}
 // and exits 0 only when every step passed. Progress goes to stderr.
@@ -12,12 +15,13 @@ import { createRun, launch, run, mkdir, STEP_TIMEOUT } from './harness.mjs';
 
 const OVERALL_TIMEOUT = 170_000;
 
-const [, , stackURL, shotDirArg] = process.argv;
-if (!stackURL || !shotDirArg) {
-  console.error('usage: node browser.mjs <stack URL> <screenshot dir>');
+const [, , stackURL, shotDirArg, recorderURL] = process.argv;
+if (!stackURL || !shotDirArg || !recorderURL) {
+  console.error('usage: node browser.mjs <stack URL> <screenshot dir> <recorder URL>');
   process.exit(2);
 }
 const origin = new URL(stackURL).origin;
+const recorder = new URL(recorderURL).origin;
 const { report, log, step, check, shot, shotDir } = createRun('browser', shotDirArg);
 let page; // the page under test, for a screenshot on failure
 
@@ -80,18 +84,34 @@ async function resetStatus(page) {
 async function main() {
   await mkdir(shotDir, { recursive: true });
   // No network loads beyond the stack under test (launch aborts them and
-  // lists them in foreign).
-  const b = await launch(origin, report, { viewport: { width: 1280, height: 900 } });
+  // lists them in foreign), but the recorder's: what the page sends it
+  // reaches it, so that the Go test sees it.
+  const b = await launch(origin, report, { viewport: { width: 1280, height: 900 }, passThrough: [recorder] });
   const { foreign } = b;
   page = b.page;
   try {
     const posts = trackSubmissions(page);
+    const toRecorder = [];
+    page.on('request', (req) => { if (req.url().startsWith(recorder + '/')) toRecorder.push(req.method() + ' ' + req.url()); });
+
+    await step('a link naming another API (?api=) still talks only to the page\'s own origin', async () => {
+      await page.goto(stackURL.replace(/\/?$/, '/') + '?api=' + encodeURIComponent(recorderURL), { waitUntil: 'load' });
+      await page.waitForSelector('html[data-ready="true"]');
+      check(await page.getAttribute('html', 'data-auth') === 'none', 'auth settings read from the page\'s own API (mode none)');
+      // As a page from before this rule would have remembered it: the next
+      // load must ignore it, and forget it.
+      await page.evaluate((u) => localStorage.setItem('taskledger.apiBase', u), recorderURL);
+      return { toRecorder: toRecorder.length };
+    });
 
     await step('load page', async () => {
       await page.goto(stackURL, { waitUntil: 'load' });
       await page.waitForSelector('html[data-ready="true"]');
-      const base = await page.inputValue('#api-base');
-      check(base === origin, `API base defaults to the page origin (got ${base})`);
+      check(await page.$('#api-base') === null, 'no API base field: the page uses its own origin');
+      const remembered = await page.evaluate(() => localStorage.getItem('taskledger.apiBase'));
+      check(remembered === null, `a remembered API base is cleared (got ${remembered})`);
+      check(toRecorder.length === 0, 'requests to the ?api= origin: ' + toRecorder.join(', '));
+      const base = origin;
       // The local stack runs without an authorizer (auth mode none): the
       // page says the API is open to anyone, and offers no sign-in.
       await page.waitForSelector('#open-banner:not([hidden])');

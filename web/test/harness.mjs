@@ -48,18 +48,22 @@ export function createRun(tag, shotDirArg) {
 // launch starts Chromium with a fresh profile and a page that may load
 // only origin (anything else is aborted and listed in foreign); page
 // errors and console errors go to report.errors, CSP violations to csp.
-// opts.viewport overrides the 1280×1000 default.
+// opts.viewport overrides the 1280×1000 default. opts.passThrough lists
+// other origins whose requests go out (a test's own recorder, which must
+// see whatever the page sends it; its self-signed certificate is accepted).
 export async function launch(origin, report, opts = {}) {
   const userDataDir = await mkdtemp(join(tmpdir(), 'taskledger-chromium-'));
   const foreign = [];
   const csp = [];
+  const through = [origin, ...(opts.passThrough || [])];
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM, headless: true, args: ARGS,
     viewport: opts.viewport || { width: 1280, height: 1000 }, timeout: 60_000,
+    ignoreHTTPSErrors: !!(opts.passThrough && opts.passThrough.length),
   });
   await context.route('**/*', (route) => {
     const u = route.request().url();
-    if (u.startsWith(origin + '/') || u.startsWith('data:')) return route.continue();
+    if (through.some((o) => u.startsWith(o + '/')) || u.startsWith('data:')) return route.continue();
     foreign.push(u);
     return route.abort();
   });

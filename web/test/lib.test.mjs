@@ -7,23 +7,52 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const L = require('../static/lib.js');
 
-test('resolveApiBase: ?api= beats the remembered value, which beats the origin', () => {
-  assert.deepEqual(L.resolveApiBase('http://127.0.0.1:3000/', null), { base: 'http://127.0.0.1:3000', source: 'origin' });
-  assert.deepEqual(L.resolveApiBase('http://127.0.0.1:3000/', 'https://api.example.com/prod/'),
-    { base: 'https://api.example.com/prod', source: 'stored' });
-  assert.deepEqual(L.resolveApiBase('http://127.0.0.1:3000/?api=' + encodeURIComponent('https://x.example/stage//'), 'https://api.example.com'),
-    { base: 'https://x.example/stage', source: 'query' });
-  // Junk falls through to the next source.
-  assert.equal(L.resolveApiBase('http://h/?api=javascript:alert(1)', 'ftp://x').source, 'origin');
-  assert.equal(L.resolveApiBase('file:///tmp/index.html', null).base, '');
+// The page talks only to the origin that served it: a link naming another
+// API (?api=), or a value an older page remembered, must never move its
+// requests, and its bearer, elsewhere.
+test('resolveApiBase: always the page\'s own origin; ?api= and a remembered value are ignored', () => {
+  assert.equal(L.resolveApiBase('http://127.0.0.1:3000/'), 'http://127.0.0.1:3000');
+  assert.equal(L.resolveApiBase('https://api.example.com/?api=' + encodeURIComponent('https://evil.example'), 'https://stored.example'),
+    'https://api.example.com');
+  assert.equal(L.resolveApiBase('https://api.example.com/index.html?api=https://evil.example#x'), 'https://api.example.com');
+  assert.equal(L.resolveApiBase('file:///tmp/index.html?api=https://evil.example'), '');
 });
 
-test('normalizeBase rejects non-http URLs, queries and fragments', () => {
-  assert.equal(L.normalizeBase(' https://a.example/b/ '), 'https://a.example/b');
-  assert.equal(L.normalizeBase('a.example'), '');
-  assert.equal(L.normalizeBase('https://a.example/?x=1'), '');
-  assert.equal(L.normalizeBase('https://a.example/#x'), '');
-  assert.equal(L.normalizeBase(null), '');
+test('checkEndpoint: only the issuer\'s origin or the configured authorization endpoint\'s origin', () => {
+  const generic = { issuer: 'https://idp.example/realms/a', authorization_endpoint: '' };
+  assert.equal(L.checkEndpoint('https://idp.example/realms/a/protocol/openid-connect/auth', generic), '');
+  assert.equal(L.checkEndpoint('https://idp.example:443/token', generic), '', 'the default port is the same origin');
+  assert.match(L.checkEndpoint('https://evil.example/authorize', generic), /evil\.example/);
+  assert.match(L.checkEndpoint('http://idp.example/token', generic), /http:\/\/idp\.example/, 'another scheme is another origin');
+  assert.match(L.checkEndpoint('https://idp.example.evil.example/token', generic), /not/);
+  assert.match(L.checkEndpoint('javascript:alert(1)', generic), /not/);
+  assert.match(L.checkEndpoint('', generic), /not/);
+  // Cognito: the issuer is cognito-idp, the hosted UI (authorize and token)
+  // is on the user pool domain that the API's own /auth/config names.
+  const cognito = {
+    issuer: 'https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_abc',
+    authorization_endpoint: 'https://tl-x.auth.eu-west-1.amazoncognito.com/oauth2/authorize',
+  };
+  assert.equal(L.checkEndpoint('https://tl-x.auth.eu-west-1.amazoncognito.com/oauth2/authorize', cognito), '');
+  assert.equal(L.checkEndpoint('https://tl-x.auth.eu-west-1.amazoncognito.com/oauth2/token', cognito), '');
+  assert.match(L.checkEndpoint('https://other.auth.eu-west-1.amazoncognito.com/oauth2/token', cognito), /not/);
+  // The local stack's issuer is http on loopback: its own origin only.
+  assert.equal(L.checkEndpoint('http://127.0.0.1:9000/token', { issuer: 'http://127.0.0.1:9000' }), '');
+  assert.match(L.checkEndpoint('http://127.0.0.1:9001/token', { issuer: 'http://127.0.0.1:9000' }), /not/);
+  assert.match(L.checkEndpoint('https://idp.example/token', null), /not/, 'no configuration, no endpoint');
+});
+
+test('unauthorizedAction: at most one automatic sign-in per page load', () => {
+  const now = 1_700_000_000_000;
+  const old = { bearer: 'b', at: now - 3600_000 };
+  const a = (o) => Object.assign({ mode: 'jwt', redirecting: false, session: old, autoSignIns: 0 }, o);
+  assert.equal(L.unauthorizedAction(a({}), now), 'redirect', 'the first 401 of a load signs in again');
+  assert.equal(L.unauthorizedAction(a({ autoSignIns: 1 }), now), 'ask', 'a second one shows a message and the button');
+  assert.equal(L.unauthorizedAction(a({ session: null }), now), 'ask', 'no session: the user presses Sign in');
+  assert.equal(L.unauthorizedAction(a({ session: { bearer: 'b', at: now - 1000 } }), now), 'misconfigured',
+    'a token issued moments ago refused: the API is misconfigured, no loop');
+  assert.equal(L.unauthorizedAction(a({ redirecting: true }), now), 'ignore');
+  assert.equal(L.unauthorizedAction(a({ mode: 'none' }), now), 'ignore');
 });
 
 test('newKey: a UUID v4, with and without randomUUID', () => {
