@@ -28,6 +28,19 @@ type ApprovalView struct {
 	Round int `json:"round"`
 }
 
+// PlanView is a gated task's deliver plan as submitted: each entry's
+// destination and params (canonical JSON), in plan order. An empty Deliver
+// says an approval delivers nothing.
+type PlanView struct {
+	Deliver []PlanEntryView `json:"deliver"`
+}
+
+// PlanEntryView is one deliver step of a plan.
+type PlanEntryView struct {
+	Destination string          `json:"destination"`
+	Params      json.RawMessage `json:"params"`
+}
+
 // DeliveryView is one deliver task of an approval.
 type DeliveryView struct {
 	TaskID      string `json:"task_id"`
@@ -82,14 +95,18 @@ func DeliveryViews(ds []*ledger.Task) []DeliveryView {
 	return out
 }
 
-// withApproval adds the approval and the deliveries (read consistently:
-// the standing approval's, then withdrawn ones) to v.
-func (h *Handler) withApproval(ctx context.Context, v *TaskView, t *ledger.Task) {
+// withApproval adds the approval, the plan (to a caller who may decide)
+// and the deliveries (read consistently: the standing approval's, then
+// withdrawn ones) to v.
+func (h *Handler) withApproval(ctx context.Context, c *call, v *TaskView, t *ledger.Task) {
 	if showsResult(t) {
 		v.ResultSHA256 = t.ResultSHA256
 	}
 	v.GeneratedSHA256 = t.GeneratedSHA256
 	v.Approval = approvalView(t)
+	if v.Approval != nil && h.mayDecide(c, t) {
+		v.Plan = h.planView(ctx, t)
+	}
 	ids := append(append([]string{}, t.DeliveryIDs...), t.WithdrawnDeliveryIDs...)
 	if len(ids) == 0 {
 		return
@@ -103,6 +120,38 @@ func (h *Handler) withApproval(ctx context.Context, v *TaskView, t *ledger.Task)
 		}
 	}
 	v.Deliveries = DeliveryViews(ds)
+}
+
+// mayDecide reports whether the caller may approve, reject or withdraw
+// t (decidable's rule): the owner when no approver claim is configured;
+// otherwise an approver, unless the task is their own and self-approval
+// is off. They decide on where the artifact goes, so they are shown the
+// plan.
+func (h *Handler) mayDecide(c *call, t *ledger.Task) bool {
+	owner := t.Scope == c.scope
+	if h.Approvals.Claim == "" {
+		return owner
+	}
+	return h.Approvals.approver(c.req.RequestContext) && !(owner && h.Approvals.NoSelfApproval)
+}
+
+// planView renders t's stored plan; nil (and a logged error) if it cannot
+// be read, which approve refuses too.
+func (h *Handler) planView(ctx context.Context, t *ledger.Task) *PlanView {
+	pl, err := storedPlan(t)
+	if err != nil {
+		h.log().ErrorContext(ctx, "api: stored plan is not JSON", "task_id", t.TaskID, "plan_bytes", len(t.Plan))
+		return nil
+	}
+	v := &PlanView{Deliver: make([]PlanEntryView, 0, len(pl.deliveries))}
+	for _, e := range pl.deliveries {
+		params := e.Params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		v.Deliver = append(v.Deliver, PlanEntryView{Destination: e.Destination, Params: params})
+	}
+	return v
 }
 
 func rfc3339Ms(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

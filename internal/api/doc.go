@@ -77,7 +77,8 @@
 // deliver task per plan entry for the approved artifact
 // (newApproveRequest, shared with the operator CLI) and sends their
 // outbox messages after the transaction. The view adds result_sha256,
-// approval and deliveries (approvalview.go).
+// approval and deliveries, and the plan (each destination and its params)
+// for a caller who may decide (approvalview.go).
 //
 // # Caller scope
 //

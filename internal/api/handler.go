@@ -573,7 +573,7 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 	if p := h.resolveResult(ctx, c, t, &view); p != nil {
 		return h.reject(c, p)
 	}
-	h.withApproval(ctx, &view, t)
+	h.withApproval(ctx, c, &view, t)
 	h.spendView(ctx, t, &view, status == http.StatusAccepted && t.Attempts == 0)
 	body, err := json.Marshal(view)
 	if err != nil {

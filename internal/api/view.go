@@ -43,6 +43,9 @@ type TaskView struct {
 	// tasks only); Deliveries its deliver tasks.
 	Approval   *ApprovalView  `json:"approval,omitempty"`
 	Deliveries []DeliveryView `json:"deliveries,omitempty"`
+	// Plan is what an approval sends where (gated tasks, shown only to a
+	// caller who may decide on the task: approvalview.go).
+	Plan *PlanView `json:"plan,omitempty"`
 }
 
 // ErrorView is a task's last failure.

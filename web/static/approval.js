@@ -3,8 +3,10 @@
  *
  * A task submitted with "approval":{"required":true} stops in
  * awaiting_approval with its result saved. This file renders its approval
- * block: the artifact's result_sha256, Approve / Edit & approve / Reject,
- * then the deliveries the approval created (each opens its deliver task and
+ * block: the artifact's result_sha256, the plan (each destination and its
+ * params: where approving sends the result, as the API shows it to whoever
+ * may decide) beside Approve / Edit & approve / Reject, then the
+ * deliveries the approval created (each opens its deliver task and
  * receipt) and Withdraw. Every decision is sent with the hash of the result
  * this tab shows, so a result that changed since is refused by the API
  * (409 artifact-changed) and said so here, never approved blind.
@@ -98,6 +100,27 @@
     $('withdraw').title = started ? started + ' of ' + ds.length + ' deliveries have started: the API will refuse to withdraw' : '';
   }
 
+  // renderPlan lists where approving sends the result: each plan entry's
+  // destination and params. The API shows the plan only to a caller who
+  // may decide; anyone else is told so instead of being shown nothing.
+  function renderPlan(v) {
+    var ul = $('approval-plan');
+    ul.textContent = '';
+    if (!v.plan || !Array.isArray(v.plan.deliver)) {
+      ul.appendChild(d.el('li', { 'class': 'muted' }, 'The plan is shown only to whoever may decide on this task.'));
+      return;
+    }
+    v.plan.deliver.forEach(function (e) {
+      var params = JSON.stringify(e.params || {});
+      var li = d.el('li', { 'data-destination': e.destination, 'data-params': params, 'data-testid': 'plan-entry' });
+      li.appendChild(d.el('code', null, e.destination));
+      li.appendChild(document.createTextNode(params === '{}' ? ' (no params)' : ' with '));
+      if (params !== '{}') li.appendChild(d.el('code', null, params));
+      ul.appendChild(li);
+    });
+    if (!v.plan.deliver.length) ul.appendChild(d.el('li', { 'class': 'muted' }, 'Nowhere: the plan delivers nothing.'));
+  }
+
   // renderDeliver shows the deliver-only receipt rows, with the public URL
   // as a link when it is one.
   function renderDeliver(v) {
@@ -139,6 +162,7 @@
     var awaiting = v.state === 'awaiting_approval';
     $('approval-act').hidden = !awaiting;
     if (!awaiting && editing) setEditing(false);
+    renderPlan(v);
     renderDeliveries(v);
   }
 

@@ -80,6 +80,11 @@ async function deliveries() {
   return page.$$eval('#deliveries li[data-task-id]', (lis) => lis.map((li) => ({ id: li.dataset.taskId, state: li.dataset.state, text: li.textContent })));
 }
 
+// plan is the deliver plan the page shows beside Approve.
+async function plan() {
+  return page.$$eval('#approval-plan li[data-destination]', (lis) => lis.map((li) => ({ destination: li.dataset.destination, params: li.dataset.params, text: li.textContent })));
+}
+
 async function main() {
   await mkdir(shotDir, { recursive: true });
   // launch aborts loads beyond the stack (listed in foreign) and collects
@@ -128,6 +133,11 @@ async function main() {
       check((await text('#task-result')).length > 0, 'the artifact (result) is shown');
       check(await page.getAttribute('#approval', 'data-approval-state') === 'pending', 'approval pending');
       check(await page.isHidden('#deliveries-box'), 'no deliveries before the approval');
+      // The approver sees where the artifact goes before approving it.
+      const p = await plan();
+      check(await page.isVisible('#approval-plan'), 'the plan is shown beside Approve');
+      check(p.length === 1 && p[0].destination === 'notify' && p[0].params === JSON.stringify(v.body.plan.deliver[0].params) &&
+        p[0].text.includes('requester@example.com'), 'the plan names the destination and its params, as the API gives them: ' + JSON.stringify(p));
       report.hashes.approved = sha;
       await shot('approval-01-awaiting.png');
       return { id, sha };
@@ -264,6 +274,8 @@ async function main() {
         { approval: true, destination: 'publish', params: '{"slug":"launch-date"}' });
       await waitState(id, 'awaiting_approval');
       await page.waitForSelector('#reject:visible');
+      const p = await plan();
+      check(p.length === 1 && p[0].destination === 'publish' && p[0].text.includes('launch-date'), 'the plan shown: ' + JSON.stringify(p));
       await page.fill('#approval-note', 'not yet public');
       await page.click('#reject');
       const msg = await waitOutcome('rejected');
