@@ -147,6 +147,7 @@
         var body = null;
         if (text) { try { body = JSON.parse(text); } catch (e) { body = null; } }
         if (r.response.status === 401) onUnauthorized();
+        else if (headers['Authorization']) accepted(headers['Authorization']);
         return { status: r.response.status, statusText: r.response.statusText, headers: r.response.headers, body: body, attempts: r.attempts };
       });
     });
@@ -351,17 +352,26 @@
     authStatus(text || 'Signed out. The issuer may still remember you: the next sign-in can skip its login page.', 'ok');
   }
 
+  // accepted records that the API answered a request carrying the current
+  // session's token with something other than 401 (L.unauthorizedAction).
+  function accepted(authorization) {
+    var sess = st.auth.session;
+    if (!sess || sess.accepted || authorization !== 'Bearer ' + sess.bearer) return;
+    sess.accepted = true;
+    set(window.sessionStorage, authKey(), JSON.stringify(sess));
+  }
+
   // onUnauthorized handles a 401 from the API (L.unauthorizedAction): an
   // expired or refused token sends the user to sign in again, without a
   // click once per page load; after that, and without a session, the page
-  // asks (Sign in button). A 401 right after a fresh sign-in is a
+  // asks (Sign in button). A 401 on a token the API never accepted is a
   // configuration problem and is said instead.
   function onUnauthorized() {
     var a = st.auth;
     var action = L.unauthorizedAction(a, Date.now());
     if (action === 'ignore') return;
     if (action === 'misconfigured') {
-      authStatus('The API refused a token issued moments ago (401): its JWT authorizer\u2019s issuer or audience does not match ' +
+      authStatus('The API refused a token it has never accepted (401): its JWT authorizer\u2019s issuer or audience does not match ' +
         a.config.issuer + ' / ' + a.config.client_id + '.', 'error');
       return;
     }

@@ -334,23 +334,27 @@
       (allowed.length ? ' (' + allowed.join(' or ') + ')' : '') + ': refused';
   }
 
-  // A 401 this soon after signing in is a misconfigured API (issuer or
-  // audience), not an expired token.
-  var FRESH_SIGNIN_MS = 15000;
-
   // unauthorizedAction decides what a 401 from the API does, given the
   // page's auth state a ({mode, redirecting, session, autoSignIns: the
   // automatic sign-ins this page load has started}): 'ignore' (not signed-in
-  // mode, or already on the way to the issuer), 'misconfigured' (a token
-  // from moments ago refused: say so, no loop), 'redirect' (the first 401
-  // of this load with a session: sign in again without a click) or 'ask'
-  // (no session, or a second 401 in this load: a message and the Sign in
-  // button, never a second automatic redirect).
+  // mode, or already on the way to the issuer), 'misconfigured' (the API
+  // refused a token it has never accepted: its authorizer's issuer or
+  // audience does not match; say so and stop), 'redirect' (the first 401 of
+  // this load on a token the API did accept: it expired or was revoked;
+  // sign in again without a click) or 'ask' (no session, or a second 401 in
+  // this load: a message and the Sign in button).
+  //
+  // Whether the token was ever accepted (session.accepted, set on the first
+  // answer other than 401 and kept with the session in sessionStorage) is
+  // what breaks a loop across page loads: a fresh token from an automatic
+  // sign-in that the API refuses was never accepted, so it never triggers
+  // another redirect, however old it is when the 401 comes. A time window
+  // ("issued moments ago") cannot: the verdict would lapse with it.
   function unauthorizedAction(a, nowMs) {
     if (!a || a.mode !== 'jwt' || a.redirecting) return 'ignore';
     var sess = a.session;
     if (!sess) return 'ask';
-    if (sess.at && nowMs - sess.at < FRESH_SIGNIN_MS) return 'misconfigured';
+    if (!sess.accepted) return 'misconfigured';
     if ((a.autoSignIns || 0) >= 1) return 'ask';
     return 'redirect';
   }
@@ -494,7 +498,6 @@
     pkceChallenge: pkceChallenge,
     originOf: originOf,
     checkEndpoint: checkEndpoint,
-    FRESH_SIGNIN_MS: FRESH_SIGNIN_MS,
     unauthorizedAction: unauthorizedAction,
     redirectURI: redirectURI,
     authorizeURL: authorizeURL,

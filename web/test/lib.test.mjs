@@ -42,15 +42,17 @@ test('checkEndpoint: only the issuer\'s origin or the configured authorization e
   assert.match(L.checkEndpoint('https://idp.example/token', null), /not/, 'no configuration, no endpoint');
 });
 
-test('unauthorizedAction: at most one automatic sign-in per page load', () => {
+test('unauthorizedAction: one automatic sign-in per load, and none for a token the API never accepted', () => {
   const now = 1_700_000_000_000;
-  const old = { bearer: 'b', at: now - 3600_000 };
+  const old = { bearer: 'b', at: now - 3600_000, accepted: true };
   const a = (o) => Object.assign({ mode: 'jwt', redirecting: false, session: old, autoSignIns: 0 }, o);
-  assert.equal(L.unauthorizedAction(a({}), now), 'redirect', 'the first 401 of a load signs in again');
+  assert.equal(L.unauthorizedAction(a({}), now), 'redirect', 'the first 401 of a load on an accepted token signs in again');
   assert.equal(L.unauthorizedAction(a({ autoSignIns: 1 }), now), 'ask', 'a second one shows a message and the button');
   assert.equal(L.unauthorizedAction(a({ session: null }), now), 'ask', 'no session: the user presses Sign in');
   assert.equal(L.unauthorizedAction(a({ session: { bearer: 'b', at: now - 1000 } }), now), 'misconfigured',
-    'a token issued moments ago refused: the API is misconfigured, no loop');
+    'a fresh token refused: the API is misconfigured, no loop');
+  assert.equal(L.unauthorizedAction(a({ session: { bearer: 'b', at: now - 3600_000 } }), now), 'misconfigured',
+    'a token the API never accepted stays a configuration problem however old it is: no redirect, so no loop across loads');
   assert.equal(L.unauthorizedAction(a({ redirecting: true }), now), 'ignore');
   assert.equal(L.unauthorizedAction(a({ mode: 'none' }), now), 'ignore');
 });
