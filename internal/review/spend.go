@@ -80,3 +80,43 @@ func remaining(tokens int64, cost spend.Micros, b spend.Budget) string {
 	}
 	return strings.Join(parts, " / ")
 }
+
+// QuotaExceeded explains a task parked by its worker because its caller's
+// daily quota (tokens or USD per UTC day, every task of the caller
+// together) has no room for the next provider call's reservation: what the
+// caller used today, how much of it calls in flight hold, and what the
+// call needed. The call was not made, so nothing is uncertain about this
+// attempt.
+func QuotaExceeded(t *ledger.Task, e *spend.QuotaExceededError) ledger.Review {
+	id := t.TaskID
+	q := func(n int64) string {
+		if e.Unit == spend.UnitUSD {
+			return "$" + spend.Micros(n).String()
+		}
+		return fmt.Sprintf("%d tokens", n)
+	}
+	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: "quota_exceeded",
+		ErrorMessage: clip(fmt.Sprintf("daily quota exceeded: the caller used %s of %s on %s (UTC), the next call needs %s",
+			q(e.Used), q(e.Limit), e.Day, q(e.Wanted)), MaxDetail)}
+	r.Summary = fmt.Sprintf("Task %s stopped before attempt %d: its caller's daily quota of %s has %s used on %s (UTC), %s of it reserved by calls in flight, no room for the %s the next provider call may use; no call was made; retry it after the quota frees (the next UTC day, in %s), or resolve it as failed.",
+		id, t.Attempts, q(e.Limit), q(e.Used), e.Day, q(e.Reserved), q(e.Wanted), humanDuration(e.RetryAfter))
+	r.Known = append(r.Known,
+		"budget exhausted: the caller's daily quota ("+q(e.Limit)+" per UTC day, every task of the caller together)",
+		fmt.Sprintf("used on %s: %s (settled provider calls as the provider reported them, and reservations)", e.Day, q(e.Used)),
+		fmt.Sprintf("reserved by calls in flight (or whose worker stopped before settling): %s", q(e.Reserved)),
+		fmt.Sprintf("the refused call needed %s (its input plus max output tokens, priced)", q(e.Wanted)),
+		fmt.Sprintf("attempt %d of %d was refused before the provider call: nothing was sent, generated or billed for it", t.Attempts, t.MaxAttempts),
+	)
+	r.Known = append(r.Known, lastError(t)...)
+	if e.Reserved > 0 {
+		r.Uncertain = append(r.Uncertain, "how much of the reserved amount the calls in flight will really use: when they settle below it, a retry today may fit")
+	} else {
+		r.Uncertain = append(r.Uncertain, "nothing about this attempt (it was never sent); a retry is refused again until the next UTC day")
+	}
+	r.SafeActions = append(r.SafeActions,
+		"retry: `taskledger review retry "+id+"` after the quota frees (the next UTC day starts from nothing; the quota is not reset by a retry)",
+		resolveFailed(id),
+		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) if this caller's use is expected",
+	)
+	return r
+}

@@ -3,6 +3,7 @@ package review_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/internal/spend"
@@ -39,4 +40,26 @@ func TestSpendExhausted(t *testing.T) {
 	if strings.Contains(all(r), "review retry") {
 		t.Errorf("a retry is offered while nothing is reserved:\n%s", all(r))
 	}
+}
+
+// A task refused by its caller's daily quota says what the day used, what
+// calls in flight hold and what the call needed, in the quota's unit, and
+// when the quota frees.
+func TestQuotaExceededReview(t *testing.T) {
+	tk := task(ledger.StateRunning)
+	e := &spend.QuotaExceededError{Day: "2025-03-01", Unit: spend.UnitTokens, Used: 90, Reserved: 45, Limit: 100, Wanted: 45, RetryAfter: 13*time.Hour + 59*time.Minute}
+	r := review.QuotaExceeded(tk, e)
+	check(t, r, ledger.ReviewBudgetExhausted,
+		"daily quota of 100 tokens has 90 tokens used on 2025-03-01",
+		"45 tokens of it reserved by calls in flight",
+		"in 13h59m",
+		"the refused call needed 45 tokens",
+		"nothing was sent, generated or billed",
+		"taskledger review retry "+tk.TaskID,
+	)
+	if r.ErrorClass != "quota_exceeded" || !strings.Contains(r.ErrorMessage, "used 90 tokens of 100 tokens on 2025-03-01") {
+		t.Errorf("error %q / %q", r.ErrorClass, r.ErrorMessage)
+	}
+	e.Unit, e.Used, e.Reserved, e.Limit, e.Wanted = spend.UnitUSD, 25_000_000, 0, 25_000_000, 3_000
+	check(t, review.QuotaExceeded(tk, e), ledger.ReviewBudgetExhausted, "daily quota of $25.000000", "needed $0.003000", "refused again until the next UTC day")
 }

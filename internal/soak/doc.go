@@ -212,7 +212,8 @@
 // Spend control (issue 14, DESIGN §13; spend.go, chain.go,
 // check_spend.go). The handlers run as deployed with SPEND_CONFIG and
 // PROVIDER_ADMISSION: a price table for the simulated model, a daily token
-// quota (QuotaTokens) and admission of AdmissionRequests calls per
+// quota (QuotaTokens at submit; the worker reserves every call on the same
+// items against WorkerQuotaTokens, which no soak reaches) and admission of AdmissionRequests calls per
 // AdmissionWindow (1 s) for the model — far above the soak's submit rate,
 // so calls wait only when a window is full. Every provider call is
 // admitted first; budgeted tasks reserve and settle on spend# items. The

@@ -48,9 +48,17 @@ const (
 	// is QuotaScope.
 	QuotaSub   = "soak-quota"
 	QuotaScope = "jwt:" + QuotaSub
-	// QuotaTokens is the daily token quota: the first settled call of the
-	// quota caller uses it up.
+	// QuotaTokens is the daily token quota the quota caller's submits are
+	// checked against: the first settled call of the quota caller uses it
+	// up.
 	QuotaTokens = 1
+	// WorkerQuotaTokens is the daily token quota the worker reserves every
+	// call on, per caller, on the same quota# items: one no soak reaches.
+	// The worker holds a call's whole reservation (prompt bytes + max
+	// tokens) against it before the call, which QuotaTokens could never
+	// hold — the quota caller's first task would be parked uncalled, and
+	// its quota never used up.
+	WorkerQuotaTokens = 1 << 40
 	// AdmissionWindow, AdmissionRequests and AdmissionTokens are the
 	// simulated model's admission limit: far above what the soak's submit
 	// rate needs, so only admission_wait (and bursts) make calls wait.
@@ -153,6 +161,10 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	if err != nil {
 		return err
 	}
+	workerQuotas, err := spend.NewQuotas(spend.QuotasConfig{DB: ddb, TasksTable: table, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: WorkerQuotaTokens}})
+	if err != nil {
+		return err
+	}
 	adm, err := admission.New(admission.Config{
 		DB: fullWindows{DB: ddb, s: s}, TasksTable: table, Window: AdmissionWindow, Slots: AdmissionSlots,
 		Limits: map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: AdmissionRequests, TokensPerWindow: AdmissionTokens}},
@@ -171,7 +183,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	if s.sp.quotas, err = spend.NewQuotas(spend.QuotasConfig{DB: s.cleanDB, TasksTable: table, Quota: *prices.Quota}); err != nil {
 		return err
 	}
-	s.work.Spend = &worker.Spend{Prices: prices, Budgets: budgets, Quotas: quotas}
+	s.work.Spend = &worker.Spend{Prices: prices, Budgets: budgets, Quotas: workerQuotas}
 	s.work.Admission = &worker.Admission{Admitter: adm, Model: simulated.DefaultModel}
 	// The submit handler is left without Budgets: the task view's usage
 	// (two GetItems per response for a budgeted task, the 202 of a

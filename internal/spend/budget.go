@@ -149,17 +149,22 @@ func (a *Accountant) Reserve(ctx context.Context, budgetKey string, b Budget, r 
 	if err := checkKey(budgetKey); err != nil {
 		return nil, err
 	}
+	return a.reserve(ctx, BudgetItemKey(budgetKey), budgetKey, b, r)
+}
+
+// reserve is Reserve on the tasks-table item key (a budget's, or a daily
+// quota's: Quotas.Reserve); name is the budget key a refusal names.
+func (a *Accountant) reserve(ctx context.Context, key, name string, b Budget, r Reservation) (*State, error) {
 	if !idPattern.MatchString(r.ID) || r.Tokens < 0 || r.Cost < 0 || b.MaxTokens < 0 || b.MaxCost < 0 {
 		return nil, fmt.Errorf("spend: invalid reservation %q (%d tokens, %s USD) or budget %+v", r.ID, r.Tokens, r.Cost, b)
 	}
-	key := BudgetItemKey(budgetKey)
 	if (b.MaxTokens > 0 && r.Tokens > b.MaxTokens) || (b.MaxCost > 0 && r.Cost > b.MaxCost) {
 		// Can never fit: report the state without writing.
 		item, err := a.get(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		return nil, &BudgetExhaustedError{Key: budgetKey, Budget: b, State: decodeState(item), Wanted: r}
+		return nil, &BudgetExhaustedError{Key: name, Budget: b, State: decodeState(item), Wanted: r}
 	}
 	cond := "attribute_not_exists(#rsv)"
 	vals := map[string]types.AttributeValue{
@@ -200,7 +205,7 @@ func (a *Accountant) Reserve(ctx context.Context, budgetKey string, b Budget, r 
 		s := decodeState(item)
 		return &s, nil
 	}
-	return nil, &BudgetExhaustedError{Key: budgetKey, Budget: b, State: decodeState(item), Wanted: r}
+	return nil, &BudgetExhaustedError{Key: name, Budget: b, State: decodeState(item), Wanted: r}
 }
 
 // Settle replaces reservation r by the usage the provider reported (one
@@ -215,10 +220,15 @@ func (a *Accountant) Settle(ctx context.Context, budgetKey string, r Reservation
 	if err := checkKey(budgetKey); err != nil {
 		return nil, err
 	}
+	return a.settle(ctx, BudgetItemKey(budgetKey), r, actual)
+}
+
+// settle is Settle on the tasks-table item key (a budget's, or a daily
+// quota's: Quotas.Settle).
+func (a *Accountant) settle(ctx context.Context, key string, r Reservation, actual Usage) (*State, error) {
 	if !idPattern.MatchString(r.ID) || actual.InputTokens < 0 || actual.OutputTokens < 0 || actual.Cost < 0 {
 		return nil, fmt.Errorf("spend: invalid settle of %q with %+v", r.ID, actual)
 	}
-	key := BudgetItemKey(budgetKey)
 	in := a.settleInput(key, r, actual)
 	out, item, err := a.write(ctx, key, in)
 	if err != nil {

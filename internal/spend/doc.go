@@ -3,7 +3,8 @@
 // regenerate chain, and a per-caller daily quota (issue 14, DESIGN §13).
 // The submit handler (internal/api/spend.go) checks the quota and shows
 // usage; the worker (internal/worker/spend.go) reserves and settles around
-// each provider call of a budgeted task and charges the quota.
+// each provider call: on the budget of a budgeted task, and on the
+// caller's daily quota.
 //
 // # Money
 //
@@ -18,6 +19,9 @@
 //
 //	{"models": {"<model id>": {"input_usd_per_mtok": 3, "output_usd_per_mtok": 15}},
 //	 "daily_quota": {"usd": 25}}      // or {"tokens": 2000000}; optional
+//
+// (Deployed, the template's DailyQuotaTokensPerCaller is the quota when
+// the document sets none: internal/lambdaenv.SpendConfigOf.)
 //
 // A model not in the table is [*UnknownModelError]: the call cannot be
 // priced, so it is not made.
@@ -81,17 +85,37 @@
 //
 // [Quotas] keeps "quota#<26 base32 chars of SHA-256(scope)>#<YYYY-MM-DD>"
 // (UTC day; the scope hashed so any caller identity makes a short key;
-// TTL two days after the day; only the current day's item is ever read or
-// written, so its expiry cannot undercount the cap). [Quotas.Check] is one consistent GetItem and
-// writes nothing: over quota is [*QuotaExceededError] with RetryAfter to
-// the next UTC day (a 429 with Retry-After at submit). [Quotas.Add] records a
-// settled call's usage (tokens or micro-dollars, per the configuration) with
-// one unconditional UpdateItem, not retried. The quota is a soft daily cap:
-// tasks accepted before it filled may overrun it by what they use.
+// TTL at least two days after the day; only the current day's item is
+// ever read or reserved on, so its expiry cannot undercount the cap). The
+// item has a budget item's attributes, and the quota is a budget on its
+// one dimension (tokens, or micro-dollars): [Quotas.Reserve] and
+// [Quotas.Settle] are the Accountant's Reserve and Settle on it, so the
+// worker holds each call's maximum on its caller's day before the call
+// (one conditional UpdateItem: used + reservation <= quota) and replaces
+// it by the reported usage after (on the day it was reserved: a
+// [QuotaHold] names it). A refused reservation is [*QuotaExceededError]
+// and writes nothing: the worker parks the task budget_exhausted (error
+// class quota_exceeded) without a call. [Quotas.Check] is one consistent
+// GetItem of used (settled and reserved) and writes nothing: over quota is
+// [*QuotaExceededError] with RetryAfter to the next UTC day (a 429 with
+// Retry-After at submit). [Quotas.Add] records usage without a reservation
+// (one unconditional UpdateItem, not retried).
+//
+// The bound: settled + reserved <= quota holds at every Reserve, so a
+// caller's day is charged at most its quota plus, for each of its calls in
+// flight, what that call used beyond its reservation. The reservation is
+// the call's maximum (an unknown outcome is charged exactly it), so the
+// overrun is zero while providers report within it (a report above it is
+// logged and counted, BoundExceeded), and at most one reservation per call
+// in flight for that caller while none reports more than twice it. Usage
+// is counted on the day the call was reserved. A reservation whose worker
+// crashed stays counted for its day (the safe side).
 //
 // # Calls per provider call
 //
-// Reserve 1 UpdateItem + Settle 1 UpdateItem (+ Quotas.Add 1 UpdateItem when
-// a quota is configured), each 1 write unit while the item is under 1 KB
-// (a handful of reservations in flight). Submit: 1 GetItem (0.5 read unit).
+// Budgeted: Reserve 1 UpdateItem + Settle 1 UpdateItem on each of the two
+// budget items; with a daily quota, Quotas.Reserve 1 + Quotas.Settle 1
+// UpdateItem more (every generate call, budgeted or not), each 1 write unit
+// while the item is under 1 KB (a few dozen reservations in flight for
+// one caller). Submit: 1 GetItem (0.5 read unit).
 package spend

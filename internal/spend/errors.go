@@ -42,18 +42,26 @@ func (e *BudgetExhaustedError) Error() string {
 		rt, rc, e.Wanted.Tokens, e.Wanted.Cost)
 }
 
-// QuotaExceededError says a caller's daily quota is used up. RetryAfter is
-// the time to the next UTC day (round it up to whole seconds for the
-// Retry-After header: RetryAfterSeconds).
+// QuotaExceededError says a caller's daily quota is used up, or has no
+// room for a call. Used counts settled calls and the reservations of calls
+// in flight (Reserved of it); Wanted is what the refused call (or submit)
+// needed, 0 for "anything left?". Amounts are in Unit: tokens, or
+// micro-dollars. RetryAfter is the time to the next UTC day (round it up
+// to whole seconds for the Retry-After header: RetryAfterSeconds).
 type QuotaExceededError struct {
-	Day         string
-	Unit        Unit
-	Used, Limit int64
-	RetryAfter  time.Duration
+	Day                   string
+	Unit                  Unit
+	Used, Reserved, Limit int64
+	Wanted                int64
+	RetryAfter            time.Duration
 }
 
 func (e *QuotaExceededError) Error() string {
-	return fmt.Sprintf("spend: daily quota exceeded for %s: used %d of %d %s; retry after %ds", e.Day, e.Used, e.Limit, e.Unit, e.RetryAfterSeconds())
+	msg := fmt.Sprintf("spend: daily quota exceeded for %s: used %d of %d %s (%d of it reserved by calls in flight)", e.Day, e.Used, e.Limit, e.Unit, e.Reserved)
+	if e.Wanted > 0 {
+		msg += fmt.Sprintf("; the call needs %d", e.Wanted)
+	}
+	return msg + fmt.Sprintf("; retry after %ds", e.RetryAfterSeconds())
 }
 
 // RetryAfterSeconds is RetryAfter rounded up to whole seconds (at least 1).

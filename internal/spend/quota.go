@@ -29,10 +29,15 @@ type QuotasConfig struct {
 	Now func() time.Time
 }
 
-// Quotas is the per-caller daily quota: Check before accepting a submit,
-// Add what a caller's calls actually used when they are settled. Safe for
-// concurrent use.
-type Quotas struct{ c QuotasConfig }
+// Quotas is the per-caller daily quota: Check before accepting a submit;
+// Reserve before every provider call of the caller and Settle after it,
+// as budgets do (the Accountant's reservations, on the caller's day item),
+// so calls in flight can never together hold more than the quota. Safe
+// for concurrent use.
+type Quotas struct {
+	c    QuotasConfig
+	acct *Accountant
+}
 
 // NewQuotas validates cfg and returns Quotas.
 func NewQuotas(cfg QuotasConfig) (*Quotas, error) {
@@ -45,8 +50,18 @@ func NewQuotas(cfg QuotasConfig) (*Quotas, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Quotas{c: cfg}, nil
+	// A write refreshes the item's expiry to now + a day + quotaTTL: at
+	// least quotaTTL after the end of the day it counts (writes come
+	// during the day, or after it for a call settled past midnight).
+	acct, err := NewAccountant(AccountantConfig{DB: cfg.DB, TasksTable: cfg.TasksTable, Now: cfg.Now, Retention: 24*time.Hour + quotaTTL})
+	if err != nil {
+		return nil, err
+	}
+	return &Quotas{c: cfg, acct: acct}, nil
 }
+
+// Quota returns the quota q enforces.
+func (q *Quotas) Quota() Quota { return q.c.Quota }
 
 var scopeEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -64,10 +79,28 @@ func (q *Quotas) today() (day string, next time.Time, now time.Time) {
 	return d.Format(time.DateOnly), d.AddDate(0, 0, 1), now
 }
 
-// Check returns *QuotaExceededError when scope's usage today plus want
-// (pass 0 to ask "anything left?") exceeds the quota, with RetryAfter = the
-// time to the next UTC day. It writes nothing (one consistent GetItem), so
-// a refused submit changes nothing.
+// budget is the quota as a budget on its one dimension.
+func (q *Quotas) budget() Budget {
+	if q.c.Quota.Unit == UnitUSD {
+		return Budget{MaxCost: Micros(q.c.Quota.Limit)}
+	}
+	return Budget{MaxTokens: q.c.Quota.Limit}
+}
+
+// used is what the quota counts of a day item's state: spent and reserved
+// (calls in flight), and of that the reserved part.
+func (q *Quotas) used(s State) (used, reserved int64) {
+	if q.c.Quota.Unit == UnitUSD {
+		return int64(s.Spent.Cost + s.ReservedCost), int64(s.ReservedCost)
+	}
+	return s.Spent.Tokens() + s.ReservedTokens, s.ReservedTokens
+}
+
+// Check returns *QuotaExceededError when scope's usage today (settled
+// calls and the reservations of calls in flight) plus want (pass 0 to ask
+// "anything left?") exceeds the quota, with RetryAfter = the time to the
+// next UTC day. It writes nothing (one consistent GetItem), so a refused
+// submit changes nothing.
 func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 	if want < 0 {
 		return fmt.Errorf("spend: negative quota want %d", want)
@@ -77,42 +110,93 @@ func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 	if err != nil {
 		return err
 	}
-	used := numOf(item["used"])
+	used, reserved := q.used(decodeState(item))
 	if (want == 0 && used >= q.c.Quota.Limit) || (want > 0 && used+want > q.c.Quota.Limit) {
-		return &QuotaExceededError{Day: day, Unit: q.c.Quota.Unit, Used: used, Limit: q.c.Quota.Limit, RetryAfter: next.Sub(now)}
+		return &QuotaExceededError{Day: day, Unit: q.c.Quota.Unit, Used: used, Reserved: reserved, Limit: q.c.Quota.Limit, Wanted: want, RetryAfter: next.Sub(now)}
 	}
 	return nil
 }
 
-// Used returns scope's usage today.
+// Used returns scope's usage today: settled calls and the reservations of
+// calls in flight.
 func (q *Quotas) Used(ctx context.Context, scope string) (int64, error) {
 	day, _, _ := q.today()
 	item, err := getItem(ctx, q.c.DB, tasksTable{q.c.TasksTable}, QuotaItemKey(scope, day))
-	return numOf(item["used"]), err
+	used, _ := q.used(decodeState(item))
+	return used, err
 }
 
-// Add records what one settled call of scope used, on today's item (one
-// UpdateItem; nothing when the quota does not count any of u). It is NOT
-// retried: ADD is not idempotent, so a lost reply that did not land
-// under-counts that one call; the quota is a daily soft cap, checked at
-// submit, so in-flight tasks may overrun it by what they use before the next
-// Check.
+// QuotaHold is a reservation on a caller's daily quota: the UTC day whose
+// item holds it, where Settle must find it (a call reserved before
+// midnight and settled after it is counted on the day it started).
+type QuotaHold struct{ Day string }
+
+// Reserve reserves r (a call's maximum: input + max output tokens, priced)
+// on scope's item for today, if the day's settled usage + reservations + r
+// stays within the quota — one conditional UpdateItem (Accountant's
+// Reserve), so the calls in flight of one caller can never together hold
+// more than the quota, however many workers run them. Reserving the same
+// r.ID again on the same day (a lost reply retried, a redelivery)
+// reserves nothing more and succeeds. Errors: *QuotaExceededError
+// (nothing reserved; Wanted is r's amount in the quota's unit), or a
+// DynamoDB error after which the call must not be made.
+func (q *Quotas) Reserve(ctx context.Context, scope string, r Reservation) (QuotaHold, error) {
+	day, next, now := q.today()
+	key := QuotaItemKey(scope, day)
+	_, err := q.acct.reserve(ctx, key, key, q.budget(), r)
+	var be *BudgetExhaustedError
+	if errors.As(err, &be) {
+		used, reserved := q.used(be.State)
+		return QuotaHold{}, &QuotaExceededError{Day: day, Unit: q.c.Quota.Unit, Used: used, Reserved: reserved, Limit: q.c.Quota.Limit,
+			Wanted: q.c.Quota.Of(Usage{InputTokens: r.Tokens, Cost: r.Cost}), RetryAfter: next.Sub(now)}
+	}
+	if err != nil {
+		return QuotaHold{}, fmt.Errorf("spend: quota: %w", err)
+	}
+	return QuotaHold{Day: day}, nil
+}
+
+// Settle replaces r, reserved under h, by the usage the call reported
+// (Accountant's Settle, on h's day item): real usage is always recorded,
+// even beyond the quota; a call whose outcome is unknown must be settled
+// at its full reservation. Settling again changes nothing.
+func (q *Quotas) Settle(ctx context.Context, scope string, h QuotaHold, r Reservation, actual Usage) error {
+	if h.Day == "" {
+		return errors.New("spend: quota: settle without a hold")
+	}
+	_, err := q.acct.settle(ctx, QuotaItemKey(scope, h.Day), r, actual)
+	if err != nil {
+		return fmt.Errorf("spend: quota: %w", err)
+	}
+	return nil
+}
+
+// Add records usage of scope made without a reservation on today's item
+// (one UpdateItem; nothing for a zero usage). It is NOT retried: ADD is
+// not idempotent, so a lost reply that did not land under-counts it. The
+// worker reserves and settles instead (Reserve, Settle); Add is for usage
+// recorded after the fact.
 func (q *Quotas) Add(ctx context.Context, scope string, u Usage) error {
-	n := q.c.Quota.Of(u)
-	if n < 0 {
+	if u.InputTokens < 0 || u.OutputTokens < 0 || u.Cost < 0 {
 		return fmt.Errorf("spend: negative usage %+v", u)
 	}
-	if n == 0 {
+	if u == (Usage{}) {
 		return nil
 	}
 	day, next, _ := q.today()
 	key := QuotaItemKey(scope, day)
 	_, err := q.c.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &q.c.TasksTable,
-		Key:                       keyOf(key),
-		UpdateExpression:          aws.String("ADD #u :n SET #e = if_not_exists(#e, :exp)"),
-		ExpressionAttributeNames:  map[string]string{"#u": "used", "#e": "expires_at"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(n), ":exp": num(next.Add(quotaTTL).Unix())},
+		TableName:        &q.c.TasksTable,
+		Key:              keyOf(key),
+		UpdateExpression: aws.String("ADD #ut :t, #uc :c, #si :in, #so :out, #sc :c SET #e = if_not_exists(#e, :exp)"),
+		ExpressionAttributeNames: map[string]string{
+			"#ut": "used_tokens", "#uc": "used_micros",
+			"#si": "spent_input_tokens", "#so": "spent_output_tokens", "#sc": "spent_micros", "#e": "expires_at",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t": num(u.Tokens()), ":c": num(int64(u.Cost)), ":in": num(u.InputTokens), ":out": num(u.OutputTokens),
+			":exp": num(next.Add(quotaTTL).Unix()),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("spend: add to %s: %w", key, err)

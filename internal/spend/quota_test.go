@@ -3,6 +3,8 @@ package spend_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +77,126 @@ func TestUSDQuotaCountsMicros(t *testing.T) {
 		var qe *spend.QuotaExceededError
 		if err := q.Check(ctx, "carol", 0); !errors.As(err, &qe) || qe.Unit != spend.UnitUSD {
 			t.Fatalf("over a USD quota: %v", err)
+		}
+	})
+}
+
+// TestQuotaReservationsCannotOverrunTheQuota: 40 calls of one caller
+// reserve on its day's quota item at once (one conditional UpdateItem
+// each); those that fit together are admitted, the others refused with
+// what was used and reserved, and a submit's Check sees the reservations.
+// Settling replaces each reservation by the reported usage, and a
+// reservation is settled on the day it was made, even after midnight.
+func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		clock := testenv.NewClock(time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC))
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100}, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 40
+		holds := make([]*spend.QuotaHold, n)
+		refusals := make([]*spend.QuotaExceededError, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				r := spend.Reservation{ID: fmt.Sprintf("t_%02d.a1", i), Tokens: 30, Cost: 7}
+				h, err := q.Reserve(ctx, "dave", r)
+				var qe *spend.QuotaExceededError
+				switch {
+				case err == nil:
+					holds[i] = &h
+				case errors.As(err, &qe):
+					refusals[i] = qe
+				default:
+					t.Errorf("reserve %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		admitted := 0
+		for i := range n {
+			if holds[i] != nil {
+				admitted++
+				continue
+			}
+			if qe := refusals[i]; qe != nil && (qe.Used != 90 || qe.Reserved != 90 || qe.Wanted != 30 || qe.Limit != 100 || qe.Day != "2026-11-30") {
+				t.Errorf("refusal %+v; want 90 used, all of it reserved, 30 wanted, of 100 on 2026-11-30", qe)
+			}
+		}
+		if admitted != 3 {
+			t.Fatalf("%d of %d reservations of 30 tokens admitted under a 100-token quota, want 3", admitted, n)
+		}
+		var qe *spend.QuotaExceededError
+		if err := q.Check(ctx, "dave", 11); !errors.As(err, &qe) || qe.Used != 90 {
+			t.Fatalf("submit check with 90 reserved and 11 wanted: %v", err)
+		}
+		// A reservation made again (a lost reply retried) is not counted twice.
+		first := -1
+		for i := range n {
+			if holds[i] != nil {
+				first = i
+				break
+			}
+		}
+		r := spend.Reservation{ID: fmt.Sprintf("t_%02d.a1", first), Tokens: 30, Cost: 7}
+		if h, err := q.Reserve(ctx, "dave", r); err != nil || h != *holds[first] {
+			t.Fatalf("reserving %s again: %+v, %v; want the same hold", r.ID, h, err)
+		}
+		if used, err := q.Used(ctx, "dave"); err != nil || used != 90 {
+			t.Fatalf("used %d (%v) after a repeated reservation, want 90", used, err)
+		}
+		// Settled past midnight: the reported usage lands on the day the
+		// reservation was made; the new day starts from nothing.
+		clock.Advance(2 * time.Hour)
+		for i := range n {
+			if holds[i] == nil {
+				continue
+			}
+			r := spend.Reservation{ID: fmt.Sprintf("t_%02d.a1", i), Tokens: 30, Cost: 7}
+			for range 2 { // settling again (a lost reply) changes nothing
+				if err := q.Settle(ctx, "dave", *holds[i], r, spend.Usage{InputTokens: 4, OutputTokens: 8, Cost: 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if used, err := q.Used(ctx, "dave"); err != nil || used != 0 {
+			t.Fatalf("the new day's usage is %d (%v), want 0", used, err)
+		}
+		old, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100},
+			Now: func() time.Time { return time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used, err := old.Used(ctx, "dave"); err != nil || used != 36 {
+			t.Fatalf("2026-11-30 holds %d tokens (%v), want the three calls' reported 36", used, err)
+		}
+	})
+}
+
+// TestUSDQuotaReservesCost: a USD quota is held by the reservations' cost;
+// a reservation that could never fit is refused without a write.
+func TestUSDQuotaReservesCost(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Reserve(ctx, "erin", spend.Reservation{ID: "t_a.a1", Tokens: 1 << 30, Cost: 600_000}); err != nil {
+			t.Fatalf("a reservation within the USD quota (tokens do not count): %v", err)
+		}
+		var qe *spend.QuotaExceededError
+		if _, err := q.Reserve(ctx, "erin", spend.Reservation{ID: "t_b.a1", Tokens: 1, Cost: 500_000}); !errors.As(err, &qe) || qe.Unit != spend.UnitUSD || qe.Used != 600_000 || qe.Wanted != 500_000 {
+			t.Fatalf("a second reservation over the USD quota: %v", err)
+		}
+		e.Counter.Reset()
+		if _, err := q.Reserve(ctx, "erin", spend.Reservation{ID: "t_c.a1", Cost: 1_000_001}); !errors.As(err, &qe) {
+			t.Fatalf("a reservation larger than the quota: %v", err)
+		}
+		if c := e.Counter.Calls(); c["DynamoDB.UpdateItem"] != 0 {
+			t.Fatalf("a reservation that can never fit wrote %v", c)
 		}
 	})
 }

@@ -71,12 +71,16 @@
 //     its regenerate chain's budget item and its own before the call — a
 //     budget that cannot cover it parks the task budget_exhausted with no
 //     call made — and settles both with the provider's reported usage
-//     after it (and charges the caller's daily quota); a call sent and
-//     failed with anything but a definite refusal (a 5xx included) is
-//     charged the full reservation. A task without a budget makes no budget
-//     call, but its call is still charged to the caller's daily quota when
-//     one is configured (account); a provider reporting more tokens than
-//     the call's bound is logged and counted (MetricBoundExceeded);
+//     after it; a call sent and failed with anything but a definite
+//     refusal (a 5xx included) is charged the full reservation. With a
+//     daily quota configured, every generate call (budgeted or not)
+//     reserves the same maximum on its caller's day item before the call
+//     and settles it after, the same way: a quota without room for it
+//     parks the task budget_exhausted (error class quota_exceeded) with no
+//     call made, so a caller's burst overruns the quota by at most what
+//     its calls in flight use beyond their reservations; a provider
+//     reporting more tokens than the call's bound is logged and counted
+//     (MetricBoundExceeded);
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the

@@ -20,15 +20,17 @@ import (
 
 // Spend is the worker's spend accounting (DESIGN §13, package spend). A
 // Handler without one makes no spend call at all; a task without a budget
-// makes no budget call, and its call is charged only to the caller's daily
-// quota (one UpdateItem, when Quotas is set: account).
+// makes no budget call, and when Quotas is set its call is reserved on and
+// settled to the caller's daily quota alone.
 type Spend struct {
 	// Prices is the price table (required).
 	Prices *spend.Config
 	// Budgets reserves and settles budgets (required).
 	Budgets *spend.Accountant
-	// Quotas, when set, is charged with every settled call's usage (the
-	// per-caller daily quota the submit handler checks).
+	// Quotas, when set, is the per-caller daily quota: every provider call
+	// of a generate task reserves its maximum on it before the call (a
+	// quota without room parks the task, no call made) and settles it to
+	// the reported usage after.
 	Quotas *spend.Quotas
 }
 
@@ -36,11 +38,18 @@ type Spend struct {
 const InputOverheadTokens = contract.InputOverheadTokens
 
 // reservation is one attempt's reservation on its chain's and its own
-// budget item.
+// budget item, and on its caller's daily quota.
 type reservation struct {
 	r     spend.Reservation
 	max   spend.Usage // the reservation as a usage (input + max output tokens, priced)
 	model string
+	// priced: the price table prices model. An unpriced call is reserved
+	// on a token quota by its tokens alone, and charged no cost.
+	priced bool
+	// budget: reserved on the chain's and the task's budget items.
+	budget bool
+	// quota: reserved on the caller's daily quota, on this hold's day.
+	quota *spend.QuotaHold
 }
 
 // model is the model id the provider calls ("" when it does not say), the
@@ -80,18 +89,25 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	return out
 }
 
-// reserve reserves the call's maximum on the chain's budget item (which
-// enforces the budget: one conditional UpdateItem, so concurrent attempts
-// of a chain can never together reserve beyond it) and on the task's own
-// item (its usage). ok=false means the provider must not be called and r is
-// the record's result: a budget that cannot cover the call parks the task
-// budget_exhausted with what was spent and what remains; a price that is
-// not configured parks it provider_config; a failed write gives the
-// assignment and its attempt back (the reservation id is the assignment,
-// so a redelivery reserves afresh) and defers the message.
+// reserve reserves the call's maximum before the call: on the chain's
+// budget item (which enforces the budget: one conditional UpdateItem, so
+// concurrent attempts of a chain can never together reserve beyond it) and
+// the task's own item (its usage), when the task has a budget; and on the
+// caller's daily quota (the same conditional write on the caller's day
+// item, so the calls in flight of one caller can never together hold more
+// than the quota), when one is configured. ok=false means the provider
+// must not be called and r is the record's result: a budget that cannot
+// cover the call parks the task budget_exhausted with what was spent and
+// what remains, and so does a quota without room for it (error class
+// quota_exceeded, with what the caller used today); a price that is not
+// configured parks it provider_config (a token quota alone reserves an
+// unpriced call by its tokens); a failed write gives back what was
+// reserved, then the assignment and its attempt (the reservation id is the
+// assignment, so a redelivery reserves afresh) and defers the message.
 func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
-	if !t.HasBudget() {
+	quota := s != nil && s.Quotas != nil && t.Kind != deliver.Kind
+	if !t.HasBudget() && !quota {
 		return nil, result{}, true
 	}
 	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
@@ -105,27 +121,55 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	model := h.model()
 	in, out := callMaximum(t, input)
 	maxUse, err := s.Prices.Usage(model, in, out)
-	if err != nil {
-		log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", err.Error())
-		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(err.Error(), MaxErrorMessage)}
-		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+	priced := err == nil
+	if !priced {
+		usdQuota := quota && s.Quotas.Quota().Unit == spend.UnitUSD
+		if t.HasBudget() || usdQuota {
+			msg := err.Error()
+			if !t.HasBudget() {
+				msg += "; the caller's daily quota counts USD, so the call cannot be charged to it"
+			}
+			log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", msg)
+			f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(msg, MaxErrorMessage)}
+			return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+		}
+		// A token quota needs no price: the call holds its tokens.
+		maxUse = spend.Usage{InputTokens: in, OutputTokens: out}
 	}
 	rs = &reservation{
-		r:     spend.Reservation{ID: reservationID(t, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
-		max:   maxUse,
-		model: model,
+		r:      spend.Reservation{ID: reservationID(t, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
+		max:    maxUse,
+		model:  model,
+		priced: priced,
 	}
+	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
+	if t.HasBudget() {
+		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
+			return nil, r, false
+		}
+	}
+	if quota {
+		if r, ok := h.reserveQuota(ctx, rec, t, rs, po, log); !ok {
+			return nil, r, false
+		}
+	}
+	return rs, result{}, true
+}
+
+// reserveBudget is reserve's part on the chain's and the task's budget
+// items (rs.budget once both hold it).
+func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+	s := h.Spend
 	h.settlePrevious(ctx, t, rs, log)
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
-	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
-	_, err = s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
+	_, err := s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
 	var be *spend.BudgetExhaustedError
 	if errors.As(err, &be) {
 		rt, rc := be.State.Remaining(be.Budget)
 		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
 			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
 		h.spendMetric(t, spend.Usage{}, "BudgetExhausted")
-		return nil, h.park(ctx, t, po, review.SpendExhausted(t, be), log), false
+		return h.park(ctx, t, po, review.SpendExhausted(t, be), log), false
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
@@ -136,16 +180,57 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		}
 	}
 	if err != nil {
-		if rerr := h.release(ctx, rec, t, log); rerr != nil {
-			log.ErrorContext(ctx, "budget reservation failed and the release failed; provider not called, the lease will expire",
-				"error", err.Error(), "release_error", rerr.Error())
-		} else {
-			log.WarnContext(ctx, "budget reservation failed; released the task and its attempt, provider not called", "error", err.Error())
-		}
-		h.setVisibility(ctx, rec, 0, log)
-		return nil, deferred, false
+		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
 	}
-	return rs, result{}, true
+	rs.budget = true
+	return result{}, true
+}
+
+// reserveQuota is reserve's part on the caller's daily quota (rs.quota
+// once it holds). A refusal or a failed write gives the budget
+// reservations back first: no call is made.
+func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
+	if err == nil {
+		rs.quota = &hold
+		return result{}, true
+	}
+	h.giveBackBudget(ctx, t, rs, log)
+	var qe *spend.QuotaExceededError
+	if errors.As(err, &qe) {
+		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "quota_day", qe.Day,
+			"quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved, "quota_limit", qe.Limit, "quota_wanted", qe.Wanted)
+		h.spendMetric(t, spend.Usage{}, "QuotaExceeded")
+		return h.park(ctx, t, po, review.QuotaExceeded(t, qe), log), false
+	}
+	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
+}
+
+// giveBackBudget settles the budget reservations of a call that will not be
+// made at nothing.
+func (h *Handler) giveBackBudget(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
+	if !rs.budget {
+		return
+	}
+	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
+		if _, err := h.Spend.Budgets.Settle(ctx, key, rs.r, spend.Usage{}); err != nil {
+			log.WarnContext(ctx, "giving back a budget reservation failed; it stays counted", "budget_key", key, "error", err.Error())
+		}
+	}
+	rs.budget = false
+}
+
+// reservationFailed gives the assignment and its attempt back after a
+// reservation write failed (no call made), and defers the message.
+func (h *Handler) reservationFailed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, err error, log *slog.Logger) result {
+	if rerr := h.release(ctx, rec, t, log); rerr != nil {
+		log.ErrorContext(ctx, what+" reservation failed and the release failed; provider not called, the lease will expire",
+			"error", err.Error(), "release_error", rerr.Error())
+	} else {
+		log.WarnContext(ctx, what+" reservation failed; released the task and its attempt, provider not called", "error", err.Error())
+	}
+	h.setVisibility(ctx, rec, 0, log)
+	return deferred
 }
 
 // reservationID names an attempt's reservation: the task and its attempt
@@ -192,13 +277,14 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 	}
 }
 
-// settle replaces the reservation by what the call used, on both items,
-// and charges the caller's daily quota. Used is the provider's reported
-// usage, priced; a success without a report, and an attempt whose outcome
-// is unknown (the provider may have generated and billed), are charged the
-// full reservation; a definite refusal (throttled, rejected, misconfigured,
-// never sent) is charged nothing. Settle is idempotent per reservation id;
-// a settle that fails leaves the reservation counted (the safe side).
+// settle replaces the reservation by what the call used, on the budget
+// items and on the caller's daily quota (each where it was reserved).
+// Used is the provider's reported usage, priced; a success without a
+// report, and an attempt whose outcome is unknown (the provider may have
+// generated and billed), are charged the full reservation; a definite
+// refusal (throttled, rejected, misconfigured, never sent) is charged
+// nothing. Settle is idempotent per reservation id; a settle that fails
+// leaves the reservation counted (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
@@ -207,29 +293,38 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 	}
 	s := h.Spend
 	used := h.usedBy(rs, a, log)
-	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-		if _, err := s.Budgets.Settle(ctx, key, rs.r, used); err != nil {
-			log.WarnContext(ctx, "budget settle failed; the reservation stays counted", "budget_key", key, "error", err.Error())
+	if rs.budget {
+		for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
+			if _, err := s.Budgets.Settle(ctx, key, rs.r, used); err != nil {
+				log.WarnContext(ctx, "budget settle failed; the reservation stays counted", "budget_key", key, "error", err.Error())
+			}
 		}
 	}
-	if s.Quotas != nil {
-		if err := s.Quotas.Add(ctx, t.Scope, used); err != nil {
-			log.WarnContext(ctx, "daily quota charge failed; this call is not counted in the caller's quota", "error", err.Error())
+	if rs.quota != nil {
+		if err := s.Quotas.Settle(ctx, t.Scope, *rs.quota, rs.r, used); err != nil {
+			log.WarnContext(ctx, "daily quota settle failed; the reservation stays counted in the caller's quota", "error", err.Error())
 		}
+	}
+	if !rs.budget {
+		// Charged to the quota alone: recorded like account does.
+		if used != (spend.Usage{}) {
+			log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
+			h.usageMetric(t, used, rs.priced)
+		}
+		return
 	}
 	log.InfoContext(ctx, "spend settled", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
 	h.spendMetric(t, used, "")
 }
 
-// account charges a call of a task without a budget: the caller's daily
-// quota (so leaving the budget out is no way around the quota) and the
-// tokens and cost metrics the overview and the dashboard chart (so spend
-// is visible for every task, not only budgeted ones). It is charged like a
-// budgeted call (usedBy): the reported usage, priced; the call's maximum
-// when the outcome is unknown; nothing for a definite refusal. Without a
-// price table, or for a model it does not price, only reported tokens are
-// recorded (no cost, no quota: the quota is configured in the same table).
-// Deliveries call destinations, not models: nothing to account.
+// account records a call of a task that reserved nothing (no budget, no
+// daily quota): the tokens and cost metrics the overview and the
+// dashboard chart (so spend is visible for every task, not only budgeted
+// ones). It is charged like a budgeted call (usedBy): the reported usage,
+// priced; the call's maximum when the outcome is unknown; nothing for a
+// definite refusal. Without a price table, or for a model it does not
+// price, only reported tokens are recorded (no cost). Deliveries call
+// destinations, not models: nothing to account.
 func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
 	if t.Kind == deliver.Kind || errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
 		return
@@ -252,14 +347,9 @@ func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a a
 		tokensOnly()
 		return
 	}
-	used := h.usedBy(&reservation{max: maxUse, model: model}, a, log)
+	used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log)
 	if used.Tokens() == 0 && used.Cost == 0 {
 		return
-	}
-	if s.Quotas != nil {
-		if err := s.Quotas.Add(ctx, t.Scope, used); err != nil {
-			log.WarnContext(ctx, "daily quota charge failed; this call is not counted in the caller's quota", "error", err.Error())
-		}
 	}
 	log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
 	h.usageMetric(t, used, true)
@@ -271,7 +361,11 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 		if a.res.Usage == nil {
 			return rs.max
 		}
-		u, err := h.Spend.Prices.Usage(rs.model, int64(max(a.res.Usage.InputTokens, 0)), int64(max(a.res.Usage.OutputTokens, 0)))
+		in, out := int64(max(a.res.Usage.InputTokens, 0)), int64(max(a.res.Usage.OutputTokens, 0))
+		if !rs.priced {
+			return spend.Usage{InputTokens: in, OutputTokens: out}
+		}
+		u, err := h.Spend.Prices.Usage(rs.model, in, out)
 		if err != nil {
 			log.Warn("pricing the reported usage failed; charging the reservation", "error", err.Error())
 			return rs.max
@@ -289,7 +383,7 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 }
 
 // spendMetric writes one EMF record: the tokens and cost of a settled
-// call, or a count (BudgetExhausted).
+// call, or a count (BudgetExhausted, QuotaExceeded).
 func (h *Handler) spendMetric(t *ledger.Task, u spend.Usage, count string) {
 	if count == "" {
 		h.usageMetric(t, u, true)

@@ -137,11 +137,11 @@ func (b *bundle) run(t *testing.T, ids ...string) {
 
 // TestSpendCallsOnlyForBudgetedTasks: with spend accounting configured, a
 // task without a budget makes no spend item and no read: claim, complete,
-// and the charge of the caller's daily quota — leaving the budget out is
-// no way around the quota — and its tokens and cost reach the metrics; a
-// budgeted one costs two reserves and two settles more, settles the
-// provider's reported usage (priced) on its own and its chain's item,
-// charges the quota, and writes the tokens and cost as metrics.
+// and the reserve and settle of the caller's daily quota — leaving the
+// budget out is no way around the quota — and its tokens and cost reach
+// the metrics; a budgeted one costs two reserves and two settles more,
+// settles the provider's reported usage (priced) on its own and its
+// chain's item and the quota, and writes the tokens and cost as metrics.
 func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
@@ -155,8 +155,8 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		wantNoFailures(t, handle(t, b.h, context.Background(), ev))
 		calls := e.Counter.Calls()
 		wantState(t, b.get(t, plain.TaskID), ledger.StateCompleted)
-		if calls["DynamoDB.UpdateItem"] != 3 || calls["DynamoDB.GetItem"] != 0 {
-			t.Fatalf("an unbudgeted task made %v; want the claim, the completion and the quota charge only", calls)
+		if calls["DynamoDB.UpdateItem"] != 4 || calls["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("an unbudgeted task made %v; want the claim, the completion and the quota's reserve and settle only", calls)
 		}
 		if itemExists(t, b, spend.BudgetItemKey(plain.TaskID)) || itemExists(t, b, spend.BudgetItemKey(spend.ChainKeyOf(plain))) {
 			t.Fatal("a spend item was written for an unbudgeted task")
@@ -176,8 +176,8 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 		calls = e.Counter.Calls()
 		got := b.get(t, task.TaskID)
 		wantState(t, got, ledger.StateCompleted)
-		if calls["DynamoDB.UpdateItem"] != 2+4+1 || calls["DynamoDB.GetItem"] != 0 {
-			t.Fatalf("a budgeted task made %v; want claim, completion, 2 reserves, 2 settles and the quota charge", calls)
+		if calls["DynamoDB.UpdateItem"] != 2+4+2 || calls["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("a budgeted task made %v; want claim, completion, 2 reserves, 2 settles and the quota's reserve and settle", calls)
 		}
 		var out contract.GenerateOutput
 		if err := json.Unmarshal([]byte(got.Result), &out); err != nil || out.Usage.InputTokens != usedIn || out.Usage.OutputTokens != usedOut {
@@ -326,16 +326,20 @@ func TestSpendLostRepliesDoNotDoubleCount(t *testing.T) {
 
 // TestSpendUnknownOutcomeChargesTheReservation: an attempt whose outcome is
 // unknown (the provider accepted and the reply was lost) is charged its
-// full reservation: the provider may have generated and billed it.
+// full reservation: the provider may have generated and billed it — on
+// its budget and on its caller's daily quota.
 func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
-		withBudgets(t, b, e.DDB, nil)
+		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000})
 		task := b.create(t, "spend-unknown", `{"prompt":"write one line about ledgers","max_tokens":50,"simulate":"accept_lose_reply"}`, budget(10_000, nil))
 		b.run(t, task.TaskID)
 		wantState(t, b.get(t, task.TaskID), ledger.StateUnknown)
 		in := int64(len(`write one line about ledgers`)) + worker.InputOverheadTokens
 		wantSpent(t, b, spend.ChainKeyOf(task), in, 50)
+		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != in+50 {
+			t.Fatalf("quota used %d (%v) by a call whose outcome is unknown, want its full reservation %d", used, err, in+50)
+		}
 	})
 }
 

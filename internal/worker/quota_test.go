@@ -1,0 +1,255 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// burstPrompt reserves 2 + 32 input and 11 output tokens = 45 (the call's
+// maximum); the simulated provider reports 1 input and 11 output tokens =
+// 12. A 100-token quota holds two reservations at once, and eight calls'
+// reported usage.
+const (
+	burstPrompt  = `{"prompt":"hi","max_tokens":11}`
+	burstReserve = 45
+	burstUsed    = 12
+)
+
+// inFlight is the simulated provider, counting the calls in progress at
+// once (the in-flight term of the quota's bound).
+type inFlight struct {
+	*simulated.Provider
+	mu        sync.Mutex
+	now, peak int
+}
+
+func (p *inFlight) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	p.mu.Lock()
+	p.now++
+	p.peak = max(p.peak, p.now)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.now--
+		p.mu.Unlock()
+	}()
+	return p.Provider.Generate(ctx, req)
+}
+
+func (p *inFlight) Peak() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peak
+}
+
+// TestDailyQuotaBoundsABurstOfHeldTasks: 40 tasks of one caller (no
+// budget: the quota is the caller's only limit) are recorded and queued
+// while no worker runs, then one invocation takes them all at once. The
+// caller's daily quota of 100 tokens is reserved before every call, so
+// what the day is charged stays within the quota (plus, at most, one
+// reservation per call in flight — zero here, since the provider reports
+// less than it reserved), the provider is called only as often as the
+// quota has room for, and every other task is parked budget_exhausted
+// (error class quota_exceeded) without a call. Read only at submit, the
+// quota let all 40 run: 480 tokens charged against 100.
+func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		const n, quota = 40, 100
+		b := setup(t, e, withSim(simulated.Options{Latency: 20 * time.Millisecond}))
+		probe := &inFlight{Provider: b.sim}
+		b.h.Provider = probe
+		b.h.Concurrency = n
+		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: quota})
+		ctx := context.Background()
+		tasks := make([]*ledger.Task, n)
+		for i := range tasks {
+			tasks[i] = b.create(t, "quota-burst-"+string(rune('a'+i/26))+string(rune('a'+i%26)), burstPrompt)
+			b.send(t, tasks[i].TaskID)
+		}
+		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, n, 60)))
+
+		calls, completed := 0, 0
+		for _, task := range tasks {
+			got := b.get(t, task.TaskID)
+			c := b.sim.Calls(task.TaskID)
+			calls += c
+			switch got.State {
+			case ledger.StateCompleted:
+				completed++
+			case ledger.StateNeedsReview:
+				if c != 0 {
+					t.Errorf("task %s was parked over the quota after %d provider calls, want none", task.TaskID, c)
+				}
+				r, err := b.l.GetReview(ctx, task.TaskID)
+				if err != nil {
+					t.Fatalf("review of %s: %v", task.TaskID, err)
+				}
+				if r.Reason != ledger.ReviewBudgetExhausted || r.ErrorClass != "quota_exceeded" {
+					t.Errorf("task %s parked with reason %q, class %q; want budget_exhausted, quota_exceeded", task.TaskID, r.Reason, r.ErrorClass)
+				}
+			default:
+				t.Errorf("task %s ended %s (%s: %s); want completed, or parked over the quota", task.TaskID, got.State, got.ErrorClass, got.ErrorMessage)
+			}
+		}
+		used, err := s.Quotas.Used(ctx, "anonymous")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak := probe.Peak()
+		t.Logf("%d calls (peak %d in flight), %d completed, %d tokens charged of a %d-token quota", calls, peak, completed, used, quota)
+		if used > quota+int64(peak)*burstReserve {
+			t.Fatalf("the caller's day was charged %d tokens: over its quota of %d plus one %d-token reservation for each of the %d calls in flight",
+				used, quota, burstReserve, peak)
+		}
+		// The provider reports less than each call reserved, so the
+		// reservations keep the day within the quota itself.
+		if used > quota {
+			t.Fatalf("the caller's day was charged %d tokens, over its quota of %d, though no call used more than it reserved", used, quota)
+		}
+		if calls*burstUsed > quota {
+			t.Fatalf("the provider was called %d times (%d tokens each) under a %d-token quota", calls, burstUsed, quota)
+		}
+		if completed == 0 || calls != completed {
+			t.Fatalf("%d provider calls for %d completed tasks; want at least one, each completing its task", calls, completed)
+		}
+		// Every reservation was settled to what its call reported.
+		if used != int64(calls*burstUsed) {
+			t.Fatalf("the day holds %d tokens for %d calls of %d: a reservation was left counted or mis-settled", used, calls, burstUsed)
+		}
+	})
+}
+
+// Compile-time: the probe is a provider the worker can price.
+var _ interface {
+	contract.Provider
+	Model() string
+} = (*inFlight)(nil)
+
+// quotaKey is the caller's quota item for the bundle clock's day.
+func quotaKey(b *bundle, scope string) string {
+	return spend.QuotaItemKey(scope, b.clock.Now().UTC().Format(time.DateOnly))
+}
+
+// TestQuotaRefusalGivesTheBudgetReservationBack: a budgeted task whose
+// caller has used its day's quota reserves on its budget, is refused by
+// the quota, gives the budget reservation back and is parked
+// budget_exhausted (quota_exceeded) with no call — the review saying what
+// the day used and what the call needed.
+func TestQuotaRefusalGivesTheBudgetReservationBack(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 200})
+		ctx := context.Background()
+		if err := s.Quotas.Add(ctx, "anonymous", spend.Usage{InputTokens: 60, OutputTokens: 40}); err != nil {
+			t.Fatal(err)
+		}
+		task := b.create(t, "quota-budgeted", budgetedPrompt, budget(10_000, nil))
+		b.run(t, task.TaskID)
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateNeedsReview)
+		if n := b.sim.Calls(task.TaskID); n != 0 {
+			t.Fatalf("provider calls %d over the quota, want none", n)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Reason != ledger.ReviewBudgetExhausted || r.ErrorClass != "quota_exceeded" ||
+			!strings.Contains(r.ErrorMessage, "used 100 tokens of 200 tokens") || !strings.Contains(r.ErrorMessage, "needs 110 tokens") {
+			t.Fatalf("review %q / %q: %s", r.Reason, r.ErrorClass, r.ErrorMessage)
+		}
+		wantSpent(t, b, spend.ChainKeyOf(task), 0, 0)
+		wantSpent(t, b, spend.TaskKeyOf(task), 0, 0)
+		if used, err := s.Quotas.Used(ctx, "anonymous"); err != nil || used != 100 {
+			t.Fatalf("quota used %d (%v) after a refusal, want the 100 used before", used, err)
+		}
+		if !strings.Contains(b.metrics.String(), `"QuotaExceeded":1`) {
+			t.Fatalf("no QuotaExceeded count in %s", b.metrics.String())
+		}
+	})
+}
+
+// TestQuotaReserveFailureMakesNoCall: when the quota's reservation cannot
+// be written, the provider is not called, the budget reservation is given
+// back, and so are the assignment and its attempt; the message is retried.
+func TestQuotaReserveFailureMakesNoCall(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		key := quotaKey(b, "anonymous")
+		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+			if c.TaskID == key && c.Key() == "DynamoDB.UpdateItem" {
+				return faultinject.Throttle
+			}
+			return ""
+		}))
+		cfg := e.AWS.Copy()
+		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
+		withBudgets(t, b, awsclient.DynamoDB(cfg), &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000})
+		task := b.create(t, "quota-unwritable", budgetedPrompt, budget(10_000, nil))
+		b.send(t, task.TaskID)
+		ev := b.deliver(t, 1, 60)
+		wantFailures(t, handle(t, b.h, context.Background(), ev), ev.Records[0].MessageId)
+		if inj.Total(faultinject.Throttle) == 0 {
+			t.Fatal("no quota write failed")
+		}
+		got := b.get(t, task.TaskID)
+		if got.State != ledger.StateQueued || got.Attempts != 0 {
+			t.Fatalf("task %s with %d attempts, want queued with its attempt given back", got.State, got.Attempts)
+		}
+		if n := b.sim.Calls(task.TaskID); n != 0 {
+			t.Fatalf("provider calls %d without a quota reservation, want none", n)
+		}
+		wantSpent(t, b, spend.ChainKeyOf(task), 0, 0)
+	})
+}
+
+// TestUnpricedCallsAreHeldToATokenQuota: a model the price table does not
+// price cannot be charged a cost, but a token quota needs none: its call
+// is reserved and settled by tokens. Uncounted, it was a way around the
+// quota.
+func TestUnpricedCallsAreHeldToATokenQuota(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		s := withPrices(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000}, spendDocFor("another-model"))
+		task := b.create(t, "quota-unpriced", budgetedPrompt)
+		b.run(t, task.TaskID)
+		wantState(t, b.get(t, task.TaskID), ledger.StateCompleted)
+		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != usedIn+usedOut {
+			t.Fatalf("quota used %d (%v) by an unpriced call, want its %d tokens", used, err, usedIn+usedOut)
+		}
+	})
+}
+
+// TestUnpricedCallsUnderAUSDQuotaPark: a USD quota cannot hold a call the
+// price table does not price, so the call is not made: provider_config.
+func TestUnpricedCallsUnderAUSDQuotaPark(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		withPrices(t, b, e.DDB, &spend.Quota{Unit: spend.UnitUSD, Limit: 25_000_000}, spendDocFor("another-model"))
+		task := b.create(t, "quota-unpriced-usd", budgetedPrompt)
+		b.run(t, task.TaskID)
+		got := b.get(t, task.TaskID)
+		wantState(t, got, ledger.StateNeedsReview)
+		if got.ReviewReason != ledger.ReviewProviderConfig || b.sim.Calls(task.TaskID) != 0 {
+			t.Fatalf("reason %q calls %d; want provider_config and no call", got.ReviewReason, b.sim.Calls(task.TaskID))
+		}
+		r, err := b.l.GetReview(context.Background(), task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(r.ErrorMessage, "daily quota counts USD") {
+			t.Fatalf("review error %q", r.ErrorMessage)
+		}
+	})
+}
