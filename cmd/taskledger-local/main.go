@@ -26,6 +26,13 @@
 //	TASKLEDGER_OIDC_CLIENT_ID  the client id the page signs in with (default: the first audience)
 //	TASKLEDGER_OIDC_SCOPES     scopes the page asks for (default "openid email profile")
 //
+// Approvals (as deployed; see api.ApprovalPolicy):
+//
+//	APPROVER_CLAIM        the JWT claim naming approvers, e.g. groups (needs TASKLEDGER_OIDC_ISSUER;
+//	                      default none: a task's owner decides)
+//	APPROVER_CLAIM_VALUE  the group (or value) the claim must hold (default "true")
+//	ALLOW_SELF_APPROVAL   whether an approver decides on their own task (default true)
+//
 // It stops cleanly on Ctrl-C or SIGTERM; a second signal exits at once.
 package main
 
@@ -136,6 +143,11 @@ func options() (local.Options, error) {
 			return o, fmt.Errorf("RECONCILE_EVERY=%q: want a duration of at least 1s, e.g. 10s", v)
 		}
 		o.ReconcileEvery = d
+	}
+	// Who decides on approvals, read as the deployed submit function reads
+	// it (an approver claim needs TASKLEDGER_OIDC_ISSUER: local.Start).
+	if o.Approvals, err = api.ParseApprovalPolicy(os.Getenv("APPROVER_CLAIM"), os.Getenv("APPROVER_CLAIM_VALUE"), os.Getenv("ALLOW_SELF_APPROVAL")); err != nil {
+		return o, err
 	}
 	return o, nil
 }

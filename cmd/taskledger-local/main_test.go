@@ -179,3 +179,27 @@ func TestOIDCOptions(t *testing.T) {
 		}
 	}
 }
+
+// make run reads the approver policy as the deployed submit function does
+// (APPROVER_CLAIM, APPROVER_CLAIM_VALUE, ALLOW_SELF_APPROVAL), and refuses
+// to start on a setting the function would refuse.
+func TestApproverPolicyOptions(t *testing.T) {
+	t.Setenv("TASKLEDGER_OIDC_ISSUER", "https://idp.example")
+	t.Setenv("TASKLEDGER_OIDC_AUDIENCE", "c1")
+	t.Setenv("APPROVER_CLAIM", "groups")
+	t.Setenv("APPROVER_CLAIM_VALUE", "approvers")
+	t.Setenv("ALLOW_SELF_APPROVAL", "false")
+	o, err := options()
+	if want := (api.ApprovalPolicy{Claim: "groups", Value: "approvers", NoSelfApproval: true}); err != nil || o.Approvals != want {
+		t.Fatalf("options() = %+v, %v; want Approvals %+v", o.Approvals, err, want)
+	}
+	t.Setenv("APPROVER_CLAIM_VALUE", "approvers (pending)")
+	if _, err := options(); err == nil || !strings.Contains(err.Error(), "APPROVER_CLAIM_VALUE") {
+		t.Errorf("APPROVER_CLAIM_VALUE with a space: %v, want it refused naming the setting", err)
+	}
+	t.Setenv("APPROVER_CLAIM_VALUE", "")
+	t.Setenv("APPROVER_CLAIM", "")
+	if _, err := options(); err == nil || !strings.Contains(err.Error(), "ALLOW_SELF_APPROVAL") {
+		t.Errorf("ALLOW_SELF_APPROVAL=false without a claim: %v, want it refused naming the setting", err)
+	}
+}

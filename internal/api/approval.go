@@ -113,7 +113,11 @@ func (p ApprovalPolicy) approver(rc events.APIGatewayV2HTTPRequestContext) bool 
 // spaces between the elements — by its elements; anything else is one
 // name, compared exactly (never split on spaces or commas). value has no
 // space or comma (ParseApprovalPolicy), so an element holding one is
-// never it.
+// never it. One ambiguity is API Gateway's, not ours: it renders the list
+// ["approvers (pending)"] as "[approvers (pending)]", exactly as it renders
+// ["approvers","(pending)"]. Cognito group names cannot hold a space; with
+// another issuer, let no group name hold the approver group's as a word
+// (or use a claim that is not a list).
 func claimHolds(raw, value string) bool {
 	if raw == value {
 		return true

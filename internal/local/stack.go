@@ -128,6 +128,11 @@ type Options struct {
 	// OIDCScopes are the scopes the page asks for (default
 	// api.DefaultScopes).
 	OIDCScopes string
+	// Approvals is who may approve, reject or withdraw, as the deployed
+	// submit function reads it (APPROVER_CLAIM, APPROVER_CLAIM_VALUE,
+	// ALLOW_SELF_APPROVAL: api.ParseApprovalPolicy). An approver claim
+	// needs OIDCIssuer: without sign-in no caller has claims.
+	Approvals api.ApprovalPolicy
 	// Template is the SAM template (default: template.yaml found by
 	// stack.Find).
 	Template *stack.Template
@@ -184,6 +189,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if err := loopback(addr); err != nil {
 		return nil, err
+	}
+	if o.Approvals.Claim != "" && o.OIDCIssuer == "" {
+		return nil, fmt.Errorf("local: an approver claim (APPROVER_CLAIM=%s) needs sign-in (TASKLEDGER_OIDC_ISSUER): without it every caller is anonymous and has no claims, so nobody could approve", o.Approvals.Claim)
 	}
 	prefix := o.Prefix
 	if prefix == "" {
@@ -311,6 +319,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		prog.printf("auth: JWT authorizer on /tasks (issuer %s, audience %s)", o.OIDCIssuer, strings.Join(o.OIDCAudience, ","))
 	}
 	s.Auth = submit.Auth
+	submit.Approvals = o.Approvals
+	if o.Approvals.Claim != "" {
+		prog.printf("approvals: callers whose %s claim holds %q decide; self-approval %t", o.Approvals.Claim, o.Approvals.Value, !o.Approvals.NoSelfApproval)
+	}
 	// The Overview tab's per-minute rates: the worker's and the
 	// reconciler's EMF records, summed per minute (internal/overview).
 	rates := overview.NewRates()
