@@ -12,6 +12,7 @@
 //	PROVIDER_ADMISSION   provider admission limits (JSON, as deployed; default none): the worker
 //	                     admits its calls by them, the task API refuses a task over them (422)
 //	SPEND_CONFIG         prices and daily quota (default: the template's SpendConfig)
+//	SPEND_DAILY_QUOTA_TOKENS  per-caller daily token quota, as deployed (default none; 0 none)
 //	LOG_LEVEL            level of the handlers' JSON logs on stderr (default warn)
 //	ALLOWED_ORIGINS      CORS allow-list of the task API (default none: the page is same-origin)
 //	LEASE_SECONDS        the worker's lease (default 30)
@@ -108,6 +109,9 @@ func options() (local.Options, error) {
 		OIDCClientID:   strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_CLIENT_ID")),
 		OIDCScopes:     strings.TrimSpace(os.Getenv("TASKLEDGER_OIDC_SCOPES")),
 	}
+	// The per-caller daily token quota, as the template's
+	// DailyQuotaTokensPerCaller reaches the functions (default here: none).
+	o.DailyQuotaTokens = os.Getenv("SPEND_DAILY_QUOTA_TOKENS")
 	if err := oidcOptions(o); err != nil {
 		return o, err
 	}

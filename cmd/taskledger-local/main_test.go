@@ -203,3 +203,12 @@ func TestApproverPolicyOptions(t *testing.T) {
 		t.Errorf("ALLOW_SELF_APPROVAL=false without a claim: %v, want it refused naming the setting", err)
 	}
 }
+
+// make run takes the per-caller daily token quota as the deployed
+// functions do (SPEND_DAILY_QUOTA_TOKENS).
+func TestDailyQuotaOption(t *testing.T) {
+	t.Setenv("SPEND_DAILY_QUOTA_TOKENS", "2000000")
+	if o, err := options(); err != nil || o.DailyQuotaTokens != "2000000" {
+		t.Fatalf("options() DailyQuotaTokens = %q, %v; want 2000000", o.DailyQuotaTokens, err)
+	}
+}

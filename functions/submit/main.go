@@ -54,6 +54,10 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	directDeliver, err := api.ParseDirectDeliver(os.Getenv("DIRECT_DELIVER"))
+	if err != nil {
+		return nil, err
+	}
 	b, err := lambdaenv.Load(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -91,6 +95,7 @@ func build(ctx context.Context) (*api.Handler, error) {
 		Payloads:       payloads,
 		Auth:           auth,
 		Approvals:      approvals,
+		DirectDeliver:  directDeliver,
 		Destinations:   dests,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),

@@ -93,6 +93,21 @@ func TestBuild(t *testing.T) {
 	t.Setenv("PROVIDER_MODEL", "")
 	t.Setenv("PROVIDER_ADMISSION", "")
 
+	// DIRECT_DELIVER: unset is the template's default, ApproversOnly; a
+	// value the template does not allow stops the function at init.
+	if h.DirectDeliver != api.DirectDeliverApproversOnly {
+		t.Fatalf("DirectDeliver without DIRECT_DELIVER = %q, want ApproversOnly", h.DirectDeliver)
+	}
+	t.Setenv("DIRECT_DELIVER", "Disabled")
+	if h, err = build(context.Background()); err != nil || h.DirectDeliver != api.DirectDeliverDisabled {
+		t.Fatalf("DIRECT_DELIVER=Disabled: %v, %q", err, h.DirectDeliver)
+	}
+	t.Setenv("DIRECT_DELIVER", "everyone")
+	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "DIRECT_DELIVER") {
+		t.Fatalf("DIRECT_DELIVER=everyone: %v; want init to fail", err)
+	}
+	t.Setenv("DIRECT_DELIVER", "")
+
 	t.Setenv("AUTH_MODE", "cognito")
 	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "AUTH_MODE") {
 		t.Fatalf("AUTH_MODE=cognito (a template value, not a function value): %v", err)

@@ -80,6 +80,14 @@
 // approval and deliveries, and the plan (each destination and its params)
 // for a caller who may decide (approvalview.go).
 //
+// A deliver task submitted directly skips the gate, so it is a permission
+// of its own (directdeliver.go): DirectDeliver (ApproversOnly by default)
+// refuses it 403 before its input meets the destinations. Every deliver
+// task records where it came from — the approval's task, artifact,
+// decider and round (set by the ledger's Approve), or the submitting
+// caller — and its destination carries that provenance to the receiver
+// inside what it signs; the view shows it.
+//
 // # Caller scope
 //
 // The scope is read from the authorizer context API Gateway attaches:

@@ -48,8 +48,11 @@ type Handler struct {
 	// Approvals says who may approve, reject or withdraw (see
 	// ApprovalPolicy; the zero value: only the task's owner).
 	Approvals ApprovalPolicy
-	MaxBody   int
-	MaxInput  int
+	// DirectDeliver says who may submit a deliver task directly
+	// (directdeliver.go; the zero value: ApproversOnly).
+	DirectDeliver DirectDeliver
+	MaxBody       int
+	MaxInput      int
 	// Budgets reads the spend of budgeted tasks for their view and extends
 	// a chain's budget item at a regenerate; Quotas is
 	// the per-caller daily quota checked before a submit (nil: none). See
@@ -196,7 +199,9 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	}
 	s, p := parseSubmit(c.headers, body, h.limits())
 	if p == nil && s.kind == deliver.Kind {
-		p = h.checkDeliver(s.input)
+		if p = h.mayDeliverDirectly(c); p == nil { // directdeliver.go
+			p = h.checkDeliver(s.input)
+		}
 	}
 	if p == nil {
 		p = h.checkPlan(s.plan)
@@ -242,6 +247,7 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		CorrelationID:  s.correlationID,
 		Plan:           s.plan.canonical(),
 		ApprovalTTL:    s.plan.ttl(),
+		Provenance:     directProvenance(s.kind, c.scope),
 	}, s.budget))
 }
 

@@ -39,6 +39,8 @@ const (
 	TypeDeliveriesStarted      = ProblemBase + "deliveries-started"       // 409
 	TypeForbidden              = ProblemBase + "forbidden"                // 403
 	TypeArtifactNotDeliverable = ProblemBase + "artifact-not-deliverable" // 422
+	// A direct deliver submit the DirectDeliver setting refuses (DESIGN §15).
+	TypeDirectDeliverForbidden = ProblemBase + "direct-deliver-forbidden" // 403
 )
 
 // Problem is an RFC 9457 problem details object. Field, TaskID and State are

@@ -27,6 +27,9 @@ type TaskView struct {
 	// Error is the last recorded failure (not shown once completed).
 	Error   *ErrorView  `json:"error,omitempty"`
 	Receipt ReceiptView `json:"receipt"`
+	// Provenance is where a deliver task came from, as its destination is
+	// told (deliver tasks only).
+	Provenance *ProvenanceView `json:"provenance,omitempty"`
 	// Review explains a parked task (needs_review only).
 	Review *ReviewView `json:"review,omitempty"`
 	// Budget, Usage and ChainUsage: tasks with a spend budget only (spend.go).
@@ -112,6 +115,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 		v.CorrelationID = t.TaskID
 	}
 	addDeliveryReceipt(&v.Receipt, t)
+	v.Provenance = provenanceView(t) // view_deliver.go
 	if showsResult(t) && t.Result != "" {
 		if json.Valid([]byte(t.Result)) {
 			v.Result = json.RawMessage(t.Result)

@@ -2,8 +2,18 @@ package api
 
 import (
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/destination"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
+
+// ProvenanceView is where a deliver task came from, exactly as its
+// destination is told (deliver.ProvenanceOf): {"type":"approval",
+// "task_id","artifact_sha256","decided_by","round"} or
+// {"type":"direct","caller"}.
+type ProvenanceView = destination.Provenance
+
+// provenanceView is t's provenance (nil unless a deliver task).
+func provenanceView(t *ledger.Task) *ProvenanceView { return deliver.ProvenanceOf(t) }
 
 // DeliveryReceipt holds the receipt fields of a deliver task (every field
 // of DESIGN §10's receipt; see deliver.TaskReceipt).

@@ -29,7 +29,9 @@ func registry(t *testing.T, c *clock, o dsim.Options) (*deliver.Registry, map[st
 	return reg, reg.Sims
 }
 
-func task(id, input string) deliver.Task { return deliver.Task{TaskID: id, Input: input} }
+func task(id, input string) deliver.Task {
+	return deliver.Task{TaskID: id, Input: input, Provenance: &destination.Provenance{Type: destination.ProvenanceDirect, Caller: "anonymous"}}
+}
 
 // The step's readback speaks Decide's rule in the provider's vocabulary.
 func TestLookupFollowsDecide(t *testing.T) {

@@ -35,6 +35,7 @@ type Step struct {
 	g             destination.Guarantees
 	taskID        string
 	correlationID string
+	provenance    *destination.Provenance
 }
 
 // Task is what Bind needs of a deliver task.
@@ -42,6 +43,9 @@ type Task struct {
 	TaskID        string
 	CorrelationID string
 	Input         string
+	// Provenance is where the task came from (ProvenanceOf); required: a
+	// delivery never reaches a receiver without it.
+	Provenance *destination.Provenance
 }
 
 // Bind binds the deliver task t to its destination in reg. A task that
@@ -53,6 +57,12 @@ func Bind(reg *Registry, t Task) contract.Provider {
 	in, err := destination.ParseDeliverInput(json.RawMessage(t.Input))
 	if err != nil {
 		return refused{name: Kind, err: err}
+	}
+	if t.Provenance == nil {
+		return refused{name: in.Destination, err: retrypolicy.Permanent(fmt.Errorf("deliver: task %s names no provenance: its receiver could not tell an approved delivery from a direct one", t.TaskID))}
+	}
+	if err := t.Provenance.Validate(); err != nil {
+		return refused{name: in.Destination, err: retrypolicy.Permanent(fmt.Errorf("deliver: task %s: %w", t.TaskID, err))}
 	}
 	if reg == nil || reg.r == nil {
 		return refused{name: in.Destination, err: retrypolicy.Misconfigured(fmt.Errorf("deliver: task %s: no destinations are configured", t.TaskID))}
@@ -67,7 +77,8 @@ func Bind(reg *Registry, t Task) contract.Provider {
 	if err != nil {
 		return refused{name: in.Destination, err: err}
 	}
-	return &Step{d: d, in: in, g: g, taskID: t.TaskID, correlationID: t.CorrelationID}
+	p := *t.Provenance
+	return &Step{d: d, in: in, g: g, taskID: t.TaskID, correlationID: t.CorrelationID, provenance: &p}
 }
 
 // Name returns the destination's name.
@@ -92,6 +103,7 @@ func (s *Step) request(attempt int) destination.Request {
 		Payload:       s.in.Payload,
 		PayloadSHA256: destination.HashPayload(s.in.Payload),
 		CorrelationID: s.correlationID,
+		Provenance:    s.provenance,
 	}
 }
 

@@ -88,6 +88,11 @@ type Request struct {
 	PayloadSHA256 string
 	// CorrelationID is the caller's correlation id, for tracing.
 	CorrelationID string
+	// Provenance is where the delivery came from; every destination
+	// carries it to the receiver inside what it authenticates (the
+	// signed webhook body, the event detail). The deliver step always
+	// sets it (package deliver refuses a task without one).
+	Provenance *Provenance
 }
 
 // HashPayload returns the lowercase hex SHA-256 of the exact bytes of p.

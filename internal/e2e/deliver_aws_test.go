@@ -195,7 +195,7 @@ func TestEventBridgeDeliverEndToEnd(t *testing.T) {
 		s.reg = reg
 		s.submit.Destinations, s.w.Destinations, s.rec.Destinations = reg, reg, reg
 
-		id := s.submitDeliver(t, "eb-1", `{"destination":"eventbridge","params":{"detail_type":"order.follow_up"},"payload":{"order":"order-4711"}}`)
+		id := s.submitDeliver(t, "eb-1", `{"destination":"eventbridge","payload":{"order":"order-4711"}}`)
 		s.work(t)
 		v, _ := s.view(t, id)
 		if v.State != string(ledger.StateCompleted) || v.Receipt.DestinationIdentity != busARN || v.Receipt.ProviderRef == "" || puts.Load() != 1 {

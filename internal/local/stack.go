@@ -108,6 +108,11 @@ type Options struct {
 	// SpendConfig is the spend configuration (SPEND_CONFIG's JSON; empty:
 	// the template's SpendConfig default). See spend.go.
 	SpendConfig string
+	// DailyQuotaTokens is the per-caller daily token quota
+	// (SPEND_DAILY_QUOTA_TOKENS, as the template's DailyQuotaTokensPerCaller
+	// reaches the functions; empty or "0": none, unless SpendConfig sets a
+	// daily_quota). See spend.go.
+	DailyQuotaTokens string
 	// Progress receives human progress lines (nil: discard).
 	Progress io.Writer
 	// Log receives the handlers' structured logs (nil: discard).
@@ -344,7 +349,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Metrics:      metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
 		Payloads:     payloads,
 	}
-	if err := wireSpend(tpl, o.SpendConfig, s.DDB, s.Names.TasksTable, submit, work); err != nil {
+	if err := wireSpend(tpl, o.SpendConfig, o.DailyQuotaTokens, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
 	}
 	ops.Budgets = submit.Budgets // the page's retry keeps a budget's records, or refuses

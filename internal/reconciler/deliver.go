@@ -22,7 +22,7 @@ import (
 // step returns what performs t: the provider, or t's destination.
 func (h *Handler) step(t *ledger.Task) contract.Provider {
 	if t.Kind == deliver.Kind {
-		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input})
+		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input, Provenance: deliver.ProvenanceOf(t)})
 	}
 	return h.Provider
 }

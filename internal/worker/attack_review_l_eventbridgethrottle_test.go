@@ -69,7 +69,7 @@ func TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal(t *testing.T) {
 					`{"destination":"eventbridge","params":{},"payload":{"order":"O-1"}}`,
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 
-				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + mode, Input: task.Input})
+				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + mode, Input: task.Input, Provenance: deliver.ProvenanceOf(task)})
 				_, perr := step.Generate(ctx, contract.Request{OperationID: "probe-" + mode, Attempt: 1})
 				if cl := retrypolicy.Classify(perr); cl.Class != retrypolicy.Transient {
 					t.Fatalf("setup: entry throttle classified %+v (%v); want transient", cl, perr)

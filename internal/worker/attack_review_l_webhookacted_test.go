@@ -85,7 +85,7 @@ func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
 					`{"destination":"webhook","params":{"endpoint":"crm"},"payload":{"invoice":"INV-1"}}`,
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 
-				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + c.mode, Input: task.Input})
+				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + c.mode, Input: task.Input, Provenance: deliver.ProvenanceOf(task)})
 				_, perr := step.Generate(ctx, contract.Request{OperationID: "probe-" + c.mode, Attempt: 1})
 				if retrypolicy.Refused(perr) {
 					t.Fatalf("setup: Refused(%d)=true (%v); this attack assumes the new Refused", c.status, perr)

@@ -89,7 +89,7 @@ func TestAttackReviewMWebhookGatewayTimeoutResent(t *testing.T) {
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 
 				// The adapter's own view of the status, for the message.
-				probe := deliver.Bind(reg, deliver.Task{TaskID: "probe", Input: task.Input})
+				probe := deliver.Bind(reg, deliver.Task{TaskID: "probe", Input: task.Input, Provenance: deliver.ProvenanceOf(task)})
 				_, perr := probe.Generate(ctx, contract.Request{OperationID: "probe", Attempt: 1})
 				class, refused := retrypolicy.Classify(perr).Class, retrypolicy.Refused(perr)
 

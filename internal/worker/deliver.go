@@ -21,7 +21,7 @@ import (
 // destination bound to t for a deliver task.
 func (h *Handler) step(t *ledger.Task) provider.Provider {
 	if t.Kind == deliver.Kind {
-		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input})
+		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input, Provenance: deliver.ProvenanceOf(t)})
 	}
 	return h.Provider
 }

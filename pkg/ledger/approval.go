@@ -235,8 +235,10 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
 	for _, n := range r.Deliveries {
-		// A delivery's receipt names exactly this decision.
+		// A delivery's receipt names exactly this decision, and so does
+		// the provenance its destination receives.
 		n.DecidedBy, n.DecidedAt, n.ApprovalPolicy = r.By, rfc3339(now), r.Policy
+		n.Provenance = &Provenance{Type: ProvenanceApproval, TaskID: t.TaskID, ArtifactSHA256: approved, DecidedBy: r.By, Round: t.ApprovalRound}
 		d, item, err := l.newTaskItem(n, now)
 		if err != nil {
 			return nil, false, err

@@ -58,6 +58,9 @@ type NewTask struct {
 	// DecidedBy, DecidedAt and ApprovalPolicy record, on a deliver task
 	// an approval creates, who approved it, when, and under which policy.
 	DecidedBy, DecidedAt, ApprovalPolicy string
+	// Provenance records where a deliver task came from; Approve sets the
+	// approval's on the deliveries it creates, whatever the request said.
+	Provenance *Provenance
 }
 
 // Create records a new queued task with one conditional PutItem. The task is
@@ -200,6 +203,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	}
 	t.Plan = n.Plan
 	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
+	t.Provenance = n.Provenance
 	item, err := attributevalue.MarshalMap(t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: encode task: %w", err)

@@ -138,6 +138,9 @@ type Task struct {
 	// Documents are the uploaded documents a generate task references, by
 	// reference only (documents.go).
 	Documents []DocumentRef `dynamodbav:"documents,omitempty"`
+	// Provenance is where a deliver task came from (provenance.go); nil
+	// on other tasks and on deliver tasks recorded before it existed.
+	Provenance *Provenance `dynamodbav:"provenance,omitempty"`
 	Approval
 }
 

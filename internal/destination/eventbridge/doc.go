@@ -3,11 +3,14 @@
 // configuration (Options.BusARN; requests never name a bus).
 //
 // The entry's source is Options.Source ("taskledger"), its detail-type
-// Options.DetailType ("taskledger.delivery") or the params' "detail_type",
-// and its detail {"operation_id","payload_sha256","correlation_id",
-// "payload"}, so a rule can route on the operation and a consumer can
-// deduplicate by operation_id. The receipt names the bus ARN as the
-// destination identity and the event id as provider_ref.
+// Options.DetailType ("taskledger.delivery") — configuration only: params
+// naming a "detail_type" are refused, so a caller cannot make a direct
+// delivery match the rules that route approved ones — and its detail
+// {"operation_id","payload_sha256","correlation_id","provenance",
+// "payload"}, so a rule can route on the operation and on
+// provenance.type ("approval" or "direct"; destination.Provenance), and a
+// consumer can deduplicate by operation_id. The receipt names the bus ARN
+// as the destination identity and the event id as provider_ref.
 //
 // # Guarantees
 //

@@ -43,8 +43,8 @@ type Options struct {
 	BusARN string
 	// Source is every event's source; DefaultSource if empty.
 	Source string
-	// DetailType is the detail-type unless params name another;
-	// DefaultDetailType if empty.
+	// DetailType is every event's detail-type; DefaultDetailType if
+	// empty. Params never choose it.
 	DetailType string
 	// Client is the EventBridge client; required.
 	Client API
@@ -93,18 +93,29 @@ func (d *Destination) Guarantees() destination.Guarantees {
 	return destination.Guarantees{Readback: destination.ReadbackNone}
 }
 
-// Params are the destination's params.
+// Params are the destination's params: none. The detail-type is the
+// destination's configuration (Options.DetailType): rules route on it, and
+// a caller who could name it could dress a direct delivery as the kind of
+// event only approvals are meant to produce.
 type Params struct {
-	// DetailType overrides Options.DetailType for this delivery.
-	DetailType string `json:"detail_type"`
+	// DetailType is only read to refuse it by name (errDetailTypeParam).
+	DetailType *json.RawMessage `json:"detail_type"`
 }
+
+// errDetailTypeParam refuses a "detail_type" param.
+var errDetailTypeParam = retrypolicy.Permanent(&destination.ParamsError{Destination: Name, Field: "detail_type",
+	Problem: "is not accepted: the event's detail-type is the destination's configuration (eventbridge.detail_type in " +
+		"TASKLEDGER_DESTINATIONS), never a request's; route on the detail's provenance.type instead"})
 
 // Detail is the event's detail.
 type Detail struct {
-	OperationID   string          `json:"operation_id"`
-	PayloadSHA256 string          `json:"payload_sha256"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
+	OperationID   string `json:"operation_id"`
+	PayloadSHA256 string `json:"payload_sha256"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// Provenance says where the delivery came from (an approval, or a
+	// direct submit).
+	Provenance *destination.Provenance `json:"provenance,omitempty"`
+	Payload    json.RawMessage         `json:"payload"`
 }
 
 // entryConfigCodes are per-entry error codes that configuration or
@@ -120,14 +131,15 @@ var entryConfigCodes = map[string]bool{
 	"KMSInvalidStateException":            true,
 }
 
-// CheckParams checks params as Deliver would (destination.ParamsChecker).
+// CheckParams checks params as Deliver would (destination.ParamsChecker):
+// an empty object; "detail_type" is refused by name.
 func (d *Destination) CheckParams(params json.RawMessage) error {
 	var p Params
 	if err := destination.ParseParams(Name, params, &p); err != nil {
 		return err
 	}
-	if p.DetailType != "" && !validDetailType(p.DetailType) {
-		return retrypolicy.Permanent(&destination.ParamsError{Destination: Name, Field: "detail_type", Problem: "must be 1 to 128 printable ASCII characters"})
+	if p.DetailType != nil {
+		return errDetailTypeParam
 	}
 	return nil
 }
@@ -148,18 +160,13 @@ func (d *Destination) Deliver(ctx context.Context, req destination.Request) (des
 	if err != nil {
 		return destination.Receipt{}, err
 	}
-	var p Params
-	if err := destination.ParseParams(Name, req.Params, &p); err != nil {
+	// A task recorded before detail_type was refused at submit is
+	// refused here, never sent under the name it chose.
+	if err := d.CheckParams(req.Params); err != nil {
 		return destination.Receipt{}, err
 	}
 	detailType := d.opts.DetailType
-	if p.DetailType != "" {
-		if !validDetailType(p.DetailType) {
-			return destination.Receipt{}, retrypolicy.Permanent(&destination.ParamsError{Destination: Name, Field: "detail_type", Problem: "must be 1 to 128 printable ASCII characters"})
-		}
-		detailType = p.DetailType
-	}
-	detail, err := json.Marshal(Detail{OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Payload: req.Payload})
+	detail, err := json.Marshal(Detail{OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Provenance: req.Provenance, Payload: req.Payload})
 	if err != nil {
 		return destination.Receipt{}, retrypolicy.Permanent(fmt.Errorf("eventbridge: operation %s: encode detail: %w", req.OperationID, err))
 	}

@@ -33,9 +33,12 @@ func TestMain(m *testing.M) { emutest.Main(m) }
 
 const payload = `{"order":"order-4711","summary":"private text 0451"}`
 
+// detailType is the bus destination's configured detail-type.
+const detailType = "order.follow_up"
+
 func req(opID string) destination.Request {
 	return destination.Request{OperationID: opID, Attempt: 1, Destination: eventbridge.Name,
-		Params: json.RawMessage(`{"detail_type":"order.follow_up"}`), Payload: json.RawMessage(payload), CorrelationID: "corr-1"}
+		Params: json.RawMessage(`{}`), Payload: json.RawMessage(payload), CorrelationID: "corr-1"}
 }
 
 func class(err error) retrypolicy.Class { return retrypolicy.Classify(err).Class }
@@ -107,7 +110,7 @@ func setupBus(t *testing.T, be emutest.Backend) *busEnv {
 		_, _ = q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: queue.QueueUrl})
 	})
 
-	env.dest, err = eventbridge.New(eventbridge.Options{BusARN: env.busARN, Source: source, Client: eb})
+	env.dest, err = eventbridge.New(eventbridge.Options{BusARN: env.busARN, Source: source, DetailType: detailType, Client: eb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +144,7 @@ func setupBus(t *testing.T, be emutest.Backend) *busEnv {
 				if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
 					t.Fatalf("queue message is not an event: %v", err)
 				}
-				if ev.Source != source || ev.Type != "order.follow_up" {
+				if ev.Source != source || ev.Type != detailType {
 					t.Errorf("event source %q detail-type %q", ev.Source, ev.Type)
 				}
 				got[ev.Detail.OperationID] = append(got[ev.Detail.OperationID], ev.Detail)
@@ -160,6 +163,7 @@ func kumoDelivered(t *testing.T, endpoint, bus string) map[string][]eventbridge.
 	defer resp.Body.Close()
 	var evs []struct {
 		EventBusName string `json:"EventBusName"`
+		DetailType   string `json:"DetailType"`
 		Detail       string `json:"Detail"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&evs); err != nil {
@@ -169,6 +173,9 @@ func kumoDelivered(t *testing.T, endpoint, bus string) map[string][]eventbridge.
 	for _, ev := range evs {
 		if ev.EventBusName != bus {
 			continue
+		}
+		if ev.DetailType != detailType {
+			t.Errorf("kumo delivered detail-type %q, want the configured %q", ev.DetailType, detailType)
 		}
 		var d eventbridge.Detail
 		if err := json.Unmarshal([]byte(ev.Detail), &d); err != nil {
@@ -378,21 +385,17 @@ func TestValidation(t *testing.T) {
 	if rc, err := d.Deliver(context.Background(), req("task-1")); err != nil || rc.ProviderRef != "e-1" {
 		t.Fatalf("Deliver = %+v, %v", rc, err)
 	}
-	for _, params := range []string{`{"detail_type":""}`, `{"detail_type":"` + strings.Repeat("x", 129) + `"}`, `{"detail_type":"a\u0001"}`, `{"bus":"other"}`} {
+	// Params choose nothing: a detail_type (any, even empty) is refused
+	// like an unknown field.
+	for _, params := range []string{`{"detail_type":""}`, `{"detail_type":"order.approved"}`, `{"detail_type":"a\u0001"}`, `{"bus":"other"}`} {
 		r := req("task-2")
 		r.Params = json.RawMessage(params)
 		_, err := d.Deliver(context.Background(), r)
-		if params == `{"detail_type":""}` {
-			if err != nil {
-				t.Errorf("empty detail_type (the default): %v", err)
-			}
-			continue
-		}
 		if class(err) != retrypolicy.PermanentInput {
 			t.Errorf("params %s: %v, want permanent", params, err)
 		}
 	}
-	if n := f.requests.Load(); n != 2 {
-		t.Fatalf("%d requests, want 2 (bad params never sent)", n)
+	if n := f.requests.Load(); n != 1 {
+		t.Fatalf("%d requests, want 1 (bad params never sent)", n)
 	}
 }

@@ -80,6 +80,9 @@ type Delivery struct {
 	Key string
 	// Ref is the destination's id for it.
 	Ref string
+	// Provenance is where the delivery said it came from (the request's;
+	// nil when it named none).
+	Provenance *destination.Provenance
 	// At is when it happened; VisibleAt when Lookup starts seeing it.
 	At, VisibleAt time.Time
 }
@@ -164,6 +167,17 @@ func (d *Destination) SideEffects(operationID string) int {
 		return o.sideEffects
 	}
 	return 0
+}
+
+// First returns the first delivery performed for an operation — what its
+// receiver was told, provenance included; ok=false when none was.
+func (d *Destination) First(operationID string) (_ Delivery, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if o := d.ops[operationID]; o != nil && o.first != nil {
+		return *o.first, true
+	}
+	return Delivery{}, false
 }
 
 // Calls returns how many Deliver calls for an operation reached the
@@ -301,7 +315,7 @@ func (d *Destination) Deliver(ctx context.Context, req destination.Request) (des
 
 	dl := o.first
 	if dl == nil || !d.g.Idempotent {
-		dl = d.performLocked(o, req.OperationID, sum, key)
+		dl = d.performLocked(o, req, sum, key)
 	}
 	if fault == AcceptLoseReply {
 		return destination.Receipt{}, retrypolicy.Uncertain(fe)
@@ -310,11 +324,15 @@ func (d *Destination) Deliver(ctx context.Context, req destination.Request) (des
 }
 
 // performLocked records one side effect.
-func (d *Destination) performLocked(o *op, opID, sum, key string) *Delivery {
+func (d *Destination) performLocked(o *op, req destination.Request, sum, key string) *Delivery {
 	o.sideEffects++
 	d.total++
 	now := d.opts.Now()
-	dl := &Delivery{OperationID: opID, PayloadSHA256: sum, Key: key, Ref: d.ref(opID, o.sideEffects), At: now, VisibleAt: now.Add(d.opts.ReadbackDelay)}
+	dl := &Delivery{OperationID: req.OperationID, PayloadSHA256: sum, Key: key, Ref: d.ref(req.OperationID, o.sideEffects), At: now, VisibleAt: now.Add(d.opts.ReadbackDelay)}
+	if req.Provenance != nil {
+		p := *req.Provenance
+		dl.Provenance = &p
+	}
 	if o.first == nil {
 		o.first = dl
 	}

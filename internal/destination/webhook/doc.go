@@ -12,7 +12,12 @@
 // # The request
 //
 // The body is {"type":"taskledger.delivery","timestamp":...,"data":
-// {"operation_id","payload_sha256","correlation_id","payload"}}. Headers:
+// {"operation_id","payload_sha256","correlation_id","provenance","payload"}}.
+// provenance (destination.Provenance) says where the delivery came from —
+// {"type":"approval","task_id","artifact_sha256","decided_by","round"} or
+// {"type":"direct","caller"} — inside the signed body: a receiver that
+// must only act on approved deliveries verifies the signature, then
+// checks provenance.type. Headers:
 // webhook-id (the operation id: the deliver task's id, the same for every
 // attempt), webhook-timestamp (Unix seconds), webhook-signature
 // ("v1,<base64 HMAC-SHA256 of id.timestamp.body>" keyed with the

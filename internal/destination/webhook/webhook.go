@@ -236,10 +236,13 @@ type Body struct {
 
 // BodyData is Body.Data.
 type BodyData struct {
-	OperationID   string          `json:"operation_id"`
-	PayloadSHA256 string          `json:"payload_sha256"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
+	OperationID   string `json:"operation_id"`
+	PayloadSHA256 string `json:"payload_sha256"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// Provenance says where the delivery came from (an approval, or a
+	// direct submit): inside the signed body, so a receiver can trust it.
+	Provenance *destination.Provenance `json:"provenance,omitempty"`
+	Payload    json.RawMessage         `json:"payload"`
 }
 
 // encodeBody encodes a Body with the payload's exact bytes (json.Marshal
@@ -308,7 +311,7 @@ func (w *Webhook) Deliver(ctx context.Context, req destination.Request) (destina
 		return destination.Receipt{}, err
 	}
 	now := w.now()
-	body, err := encodeBody(now, BodyData{OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Payload: req.Payload})
+	body, err := encodeBody(now, BodyData{OperationID: req.OperationID, PayloadSHA256: sum, CorrelationID: req.CorrelationID, Provenance: req.Provenance, Payload: req.Payload})
 	if err != nil {
 		return destination.Receipt{}, retrypolicy.Permanent(fmt.Errorf("webhook: operation %s: encode body: %w", req.OperationID, err))
 	}
