@@ -33,6 +33,8 @@
 //	                      default none: a task's owner decides)
 //	APPROVER_CLAIM_VALUE  the group (or value) the claim must hold (default "true")
 //	ALLOW_SELF_APPROVAL   whether an approver decides on their own task (default true)
+//	DIRECT_DELIVER        who may submit a deliver task directly: ApproversOnly (default;
+//	                      every caller without APPROVER_CLAIM), Anyone or Disabled
 //
 // It stops cleanly on Ctrl-C or SIGTERM; a second signal exits at once.
 package main
@@ -115,6 +117,12 @@ func options() (local.Options, error) {
 	if err := oidcOptions(o); err != nil {
 		return o, err
 	}
+	// Who may submit a deliver task directly, as DIRECT_DELIVER deployed.
+	dd, ddErr := api.ParseDirectDeliver(os.Getenv("DIRECT_DELIVER"))
+	if ddErr != nil {
+		return o, ddErr
+	}
+	o.DirectDeliver = dd
 	if err := o.Provider.Validate(); err != nil {
 		return o, err
 	}

@@ -99,6 +99,10 @@ type Options struct {
 	// AllowedOrigins is the submit API's CORS allow-list (empty: none; the
 	// page at "/" is same-origin).
 	AllowedOrigins []string
+	// DirectDeliver is who may submit a deliver task directly, as the
+	// template's DirectDeliver (DIRECT_DELIVER; the zero value:
+	// ApproversOnly, every caller without an approver claim).
+	DirectDeliver api.DirectDeliver
 	// TaskIDKey is the server secret task ids are derived with (see
 	// ledger.Config.IDKey). Empty: a random key for this process — ids are
 	// stable while it runs and the embedded emulator forgets everything on
@@ -308,7 +312,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations,
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations, DirectDeliver: o.DirectDeliver,
 		Provider: &api.ProviderProfile{Name: pp.Config.Name, Model: pp.Model, AcceptsDocuments: pp.Config.AcceptsDocuments(), TokensPerMinute: pp.TokensPerMinute()}}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
