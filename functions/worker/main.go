@@ -16,7 +16,7 @@
 // PAYLOAD_BUCKET (the S3 claim-check bucket: large inputs are read from
 // it, results above 4 KiB written to it; unset keeps them inline);
 // LOG_LEVEL (debug|info|warn|error). template.yaml sets them as one arithmetic
-// (README "Timing").
+// (docs/timing.md).
 package main
 
 import (

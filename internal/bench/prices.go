@@ -2,7 +2,7 @@ package bench
 
 // Prices are published us-east-1 on-demand prices in USD, free tiers
 // excluded (they do not scale with tasks). Every figure was read on
-// 2026-12-01 from the page cited next to it; README.md "Cost" cites the
+// 2026-12-01 from the page cited next to it; docs/cost.md cites the
 // same pages and date. Change them here only, with a new date.
 type Prices struct {
 	// DynamoDB on-demand, Standard table class, per request unit.

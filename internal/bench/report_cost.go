@@ -14,7 +14,7 @@ import (
 // tasks per workload and system, calls per task by operation, the ratios,
 // and issue 13's targets.
 func (c *CostResult) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "cost per task on %s, %d tasks per workload and system, one at a time (DynamoDB units from item sizes by DynamoDB's rules, global secondary index writes included; prices us-east-1 on-demand, read %s, see README \"Cost\")\n",
+	fmt.Fprintf(w, "cost per task on %s, %d tasks per workload and system, one at a time (DynamoDB units from item sizes by DynamoDB's rules, global secondary index writes included; prices us-east-1 on-demand, read %s, see docs/cost.md)\n",
 		c.Backend, c.Tasks, PricesRead)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tsystem\tWRU\tRRU\temulator CU\tSQS req\tS3 PUT\tS3 GET\tλ req\tλ GB-s\tSFN trans\tUSD / M tasks\t")

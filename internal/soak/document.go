@@ -24,7 +24,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Documents through the presigned upload flow (DESIGN §12, README
+// Documents through the presigned upload flow (DESIGN §12, docs/payloads.md
 // "Documents"): POST /uploads to the submit handler, a PUT of the bytes to
 // the presigned URL with net/http (as a browser does: the emulator serves
 // it, no SDK in between), then a submit naming the upload. The soak's

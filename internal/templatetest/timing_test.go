@@ -21,7 +21,7 @@ const maxLambdaTimeout = 15 * time.Minute
 // timingVars are the worker's variables the timing arithmetic reads.
 var timingVars = map[string]bool{"WORKER_CONCURRENCY": true, "PROVIDER_TIMEOUT": true, "LEASE_SECONDS": true}
 
-// (vii) The worker's timing is one arithmetic (README "Timing"), checked
+// (vii) The worker's timing is one arithmetic (docs/timing.md), checked
 // against the parsed template and the worker's and providers' defaults.
 func TestWorkerTimingArithmetic(t *testing.T) {
 	t.Parallel()

@@ -194,7 +194,7 @@
 // again). A call that runs past its call timeout is an uncertain attempt,
 // never a failed one. Records run concurrently, at most Concurrency at a
 // time; with Concurrency at least the batch size (the template's
-// arithmetic, README "Timing") every admitted record starts at once, so a
+// arithmetic, docs/timing.md) every admitted record starts at once, so a
 // full batch fits the function's Timeout.
 //
 // # Provider admission

@@ -22,7 +22,7 @@ import (
 )
 
 // Defaults of the Handler's optional fields. Together with template.yaml
-// they form one arithmetic (README "Timing"; internal/templatetest checks
+// they form one arithmetic (docs/timing.md; internal/templatetest checks
 // it): Concurrency ≥ the event source's BatchSize, so every admitted record
 // starts in the first wave; the function Timeout ≥ DefaultCallTimeout +
 // DeadlineMargin + AdmissionSlack, so a full batch is admitted; the queue's

@@ -4,7 +4,7 @@
  * globalThis.TaskledgerDocLib, and by the node unit tests
  * (web/test/lib.test.mjs) through require(). documents.js is its DOM half.
  *
- * The accepted formats and limits are the API's (README "Documents:
+ * The accepted formats and limits are the API's (docs/payloads.md "Documents:
  * presigned uploads", internal/payload.Formats): a file is refused here,
  * before any request, when the API would refuse it.
  */

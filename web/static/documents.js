@@ -1,5 +1,5 @@
 /*
- * taskledger page: document attachments (DESIGN §12; README "Documents:
+ * taskledger page: document attachments (DESIGN §12; docs/payloads.md "Documents:
  * presigned uploads"). The pure half is doclib.js.
  *
  * Attaching a file reads it, hashes it (SHA-256, Web Crypto), declares it
