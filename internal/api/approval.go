@@ -108,16 +108,19 @@ func (p ApprovalPolicy) approver(rc events.APIGatewayV2HTTPRequestContext) bool 
 }
 
 // claimHolds reports whether a claim as API Gateway passes it (a string)
-// holds value, comparing whole names only: a JSON array of strings by its
-// elements; "[a b]" — API Gateway's rendering of a JWT list claim, single
-// spaces between the elements — by its elements; anything else is one
-// name, compared exactly (never split on spaces or commas). value has no
-// space or comma (ParseApprovalPolicy), so an element holding one is
-// never it. One ambiguity is API Gateway's, not ours: it renders the list
-// ["approvers (pending)"] as "[approvers (pending)]", exactly as it renders
-// ["approvers","(pending)"]. Cognito group names cannot hold a space; with
-// another issuer, let no group name hold the approver group's as a word
-// (or use a claim that is not a list).
+// holds value, comparing whole names only: "[a b]" — API Gateway's
+// rendering of a JWT list claim, single spaces between the elements — by
+// its elements; anything else is one name, compared exactly (never split on
+// spaces or commas). A claim is never read as JSON: API Gateway does not
+// send one, so a string that looks like a JSON array is the rendering of
+// groups whose names hold quotes (the group "\"approvers\"" arrives as
+// ["approvers"]), and decoding it would make their members approvers.
+// value has no space or comma (ParseApprovalPolicy), so an element holding
+// one is never it. One ambiguity is API Gateway's, not ours: it renders the
+// list ["approvers (pending)"] as "[approvers (pending)]", exactly as it
+// renders ["approvers","(pending)"]. Cognito group names cannot hold a
+// space; with another issuer, let no group name hold the approver group's
+// as a word (or use a claim that is not a list).
 func claimHolds(raw, value string) bool {
 	if raw == value {
 		return true
@@ -125,10 +128,6 @@ func claimHolds(raw, value string) bool {
 	inner, ok := strings.CutPrefix(raw, "[")
 	if !ok {
 		return false
-	}
-	var list []string
-	if json.Unmarshal([]byte(raw), &list) == nil {
-		return slices.Contains(list, value)
 	}
 	if inner, ok = strings.CutSuffix(inner, "]"); !ok {
 		return false
