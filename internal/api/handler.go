@@ -199,9 +199,14 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	}
 	s, p := parseSubmit(c.headers, body, h.limits())
 	if p == nil && s.kind == deliver.Kind {
+		// A retry of a delivery already recorded under the key answers its
+		// task, whatever the permission or the destinations say now: a 403
+		// or 400 would tell a client whose first reply was lost that
+		// nothing was written, and it might deliver another way.
 		if p = h.mayDeliverDirectly(c); p == nil { // directdeliver.go
 			p = h.checkDeliver(s.input)
 		}
+		p = h.refuse(ctx, c, s.key, c.outcome, p)
 	}
 	if p == nil {
 		p = h.checkPlan(s.plan)

@@ -86,9 +86,8 @@ func (h *Handler) refuse(ctx context.Context, c *call, key, outcome string, p *P
 // recorded reports whether the caller already has a task under key (a
 // replay, or a reuse of the key that Create answers 422). An item past its
 // retention (expires_at passed, not yet swept) is not: Create treats it as
-// absent and records a fresh task under the key (adversarial review of the
-// provider refusals: an expired key's item let a task the worker could
-// never run be recorded). A failed read is the store's problem (503/500,
+// absent and records a fresh task under the key (an expired key's item
+// must not let a task the worker could never run be recorded). A failed read is the store's problem (503/500,
 // retry-safe), not a refusal a replay could wrongly get.
 func (h *Handler) recorded(ctx context.Context, c *call, key string) (bool, *Problem) {
 	if c.recorded != nil {
