@@ -12,8 +12,7 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttack14bSealRacesAdmitsAcrossInstances (adversarial review of issue
-// 14, round 2; an attack that held): two Admitter instances 200 ms apart
+// TestSealedWindowBoundsAdmitsAcrossInstances: two Admitter instances 200 ms apart
 // across a window boundary — A still in W's last slot, B in W+1's first —
 // A having admitted 1 at W+59 s, each fire 20 concurrent admits at a limit of 5, while B's seal of W has
 // its first reply lost (the seal is applied, the reply dropped, the seal
@@ -21,7 +20,7 @@ import (
 // seal are in the counts B reads, A's admits after it are refused, and
 // together no more than 5 are admitted within the 200 ms. Then B's clock
 // steps back into W: nothing more is admitted there (W is sealed).
-func TestAttack14bSealRacesAdmitsAcrossInstances(t *testing.T) {
+func TestSealedWindowBoundsAdmitsAcrossInstances(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		lim := map[string]admission.Limit{"m1": {RequestsPerWindow: 5, TokensPerWindow: 1_000_000}}
 		wKey := admission.WindowKey("m1", t0)

@@ -6,9 +6,9 @@ import (
 	"github.com/taskledger/taskledger/internal/admission"
 )
 
-// TestAttackReviewA_ParseSettingsEdges probes ParseSettings with inputs a
+// TestParseSettingsRefusesMalformedLimits probes ParseSettings with inputs a
 // strict parser must refuse (or, where noted, may accept).
-func TestAttackReviewA_ParseSettingsEdges(t *testing.T) {
+func TestParseSettingsRefusesMalformedLimits(t *testing.T) {
 	ok := `{"models":{"m":{"requests_per_minute":1,"tokens_per_minute":2}}}`
 	refuse := map[string]string{
 		"two objects":    ok + ok,
