@@ -15,18 +15,17 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// TestAttackReviewMGatewayTimeoutIsNoRefusal (adversarial review m).
-// callErr reads any error response as "the service answered: it refused
-// the call and put nothing" and steers it Throttled (a refusal:
-// retrypolicy.Refused, the worker retries and charges nothing). A 504
-// Gateway Timeout — a proxy, a VPC endpoint or a corporate egress gateway
-// in front of the bus that gave up waiting — is not the service's
-// answer: the PutEvents may have been put. EventBridge does not
+// TestGatewayTimeoutIsNoRefusal: a 504 Gateway Timeout — a proxy, a VPC
+// endpoint or a corporate egress gateway in front of the bus that gave up
+// waiting — is not the service's answer that it refused the call and put
+// nothing: the PutEvents may have been put. EventBridge does not
 // deduplicate (Guarantees: not idempotent, no readback), so a re-sent
-// PutEvents is a second event. The project's own providers steer 504
-// Uncertain (openai, bedrock); the worker's Refused says a 5xx is no
-// refusal. Want: UnknownOutcome and Refused=false.
-func TestAttackReviewMGatewayTimeoutIsNoRefusal(t *testing.T) {
+// PutEvents is a second event; callErr must not steer the 504 Throttled (a
+// refusal: retrypolicy.Refused, which the worker retries and charges
+// nothing). The project's own providers steer 504 Uncertain (openai,
+// bedrock); the worker's Refused says a 5xx is no refusal. Want:
+// UnknownOutcome and Refused=false.
+func TestGatewayTimeoutIsNoRefusal(t *testing.T) {
 	t.Parallel()
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
