@@ -12,17 +12,17 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack12DeliverCallMayStillRunIsNotResent (adversarial review of
-// issue 12): the worker bounds EVERY step's call — a delivery's too — with
-// its provider's call timeout (PROVIDER_TIMEOUT; here 5m, both functions
-// configured alike), but the reconciler bounds a deliver task's call with
-// DefaultCallTimeout (2m: *deliver.Step declares no call timeout). A
-// delivery whose call started (marked) under a lease that then lapsed may
-// still be running 2m+ after the lease expired; the reconciler trusts the
-// destination's "not found" then, re-queues it, and a second worker sends
-// it again to a non-idempotent destination while the first call can still
-// land: two deliveries of one operation id.
-func TestAttack12DeliverCallMayStillRunIsNotResent(t *testing.T) {
+// TestDeliverCallThatMayStillRunIsNotResent: the worker bounds EVERY
+// step's call — a delivery's too — with its provider's call timeout
+// (PROVIDER_TIMEOUT; here 5m, both functions configured alike), while
+// *deliver.Step declares no call timeout of its own (DefaultCallTimeout is
+// 2m). A delivery whose call started (marked) under a lease that then
+// lapsed may still be running 2m+ after the lease expired; if the
+// reconciler trusted the destination's "not found" then and re-queued it,
+// a second worker would send it again to a non-idempotent destination
+// while the first call can still land: two deliveries of one operation id.
+// So the reconciler waits out the longest bound, the provider's included.
+func TestDeliverCallThatMayStillRunIsNotResent(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		s := newDeliverStack(t, e)
@@ -30,7 +30,7 @@ func TestAttack12DeliverCallMayStillRunIsNotResent(t *testing.T) {
 		s.w.Provider, s.rec.Provider = prov, prov
 		notify := newSim(t, dsim.Notify, dsim.Options{Now: s.clock.Now})
 		s.use(t, notify)
-		id := s.submitDeliver(t, "attack12-inflight", notifyInput)
+		id := s.submitDeliver(t, "deliver-call-in-flight", notifyInput)
 		_ = receive(t, e, 0)
 
 		// A worker claims it, marks the call start and sends; the call is in
