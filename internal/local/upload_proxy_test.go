@@ -21,22 +21,19 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 )
 
-// TestAttack13UploadProxyIsNoDoorToOtherKeys (adversarial review of issue
-// 13): the local stack's /s3 proxy checks only the method and the path
-// prefix, and the emulator verifies no signature. So (1) a PUT with no
-// signature at all is forwarded — anyone on the machine can write any
-// caller's uploads/<scope_hash>/<id> (the scope hash is an unsalted hash of
-// the caller's subject); (2) a PUT carrying x-amz-copy-source is forwarded
-// as a CopyObject, so the proxy reads ANY key of the bucket — here another
-// task's document at inputs/<sha256>, whose hash and size are all a caller
-// needs (the simulated reply, the task view and the logs print them) — into
-// the caller's own upload, which its submit then hands to the provider.
-//
-// Smallest fix: the proxy forwards only a request whose query is a
-// presigned URL for exactly this path (X-Amz-Signature present, and ideally
-// re-verified with the stack's credentials) and whose headers carry no
-// x-amz-copy-source (or any x-amz-* the presign did not sign).
-func TestAttack13UploadProxyIsNoDoorToOtherKeys(t *testing.T) {
+// TestUploadProxyIsNoDoorToOtherKeys: the emulator behind the local
+// stack's /s3 proxy verifies no signature, so the proxy itself must refuse
+// (1) a PUT with no presigned signature — else anyone on the machine could
+// write any caller's uploads/<scope_hash>/<id> (the scope hash is an
+// unsalted hash of the caller's subject); and (2) a PUT carrying
+// x-amz-copy-source — else it is forwarded as a CopyObject and reads ANY
+// key of the bucket (here another task's document at inputs/<sha256>,
+// whose hash and size are all a caller needs: the simulated reply, the
+// task view and the logs print them) into the caller's own upload, which
+// its submit then hands to the provider. The proxy forwards only a
+// presigned URL for exactly this path, with no x-amz-* header the presign
+// did not sign.
+func TestUploadProxyIsNoDoorToOtherKeys(t *testing.T) {
 	t.Parallel()
 	b := setupStack(t, local.Options{})
 	ctx := context.Background()
