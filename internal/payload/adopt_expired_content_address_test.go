@@ -10,22 +10,18 @@ import (
 	"github.com/aws/smithy-go/middleware"
 )
 
-// TestAttack13bAdoptSurvivesTheLifecycleExpiringTheContentAddress
-// (adversarial review of issue 13, round 2): Adopt HEADs inputs/<sha256>,
-// finds it and renews it in place (Renew: CopyObject onto itself). The
-// lifecycle rule (inputs/, 9 days then, 39 now) may remove the object between that HEAD
-// and the copy — S3 expires objects asynchronously, so one past its date
-// still answers a HEAD until it is removed. The renew then fails with
-// ErrNotFound (steered Misconfigured) and the submit is refused, although
-// the caller's upload is still there, verified, and the content address
-// only needs the copy Adopt would have made had the HEAD come a moment
-// later. The deletion is injected around the real client right before the
-// renew's CopyObject reaches the emulator.
-//
-// Smallest fix: in Adopt, when Renew reports ErrNotFound, fall back to the
-// conditional copy from the upload (CopySourceIfMatch + If-None-Match, as
-// for a missing destination) instead of returning the error.
-func TestAttack13bAdoptSurvivesTheLifecycleExpiringTheContentAddress(t *testing.T) {
+// TestAdoptSurvivesTheLifecycleExpiringTheContentAddress: Adopt HEADs
+// inputs/<sha256>, finds it and renews it in place (Renew: CopyObject onto
+// itself). The lifecycle rule on inputs/ may remove the object between
+// that HEAD and the copy — S3 expires objects asynchronously, so one past
+// its date still answers a HEAD until it is removed. The renew then meets
+// ErrNotFound; the caller's upload is still there, verified, and the
+// content address only needs the copy Adopt would have made had the HEAD
+// come a moment later, so Adopt falls back to that conditional copy from
+// the upload rather than refusing the submit. The deletion is injected
+// around the real client right before the renew's CopyObject reaches the
+// emulator.
+func TestAdoptSurvivesTheLifecycleExpiringTheContentAddress(t *testing.T) {
 	eachLeg(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		doc := []byte("%PDF-1.7 a document two tasks share, nine days apart")
@@ -63,7 +59,7 @@ func TestAttack13bAdoptSurvivesTheLifecycleExpiringTheContentAddress(t *testing.
 		// before the renew's copy arrives.
 		dstKey := InputKey(Digest(doc))
 		var expired atomic.Int32
-		lifecycle := middleware.InitializeMiddlewareFunc("attack13b-lifecycle", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		lifecycle := middleware.InitializeMiddlewareFunc("lifecycle-expiry", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			if c, ok := in.Parameters.(*s3.CopyObjectInput); ok && aws.ToString(c.Key) == dstKey &&
 				aws.ToString(c.CopySource) == b.store.Bucket()+"/"+dstKey && expired.CompareAndSwap(0, 1) {
 				if _, err := b.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.store.Bucket()), Key: aws.String(dstKey)}); err != nil {

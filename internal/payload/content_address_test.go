@@ -12,25 +12,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// TestAttack13AdoptNeverRewritesAnotherTasksDocument (adversarial review
-// of issue 13): inputs/<sha256> is shared by every task whose input or
-// document has those bytes, so nothing may ever write other bytes there.
-// Adopt copies uploads/<scope>/<id> over inputs/<sha256> unconditionally
-// (no If-None-Match, no CopySourceIfMatch on the object Resolve checked),
-// so an upload whose bytes change between Resolve and Adopt — a second PUT
-// to the same key (kumo and moto, and the local stack's unsigned /s3
-// proxy, accept any bytes; the same caller may presign the same id again)
-// — replaces caller A's document with caller B's bytes. B's submit then
-// fails its own verification, but A's task reads a document that no
-// longer matches its reference (document_unavailable) or, for a task
-// already referencing it, is gone for good.
-//
-// Smallest fix: Adopt copies only the object Resolve verified
-// (CopySourceIfMatch: the ETag from Resolve's HEAD, carried with the Ref)
-// and never over an existing content address (IfNoneMatch "*" on the
-// CopyObject, a 412 meaning "already there, same bytes by construction";
-// or skip the copy when inputs/<sha> exists).
-func TestAttack13AdoptNeverRewritesAnotherTasksDocument(t *testing.T) {
+// TestAdoptNeverRewritesAnotherTasksDocument: inputs/<sha256> is shared by
+// every task whose input or document has those bytes, so nothing may ever
+// write other bytes there. An upload's bytes may change between Resolve
+// and Adopt — a second PUT to the same key (kumo and moto accept any
+// bytes; the same caller may presign the same id again). Were Adopt to
+// copy uploads/<scope>/<id> over inputs/<sha256> unconditionally, that
+// would replace caller A's document with caller B's bytes: B's submit
+// would fail its own verification, but A's task would read a document that
+// no longer matches its reference (document_unavailable) or, for a task
+// already referencing it, one gone for good. So Adopt copies only the
+// object Resolve verified (CopySourceIfMatch on its ETag) and never over
+// an existing content address (If-None-Match "*").
+func TestAdoptNeverRewritesAnotherTasksDocument(t *testing.T) {
 	eachLeg(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		doc := []byte("%PDF-1.7 the contract both callers have")
@@ -93,27 +87,23 @@ func TestAttack13AdoptNeverRewritesAnotherTasksDocument(t *testing.T) {
 	})
 }
 
-// TestAttack13PutInputRenewsTheLifecycleClock (adversarial review of issue
-// 13): inputs/<sha256> expires by a lifecycle rule counted from the
-// object's creation (template.yaml: 9 days then, 39 now). PutInput is If-None-Match: *,
-// so a new task whose input has the same bytes as one submitted days ago
-// gets a 412, writes nothing and references the OLD object — which the
-// lifecycle deletes on the old object's schedule, not the new task's. An
-// input repeated daily (a standing prompt) is thus deleted under a task
-// accepted on day 8-9: its worker finds the input gone (accepted, then
-// lost: DESIGN §1.1), and its view and its regenerates break for the rest
-// of its retention. (Adopt uses CopyObject, which does renew the clock, so
-// documents are not affected; a regenerate's PlaceInput of the parent's
-// input is.)
+// TestPutInputRenewsTheLifecycleClock: inputs/<sha256> expires by a
+// lifecycle rule counted from the object's creation (template.yaml).
+// PutInput is If-None-Match: *, so a new task whose input has the same
+// bytes as one submitted days ago gets a 412 and references the OLD
+// object. Unless PutInput then renews it, the lifecycle deletes it on the
+// old object's schedule, not the new task's: an input repeated daily (a
+// standing prompt) would be deleted under a task accepted near the end of
+// the rule's term — its worker would find the input gone (accepted, then
+// lost: DESIGN §1.1), and its view and its regenerates would break for the
+// rest of its retention. (Adopt uses CopyObject, which renews the clock
+// itself; a regenerate's PlaceInput of the parent's input relies on
+// PutInput.)
 //
 // The test waits (by polling a probe object, not by sleeping) until the
 // emulator's clock has moved past the first write's second, puts the same
 // input again, and asks that the object's LastModified moved too.
-//
-// Smallest fix: on the 412, renew the object (CopyObject onto itself with
-// MetadataDirective REPLACE, or a plain unconditional PutObject of the
-// same bytes — content-addressed, so overwriting is harmless).
-func TestAttack13PutInputRenewsTheLifecycleClock(t *testing.T) {
+func TestPutInputRenewsTheLifecycleClock(t *testing.T) {
 	eachLeg(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		body := bytes.Repeat([]byte(`{"prompt":"the standing daily report"}`), 200)
