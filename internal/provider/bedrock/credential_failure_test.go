@@ -19,28 +19,28 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// TestAttackReviewLCredentialFailureIsNoCall (adversarial review l, commit
-// 97cdd2b; the real SDK client): a Converse whose credentials could not be
-// obtained was never sent — Bedrock's endpoint received nothing — yet
-// retrypolicy.Refused says "may have acted", so the worker charges the
-// full reservation (budget and daily quota) and leaves a lapsed assignment
-// to the reconciler's park. The adapter's two clues are both polluted by
-// the credential provider's own HTTP request, which runs under the same
-// context:
+// TestCredentialFailureIsNoCall (the real SDK client): a Converse whose
+// credentials could not be obtained was never sent — Bedrock's endpoint
+// received nothing — so retrypolicy.Refused must say so; "may have acted"
+// would make the worker charge the full reservation (budget and daily
+// quota) and leave a lapsed assignment to the reconciler's park. The
+// adapter's two clues are both polluted by the credential provider's own
+// HTTP request, which runs under the same context:
 //
 //   - sts (AssumeRole answering 503): the STS *awshttp.ResponseError is in
-//     the chain, so the adapter reads status 503 ("a response proves the
-//     request arrived") → Retryable; Refused: status 503 → false. Every
-//     STS blip burns a reservation: a budget parks budget_exhausted for
-//     spend that never happened (DESIGN §13).
+//     the chain, and read as Converse's own status 503 ("a response proves
+//     the request arrived") it would be Retryable and not Refused: every
+//     STS blip would burn a reservation, and a budget would park
+//     budget_exhausted for spend that never happened (DESIGN §13).
 //   - container (ECS/EKS credentials endpoint answering 503): the
-//     WroteRequest trace hook fires for the credentials request, status 0
-//     → Uncertain: the task goes unknown, and with no readback is parked
-//     unknown_outcome "whether bedrock performed (and billed)" — for a
-//     call never made (DESIGN §1.4, §1.6).
+//     WroteRequest trace hook fires for the credentials request, and read
+//     as Converse's it would make the error Uncertain: the task would go
+//     unknown and, with no readback, be parked unknown_outcome "whether
+//     bedrock performed (and billed)" — for a call never made (DESIGN
+//     §1.4, §1.6).
 //
 // Want: never sent → Refused, and not an unknown outcome.
-func TestAttackReviewLCredentialFailureIsNoCall(t *testing.T) {
+func TestCredentialFailureIsNoCall(t *testing.T) {
 	var converse atomic.Int64
 	bed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { converse.Add(1); w.WriteHeader(500) }))
 	defer bed.Close()
