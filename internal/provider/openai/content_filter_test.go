@@ -12,20 +12,20 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// TestAttackReviewLContentFilterIsNoRefusal (adversarial review l, commit
-// 97cdd2b): retrypolicy.Refused — now exactly the worker's definiteRefusal,
-// which decides that a failed call is charged nothing — must say false
-// for a call the provider performed and billed. An OpenAI chat completion
-// that answers HTTP 200 with finish_reason "content_filter" generated its
-// completion (usage in the reply: billed) and then had it withheld; the
-// adapter steers it retrypolicy.Permanent with no StatusError in the chain
-// (the HTTP exchange succeeded), and Refused's fallback "PermanentInput
-// without a response → refused before it was sent" takes it for a call
-// that never happened. The worker then charges it zero: budgets and the
-// daily quota never see it (see the worker package's
-// TestAttackReviewLContentFilteredCallsAreChargedNothing for the budget
-// overrun this makes through the Bedrock adapter's equivalent).
-func TestAttackReviewLContentFilterIsNoRefusal(t *testing.T) {
+// TestContentFilterIsNoRefusal: retrypolicy.Refused — exactly the
+// worker's definiteRefusal, which decides that a failed call is charged
+// nothing — must say false for a call the provider performed and billed.
+// An OpenAI chat completion that answers HTTP 200 with finish_reason
+// "content_filter" generated its completion (usage in the reply: billed)
+// and then had it withheld. The adapter steers it Permanent with no
+// StatusError in the chain (the HTTP exchange succeeded), so it must mark
+// the call as one that acted: else Refused's fallback "PermanentInput
+// without a response → refused before it was sent" would take it for a
+// call that never happened and the worker would charge it zero, unseen by
+// budgets and the daily quota (the worker package's
+// TestContentFilteredCallsAreChargedTheirUsage shows the budget overrun
+// that makes, through the Bedrock adapter's equivalent).
+func TestContentFilterIsNoRefusal(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
