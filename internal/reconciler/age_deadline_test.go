@@ -11,9 +11,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestExpiredLeaseAtTheAgeDeadlineIsFinalWithinOnePeriod (found by the
-// adversarial review): DESIGN §1.1 promises every task final "within its
-// age budget plus one reconciler period". A Bedrock-like provider (no
+// TestExpiredLeaseAtTheAgeDeadlineIsFinalWithinOnePeriod: DESIGN §1.1
+// promises every task final "within its age budget plus one reconciler
+// period". A Bedrock-like provider (no
 // idempotency, no readback); the last claim is made one second before the
 // age deadline by a worker that then vanishes (lease 30 s). The reconciler
 // runs every minute; whatever the phase of its schedule, the task must be

@@ -1,7 +1,7 @@
 package reconciler_test
 
-// Regression test from the second adversarial review: the outbox relay's
-// backlog check.
+// The outbox relay's backlog check must not starve a task whose send was
+// lost.
 
 import (
 	"slices"
@@ -18,10 +18,10 @@ import (
 // of a task is lost (dispatches 0: no message ever existed) while the task
 // queue holds a backlog at the threshold for the task's whole age budget —
 // a steady state under load, where workers drain what arrives. The relay
-// once held the re-send back run after run ("the message is most likely in
-// the backlog"), so the task never got a message and was parked
-// budget_exhausted at its age deadline with no attempt made. It now holds
-// back only its first decision.
+// holds the re-send back only at its first decision: held back run after
+// run ("the message is most likely in the backlog"), the task would never
+// get a message and would be parked budget_exhausted at its age deadline
+// with no attempt made.
 //
 // Both halves of the promise: the task is final within its age budget plus
 // one reconciler period, and it was dispatched before its age budget ended.

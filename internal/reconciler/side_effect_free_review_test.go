@@ -10,16 +10,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestExpiredLastLeaseOfSideEffectFreeKindDoesNotClaimDeduplication
-// (adversarial review of issue 11): the expired-lease rule's default branch
-// is reached whenever the step has no side effects (Handler.SideEffects says
-// so for its kind) and the provider offers no readback — not only when the
-// provider deduplicates. Its review (review.BudgetExhaustedDeduplicated)
-// then tells the operator that "the provider deduplicates by the operation
-// id" and a retry "cannot generate twice", which is false for a provider
-// that ignores idempotency keys: the worker even wrote a call-start mark
-// (the provider neither deduplicates nor reads back), so the provider may
-// well have generated, and a retry generates again.
+// TestExpiredLastLeaseOfSideEffectFreeKindDoesNotClaimDeduplication: the
+// expired-lease rule's default branch is reached whenever the step has no
+// side effects (Handler.SideEffects says so for its kind) and the provider
+// offers no readback — not only when the provider deduplicates. So its
+// review must not tell the operator that "the provider deduplicates by the
+// operation id" and a retry "cannot generate twice"
+// (review.BudgetExhaustedDeduplicated) for a provider that ignores
+// idempotency keys: the worker wrote a call-start mark (the provider
+// neither deduplicates nor reads back), so the provider may well have
+// generated, and a retry generates again.
 func TestExpiredLastLeaseOfSideEffectFreeKindDoesNotClaimDeduplication(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})

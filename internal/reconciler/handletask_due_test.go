@@ -35,26 +35,25 @@ func cancelledPastDeadline(t *testing.T, b *bundle, key string) (claimed, cancel
 	return c, u
 }
 
-// TestAttackReviewBHandleTaskActsOnACancelledTaskBeforeItIsDue: HandleTask
-// promises (handler.go, doc.go) to apply "the rule of its state, which
-// checks that the task is due (... an unknown task Settle old ...) and
-// otherwise leaves it alone, counted in Raced". A task cancelled while
-// running is "due when the fenced lease would have ended (by then the
-// worker has found itself fenced)" (ledger.CancelRunning). The scheduled
-// walk honours that (its by_state query returns unknown tasks only once
-// due_at is Settle past). HandleTask has no such query, and the unknown
-// rule skips its own due check whenever the age budget is over — even
-// with due_at still in the future — so it parks the task unknown_outcome
-// while the fenced worker may still be deciding it (see
-// internal/worker/attack_review_b_handletask_test.go for the outcome
-// that breaks).
-func TestAttackReviewBHandleTaskActsOnACancelledTaskBeforeItIsDue(t *testing.T) {
+// TestHandleTaskLeavesACancelledTaskAloneUntilItIsDue: HandleTask promises
+// (handler.go, doc.go) to apply "the rule of its state, which checks that
+// the task is due (... an unknown task Settle old ...) and otherwise leaves
+// it alone, counted in Raced". A task cancelled while running is "due when
+// the fenced lease would have ended (by then the worker has found itself
+// fenced)" (ledger.CancelRunning). The scheduled walk honours that (its
+// by_state query returns unknown tasks only once due_at is Settle past);
+// HandleTask has no such query, so the unknown rule's own due check must
+// hold even when the age budget is over — else it parks the task
+// unknown_outcome while the fenced worker may still be deciding it (see
+// internal/worker/handletask_cancel_window_test.go for the outcome that
+// breaks).
+func TestHandleTaskLeavesACancelledTaskAloneUntilItIsDue(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		opts := simulated.Options{NoIdempotency: true, NoReadback: true}
 
 		t.Run("walk", func(t *testing.T) {
 			b := setup(t, e, opts)
-			c, _ := cancelledPastDeadline(t, b, "rb-cancel-walk")
+			c, _ := cancelledPastDeadline(t, b, "cancelled-due-walk")
 			if s, err := b.handler().Handle(ctx, json.RawMessage(`{}`)); err != nil || s.Parked+s.Cancelled+s.Completed != 0 {
 				t.Fatalf("scheduled run: %+v, %v; want the not-yet-due task left alone", s, err)
 			}
@@ -65,7 +64,7 @@ func TestAttackReviewBHandleTaskActsOnACancelledTaskBeforeItIsDue(t *testing.T) 
 
 		t.Run("HandleTask", func(t *testing.T) {
 			b := setup(t, e, opts)
-			c, u := cancelledPastDeadline(t, b, "rb-cancel-handletask")
+			c, u := cancelledPastDeadline(t, b, "cancelled-due-handletask")
 			s, err := b.handler().HandleTask(ctx, c.TaskID)
 			got := get(t, b, c.TaskID)
 			if err != nil || s.Parked+s.Cancelled+s.Completed != 0 || s.Raced != 1 || got.State != ledger.StateUnknown {

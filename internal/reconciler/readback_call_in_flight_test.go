@@ -12,19 +12,19 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent
-// (adversarial review of issue 11): the worker lets a call go on after its
-// lease lapsed (heartbeat.go: "renewals stop, the call goes on so its
-// result can settle the task"), and past the age deadline the reconciler
-// resolves an expired lease by readback in the same run, without Settle. A
-// readback made while the call is still in flight answers "not found", and
-// the task is parked budget_exhausted listing as KNOWN that "the
+// TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent: the
+// worker lets a call go on after its lease lapsed (heartbeat.go: "renewals
+// stop, the call goes on so its result can settle the task"), and past the
+// age deadline the reconciler resolves an expired lease by readback in the
+// same run, without Settle. A readback made while the call is still in
+// flight answers "not found", and then the call finishes and the provider
+// (no idempotency, readback: the soak's plain+readback mode) has
+// generated. So the parked task's review must not list as KNOWN that "the
 // provider's readback ... credibly found no record of it: nothing was
-// generated" — then the call finishes and the provider (no idempotency,
-// readback: the soak's plain+readback mode) has generated. (The summary
-// hedges with "may have reached the provider", so the operator is warned;
-// the Known list is false.) A not-found readback is credible only once no call of the lapsed
-// assignment can still be running (lease_until + the call timeout).
+// generated": a not-found readback is credible only once no call of the
+// lapsed assignment can still be running (lease_until + the call timeout).
+// (The summary hedges with "may have reached the provider"; the Known
+// list must be true as well.)
 func TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 4 * time.Second, CallTimeout: time.Minute})

@@ -11,18 +11,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestLapsedResultOnDeduplicatingProviderIsStillSaved (adversarial review
-// of issue 11, change 3): with a provider that deduplicates and has no
-// readback (openai with HonoursIdempotency, the soak's idempotent mode),
-// an expired last lease used to go running → unknown → (readback:
-// no_readback) → parked unknown_outcome, and a worker whose lease had only
-// lapsed — alive, its call returning late, which heartbeat.go explicitly
-// lets run on — saved its result with Complete (from unknown) or
-// CompleteLapsed (from the unknown_outcome park). Since 19130a9 the
-// reconciler parks such a lease budget_exhausted straight from running:
-// both saves are refused and the worker discards a result the provider
-// generated (and billed). The task, which had its answer, now waits for a
-// person.
+// TestLapsedResultOnDeduplicatingProviderIsStillSaved: with a provider
+// that deduplicates and has no readback (openai with HonoursIdempotency,
+// the soak's idempotent mode), a worker whose last lease only lapsed —
+// alive, its call returning late, which heartbeat.go explicitly lets run
+// on — saves its result with Complete (from unknown) or CompleteLapsed
+// (from the unknown_outcome park). The reconciler must leave it a state
+// those saves accept: were it to park such a lease budget_exhausted
+// straight from running, both saves would be refused, the worker would
+// discard a result the provider generated (and billed), and the task,
+// which had its answer, would wait for a person.
 func TestLapsedResultOnDeduplicatingProviderIsStillSaved(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoReadback: true}) // deduplicates, no readback

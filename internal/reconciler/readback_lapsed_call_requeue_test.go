@@ -11,20 +11,19 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestReadbackNotFoundDuringALapsedCallDoesNotRequeue (adversarial review
-// of issue 11): a worker whose renewals fail keeps its call running after
-// the lease lapsed (heartbeat.go), for up to the call timeout (2 min by
-// default, against a 30 s lease, 5 s grace and 30 s Settle). With a
-// provider that ignores idempotency keys but reads back (the soak's
-// plain+readback mode), the reconciler expires the lease to unknown, waits
-// Settle, reads back while the call is still in flight, gets "not found",
-// and re-queues and re-sends the task: the next worker calls the provider
-// again while the first call is still generating — two generations for a
-// non-idempotent provider, which promise 4 forbids. The soak's
-// recall_after_uncertain excuses the second call (a lookup answered
-// not_found in between). "Not found" is credible only once no call of the
-// expired assignment can still run (lease_until + the provider's call
-// timeout).
+// TestReadbackNotFoundDuringALapsedCallDoesNotRequeue: a worker whose
+// renewals fail keeps its call running after the lease lapsed
+// (heartbeat.go), for up to the call timeout (2 min by default, against a
+// 30 s lease, 5 s grace and 30 s Settle). With a provider that ignores
+// idempotency keys but reads back (the soak's plain+readback mode), the
+// reconciler expires the lease to unknown, waits Settle, and reads back
+// while the call is still in flight: "not found". Re-queuing then would
+// have the next worker call the provider again while the first call is
+// still generating — two generations for a non-idempotent provider, which
+// promise 4 forbids (and which the soak's recall_after_uncertain would
+// excuse, a lookup having answered not_found in between). "Not found" is
+// credible only once no call of the expired assignment can still run
+// (lease_until + the provider's call timeout).
 func TestReadbackNotFoundDuringALapsedCallDoesNotRequeue(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 8 * time.Second, CallTimeout: 2 * time.Minute})

@@ -9,20 +9,22 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewCRenewedLeaseBeforeDeadlineFinalWithinOnePeriod: DESIGN
-// §1.1 — every task final within its age budget plus one reconciler period.
-// A Bedrock-like provider (no idempotency, no readback). The worker's whole
+// TestRenewedLeaseBeforeTheDeadlineIsFinalWithinOnePeriod: DESIGN §1.1 —
+// every task final within its age budget plus one reconciler period. A
+// Bedrock-like provider (no idempotency, no readback). The worker's whole
 // life is inside the age budget: it claims 12 s before the deadline (lease
 // 30 s), marks its call, its heartbeat renews once (lease/3 later, 2 s
 // before the deadline) and then it vanishes. Its lease ends 28 s after the
 // deadline, so the reconciler running every minute must find it (lease +
 // Grace past) and park it at the first run at or after deadline + 60 s.
 //
-// Renew now sets due_at to the next multiple of the lease at or after the
-// lease end (runningDue): up to 30 s later than the lease end, and the walk
-// only returns running tasks whose due_at is Grace past, so the run at
-// deadline + 60 s does not find the task at all.
-func TestAttackReviewCRenewedLeaseBeforeDeadlineFinalWithinOnePeriod(t *testing.T) {
+// Renew rounds due_at up to the next multiple of the lease at or after the
+// lease end (runningDue), up to 30 s later than the lease end, and the
+// walk only returns running tasks whose due_at is Grace past; the clock is
+// aligned so the rounding is at its largest, and a renewal with the age
+// deadline must keep the rounded due_at at or before it so the run at
+// deadline + 60 s still finds the task.
+func TestRenewedLeaseBeforeTheDeadlineIsFinalWithinOnePeriod(t *testing.T) {
 	const (
 		period = time.Minute
 		lease  = 30 * time.Second
@@ -40,7 +42,7 @@ func TestAttackReviewCRenewedLeaseBeforeDeadlineFinalWithinOnePeriod(t *testing.
 					c += 30_000
 				}
 				b.clock.Set(time.UnixMilli(c))
-				task := create(t, b, "attack-c-due-"+phase.String(), func(n *ledger.NewTask) { n.MaxAge = maxAge })
+				task := create(t, b, "renewed-due-"+phase.String(), func(n *ledger.NewTask) { n.MaxAge = maxAge })
 				deadline := time.UnixMilli(task.DeadlineMs)
 				if (task.DeadlineMs+28_000)%30_000 != 1 {
 					t.Fatalf("alignment: deadline %d", task.DeadlineMs)
