@@ -5,16 +5,16 @@ import (
 	"time"
 )
 
-// TestFinalByCatchesAReconcilerThatNeverFinishesAWalk (adversarial review
-// of issue 11): finalBy's doc promises that the final_too_late rule "still
-// catches a reconciler that lets a budget run over: that one misses walk
-// after walk". Since 2673da2, fewer than two complete walks after the
-// deadline stretch the allowance to the end of the last recorded tick —
-// i.e. to the end of the soak. A reconciler that never completes a walk
+// TestFinalByCatchesAReconcilerThatNeverFinishesAWalk: finalBy's doc
+// promises that the final_too_late rule "still catches a reconciler that
+// lets a budget run over: that one misses walk after walk". With fewer than
+// two complete walks after the deadline the allowance is bounded (the
+// floor plus ten periods), not stretched to the end of the last recorded
+// tick — the end of the soak — so a reconciler that never completes a walk
 // (every run cut short by its budget, e.g. one that starts its walk over
-// each run and never reaches the task's stream) therefore never produces a
-// final_too_late violation, however late its tasks end: here, a task final
-// an hour after its deadline passes.
+// each run and never reaches the task's stream) still produces a
+// final_too_late violation: here, for a task final an hour after its
+// deadline.
 func TestFinalByCatchesAReconcilerThatNeverFinishesAWalk(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }

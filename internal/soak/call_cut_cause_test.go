@@ -11,18 +11,17 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 )
 
-// TestCallCutIsCountedWhateverTheContextCause (adversarial review of issue
-// 11): call_cut_by_deadline exists to prove the worker's admission ("the
-// worker admits a call only with time for it"), yet since the context-cause
-// change it trusts the label the worker under test puts on its own
-// context: a call is counted only when context.Cause is DeadlineExceeded.
-// A worker regression that "fixes" admission by shrinking the call's
-// timeout to the time left (context.WithTimeoutCause(work, min(callTimeout,
-// left), errCallTimeout)) starts calls that cannot finish, has them cut
-// short by what is in effect the invocation's deadline — and the soak
-// counts none of them. Here a call is started with 30 ms of its context
-// left while the provider declares a 2 s call timeout; it is cut after
-// 30 ms, and the check must see it.
+// TestCallCutIsCountedWhateverTheContextCause: call_cut_by_deadline exists
+// to prove the worker's admission ("the worker admits a call only with time
+// for it"), so it must not trust the label the worker under test puts on
+// its own context (counting a call only when context.Cause is
+// DeadlineExceeded). A worker regression that "fixes" admission by
+// shrinking the call's timeout to the time left
+// (context.WithTimeoutCause(work, min(callTimeout, left), errCallTimeout))
+// starts calls that cannot finish and has them cut short by what is in
+// effect the invocation's deadline; the soak must count them. Here a call
+// is started with 30 ms of its context left while the provider declares a
+// 2 s call timeout; it is cut after 30 ms, and the check must see it.
 func TestCallCutIsCountedWhateverTheContextCause(t *testing.T) {
 	const callTimeout = 2 * time.Second
 	prov := simulated.New(simulated.Options{LongDelay: 10 * time.Second, CallTimeout: time.Minute})
