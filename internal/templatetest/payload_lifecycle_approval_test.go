@@ -8,31 +8,26 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack13bPayloadsOutliveAnApprovalWait (adversarial review of issue
-// 13, round 2; the claim-check paths): the payload bucket's lifecycle keeps
-// an object "at least as long as the task item that may reference it" on
-// the assumption that a result is written seconds before its completion.
-// A task with an approval gate breaks it: the worker writes
-// results/<task>/<version> when the task enters awaiting_approval, and the
-// task waits there up to api.MaxApprovalSeconds (30 days) before it is
-// completed and then kept ledger.DefaultRetention (7 days). results/
-// expired after 8 days and every other prefix after 9 (the rules this
-// test was written against; now 38 and 39), so:
-//   - POST /tasks/{id}/approve of an offloaded result after day 8 reads a
-//     deleted object (offloadedResult → ErrNotFound → 500, on every retry):
-//     the generated artifact is lost while the task is live, and the task
-//     can only expire approval_expired;
+// TestPayloadsOutliveAnApprovalWait (the claim-check paths): the payload
+// bucket's lifecycle keeps an object "at least as long as the task item
+// that may reference it". A task with an approval gate references its
+// objects longest: the worker writes results/<task>/<version> when the
+// task enters awaiting_approval, and the task waits there up to
+// api.MaxApprovalSeconds (30 days) before it is completed and then kept
+// ledger.DefaultRetention (7 days). So results/, inputs/ and the catch-all
+// rule keep objects for that whole life plus a day; a shorter rule would
+// mean that:
+//   - POST /tasks/{id}/approve of an offloaded result reads a deleted
+//     object (offloadedResult → ErrNotFound → 500, on every retry): the
+//     generated artifact is lost while the task is live, and the task can
+//     only expire approval_expired;
 //   - GET /tasks/{id} of that task, awaiting or approved, cannot show it;
 //   - POST /tasks/{id}/regenerate of a task approved late reads its
 //     parent's offloaded input from inputs/<sha256> (inputOf), written at
-//     submit and gone after day 9 (500).
+//     submit and already gone (500).
 //
-// Smallest fix: make the lifecycle cover the longest life of a task item
-// (MaxApprovalSeconds + DefaultRetention + 1 day = 38 days for results/,
-// inputs/ and the catch-all rule), or cap approval.expires_in_seconds so
-// that approval wait + retention fits the current rules; and say which in
-// this test's sibling TestPayloadBucket.
-func TestAttack13bPayloadsOutliveAnApprovalWait(t *testing.T) {
+// TestPayloadBucket, its sibling, checks the rest of the bucket.
+func TestPayloadsOutliveAnApprovalWait(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
 	b, _ := tpl.Resource("PayloadBucket")
