@@ -12,10 +12,10 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestReplacementKeepsTheFencingToken (found by the adversarial review):
-// Create replaces an item past expires_at with a fresh task; it must carry
-// the old item's assignment_version over, so the fencing token of a task id
-// stays monotonic (DESIGN §4). Otherwise a worker still holding version 1
+// TestReplacementKeepsTheFencingToken: Create replaces an item past
+// expires_at with a fresh task; it must carry the old item's
+// assignment_version over, so the fencing token of a task id stays
+// monotonic (DESIGN §4). Otherwise a worker still holding version 1
 // of the old task — a lapsed worker whose task was parked and resolved by
 // an operator while its call was still running — is accepted by the new
 // task's fence once the new task's first claim reaches version 1, and

@@ -9,16 +9,15 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Adversarial review of issue 12 (attack12).
-
-// TestAttack12ApproveAfterTheApprovalDeadline: the approval deadline
+// TestApproveAfterTheApprovalDeadlineIsRefused: the approval deadline
 // (approval_deadline_ms) is the end of the approval window (DESIGN §10:
 // "approval deadline passes → reconciler parks it approval_expired"). An
 // approval that arrives after the deadline but before the reconciler's next
-// walk must not create deliveries: today Approve is conditioned only on the
-// state, so an expired approval window still delivers (the reconciler's
-// park then loses the race and is counted "raced").
-func TestAttack12ApproveAfterTheApprovalDeadline(t *testing.T) {
+// walk must not create deliveries, so Approve is conditioned on the
+// deadline as well as the state: otherwise an expired approval window
+// would still deliver (and the reconciler's park would lose the race and
+// be counted "raced").
+func TestApproveAfterTheApprovalDeadlineIsRefused(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -40,16 +39,17 @@ func TestAttack12ApproveAfterTheApprovalDeadline(t *testing.T) {
 	})
 }
 
-// TestAttack12RetriedExpiredApprovalKeepsTheNewGeneratedArtifact: an
-// approval with an edit keeps the generated artifact once
+// TestRetriedExpiredApprovalKeepsTheNewGeneratedArtifact: an approval with
+// an edit keeps the generated artifact once
 // (generated_sha256/generated_result) — DESIGN §10: "generated artifact
 // and approval decision are separate facts". The approval_expired review
 // offers `review retry`: the result is generated again under the same task
-// id and awaits approval anew. If an earlier round was approved with an edit
-// and withdrawn, the retry does not clear generated_*, so a new edit keeps
-// the FIRST generation's hash and the second generated artifact is lost:
-// neither result (now the edit) nor generated_result holds it.
-func TestAttack12RetriedExpiredApprovalKeepsTheNewGeneratedArtifact(t *testing.T) {
+// id and awaits approval anew. If an earlier round was approved with an
+// edit and withdrawn, the retry clears generated_*; were it kept, a new
+// edit would keep the FIRST generation's hash and the second generated
+// artifact would be lost: neither result (now the edit) nor
+// generated_result would hold it.
+func TestRetriedExpiredApprovalKeepsTheNewGeneratedArtifact(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -13,17 +13,17 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewCMarkOnlyLostReply: the mark-only first write (more than
-// half a lease left) applied with its reply lost — retried by the SDK, or
-// the retries exhausted — is the caller's own: marked, the lease and the
-// index entry untouched, no second write. (Held.)
-func TestAttackReviewCMarkOnlyLostReply(t *testing.T) {
+// TestMarkOnlyWriteWithALostReplyIsTheCallersOwn: the mark-only first
+// write (more than half a lease left) applied with its reply lost —
+// retried by the SDK, or the retries exhausted — is the caller's own:
+// marked, the lease and the index entry untouched, no second write.
+func TestMarkOnlyWriteWithALostReplyIsTheCallersOwn(t *testing.T) {
 	for _, mode := range []string{sdkRetry, exhausted} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				task := mustCreate(t, b, "c-mark-first-"+mode)
+				task := mustCreate(t, b, "mark-only-lost-reply-"+mode)
 				c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
 				if err != nil {
 					t.Fatal(err)
@@ -65,16 +65,16 @@ func (d *raceDDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 	return out, err
 }
 
-// TestAttackReviewCMarkRacedBetweenItsWrites: the lease ran out before the
+// TestMarkRequeuedBetweenItsWritesIsFenced: the lease ran out before the
 // mark (its first write fails on the lease); between that and the
 // renewing second write the reconciler re-queues the expired, unmarked
 // assignment (RequeueUnstarted). The second write must be fenced and the
-// task left queued without a mark. (Held.)
-func TestAttackReviewCMarkRacedBetweenItsWrites(t *testing.T) {
+// task left queued without a mark.
+func TestMarkRequeuedBetweenItsWritesIsFenced(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		task := mustCreate(t, b, "c-mark-race")
+		task := mustCreate(t, b, "mark-requeued-between-writes")
 		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
