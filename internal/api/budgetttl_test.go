@@ -196,8 +196,7 @@ func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
 	})
 }
 
-// TestRegenerateOfALongParkedParentWhoseChainRecordIsGone (adversarial
-// review of the budget retention): a parent that is not terminal (queued
+// TestRegenerateOfALongParkedParentWhoseChainRecordIsGone: a parent that is not terminal (queued
 // here; parked needs_review in production) carries no expires_at and can
 // be regenerated any time, while its chain's budget record is kept only
 // spend.DefaultRetention after the last reservation. Once the record is

@@ -12,16 +12,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack12OffloadedGatedResultCanBeSeenAndApproved (adversarial review
-// of issue 12): a gated task whose ~9 KB result was placed in S3 (over the
-// 4 KiB inline limit, under the 32 KiB deliver payload limit) lands in
-// awaiting_approval with result_ref. The approver must be shown the result
-// (the view resolves offloaded results only for completed tasks, so
-// awaiting_approval shows result_sha256 and no result: the approver would
-// approve blind), and approving that hash must create the deliveries (it
-// is refused 422 artifact-not-deliverable: the approval splices the empty
-// inline result into the deliver input).
-func TestAttack12OffloadedGatedResultCanBeSeenAndApproved(t *testing.T) {
+// TestOffloadedGatedResultCanBeSeenAndApproved: a gated task whose ~9 KB
+// result was placed in S3 (over the 4 KiB inline limit, under the 32 KiB
+// deliver payload limit) lands in awaiting_approval with result_ref. The
+// approver must be shown the result — the view resolves an offloaded
+// result in awaiting_approval too, not only for completed tasks, or the
+// approver would see result_sha256 and no result and approve blind — and
+// approving that hash must create the deliveries with the offloaded bytes,
+// not splice the empty inline result into the deliver input (422
+// artifact-not-deliverable).
+func TestOffloadedGatedResultCanBeSeenAndApproved(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

@@ -14,15 +14,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewC_RegenerateReplayAfterParentSwept: the fix for review
-// A's RegenerateReplayAfterParentExpiry answers a retry of an accepted
-// regenerate from the task recorded under its key when the parent is past
-// its retention but still in the table. DynamoDB's TTL sweeper deletes an
-// expired item at a time of its own choosing (typically within days, often
-// within minutes): once it has, the same retry — same caller, same key,
-// same body, its task queued and about to run — is 404 not-found again,
-// because the replay lookup only runs when the parent is visible.
-func TestAttackReviewC_RegenerateReplayAfterParentSwept(t *testing.T) {
+// TestRegenerateReplayAfterParentSweptAnswersTheTask: a retry of an
+// accepted regenerate is answered from the task recorded under its key
+// when the parent is past its retention but still in the table
+// (TestRegenerateReplayAfterParentExpiryAnswersTheTask). DynamoDB's TTL
+// sweeper deletes an expired item at a time of its own choosing (typically
+// within days, often within minutes); once it has, the same retry — same
+// caller, same key, same body, its task queued and about to run — is
+// still answered 200 replayed, not 404 not-found: the replay lookup does
+// not depend on the parent being visible.
+func TestRegenerateReplayAfterParentSweptAnswersTheTask(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -35,7 +36,7 @@ func TestAttackReviewC_RegenerateReplayAfterParentSwept(t *testing.T) {
 		child := view(t, resp)
 		clock.Advance(3 * time.Minute) // the client lost the 202 and retries
 
-		// Control: past retention, not yet swept — the fix answers 200.
+		// Control: past retention, not yet swept — answered 200.
 		resp = b.do(t, regenReq(root.TaskID, "swept-regen", ""))
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("setup: retry before the sweep: %d %s; want 200", resp.StatusCode, resp.Body)

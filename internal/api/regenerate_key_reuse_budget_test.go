@@ -13,14 +13,13 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttackReviewA_KeyReuseRegenerateWritesTheBudget: the same
-// Idempotency-Key with a different payload "is rejected with 422 and
-// writes nothing". For a budgeted regenerate, extendChainBudget runs (one
-// UpdateItem on the chain's spend# item) before Create finds the key
-// reused, so the 422 idempotency-key-reused has written: the chain's
-// budget item's expires_at moved. A malformed/reused request changes
-// what TTL keeps.
-func TestAttackReviewA_KeyReuseRegenerateWritesTheBudget(t *testing.T) {
+// TestReusedKeyRegenerateWritesNoBudget: the same Idempotency-Key with a
+// different payload "is rejected with 422 and writes nothing". For a
+// budgeted regenerate that includes the chain's budget item: the 422
+// idempotency-key-reused makes no UpdateItem and leaves its expires_at
+// where it was (extendChainBudget must not run before the key is found
+// reused), so a malformed or reused request never changes what TTL keeps.
+func TestReusedKeyRegenerateWritesNoBudget(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))

@@ -16,11 +16,11 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttackReviewA_ExtendLostReply: the chain budget's Extend is applied
-// but its reply is lost (once; then on every try). Once: the regenerate
-// is accepted and the expiry moved. Always: 503 with nothing recorded, and
-// the same key is accepted afterwards.
-func TestAttackReviewA_ExtendLostReply(t *testing.T) {
+// TestChainBudgetExtendWithALostReply: the chain budget's Extend is
+// applied but its reply is lost (once; then on every try). Once: the
+// regenerate is accepted and the expiry moved. Always: 503 with nothing
+// recorded, and the same key is accepted afterwards.
+func TestChainBudgetExtendWithALostReply(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		mode := "once"

@@ -12,26 +12,26 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewE_RegenerateKeyReusedAfterRetentionSharesItsReservationID:
-// the API side of the worker's
-// TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation.
-// A regenerate C1 (key k1) of a budgeted root holds a reservation on the
-// chain record as the worker names it ("<C1 id>.a1"). C1 ends (cancelled
-// here) and its retention passes; the same caller's regenerate of the
-// still-live root under k1 is accepted (202) as a NEW task with the SAME id
-// and the SAME chain record (7103647 names the chain by its root, not the
-// task): its attempt 1's reservation "<id>.a1" is C1's, and Reserve takes
-// it as already made — no room checked, 40 of 150 tokens left, 110 asked.
-// Fixed: the worker's reservation ids start with the task's own budget
-// name (ledger.Task.OwnBudget: its id and creation), as this test reserves.
-func TestAttackReviewE_RegenerateKeyReusedAfterRetentionSharesItsReservationID(t *testing.T) {
+// TestRegenerateKeyReusedAfterRetentionHasItsOwnReservationID: the API
+// side of the worker's
+// TestRegenerateKeyReusedAfterRetentionDoesNotTakeTheChainReservation. A
+// regenerate C1 (key k1) of a budgeted root holds a reservation on the
+// chain record. C1 ends (cancelled here) and its retention passes; the
+// same caller's regenerate of the still-live root under k1 is accepted
+// (202) as a NEW task with the SAME id and the SAME chain record (a chain
+// is named by its root, not the task). Its attempt 1's reservation id must
+// not be C1's, or Reserve would take it as already made — no room checked,
+// 40 of 150 tokens left, 110 asked. The worker's reservation ids start
+// with the task's own budget name (ledger.Task.OwnBudget: its id and
+// creation), as this test reserves, so the new task's Reserve is refused.
+func TestRegenerateKeyReusedAfterRetentionHasItsOwnReservationID(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e, withSpend(e, clock, nil))
 		onClock(t, b, clock)
-		root := view(t, b.do(t, submitReq("e-reuse-root", budgetBody("p", `{"max_total_tokens":150}`))))
-		c1 := view(t, b.do(t, regenReq(root.TaskID, "e-reuse-k1", "")))
+		root := view(t, b.do(t, submitReq("regen-reuse-root", budgetBody("p", `{"max_total_tokens":150}`))))
+		c1 := view(t, b.do(t, regenReq(root.TaskID, "regen-reuse-k1", "")))
 		old := stored(t, b, c1.TaskID)
 		chain := spend.ChainKeyOf(old)
 		bud := spend.Budget{MaxTokens: 150}
@@ -41,7 +41,7 @@ func TestAttackReviewE_RegenerateKeyReusedAfterRetentionSharesItsReservationID(t
 		wantStatus(t, b.do(t, cancelReq(c1.TaskID)), http.StatusOK)
 
 		clock.Advance(ledger.DefaultRetention + 24*time.Hour)
-		resp := b.do(t, regenReq(root.TaskID, "e-reuse-k1", ""))
+		resp := b.do(t, regenReq(root.TaskID, "regen-reuse-k1", ""))
 		wantStatus(t, resp, http.StatusAccepted)
 		fresh := stored(t, b, view(t, resp).TaskID)
 		if fresh.TaskID != old.TaskID || fresh.CreatedMs == old.CreatedMs {

@@ -14,14 +14,14 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewA_RefusalBypassedByAnExpiredKey: refuse() skips the 422
-// whenever an item exists under the key ("a replay"), but an item whose
-// retention window ended (expires_at passed, the TTL sweeper not there
-// yet) is no task any more: Create treats it as absent and records a
-// FRESH task (202). So a key last used more than 7 days ago lets a task
-// the worker's provider could never run through the submit check, while
-// the very same body under a never-used key is refused 422.
-func TestAttackReviewA_RefusalBypassedByAnExpiredKey(t *testing.T) {
+// TestRefusalHoldsUnderAKeyWhoseTaskExpired: an item whose retention
+// window ended (expires_at passed, the TTL sweeper not there yet) is no
+// task any more — Create treats it as absent and records a FRESH task — so
+// refuse() does not take it for a replay and skip the 422. Else a key last
+// used more than 7 days ago would let a task the worker's provider could
+// never run through the submit check, while the very same body under a
+// never-used key is refused 422.
+func TestRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -45,9 +45,9 @@ func TestAttackReviewA_RefusalBypassedByAnExpiredKey(t *testing.T) {
 	})
 }
 
-// TestAttackReviewA_DocumentsRefusalBypassedByAnExpiredKey: the same
-// with documents for a provider that takes none.
-func TestAttackReviewA_DocumentsRefusalBypassedByAnExpiredKey(t *testing.T) {
+// TestDocumentsRefusalHoldsUnderAKeyWhoseTaskExpired: the same with
+// documents for a provider that takes none.
+func TestDocumentsRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e, withPayloads(e.Payloads(t, 0)))
@@ -71,14 +71,14 @@ func TestAttackReviewA_DocumentsRefusalBypassedByAnExpiredKey(t *testing.T) {
 	})
 }
 
-// TestAttackReviewA_RegenerateReplayAfterParentExpiry: a regenerate is
+// TestRegenerateReplayAfterParentExpiryAnswersTheTask: a regenerate is
 // accepted a minute before its (cancelled) parent's retention ends; the
 // client lost the 202 and retries with the same Idempotency-Key and body
 // three minutes later. The child task exists and is live (queued), so the
-// retry must answer it (200, replayed). The new expiry check runs before
-// any replay lookup and answers 404 not-found: the caller is told the
-// request's target is gone while the task it created is running.
-func TestAttackReviewA_RegenerateReplayAfterParentExpiry(t *testing.T) {
+// retry answers it (200, replayed) — the parent's expiry check must not
+// answer 404 not-found first, telling the caller the request's target is
+// gone while the task it created is running.
+func TestRegenerateReplayAfterParentExpiryAnswersTheTask(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -115,13 +115,14 @@ func (d *lostPutDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o .
 	return out, err
 }
 
-// TestAttackReviewA_RegenerateLostReplyThenParentExpiry: the regenerate's
-// own PutItem is applied but its reply lost; the API answers 503 "Retrying
-// with the same Idempotency-Key is safe". The client retries after the
-// parent's retention window ended (it was 2 minutes from its end): 404 —
-// while the regenerate's task exists, queued, and will run. The client
-// believes nothing was created.
-func TestAttackReviewA_RegenerateLostReplyThenParentExpiry(t *testing.T) {
+// TestRegenerateRetryAfterALostReplyAndParentExpiryAnswersTheTask: the
+// regenerate's own PutItem is applied but its reply lost; the API answers
+// 503 "Retrying with the same Idempotency-Key is safe". The client retries
+// after the parent's retention window ended (it was 2 minutes from its
+// end), and the retry answers the regenerate's task (200), which exists,
+// queued, and will run — a 404 would have the client believe nothing was
+// created.
+func TestRegenerateRetryAfterALostReplyAndParentExpiryAnswersTheTask(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)

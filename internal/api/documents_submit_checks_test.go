@@ -14,21 +14,18 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttack13UploadIDsAreNotShared (adversarial review of issue 13): the
-// upload intent is stored at upload-intents/<upload_id>, one namespace for
-// every caller, and POST /uploads accepts a caller-chosen id. So caller B
-// declaring an id caller A already uses gets 409 upload-id-taken where an
-// unused id gets 201: B learns that A has an upload named "contract-7"
-// (ids are caller-chosen and may be meaningful), and B can squat ids A is
-// about to use (A's declaration is then refused). DESIGN §11: knowing
-// another client's identifiers never gives access — here it gives an
-// existence oracle and a denial of service.
-//
-// Smallest fix: key the intent by caller too,
-// upload-intents/<scope_hash>/<upload_id> (the upload itself already is at
-// uploads/<scope_hash>/<upload_id>), so ids are per caller and B's
-// declaration of "contract-7" is B's own 201.
-func TestAttack13UploadIDsAreNotShared(t *testing.T) {
+// TestUploadIDsAreNotShared: POST /uploads accepts a caller-chosen id, and
+// the upload intent is keyed by caller as well as id
+// (upload-intents/<scope_hash>/<upload_id>, like the upload itself at
+// uploads/<scope_hash>/<upload_id>), so ids are per caller: caller B
+// declaring "contract-7", an id caller A already uses, gets its own 201
+// exactly as for an unused id. In one namespace for every caller, B would
+// get 409 upload-id-taken there and learn that A has an upload named
+// "contract-7" (ids are caller-chosen and may be meaningful), and could
+// squat ids A is about to use. DESIGN §11: knowing another client's
+// identifiers never gives access — nor an existence oracle, nor a denial
+// of service.
+func TestUploadIDsAreNotShared(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -47,24 +44,18 @@ func TestAttack13UploadIDsAreNotShared(t *testing.T) {
 	})
 }
 
-// TestAttack13MissingUploadOnAWSIsNotA500 (adversarial review of issue
-// 13): on AWS a role without s3:ListBucket gets 403, not 404, for a
-// missing object, and the template granted the submit function none, so
-// Resolve's GetObject of upload-intents/<unknown id> and HeadObject of an
-// upload not yet PUT were AccessDenied/Forbidden: 500s (and an ERROR log)
-// where the contract promises 422 unknown-upload and 409
-// upload-not-received, and the replay of an accepted task after its upload
-// expired was a 500 forever. kumo and moto ignore IAM, so every other test
-// sees 404s.
-//
-// Fixed by the grant, not by reading 403 as "missing" (a 403 may as well
-// be a broken policy or key, which must stay a loud 500): template.yaml
-// gives the submit function s3:ListBucket on the payload bucket, proven by
-// internal/templatetest (wantS3, listBucketNeeds). With the grant S3
-// answers 404 as the emulators do, so this test (first written with a
-// middleware rewriting 404s to 403s, the role it no longer has) now runs
-// the same three cases on the emulators' 404s.
-func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
+// TestMissingUploadOnAWSIsNotA500: the contract promises 422
+// unknown-upload for an upload id never declared, 409 upload-not-received
+// for an upload not yet PUT, and a 200 replay of an accepted task after
+// its upload expired. On AWS a role without s3:ListBucket gets 403, not
+// 404, for a missing object, which would make each of these a 500 (and an
+// ERROR log). The answer is the grant, not reading 403 as "missing" (a 403
+// may as well be a broken policy or key, which must stay a loud 500):
+// template.yaml gives the submit function s3:ListBucket on the payload
+// bucket, proven by internal/templatetest (wantS3, listBucketNeeds). With
+// the grant S3 answers 404 as the emulators do (kumo and moto ignore IAM),
+// so the three cases run here on the emulators' 404s.
+func TestMissingUploadOnAWSIsNotA500(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -87,9 +78,9 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 		}
 
 		// The replay after expiry (uploads/ and upload-intents/ live a
-		// day): without the grant the expired intent was a 403 too, the
-		// replay path (priorDocuments) was skipped for a 5xx, and a
-		// retried submission of an accepted task was a 500 forever.
+		// day): without the grant the expired intent would be a 403 too,
+		// the replay path (priorDocuments) skipped for a 5xx, and a
+		// retried submission of an accepted task a 500 forever.
 		ctx := context.Background()
 		u := uploadView(t, b.do(t, uploadReq(declare("expires", doc, "application/pdf"))))
 		putUpload(t, u, doc)
@@ -106,23 +97,17 @@ func TestAttack13MissingUploadOnAWSIsNotA500(t *testing.T) {
 	})
 }
 
-// TestAttack13BudgetCountsDocuments (adversarial review of issues 13 and
-// 14): a spend budget is enforced by reserving contract.CallMaximum — "a
-// token is at least one byte of text", so prompt bytes + 32 + max_tokens
-// bound a call — before every call, and a submit whose budget cannot cover
-// one call is refused 400. CallMaximum (and budgetCoversOneCall at submit,
-// the worker's reservation and provider admission) never counts the
-// task's documents, which the provider reads as input tokens: a 200 KB
-// text document under a 2,000-token budget is accepted, and the worker
-// reserves ~150 tokens for a call that may use ~200,000 — the budget (and
-// the requests/tokens-per-minute admission) no longer bound anything once
-// a document is attached.
-//
-// Smallest fix: contract.CallMaximum takes the documents' sizes (text
-// formats: their bytes, like the prompt; pdf/docx/images: a documented
-// per-format bound, or refuse a token budget with such documents), used
-// at submit, in the worker's reservation and in admission.
-func TestAttack13BudgetCountsDocuments(t *testing.T) {
+// TestBudgetTooSmallForADocumentIsRefused: a spend budget is enforced by
+// reserving contract.CallMaximum — "a token is at least one byte of text",
+// so prompt bytes + 32 + max_tokens bound a call — before every call, and
+// a submit whose budget cannot cover one call is refused 400. The provider reads a
+// task's documents as input tokens, so the bound counts them too (at
+// submit, in the worker's reservation and in admission): otherwise a 200 KB
+// text document under a 2,000-token budget would be accepted and the
+// worker would reserve ~150 tokens for a call that may use ~200,000 — the
+// budget (and the requests/tokens-per-minute admission) would bound
+// nothing once a document is attached.
+func TestBudgetTooSmallForADocumentIsRefused(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -142,20 +127,16 @@ func TestAttack13BudgetCountsDocuments(t *testing.T) {
 	})
 }
 
-// TestAttack13RegenerateChecksItsDocuments (adversarial review of issue
-// 13): a regenerate inherits the parent's document references as they are
-// — no HEAD, no re-adopt — so it neither notices that inputs/<sha256> is
-// gone nor renews its lifecycle clock. inputs/ expired 9 days (39 since
-// TestAttack13bPayloadsOutliveAnApprovalWait) after the parent's submit, while a regenerate chain lives on (each link's item 7
-// days past its completion): a regenerate of a day-7 child on day 10 is
-// accepted (202) for a document the bucket no longer has, and the worker
-// then fails it document_unavailable. Here the lifecycle's deletion is
-// done by hand.
-//
-// Smallest fix: regenerate re-adopts each inherited document (CopyObject
-// of inputs/<sha256> onto itself renews it; NoSuchKey → a specific 409/422
-// "document expired", nothing written).
-func TestAttack13RegenerateChecksItsDocuments(t *testing.T) {
+// TestRegenerateChecksItsDocuments: a regenerate inherits the parent's
+// document references, and a regenerate chain may outlive the lifecycle of
+// inputs/ counted from the parent's submit (each link's item lives 7 days
+// past its completion; see templatetest's
+// TestPayloadsOutliveAnApprovalWait). So a regenerate checks each
+// inherited document (re-adopting it renews its lifecycle clock) and is
+// refused when one is gone, nothing written — rather than accepted (202)
+// for a document the bucket no longer has, for the worker to fail
+// document_unavailable. Here the lifecycle's deletion is done by hand.
+func TestRegenerateChecksItsDocuments(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

@@ -10,25 +10,20 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14bCancelOfLapsedAttemptRefused (adversarial review of issue
-// 14, round 2): a running task whose worker's lease lapsed is moved to
-// unknown by the reconciler (ExpireToUnknown: the attempt's outcome is
-// uncertain, nothing decided yet). The caller's cancel now gets 409
-// state-conflict and records nothing — yet the task is not settled: the
-// reconciler's readback that finds nothing re-queues it and the provider
-// is called again, after the caller asked to stop. A moment earlier
-// (running) the same cancel was a 202 that made "finds nothing" end it
-// cancelled; the caller cannot tell the two apart. Smallest fix: in
-// cancelRunning, also accept state unknown without cancel_version: one
-// conditional UpdateItem (state = unknown AND assignment_version = read)
-// bumping the fencing token and setting cancel_version = the lapsed
-// version, so the unknown rules end it cancelled / completed / parked
-// (never re-queued), answered 202 like a running cancel.
-func TestAttack14bCancelOfLapsedAttemptRefused(t *testing.T) {
+// TestCancelOfALapsedAttemptIsRecorded: a running task whose worker's
+// lease lapsed is moved to unknown by the reconciler (ExpireToUnknown: the
+// attempt's outcome is uncertain, nothing decided yet). The caller's
+// cancel is accepted (202) and recorded (cancel_version = the lapsed
+// version, the fencing token bumped), exactly like a cancel a moment
+// earlier while running, so the unknown rules end the task cancelled /
+// completed / parked — never re-queued. A 409 state-conflict that recorded
+// nothing would let the reconciler's readback that finds nothing re-queue
+// it and call the provider again, after the caller asked to stop.
+func TestCancelOfALapsedAttemptIsRecorded(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		resp := b.do(t, submitReq("atk14b-lapsed", body("p-atk14b-lapsed")))
+		resp := b.do(t, submitReq("cancel-lapsed", body("p-cancel-lapsed")))
 		wantStatus(t, resp, http.StatusAccepted)
 		id := view(t, resp).TaskID
 		c, err := b.l.Claim(ctx, id, ledger.ClaimOptions{Owner: "slow-worker", Lease: time.Minute})

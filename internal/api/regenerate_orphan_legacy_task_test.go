@@ -14,17 +14,17 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewD_OrphanRetryOfATaskRecordedBeforeInputInherited: the
-// orphan replay tells "the retry named no input and the task took its
-// parent's" from "the input was dropped" by the task's input_inherited
-// attribute — which only tasks recorded by this version carry. A
-// regenerate accepted by the version before (same item, no
-// input_inherited; its payload hash is unchanged) whose 202 was lost, its
-// parent then swept by TTL: the client's retry — same caller, same key,
-// same (empty) body — is answered 422 idempotency-key-reused ("already
-// used with a different request payload") although nothing differs. The
-// window is every such task of the last retention period at the upgrade.
-func TestAttackReviewD_OrphanRetryOfATaskRecordedBeforeInputInherited(t *testing.T) {
+// TestOrphanRetryOfATaskRecordedBeforeInputInheritedReplays: the orphan
+// replay tells "the retry named no input and the task took its parent's"
+// from "the input was dropped" by the task's input_inherited attribute —
+// which tasks recorded before the attribute existed do not carry. A
+// regenerate so recorded (same item, no input_inherited; its payload hash
+// is unchanged) whose 202 was lost, its parent then swept by TTL: the
+// client's retry — same caller, same key, same (empty) body — replays
+// (200), not 422 idempotency-key-reused ("already used with a different
+// request payload"), since nothing differs. Such tasks exist for a whole
+// retention period after an upgrade.
+func TestOrphanRetryOfATaskRecordedBeforeInputInheritedReplays(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)

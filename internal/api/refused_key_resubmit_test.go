@@ -10,11 +10,11 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewA_HeldRefusalThenResubmit: a refused key is free (a
+// TestRefusedKeyIsFreeAndALostWriteReplays: a refused key is free (a
 // lower max_tokens under the same key is 202; the same over-limit body
 // once the limit is raised is 202), and a submit whose PutItem reply was
 // lost (503) replays 200 after the limit was lowered below it.
-func TestAttackReviewA_HeldRefusalThenResubmit(t *testing.T) {
+func TestRefusedKeyIsFreeAndALostWriteReplays(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
