@@ -24,7 +24,8 @@ import (
 func TestAttackReviewC_ReplayRefusedByTheQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
+		// Room for one call of body("p"): 8,225 tokens reserved.
+		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		b := setup(t, e, withSpend(e, clock, &quota))
 		onClock(t, b, clock)
 		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: quota, Now: clock.Now})
@@ -36,7 +37,7 @@ func TestAttackReviewC_ReplayRefusedByTheQuota(t *testing.T) {
 		wantStatus(t, regen, http.StatusAccepted)
 		child := view(t, regen)
 		// The tasks run; their calls are charged to alice's quota.
-		if err := q.Add(context.Background(), "jwt:alice", spend.Usage{InputTokens: 400, OutputTokens: 600}); err != nil {
+		if err := q.Add(context.Background(), "jwt:alice", spend.Usage{InputTokens: 4000, OutputTokens: 6000}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute)

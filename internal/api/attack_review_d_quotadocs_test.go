@@ -26,7 +26,8 @@ func TestAttackReviewD_QuotaRefusedKeyReuseAdoptsTheDocument(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
+		// Room for one call of body("p"): 8,225 tokens reserved.
+		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		st := e.Payloads(t, 64) // inputs over 64 B go to S3
 		b := setup(t, e, withSpend(e, clock, &quota))
 		b.h.Payloads = st // (withHandler options replace each other)
@@ -38,7 +39,7 @@ func TestAttackReviewD_QuotaRefusedKeyReuseAdoptsTheDocument(t *testing.T) {
 		docA := []byte("a,b\n1,2\n")
 		putUpload(t, uploadView(t, b.do(t, uploadReq(declare("qa", docA, "text/csv"), asJWT("alice")))), docA)
 		wantStatus(t, b.do(t, submitReq("quota-doc", docBody("sum it", "qa"), asJWT("alice"))), http.StatusAccepted)
-		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 400, OutputTokens: 600}); err != nil {
+		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 4000, OutputTokens: 6000}); err != nil {
 			t.Fatal(err)
 		}
 		docB := []byte("a,b\n" + strings.Repeat("3,4\n", 50))

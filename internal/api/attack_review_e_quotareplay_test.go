@@ -21,7 +21,8 @@ func TestAttackReviewE_QuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
+		// Room for one call of body("p"): 8,225 tokens reserved.
+		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		st := e.Payloads(t, 64)
 		b := setup(t, e, withSpend(e, clock, &quota))
 		b.h.Payloads = st
@@ -37,7 +38,7 @@ func TestAttackReviewE_QuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
 		child := view(t, b.do(t, regenReq(root.TaskID, "e-quota-regen", "", asJWT("alice"))))
 		gone := view(t, b.do(t, submitReq("e-quota-gone", body("x"), asJWT("alice"))))
 		wantStatus(t, b.do(t, cancelReq(gone.TaskID, asJWT("alice"))), http.StatusOK)
-		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 400, OutputTokens: 600}); err != nil {
+		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 4000, OutputTokens: 6000}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -58,7 +59,7 @@ func TestAttackReviewE_QuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
 		wantProblem(t, r, http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
 
 		clock.Advance(ledger.DefaultRetention + time.Hour)
-		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 400, OutputTokens: 600}); err != nil {
+		if err := q.Add(ctx, "jwt:alice", spend.Usage{InputTokens: 4000, OutputTokens: 6000}); err != nil {
 			t.Fatal(err)
 		}
 		e.Counter.Reset()

@@ -119,11 +119,16 @@
 // the inherited documents. With a daily
 // quota configured (Handler.Quotas), submit and regenerate first read the
 // caller's quota item (one GetItem) and answer 429 quota-exceeded with
-// Retry-After when it is used up, before anything is written — unless a
-// task is recorded under the key (a second GetItem, on the refusal only),
-// which is answered as a replay; the worker
-// charges the quota when it settles a call. A budgeted task's view carries
-// its budget, usage and its chain's usage (Handler.Budgets). A regenerate of
+// Retry-After (the next UTC day) when the day's settled usage leaves no
+// room for one call of the task (a regenerate: for anything), before
+// anything is written — unless a task is recorded under the key (a second
+// GetItem, on the refusal only), which is answered as a replay. The
+// reservations of calls in flight are not counted (the worker waits for
+// them). A task one call of which may use more than the whole quota is
+// 422 exceeds-daily-quota (refuseOverQuota, with the documents' bounds).
+// The worker reserves each call on the quota and settles it after. A
+// budgeted task's view carries its budget, usage and its chain's usage
+// (Handler.Budgets). A regenerate of
 // a budgeted task extends its chain's budget item first
 // (spend.Accountant.Extend, one conditional UpdateItem; a failure is a 503
 // before the task is recorded), so a chain growing by regenerates of tasks

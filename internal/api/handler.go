@@ -214,7 +214,7 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p != nil {
 		return h.reject(c, p)
 	}
-	if p := h.overQuota(ctx, c, s.key); p != nil {
+	if p := h.overQuota(ctx, c, s.key, h.quotaWant(s.kind, s.input)); p != nil {
 		return h.reject(c, p)
 	}
 	// A generate task the worker's provider could never run is refused:
@@ -265,7 +265,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 	if p != nil {
 		return h.reject(c, p)
 	}
-	if p := h.overQuota(ctx, c, s.key); p != nil {
+	if p := h.overQuota(ctx, c, s.key, 0); p != nil {
 		return h.reject(c, p)
 	}
 	parent, p := h.visible(ctx, c)

@@ -54,9 +54,15 @@ func (h *Handler) refuseDocuments(ctx context.Context, c *call, key string, n in
 }
 
 // refuseOverAdmission refuses a generate task whose call bound (input and
-// docs, resolved; nothing copied or written yet) is above the model's
-// tokens_per_minute. nil h.Provider or no admission: no check.
+// docs, resolved; nothing copied or written yet) the worker could never
+// admit: above the caller's whole daily quota (refuseOverQuota, spend.go:
+// exceeds-daily-quota), or above the model's tokens_per_minute
+// (exceeds-admission-limit). nil h.Provider or no admission: no
+// tokens_per_minute check.
 func (h *Handler) refuseOverAdmission(ctx context.Context, c *call, key, input string, docs []ledger.DocumentRef) *Problem {
+	if p := h.refuseOverQuota(ctx, c, key, input, docs); p != nil {
+		return p
+	}
 	if h.Provider == nil || h.Provider.TokensPerMinute <= 0 {
 		return nil
 	}

@@ -22,6 +22,10 @@ import (
 const (
 	// TypeQuotaExceeded is the 429 of a caller over its daily quota.
 	TypeQuotaExceeded = ProblemBase + "quota-exceeded"
+	// TypeExceedsDailyQuota is the 422 of a task whose one provider call
+	// may use more than the caller's whole daily quota: no day has room
+	// for it (refuseOverQuota).
+	TypeExceedsDailyQuota = ProblemBase + "exceeds-daily-quota"
 	// TypeBudgetRecordExpired is the 409 of a regenerate of a budgeted
 	// parent whose chain's budget record is gone though it may have held
 	// spend (spend.RecordExpiredError).
@@ -227,17 +231,29 @@ func (h *Handler) extendChainBudget(ctx context.Context, c *call, parent *ledger
 }
 
 // overQuota checks the caller's daily quota before anything is written (one
-// consistent GetItem, only when a quota is configured). A caller over it
-// gets 429 with Retry-After (seconds to the next UTC day) — unless a task is
-// already recorded under key (one more GetItem, on the refusal only): a
-// retried submission returns its task whatever the quota (adversarial
-// review: a 202 lost, the task's own call then used the quota up, and its
-// retry was told to come back tomorrow as if nothing existed).
-func (h *Handler) overQuota(ctx context.Context, c *call, key string) *Problem {
+// consistent GetItem, only when a quota is configured): 429 with
+// Retry-After (seconds to the next UTC day) when the day's settled usage
+// leaves no room for want — one call of the task (quotaWant: its input's
+// bound, without documents, which only add to it), or 0: "is anything
+// left?" — since settled usage only grows within the day, such a call
+// cannot run before then. The reservations of calls in flight are not
+// counted (spend.Quotas.Check): they free when the calls settle, usually
+// within seconds and below what they held, and the worker waits for them;
+// a submit refused for them would be told to wait a day. A want larger
+// than the whole quota is left to refuseOverQuota's 422 (no day has room
+// for it). A task already recorded under key (one more GetItem, on the
+// refusal only) is never refused: a retried submission returns its task
+// whatever the quota (adversarial review: a 202 lost, the task's own call
+// then used the quota up, and its retry was told to come back tomorrow as
+// if nothing existed).
+func (h *Handler) overQuota(ctx context.Context, c *call, key string, want int64) *Problem {
 	if h.Quotas == nil {
 		return nil
 	}
-	err := h.Quotas.Check(ctx, c.scope, 0)
+	if want > h.Quotas.Quota().Limit {
+		want = 0
+	}
+	err := h.Quotas.Check(ctx, c.scope, want)
 	var qe *spend.QuotaExceededError
 	if errors.As(err, &qe) {
 		recorded, p := h.recorded(ctx, c, key)
@@ -254,14 +270,14 @@ func (h *Handler) overQuota(ctx context.Context, c *call, key string) *Problem {
 	case errors.As(err, &qe):
 		c.outcome = "over_quota"
 		h.count(ctx, "", "QuotaExceeded")
-		unit := "tokens"
-		used, limit := strconv.FormatInt(qe.Used, 10), strconv.FormatInt(qe.Limit, 10)
-		if qe.Unit == spend.UnitUSD {
-			unit = "USD"
-			used, limit = spend.Micros(qe.Used).String(), spend.Micros(qe.Limit).String()
+		amount := quotaAmount(qe.Unit)
+		detail := fmt.Sprintf("This caller's settled provider calls used %s of its daily quota of %s on %s (UTC); nothing was written. Retry after the delay in Retry-After (the next UTC day).",
+			amount(qe.Settled()), amount(qe.Limit), qe.Day)
+		if want > 0 {
+			detail = fmt.Sprintf("This caller's settled provider calls used %s of its daily quota of %s on %s (UTC), which leaves no room for one provider call of this task (up to %s); nothing was written. Retry after the delay in Retry-After (the next UTC day), or submit a smaller call (a lower input.max_tokens, a shorter input).",
+				amount(qe.Settled()), amount(qe.Limit), qe.Day, amount(want))
 		}
-		p := newProblem(TypeQuotaExceeded, http.StatusTooManyRequests, "Daily quota exceeded",
-			fmt.Sprintf("This caller used %s of its daily quota of %s %s on %s (UTC); nothing was written. Retry after the delay in Retry-After (the next UTC day).", used, limit, unit, qe.Day))
+		p := newProblem(TypeQuotaExceeded, http.StatusTooManyRequests, "Daily quota exceeded", detail)
 		p.RetryAfter = int(qe.RetryAfterSeconds())
 		return p
 	}
@@ -271,6 +287,74 @@ func (h *Handler) overQuota(ctx context.Context, c *call, key string) *Problem {
 	p.Detail = "The caller's quota could not be read; nothing was written. Retrying with the same Idempotency-Key is safe."
 	c.outcome = "quota_unavailable"
 	return p
+}
+
+// quotaAmount formats an amount of a quota in unit u.
+func quotaAmount(u spend.Unit) func(int64) string {
+	if u == spend.UnitUSD {
+		return func(n int64) string { return spend.Micros(n).String() + " USD" }
+	}
+	return func(n int64) string { return strconv.FormatInt(n, 10) + " tokens" }
+}
+
+// quotaWant is what one provider call of a task of kind with input
+// reserves on the caller's daily quota, without its documents (not
+// resolved yet; they only add to it): 0 without a quota, for a task that
+// calls no model (deliver), or when it cannot be priced.
+func (h *Handler) quotaWant(kind, input string) int64 {
+	if h.Quotas == nil || kind != contract.KindGenerate {
+		return 0
+	}
+	_, _, need, _ := h.callNeed(input, nil)
+	return need
+}
+
+// callNeed is what one provider call of a generate task with input and
+// docs reserves on the caller's daily quota: its bound (in input and out
+// output tokens, contract.CallMaximumWith) in the quota's unit (need:
+// spend.Quotas.CallNeed, for the worker's model under a USD quota);
+// ok=false when need cannot be told (an input that does not parse, a USD
+// quota without the model's price).
+func (h *Handler) callNeed(input string, docs []ledger.DocumentRef) (in, out, need int64, ok bool) {
+	g, err := contract.ParseGenerateInput(json.RawMessage(input))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	in, out = contract.CallMaximumWith(g, documentSizes(docs))
+	model := ""
+	if h.Provider != nil {
+		model = h.Provider.Model
+	}
+	need, ok = h.Quotas.CallNeed(model, in, out)
+	return in, out, need, ok
+}
+
+// refuseOverQuota refuses a generate task one provider call of which
+// (input and docs, resolved; nothing copied or written yet) may use more
+// than the caller's whole daily quota: the worker reserves that much on
+// the quota before the call, so no day has room for it and it could only
+// be parked — 422 exceeds-daily-quota, as a call above the model's
+// tokens_per_minute is refused. A replay of a task recorded under key is
+// answered instead (refuse). No quota, or a call the quota cannot price:
+// no check (the worker's park, review.QuotaExceeded, is the backstop).
+func (h *Handler) refuseOverQuota(ctx context.Context, c *call, key, input string, docs []ledger.DocumentRef) *Problem {
+	if h.Quotas == nil {
+		return nil
+	}
+	in, out, need, ok := h.callNeed(input, docs)
+	limit := h.Quotas.Quota().Limit
+	if !ok || need <= limit {
+		return nil
+	}
+	amount := quotaAmount(h.Quotas.Quota().Unit)
+	field := "input"
+	if len(docs) > 0 {
+		field = "documents"
+	}
+	p := newProblem(TypeExceedsDailyQuota, http.StatusUnprocessableEntity, "Exceeds the daily quota",
+		fmt.Sprintf("One provider call of this task may use up to %s (%d input tokens: the prompt's bytes + %d and each document's bound; %d output tokens: input.max_tokens, or %d when unset), more than this caller's whole daily quota of %s: the worker reserves a call's maximum on the quota before the call, so no day has room for it; nothing was recorded. Set a lower input.max_tokens, shorten the input or use fewer or smaller documents, or ask for a larger daily quota.",
+			amount(need), in, contract.InputOverheadTokens, out, contract.MaxTokensLimit, amount(limit))).withField(field)
+	return h.refuse(ctx, c, key, "exceeds_daily_quota", p)
 }
 
 // UsageView is what a task (or its regenerate chain) has spent: settled

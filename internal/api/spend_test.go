@@ -169,13 +169,14 @@ func TestSubmitBudgetRejected(t *testing.T) {
 func TestQuotaExceededWritesNothing(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 23, 59, 0, 500_000_000, time.UTC))
-		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
+		// Room for one call of body("p"): 8,225 tokens reserved.
+		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		b := setup(t, e, withSpend(e, clock, &quota))
 		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: quota, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := q.Add(context.Background(), "jwt:alice", spend.Usage{InputTokens: 400, OutputTokens: 600}); err != nil {
+		if err := q.Add(context.Background(), "jwt:alice", spend.Usage{InputTokens: 4000, OutputTokens: 6000}); err != nil {
 			t.Fatal(err)
 		}
 		before := len(scanTasks(t, e))
@@ -185,7 +186,7 @@ func TestQuotaExceededWritesNothing(t *testing.T) {
 		if resp.Headers["Retry-After"] != "60" || p.RetryAfter != 60 {
 			t.Fatalf("Retry-After %q (problem %d), want 60 (59.5 s to the next UTC day, rounded up)", resp.Headers["Retry-After"], p.RetryAfter)
 		}
-		if !strings.Contains(p.Detail, "1000 of its daily quota of 1000 tokens") {
+		if !strings.Contains(p.Detail, "used 10000 tokens of its daily quota of 10000 tokens") {
 			t.Fatalf("detail %q", p.Detail)
 		}
 		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.GetItem:2]" {

@@ -35,7 +35,7 @@ func LoadSpend(b *Base, getenv func(string) string) (*Spend, error) {
 		return nil, err
 	}
 	if cfg.Quota != nil {
-		if s.Quotas, err = spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: b.TasksTable, Quota: *cfg.Quota}); err != nil {
+		if s.Quotas, err = spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: b.TasksTable, Quota: *cfg.Quota, Prices: cfg}); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,16 +13,37 @@ import (
 
 // TestStackDailyQuotaTokens: make run takes the per-caller daily token
 // quota the deployed functions read (SPEND_DAILY_QUOTA_TOKENS:
-// local.Options.DailyQuotaTokens), so it can be tried locally. A quota of
-// one token cannot hold a call's reservation: the worker parks the task
-// over the quota instead of calling the provider.
+// local.Options.DailyQuotaTokens), so it can be tried locally: its worker
+// charges a call to the quota, and its submit refuses a task whose call
+// the settled usage leaves no room for (429), or that no day has room for
+// (422: a call reserving more than the whole quota).
 func TestStackDailyQuotaTokens(t *testing.T) {
 	t.Parallel()
-	b := setupStack(t, local.Options{StatusEvery: -1, DailyQuotaTokens: "1"})
-	v := b.submit(t, "quota-1", `{"prompt":"Say hello"}`)
-	parked := b.awaitState(t, v.TaskID, "needs_review", 20*time.Second)
-	if parked.Error == nil || parked.Error.Class != "quota_exceeded" {
-		t.Fatalf("parked with error %+v, want class quota_exceeded", parked.Error)
+	b := setupStack(t, local.Options{StatusEvery: -1, DailyQuotaTokens: "100"})
+	// 9 prompt bytes + 32 and 50 output tokens: 91 of the 100 reserved;
+	// the simulated provider reports 2 + 24.
+	const input = `{"prompt":"Say hello","max_tokens":50}`
+	v := b.submit(t, "quota-1", input)
+	b.awaitState(t, v.TaskID, "completed", 20*time.Second)
+	post := func(key, input string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, b.st.URL+"/tasks", strings.NewReader(`{"kind":"generate","input":`+input+`}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatalf("POST /tasks: %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// The worker charged the call's 26 tokens: no room for another 91.
+	if code, body := post("quota-2", input); code != http.StatusTooManyRequests || !strings.Contains(body, "quota-exceeded") {
+		t.Fatalf("a second call after the first settled: %d %s, want 429 quota-exceeded", code, body)
+	}
+	// 8,192 output tokens when max_tokens is unset: never within 100.
+	if code, body := post("quota-3", `{"prompt":"Say hello"}`); code != http.StatusUnprocessableEntity || !strings.Contains(body, "exceeds-daily-quota") {
+		t.Fatalf("a call larger than the whole quota: %d %s, want 422 exceeds-daily-quota", code, body)
 	}
 
 	// A malformed value is refused at start, naming the setting.

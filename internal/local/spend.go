@@ -37,7 +37,7 @@ func wireSpend(tpl *stack.Template, raw, tokens string, db *dynamodb.Client, tas
 	}
 	var q *spend.Quotas
 	if cfg.Quota != nil {
-		if q, err = spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: tasksTable, Quota: *cfg.Quota}); err != nil {
+		if q, err = spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: tasksTable, Quota: *cfg.Quota, Prices: cfg}); err != nil {
 			return err
 		}
 	}

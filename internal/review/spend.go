@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -86,7 +87,9 @@ func remaining(tokens int64, cost spend.Micros, b spend.Budget) string {
 // together) has no room for the next provider call's reservation: what the
 // caller used today, how much of it calls in flight hold, and what the
 // call needed. The call was not made, so nothing is uncertain about this
-// attempt.
+// attempt. A call larger than the whole quota (e.NeverFits) can never
+// run under it, on any day: the review says so, and offers a larger quota
+// or a smaller call rather than a retry.
 func QuotaExceeded(t *ledger.Task, e *spend.QuotaExceededError) ledger.Review {
 	id := t.TaskID
 	q := func(n int64) string {
@@ -94,6 +97,9 @@ func QuotaExceeded(t *ledger.Task, e *spend.QuotaExceededError) ledger.Review {
 			return "$" + spend.Micros(n).String()
 		}
 		return fmt.Sprintf("%d tokens", n)
+	}
+	if e.NeverFits() {
+		return quotaNeverFits(t, e, q)
 	}
 	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: "quota_exceeded",
 		ErrorMessage: clip(fmt.Sprintf("daily quota exceeded: the caller used %s of %s on %s (UTC), the next call needs %s",
@@ -108,15 +114,40 @@ func QuotaExceeded(t *ledger.Task, e *spend.QuotaExceededError) ledger.Review {
 		fmt.Sprintf("attempt %d of %d was refused before the provider call: nothing was sent, generated or billed for it", t.Attempts, t.MaxAttempts),
 	)
 	r.Known = append(r.Known, lastError(t)...)
-	if e.Reserved > 0 {
+	if e.HeldByCallsInFlight() {
 		r.Uncertain = append(r.Uncertain, "how much of the reserved amount the calls in flight will really use: when they settle below it, a retry today may fit")
 	} else {
-		r.Uncertain = append(r.Uncertain, "nothing about this attempt (it was never sent); a retry is refused again until the next UTC day")
+		r.Uncertain = append(r.Uncertain, fmt.Sprintf("nothing about this attempt (it was never sent); the day's settled calls alone (%s) leave no room for it, and settled usage only grows within the day, so a retry is refused again until the next UTC day", q(e.Settled())))
 	}
 	r.SafeActions = append(r.SafeActions,
 		"retry: `taskledger review retry "+id+"` after the quota frees (the next UTC day starts from nothing; the quota is not reset by a retry)",
 		resolveFailed(id),
 		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) if this caller's use is expected",
+	)
+	return r
+}
+
+// quotaNeverFits is QuotaExceeded for a call whose reservation alone is
+// larger than the whole daily quota: no day has room for it, so a retry
+// (today or later) is refused the same way.
+func quotaNeverFits(t *ledger.Task, e *spend.QuotaExceededError, q func(int64) string) ledger.Review {
+	id := t.TaskID
+	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: "quota_exceeded",
+		ErrorMessage: clip(fmt.Sprintf("daily quota exceeded: the next call needs %s, more than the caller's whole daily quota of %s",
+			q(e.Wanted), q(e.Limit)), MaxDetail)}
+	r.Summary = fmt.Sprintf("Task %s stopped before attempt %d: one provider call of it may use %s, more than its caller's whole daily quota of %s, so it can never run under this quota, on any day; no call was made; raise the per-caller daily quota, or submit it again with a lower input.max_tokens or a shorter input (fewer or smaller documents), or resolve it as failed.",
+		id, t.Attempts, q(e.Wanted), q(e.Limit))
+	r.Known = append(r.Known,
+		"budget exhausted: the caller's daily quota ("+q(e.Limit)+" per UTC day, every task of the caller together)",
+		fmt.Sprintf("the refused call needed %s (its input plus max output tokens, priced): more than the whole quota", q(e.Wanted)),
+		fmt.Sprintf("attempt %d of %d was refused before the provider call: nothing was sent, generated or billed for it", t.Attempts, t.MaxAttempts),
+	)
+	r.Known = append(r.Known, lastError(t)...)
+	r.Uncertain = append(r.Uncertain, "nothing about this attempt (it was never sent); a retry is refused the same way while the quota and the task stay as they are")
+	r.SafeActions = append(r.SafeActions,
+		resolveFailed(id),
+		"submit the task again (a new Idempotency-Key) with a lower input.max_tokens (unset, it reserves "+fmt.Sprint(contract.MaxTokensLimit)+" output tokens) or a shorter input",
+		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) above "+q(e.Wanted)+", then retry: `taskledger review retry "+id+"`",
 	)
 	return r
 }

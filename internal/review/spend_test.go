@@ -63,3 +63,25 @@ func TestQuotaExceededReview(t *testing.T) {
 	e.Unit, e.Used, e.Reserved, e.Limit, e.Wanted = spend.UnitUSD, 25_000_000, 0, 25_000_000, 3_000
 	check(t, review.QuotaExceeded(tk, e), ledger.ReviewBudgetExhausted, "daily quota of $25.000000", "needed $0.003000", "refused again until the next UTC day")
 }
+
+// A call larger than the caller's whole daily quota can never run under
+// it: the review says so and offers a larger quota or a smaller call, not
+// a retry on the next UTC day.
+func TestQuotaNeverFitsReview(t *testing.T) {
+	tk := task(ledger.StateRunning)
+	e := &spend.QuotaExceededError{Day: "2025-03-01", Unit: spend.UnitTokens, Used: 0, Limit: 1000, Wanted: 8225, RetryAfter: 13 * time.Hour}
+	r := review.QuotaExceeded(tk, e)
+	check(t, r, ledger.ReviewBudgetExhausted,
+		"may use 8225 tokens, more than its caller's whole daily quota of 1000 tokens",
+		"can never run under this quota, on any day",
+		"lower input.max_tokens",
+		"raise the per-caller daily quota",
+		"nothing was sent, generated or billed",
+	)
+	if text := all(r); strings.Contains(text, "next UTC day") || strings.Contains(text, "after the quota frees") {
+		t.Errorf("the review of a call larger than the whole quota promises a later day:\n%s", text)
+	}
+	if r.ErrorClass != "quota_exceeded" || !strings.Contains(r.ErrorMessage, "more than the caller's whole daily quota of 1000 tokens") {
+		t.Errorf("error %q / %q", r.ErrorClass, r.ErrorMessage)
+	}
+}

@@ -210,7 +210,7 @@ func (c *checker) spendRunWide(rep *Report) {
 			rep.Regenerates++
 		}
 	}
-	c.row(QuotaExceeded).Note = fmt.Sprintf("injected = 429s; %d accepted before the caller's quota of %d tokens was used", accepted, QuotaTokens)
+	c.row(QuotaExceeded).Note = fmt.Sprintf("injected = 429s; %d accepted before the caller's settled calls left no room for another under its quota of %d tokens", accepted, QuotaTokens)
 	if r := c.spendRows[BudgetTight]; r != nil {
 		c.row(BudgetTight).Note = fmt.Sprintf("%d budgets, %d parked budget_exhausted, largest spend over budget %d tokens (bound: one reservation)", r.chains, r.exhausted, r.maxOver)
 	}

@@ -212,8 +212,10 @@
 // Spend control (issue 14, DESIGN §13; spend.go, chain.go,
 // check_spend.go). The handlers run as deployed with SPEND_CONFIG and
 // PROVIDER_ADMISSION: a price table for the simulated model, a daily token
-// quota (QuotaTokens at submit; the worker reserves every call on the same
-// items against WorkerQuotaTokens, which no soak reaches) and admission of AdmissionRequests calls per
+// quota (QuotaTokens at submit: room for one quota_exceeded call; the
+// worker reserves every call on the same items against WorkerQuotaTokens,
+// which no soak reaches, since one quota holds every caller and the main
+// caller's tasks would not fit QuotaTokens) and admission of AdmissionRequests calls per
 // AdmissionWindow (1 s) for the model — far above the soak's submit rate,
 // so calls wait only when a window is full. Every provider call is
 // admitted first; budgeted tasks reserve and settle on spend# items. The
@@ -229,7 +231,8 @@
 //     beyond N, keyed "<root key>-r<i>") and reserve on the same chain
 //     budget: one of them is usually parked budget_exhausted;
 //   - quota_exceeded: the quota caller's first task goes ahead, the others
-//     wait until its settled call used the quota up, then get 429 (injected
+//     wait until its settled call leaves no room for theirs (settled
+//     usage + one call's bound over QuotaTokens), then get 429 (injected
 //     = 429s; Report.Refused);
 //   - admission_wait: the task's own admit (told by its admission
 //     estimate: its output bound is its own) is refused as DynamoDB

@@ -32,7 +32,8 @@ const (
 	// regenerates of it at once, sharing the chain's budget (chain.go).
 	ChainBudget Kind = "chain_budget"
 	// QuotaExceeded: submits of the dedicated quota caller (QuotaScope),
-	// whose daily quota the first of its calls uses up: 429, nothing written.
+	// whose daily quota has room for one of its calls, and none for
+	// another once that one settled: 429, nothing written.
 	QuotaExceeded Kind = "quota_exceeded"
 	// AdmissionWait: the model's admission window is filled right after
 	// the claim, so the call must wait for the next window.
@@ -49,15 +50,22 @@ const (
 	QuotaSub   = "soak-quota"
 	QuotaScope = "jwt:" + QuotaSub
 	// QuotaTokens is the daily token quota the quota caller's submits are
-	// checked against: the first settled call of the quota caller uses it
-	// up.
-	QuotaTokens = 1
+	// checked against, as deployed (api: settled usage + one call's bound,
+	// the reservations of calls in flight not counted): room for one call
+	// of a quota_exceeded task — its bound is "soak task <i>" (10 bytes
+	// and i's digits) + 32 input tokens and max_tokens 8: 51 to 59 tokens
+	// for any i below 10^9 — and none for another once that call settled
+	// (the simulated provider reports 3 + 8 = 11 tokens, and 11 + 51 >
+	// 60; a call charged its full reservation leaves even less). A quota
+	// of 1 token, as before, would now refuse every such task 422
+	// exceeds-daily-quota: no day has room for its call.
+	QuotaTokens = 60
 	// WorkerQuotaTokens is the daily token quota the worker reserves every
 	// call on, per caller, on the same quota# items: one no soak reaches.
-	// The worker holds a call's whole reservation (prompt bytes + max
-	// tokens) against it before the call, which QuotaTokens could never
-	// hold — the quota caller's first task would be parked uncalled, and
-	// its quota never used up.
+	// A quota is the deployment's, the same for every caller, and one
+	// worker serves the soak's main caller too, whose thousands of tasks
+	// QuotaTokens would park; the quota caller's rule is exercised at
+	// submit, on the usage its calls settle on these items.
 	WorkerQuotaTokens = 1 << 40
 	// AdmissionWindow, AdmissionRequests and AdmissionTokens are the
 	// simulated model's admission limit: far above what the soak's submit
@@ -207,15 +215,15 @@ func (s *soak) touch(id string) {
 // submitQuota is the dedicated quota caller: POST /tasks as QuotaScope,
 // retried on 5xx like any caller. A 429 is final (its Retry-After is a
 // UTC day). The first of its tasks goes ahead; the others wait until that
-// one's settled call has used the quota up (at most quotaWait), so they go
-// over it.
+// one's settled call leaves no room for theirs (at most quotaWait), so
+// they are refused.
 func (s *soak) submitQuota(ctx context.Context, t *task, rec *record) {
 	s.mu.Lock()
 	first := !s.sp.opened
 	s.sp.opened = true
 	s.mu.Unlock()
 	if !first {
-		s.awaitQuotaUsed(ctx)
+		s.awaitQuotaUsed(ctx, callMax(t.input))
 	}
 	body := `{"kind":"generate","input":` + t.input + budgetMember(t) + `}`
 	var c call
@@ -238,18 +246,20 @@ func (s *soak) submitQuota(ctx context.Context, t *task, rec *record) {
 }
 
 // quotaWait bounds a quota caller's wait for the quota to be used up (the
-// first task's settled call): long enough for that call on a loaded
+// first task's settled call; a reservation in flight does not count):
+// long enough for that call on a loaded
 // machine — at 30 s a slow moto run let the second caller go ahead before
 // it, and no 429 was injected.
 const quotaWait = 90 * time.Second
 
-// awaitQuotaUsed waits until the quota caller is over its daily quota (or
-// quotaWait passed: then the submit simply goes ahead).
-func (s *soak) awaitQuotaUsed(ctx context.Context) {
+// awaitQuotaUsed waits until the quota caller's settled usage leaves no
+// room for a call of want tokens (or quotaWait passed: then the submit
+// simply goes ahead).
+func (s *soak) awaitQuotaUsed(ctx context.Context, want int64) {
 	deadline := time.Now().Add(quotaWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var qe *spend.QuotaExceededError
-		if err := s.sp.quotas.Check(ctx, QuotaScope, 0); errors.As(err, &qe) {
+		if err := s.sp.quotas.Check(ctx, QuotaScope, want); errors.As(err, &qe) {
 			return
 		}
 		select {

@@ -278,10 +278,15 @@ func (a *Accountant) SettleIfReserved(ctx context.Context, budgetKey string, r R
 	if err := checkKey(budgetKey); err != nil {
 		return false, err
 	}
+	return a.settleIfReserved(ctx, BudgetItemKey(budgetKey), r, actual)
+}
+
+// settleIfReserved is SettleIfReserved on the tasks-table item key (a
+// budget's, or a daily quota's: Quotas.SettleIfReserved).
+func (a *Accountant) settleIfReserved(ctx context.Context, key string, r Reservation, actual Usage) (settled bool, err error) {
 	if !idPattern.MatchString(r.ID) || actual.InputTokens < 0 || actual.OutputTokens < 0 || actual.Cost < 0 {
 		return false, fmt.Errorf("spend: invalid settle of %q with %+v", r.ID, actual)
 	}
-	key := BudgetItemKey(budgetKey)
 	in := a.settleInput(key, r, actual)
 	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, types.ReturnValuesOnConditionCheckFailureNone
 	// A refusal (a repeat after a lost reply lands there too: settled)

@@ -94,12 +94,22 @@
 // (one conditional UpdateItem: used + reservation <= quota) and replaces
 // it by the reported usage after (on the day it was reserved: a
 // [QuotaHold] names it). A refused reservation is [*QuotaExceededError]
-// and writes nothing: the worker parks the task budget_exhausted (error
-// class quota_exceeded) without a call. [Quotas.Check] is one consistent
-// GetItem of used (settled and reserved) and writes nothing: over quota is
-// [*QuotaExceededError] with RetryAfter to the next UTC day (a 429 with
-// Retry-After at submit). [Quotas.Add] records usage without a reservation
-// (one unconditional UpdateItem, not retried).
+// and writes nothing; its methods say what holds the quota:
+// [QuotaExceededError.HeldByCallsInFlight] (the settled usage leaves room,
+// only reservations of calls in flight keep the call out: the worker
+// makes the task wait), [QuotaExceededError.NeverFits] (the call alone is
+// larger than the quota: parked, no day has room), or neither (the
+// settled usage leaves no room: parked budget_exhausted, error class
+// quota_exceeded, until the next UTC day). A Reserve that failed may have
+// landed (a lost reply): [Quotas.SettleIfReserved] gives it back at
+// nothing, and settles a crashed attempt's in full, without a read.
+// [Quotas.Check] is one consistent GetItem and writes nothing: the day's
+// settled usage (reservations in flight not counted: they free as their
+// calls settle) plus want over the quota is [*QuotaExceededError] with
+// RetryAfter to the next UTC day (a 429 with Retry-After at submit; a want
+// above the whole quota is the submit's 422). [Quotas.CallNeed] is a
+// call's maximum in the quota's unit. [Quotas.Add] records usage without
+// a reservation (one unconditional UpdateItem, not retried).
 //
 // The bound: settled + reserved <= quota holds at every Reserve, so a
 // caller's day is charged at most its quota plus, for each of its calls in
@@ -109,7 +119,8 @@
 // logged and counted, BoundExceeded), and at most one reservation per call
 // in flight for that caller while none reports more than twice it. Usage
 // is counted on the day the call was reserved. A reservation whose worker
-// crashed stays counted for its day (the safe side).
+// crashed stays counted (the safe side), as a reservation until the task's
+// next attempt settles it in full on today's item.
 //
 // # Calls per provider call
 //

@@ -44,10 +44,11 @@ func (e *BudgetExhaustedError) Error() string {
 
 // QuotaExceededError says a caller's daily quota is used up, or has no
 // room for a call. Used counts settled calls and the reservations of calls
-// in flight (Reserved of it); Wanted is what the refused call (or submit)
-// needed, 0 for "anything left?". Amounts are in Unit: tokens, or
-// micro-dollars. RetryAfter is the time to the next UTC day (round it up
-// to whole seconds for the Retry-After header: RetryAfterSeconds).
+// in flight (Reserved of it; Settled is the rest); Wanted is what the
+// refused call (or submit) needed, 0 for "anything left?". Amounts are in
+// Unit: tokens, or micro-dollars. RetryAfter is the time to the next UTC
+// day (round it up to whole seconds for the Retry-After header:
+// RetryAfterSeconds) — meaningless when the call NeverFits.
 type QuotaExceededError struct {
 	Day                   string
 	Unit                  Unit
@@ -56,7 +57,26 @@ type QuotaExceededError struct {
 	RetryAfter            time.Duration
 }
 
+// Settled is what the day's settled calls used (Used without the
+// reservations of calls in flight): it never shrinks within the day.
+func (e *QuotaExceededError) Settled() int64 { return e.Used - e.Reserved }
+
+// NeverFits reports whether the call alone needs more than the whole
+// quota: it is refused on every day.
+func (e *QuotaExceededError) NeverFits() bool { return e.Wanted > e.Limit }
+
+// HeldByCallsInFlight reports whether the call fits what the day's
+// settled calls left, and only the reservations of calls in flight keep
+// it out: room frees as they settle (below their reservations, usually),
+// so the call may wait for them rather than for the next day.
+func (e *QuotaExceededError) HeldByCallsInFlight() bool {
+	return e.Wanted > 0 && !e.NeverFits() && e.Settled()+e.Wanted <= e.Limit
+}
+
 func (e *QuotaExceededError) Error() string {
+	if e.NeverFits() {
+		return fmt.Sprintf("spend: daily quota exceeded: the call needs %d %s, more than the whole daily quota of %d", e.Wanted, e.Unit, e.Limit)
+	}
 	msg := fmt.Sprintf("spend: daily quota exceeded for %s: used %d of %d %s (%d of it reserved by calls in flight)", e.Day, e.Used, e.Limit, e.Unit, e.Reserved)
 	if e.Wanted > 0 {
 		msg += fmt.Sprintf("; the call needs %d", e.Wanted)

@@ -25,6 +25,9 @@ type QuotasConfig struct {
 	// Table is the tasks table.
 	TasksTable string
 	Quota      Quota
+	// Prices, when set, prices a call's maximum for CallNeed under a USD
+	// quota (the worker prices its reservations itself). Optional.
+	Prices *Config
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -34,6 +37,13 @@ type QuotasConfig struct {
 // as budgets do (the Accountant's reservations, on the caller's day item),
 // so calls in flight can never together hold more than the quota. Safe
 // for concurrent use.
+//
+// What a refusal means depends on what holds the quota (the
+// QuotaExceededError's methods): a call larger than the whole quota can
+// never run (NeverFits); a call the day's settled usage leaves no room
+// for cannot run before the next UTC day; a call whose room is held only
+// by the reservations of calls in flight (HeldByCallsInFlight) can run
+// once they settle below their reservations.
 type Quotas struct {
 	c    QuotasConfig
 	acct *Accountant
@@ -87,6 +97,24 @@ func (q *Quotas) budget() Budget {
 	return Budget{MaxTokens: q.c.Quota.Limit}
 }
 
+// CallNeed is what a call of model with at most in input and out output
+// tokens reserves on the quota, in its unit (in + out tokens, or their
+// price in micro-dollars): ok=false when a USD quota cannot price it (no
+// Prices, or a model they do not price).
+func (q *Quotas) CallNeed(model string, in, out int64) (need int64, ok bool) {
+	if q.c.Quota.Unit == UnitTokens {
+		return in + out, true
+	}
+	if q.c.Prices == nil {
+		return 0, false
+	}
+	u, err := q.c.Prices.Usage(model, in, out)
+	if err != nil {
+		return 0, false
+	}
+	return int64(u.Cost), true
+}
+
 // used is what the quota counts of a day item's state: spent and reserved
 // (calls in flight), and of that the reserved part.
 func (q *Quotas) used(s State) (used, reserved int64) {
@@ -96,11 +124,16 @@ func (q *Quotas) used(s State) (used, reserved int64) {
 	return s.Spent.Tokens() + s.ReservedTokens, s.ReservedTokens
 }
 
-// Check returns *QuotaExceededError when scope's usage today (settled
-// calls and the reservations of calls in flight) plus want (pass 0 to ask
-// "anything left?") exceeds the quota, with RetryAfter = the time to the
-// next UTC day. It writes nothing (one consistent GetItem), so a refused
-// submit changes nothing.
+// Check returns *QuotaExceededError when scope's settled usage today plus
+// want (a call's maximum, CallNeed; pass 0 to ask "anything left?")
+// exceeds the quota, with RetryAfter = the time to the next UTC day:
+// settled usage never shrinks within its day, so such a call cannot run
+// before then. The reservations of calls in flight are not counted: they
+// free when their calls settle (usually well below them), and the worker
+// waits for that (HeldByCallsInFlight) — a submit refused for them would
+// be told to wait a day for room that frees in seconds. A want above the
+// whole quota is refused whatever was used (NeverFits). Check writes
+// nothing (one consistent GetItem), so a refused submit changes nothing.
 func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 	if want < 0 {
 		return fmt.Errorf("spend: negative quota want %d", want)
@@ -111,7 +144,8 @@ func (q *Quotas) Check(ctx context.Context, scope string, want int64) error {
 		return err
 	}
 	used, reserved := q.used(decodeState(item))
-	if (want == 0 && used >= q.c.Quota.Limit) || (want > 0 && used+want > q.c.Quota.Limit) {
+	settled := used - reserved
+	if (want == 0 && settled >= q.c.Quota.Limit) || (want > 0 && settled+want > q.c.Quota.Limit) {
 		return &QuotaExceededError{Day: day, Unit: q.c.Quota.Unit, Used: used, Reserved: reserved, Limit: q.c.Quota.Limit, Wanted: want, RetryAfter: next.Sub(now)}
 	}
 	return nil
@@ -139,7 +173,10 @@ type QuotaHold struct{ Day string }
 // r.ID again on the same day (a lost reply retried, a redelivery)
 // reserves nothing more and succeeds. Errors: *QuotaExceededError
 // (nothing reserved; Wanted is r's amount in the quota's unit), or a
-// DynamoDB error after which the call must not be made.
+// DynamoDB error after which the call must not be made — the write may
+// have landed all the same (a lost reply, then a refused repeat), so the
+// hold returned with it names the day it was made on: give it back with
+// SettleIfReserved at nothing.
 func (q *Quotas) Reserve(ctx context.Context, scope string, r Reservation) (QuotaHold, error) {
 	day, next, now := q.today()
 	key := QuotaItemKey(scope, day)
@@ -151,9 +188,16 @@ func (q *Quotas) Reserve(ctx context.Context, scope string, r Reservation) (Quot
 			Wanted: q.c.Quota.Of(Usage{InputTokens: r.Tokens, Cost: r.Cost}), RetryAfter: next.Sub(now)}
 	}
 	if err != nil {
-		return QuotaHold{}, fmt.Errorf("spend: quota: %w", err)
+		return QuotaHold{Day: day}, fmt.Errorf("spend: quota: %w", err)
 	}
 	return QuotaHold{Day: day}, nil
+}
+
+// Today is the hold of a reservation made today (for SettleIfReserved of
+// one whose day was not kept: a crashed attempt's).
+func (q *Quotas) Today() QuotaHold {
+	day, _, _ := q.today()
+	return QuotaHold{Day: day}
 }
 
 // Settle replaces r, reserved under h, by the usage the call reported
@@ -169,6 +213,23 @@ func (q *Quotas) Settle(ctx context.Context, scope string, h QuotaHold, r Reserv
 		return fmt.Errorf("spend: quota: %w", err)
 	}
 	return nil
+}
+
+// SettleIfReserved settles r, reserved under h, like Settle when it is
+// still reserved, and otherwise does nothing, without a read (the
+// Accountant's SettleIfReserved on h's day item: one conditional
+// UpdateItem). For a reservation that may not exist: one whose Reserve
+// failed (at nothing: no call was made), or a crashed attempt's (in full:
+// the provider may have billed it). It reports whether it settled.
+func (q *Quotas) SettleIfReserved(ctx context.Context, scope string, h QuotaHold, r Reservation, actual Usage) (bool, error) {
+	if h.Day == "" {
+		return false, errors.New("spend: quota: settle without a hold")
+	}
+	ok, err := q.acct.settleIfReserved(ctx, QuotaItemKey(scope, h.Day), r, actual)
+	if err != nil {
+		return false, fmt.Errorf("spend: quota: %w", err)
+	}
+	return ok, nil
 }
 
 // Add records usage of scope made without a reservation on today's item

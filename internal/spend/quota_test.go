@@ -128,9 +128,16 @@ func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
 		if admitted != 3 {
 			t.Fatalf("%d of %d reservations of 30 tokens admitted under a 100-token quota, want 3", admitted, n)
 		}
+		// A submit's Check does not count the reservations of calls in
+		// flight: they free as the calls settle, and the worker waits for
+		// them (HeldByCallsInFlight) rather than the caller for a day.
+		if err := q.Check(ctx, "dave", 11); err != nil {
+			t.Fatalf("submit check with 90 reserved, nothing settled, 11 wanted: %v", err)
+		}
 		var qe *spend.QuotaExceededError
-		if err := q.Check(ctx, "dave", 11); !errors.As(err, &qe) || qe.Used != 90 {
-			t.Fatalf("submit check with 90 reserved and 11 wanted: %v", err)
+		if _, err := q.Reserve(ctx, "dave", spend.Reservation{ID: "t_wait.a1", Tokens: 30}); !errors.As(err, &qe) ||
+			!qe.HeldByCallsInFlight() || qe.NeverFits() || qe.Settled() != 0 {
+			t.Fatalf("a reservation refused while only calls in flight hold the quota: %v, want one held by calls in flight", err)
 		}
 		// A reservation made again (a lost reply retried) is not counted twice.
 		first := -1
@@ -199,4 +206,100 @@ func TestUSDQuotaReservesCost(t *testing.T) {
 			t.Fatalf("a reservation that can never fit wrote %v", c)
 		}
 	})
+}
+
+// TestQuotaRefusalsSayWhatHoldsTheQuota: Check counts the day's settled
+// usage alone (the reservations of calls in flight free as they settle);
+// a refused Reserve says whether calls in flight hold the room (wait),
+// the settled usage leaves none (the next day), or the call is larger
+// than the whole quota (never). SettleIfReserved gives back a reservation
+// only while it is held, without a read.
+func TestQuotaRefusalsSayWhatHoldsTheQuota(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		ctx := context.Background()
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := spend.Reservation{ID: "t_a.a1", Tokens: 60}
+		h, err := q.Reserve(ctx, "fay", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var qe *spend.QuotaExceededError
+		if err := q.Check(ctx, "fay", 100); err != nil {
+			t.Fatalf("check with 60 reserved, nothing settled: %v", err)
+		}
+		if _, err := q.Reserve(ctx, "fay", spend.Reservation{ID: "t_b.a1", Tokens: 50}); !errors.As(err, &qe) || !qe.HeldByCallsInFlight() {
+			t.Fatalf("refused while a call in flight holds 60: %v, want held by calls in flight", err)
+		}
+		if err := q.Settle(ctx, "fay", h, a, spend.Usage{InputTokens: 30, OutputTokens: 30}); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Check(ctx, "fay", 41); !errors.As(err, &qe) || qe.Settled() != 60 || qe.HeldByCallsInFlight() || qe.NeverFits() {
+			t.Fatalf("check of 41 with 60 settled: %v, want refused until the next day", err)
+		}
+		if _, err := q.Reserve(ctx, "fay", spend.Reservation{ID: "t_b.a1", Tokens: 50}); !errors.As(err, &qe) || qe.HeldByCallsInFlight() || qe.NeverFits() {
+			t.Fatalf("reserve of 50 with 60 settled: %v, want refused until the next day", err)
+		}
+		if _, err := q.Reserve(ctx, "gus", spend.Reservation{ID: "t_c.a1", Tokens: 101}); !errors.As(err, &qe) || !qe.NeverFits() || qe.HeldByCallsInFlight() {
+			t.Fatalf("a reservation above the whole quota: %v, want never fits", err)
+		}
+		if err := q.Check(ctx, "gus", 101); !errors.As(err, &qe) || !qe.NeverFits() {
+			t.Fatalf("a check above the whole quota: %v, want never fits", err)
+		}
+		// Given back only while held: once, then a refused no-op.
+		b := spend.Reservation{ID: "t_d.a1", Tokens: 40}
+		hb, err := q.Reserve(ctx, "gus", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Counter.Reset()
+		for i, want := range []bool{true, false} {
+			if ok, err := q.SettleIfReserved(ctx, "gus", hb, b, spend.Usage{}); err != nil || ok != want {
+				t.Fatalf("give-back %d: %v, %v; want %v", i, ok, err, want)
+			}
+		}
+		if c := e.Counter.Calls(); c["DynamoDB.UpdateItem"] != 2 || c["DynamoDB.GetItem"] != 0 {
+			t.Fatalf("two give-backs made %v, want two UpdateItems and no read", c)
+		}
+		if used, err := q.Used(ctx, "gus"); err != nil || used != 0 {
+			t.Fatalf("gus used %d (%v) after the give-back, want 0", used, err)
+		}
+		if q.Today() != hb {
+			t.Fatalf("today's hold %+v, want %+v", q.Today(), hb)
+		}
+		if _, err := q.SettleIfReserved(ctx, "gus", spend.QuotaHold{}, b, spend.Usage{}); err == nil {
+			t.Fatal("a give-back without a hold succeeded")
+		}
+	})
+}
+
+// TestQuotaCallNeed: a call's maximum in the quota's unit — its tokens,
+// or their price under a USD quota (unknown without the price table or
+// for a model it does not price).
+func TestQuotaCallNeed(t *testing.T) {
+	cfg, err := spend.ParseConfig([]byte(`{"models":{"m":{"input_usd_per_mtok":3,"output_usd_per_mtok":15}},"daily_quota":{"usd":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := struct{ spend.DB }{}
+	tokens, _ := spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: "t", Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 10}})
+	usd, _ := spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: "t", Quota: *cfg.Quota, Prices: cfg})
+	bare, _ := spend.NewQuotas(spend.QuotasConfig{DB: db, TasksTable: "t", Quota: *cfg.Quota})
+	for _, c := range []struct {
+		q     *spend.Quotas
+		model string
+		want  int64
+		ok    bool
+	}{
+		{tokens, "", 1_000_100, true},
+		{usd, "m", 3_000_000 + 1_500, true}, // 1,000,000 input at $3/M, 100 output at $15/M, in micros
+		{usd, "other", 0, false},
+		{bare, "m", 0, false},
+	} {
+		if got, ok := c.q.CallNeed(c.model, 1_000_000, 100); got != c.want || ok != c.ok {
+			t.Errorf("CallNeed(%q) under %+v: %d, %v; want %d, %v", c.model, c.q.Quota(), got, ok, c.want, c.ok)
+		}
+	}
 }

@@ -135,6 +135,20 @@ func (h *Handler) releaseTicket(ctx context.Context, tk *admission.Ticket, log *
 // waitAdmission puts the task back until retryAt without consuming an
 // attempt, and delays the message to the same time.
 func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, log *slog.Logger) result {
+	r, delay, waited := h.waitUntil(ctx, rec, t, retryAt, "admission", log)
+	if waited {
+		log.InfoContext(ctx, "not admitted: the model's window is full; waiting without consuming an attempt",
+			"model", h.Admission.Model, "retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds())
+	}
+	return r
+}
+
+// waitUntil puts the task back until retryAt without consuming an attempt
+// (ledger.WaitAdmission: retry_wait, not_before = retryAt), and delays the
+// message to the same time; what names the wait in logs ("admission",
+// "daily quota"). waited=false when the task is someone else's now (r says
+// so); a wait that could not be written still gives the task back.
+func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, what string, log *slog.Logger) (r result, delay time.Duration, waited bool) {
 	err := h.save(ctx, rec, t, "wait_admission", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.WaitAdmission(ctx, t.TaskID, t.AssignmentVersion, retryAt, o...)
 		return err
@@ -146,28 +160,26 @@ func (h *Handler) waitAdmission(ctx context.Context, rec events.SQSMessage, t *l
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
 		if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
-			return r
+			return r, 0, false
 		}
 		ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
 		if !ok {
-			log.WarnContext(ctx, "admission wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
-			return ack(OutcomeFenced)
+			log.WarnContext(ctx, what+" wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+			return ack(OutcomeFenced), 0, false
 		}
 		if uerr != nil {
-			log.ErrorContext(ctx, "admission wait refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
+			log.ErrorContext(ctx, what+" wait refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
 		}
 	case err != nil:
 		// Give the assignment back anyway (no call was made): queued, and
-		// the next claim asks for admission again.
+		// the next claim asks again.
 		if rerr := h.release(ctx, rec, t, log); rerr != nil {
-			log.ErrorContext(ctx, "admission wait and release failed; provider not called, the lease will expire", "error", err.Error(), "release_error", rerr.Error())
+			log.ErrorContext(ctx, what+" wait and release failed; provider not called, the lease will expire", "error", err.Error(), "release_error", rerr.Error())
 		}
 	}
-	delay := max(retryAt.Sub(h.Ledger.Now()), time.Second)
+	delay = max(retryAt.Sub(h.Ledger.Now()), time.Second)
 	h.setVisibility(ctx, rec, delay, log)
-	log.InfoContext(ctx, "not admitted: the model's window is full; waiting without consuming an attempt",
-		"model", h.Admission.Model, "retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds())
-	return notAdmitted
+	return notAdmitted, delay, true
 }
 
 // settleAdmission corrects the window by the tokens the provider reported

@@ -75,10 +75,18 @@
 //     refusal (a 5xx included) is charged the full reservation. With a
 //     daily quota configured, every generate call (budgeted or not)
 //     reserves the same maximum on its caller's day item before the call
-//     and settles it after, the same way: a quota without room for it
-//     parks the task budget_exhausted (error class quota_exceeded) with no
-//     call made, so a caller's burst overruns the quota by at most what
-//     its calls in flight use beyond their reservations; a provider
+//     and settles it after, the same way (a call never sent, whatever
+//     ended it, is charged nothing on either). A quota without room makes
+//     no call: when only the reservations of calls in flight keep it out
+//     (the day's settled usage leaves room), the task waits for them like
+//     an admission wait (retry_wait, attempt given back, QuotaWait plus
+//     jitter; bounded by its age budget); when the settled usage leaves no
+//     room, or the call is larger than the whole quota, it is parked
+//     budget_exhausted (error class quota_exceeded; the review says the
+//     next UTC day, or never). A caller's burst overruns the quota by at
+//     most what its calls in flight use beyond their reservations; a
+//     crashed attempt's reservation is settled in full by the task's next
+//     attempt, and one whose write failed is given back; a provider
 //     reporting more tokens than the call's bound is logged and counted
 //     (MetricBoundExceeded);
 //  4. completes the task conditioned on the assignment version (state

@@ -13,6 +13,7 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -59,10 +60,13 @@ func (p *inFlight) Peak() int {
 // caller's daily quota of 100 tokens is reserved before every call, so
 // what the day is charged stays within the quota (plus, at most, one
 // reservation per call in flight — zero here, since the provider reports
-// less than it reserved), the provider is called only as often as the
-// quota has room for, and every other task is parked budget_exhausted
-// (error class quota_exceeded) without a call. Read only at submit, the
-// quota let all 40 run: 480 tokens charged against 100.
+// less than it reserved), and the provider is called only as often as the
+// quota has room for. A task refused while calls in flight hold the room
+// waits for them (retry_wait, its attempt given back, no call) and is
+// taken again; once the settled calls leave no room for another, every
+// task left is parked budget_exhausted (error class quota_exceeded)
+// without a call. Read only at submit, the quota let all 40 run: 480
+// tokens charged against 100.
 func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const n, quota = 40, 100
@@ -77,7 +81,38 @@ func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
 			tasks[i] = b.create(t, "quota-burst-"+string(rune('a'+i/26))+string(rune('a'+i%26)), burstPrompt)
 			b.send(t, tasks[i].TaskID)
 		}
-		wantNoFailures(t, handle(t, b.h, ctx, b.deliver(t, n, 60)))
+		handle(t, b.h, ctx, b.deliver(t, n, 60))
+		// The waiting tasks are taken again once their wait is over, until
+		// none waits: each round, the calls of the last one have settled.
+		waits := 0
+		for round := 0; ; round++ {
+			var waiting []string
+			for _, task := range tasks {
+				got := b.get(t, task.TaskID)
+				if got.State != ledger.StateRetryWait {
+					continue
+				}
+				if got.Attempts != 0 || b.sim.Calls(task.TaskID) != 0 {
+					t.Fatalf("task %s waits for the quota with %d attempts and %d provider calls, want its attempt given back and no call", task.TaskID, got.Attempts, b.sim.Calls(task.TaskID))
+				}
+				waiting = append(waiting, task.TaskID)
+			}
+			if len(waiting) == 0 {
+				break
+			}
+			if round == 20 {
+				t.Fatalf("%d tasks still wait for the quota after %d rounds", len(waiting), round)
+			}
+			waits += len(waiting)
+			b.clock.Advance(2 * worker.QuotaWait)
+			for _, id := range waiting {
+				b.send(t, id)
+			}
+			handle(t, b.h, ctx, b.deliver(t, len(waiting), 60))
+		}
+		if waits == 0 {
+			t.Fatal("no task waited for the calls in flight: setup (40 tasks at once under a quota holding two reservations)")
+		}
 
 		calls, completed := 0, 0
 		for _, task := range tasks {
@@ -126,6 +161,10 @@ func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
 		// Every reservation was settled to what its call reported.
 		if used != int64(calls*burstUsed) {
 			t.Fatalf("the day holds %d tokens for %d calls of %d: a reservation was left counted or mis-settled", used, calls, burstUsed)
+		}
+		// Parked only once the settled calls left no room for one more.
+		if completed < n && used+burstReserve <= quota {
+			t.Fatalf("%d tasks parked while the settled %d tokens left room for another %d-token call", n-completed, used, burstReserve)
 		}
 	})
 }

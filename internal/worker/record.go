@@ -329,8 +329,9 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	msg := safeMessage(c, perr)
 	log = log.With("error_class", c.Class.String(), "reason", c.Reason)
 	if cutBy != "" {
-		if errors.Is(perr, retrypolicy.ErrRequestNotSent) {
-			// Provably never left the process: give the attempt back.
+		if notSent(perr) {
+			// Provably never left the process: give the attempt back
+			// (settle charged it nothing).
 			if err := h.release(ctx, rec, t, log); err != nil {
 				log.WarnContext(ctx, "release at the deadline failed; the lease will expire", "error", err.Error())
 			}

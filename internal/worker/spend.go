@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -28,9 +30,10 @@ type Spend struct {
 	// Budgets reserves and settles budgets (required).
 	Budgets *spend.Accountant
 	// Quotas, when set, is the per-caller daily quota: every provider call
-	// of a generate task reserves its maximum on it before the call (a
-	// quota without room parks the task, no call made) and settles it to
-	// the reported usage after.
+	// of a generate task reserves its maximum on it before the call and
+	// settles it to the reported usage after. A quota without room makes
+	// no call: the task waits when only calls in flight hold the room
+	// (QuotaWait), and is parked when the day's settled usage leaves none.
 	Quotas *spend.Quotas
 }
 
@@ -98,8 +101,10 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 // than the quota), when one is configured. ok=false means the provider
 // must not be called and r is the record's result: a budget that cannot
 // cover the call parks the task budget_exhausted with what was spent and
-// what remains, and so does a quota without room for it (error class
-// quota_exceeded, with what the caller used today); a price that is not
+// what remains, and so does a quota whose settled usage leaves no room
+// for it (error class quota_exceeded, with what the caller used today;
+// one whose room only calls in flight hold makes it wait: reserveQuota);
+// a price that is not
 // configured parks it provider_config (a token quota alone reserves an
 // unpriced call by its tokens); a failed write gives back what was
 // reserved, then the assignment and its attempt (the reservation id is the
@@ -180,6 +185,13 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		}
 	}
 	if err != nil {
+		// The failed write may have landed (a lost reply, then a refused
+		// repeat): no call follows, so it is given back if it did.
+		for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
+			if _, serr := s.Budgets.SettleIfReserved(ctx, key, rs.r, spend.Usage{}); serr != nil {
+				log.WarnContext(ctx, "giving back a budget reservation whose write failed did not succeed; it stays counted", "budget_key", key, "error", serr.Error())
+			}
+		}
 		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
 	}
 	rs.budget = true
@@ -187,9 +199,20 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 }
 
 // reserveQuota is reserve's part on the caller's daily quota (rs.quota
-// once it holds). A refusal or a failed write gives the budget
-// reservations back first: no call is made.
+// once it holds), after settling the previous attempt's reservation when
+// that attempt never did (settlePreviousQuota). A refusal or a failed
+// write gives the budget reservations back first: no call is made. Then:
+//   - only calls in flight hold the room (the day's settled usage leaves
+//     enough for this call): the task waits for them (waitQuota), its
+//     attempt given back;
+//   - the settled usage leaves no room, or the call is larger than the
+//     whole quota: parked budget_exhausted (review.QuotaExceeded says
+//     which: the next UTC day, or never under this quota);
+//   - the write failed: it may have landed all the same (a lost reply,
+//     then a refused repeat), so it is given back (giveBackQuota), then
+//     the task, and the message comes back.
 func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+	h.settlePreviousQuota(ctx, t, rs, log)
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
 		rs.quota = &hold
@@ -198,12 +221,58 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 	h.giveBackBudget(ctx, t, rs, log)
 	var qe *spend.QuotaExceededError
 	if errors.As(err, &qe) {
-		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "quota_day", qe.Day,
-			"quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved, "quota_limit", qe.Limit, "quota_wanted", qe.Wanted)
+		log = log.With("quota_day", qe.Day, "quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved,
+			"quota_limit", qe.Limit, "quota_wanted", qe.Wanted)
+		if qe.HeldByCallsInFlight() {
+			h.spendMetric(t, spend.Usage{}, "QuotaWait")
+			return h.waitQuota(ctx, rec, t, log), false
+		}
+		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "never_fits", qe.NeverFits())
 		h.spendMetric(t, spend.Usage{}, "QuotaExceeded")
 		return h.park(ctx, t, po, review.QuotaExceeded(t, qe), log), false
 	}
+	h.giveBackQuota(ctx, t, hold, rs, log)
 	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
+}
+
+// QuotaWait is how long a call waits, at least, when only the
+// reservations of calls in flight keep it out of its caller's daily quota;
+// each wait adds up to as much again of jitter. A reservation in flight
+// frees when its call settles — a model call's seconds, at most its call
+// timeout — so the wait is seconds, not the lease (30 s, the longest a
+// crashed worker's hold goes unnoticed, would slow the common case to
+// cover the rare one; a crashed hold is freed by its task's next attempt,
+// settlePreviousQuota). The jitter spreads one caller's waiting tasks,
+// which all reserve on the same quota item, so they do not come back at
+// once. A wait costs a claim, a refused reservation and the wait's write,
+// and no attempt; it ends when the room frees (the call runs), when the
+// settled usage leaves none (parked, quota_exceeded), or at the task's age
+// budget (its claim is refused and it is parked, max_age).
+const QuotaWait = 5 * time.Second
+
+// waitQuota puts the task back to wait for the calls in flight that hold
+// its caller's quota (QuotaWait and jitter), its attempt given back, as
+// an admission wait does.
+func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
+	retryAt := h.Ledger.Now().Add(QuotaWait + rand.N(QuotaWait))
+	r, delay, waited := h.waitUntil(ctx, rec, t, retryAt, "daily quota", log)
+	if waited {
+		log.InfoContext(ctx, "calls in flight hold the caller's daily quota; waiting for them without consuming an attempt",
+			"retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds())
+	}
+	return r
+}
+
+// giveBackQuota settles at nothing, if it landed, a quota reservation
+// whose write failed: no call follows it, and without this it would hold
+// the caller's quota (as a call in flight, making its other tasks wait)
+// until the task's next attempt reserved under the same id — or all day,
+// were the task cancelled meanwhile. A failure leaves it counted (the
+// safe side).
+func (h *Handler) giveBackQuota(ctx context.Context, t *ledger.Task, hold spend.QuotaHold, rs *reservation, log *slog.Logger) {
+	if _, err := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); err != nil {
+		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", err.Error())
+	}
 }
 
 // giveBackBudget settles the budget reservations of a call that will not be
@@ -277,14 +346,34 @@ func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reserv
 	}
 }
 
+// settlePreviousQuota is settlePrevious on the caller's daily quota: the
+// previous attempt's reservation, when that attempt never settled it (a
+// crash), is settled in full on today's item (the provider may have billed
+// it). Without this it held the quota as a call in flight all day, making
+// the caller's other tasks wait for a call that will never settle. A
+// crashed attempt reserved on an earlier day is left there: it holds no
+// room today.
+func (h *Handler) settlePreviousQuota(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
+	if t.Attempts <= 1 {
+		return
+	}
+	prev := rs.r
+	prev.ID = reservationID(t, t.Attempts-1)
+	q := h.Spend.Quotas
+	if _, err := q.SettleIfReserved(ctx, t.Scope, q.Today(), prev, rs.max); err != nil {
+		log.WarnContext(ctx, "settling the previous attempt's daily quota reservation failed; it stays counted", "error", err.Error())
+	}
+}
+
 // settle replaces the reservation by what the call used, on the budget
 // items and on the caller's daily quota (each where it was reserved).
 // Used is the provider's reported usage, priced; a success without a
 // report, and an attempt whose outcome is unknown (the provider may have
 // generated and billed), are charged the full reservation; a definite
-// refusal (throttled, rejected, misconfigured, never sent) is charged
-// nothing. Settle is idempotent per reservation id; a settle that fails
-// leaves the reservation counted (the safe side).
+// refusal (throttled, rejected, misconfigured) and a call never sent
+// (notSent, whatever ended it) are charged nothing. Settle is idempotent
+// per reservation id; a settle that fails leaves the reservation counted
+// (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
@@ -326,7 +415,7 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 // price, only reported tokens are recorded (no cost). Deliveries call
 // destinations, not models: nothing to account.
 func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
-	if t.Kind == deliver.Kind || errors.Is(a.err, retrypolicy.ErrRequestNotSent) {
+	if t.Kind == deliver.Kind || notSent(a.err) {
 		return
 	}
 	tokensOnly := func() {
@@ -355,8 +444,22 @@ func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a a
 	h.usageMetric(t, used, true)
 }
 
+// notSent reports whether a failed call provably never left the process:
+// the provider says so (retrypolicy.ErrRequestNotSent; errNoCall, when the
+// worker made none). Such a call is charged nothing, on the budgets and
+// on the daily quota alike (usedBy), whatever ended it — the call timeout
+// or the deadline cutting a call that waited to be sent included: the
+// worker gives its attempt back as never made (failure), and the
+// attempt's next call is charged for itself.
+func notSent(err error) bool {
+	return err != nil && errors.Is(err, retrypolicy.ErrRequestNotSent)
+}
+
 // usedBy is what an attempt is charged (see settle).
 func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usage {
+	if notSent(a.err) {
+		return spend.Usage{}
+	}
 	if a.err == nil {
 		if a.res.Usage == nil {
 			return rs.max
