@@ -10,26 +10,23 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttack14AdmissionUnderestimateExceedsWindow (adversarial review of
-// issue 14): the admission estimate counts one input token per 4 prompt
-// bytes, but a provider may count up to one token per byte or two (the
-// simulated provider counts one per word: "a a a ..." is one token per 2
-// bytes; real tokenizers do similar for CJK or unusual text). The budget
-// already reserves by contract.CallMaximum (bytes + overhead); admission
-// does not. Here a model limited to 150 tokens per minute admits a call
-// estimated at 110 tokens that the provider counts as 210: the per-minute
-// token limit DESIGN §13 promises never to exceed is exceeded by a single
-// admitted call. Smallest fix: estimate the input as contract.CallMaximum
-// does (prompt + system bytes + InputOverheadTokens), so an admitted call
-// can never use more than its reservation.
-func TestAttack14AdmissionUnderestimateExceedsWindow(t *testing.T) {
+// TestAdmittedCallStaysWithinTheTokenLimit: a provider may count up to one
+// input token per byte or two (the simulated provider counts one per word:
+// "a a a ..." is one token per 2 bytes; real tokenizers do similar for CJK
+// or unusual text), so admission estimates a call's input as
+// contract.CallMaximum does (prompt + system bytes + InputOverheadTokens),
+// like the budget's reservation, and never as one token per 4 bytes. Here
+// a model is limited to 150 tokens per minute and a call a 4-bytes-per-token
+// estimate would put at 110 tokens uses 210: the per-minute token limit
+// DESIGN §13 promises never to exceed must hold for a single admitted call.
+func TestAdmittedCallStaysWithinTheTokenLimit(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
 		const limit = 150
 		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: limit})
 		words := strings.TrimSpace(strings.Repeat("a ", 200))
-		task := b.create(t, "atk14-adm", `{"prompt":"`+words+`","max_tokens":10}`)
+		task := b.create(t, "adm", `{"prompt":"`+words+`","max_tokens":10}`)
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		calls := b.sim.Calls(task.TaskID)

@@ -33,20 +33,18 @@ func (c *malformedConverser) Converse(ctx context.Context, in *bedrockruntime.Co
 	}, nil
 }
 
-// TestAttackReviewJBedrockMalformedOutputThenCancelSaysDidNotAct
-// (adversarial review j, commit 9aad545; the real Bedrock adapter): the
-// adapter steers a Converse whose model ran and produced malformed output
-// Retryable (class Transient) — the model acted and billed, its usage is
-// in the reply. A cancel while running lands after that reply and before
-// the worker's ScheduleRetry; cancelledRefusal (new for Transient) ends
-// the task cancelled with "the provider refused the call (transient), so
-// it did not act". Before 9aad545 the reconciler's cancel rule parked it
+// TestBedrockMalformedOutputThenCancelIsNotCalledARefusal (the real Bedrock
+// adapter): the adapter steers a Converse whose model ran and produced
+// malformed output Retryable (class Transient) — the model acted and
+// billed, its usage is in the reply. A cancel while running lands after
+// that reply and before the worker's ScheduleRetry. The worker must not
+// end the task cancelled saying "the provider refused the call
+// (transient), so it did not act" — false, DESIGN §1.6, and short of the
+// cancel contract (ledger.CancelRunning: "ends cancelled once it is known
+// that the provider did not act"). The reconciler's cancel rule parks it
 // unknown_outcome (Bedrock has no readback): "whether bedrock performed
-// (and billed) the generation" — the truth. DESIGN §1.6: the record now
-// states as known something false; the cancel contract
-// (ledger.CancelRunning: "ends cancelled once it is known that the
-// provider did not act") is not met.
-func TestAttackReviewJBedrockMalformedOutputThenCancelSaysDidNotAct(t *testing.T) {
+// (and billed) the generation" — the truth.
+func TestBedrockMalformedOutputThenCancelIsNotCalledARefusal(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -56,7 +54,7 @@ func TestAttackReviewJBedrockMalformedOutputThenCancelSaysDidNotAct(t *testing.T
 			t.Fatal(err)
 		}
 		b.h.Provider = p
-		task := b.create(t, "j-bedrock-malformed", prompt)
+		task := b.create(t, "bedrock-malformed", prompt)
 		raced := raceTheSave(t, b, task.TaskID, "cancel")
 		var class retrypolicy.Class
 		// What the adapter's error is classified as (the worker's classifier).

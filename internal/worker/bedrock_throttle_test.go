@@ -16,12 +16,12 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-const kBedrockModel = "anthropic.claude-k-test"
+const throttledBedrockModel = "anthropic.claude-throttle-test"
 
-// kThrottlingBedrock is the real Bedrock adapter (the real SDK client)
+// throttlingBedrock is the real Bedrock adapter (the real SDK client)
 // against a local endpoint that answers every Converse with Bedrock's own
 // throttle: HTTP 429, ThrottlingException — turned away, not performed.
-func kThrottlingBedrock(t *testing.T) (*bedrock.Provider, *atomic.Int64) {
+func throttlingBedrock(t *testing.T) (*bedrock.Provider, *atomic.Int64) {
 	t.Helper()
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,53 +39,50 @@ func kThrottlingBedrock(t *testing.T) (*bedrock.Provider, *atomic.Int64) {
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI", ""),
 		RetryMaxAttempts: 1,
 		BaseEndpoint:     aws.String(srv.URL),
-	}, bedrock.Options{Model: kBedrockModel})
+	}, bedrock.Options{Model: throttledBedrockModel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p, &calls
 }
 
-// TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal (adversarial review
-// k, commit 90759df): "only a refusal in so many words (definiteRefusal:
-// never sent, 4xx, throttled) settles an assignment the reconciler got to
-// first". definiteRefusal recognises a throttle by
-// Classification.Throttle() (reason "http_429" or "aws_<throttle code>")
-// or a *retrypolicy.StatusError in 4xx. The real Bedrock adapter returns
-// neither: it steers ThrottlingException with retrypolicy.Throttled, whose
-// classification reason is "steered_transient", and its chain carries the
-// SDK's *awshttp.ResponseError, not a retrypolicy.StatusError. So
-// Bedrock's own throttle — the commonest refusal of the one production LLM
-// provider — is treated as "sent, may have generated": the tests that
-// pinned the behaviour (TestRefusalAfterTheLeaseLapsedIsRecorded,
-// review I's cancel tests) only ever used the simulated provider, whose
-// throttle carries a StatusError 429.
+// TestBedrockThrottleIsADefiniteRefusal: "only a refusal in so many words
+// (definiteRefusal: never sent, 4xx, throttled) settles an assignment the
+// reconciler got to first". The real Bedrock adapter steers
+// ThrottlingException with retrypolicy.Throttled, whose classification
+// reason is "steered_transient", and its chain carries the SDK's
+// *awshttp.ResponseError, not a retrypolicy.StatusError — so recognising a
+// throttle only by Classification.Throttle() (reason "http_429" or
+// "aws_<throttle code>") or a 4xx *retrypolicy.StatusError would treat
+// Bedrock's own throttle, the commonest refusal of the one production LLM
+// provider, as "sent, may have generated". The simulated provider's
+// throttle carries a StatusError 429, so this test uses the real adapter
+// (TestRefusalAfterTheLeaseLapsedIsRecorded and the cancel tests cover the
+// simulated one).
 //
 //	lapsed: claim (v), call: 429 ThrottlingException (nothing performed);
-//	        the reconciler expires the slow worker's lease (unknown at
-//	        v) before its write → ScheduleRetry without AfterRefusal is
-//	        fenced → the reconciler parks it unknown_outcome, "whether
-//	        bedrock performed (and billed)" — the very park review H/I
-//	        called a defect and the commits claim to have removed for
-//	        throttles (want retry_wait, as with the simulated 429).
-//	cancel: a cancel while running lands before the write → not
-//	        cancelled as "refused, did not act" (review I's rule) but
-//	        parked unknown_outcome by the reconciler's cancel rule.
-//	spend:  (no lapse) the throttled call of a budgeted task is settled
-//	        at its full reservation (usedBy: "a definite refusal
-//	        (throttled …) is charged nothing"): every Bedrock throttle
-//	        burns the budget and the caller's quota as if the model had
-//	        generated, until the task parks budget_exhausted for spend
-//	        that never happened (DESIGN §1.5, §13).
-func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
+//	        the reconciler expires the slow worker's lease (unknown at v)
+//	        before its write → the worker's ScheduleRetry settles it:
+//	        retry_wait, as with the simulated 429 — not parked
+//	        unknown_outcome "whether bedrock performed (and billed)".
+//	cancel: a cancel while running lands before the write → ended
+//	        cancelled as "refused, did not act", not parked
+//	        unknown_outcome by the reconciler's cancel rule.
+//	spend:  (no lapse) the throttled call of a budgeted task is charged
+//	        nothing (usedBy: "a definite refusal (throttled …) is charged
+//	        nothing"), not its full reservation — else every Bedrock
+//	        throttle would burn the budget and the caller's quota as if the
+//	        model had generated, until the task parks budget_exhausted for
+//	        spend that never happened (DESIGN §1.5, §13).
+func TestBedrockThrottleIsADefiniteRefusal(t *testing.T) {
 	for _, mode := range []string{"lapsed", "cancel"} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				p, calls := kThrottlingBedrock(t)
+				p, calls := throttlingBedrock(t)
 				b.h.Provider = p
-				task := b.create(t, "k-bedrock-throttle-"+mode, prompt)
+				task := b.create(t, "bedrock-throttle-"+mode, prompt)
 				raced := raceTheSave(t, b, task.TaskID, mode)
 				b.send(t, task.TaskID)
 				handle(t, b.h, ctx, b.deliver(t, 1, 120))
@@ -101,10 +98,10 @@ func TestAttackReviewKBedrockThrottleIsNoDefiniteRefusal(t *testing.T) {
 	t.Run("spend", func(t *testing.T) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 			b := setup(t, e)
-			p, calls := kThrottlingBedrock(t)
+			p, calls := throttlingBedrock(t)
 			b.h.Provider = p
-			withPrices(t, b, e.DDB, nil, spendDocFor(kBedrockModel))
-			task := b.create(t, "k-bedrock-throttle-spend", budgetedPrompt, budget(10_000, nil))
+			withPrices(t, b, e.DDB, nil, spendDocFor(throttledBedrockModel))
+			task := b.create(t, "bedrock-throttle-spend", budgetedPrompt, budget(10_000, nil))
 			b.send(t, task.TaskID)
 			handle(t, b.h, context.Background(), b.deliver(t, 1, 60)) // a retry is an item failure
 			if n := calls.Load(); n != 1 {

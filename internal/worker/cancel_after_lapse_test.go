@@ -12,15 +12,14 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewIRefusalAfterLapseDoesNotUndoACancel (adversarial review
-// i, commit b458a38; pins behaviour, passes): ScheduleRetry and Fail now
-// accept unknown at the caller's version. A lapsed task (unknown at v) that
-// the caller then cancels is unknown too — CancelRunning accepts it — and
-// the worker's refusal that follows must not revive it (retry_wait, a
-// second call) nor end it failed over the cancel. It holds because the
-// cancel bumps the version (unknown at v+1, cancel_version v): the
-// worker's writes at v are fenced.
-func TestAttackReviewIRefusalAfterLapseDoesNotUndoACancel(t *testing.T) {
+// TestRefusalAfterLapseDoesNotUndoACancel: ScheduleRetry and Fail accept
+// unknown at the caller's version. A lapsed task (unknown at v) that the
+// caller then cancels is unknown too — CancelRunning accepts it — and the
+// worker's refusal that follows must not revive it (retry_wait, a second
+// call) nor end it failed over the cancel. It holds because the cancel
+// bumps the version (unknown at v+1, cancel_version v): the worker's writes
+// at v are fenced.
+func TestRefusalAfterLapseDoesNotUndoACancel(t *testing.T) {
 	for _, fault := range []simulated.Fault{simulated.Throttle, simulated.BadRequest} {
 		t.Run(string(fault), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -28,7 +27,7 @@ func TestAttackReviewIRefusalAfterLapseDoesNotUndoACancel(t *testing.T) {
 				ctx := context.Background()
 				g := newGate(b.sim)
 				b.h.Provider = g
-				task := b.create(t, "i-cancel-lapsed-"+string(fault), prompt)
+				task := b.create(t, "cancel-lapsed-"+string(fault), prompt)
 				b.sim.Script(task.TaskID, fault)
 				b.send(t, task.TaskID)
 				ev := b.deliver(t, 1, 120)

@@ -10,27 +10,23 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14bCancelAfterADefiniteRefusalParks (adversarial review of
-// issue 14, round 2): the round-1 fix saves a reply in hand after a
-// cancel (CompleteCancelled), but only a successful one. When the provider
-// (no idempotency, no readback) answered with a definite refusal — 400
-// bad request, 503, 429: it did NOT act — and a cancel lands before the
-// worker records it, the worker's Fail / ScheduleRetry is fenced and
-// dropped. The task stays unknown (cancel_requested) and, with no
-// readback, the reconciler parks it unknown_outcome: "the provider may
-// have acted", which the worker knew to be false. The caller asked to
-// cancel a task that provably had no effect and gets a review item for a
-// person instead of cancelled. Smallest fix: beside cancelledInHand, a
-// fenced Fail/ScheduleRetry whose refusal is ledger.CancelledAt(fe,
-// version) ends the task with CancelUnknown-like semantics conditioned on
-// the same three attributes (state unknown, assignment_version =
-// version+1, cancel_version = version): cancelled, class
-// cancelled_while_running, "the provider refused the call".
-func TestAttack14bCancelAfterADefiniteRefusalParks(t *testing.T) {
+// TestCancelAfterADefiniteRefusalEndsCancelled: a reply in hand after a
+// cancel is saved (CompleteCancelled); a definite refusal in hand is
+// recorded too. When the provider (no idempotency, no readback) answered
+// with a definite refusal — here 400 bad request: it did NOT act — and a
+// cancel lands before the worker records it, the worker's Fail /
+// ScheduleRetry is fenced, but the worker knows the provider did not act:
+// it ends the task cancelled (class cancelled_while_running, "the provider
+// refused the call"), conditioned on state unknown, assignment_version =
+// version+1 and cancel_version = version. Dropped, the task would stay
+// unknown and, with no readback, be parked unknown_outcome ("the provider
+// may have acted"): the caller who cancelled a task that provably had no
+// effect would get a review item for a person instead of cancelled.
+func TestCancelAfterADefiniteRefusalEndsCancelled(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
-		task := b.create(t, "atk14b-cancel-refused", prompt)
+		task := b.create(t, "cancel-refused", prompt)
 		b.sim.Script(task.TaskID, simulated.BadRequest)
 		b.h.Hooks = cancelAfterReply(t, b, nil)
 		b.send(t, task.TaskID)

@@ -10,44 +10,38 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewJTransientAfterActingThenCancelEndsCancelled
-// (adversarial review j, commit 9aad545): "a transient refusal after a
-// cancel of that attempt ends cancelled like a rejected input" — and, on
-// the last attempt, parkRefused does the same. Both take class Transient
-// to mean "the provider refused the call, so it did not act" (the
-// recorded error message says so). It does not mean that: Transient is
-// also a 5xx after the request was sent (retrypolicy: "a provider whose
-// 5xx may hide an accepted request must wrap with Uncertain" — the
-// generic rule does not), an unclassified error, Bedrock's
-// malformed_model_output (generated and billed, then Retryable). The
-// worker's own spend accounting says so (spend.go definiteRefusal:
-// "Anything else that was sent — a 5xx, an unclassified or cancelled
-// call … — may have generated", and charges the reservation; adversarial
-// review 14b's actsThen502).
+// TestTransientErrorThenCancelIsLeftToTheReconciler: class Transient does
+// not mean "the provider refused the call, so it did not act": it is also
+// a 5xx after the request was sent (retrypolicy: "a provider whose 5xx may
+// hide an accepted request must wrap with Uncertain" — the generic rule
+// does not), an unclassified error, Bedrock's malformed_model_output
+// (generated and billed, then Retryable). The worker's own spend accounting
+// says so (spend.go: "Anything else that was sent — a 5xx, an unclassified
+// or cancelled call … — may have generated", and charges the reservation;
+// see actsThen502 in TestServerErrorAfterActingIsCharged). So neither a
+// transient error after a cancel of that attempt nor, on the last attempt,
+// the budget park (parkRefused) ends the task cancelled like a rejected
+// input.
 //
 // Sequence (provider without idempotency keys; a gateway in front of it
-// answers 502 after the model generated — actsThen502 of review 14b):
+// answers 502 after the model generated — actsThen502):
 //
 //	claim (v), call-start mark, call: the model generates (1 side
 //	effect), the gateway answers 502 (Retryable → Transient);
 //	the caller cancels (CancelRunning: unknown at v+1, cancel_version v)
 //	after the reply and before the worker's settling write;
 //	worker: ScheduleRetry (or, last attempt, the budget park) refused by
-//	the cancel → cancelledRefusal / parkRefused → CancelUnknown: the task
-//	ends cancelled, "the provider refused the call (transient), so it did
-//	not act".
+//	the cancel → left to the reconciler.
 //
-// Before 9aad545 the refused write was acknowledged "fenced" and the
-// reconciler's cancel rule decided (ledger.CancelRunning's contract:
+// The reconciler's cancel rule decides (ledger.CancelRunning's contract:
 // "completed if … a readback finds the result, or parked for review when
 // that cannot be known"): with a readback it finds the generation and
 // saves it (completed); without one it parks unknown_outcome saying the
-// provider may have acted. Now the worker pre-empts the readback: the
-// generated (billed) result is lost for good (promise 1/3: a task whose
-// provider acted and whose result could be read back ends with none;
-// §1.6: the record says the provider did not act, while it did, and the
-// spend ledger charges the call as possibly generated).
-func TestAttackReviewJTransientAfterActingThenCancelEndsCancelled(t *testing.T) {
+// provider may have acted. Ended cancelled by the worker, the generated
+// (billed) result would be lost for good (promise 1/3) and the record
+// would say the provider did not act while it did (§1.6), against the
+// spend ledger's charge.
+func TestTransientErrorThenCancelIsLeftToTheReconciler(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		readback    bool
@@ -63,7 +57,7 @@ func TestAttackReviewJTransientAfterActingThenCancelEndsCancelled(t *testing.T) 
 				b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: !c.readback}))
 				ctx := context.Background()
 				b.h.Provider = &actsThen502{inner: b.sim}
-				task := b.create(t, "j-cancel-5xx-"+c.name, prompt, func(n *ledger.NewTask) {
+				task := b.create(t, "cancel-5xx-"+c.name, prompt, func(n *ledger.NewTask) {
 					if c.maxAttempts > 0 {
 						n.MaxAttempts = c.maxAttempts
 					}

@@ -16,18 +16,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewICancelBeforeTheCallIsParkedAsMayHaveActed (adversarial
-// review i, commits bed7a43/b458a38): "every no-call path after the
-// call-start mark gives the task back from where the reconciler put it"
+// TestCancelBeforeTheCallEndsCancelled: every no-call path after the
+// call-start mark gives the task back from where the reconciler put it
 // (uncalled) — from unknown or from the unknown_outcome park at the
 // worker's own version. A cancel while running puts it somewhere else:
 // CancelRunning fences the assignment (unknown at v+1, cancel_version v),
 // and the reconciler's rule for it trusts the call-start mark: marked at
-// v, the call "may have started", so with no readback the task is parked
-// unknown_outcome. The worker that made no call knows better (as it does
-// for a definite refusal: cancelledRefusal ends the task cancelled), but
-// its no-call path hands only its own version to uncalled; at v+1 it
-// acknowledges "fenced" and says nothing.
+// v, the call "may have started", so with no readback it would park the
+// task unknown_outcome. The worker that made no call knows better (as it
+// does for a definite refusal: cancelledRefusal ends the task cancelled),
+// so its no-call path ends a cancel of its own version cancelled too.
 //
 // Sequence (lease 30 s; provider without idempotency keys or readback):
 //
@@ -36,25 +34,21 @@ import (
 //	C+20  the caller cancels: CancelRunning → unknown at v+1,
 //	      cancel_version v;
 //	C+25  leaseForCall: under lease/3 left → renew → refused (v+1) → no
-//	      call, ack "fenced";
-//	later the reconciler: marked at v = the cancelled version, no readback
-//	      → parked unknown_outcome, "its call ... was started", "whether the
-//	      provider performed (and billed) the generation" uncertain.
+//	      call; the worker ends the task cancelled.
 //
 // DESIGN §1.6 and the cancel contract (ledger.CancelRunning: "ends it
 // cancelled ... once it is known that the provider did not act (no call
-// started ...)"): the caller asked to stop, nothing was called, the
-// worker knew it, and the task ends parked for a person with a review
-// that states a started call as known and a possible charge as uncertain.
+// started ...)"): the caller asked to stop, nothing was called, the worker
+// knew it — the task must not end parked for a person with a review that
+// states a started call as known and a possible charge as uncertain.
 //
-// Review J's variant ("parked"): the worker's write hangs long enough for
-// the reconciler to run that rule first, parking the cancel unknown_outcome
-// at v+1 (C+140); the refused renewal found needs_review at v+1 and was
-// acknowledged "fenced" — as uncalled handles the park at v for an expired
-// lease and cancelledInHand this very park for a reply in hand
-// (cancelParkedAt). Fixed: cancelledKnown → ledger.CancelLapsed, the
-// review resolved cancelled by the worker.
-func TestAttackReviewICancelBeforeTheCallIsParkedAsMayHaveActed(t *testing.T) {
+// The "parked" variant: the worker's write hangs long enough for the
+// reconciler to run that rule first, parking the cancel unknown_outcome at
+// v+1 (C+140); the refused renewal finds needs_review at v+1 and resolves
+// the review cancelled (cancelledKnown → ledger.CancelLapsed), as uncalled
+// handles the park at v for an expired lease and cancelledInHand this very
+// park for a reply in hand (cancelParkedAt).
+func TestCancelBeforeTheCallEndsCancelled(t *testing.T) {
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) { cancelBeforeTheCall(t, e, parked) })
 	})
@@ -66,7 +60,7 @@ func cancelBeforeTheCall(t *testing.T, e *testenv.Env, parked bool) {
 	g := newGate(b.sim)
 	b.h.Provider = g
 	b.h.CallTimeout = b.sim.CallTimeout()
-	task := b.create(t, "i-cancel-nocall", prompt)
+	task := b.create(t, "cancel-nocall", prompt)
 
 	var setupErr error
 	cancelled := false
@@ -121,7 +115,7 @@ func cancelBeforeTheCall(t *testing.T, e *testenv.Env, parked bool) {
 	}
 	select {
 	case <-g.started:
-		t.Fatal("setup: the provider was called; this attack wants the no-call path")
+		t.Fatal("setup: the provider was called; this test wants the no-call path")
 	default:
 	}
 	if n := b.sim.SideEffects(task.TaskID); n != 0 {

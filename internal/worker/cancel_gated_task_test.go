@@ -10,23 +10,21 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14bCancelledGatedTaskAwaitsApproval (adversarial review of
-// issue 14, round 2): a task with an approval gate (and a delivery plan)
-// (required approval) is cancelled while running after the provider replied; the cancel was
-// answered 202 cancel_requested. CompleteCancelled saves the reply — and,
-// because the task is gated, puts it in awaiting_approval with a pending
-// approval and a deadline. An approver can now approve it and create its
-// deliveries: the caller's cancel is ignored for every effect step that
-// had not started yet (a destination call started after the cancel).
-// Opening the gate is not right. The reviewer suggested keeping the result
-// with the approval closed; there is no such state (completed means
-// approved), so the fix ends a gated task cancelled without the result:
-// nothing has used it yet, and no delivery can follow the cancel.
-func TestAttack14bCancelledGatedTaskAwaitsApproval(t *testing.T) {
+// TestCancelledGatedTaskEndsCancelledWithoutItsResult: a task with an
+// approval gate (and a delivery plan) is cancelled while running after the
+// provider replied; the cancel was answered 202 cancel_requested. Saving
+// the reply would put a gated task in awaiting_approval with a pending
+// approval and a deadline, and an approver could then approve it and
+// create its deliveries: the caller's cancel would be ignored for every
+// effect step that had not started yet. There is no state that keeps the
+// result with the approval closed (completed means approved), so a gated
+// task ends cancelled without the result: nothing has used it yet, and no
+// delivery can follow the cancel.
+func TestCancelledGatedTaskEndsCancelledWithoutItsResult(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
-		task := b.create(t, "atk14b-cancel-gated", prompt, func(n *ledger.NewTask) {
+		task := b.create(t, "cancel-gated", prompt, func(n *ledger.NewTask) {
 			n.ApprovalTTL = 48 * time.Hour
 			n.Plan = `{"approval":{"expires_in_seconds":172800,"required":true},"deliver":[]}`
 		})
@@ -34,7 +32,7 @@ func TestAttack14bCancelledGatedTaskAwaitsApproval(t *testing.T) {
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)
-		// The fix chosen: a gated task ends cancelled without the result
+		// A gated task ends cancelled without the result
 		// (nothing has used it; no approval can follow the cancel).
 		if got.State != ledger.StateCancelled || got.HasResult() || got.ErrorClass != ledger.ErrorCancelledWhileRunning {
 			t.Fatalf("a gated task cancelled after the reply: state %s, result %v, class %s; want cancelled, no result, cancelled_while_running",

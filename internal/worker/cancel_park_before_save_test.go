@@ -10,26 +10,22 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14bCancelParkedBeforeSaveLosesResult (adversarial review of
-// issue 14, round 2): the provider (no idempotency, no readback) replies;
-// a cancel while running lands (CancelRunning: unknown at version+1,
-// cancel_version = version, due at the old lease end); the worker is slow
-// to save (throttling, an S3 offload) and the reconciler runs first: with
-// no readback it parks the task unknown_outcome at version+1. The worker's
-// Complete is then fenced, ledger.CancelledAt is false (the task is
-// needs_review, not unknown) and parkedAtMine is false (the park is at
-// version+1, not the worker's version), so the result in hand is
-// discarded — exactly the loss round 1 fixed, reopened by ordering. The
-// expired-lease analogue is handled (CompleteLapsed); this one is not.
-// Smallest fix: let the worker's lapsed path also accept a park of
-// unknown_outcome at version+1 with cancel_version = the worker's version
-// (CompleteLapsed conditioned on cancel_version = version AND
-// assignment_version = version+1), ending completed, cancel_too_late.
-func TestAttack14bCancelParkedBeforeSaveLosesResult(t *testing.T) {
+// TestResultInHandIsSavedOverTheCancelledTasksPark: the provider (no
+// idempotency, no readback) replies; a cancel while running lands
+// (CancelRunning: unknown at version+1, cancel_version = version, due at
+// the old lease end); the worker is slow to save (throttling, an S3
+// offload) and the reconciler runs first: with no readback it parks the
+// task unknown_outcome at version+1. The worker's Complete is then fenced,
+// ledger.CancelledAt is false (the task is needs_review, not unknown) and
+// the park is not at the worker's own version — yet the worker holds the
+// provider's one result. As for an expired lease (CompleteLapsed), it
+// resolves this park too (cancel_version = version AND assignment_version
+// = version+1) and the task ends completed with the result, not discarded.
+func TestResultInHandIsSavedOverTheCancelledTasksPark(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
-		task := b.create(t, "atk14b-cancel-park-first", prompt)
+		task := b.create(t, "cancel-park-first", prompt)
 		b.h.Hooks = cancelAfterReply(t, b, func(ctx context.Context, id string) {
 			// The worker is slow to save; the reconciler's period passes.
 			b.clock.Advance(2 * time.Minute)

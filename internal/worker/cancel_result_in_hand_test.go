@@ -10,27 +10,24 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14CancelLosesAResultInHand (adversarial review of issue 14):
-// the provider (no idempotency, no readback) returns its result to the
-// worker; a cancel (ledger.CancelRunning, as POST /tasks/{id}/cancel)
-// lands between the reply and the worker's completion. CancelRunning bumps
-// the assignment version, so the completion is fenced and the worker drops
-// the result it holds; the reconciler cannot read it back and parks the
-// task unknown_outcome. The provider acted and billed, the worker had the
-// one result in hand, and it is lost: an operator can only re-run it (a
-// second effect and a second bill). DESIGN §13 says the outcome follows
-// the unknown rules, under which a late result of the fenced attempt is
-// saved (a worker's result is saved from unknown at its own version).
-// Smallest fix: a completion fenced by a cancel of the worker's own
-// assignment (task unknown, cancel_version = the worker's version,
-// assignment_version = version+1) completes from that state (one
-// conditional UpdateItem on exactly those three), like the readback path
-// does in TestCancelAfterTheProviderActed.
-func TestAttack14CancelLosesAResultInHand(t *testing.T) {
+// TestCancelAfterTheReplyKeepsTheResultInHand: the provider (no
+// idempotency, no readback) returns its result to the worker; a cancel
+// (ledger.CancelRunning, as POST /tasks/{id}/cancel) lands between the
+// reply and the worker's completion. CancelRunning bumps the assignment
+// version, so a plain completion is fenced; the reconciler could not read
+// the result back and would park the task unknown_outcome, and the one
+// result the provider acted and billed for would be lost (an operator could
+// only re-run it: a second effect and a second bill). DESIGN §13 says the
+// outcome follows the unknown rules, under which a late result of the
+// fenced attempt is saved: a completion fenced by a cancel of the worker's
+// own assignment (task unknown, cancel_version = the worker's version,
+// assignment_version = version+1) completes from that state, like the
+// readback path does in TestCancelAfterTheProviderActed.
+func TestCancelAfterTheReplyKeepsTheResultInHand(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
-		task := b.create(t, "atk14-cancel-in-hand", prompt)
+		task := b.create(t, "cancel-in-hand", prompt)
 		b.h.Hooks = cancelAfterReply(t, b, nil)
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))

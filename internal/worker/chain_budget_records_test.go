@@ -16,33 +16,31 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation:
-// review D's key-reuse defect, on the CHAIN record of a regenerate. The fix
-// (7103647) names a chain's record by its root's id and creation, and a
-// task's own record by its id and creation — but a regenerate's chain
-// record is shared by design, and the reservation ids on it are still
-// "<task id>.a<n>" (reservationID), without the task's creation.
+// TestRegenerateKeyReusedAfterRetentionDoesNotTakeTheChainReservation: the
+// key-reuse case of TestKeyReusedAfterRetentionDoesNotTakeTheOldReservation
+// on the CHAIN record of a regenerate. A chain's record is named by its
+// root's id and creation, and a task's own record by its id and creation;
+// a regenerate's chain record is shared by design, so the reservation ids
+// on it must name the task's creation too.
 //
-// Regenerate C1 (key k1, chain of root R, budget 150) reserves 110 as
-// "<C1>.a1" on chain.<R>.<R created>, calls the provider (billed) and dies;
-// the reconciler parks it unknown_outcome, an operator closes it failed —
-// the chain record rightly keeps the 110 counted. Eight days later (C1 past
-// its 7-day retention; the chain record lives 40 days) the caller
-// regenerates a live task of the chain under k1 again: Create replaces C1's
-// expired item with a fresh task under the SAME id, same chain
-// (ChainRoot/ChainEpochMs inherited). Its attempt 1 reserves "<C1>.a1" on
-// the same chain record: Reserve finds the reservation id ("our lost write
-// landed") and succeeds without checking room (40 left, 110 needed); the
-// provider is called and the settle replaces the dead billed call's 110
-// with the new call's usage.
-func TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation(t *testing.T) {
+// Regenerate C1 (key k1, chain of root R, budget 150) reserves 110 on the
+// chain record, calls the provider (billed) and dies; the reconciler parks
+// it unknown_outcome, an operator closes it failed — the chain record
+// rightly keeps the 110 counted. Eight days later (C1 past its 7-day
+// retention; the chain record lives 40 days) the caller regenerates a live
+// task of the chain under k1 again: Create replaces C1's expired item with
+// a fresh task under the SAME id, same chain (ChainRoot/ChainEpochMs
+// inherited). Its attempt 1 must not find C1's reservation id on the chain
+// record ("our lost write landed") and succeed without checking room (40
+// left, 110 needed), nor settle over the dead billed call's 110.
+func TestRegenerateKeyReusedAfterRetentionDoesNotTakeTheChainReservation(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		sp := withBudgets(t, b, e.DDB, nil)
-		root := b.create(t, "e-chain-root", budgetedPrompt, budget(150, nil))
+		root := b.create(t, "chain-root", budgetedPrompt, budget(150, nil))
 		regen := func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID }
-		old := b.create(t, "e-chain-k1", budgetedPrompt, budget(150, root), regen)
+		old := b.create(t, "chain-k1", budgetedPrompt, budget(150, root), regen)
 		chain := spend.ChainKeyOf(old)
 		if chain != spend.ChainKeyOf(root) {
 			t.Fatalf("setup: regenerate's chain %s, root's %s", chain, spend.ChainKeyOf(root))
@@ -63,7 +61,7 @@ func TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation(
 
 		// Past C1's retention (7 days), inside the chain record's (40).
 		b.clock.Advance(8 * 24 * time.Hour)
-		fresh := b.create(t, "e-chain-k1", budgetedPrompt, budget(150, root), regen)
+		fresh := b.create(t, "chain-k1", budgetedPrompt, budget(150, root), regen)
 		if fresh.TaskID != old.TaskID || fresh.State != ledger.StateQueued || fresh.CreatedMs == old.CreatedMs {
 			t.Fatalf("setup: the reused key made %s %s (created %d), want a fresh queued %s", fresh.TaskID, fresh.State, fresh.CreatedMs, old.TaskID)
 		}
@@ -84,32 +82,29 @@ func TestAttackReviewE_RegenerateKeyReuseAfterRetentionTakesTheChainReservation(
 	})
 }
 
-// TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord:
+// TestRegenerateRecordedBeforeChainEpochSharesItsRootsChainRecord:
 // ChainBudget names a regenerate's chain record "<ChainRoot>.<ChainEpochMs
-// base 36>". A regenerate recorded by the version before 7103647 carries
-// chain_root but no chain_epoch_ms (the attribute did not exist): its
-// chain record is "chain.<root>.0" — not its root's "chain.<root>.<root
-// created>". Every regenerate of it inherits ChainEpoch() = 0 too. The
-// chain's tasks reserve on two records, each with the whole budget: the
-// chain's budget is bypassed. Root and regenerate each call once (29
-// tokens each, 150 budget, 110 reserved per call): 92 left, so a third
-// task of the chain must park budget_exhausted without a call — it runs.
-//
-// Fixed: a chain whose root was created before ledger.BudgetNamesSince
-// keeps its old record name (the root id alone), and a regenerate without
-// chain_epoch_ms (0) names that one too. Such a regenerate can only exist
-// in such a chain (recorded by the version before, whose root is older
-// still), so the test's chain starts before BudgetNamesSince.
-func TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord(t *testing.T) {
+// base 36>". A regenerate recorded before chain_epoch_ms existed carries
+// chain_root but no chain_epoch_ms, and every regenerate of it inherits
+// ChainEpoch() = 0 too. Named "chain.<root>.0", its record would not be its
+// root's: the chain's tasks would reserve on two records, each with the
+// whole budget, bypassing the chain's budget. So a chain whose root was
+// created before ledger.BudgetNamesSince keeps its old record name (the
+// root id alone), and a regenerate without chain_epoch_ms (0) names that
+// one too. Such a regenerate can only exist in such a chain, so the test's
+// chain starts before BudgetNamesSince. Root and regenerate each call once
+// (29 tokens each, 150 budget, 110 reserved per call): 92 left, so a third
+// task of the chain parks budget_exhausted without a call.
+func TestRegenerateRecordedBeforeChainEpochSharesItsRootsChainRecord(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
 		withBudgets(t, b, e.DDB, nil)
-		root := b.create(t, "e-epoch-root", budgetedPrompt, budget(150, nil))
+		root := b.create(t, "epoch-root", budgetedPrompt, budget(150, nil))
 		b.run(t, root.TaskID)
 		wantState(t, b.get(t, root.TaskID), ledger.StateCompleted)
 
-		legacy := b.create(t, "e-epoch-regen-1", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
+		legacy := b.create(t, "epoch-regen-1", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
 		// As the version before recorded it: chain_root, no chain_epoch_ms.
 		if _, err := e.DDB.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
 			TableName:        &e.Names.TasksTable,
@@ -123,7 +118,7 @@ func TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord(t 
 
 		// A regenerate of the legacy task, as api inheritBudget builds it.
 		lp := b.get(t, legacy.TaskID)
-		last := b.create(t, "e-epoch-regen-2", budgetedPrompt, func(n *ledger.NewTask) {
+		last := b.create(t, "epoch-regen-2", budgetedPrompt, func(n *ledger.NewTask) {
 			n.ParentTaskID, n.BudgetMaxTokens = lp.TaskID, lp.BudgetMaxTokens
 			n.ChainRoot, n.ChainEpochMs = lp.Chain(), lp.ChainEpoch()
 		})
@@ -141,25 +136,21 @@ func TestAttackReviewE_RegenerateRecordedBeforeChainEpochHasItsOwnChainRecord(t 
 	})
 }
 
-// TestAttackReviewE_ChainSpendRecordedBeforeTheRenameIsForgotten: the
-// version before 7103647 kept a chain's spend on "spend#chain.<root id>"
-// (spend.ChainKey(root id), still the same function). This version reads
-// and reserves only "chain.<root id>.<root created>": a chain that had
-// spent 140 of its 150 tokens before the upgrade (a worker of the version
-// before reserved and settled on its record) starts again from nothing;
-// its next regenerate is called though 10 tokens are left and a call
-// needs 110.
-//
-// Fixed: a task created before ledger.BudgetNamesSince (every task the
-// version before recorded) keeps the old names, so its chain's record is
-// found after the upgrade.
-func TestAttackReviewE_ChainSpendRecordedBeforeTheRenameIsForgotten(t *testing.T) {
+// TestChainSpendRecordedBeforeTheRenameStillCounts: chain spend recorded
+// before budget records were named per creation is on "spend#chain.<root
+// id>" (spend.ChainKey(root id), still the same function). A task created
+// before ledger.BudgetNamesSince keeps those old names, so its chain's
+// record is found after the upgrade: a chain that had spent 140 of its 150
+// tokens under the old name does not start again from nothing, and its
+// next regenerate (10 tokens left, a call needs 110) parks
+// budget_exhausted without a call.
+func TestChainSpendRecordedBeforeTheRenameStillCounts(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e)
 		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
 		sp := withBudgets(t, b, e.DDB, nil)
-		root := b.create(t, "e-rename-root", budgetedPrompt, budget(150, nil))
+		root := b.create(t, "rename-root", budgetedPrompt, budget(150, nil))
 		// The version before's worker: the root's call, on the old name.
 		old := spend.ChainKey(root.TaskID)
 		r := spend.Reservation{ID: root.TaskID + ".a1", Tokens: 150}
@@ -169,7 +160,7 @@ func TestAttackReviewE_ChainSpendRecordedBeforeTheRenameIsForgotten(t *testing.T
 		if _, err := sp.Budgets.Settle(ctx, old, r, spend.Usage{InputTokens: 100, OutputTokens: 40}); err != nil {
 			t.Fatal(err)
 		}
-		regen := b.create(t, "e-rename-regen", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
+		regen := b.create(t, "rename-regen", budgetedPrompt, budget(150, root), func(n *ledger.NewTask) { n.ParentTaskID = root.TaskID })
 		b.run(t, regen.TaskID)
 		got := b.get(t, regen.TaskID)
 		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted || b.sim.Calls(regen.TaskID) != 0 {

@@ -19,20 +19,20 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-const lFilterModel = "anthropic.claude-l-filter"
+const filterModel = "anthropic.claude-filter-test"
 
-// lFilteredConverser is Bedrock's runtime answering a Converse the model
+// filteredConverser is Bedrock's runtime answering a Converse the model
 // ran in full — it read the 60-token prompt and generated up to the
 // request's 50-token max, and Bedrock billed both (usage in the reply) —
 // whose output a content filter then withheld: HTTP 200, stop reason
 // content_filtered (or guardrail_intervened on the output).
-type lFilteredConverser struct {
+type filteredConverser struct {
 	stop   types.StopReason
 	calls  atomic.Int64
 	billed atomic.Int64 // tokens Bedrock billed, as its replies report them
 }
 
-func (c *lFilteredConverser) Converse(ctx context.Context, in *bedrockruntime.ConverseInput, _ ...func(*bedrockruntime.Options)) (*bedrockruntime.ConverseOutput, error) {
+func (c *filteredConverser) Converse(ctx context.Context, in *bedrockruntime.ConverseInput, _ ...func(*bedrockruntime.Options)) (*bedrockruntime.ConverseOutput, error) {
 	c.calls.Add(1)
 	c.billed.Add(60 + 50)
 	return &bedrockruntime.ConverseOutput{
@@ -42,38 +42,37 @@ func (c *lFilteredConverser) Converse(ctx context.Context, in *bedrockruntime.Co
 	}, nil
 }
 
-// TestAttackReviewLContentFilteredCallsAreChargedNothing (adversarial
-// review l, commit 97cdd2b): the worker charges a failed call nothing when
-// retrypolicy.Refused says it was "turned away in so many words".
-// Refused's own rule: "the status the response carried decides …; without
-// a response, a class an adapter steered to PermanentInput or
-// PermanentConfig (a request refused before it was sent …) is a refusal".
-// The real Bedrock adapter steers a Converse that answered HTTP 200 with
-// stop reason content_filtered / guardrail_intervened to
-// retrypolicy.Permanent — no status in the chain (the call succeeded at
-// the HTTP level), so Refused falls through to "PermanentInput → refused"
-// although the model ran and Bedrock billed the tokens its reply reports.
-// usedBy then charges zero (the reply's usage is never looked at when
-// a.err != nil).
+// TestContentFilteredCallsAreChargedTheirUsage: the worker charges a
+// failed call nothing when retrypolicy.Refused says it was "turned away in
+// so many words". Refused's own rule: "the status the response carried
+// decides …; without a response, a class an adapter steered to
+// PermanentInput or PermanentConfig (a request refused before it was sent
+// …) is a refusal". The real Bedrock adapter steers a Converse that
+// answered HTTP 200 with stop reason content_filtered /
+// guardrail_intervened to retrypolicy.Permanent — no status in the chain
+// (the call succeeded at the HTTP level) — although the model ran and
+// Bedrock billed the tokens its reply reports; so the error must say the
+// call acted, or Refused would take it for a refusal and usedBy would
+// charge zero.
 //
-// Consequence (DESIGN §13, §1.5, §1.6): a chain budget of 150 tokens —
-// room for one call of 110 — admits every regenerate of a prompt the
-// filter keeps stopping, each charged 0; the provider bills 110 per call.
-// The budget's bound (spent ≤ budget + at most one reservation in flight)
-// is exceeded, and the budget item tells the operator nothing was spent.
-// (OpenAI's finish_reason content_filter takes the same path.)
-func TestAttackReviewLContentFilteredCallsAreChargedNothing(t *testing.T) {
+// At stake (DESIGN §13, §1.5, §1.6): a chain budget of 150 tokens — room
+// for one call of 110 — must not admit every regenerate of a prompt the
+// filter keeps stopping, each charged 0 while the provider bills 110 per
+// call: the budget's bound (spent ≤ budget + at most one reservation in
+// flight) holds, and the budget item records what was spent. (OpenAI's
+// finish_reason content_filter takes the same path.)
+func TestContentFilteredCallsAreChargedTheirUsage(t *testing.T) {
 	for _, stop := range []types.StopReason{types.StopReasonContentFiltered, types.StopReasonGuardrailIntervened} {
 		t.Run(string(stop), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
-				conv := &lFilteredConverser{stop: stop}
-				p, err := bedrock.New(conv, bedrock.Options{Model: lFilterModel})
+				conv := &filteredConverser{stop: stop}
+				p, err := bedrock.New(conv, bedrock.Options{Model: filterModel})
 				if err != nil {
 					t.Fatal(err)
 				}
 				b.h.Provider = p
-				withPrices(t, b, e.DDB, nil, spendDocFor(lFilterModel))
+				withPrices(t, b, e.DDB, nil, spendDocFor(filterModel))
 
 				// What the adapter returns, and what Refused makes of it.
 				_, gerr := p.Generate(context.Background(), contract.Request{OperationID: "probe", Input: json.RawMessage(budgetedPrompt)})
@@ -85,10 +84,10 @@ func TestAttackReviewLContentFilteredCallsAreChargedNothing(t *testing.T) {
 				refused := retrypolicy.Refused(gerr)
 
 				const limit, reservation = 150, 110
-				root := b.create(t, "l-filter-root-"+string(stop), budgetedPrompt, budget(limit, nil))
+				root := b.create(t, "filter-root-"+string(stop), budgetedPrompt, budget(limit, nil))
 				b.run(t, root.TaskID)
 				for i := 1; i <= 4; i++ {
-					regen := b.create(t, fmt.Sprintf("l-filter-regen-%d-%s", i, stop), budgetedPrompt, budget(limit, root))
+					regen := b.create(t, fmt.Sprintf("filter-regen-%d-%s", i, stop), budgetedPrompt, budget(limit, root))
 					b.run(t, regen.TaskID)
 					if got := b.get(t, regen.TaskID); got.State == ledger.StateNeedsReview {
 						break // the budget stopped the chain

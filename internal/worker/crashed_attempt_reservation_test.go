@@ -12,31 +12,23 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttack14bCrashedAttemptReservationNeverSettles (adversarial review of
-// issue 14, round 2): a budgeted task's worker reserves the call's maximum
-// (110 tokens), the provider generates (29 tokens reported), and the
-// worker dies before settling (AfterProvider). The reconciler resolves the
-// attempt (the lease lapses, the task is re-queued, the next attempt
-// completes and settles its OWN reservation) — but nothing ever settles
-// the crashed attempt's reservation:
-// nobody but the worker calls Accountant.Settle. The chain keeps 110
-// tokens "reserved by attempts in flight" forever, with no attempt in
-// flight (the task is completed). Each crash leaks a full
-// reservation from the chain's budget, so later regenerates are parked
-// budget_exhausted with a review that says to retry "once the
-// reservations in flight have settled" — which never happens. Smallest
-// fix: whoever ends an attempt the worker did not settle (the reconciler's
-// re-queue / expire / readback / cancel, or the next claim taking over)
-// settles the reservation id task.version on the chain's and the task's
-// item — at the full reservation when the provider may have acted, zero
-// when the call-start mark proves no call — Settle being idempotent per
-// reservation id.
-func TestAttack14bCrashedAttemptReservationNeverSettles(t *testing.T) {
+// TestCrashedAttemptsReservationIsSettled: a budgeted task's worker
+// reserves the call's maximum (110 tokens), the provider generates (29
+// tokens reported), and the worker dies before settling (AfterProvider).
+// The reconciler resolves the attempt (the lease lapses, the task is
+// re-queued, the next attempt completes and settles its OWN reservation).
+// The crashed attempt's reservation must be settled too, by whoever ends
+// the attempt the worker did not settle — else the chain keeps 110 tokens
+// "reserved by attempts in flight" forever with no attempt in flight, each
+// crash leaks a full reservation from the chain's budget, and later
+// regenerates are parked budget_exhausted with a review that says to retry
+// "once the reservations in flight have settled", which never happens.
+func TestCrashedAttemptsReservationIsSettled(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // idempotent provider with readback
 		withBudgets(t, b, e.DDB, nil)
 		ctx := context.Background()
-		task := b.create(t, "atk14b-stale-reservation", budgetedPrompt, budget(10_000, nil))
+		task := b.create(t, "stale-reservation", budgetedPrompt, budget(10_000, nil))
 		crashed := false
 		b.h.Hooks = &worker.Hooks{AfterProvider: func(context.Context, string) error {
 			if crashed {

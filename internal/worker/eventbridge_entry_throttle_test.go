@@ -19,43 +19,43 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// lThrottledBus is EventBridge answering PutEvents HTTP 200 with the one
+// throttledBus is EventBridge answering PutEvents HTTP 200 with the one
 // entry rejected ThrottlingException: the service's own word that the
 // event was not put (FailedEntryCount 1, no event id).
-type lThrottledBus struct{ calls atomic.Int64 }
+type throttledBus struct{ calls atomic.Int64 }
 
-func (b *lThrottledBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+func (b *throttledBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	b.calls.Add(1)
 	return &eventbridge.PutEventsOutput{FailedEntryCount: 1, Entries: []ebtypes.PutEventsResultEntry{{
 		ErrorCode: aws.String("ThrottlingException"), ErrorMessage: aws.String("Rate exceeded"),
 	}}}, nil
 }
 
-// TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal (adversarial review
-// l, commit 97cdd2b): Refused recognises a throttle by a status in the
-// chain, an AWS ErrorCode() in the chain, or a classification reason
-// "http_429"/"aws_<code>". The EventBridge adapter reports a per-entry
-// ThrottlingException (HTTP 200, the entry not put) as
-// retrypolicy.Throttled(*EntryError) — no status, no ErrorCode() method,
-// reason "steered_transient" — so Refused says false: "sent, may have
-// acted". It is review K's Bedrock-throttle defect again, for the other
-// AWS adapter the fix did not look at.
+// TestEventBridgeEntryThrottleIsARefusal: Refused recognises a throttle by
+// a status in the chain, an AWS ErrorCode() in the chain, or a
+// classification reason "http_429"/"aws_<code>". The EventBridge adapter
+// reports a per-entry ThrottlingException (HTTP 200, the entry not put) as
+// retrypolicy.Throttled(*EntryError) — no status, reason
+// "steered_transient" — so the entry error must carry its code for Refused
+// to say "refused", as for Bedrock's throttle
+// (TestBedrockThrottleIsADefiniteRefusal).
 //
 //	lapsed: the reconciler expires the slow worker's lease (unknown at v)
-//	        before its ScheduleRetry; without AfterRefusal the write is
-//	        fenced; EventBridge has no readback, so the reconciler parks
-//	        unknown_outcome: "the event may be on the bus" — false, and
-//	        the operator, told a re-send may duplicate it, may well close
-//	        it: an event that was never put is lost. Want retry_wait.
-//	cancel: a cancel while running lands before the write → not ended
-//	        cancelled "refused, did not act" but parked unknown_outcome.
-func TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal(t *testing.T) {
+//	        before its ScheduleRetry; the worker's refusal settles it:
+//	        retry_wait. Left to the reconciler, EventBridge having no
+//	        readback, it would be parked unknown_outcome: "the event may be
+//	        on the bus" — false, and the operator, told a re-send may
+//	        duplicate it, may well close it: an event that was never put
+//	        would be lost.
+//	cancel: a cancel while running lands before the write → ended
+//	        cancelled "refused, did not act", not parked unknown_outcome.
+func TestEventBridgeEntryThrottleIsARefusal(t *testing.T) {
 	for _, mode := range []string{"lapsed", "cancel"} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				bus := &lThrottledBus{}
+				bus := &throttledBus{}
 				d, err := ebdest.New(ebdest.Options{BusARN: "arn:aws:events:us-east-1:123456789012:event-bus/orders", Client: bus, Now: b.clock.Now})
 				if err != nil {
 					t.Fatal(err)
@@ -65,7 +65,7 @@ func TestAttackReviewLEventBridgeEntryThrottleIsNoRefusal(t *testing.T) {
 					t.Fatal(err)
 				}
 				b.h.Destinations = reg
-				task := b.create(t, "l-eb-throttle-"+mode,
+				task := b.create(t, "eb-throttle-"+mode,
 					`{"destination":"eventbridge","params":{},"payload":{"order":"O-1"}}`,
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 

@@ -17,29 +17,25 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewFFreshTicketStartsTheCallAfterItsLease (adversarial
-// review f): MarkCallStarted promises "after the mark the lease runs at
-// least lease/2 more", because the reconciler trusts a readback's "not
-// found" for a marked call once the lease end plus the call timeout has
-// passed — "so the lease must not end before the call starts". But the
-// worker runs freshTicket BETWEEN the mark and the call: when the
-// admission slot ended meanwhile it gives the old ticket back and admits
-// again (two DynamoDB writes, no heartbeat, no lease check, unbounded by
-// the lease). Lost replies there (each a request that hangs until its
-// timeout; modelled as 17.5 s of the ledger's clock) let the lease end
-// and the reconciler expire it to unknown before the call has even been
-// sent (W+41.4 s). The request hangs on; the worker then makes the call
-// anyway (W+51.4 s): nothing after the mark re-checks the assignment.
-// callMayRun's trust window runs from the expiry (unknownSince: the
-// expiry removed lease_until, so due_at) plus the call timeout — it ends
-// at W+101.4 s, while the first call may run until W+111.4 s. The
-// readback's "not found" (the call is in flight) is trusted, the task is
-// re-queued, and a second worker calls the non-idempotent provider while
-// the first call is in flight: two side effects. Fixed: a marked call
+// TestFreshTicketNeverStartsTheCallAfterItsLease: MarkCallStarted promises
+// "after the mark the lease runs at least lease/2 more", because the
+// reconciler trusts a readback's "not found" for a marked call once the
+// lease end plus the call timeout has passed — "so the lease must not end
+// before the call starts". The worker runs freshTicket BETWEEN the mark and
+// the call: when the admission slot ended meanwhile it gives the old ticket
+// back and admits again (two DynamoDB writes, no heartbeat). Lost replies
+// there (each a request that hangs until its timeout; modelled as 17.5 s of
+// the ledger's clock) let the lease end and the reconciler expire it to
+// unknown before the call has even been sent (W+41.4 s). Were the worker to
+// make the call anyway (W+51.4 s), the call could run until W+111.4 s,
+// while callMayRun's trust window (from the expiry plus the call timeout)
+// ends at W+101.4 s: a readback's "not found" would be trusted, the task
+// re-queued, and a second worker would call the non-idempotent provider
+// while the first call is in flight — two side effects. So a marked call
 // starts only inside its lease (worker leaseForCall).
 //
-// Provider: NoIdempotency (the readback rule under attack needs Lookup).
-func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
+// Provider: NoIdempotency (the readback rule needs Lookup).
+func TestFreshTicketNeverStartsTheCallAfterItsLease(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()
@@ -49,7 +45,7 @@ func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
 		b.h.CallTimeout = b.sim.CallTimeout() // one minute, as the reconciler reads it
 		w := time.Unix(b.clock.Now().Unix()/60*60+60, 0)
 		b.clock.Set(w.Add(4900 * time.Millisecond)) // slot 0 ends at W+5 s
-		task := b.create(t, "f-fresh-ticket", prompt)
+		task := b.create(t, "fresh-ticket", prompt)
 
 		hung := make(chan struct{})
 		resume := make(chan struct{})
@@ -120,7 +116,7 @@ func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
 			t.Fatalf("setup: reconciler %+v left the task %s, want unknown", s, got.State)
 		}
 		close(resume)
-		// Fixed (leaseForCall): the lease ran out between the mark and the
+		// leaseForCall: the lease ran out between the mark and the
 		// call, its renewal is refused (the task is unknown at this
 		// version), and the provider is not called.
 		await(t, first)
@@ -131,7 +127,7 @@ func TestAttackReviewFFreshTicketStartsTheCallAfterItsLease(t *testing.T) {
 		default:
 		}
 		// No call was made under the assignment, and the worker knows it:
-		// it gives the task back from unknown (review G; it used to leave
+		// it gives the task back from unknown (rather than leave
 		// it for a readback after the trust window), and it runs once.
 		cur := b.get(t, task.TaskID)
 		if cur.State != ledger.StateQueued || cur.ErrorClass != ledger.ErrorCallNotStarted || cur.Attempts != marked1.Attempts-1 {

@@ -17,35 +17,32 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewHFreshTicketWaitLeavesTheNoCallUnknown (adversarial
-// review h, commit bed7a43): the second no-call path that never reaches
-// Handler.release's new fallback. Between the call-start mark and the call
-// the worker re-admits (freshTicket) when its admission slot ended; when
-// the model's window is full now, the task is put back to wait
-// (waitAdmission → ledger.WaitAdmission, fenced on state = running). If
-// the reconciler expired the lease to unknown at this very assignment in
-// the meantime, WaitAdmission is refused (not_running) and waitAdmission
-// acknowledges the record as "fenced": no call, no release, no
-// ReleaseUnknown. The worker knows no call was made — yet the task stays
-// unknown and, with a provider without readback, is parked
-// unknown_outcome saying "its call ... was started".
+// TestRefusedAdmissionWaitGivesTheTaskBackAsNoCall: a no-call path that
+// does not go through Handler.release. Between the call-start mark and the
+// call the worker re-admits (freshTicket) when its admission slot ended;
+// when the model's window is full now, the task is put back to wait
+// (waitAdmission → ledger.WaitAdmission, fenced on state = running). If the
+// reconciler expired the lease to unknown at this very assignment in the
+// meantime, WaitAdmission is refused (not_running). The worker knows no
+// call was made, so the refused wait is handed to uncalled, which gives the
+// task back — never left unknown to be parked unknown_outcome, with a
+// provider without readback, saying "its call ... was started".
 //
 // Sequence (lease 30 s, Grace 5 s, requests limit 1 per window, C = the
 // claim): claim, admit (slot ends within 5 s), budget, the mark — its
 // request hangs, answered at C+40 (its reply is not lost: the worker sees
-// the mark applied). Meanwhile the reconciler finds the lease 10 s past
-// its end with the call marked: unknown. freshTicket: the slot has ended,
-// the old ticket is given back, other callers fill the window, the new
-// admit is refused → WaitAdmission refused (unknown at this version) →
-// ack(fenced). Fixed: the refused wait is handed to uncalled.
-func TestAttackReviewHFreshTicketWaitLeavesTheNoCallUnknown(t *testing.T) {
+// the mark applied). Meanwhile the reconciler finds the lease 10 s past its
+// end with the call marked: unknown. freshTicket: the slot has ended, the
+// old ticket is given back, other callers fill the window, the new admit is
+// refused → WaitAdmission refused (unknown at this version) → uncalled.
+func TestRefusedAdmissionWaitGivesTheTaskBackAsNoCall(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var (
 			filled     atomic.Bool
 			fillAdmits int
 			fillErr    error
 		)
-		b := noCallAfterExpiry(t, e, "h-fresh-wait", false, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
+		b := noCallAfterExpiry(t, e, "fresh-wait", false, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
 			ctx := context.Background()
 			limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
 			filler, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})

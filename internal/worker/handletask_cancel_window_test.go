@@ -14,29 +14,24 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewBHandleTaskPreemptsTheCancelWindow (reviewer B): a
-// cancel while running lands after the provider answered, past the task's
-// age deadline, and right then a reconciler pass looks at the task.
-// CancelRunning makes the task "due when the fenced lease would have ended
-// (by then the worker has found itself fenced)": the window in which the
-// fenced worker, which knows what the provider answered, decides the task
-// (worker/cancelled.go): a definite refusal (400: the provider did not act)
-// ends it cancelled (cancelledRefusal); a reply to a gated task ends it
-// cancelled without the result (cancelFenced); a reply to an ungated task
-// is saved (CompleteCancelled, or CompleteLapsed at version+1 after a
-// park). The scheduled walk honours the window (its by_state query only
-// returns unknown tasks due Settle ago): every case ends as the worker
-// decided. HandleTask — documented to leave a task alone unless the rule of
-// its state finds it due ("an unknown task Settle old") — does not: the
-// unknown rule skips its due check once the age budget is over, even with
-// due_at in the future, and with no readback parks the task unknown_outcome
-// at once ("the provider may have acted"). The worker's fenced write then
-// meets a park it cannot settle in the refused and gated cases: the caller
-// asked to cancel, the outcome was known, and the task is left to a person
-// with an open unknown_outcome review whose only remedy is another call.
-// The ungated reply case holds (CompleteLapsed at version+1).
+// TestReconcilerLeavesTheCancelWindowToTheFencedWorker: a cancel while
+// running lands after the provider answered, past the task's age deadline,
+// and right then a reconciler pass looks at the task. CancelRunning makes
+// the task "due when the fenced lease would have ended (by then the worker
+// has found itself fenced)": the window in which the fenced worker, which
+// knows what the provider answered, decides the task (worker/cancelled.go):
+// a definite refusal (400: the provider did not act) ends it cancelled
+// (cancelledRefusal); a reply to a gated task ends it cancelled without the
+// result (cancelFenced); a reply to an ungated task is saved
+// (CompleteCancelled, or CompleteLapsed at version+1 after a park). Both
+// the scheduled walk (its by_state query only returns unknown tasks due
+// Settle ago) and HandleTask (which leaves a task alone unless the rule of
+// its state finds it due, "an unknown task Settle old", even once the age
+// budget is over) honour the window, so every case ends as the worker
+// decided — not parked unknown_outcome ("the provider may have acted") with
+// a review whose only remedy is another call.
 // Provider: no idempotency, no readback (the project standard).
-func TestAttackReviewBHandleTaskPreemptsTheCancelWindow(t *testing.T) {
+func TestReconcilerLeavesTheCancelWindowToTheFencedWorker(t *testing.T) {
 	for _, a := range []struct {
 		name      string
 		refused   bool // the provider refused the call (400): no side effect
@@ -67,7 +62,7 @@ func preemptCancelWindow(t *testing.T, refused, gated bool, wantState ledger.Sta
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 				ctx := context.Background()
-				task := b.create(t, "rb-cancel-window-"+c.name, prompt, func(n *ledger.NewTask) {
+				task := b.create(t, "cancel-window-"+c.name, prompt, func(n *ledger.NewTask) {
 					n.MaxAge = 10 * time.Second
 					if gated {
 						n.ApprovalTTL = 48 * time.Hour

@@ -12,27 +12,24 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewD_KeyReuseAfterRetentionTakesTheOldReservation (review
-// D's failing test, now the budget records are named per task creation:
-// ledger.Task.ChainBudget, OwnBudget): a key
-// is free again once its task's retention (ledger, 7 days) is over; Create
+// TestKeyReusedAfterRetentionDoesNotTakeTheOldReservation: a key is free
+// again once its task's retention (ledger, 7 days) is over; Create
 // replaces the expired item with a fresh task under the SAME task id (the
 // id is derived from scope and key), park_count 0, attempts 0. The budget
-// items are kept 40 days (spend.DefaultRetention) and keyed by that id
-// (chain.<id>, <id>), and the fresh task's first reservation id is
-// "<id>.a1" again (reservationID: no park yet) — the same id as the old
-// task's first attempt.
+// items are kept 40 days (spend.DefaultRetention), so they are named per
+// task creation (ledger.Task.ChainBudget, OwnBudget), not by the id alone.
 //
 // The old task's first attempt reserved 110 of its 150 tokens, called the
 // provider (billed) and died; the reconciler parked it unknown_outcome and
-// an operator closed it as failed: the chain's record rightly keeps the
-// 110 counted (nobody knows what that call used). Eight days later the
-// caller submits under the same key. The fresh task's attempt 1 Reserve
-// finds "<id>.a1" on the item ("our lost write landed / a redelivery"),
-// succeeds without reserving or checking room (40 tokens left, 110 needed),
-// the provider is called, and the settle replaces the dead, billed call's
-// reservation with the new call's usage: the record forgets a billed call.
-func TestAttackReviewD_KeyReuseAfterRetentionTakesTheOldReservation(t *testing.T) {
+// an operator closed it as failed: the chain's record rightly keeps the 110
+// counted (nobody knows what that call used). Eight days later the caller
+// submits under the same key. The fresh task's attempt 1 must not find its
+// reservation already on the old record ("our lost write landed / a
+// redelivery") and succeed without reserving or checking room (40 tokens
+// left, 110 needed), nor settle over the dead, billed call's reservation:
+// the fresh task has records of its own, and the old record is left as it
+// was.
+func TestKeyReusedAfterRetentionDoesNotTakeTheOldReservation(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))

@@ -26,7 +26,7 @@ func TestLapsedRejectionFailsTheTaskAndResolvesItsReview(t *testing.T) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		g := newGate(b.sim)
 		b.h.Provider = g
-		task := b.create(t, "attack2-lapsed-400", prompt)
+		task := b.create(t, "lapsed-400", prompt)
 		b.sim.Script(task.TaskID, simulated.BadRequest)
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
@@ -132,7 +132,7 @@ func lapsedOutcomeRun(t *testing.T, e *testenv.Env, key string, prep func(b *bun
 // "retry" makes the provider act twice.
 func TestLapsedResultWhoseSaveKeepsFailingRevisesTheReviewWithItsReference(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b, got, r := lapsedOutcomeRun(t, e, "attack2-lapsed-throttled", func(*bundle, string) {},
+		b, got, r := lapsedOutcomeRun(t, e, "lapsed-throttled", func(*bundle, string) {},
 			func(c faultinject.Call) faultinject.Kind {
 				if c.Key() == "DynamoDB.TransactWriteItems" {
 					return faultinject.Throttle
@@ -161,7 +161,7 @@ func TestLapsedResultWhoseSaveKeepsFailingRevisesTheReviewWithItsReference(t *te
 // with the facts, as from running or unknown.
 func TestLapsedOversizedResultRevisesTheReviewToResultTooLarge(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b, got, r := lapsedOutcomeRun(t, e, "attack2-lapsed-oversized",
+		b, got, r := lapsedOutcomeRun(t, e, "lapsed-oversized",
 			func(b *bundle, id string) { b.sim.Script(id, simulated.Oversized) },
 			func(faultinject.Call) faultinject.Kind { return "" })
 		if b.sim.SideEffects(got.TaskID) != 1 {

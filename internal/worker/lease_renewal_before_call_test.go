@@ -17,17 +17,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewGLateRenewalStartsTheCallAfterItsLease (adversarial
-// review g, commit 6350c36): leaseForCall promises "a marked call starts
-// only inside its lease" — when under lease/3 is left after the call-start
-// mark it renews first. But once the renewal returns without an error it
-// calls the provider at once: it never looks at the lease that renewal
-// left. A renewal's lease end is computed when the request is built
+// TestLateRenewalNeverStartsTheCallAfterItsLease: leaseForCall promises "a
+// marked call starts only inside its lease" — when under lease/3 is left
+// after the call-start mark it renews first, and it checks the lease that
+// renewal left before calling, not only that the renewal returned without
+// an error. A renewal's lease end is computed when the request is built
 // (now + lease); when the answer comes back late — here its reply is lost
 // (17.5 s, a request that hung until its timeout), the ownWrite read that
 // recognises it is lost too (17.5 s), and the second read's reply takes
 // 3 s — the renewed lease has already ended (by the worker's own clock)
-// when the worker calls. Sequence (lease 30 s, Grace 5 s, call timeout
+// when the worker would call. Sequence (lease 30 s, Grace 5 s, call timeout
 // 60 s, C = the claim):
 //
 //	C+0     claim, lease to C+30; the mark (reply lost) and its first read
@@ -38,17 +37,13 @@ import (
 //	C+71    the reconciler finds the lease 6 s past C+65 (> Grace): the call
 //	        is marked, so the task goes unknown; its trust window for a
 //	        readback's "not found" ends at C+71 + 60 s = C+131
-//	C+73    the read's reply arrives: "renewal applied" → the provider is
-//	        called, 8 s after its renewed lease ended and 2 s after the
-//	        expiry. The call may run until C+133.
-//	C+132   readback: "not found" (the call is still in flight) is trusted
-//	        → re-queued → a second worker calls the non-idempotent provider
-//	        → the first call lands too: two side effects for one attempt
-//	        whose outcome was uncertain (DESIGN §1.4).
-//
-// A check of the renewed lease end (as leaseForCall already does for the
-// mark's) before the call would have refused it.
-func TestAttackReviewGLateRenewalStartsTheCallAfterItsLease(t *testing.T) {
+//	C+73    the read's reply arrives: "renewal applied", but the renewed
+//	        lease ended 8 s ago. A call now could run until C+133, and at
+//	C+132   a readback's "not found" (the call still in flight) would be
+//	        trusted → re-queued → a second worker calls the non-idempotent
+//	        provider → the first call lands too: two side effects for one
+//	        attempt whose outcome was uncertain (DESIGN §1.4).
+func TestLateRenewalNeverStartsTheCallAfterItsLease(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()
@@ -61,7 +56,7 @@ func TestAttackReviewGLateRenewalStartsTheCallAfterItsLease(t *testing.T) {
 		// number of leases, so its due_at is the lease end itself.
 		c0 := time.UnixMilli((b.clock.Now().UnixMilli()/30000+1)*30000 + 25000)
 		b.clock.Set(c0)
-		task := b.create(t, "g-late-renewal", prompt)
+		task := b.create(t, "late-renewal", prompt)
 
 		var (
 			mu        sync.Mutex

@@ -94,7 +94,7 @@ func TestCompletionThatKeepsFailingParksTheResultNotSaved(t *testing.T) {
 // six times. The worker repeats the same write (same nonce) until it lands:
 // retry_wait, the attempt counted, not_before honouring Retry-After — not a
 // Release that would give back an attempt the provider was called for and
-// drop not_before (the second adversarial review's loop past max_attempts).
+// drop not_before (a loop past max_attempts).
 func TestRetryThatKeepsFailingIsRepeatedUntilScheduled(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: 2 * time.Second}))

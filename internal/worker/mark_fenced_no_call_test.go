@@ -10,14 +10,13 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewHMarkFencedLeavesTheNoCallUnknown (adversarial review h,
-// commit bed7a43): the commit promises "a worker that makes no call gives
-// the task back from unknown too (ledger.ReleaseUnknown) or resolves its
-// unknown_outcome park as a retry — it was parked saying its call was
-// started". That fallback lives in Handler.release, but one no-call path
-// never reaches release: markCallStarted acknowledges a *FencedError from
-// the mark as "fenced" and returns, and a mark that is fenced because the
-// reconciler expired this very assignment to unknown is exactly that.
+// TestFencedMarkRepeatGivesTheTaskBackAsNoCall: "a worker that makes no
+// call gives the task back from unknown too (ledger.ReleaseUnknown) or
+// resolves its unknown_outcome park as a retry". That holds on a no-call
+// path that does not reach Handler.release as well: a repeat of the
+// call-start mark that is fenced because the reconciler expired this very
+// assignment to unknown is handed to uncalled, not acknowledged as
+// "fenced".
 //
 // Sequence (lease 30 s, Grace 5 s, C = the claim; provider without
 // idempotency or readback, Bedrock-like):
@@ -30,23 +29,21 @@ import (
 //	      write_nonce);
 //	      the worker's read that would recognise the mark sees another
 //	      nonce: not recognised; save repeats the mark, which is refused
-//	      (unknown at this version: not_running) → markCallStarted returns
-//	      ack(fenced). No provider call, no release, no ReleaseUnknown.
-//	later the reconciler (no readback) parks it unknown_outcome, telling
-//	      the operator as a known fact that its call was started.
+//	      (unknown at this version: not_running). No provider call.
+//	later without the hand-over, the reconciler (no readback) would park it
+//	      unknown_outcome, telling the operator as a known fact that its
+//	      call was started.
 //
-// The "parked" variant lets the reconciler park before the worker's read,
-// and the worker leaves the park as it is too (no RetryLapsed).
+// The "parked" variant lets the reconciler park before the worker's read;
+// the worker resolves that park as well (RetryLapsed).
 //
-// DESIGN §1.4/§1.6: an attempt the worker knows made no call is left
-// uncertain, and the review states a falsehood as known, with "retry
-// accepting a possible duplicate" among the operator's actions — the very
-// defect review G reported and bed7a43 claims to fix, through a sibling
-// path it did not cover. Fixed: the refused repeat is handed to uncalled.
-func TestAttackReviewHMarkFencedLeavesTheNoCallUnknown(t *testing.T) {
+// DESIGN §1.4/§1.6: an attempt the worker knows made no call is not left
+// uncertain, and no review states a started call as known, with "retry
+// accepting a possible duplicate" among the operator's actions.
+func TestFencedMarkRepeatGivesTheTaskBackAsNoCall(t *testing.T) {
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-			noCallAfterExpiry(t, e, "h-mark-fenced", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
+			noCallAfterExpiry(t, e, "mark-fenced", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
 				// The mark's reply is lost and the SDK sends it again
 				// (Replayer): the first send is applied, the second meets
 				// what happened in between. Nothing else is faulted.

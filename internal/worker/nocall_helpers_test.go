@@ -15,8 +15,8 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// noCallAfterExpiry runs the scenario of adversarial reviews G and H: a
-// worker whose writes after the call-start mark hang while the reconciler
+// noCallAfterExpiry runs the no-call-after-expiry scenario: a worker
+// whose writes after the call-start mark hang while the reconciler
 // expires its lease to unknown — and, parked, parks it unknown_outcome —
 // so that it makes no provider call. wire installs the scenario's faults
 // on b.h (its ledger, its admission) and calls expire(d) where the

@@ -17,22 +17,20 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewC_OperatorRetryReusesTheHeldReservation: the change
-// makes an operator retry of a parked budgeted task keep its budget
-// records, so the retried run sees what the chain spent. A budget of 150
-// tokens, a call reserving 110 (and using 29). The worker reserves 110 on
-// the chain, calls the provider (billed), and dies before settling; the
-// reconciler parks the task unknown_outcome (no idempotency, no
-// readback) with the 110 still reserved on the chain — the record says so.
-// An operator retries it (opsapi.Apply, Keep finds the records). The retry
-// resets attempts to 0, so the re-run's attempt is attempt 1 again and its
-// reservation id is the dead attempt's (reservationID: task + ".a1"):
-// Reserve finds that id already on the item ("a lost reply / redelivery")
-// and succeeds without reserving anything or checking the room — 40
-// tokens left, 110 needed — so the provider is called again, and the
-// settle then replaces the dead call's reservation with the new call's
-// usage: the chain's record counts one call for two billed ones.
-func TestAttackReviewC_OperatorRetryReusesTheHeldReservation(t *testing.T) {
+// TestOperatorRetryDoesNotReuseTheHeldReservation: an operator retry of a
+// parked budgeted task keeps its budget records, so the retried run sees
+// what the chain spent. A budget of 150 tokens, a call reserving 110 (and
+// using 29). The worker reserves 110 on the chain, calls the provider
+// (billed), and dies before settling; the reconciler parks the task
+// unknown_outcome (no idempotency, no readback) with the 110 still reserved
+// on the chain. An operator retries it (opsapi.Apply, Keep finds the
+// records). The retry resets attempts to 0, so the re-run's attempt is
+// attempt 1 again; its reservation must not be taken for the dead
+// attempt's ("a lost reply / redelivery"), or Reserve would succeed without
+// checking the room — 40 tokens left, 110 needed — the provider would be
+// called again, and the settle would replace the dead call's reservation
+// with the new call's usage: one call counted for two billed.
+func TestOperatorRetryDoesNotReuseTheHeldReservation(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))

@@ -12,18 +12,16 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewA_ParkedRetryAfterBudgetRetention (adversarial review of
-// the budget retention): a chain spends 58 of its 150 tokens; its third
-// task is parked budget_exhausted and waits in needs_review — no deadline,
-// no expires_at — while the chain's budget record is kept only
-// spend.DefaultRetention after its last reservation. An operator's retry
-// (opsapi.Apply, the CLI's and the page's one path) 41 days on used to
-// re-queue it with the record swept, and the worker then called the
-// provider on a budget started from nothing spent. Now the retry keeps the
-// records alive when they are there (and the retried task is refused by
-// the budget again), and is refused with a *spend.RecordExpiredError,
-// nothing changed, when they are gone.
-func TestAttackReviewA_ParkedRetryAfterBudgetRetention(t *testing.T) {
+// TestOperatorRetryOfAParkedTaskKeepsTheChainsSpend: a chain spends 58 of
+// its 150 tokens; its third task is parked budget_exhausted and waits in
+// needs_review — no deadline, no expires_at — while the chain's budget
+// record is kept only spend.DefaultRetention after its last reservation.
+// An operator's retry (opsapi.Apply, the CLI's and the page's one path)
+// must never re-queue it onto a budget started from nothing spent: inside
+// the retention it keeps the records alive (and the retried task is refused
+// by the budget again); past it, with the records gone, it is refused with
+// a *spend.RecordExpiredError and nothing changes.
+func TestOperatorRetryOfAParkedTaskKeepsTheChainsSpend(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		after time.Duration

@@ -9,24 +9,18 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewGRefusedRenewalIsRecordedAsAStartedCall (adversarial
-// review g, commit 6350c36): when leaseForCall's renewal is refused
-// because the reconciler already expired the lease to unknown at this
-// assignment, the worker makes no call — and knows it. record.go says "the
-// uncertainty is void: the failure path retries it, from unknown too". It
-// does not: the failure path's ScheduleRetry is fenced on state = running,
-// its refusal (not_running) is not parked-at-mine, so the worker
-// acknowledges "fenced" and drops what it knows. With a provider without
-// readback (Bedrock-like: no idempotency, no Lookup) the reconciler then
-// parks the task unknown_outcome, and the review tells the operator as a
-// KNOWN fact that "its call ... was started (its worker recorded the
-// start, then its lease expired)" and lists as uncertain whether the
-// provider "performed (and billed) the generation" — while no call was
-// ever made. DESIGN §1.4/§1.6: an attempt whose outcome is certain (not
-// sent) is reported as uncertain, and the review states a falsehood as
-// known; the operator's listed safe actions are "resolve as completed with
-// evidence" (there is none), "retry accepting a possible duplicate" or
-// "resolve failed". A task that needed nothing but a retry ends parked.
+// TestRefusedRenewalGivesTheTaskBackAsNoCall: when leaseForCall's renewal
+// is refused because the reconciler already expired the lease to unknown
+// at this assignment, the worker makes no call — and knows it. record.go:
+// "the uncertainty is void". Left unknown, with a provider without readback
+// (Bedrock-like: no idempotency, no Lookup) the reconciler would park the
+// task unknown_outcome, and the review would tell the operator as a KNOWN
+// fact that "its call ... was started (its worker recorded the start, then
+// its lease expired)" and list as uncertain whether the provider "performed
+// (and billed) the generation" — while no call was ever made (DESIGN
+// §1.4/§1.6), with "resolve as completed with evidence" (there is none),
+// "retry accepting a possible duplicate" or "resolve failed" as the safe
+// actions for a task that needed nothing but a retry.
 //
 // Sequence (lease 30 s, Grace 5 s, C = the claim): the call-start mark's
 // reply is lost and so is its first recognising read (17.5 s each, C+35);
@@ -35,18 +29,17 @@ import (
 // worker sees its mark applied, under lease/3 left: leaseForCall renews,
 // the renewal is refused (unknown at this version), no call.
 //
-// Fixed: the worker gives the assignment back from unknown
+// So the worker gives the assignment back from unknown
 // (ledger.ReleaseUnknown: queued, its attempt given back, error
 // call_not_started) — or, when the reconciler parked it first (parked),
-// resolves the park and releases it (ledger.ReleaseLapsed) — and the next
-// delivery makes the one call. With one attempt, review H's
-// TestAttackReviewHRetryLapsedKeepsTheAttemptOfNoCall too: the park was
-// resolved as a retry that kept the attempt, and the task ended
-// budget_exhausted without a call.
-func TestAttackReviewGRefusedRenewalIsRecordedAsAStartedCall(t *testing.T) {
+// resolves the park and releases it (ledger.ReleaseLapsed), giving the
+// attempt back too: with one attempt, a park resolved as a retry that kept
+// the attempt would end budget_exhausted without a call. The next delivery
+// makes the one call.
+func TestRefusedRenewalGivesTheTaskBackAsNoCall(t *testing.T) {
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-			noCallAfterExpiry(t, e, "g-refused-renewal", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
+			noCallAfterExpiry(t, e, "refused-renewal", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {
 				inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 					if c.TaskID != task.TaskID {
 						return ""

@@ -1,11 +1,10 @@
 package worker_test
 
-// Regression tests from the second adversarial review: the worker's
-// give-backs (Release) after deadline admission, of an unconfirmed claim,
-// and after a retry that could not be scheduled, with a Bedrock-like
-// provider (no idempotency, no readback) and our own DynamoDB writes
-// throttled (kumo and moto). Each comment tells how the scenario once broke
-// the promise; each test asserts that it holds now.
+// The worker's give-backs (Release) after deadline admission, of an
+// unconfirmed claim, and after a retry that could not be scheduled, with a
+// Bedrock-like provider (no idempotency, no readback) and our own DynamoDB
+// writes throttled (kumo and moto). Each comment tells how the scenario
+// would break the promise; each test asserts that it holds.
 
 import (
 	"context"
@@ -31,7 +30,7 @@ func TestReleaseAfterAdmissionThrottledIsRetriedNotParked(t *testing.T) {
 	const margin = 500 * time.Millisecond
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
-		task := b.create(t, "attack2-release-throttled", prompt)
+		task := b.create(t, "release-throttled", prompt)
 		claimed := false
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" {
@@ -85,7 +84,7 @@ func TestReleaseAfterAdmissionThrottledIsRetriedNotParked(t *testing.T) {
 func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: time.Second}))
-		task := b.create(t, "attack2-release-loop", prompt)
+		task := b.create(t, "release-loop", prompt)
 		if task.MaxAttempts != 5 {
 			t.Fatalf("max_attempts %d, want the default 5", task.MaxAttempts)
 		}
@@ -123,17 +122,17 @@ func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
 	})
 }
 
-// TestThrottledReleaseClaimIsRetriedNotParked: the claim is applied,
-// its reply is lost and the reads that would recognise it are throttled
-// (the first review's defect 1, now handled by ReleaseClaim) — and the
-// ReleaseClaim UpdateItem is throttled too. It is sent once and never
-// repeated: the record is deferred, the redelivery meets the lost claim's
-// live lease and is acknowledged, and the reconciler parks the task
-// unknown_outcome although no provider call was ever made.
+// TestThrottledReleaseClaimIsRetriedNotParked: the claim is applied, its
+// reply is lost and the reads that would recognise it are throttled
+// (handled by ReleaseClaim) — and the ReleaseClaim UpdateItem is throttled
+// too. Sent once and never repeated, the record would be deferred, the
+// redelivery would meet the lost claim's live lease and be acknowledged,
+// and the reconciler would park the task unknown_outcome although no
+// provider call was ever made.
 func TestThrottledReleaseClaimIsRetriedNotParked(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
-		task := b.create(t, "attack2-releaseclaim-throttled", prompt)
+		task := b.create(t, "releaseclaim-throttled", prompt)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			switch {
 			case c.TaskID != task.TaskID:
@@ -178,7 +177,7 @@ func TestRetryWriteFailuresHonourRetryAfter(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const retryAfter = 30 * time.Second
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: retryAfter}))
-		task := b.create(t, "attack2-release-retry-after", prompt)
+		task := b.create(t, "release-retry-after", prompt)
 		b.sim.Script(task.TaskID, simulated.Throttle)
 		inj := b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			if c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N >= 3 && c.N <= 8 {

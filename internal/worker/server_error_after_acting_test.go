@@ -27,27 +27,24 @@ func (p *actsThen502) Generate(ctx context.Context, req contract.Request) (contr
 	return contract.Result{}, retrypolicy.Retryable(errors.New("provider gateway: 502 bad gateway"))
 }
 
-// TestAttack14bServerErrorAfterActingChargedZero (adversarial review of
-// issue 14, round 2): usedBy charges a transient provider error nothing.
-// A 5xx that comes back after the request was sent (a 502/504 from a
-// gateway in front of the model) does not say the model did not generate:
-// with a provider that bills it, each such attempt is real spend the budget
-// never sees, and the task retries up to max_attempts times — spending
-// (max_attempts) calls while its chain budget shows zero, beyond the
-// issue's bound ("no task or chain spends beyond its budget by more than
-// one call's reservation"). Here one attempt generated (a provider side
-// effect) and the chain records neither spend nor reservation. Smallest
-// fix: in usedBy, charge a sent call that failed with a 5xx-class
-// transient error its full reservation (the safe side, like an unknown
-// outcome); keep zero for throttles (429), 4xx refusals and
-// ErrRequestNotSent.
-func TestAttack14bServerErrorAfterActingChargedZero(t *testing.T) {
+// TestServerErrorAfterActingIsCharged: a 5xx that comes back after the
+// request was sent (a 502/504 from a gateway in front of the model) does
+// not say the model did not generate. With a provider that bills it, each
+// such attempt is real spend, and the task retries up to max_attempts
+// times; were it charged nothing, it would spend max_attempts calls while
+// its chain budget shows zero, beyond the bound "no task or chain spends
+// beyond its budget by more than one call's reservation". So usedBy charges
+// a sent call that failed with a 5xx-class error (the safe side, like an
+// unknown outcome), and only throttles (429), 4xx refusals and
+// ErrRequestNotSent are charged zero. Here one attempt generated (a
+// provider side effect) and the chain must record spend or a reservation.
+func TestServerErrorAfterActingIsCharged(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		b.h.Provider = &actsThen502{inner: b.sim}
 		withBudgets(t, b, e.DDB, nil)
 		ctx := context.Background()
-		task := b.create(t, "atk14b-5xx-after-acting", budgetedPrompt, budget(10_000, nil))
+		task := b.create(t, "5xx-after-acting", budgetedPrompt, budget(10_000, nil))
 		b.send(t, task.TaskID)
 		handle(t, b.h, ctx, b.deliver(t, 1, 60))
 		got := b.get(t, task.TaskID)

@@ -1,10 +1,9 @@
 package worker_test
 
-// Regression tests from the adversarial review of issue 11's ledger change:
-// faults on the worker's own DynamoDB writes, driven through the real
+// Faults on the worker's own DynamoDB writes, driven through the real
 // worker, ledger and reconciler on kumo and moto, with a Bedrock-like
 // provider (no idempotency, no readback) unless stated. Each comment tells
-// how the scenario once broke the promise; each test now asserts it holds.
+// how the scenario would break the promise; each test asserts it holds.
 
 import (
 	"context"
@@ -203,8 +202,7 @@ func TestOversizedResultFromUnknownIsParkedTooLarge(t *testing.T) {
 	})
 }
 
-// TestLapsedResultSavedAfterUnknownPark (found by the adversarial review):
-// a slow but alive worker's lease expired; the reconciler moved the task to
+// TestLapsedResultSavedAfterUnknownPark: a slow but alive worker's lease expired; the reconciler moved the task to
 // unknown and, with no readback, parked it unknown_outcome ("whether the
 // provider performed the generation" is uncertain; "retry" accepts a
 // duplicate). Then the worker's call returns with the result. Its Complete

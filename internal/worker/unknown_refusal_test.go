@@ -23,11 +23,11 @@ import (
 // parks it provider_config — from unknown (ScheduleRetry and Fail accept
 // unknown at the caller's version; a park of the worker's own assignment
 // is written from there) or from the park (RetryLapsed, FailLapsed, the
-// review revised). They were refused as "fenced", and the reconciler
-// parked the task saying the provider may have acted (and billed), with a
+// review revised). Refused as "fenced", they would leave the reconciler to
+// park the task saying the provider may have acted (and billed), with a
 // duplicate call among the operator's actions and — for credentials —
-// nothing said about what needs fixing (adversarial reviews H and I). A
-// 5xx is not such a refusal and is left to the reconciler (review J).
+// nothing said about what needs fixing. A 5xx is not such a refusal and is
+// left to the reconciler.
 func TestRefusalAfterTheLeaseLapsedIsRecorded(t *testing.T) {
 	for _, c := range []struct {
 		name        string

@@ -16,45 +16,37 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// TestAttackReviewLWebhookActedThenNonRefusalStatus (adversarial review l,
-// commits 97cdd2b and ac6bfd7). retrypolicy.Refused now says, in so many
-// words, that a 3xx ("a 303 See Other is how a server that processed a
-// POST answers") and a 409 ("under an idempotency key, an earlier request
-// with the same key is still being processed") are no refusal: the
-// destination may have acted. The worker's definiteRefusal is Refused,
-// and the commits claim it decides whether the worker's knowledge may
-// settle an assignment the reconciler got to first. It does not, for the
-// classes these statuses are steered to:
+// TestWebhookActedThenNonRefusalStatusCompletesFromTheReadback:
+// retrypolicy.Refused says, in so many words, that a 3xx ("a 303 See Other
+// is how a server that processed a POST answers") and a 409 ("under an
+// idempotency key, an earlier request with the same key is still being
+// processed") are no refusal: the destination may have acted. The worker's
+// definiteRefusal is Refused, and it decides whether the worker's knowledge
+// may settle an assignment the reconciler got to first — for every class
+// these statuses are steered to:
 //
 //   - 409: the webhook adapter steers "other 4xx" Permanent (class
-//     permanent_input). failure()'s PermanentInput branch never consults
-//     `refused`: its Fail always carries ledger.AfterRefusal() (from
-//     unknown at this version), lapsedFailure fails it over the
-//     reconciler's unknown_outcome park ("the provider answered and did
-//     not act", FailLapsed), and cancelledRefusal ends a cancelled one as
-//     "refused … so it did not act". Plainly (no race) the delivery that
-//     the receiver performed ends `failed` (DESIGN §1.4: unknown is not
-//     failed — the readback would have found it).
-//   - 302: ac6bfd7 moved only 303 to Uncertain. A 302
-//     Found is what Rails' redirect_to, Express' res.redirect, Django's
-//     and Flask's redirect send after a processed POST by default. The
-//     adapter steers it Misconfigured; the worker parks it
-//     destination_config, review: "a configuration refusal comes before
-//     the destination acts: nothing was delivered by this attempt", safe
-//     action retry → a second delivery. Yet Refused(302)=false — and had
-//     the reconciler expired the lease first, the same 302 is left to the
-//     readback, which completes the task: the outcome depends on a race.
-//
-// Review K's 303 is here too: the adapter steered it Misconfigured, and
-// the worker's old definiteRefusal took every configuration refusal for
-// "did not act" — a cancel ended the task cancelled ("so it did not act"),
-// a lapsed lease parked it destination_config, whose retry delivered a
-// second time.
+//     permanent_input). The PermanentInput failure path must consult
+//     Refused too: a Fail that always carried ledger.AfterRefusal() would
+//     fail the task over the reconciler's unknown_outcome park ("the
+//     provider answered and did not act", FailLapsed), and cancelledRefusal
+//     would end a cancelled one as "refused … so it did not act"; plainly
+//     (no race) the delivery the receiver performed would end `failed`
+//     (DESIGN §1.4: unknown is not failed — the readback finds it).
+//   - 302/303: a 302 Found is what Rails' redirect_to, Express'
+//     res.redirect, Django's and Flask's redirect send after a processed
+//     POST by default, and a 303 is the POST/redirect/GET answer. Steered
+//     as a configuration refusal, the worker would park it
+//     destination_config ("a configuration refusal comes before the
+//     destination acts: nothing was delivered by this attempt", safe action
+//     retry → a second delivery), a cancel would end it cancelled ("so it
+//     did not act"), and a lapsed lease would leave the same status to the
+//     readback, which completes it: the outcome would depend on a race.
 //
 // Each case: the receiver records the POST (a real side effect), answers
 // the status; its readback (immediately consistent) shows the delivery.
 // Want: completed from the readback, one delivery (DESIGN §1.4, §1.6).
-func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
+func TestWebhookActedThenNonRefusalStatusCompletesFromTheReadback(t *testing.T) {
 	for _, c := range []struct {
 		mode   string
 		status int
@@ -69,7 +61,7 @@ func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
 		// the outcome to the readback.
 		{"lapsed_302_control", http.StatusFound},
 		{"plain_303_control", http.StatusSeeOther},
-		// A 503 after acting is no refusal either (review J).
+		// A 503 after acting is no refusal either.
 		{"cancel_503_control", http.StatusServiceUnavailable},
 		{"lapsed_503_control", http.StatusServiceUnavailable},
 	} {
@@ -78,17 +70,17 @@ func TestAttackReviewLWebhookActedThenNonRefusalStatus(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				rcv := newKReceiver(t, c.status)
-				reg := kWebhookRegistry(t, rcv, b.clock.Now)
+				rcv := newWebhookReceiver(t, c.status)
+				reg := webhookRegistry(t, rcv, b.clock.Now)
 				b.h.Destinations = reg
-				task := b.create(t, "l-webhook-"+c.mode,
+				task := b.create(t, "webhook-"+c.mode,
 					`{"destination":"webhook","params":{"endpoint":"crm"},"payload":{"invoice":"INV-1"}}`,
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 
 				step := deliver.Bind(reg, deliver.Task{TaskID: "probe-" + c.mode, Input: task.Input, Provenance: deliver.ProvenanceOf(task)})
 				_, perr := step.Generate(ctx, contract.Request{OperationID: "probe-" + c.mode, Attempt: 1})
 				if retrypolicy.Refused(perr) {
-					t.Fatalf("setup: Refused(%d)=true (%v); this attack assumes the new Refused", c.status, perr)
+					t.Fatalf("setup: Refused(%d)=true (%v); this test assumes Refused says may-have-acted", c.status, perr)
 				}
 				class := retrypolicy.Classify(perr).Class
 

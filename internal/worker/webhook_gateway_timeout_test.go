@@ -18,10 +18,10 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// mWebhookRegistryNoReadback is kWebhookRegistry's endpoint "crm" at rcv
+// webhookRegistryNoReadback is webhookRegistry's endpoint "crm" at rcv
 // as most receivers are configured: not idempotent (the default — "Leave
 // false unless its operators promise it") and no readback URL.
-func mWebhookRegistryNoReadback(t *testing.T, rcv *kReceiver, now func() time.Time) *deliver.Registry {
+func webhookRegistryNoReadback(t *testing.T, rcv *webhookReceiver, now func() time.Time) *deliver.Registry {
 	t.Helper()
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
@@ -33,7 +33,7 @@ func mWebhookRegistryNoReadback(t *testing.T, rcv *kReceiver, now func() time.Ti
 	}
 	hook, err := webhook.New(webhook.Options{
 		Endpoints:  map[string]webhook.Endpoint{"crm": {URL: rcv.srv.URL + "/hooks", SecretID: "arn:secret:crm"}},
-		Secrets:    kSecrets{"arn:secret:crm": secret},
+		Secrets:    staticSecrets{"arn:secret:crm": secret},
 		HTTPClient: rcv.srv.Client(),
 		Now:        now,
 	})
@@ -47,44 +47,43 @@ func mWebhookRegistryNoReadback(t *testing.T, rcv *kReceiver, now func() time.Ti
 	return reg
 }
 
-// TestAttackReviewMWebhookGatewayTimeoutResent (adversarial review m).
-// DESIGN §1.4: "When an attempt's outcome is uncertain (a timeout after
-// the provider may have accepted), the task goes to unknown … never
-// blindly re-sent when the step has external side effects"; §10: "An
-// uncertain outcome on a non-idempotent destination is never re-sent".
+// TestWebhookGatewayTimeoutIsNotResent: DESIGN §1.4: "When an attempt's
+// outcome is uncertain (a timeout after the provider may have accepted),
+// the task goes to unknown … never blindly re-sent when the step has
+// external side effects"; §10: "An uncertain outcome on a non-idempotent
+// destination is never re-sent".
 //
 // A 504 Gateway Timeout (and Cloudflare's 524 "a timeout occurred") is
 // exactly that timeout: the gateway in front of the receiver gave up
-// waiting while the receiver worked on the POST. The project knows it —
-// the OpenAI adapter steers 504/524 Uncertain ("the server may have
-// generated"), Bedrock steers 504 Uncertain, and retrypolicy.Refused says
-// a 5xx is no refusal ("may have acted"; the worker charges it and leaves
-// a lapsed one to the reconciler). Yet the webhook adapter — the one step
-// whose side effect is external by definition, and whose receivers are
-// "assumed not to deduplicate" — steers every 5xx, 504 and 524 included,
-// Throttled: class transient, destination.Decide "the destination refused
-// the delivery for now; it did not act", and the worker schedules a retry
-// that POSTs the same delivery again, up to max_attempts times.
+// waiting while the receiver worked on the POST. The OpenAI adapter steers
+// 504/524 Uncertain ("the server may have generated"), Bedrock steers 504
+// Uncertain, and retrypolicy.Refused says a 5xx is no refusal ("may have
+// acted"). The webhook adapter — the one step whose side effect is
+// external by definition, and whose receivers are "assumed not to
+// deduplicate" — must not steer them Throttled (class transient,
+// destination.Decide "the destination refused the delivery for now; it did
+// not act"): the worker would schedule a retry that POSTs the same delivery
+// again, up to max_attempts times.
 //
-// Sequence (no race, no fault of ours): claim v1, call-start mark, POST
-// → the receiver records the delivery (side effect 1), the gateway
-// answers 504 → ScheduleRetry (retry_wait, "transient") → the reconciler
-// re-sends the message once not_before passed → claim v2, POST again →
-// side effect 2 … until max_attempts, then budget_exhausted whose review
-// offers a retry of a delivery that was made five times.
+// Sequence (no race, no fault of ours): claim v1, call-start mark, POST →
+// the receiver records the delivery (side effect 1), the gateway answers
+// 504. Were it a refusal: ScheduleRetry (retry_wait, "transient") → the
+// reconciler re-sends the message once not_before passed → claim v2, POST
+// again → side effect 2 … until max_attempts, then budget_exhausted whose
+// review offers a retry of a delivery that was made five times.
 //
 // Want: one delivery; the task unknown → parked unknown_outcome (no
 // readback, not idempotent).
-func TestAttackReviewMWebhookGatewayTimeoutResent(t *testing.T) {
+func TestWebhookGatewayTimeoutIsNotResent(t *testing.T) {
 	for _, status := range []int{504, 524} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				rcv := newKReceiver(t, status)
-				reg := mWebhookRegistryNoReadback(t, rcv, b.clock.Now)
+				rcv := newWebhookReceiver(t, status)
+				reg := webhookRegistryNoReadback(t, rcv, b.clock.Now)
 				b.h.Destinations = reg
-				task := b.create(t, fmt.Sprintf("m-webhook-%d", status),
+				task := b.create(t, fmt.Sprintf("webhook-%d", status),
 					`{"destination":"webhook","params":{"endpoint":"crm"},"payload":{"invoice":"INV-504"}}`,
 					func(n *ledger.NewTask) { n.Kind = destination.KindDeliver })
 

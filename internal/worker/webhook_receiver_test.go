@@ -20,21 +20,21 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// kReceiver is a webhook receiver that performs every POST (records the
+// webhookReceiver is a webhook receiver that performs every POST (records the
 // delivery by its webhook-id: a real side effect) and then answers with a
 // fixed status — 303 See Other, the POST/redirect/GET answer of a server
 // that processed the request ("the output of a POST action", RFC 9110
 // §15.4.4). Its readback answers 200 for a recorded operation, 404 else
 // (immediately consistent: NotFoundCredible).
-type kReceiver struct {
+type webhookReceiver struct {
 	srv    *httptest.Server
 	status int
 	mu     sync.Mutex
 	got    map[string]int
 }
 
-func newKReceiver(t *testing.T, status int) *kReceiver {
-	r := &kReceiver{status: status, got: map[string]int{}}
+func newWebhookReceiver(t *testing.T, status int) *webhookReceiver {
+	r := &webhookReceiver{status: status, got: map[string]int{}}
 	r.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
 		id := q.Header.Get("webhook-id")
 		switch {
@@ -63,15 +63,15 @@ func newKReceiver(t *testing.T, status int) *kReceiver {
 	return r
 }
 
-func (r *kReceiver) deliveries(op string) int {
+func (r *webhookReceiver) deliveries(op string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.got[op]
 }
 
-type kSecrets map[string][]byte
+type staticSecrets map[string][]byte
 
-func (s kSecrets) Secret(_ context.Context, id string) ([]byte, error) {
+func (s staticSecrets) Secret(_ context.Context, id string) ([]byte, error) {
 	k, ok := s[id]
 	if !ok {
 		return nil, retrypolicy.Misconfigured(context.Canceled)
@@ -79,9 +79,9 @@ func (s kSecrets) Secret(_ context.Context, id string) ([]byte, error) {
 	return k, nil
 }
 
-// kWebhookRegistry is a registry with the real webhook destination, one
+// webhookRegistry is a registry with the real webhook destination, one
 // endpoint "crm" at rcv, with a credible readback.
-func kWebhookRegistry(t *testing.T, rcv *kReceiver, now func() time.Time) *deliver.Registry {
+func webhookRegistry(t *testing.T, rcv *webhookReceiver, now func() time.Time) *deliver.Registry {
 	t.Helper()
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
@@ -96,7 +96,7 @@ func kWebhookRegistry(t *testing.T, rcv *kReceiver, now func() time.Time) *deliv
 			URL: rcv.srv.URL + "/hooks", SecretID: "arn:secret:crm",
 			ReadbackURL: rcv.srv.URL + "/deliveries/{operation_id}", NotFoundCredible: true,
 		}},
-		Secrets:    kSecrets{"arn:secret:crm": secret},
+		Secrets:    staticSecrets{"arn:secret:crm": secret},
 		HTTPClient: rcv.srv.Client(),
 		Now:        now,
 	})
