@@ -12,12 +12,12 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAttackReviewE_QuotaReplayAnsweredFromTheRecordedTask (held check):
-// an over-quota caller's exact retry (same documents, budget) is answered
-// 200 from c.recorded without writes; a key whose task is past retention
-// is not "recorded" (429, nothing written); a regenerate retry of a
-// budgeted parent over the quota replays without extending the chain.
-func TestAttackReviewE_QuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
+// TestQuotaReplayAnsweredFromTheRecordedTask: an over-quota caller's exact
+// retry (same documents, budget) is answered 200 from c.recorded without
+// writes; a key whose task is past retention is not "recorded" (429,
+// nothing written); a regenerate retry of a budgeted parent over the quota
+// replays without extending the chain.
+func TestQuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

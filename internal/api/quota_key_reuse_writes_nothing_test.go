@@ -13,16 +13,15 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttackReviewD_QuotaRefusedKeyReuseAdoptsTheDocument: the quota fix
-// lets a request through the daily quota when a task is recorded under
-// its key ("a replay is never refused by the quota"), whatever the
-// request's payload. A key reuse — same key, another document — by a
-// caller over its quota used to be 429 before anything was touched; now
-// it goes on to resolve and ADOPT the new document (S3 CopyObject into
-// the content-addressed inputs/ prefix) before Create finds the key
-// reused and answers 422 "nothing was written". A caller over its quota
-// can keep writing objects into the payload bucket with a recorded key.
-func TestAttackReviewD_QuotaRefusedKeyReuseAdoptsTheDocument(t *testing.T) {
+// TestOverQuotaKeyReuseWritesNothing: a request gets through the daily
+// quota when a task is recorded under its key ("a replay is never refused
+// by the quota"), whatever the request's payload. A key reuse — same key,
+// another document or input — by a caller over its quota must still write
+// nothing: answered 422 or 429 before the new document is resolved and
+// ADOPTED (S3 CopyObject into the content-addressed inputs/ prefix) or an
+// offloaded input placed, or a caller over its quota could keep writing
+// objects into the payload bucket with a recorded key.
+func TestOverQuotaKeyReuseWritesNothing(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

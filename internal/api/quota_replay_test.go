@@ -11,17 +11,17 @@ import (
 	"github.com/taskledger/taskledger/internal/testenv"
 )
 
-// TestAttackReviewC_ReplayRefusedByTheQuota: DESIGN §1.2 — a retried
-// submission (same caller, same key, same payload) returns the existing
-// task; the regenerate fix says a task already recorded under the key is
-// answered by Create and "nothing before it may refuse it". The caller's
-// submit (and regenerate) is accepted but the 202 is lost; the task then
-// runs and its call charges the caller's daily quota to the limit. The
-// client's retry with the same key and body is refused 429 quota-exceeded
-// ("nothing was written … retry after the next UTC day") — the quota
-// check runs before any replay lookup — although the task exists: the
-// client is told to wait a day for a task that is already there.
-func TestAttackReviewC_ReplayRefusedByTheQuota(t *testing.T) {
+// TestReplayIsNeverRefusedByTheQuota: DESIGN §1.2 — a retried submission
+// (same caller, same key, same payload) returns the existing task, and a
+// task already recorded under the key is answered by Create: nothing
+// before it may refuse it. The caller's submit (and regenerate) is accepted
+// but the 202 is lost; the task then runs and its call charges the
+// caller's daily quota to the limit. The client's retry with the same key
+// and body is answered 200 replayed — not 429 quota-exceeded ("nothing was
+// written … retry after the next UTC day") from a quota check made before
+// the replay lookup, which would tell the client to wait a day for a task
+// that is already there.
+func TestReplayIsNeverRefusedByTheQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 		// Room for one call of body("p"): 8,225 tokens reserved.
