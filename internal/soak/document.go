@@ -132,7 +132,6 @@ type docRecord struct {
 	// took them) and submitted; absentAfter: the task did not exist right
 	// after that submit's answer.
 	altered, absentAfter bool
-	notes                []string
 }
 
 // uploadID is the upload id of variant v of task t.

@@ -24,11 +24,6 @@ func isDeliver(k Kind) bool {
 	return false
 }
 
-// deliverKinds lists the deliver kinds.
-func deliverKinds() []Kind {
-	return []Kind{DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback}
-}
-
 // destinationOf is the destination a deliver kind's tasks name.
 func destinationOf(k Kind) string {
 	switch k {

@@ -17,7 +17,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 )
 
@@ -196,10 +195,8 @@ func goList(root, pattern string) ([]listed, error) {
 	return pkgs, nil
 }
 
+// goTool is the go command on PATH (the one `make test` runs with).
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	return "go"
 }
 
