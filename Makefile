@@ -51,6 +51,12 @@ fmt-check:
 cfn-lint:
 	cfn-lint template.yaml
 
+## staticcheck: honnef.co/go/tools at the pinned version (CI runs it; built from the module proxy on first use)
+STATICCHECK_VERSION ?= v0.8.2
+.PHONY: staticcheck
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
 test-go:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
