@@ -245,6 +245,9 @@ func (a *app) act(ctx context.Context, c *command, d *deps, id string, act ledge
 	if err != nil {
 		return err
 	}
+	if res.SpendErr != nil {
+		fmt.Fprintf(a.stderr, "warning: the action was applied, but settling the parked run's reservations failed (they stay counted on its budget and daily quota): %v\n", res.SpendErr)
+	}
 	if c.opts.json {
 		return writeJSON(a.stdout, res)
 	}

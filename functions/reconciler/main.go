@@ -25,6 +25,7 @@ import (
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/spend"
 )
 
 func main() {
@@ -63,6 +64,12 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	if err != nil {
 		return nil, err
 	}
+	// Settles what parked runs' attempts still hold on budgets and daily
+	// quotas: items of the tasks table, whatever the spend configuration.
+	acct, err := spend.NewAccountant(spend.AccountantConfig{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable})
+	if err != nil {
+		return nil, err
+	}
 	sq := awsclient.SQS(b.AWS)
 	return &reconciler.Handler{
 		Ledger:       b.Ledger,
@@ -74,5 +81,6 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 		Destinations: dests,
 		Metrics:      metrics.NewWriter(os.Stdout),
 		Payloads:     payloads,
+		Spend:        acct,
 	}, nil
 }

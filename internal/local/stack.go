@@ -376,6 +376,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Log:          log,
 		Metrics:      metrics.NewWriter(rates),
 		Payloads:     payloads,
+		Spend:        submit.Budgets, // settles what parked runs still hold
 	}
 
 	// Event sources, configured from the template.

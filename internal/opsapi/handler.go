@@ -226,6 +226,9 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledge
 	}
 	h.log().InfoContext(r.Context(), "opsapi: operator action", "review_id", id, "resolution", a.Resolution,
 		"by", a.By, "replayed", res.Replayed, "dispatched", res.Dispatched != nil && *res.Dispatched)
+	if res.SpendErr != nil {
+		h.log().WarnContext(r.Context(), "opsapi: settling the parked run's reservations failed; they stay counted", "review_id", id, "error", res.SpendErr.Error())
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -241,15 +244,28 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledge
 // reservation, and a retry that found them gone would start the budget
 // from nothing spent. When they may have held spend and are gone, the
 // retry is refused with a *spend.RecordExpiredError and nothing changes.
+//
+// After any action on a parked task, budgets also settles what the parked
+// run's attempts still hold on its budgets and its caller's daily quota
+// (spend.Accountant.SettleAbandoned, in full: a crashed attempt's
+// reservation, when the park did not settle it): the run never continues
+// (a retry starts a new one, whose reservations have other ids). Best
+// effort: a failure leaves them counted (the safe side), does not undo the
+// action, and is returned as ActionResult.SpendErr.
 func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, budgets *spend.Accountant, id string, a ledger.OperatorAction) (ActionResult, error) {
-	if a.Resolution == ledger.ResolutionRetry && budgets != nil && ledger.ValidTaskID(id) {
+	var parked *ledger.Task
+	if budgets != nil && ledger.ValidTaskID(id) {
 		t, err := l.Get(ctx, id)
 		switch {
 		case err == nil && t.State == ledger.StateNeedsReview:
+			parked = t
+			if a.Resolution != ledger.ResolutionRetry {
+				break
+			}
 			if err := budgets.Keep(ctx, t, spend.ChainKeyOf(t), spend.TaskKeyOf(t)); err != nil {
 				return ActionResult{}, err
 			}
-		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+		case err != nil && !errors.Is(err, ledger.ErrNotFound) && a.Resolution == ledger.ResolutionRetry:
 			return ActionResult{}, err
 		}
 	}
@@ -258,6 +274,14 @@ func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, budgets *s
 		return ActionResult{}, err
 	}
 	res := ActionResult{Review: rv, Task: ViewTask(t), Replayed: replayed}
+	if parked != nil && parked.ParkCount > 0 {
+		// The parked run reserved under the park count it had then.
+		run := *parked
+		run.ParkCount--
+		if _, serr := budgets.SettleAbandoned(ctx, &run, 0); serr != nil {
+			res.SpendErr = serr
+		}
+	}
 	if a.Resolution == ledger.ResolutionRetry && !replayed {
 		sent := false
 		if d != nil && t != nil {

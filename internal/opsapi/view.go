@@ -123,4 +123,8 @@ type ActionResult struct {
 	// Dispatched (retry only) says whether the task's message was sent now;
 	// false after a failed send means the reconciler's relay will send it.
 	Dispatched *bool `json:"dispatched,omitempty"`
+	// SpendErr is why settling what the parked run's attempts still held
+	// on budgets and the daily quota failed (Apply): the action stands,
+	// and those reservations stay counted. Not part of the response.
+	SpendErr error `json:"-"`
 }

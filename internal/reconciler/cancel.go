@@ -39,4 +39,5 @@ func (r *run) cancel(ctx context.Context, t *ledger.Task, why string) {
 	}
 	r.count(func(s *Summary) { s.Cancelled++ })
 	r.log.InfoContext(ctx, "reconciler: cancelled while running; the provider did not act", "task_id", t.TaskID, "version", t.AssignmentVersion)
+	r.settleAbandoned(ctx, t, t.Attempts) // the provider did not act under the cancelled attempt
 }

@@ -72,6 +72,15 @@
 //     (running only once its lease expired, and only when no readback can
 //     say more).
 //
+// After every park (and every cancel of a task cancelled while running),
+// Handler.Spend settles what the run's attempts still hold on the task's
+// budgets and its caller's daily quota (spend.Accountant.SettleAbandoned):
+// a crashed attempt's reservation, which only the task's next attempt
+// settled, is charged in full (at nothing when the call-start mark, or the
+// cancel, proves no call acted), instead of holding the caller's day as a
+// call in flight until the day ends. Best effort and after the write: a
+// failure is logged and leaves it counted.
+//
 // Every branch ends within the age budget plus one run: a branch that can
 // fail on every run (a lookup, a readback save) parks once the task is past
 // its deadline; the others either act at once or hand the task to a state

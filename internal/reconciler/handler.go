@@ -18,6 +18,7 @@ import (
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -122,6 +123,13 @@ type Handler struct {
 	// results/<task>/<assignment_version> before CompleteFromReadback,
 	// which saves the reference. nil keeps read-back results inline.
 	Payloads *payload.Store
+	// Spend settles, after a park or a cancel of a running or unknown
+	// attempt (or of a task whose crashed attempt was re-queued), what the
+	// task's attempts still hold on its budget items and its caller's
+	// daily quota (spend.Accountant.SettleAbandoned): nobody else would,
+	// since the task never runs again under those reservations. nil
+	// settles nothing (the holds stay counted: the safe side).
+	Spend *spend.Accountant
 }
 
 // Summary is what one run did. It is also the Lambda's response.

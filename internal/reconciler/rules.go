@@ -410,7 +410,8 @@ func (r *run) send(ctx context.Context, t *ledger.Task) bool {
 	return true
 }
 
-// park moves t to needs_review with its review item (one transaction).
+// park moves t to needs_review with its review item (one transaction),
+// then settles what its run's attempts still hold (settleAbandoned).
 func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv ledger.Review) {
 	_, err := r.h.Ledger.Park(ctx, t, o, rv)
 	if r.lost(ctx, "park", t.TaskID, err) {
@@ -418,6 +419,47 @@ func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv
 	}
 	r.count(func(s *Summary) { s.Parked++ })
 	r.log.InfoContext(ctx, "reconciler: parked", "task_id", t.TaskID, "reason", rv.Reason, "state", o.State, "attempts", t.Attempts)
+	notCalled := 0
+	if (t.State == ledger.StateRunning || t.State == ledger.StateUnknown) && r.h.sideEffects(t) && r.h.callMarked(t) &&
+		t.CallStartedVersion != t.AssignmentVersion {
+		notCalled = t.Attempts // no call-start mark under the attempt's assignment: no call
+	}
+	r.settleAbandoned(ctx, t, notCalled)
+}
+
+// settleAbandoned settles, on t's budgets and its caller's daily quota,
+// what the attempts of t's run still hold once the run is over (parked,
+// or cancelled: t as it was read, before that write): a crashed attempt's
+// reservation, which only the task's next attempt settled — and there is
+// none. Left held all day on the quota, it kept every other task of the
+// caller that fits only without it waiting, in cycles, until its age
+// budget parked it. In full (the provider may have billed it), except
+// attempt notCalled's (0: none), whose call provably never started or
+// never acted — no call-start mark under its assignment, or a cancel the
+// provider did not act on: given back at nothing.
+//
+// After the write that ended the run, not before: the write's success
+// proves the run is over (its worker fenced), so a worker that is alive
+// after all never finds its reservation settled under it; a settle first
+// would settle one whose write then lost to that worker. A crash or a
+// failure in between leaves the reservation held (the safe side: counted,
+// never lost), for an operator's action on the parked task to settle
+// (opsapi.Apply); it never blocks the park. Idempotent: a repeat, or a
+// worker that settled meanwhile, changes nothing. Best effort, logged.
+func (r *run) settleAbandoned(ctx context.Context, t *ledger.Task, notCalled int) {
+	if r.h.Spend == nil || t.Kind == deliver.Kind || t.Attempts <= 0 {
+		return
+	}
+	n, err := r.h.Spend.SettleAbandoned(ctx, t, notCalled)
+	if err != nil {
+		r.log.WarnContext(ctx, "reconciler: settling the ended run's reservations failed; they stay counted on its budget and the caller's daily quota",
+			"task_id", t.TaskID, "attempts", t.Attempts, "settled", n, "error", err.Error())
+		return
+	}
+	if n > 0 {
+		r.log.InfoContext(ctx, "reconciler: settled reservations no attempt will settle", "task_id", t.TaskID, "attempts", t.Attempts,
+			"settled", n, "not_called_attempt", notCalled)
+	}
 }
 
 // lost reports whether err means the write did not happen: a race lost to

@@ -79,7 +79,13 @@
 // BoundExceeded. A crashed worker's reservation stays counted (the safe side)
 // until the task's next attempt settles it in full
 // ([Accountant.SettleIfReserved]: the provider may have billed it; a
-// refused no-op when that attempt had settled).
+// refused no-op when that attempt had settled) — or, when the task never
+// runs again (parked or cancelled by the reconciler, resolved by an
+// operator), [Accountant.SettleAbandoned] does, on the budgets and the
+// daily quota alike: it reads each item for the amount (only the worker
+// computed it), then settles each of the run's reservations found there
+// with the same conditional write (at nothing for an attempt whose call
+// provably never started).
 //
 // # Daily quota
 //
@@ -120,7 +126,8 @@
 // in flight for that caller while none reports more than twice it. Usage
 // is counted on the day the call was reserved. A reservation whose worker
 // crashed stays counted (the safe side), as a reservation until the task's
-// next attempt settles it in full on today's item.
+// next attempt settles it in full on today's item, or its park, cancel or
+// operator's resolution does ([Accountant.SettleAbandoned]).
 //
 // # Calls per provider call
 //

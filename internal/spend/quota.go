@@ -63,7 +63,7 @@ func NewQuotas(cfg QuotasConfig) (*Quotas, error) {
 	// A write refreshes the item's expiry to now + a day + quotaTTL: at
 	// least quotaTTL after the end of the day it counts (writes come
 	// during the day, or after it for a call settled past midnight).
-	acct, err := NewAccountant(AccountantConfig{DB: cfg.DB, TasksTable: cfg.TasksTable, Now: cfg.Now, Retention: 24*time.Hour + quotaTTL})
+	acct, err := NewAccountant(AccountantConfig{DB: cfg.DB, TasksTable: cfg.TasksTable, Now: cfg.Now, Retention: quotaRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -80,13 +80,16 @@
 //     no call: when only the reservations of calls in flight keep it out
 //     (the day's settled usage leaves room), the task waits for them like
 //     an admission wait (retry_wait, attempt given back, QuotaWait plus
-//     jitter; bounded by its age budget); when the settled usage leaves no
+//     jitter at first, longer as the task ages, up to a minute; bounded by
+//     its age budget); when the settled usage leaves no
 //     room, or the call is larger than the whole quota, it is parked
 //     budget_exhausted (error class quota_exceeded; the review says the
 //     next UTC day, or never). A caller's burst overruns the quota by at
 //     most what its calls in flight use beyond their reservations; a
 //     crashed attempt's reservation is settled in full by the task's next
-//     attempt, and one whose write failed is given back; a provider
+//     attempt, or — when there is none — by the reconciler's park or
+//     cancel, or an operator's action on the parked task; one whose write
+//     failed is given back; a provider
 //     reporting more tokens than the call's bound is logged and counted
 //     (MetricBoundExceeded);
 //  4. completes the task conditioned on the assignment version (state

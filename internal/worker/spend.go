@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -236,13 +235,16 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 }
 
 // QuotaWait is how long a call waits, at least, when only the
-// reservations of calls in flight keep it out of its caller's daily quota;
-// each wait adds up to as much again of jitter. A reservation in flight
-// frees when its call settles — a model call's seconds, at most its call
-// timeout — so the wait is seconds, not the lease (30 s, the longest a
-// crashed worker's hold goes unnoticed, would slow the common case to
-// cover the rare one; a crashed hold is freed by its task's next attempt,
-// settlePreviousQuota). The jitter spreads one caller's waiting tasks,
+// reservations of calls in flight keep it out of its caller's daily quota:
+// its first wait, QuotaWait plus up to as much again of jitter. A
+// reservation in flight frees when its call settles — a model call's
+// seconds, at most its call timeout — so a first wait is seconds, not the
+// lease (30 s, the longest a crashed worker's hold goes unnoticed, would
+// slow the common case to cover the rare one). A hold that does not clear
+// (a crashed attempt's, until its task's next attempt, or its park,
+// settles it: settlePreviousQuota, the reconciler) makes the task wait
+// again and again, each wait longer (quotaWaitFor), up to QuotaWaitMax and
+// as much again of jitter. The jitter spreads one caller's waiting tasks,
 // which all reserve on the same quota item, so they do not come back at
 // once. A wait costs a claim, a refused reservation and the wait's write,
 // and no attempt; it ends when the room frees (the call runs), when the
@@ -250,15 +252,45 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 // budget (its claim is refused and it is parked, max_age).
 const QuotaWait = 5 * time.Second
 
+// QuotaWaitMax is the longest a quota wait's base grows to (quotaWaitFor):
+// a wait lasts at most twice it.
+const QuotaWaitMax = 30 * time.Second
+
+// quotaWaitFor is how long a task waits for the calls in flight that hold
+// its caller's quota, when it has been kept waiting for waited so far:
+// half of that, at least QuotaWait and at most QuotaWaitMax, plus jitter
+// (jitter(d) is uniform in [0, d): rand.N) of up to as much again. No
+// write counts a task's waits, so the time since its age budget started
+// (its creation, or an operator's retry) stands for how long it has
+// waited: a fresh task waits 5–10 s, like a call in flight takes; one
+// kept for two minutes, 30–60 s.
+//
+// The bound: each wait is at least half the task's age, so the age grows
+// by half at least each wait, and at least 30 s once the task is a minute
+// old: at most 7 waits (claims) in a task's first minute — 0, 5, 10, 15,
+// 22.5, 33.75, 50.6 s — and 120 an hour after it (80 on average), so at
+// most 127 claims under the default one-hour age budget, where 5–10 s
+// waits cost up to 720.
+func quotaWaitFor(waited time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	base := min(max(waited/2, QuotaWait), QuotaWaitMax)
+	return base + jitter(base)
+}
+
 // waitQuota puts the task back to wait for the calls in flight that hold
-// its caller's quota (QuotaWait and jitter), its attempt given back, as
-// an admission wait does.
+// its caller's quota (quotaWaitFor), its attempt given back, as an
+// admission wait does.
 func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
-	retryAt := h.Ledger.Now().Add(QuotaWait + rand.N(QuotaWait))
-	r, delay, waited := h.waitUntil(ctx, rec, t, retryAt, "daily quota", log)
-	if waited {
+	now := h.Ledger.Now()
+	start := t.BudgetStartMs
+	if start <= 0 {
+		start = t.CreatedMs
+	}
+	kept := max(now.Sub(time.UnixMilli(start)), 0)
+	retryAt := now.Add(quotaWaitFor(kept, rand.N[time.Duration]))
+	r, delay, ok := h.waitUntil(ctx, rec, t, retryAt, "daily quota", log)
+	if ok {
 		log.InfoContext(ctx, "calls in flight hold the caller's daily quota; waiting for them without consuming an attempt",
-			"retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds())
+			"retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds(), "kept_ms", kept.Milliseconds())
 	}
 	return r
 }
@@ -302,27 +334,15 @@ func (h *Handler) reservationFailed(ctx context.Context, rec events.SQSMessage, 
 	return deferred
 }
 
-// reservationID names an attempt's reservation: the task and its attempt
-// number — "<task>.<created>.a<n>", and "<task>.<created>.p<parks>.a<n>"
-// once the task was parked. A claim counts an attempt and a release or an admission wait
-// gives it back, so the attempt that never called reuses its id (a
-// reservation still held is not counted twice), and the attempt before
-// this one is always attempt - 1. An operator's retry starts the attempts
-// again at 0 after a park, so the park count keeps the ids of the runs
-// apart: else the retried run's first attempt would find the parked run's
-// reservation under its own id — held for a call that may have billed —
-// take it for its own lost write, skip the budget's check and call again
-// (adversarial review of the retry's budget records).
-//
-// The prefix is the task's own budget name (ledger.Task.OwnBudget: its id
-// and creation): a task id reused after its retention names a new task,
-// whose attempts must not meet its predecessor's reservations on a chain
-// record both reserve on (adversarial review of the budget names).
+// reservationID names an attempt's reservation: the task, its park count
+// and its attempt number (spend.AttemptReservationID, the one rule the
+// reconciler and an operator's action settle a parked run's reservations
+// by). A claim counts an attempt and a release or a wait gives it back,
+// so the attempt that never called reuses its id (a reservation still
+// held is not counted twice), and the attempt before this one is always
+// attempt - 1.
 func reservationID(t *ledger.Task, attempt int) string {
-	if t.ParkCount > 0 {
-		return t.OwnBudget() + ".p" + strconv.Itoa(t.ParkCount) + ".a" + strconv.Itoa(attempt)
-	}
-	return t.OwnBudget() + ".a" + strconv.Itoa(attempt)
+	return spend.AttemptReservationID(t, attempt)
 }
 
 // settlePrevious settles the previous attempt's reservation at its full
