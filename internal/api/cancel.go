@@ -48,6 +48,7 @@ func (h *Handler) cancelRunning(ctx context.Context, c *call, ce *ledger.Conflic
 			// Released or re-queued in between: the plain cancel applies.
 			qt, qerr := h.Ledger.Cancel(ctx, c.route.taskID)
 			if qerr == nil {
+				h.settleCancelled(ctx, qt)
 				c.outcome = "cancelled"
 				return h.taskResponse(ctx, c, http.StatusOK, qt, nil), true
 			}
@@ -58,4 +59,22 @@ func (h *Handler) cancelRunning(ctx context.Context, c *call, ce *ledger.Conflic
 		*ce = *next
 	}
 	return events.APIGatewayV2HTTPResponse{}, false
+}
+
+// settleCancelled settles what a cancelled task's earlier attempts still
+// hold on its budgets and its caller's daily quota: a queued or
+// retry_wait task with attempts behind it was re-queued after a crash,
+// and a crashed attempt's hold is settled only by the task's next
+// attempt, which a cancel means never comes. Without this the hold stayed
+// counted all day, and the caller's other tasks waited for a call that
+// would never settle. In full (spend.Accountant.SettleAbandoned): the
+// provider may have billed those attempts. After the cancel, best effort,
+// logged: a failure leaves the hold counted, the safe side.
+func (h *Handler) settleCancelled(ctx context.Context, t *ledger.Task) {
+	if h.Budgets == nil || t == nil || t.Kind == ledger.KindDeliver || t.Attempts <= 0 {
+		return
+	}
+	if _, err := h.Budgets.SettleAbandoned(ctx, t, 0); err != nil {
+		h.log().WarnContext(ctx, "api: settling a cancelled task's earlier reservations failed; they stay counted", "task_id", t.TaskID, "error", err.Error())
+	}
 }

@@ -503,6 +503,7 @@ func (h *Handler) cancel(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	}
 	switch {
 	case err == nil:
+		h.settleCancelled(ctx, t) // cancel.go
 		c.outcome = "cancelled"
 		return h.taskResponse(ctx, c, http.StatusOK, t, nil)
 	case errors.As(err, &ce):

@@ -83,7 +83,7 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 		return nil, h.waitAdmission(ctx, rec, t, na.RetryAt, log), false
 	case errors.As(err, &um), errors.As(err, &tl):
 		log.ErrorContext(ctx, "admission can never admit this call; parking", "model", a.Model, "estimated_tokens", est, "error", err.Error())
-		return nil, h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
+		return nil, h.parkUncalled(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
 			review.AdmissionRefused(t, a.Model, err.Error()), log), false
 	}
 	if rerr := h.release(ctx, rec, t, log); rerr != nil {

@@ -120,7 +120,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		log.ErrorContext(ctx, "the task has a spend budget and this worker has no price table (SPEND_CONFIG); provider not called")
 		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "no_price_table",
 			Message: "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"}
-		return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+		return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
 	}
 	model := h.model()
 	in, out := callMaximum(t, input)
@@ -135,7 +135,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 			}
 			log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", msg)
 			f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(msg, MaxErrorMessage)}
-			return nil, h.park(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+			return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
 		}
 		// A token quota needs no price: the call holds its tokens.
 		maxUse = spend.Usage{InputTokens: in, OutputTokens: out}
@@ -173,7 +173,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
 			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
 		h.spendMetric(t, spend.Usage{}, "BudgetExhausted")
-		return h.park(ctx, t, po, review.SpendExhausted(t, be), log), false
+		return h.parkUncalled(ctx, t, po, review.SpendExhausted(t, be), log), false
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
@@ -228,7 +228,7 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 		}
 		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "never_fits", qe.NeverFits())
 		h.spendMetric(t, spend.Usage{}, "QuotaExceeded")
-		return h.park(ctx, t, po, review.QuotaExceeded(t, qe), log), false
+		return h.parkUncalled(ctx, t, po, review.QuotaExceeded(t, qe), log), false
 	}
 	h.giveBackQuota(ctx, t, hold, rs, log)
 	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
@@ -568,3 +568,23 @@ func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.
 // errNoCall settles a reservation whose call was never made (the
 // call-start mark was refused): nothing is charged.
 var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.ErrRequestNotSent)
+
+// parkUncalled parks t before its attempt called the provider (a budget,
+// quota, price or admission refusal), then settles what the run's earlier
+// attempts still hold on its budgets and its caller's daily quota
+// (spend.Accountant.SettleAbandoned: a crashed attempt's hold in full,
+// this attempt's, if any, at nothing). Nothing runs this task again
+// until an operator acts, so without it a crashed attempt's hold stayed
+// counted all day, and the caller's other tasks waited for a call that
+// would never settle. After the park, not before, as the reconciler does:
+// the park's success proves the run is over. Best effort, logged.
+func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, po ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
+	res := h.park(ctx, t, po, r, log)
+	if res.outcome != OutcomeParked || h.Spend == nil || h.Spend.Budgets == nil || t.Attempts <= 1 {
+		return res
+	}
+	if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
+		log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
+	}
+	return res
+}
