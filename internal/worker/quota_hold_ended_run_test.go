@@ -79,7 +79,7 @@ func TestCancelledRequeuedTasksQuotaHoldIsSettled(t *testing.T) {
 // next attempt settles the crashed reservation on the budget (in full)
 // and is refused by it: the worker parks the task budget_exhausted —
 // before it reaches the daily quota, where the crashed reservation is
-// settled (settlePreviousQuota). Nothing else settles it (the reconciler
+// settled (settleEarlierAttempts). Nothing else settles it (the reconciler
 // and an operator only settle the runs they end or act on), so it stays
 // held on the caller's day as a call in flight.
 func TestWorkerParkedTasksCrashedQuotaHoldIsSettled(t *testing.T) {

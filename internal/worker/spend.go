@@ -147,6 +147,9 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		priced: priced,
 	}
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
+	if t.HasBudget() || quota {
+		h.settleEarlierAttempts(ctx, t, log)
+	}
 	if t.HasBudget() {
 		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
 			return nil, r, false
@@ -164,7 +167,6 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 // items (rs.budget once both hold it).
 func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
 	s := h.Spend
-	h.settlePrevious(ctx, t, rs, log)
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
 	_, err := s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
 	var be *spend.BudgetExhaustedError
@@ -199,7 +201,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 
 // reserveQuota is reserve's part on the caller's daily quota (rs.quota
 // once it holds), after settling the previous attempt's reservation when
-// that attempt never did (settlePreviousQuota). A refusal or a failed
+// that attempt never did (settleEarlierAttempts, before it). A refusal or a failed
 // write gives the budget reservations back first: no call is made. Then:
 //   - only calls in flight hold the room (the day's settled usage leaves
 //     enough for this call): the task waits for them (waitQuota), its
@@ -211,7 +213,6 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 //     then a refused repeat), so it is given back (giveBackQuota), then
 //     the task, and the message comes back.
 func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
-	h.settlePreviousQuota(ctx, t, rs, log)
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
 		rs.quota = &hold
@@ -242,7 +243,7 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 // lease (30 s, the longest a crashed worker's hold goes unnoticed, would
 // slow the common case to cover the rare one). A hold that does not clear
 // (a crashed attempt's, until its task's next attempt, or its park,
-// settles it: settlePreviousQuota, the reconciler) makes the task wait
+// settles it: settleEarlierAttempts, the reconciler) makes the task wait
 // again and again, each wait longer (quotaWaitFor), up to QuotaWaitMax and
 // as much again of jitter. The jitter spreads one caller's waiting tasks,
 // which all reserve on the same quota item, so they do not come back at
@@ -345,43 +346,27 @@ func reservationID(t *ledger.Task, attempt int) string {
 	return spend.AttemptReservationID(t, attempt)
 }
 
-// settlePrevious settles the previous attempt's reservation at its full
-// amount when that attempt never did (its worker crashed or was cut off
-// after reserving): nobody but a worker settles, so without this the chain
-// kept it "reserved by attempts in flight" forever (adversarial review of
-// issue 14). Full, because the provider may have billed that attempt; the
-// budget sees the same amount either way, now as spent. A previous attempt
-// that settled makes this a refused no-op (one conditional UpdateItem per
-// budget item, no read); one reserved at other prices is left as it is.
-func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if t.Attempts <= 1 {
+// settleEarlierAttempts settles what the run's earlier attempts still
+// hold on the task's budgets and its caller's daily quota, before this
+// attempt reserves: an attempt whose worker crashed or was cut off after
+// reserving never settles, and nobody but a worker settles a live run, so
+// without this its hold counted as a call in flight — on the quota all
+// day, making the caller's other tasks wait for a call that will never
+// settle. Every earlier attempt, not only the one before: an attempt that
+// crashed before it reserved leaves the one before it still holding. In
+// full, because the provider may have billed it; this attempt's own id,
+// reused when an attempt was given back without a call, at nothing
+// (spend.Accountant.SettleAbandoned, which reads each item and settles
+// each reservation found there at the amount it holds, so a change of
+// prices between attempts cannot leave one behind). Only from the second
+// attempt on: a first attempt has nothing behind it. Best effort, logged:
+// a failure leaves the holds counted (the safe side).
+func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, log *slog.Logger) {
+	if t.Attempts <= 1 || h.Spend.Budgets == nil {
 		return
 	}
-	prev := rs.r
-	prev.ID = reservationID(t, t.Attempts-1)
-	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
-			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
-		}
-	}
-}
-
-// settlePreviousQuota is settlePrevious on the caller's daily quota: the
-// previous attempt's reservation, when that attempt never settled it (a
-// crash), is settled in full on today's item (the provider may have billed
-// it). Without this it held the quota as a call in flight all day, making
-// the caller's other tasks wait for a call that will never settle. A
-// crashed attempt reserved on an earlier day is left there: it holds no
-// room today.
-func (h *Handler) settlePreviousQuota(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if t.Attempts <= 1 {
-		return
-	}
-	prev := rs.r
-	prev.ID = reservationID(t, t.Attempts-1)
-	q := h.Spend.Quotas
-	if _, err := q.SettleIfReserved(ctx, t.Scope, q.Today(), prev, rs.max); err != nil {
-		log.WarnContext(ctx, "settling the previous attempt's daily quota reservation failed; it stays counted", "error", err.Error())
+	if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
+		log.WarnContext(ctx, "settling the earlier attempts' reservations failed; they stay counted", "error", err.Error())
 	}
 }
 
