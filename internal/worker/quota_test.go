@@ -104,7 +104,9 @@ func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
 				t.Fatalf("%d tasks still wait for the quota after %d rounds", len(waiting), round)
 			}
 			waits += len(waiting)
-			b.clock.Advance(2 * worker.QuotaWait)
+			// Past the longest wait (QuotaWaitMax and as much again of
+			// jitter): every waiting task is due again each round.
+			b.clock.Advance(2 * worker.QuotaWaitMax)
 			for _, id := range waiting {
 				b.send(t, id)
 			}
