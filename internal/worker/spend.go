@@ -148,7 +148,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
 	if t.HasBudget() || quota {
-		h.settleEarlierAttempts(ctx, t, log)
+		h.settleEarlierAttempts(ctx, t, rs, quota, log)
 	}
 	if t.HasBudget() {
 		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
@@ -352,21 +352,71 @@ func reservationID(t *ledger.Task, attempt int) string {
 // reserving never settles, and nobody but a worker settles a live run, so
 // without this its hold counted as a call in flight — on the quota all
 // day, making the caller's other tasks wait for a call that will never
-// settle. Every earlier attempt, not only the one before: an attempt that
-// crashed before it reserved leaves the one before it still holding. In
-// full, because the provider may have billed it; this attempt's own id,
-// reused when an attempt was given back without a call, at nothing
-// (spend.Accountant.SettleAbandoned, which reads each item and settles
-// each reservation found there at the amount it holds, so a change of
-// prices between attempts cannot leave one behind). Only from the second
-// attempt on: a first attempt has nothing behind it. Best effort, logged:
-// a failure leaves the holds counted (the safe side).
-func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, log *slog.Logger) {
-	if t.Attempts <= 1 || h.Spend.Budgets == nil {
+// settle. In full, because the provider may have billed it.
+//
+// The second attempt, the common retry, has one attempt behind it:
+// settlePrevious and settlePreviousQuota settle it with one conditional
+// UpdateItem per item and no read (a refused no-op when it settled
+// itself). From the third on, any earlier attempt may still hold — one
+// that crashed before it reserved leaves the one before it holding — so
+// spend.Accountant.SettleAbandoned reads each item and settles every
+// reservation found there at the amount it holds (this attempt's own id,
+// reused when an attempt was given back without a call, at nothing).
+// Best effort, logged: a failure leaves the holds counted (the safe side).
+func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs *reservation, quota bool, log *slog.Logger) {
+	switch {
+	case t.Attempts <= 1:
+	case t.Attempts == 2:
+		if t.HasBudget() {
+			h.settlePrevious(ctx, t, rs, log)
+		}
+		if quota {
+			h.settlePreviousQuota(ctx, t, rs, log)
+		}
+	case h.Spend.Budgets != nil:
+		if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
+			log.WarnContext(ctx, "settling the earlier attempts' reservations failed; they stay counted", "error", err.Error())
+		}
+	}
+}
+
+// settlePrevious settles the previous attempt's reservation at its full
+// amount when that attempt never did (its worker crashed or was cut off
+// after reserving): nobody but a worker settles, so without this the chain
+// kept it "reserved by attempts in flight" forever. Full, because the
+// provider may have billed that attempt; the budget sees the same amount
+// either way, now as spent. A previous attempt
+// that settled makes this a refused no-op (one conditional UpdateItem per
+// budget item, no read); one reserved at other prices is left as it is.
+func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
+	if t.Attempts <= 1 {
 		return
 	}
-	if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
-		log.WarnContext(ctx, "settling the earlier attempts' reservations failed; they stay counted", "error", err.Error())
+	prev := rs.r
+	prev.ID = reservationID(t, t.Attempts-1)
+	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
+		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
+			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
+		}
+	}
+}
+
+// settlePreviousQuota is settlePrevious on the caller's daily quota: the
+// previous attempt's reservation, when that attempt never settled it (a
+// crash), is settled in full on today's item (the provider may have billed
+// it). Without this it held the quota as a call in flight all day, making
+// the caller's other tasks wait for a call that will never settle. A
+// crashed attempt reserved on an earlier day is left there: it holds no
+// room today.
+func (h *Handler) settlePreviousQuota(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
+	if t.Attempts <= 1 {
+		return
+	}
+	prev := rs.r
+	prev.ID = reservationID(t, t.Attempts-1)
+	q := h.Spend.Quotas
+	if _, err := q.SettleIfReserved(ctx, t.Scope, q.Today(), prev, rs.max); err != nil {
+		log.WarnContext(ctx, "settling the previous attempt's daily quota reservation failed; it stays counted", "error", err.Error())
 	}
 }
 
@@ -485,8 +535,8 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 	}
 	// Sent, and not refused in so many words: a 5xx from a gateway in
 	// front of the model does not say the model did not generate (and
-	// bill), so the call is charged its reservation (adversarial review of
-	// issue 14: retries of 502s spent while the budget showed zero).
+	// bill), so the call is charged its reservation (retries of 502s
+	// would otherwise spend while the budget showed zero).
 	return rs.max
 }
 
