@@ -147,9 +147,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		priced: priced,
 	}
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
-	if t.HasBudget() || quota {
-		h.settleEarlierAttempts(ctx, t, rs, quota, log)
-	}
+	h.settleEarlierAttempts(ctx, t, rs, quota, log)
 	if t.HasBudget() {
 		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
 			return nil, r, false
