@@ -1,19 +1,11 @@
 package web_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -102,56 +94,10 @@ func TestBrowser(t *testing.T) {
 // token. The ledger then shows the tasks under each user's own scope.
 func TestBrowserSignIn(t *testing.T) {
 	t.Parallel()
-	node := needBrowser(t)
-	if _, err := os.Stat(filepath.Join("test", "node_modules", "oauth2-mock-server", "package.json")); err != nil {
-		missing(t, "web/test/node_modules/oauth2-mock-server not installed (cd web/test && npm ci)")
-	}
-	ctx := browserCtx(t)
-
-	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "signin.mjs"), shotDir(t))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 10 * time.Second
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdoutPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start signin.mjs: %v", err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-
-	out := bufio.NewReader(stdoutPipe)
-	first, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatalf("signin.mjs printed no issuer line (%v); stderr:\n%s", err, stderr.String())
-	}
-	var iss struct {
-		Issuer   string `json:"issuer"`
-		ClientID string `json:"client_id"`
-	}
-	if err := json.Unmarshal([]byte(first), &iss); err != nil || iss.Issuer == "" || iss.ClientID == "" {
-		t.Fatalf("issuer line %q: %v", first, err)
-	}
-
-	s := startStack(ctx, t, local.Options{
-		OIDCIssuer:   iss.Issuer,
-		OIDCAudience: []string{iss.ClientID},
-	})
-	if _, err := io.WriteString(stdin, s.URL+"\n"); err != nil {
-		t.Fatalf("write stack URL: %v", err)
-	}
-	_ = stdin.Close()
-
-	rest, _ := io.ReadAll(out)
-	runErr := cmd.Wait()
-	t.Logf("signin.mjs stderr:\n%s", stderr.String())
 	var rep report
-	readReport(t, "signin.mjs", rest, runErr, &rep)
+	ctx, s := runWithIssuer(t, "signin.mjs", func(iss issuerLine) local.Options {
+		return local.Options{OIDCIssuer: iss.Issuer, OIDCAudience: []string{iss.ClientID}}
+	}, &rep)
 	if len(rep.Screenshots) < 3 {
 		t.Errorf("screenshots: %v, want the signed-out, signed-in and second-user pages", rep.Screenshots)
 	}

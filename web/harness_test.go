@@ -1,9 +1,11 @@
 package web_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -238,4 +240,66 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// issuerLine is the first stdout line of a sign-in script (signin.mjs,
+// signinloop.mjs): the local OpenID Connect issuer it started (npm
+// oauth2-mock-server) and the client id the page signs in as.
+type issuerLine struct {
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"client_id"`
+}
+
+// runWithIssuer runs the sign-in script web/test/<script>: it starts its
+// issuer and prints an issuerLine; this starts the local stack with
+// options(that line) and writes the stack's URL as one stdin line; the
+// script drives the page and prints its JSON report last, read into rep
+// (readReport). It returns the context and the stack, for checks of the
+// ledger after the script.
+func runWithIssuer(t *testing.T, script string, options func(issuerLine) local.Options, rep scriptReport) (context.Context, *local.Stack) {
+	t.Helper()
+	node := needBrowser(t)
+	if _, err := os.Stat(filepath.Join("test", "node_modules", "oauth2-mock-server", "package.json")); err != nil {
+		missing(t, "web/test/node_modules/oauth2-mock-server not installed (cd web/test && npm ci)")
+	}
+	ctx := browserCtx(t)
+
+	cmd := exec.CommandContext(ctx, node, filepath.Join("test", script), shotDir(t))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", script, err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	out := bufio.NewReader(stdoutPipe)
+	first, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s printed no issuer line (%v); stderr:\n%s", script, err, stderr.String())
+	}
+	var iss issuerLine
+	if err := json.Unmarshal([]byte(first), &iss); err != nil || iss.Issuer == "" || iss.ClientID == "" {
+		t.Fatalf("issuer line %q: %v", first, err)
+	}
+
+	s := startStack(ctx, t, options(iss))
+	if _, err := io.WriteString(stdin, s.URL+"\n"); err != nil {
+		t.Fatalf("write stack URL: %v", err)
+	}
+	_ = stdin.Close()
+
+	rest, _ := io.ReadAll(out)
+	runErr := cmd.Wait()
+	t.Logf("%s stderr:\n%s", script, stderr.String())
+	readReport(t, script, rest, runErr, rep)
+	return ctx, s
 }
