@@ -431,3 +431,21 @@ func sum(recs []map[string]any, name string) int {
 }
 
 var errDie = errors.New("simulated crash")
+
+// wantParkedUncalled asserts that task id was parked provider_config
+// without a provider call, its review's error message naming why.
+func wantParkedUncalled(t *testing.T, b *bundle, id, why string) {
+	t.Helper()
+	got := b.get(t, id)
+	wantState(t, got, ledger.StateNeedsReview)
+	if got.ReviewReason != ledger.ReviewProviderConfig || b.sim.Calls(id) != 0 {
+		t.Fatalf("reason %q calls %d; want provider_config and no call", got.ReviewReason, b.sim.Calls(id))
+	}
+	r, err := b.l.GetReview(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.ErrorMessage, why) {
+		t.Fatalf("review error %q, want it to say %q", r.ErrorMessage, why)
+	}
+}

@@ -280,17 +280,6 @@ func TestUnpricedCallsUnderAUSDQuotaPark(t *testing.T) {
 		withPrices(t, b, e.DDB, &spend.Quota{Unit: spend.UnitUSD, Limit: 25_000_000}, spendDocFor("another-model"))
 		task := b.create(t, "quota-unpriced-usd", budgetedPrompt)
 		b.run(t, task.TaskID)
-		got := b.get(t, task.TaskID)
-		wantState(t, got, ledger.StateNeedsReview)
-		if got.ReviewReason != ledger.ReviewProviderConfig || b.sim.Calls(task.TaskID) != 0 {
-			t.Fatalf("reason %q calls %d; want provider_config and no call", got.ReviewReason, b.sim.Calls(task.TaskID))
-		}
-		r, err := b.l.GetReview(context.Background(), task.TaskID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(r.ErrorMessage, "daily quota counts USD") {
-			t.Fatalf("review error %q", r.ErrorMessage)
-		}
+		wantParkedUncalled(t, b, task.TaskID, "daily quota counts USD")
 	})
 }

@@ -350,17 +350,6 @@ func TestSpendWithoutPriceTableParks(t *testing.T) {
 		b := setup(t, e)
 		task := b.create(t, "spend-unpriced", budgetedPrompt, budget(10_000, nil))
 		b.run(t, task.TaskID)
-		got := b.get(t, task.TaskID)
-		wantState(t, got, ledger.StateNeedsReview)
-		if got.ReviewReason != ledger.ReviewProviderConfig || b.sim.Calls(task.TaskID) != 0 {
-			t.Fatalf("reason %q calls %d; want provider_config and no call", got.ReviewReason, b.sim.Calls(task.TaskID))
-		}
-		r, err := b.l.GetReview(context.Background(), task.TaskID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(r.ErrorMessage, "no price table (SPEND_CONFIG)") {
-			t.Fatalf("review error %q", r.ErrorMessage)
-		}
+		wantParkedUncalled(t, b, task.TaskID, "no price table (SPEND_CONFIG)")
 	})
 }
