@@ -6,6 +6,7 @@ import { chromium } from 'playwright-core';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 
 export const CHROMIUM = process.env.TASKLEDGER_CHROMIUM || '/usr/bin/chromium';
 export const ARGS = [
@@ -99,3 +100,20 @@ export function run(report, log, overallMs, main) {
 }
 
 export { mkdir };
+
+// issuerHandshake is a sign-in script's half of the handshake with its Go
+// test (web/harness_test.go runWithIssuer): it starts the oauth2-mock-server
+// issuerServer on 127.0.0.1, prints {"issuer","client_id"} as the first
+// stdout line, and reads the local stack's URL from stdin's first line.
+export async function issuerHandshake(issuerServer, clientId) {
+  await issuerServer.issuer.keys.generate('RS256');
+  await issuerServer.start(0, '127.0.0.1');
+  const issuer = `http://127.0.0.1:${issuerServer.address().port}`;
+  issuerServer.issuer.url = issuer;
+  process.stdout.write(JSON.stringify({ issuer, client_id: clientId }) + '\n');
+
+  const rl = createInterface({ input: process.stdin });
+  const stackURL = (await new Promise((res) => rl.once('line', res))).trim();
+  rl.close();
+  return { issuer, stackURL, origin: new URL(stackURL).origin };
+}

@@ -18,8 +18,7 @@ import { OAuth2Server } from 'oauth2-mock-server';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { CHROMIUM, ARGS, STEP_TIMEOUT, createRun, run, mkdir } from './harness.mjs';
+import { CHROMIUM, ARGS, STEP_TIMEOUT, createRun, run, mkdir, issuerHandshake } from './harness.mjs';
 
 const CLIENT_ID = 'taskledger-page';
 const OVERALL_TIMEOUT = 170_000;
@@ -90,16 +89,7 @@ async function signIn(p, stackURL, who) {
 const storedSession = (p, base) => p.evaluate((b) => JSON.parse(sessionStorage.getItem('taskledger.auth:' + b) || 'null'), base);
 
 async function main() {
-  await issuerServer.issuer.keys.generate('RS256');
-  await issuerServer.start(0, '127.0.0.1');
-  const issuer = `http://127.0.0.1:${issuerServer.address().port}`;
-  issuerServer.issuer.url = issuer;
-  process.stdout.write(JSON.stringify({ issuer, client_id: CLIENT_ID }) + '\n');
-
-  const rl = createInterface({ input: process.stdin });
-  const stackURL = (await new Promise((res) => rl.once('line', res))).trim();
-  rl.close();
-  const origin = new URL(stackURL).origin;
+  const { issuer, stackURL, origin } = await issuerHandshake(issuerServer, CLIENT_ID);
   log('stack', origin, 'issuer', issuer);
 
   await mkdir(shotDir, { recursive: true });
