@@ -41,6 +41,8 @@
 //	PROVIDER                     simulated (default) | bedrock | openai
 //	PROVIDER_SEED                simulated: integer seed (default 0)
 //	PROVIDER_FAULTS              simulated: fault rates, e.g. "throttle=0.1,server_error=0.05"
+//	PROVIDER_SIMULATED_MODE      simulated: idempotent (default) | plain (no idempotency, no readback,
+//	                             as Bedrock) | plain+readback (no idempotency, Lookup by operation id)
 //	PROVIDER_MODEL               model id (required for bedrock and openai)
 //	PROVIDER_BASE_URL            openai: API root (default https://api.openai.com/v1)
 //	PROVIDER_API_KEY_ENV         openai: variable holding the key (default OPENAI_API_KEY)

@@ -125,6 +125,20 @@ const (
 	EnvAPIKeyEnv       = "PROVIDER_API_KEY_ENV"
 	EnvAPIKeySecretARN = "PROVIDER_API_KEY_SECRET_ARN"
 	EnvTimeout         = "PROVIDER_TIMEOUT"
+	EnvSimulatedMode   = "PROVIDER_SIMULATED_MODE"
+)
+
+// Simulated provider modes (PROVIDER_SIMULATED_MODE), named as the soak's:
+// what a repeated operation does and whether Lookup reads back.
+const (
+	// ModeIdempotent (the default): a repeated operation returns the
+	// recorded result; Lookup reads back by operation id.
+	ModeIdempotent = "idempotent"
+	// ModePlain: every call is a new generation and there is no readback,
+	// as with Bedrock.
+	ModePlain = "plain"
+	// ModePlainReadback: every call is a new generation; Lookup reads back.
+	ModePlainReadback = "plain+readback"
 )
 
 // Config selects and configures a provider. It holds the names of where
@@ -161,6 +175,10 @@ type Config struct {
 	// in-memory idempotency ledger, so its "not found" would be a lie and
 	// would re-queue work that may have happened).
 	NoReadback bool
+	// SimulatedMode is the simulated provider's mode (ModeIdempotent when
+	// empty; ModePlain, ModePlainReadback). Only the simulated provider
+	// has one.
+	SimulatedMode string
 
 	err error // a value ConfigFromEnv could not parse
 }
@@ -197,6 +215,7 @@ func ConfigFromEnv(getenv func(string) string) Config {
 	c.BaseURL = get(EnvBaseURL)
 	c.APIKeyEnv = get(EnvAPIKeyEnv)
 	c.APIKeySecretARN = get(EnvAPIKeySecretARN)
+	c.SimulatedMode = strings.ToLower(get(EnvSimulatedMode))
 	if c.APIKeyEnv == "" {
 		c.APIKeyEnv = DefaultAPIKeyEnv
 	}
@@ -281,7 +300,11 @@ func (c Config) String() string {
 	}
 	switch name {
 	case NameSimulated:
-		return fmt.Sprintf("provider=%s seed=%d faults=%q", name, c.Seed, c.Faults)
+		mode := c.SimulatedMode
+		if mode == "" {
+			mode = ModeIdempotent
+		}
+		return fmt.Sprintf("provider=%s mode=%s seed=%d faults=%q", name, mode, c.Seed, c.Faults)
 	case NameOpenAI:
 		key := "env:" + c.APIKeyEnv
 		if c.APIKeySecretARN != "" {
@@ -305,7 +328,15 @@ func (c Config) Validate() error {
 		if _, err := simulated.ParseFaultPlan(c.Faults); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvFaults, err))
 		}
+		switch c.SimulatedMode {
+		case "", ModeIdempotent, ModePlain, ModePlainReadback:
+		default:
+			errs = append(errs, fmt.Errorf("%s: unknown mode %q (want %s, %s or %s)", EnvSimulatedMode, clip(c.SimulatedMode), ModeIdempotent, ModePlain, ModePlainReadback))
+		}
 	case NameBedrock, NameOpenAI:
+		if c.SimulatedMode != "" {
+			errs = append(errs, fmt.Errorf("%s is a setting of the simulated provider, not of %s", EnvSimulatedMode, c.Name))
+		}
 		if c.Model == "" {
 			errs = append(errs, fmt.Errorf("%s is required for provider %s", EnvModel, c.Name))
 		}
@@ -374,7 +405,9 @@ func newKeyless(ctx context.Context, cfg Config) (Provider, error) {
 		return p, nil
 	}
 	plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated by the caller
-	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, NoReadback: cfg.NoReadback, CallTimeout: cfg.Timeout}), nil
+	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, CallTimeout: cfg.Timeout,
+		NoIdempotency: cfg.SimulatedMode == ModePlain || cfg.SimulatedMode == ModePlainReadback,
+		NoReadback:    cfg.NoReadback || cfg.SimulatedMode == ModePlain}), nil
 }
 
 // NewReadback builds the provider the reconciler holds to read unknown
