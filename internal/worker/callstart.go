@@ -109,7 +109,7 @@ func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil i
 		return nil, errLeaseShort
 	}
 	log.WarnContext(ctx, "the lease ran short between the call-start mark and the call, and its renewal failed; provider not called", "error", err.Error())
-	if errors.As(err, &fe) && !stillOurs(fe, t.AssignmentVersion) {
+	if errors.As(err, &fe) && !stillOurs(fe.Current, t.AssignmentVersion) {
 		return fe, err
 	}
 	return nil, err

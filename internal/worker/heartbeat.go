@@ -54,7 +54,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 			_, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
 			var fe *ledger.FencedError
 			switch {
-			case errors.As(err, &fe) && stillOurs(fe, t.AssignmentVersion):
+			case errors.As(err, &fe) && stillOurs(fe.Current, t.AssignmentVersion):
 				log.WarnContext(ctx, "heartbeat refused: the lease lapsed to unknown at this assignment; renewals stop, the call goes on so its result can settle the task",
 					"why", fe.Why, "current_version", currentVersion(fe))
 				return
@@ -84,25 +84,6 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 		}
 	}()
 	return hb
-}
-
-// stillOurs reports whether a refused renewal left the assignment with the
-// caller: the task is unknown at the caller's version (a lapsed lease the
-// reconciler expired). Anything else — a new version, a terminal state,
-// needs_review, queued or retry_wait — means the call's result cannot be
-// saved by this worker.
-func stillOurs(fe *ledger.FencedError, version int64) bool {
-	cur := fe.Current
-	if cur == nil || cur.AssignmentVersion != version {
-		return false
-	}
-	// unknown: Complete still saves from it. Parked unknown_outcome at this
-	// version: CompleteLapsed saves the result and resolves the review that
-	// is uncertain about exactly this call. An operator's retry or resolve
-	// moves the task on (new version, or terminal) and the next refusal —
-	// or the save itself — is fenced as usual.
-	return cur.State == ledger.StateUnknown ||
-		(cur.State == ledger.StateNeedsReview && cur.ReviewReason == ledger.ReviewUnknownOutcome)
 }
 
 // stop ends the heartbeat, waits for it, and reports whether it was fenced.
