@@ -31,13 +31,33 @@ func (r *run) cancelledUnstarted(ctx context.Context, t *ledger.Task) bool {
 	return true
 }
 
-// cancel ends t (unknown after a cancel while running) cancelled.
+// cancelledRetrySafe ends t cancelled at once when it was cancelled while
+// running and its call is retry-safe: whatever the call did costs only
+// money, so there is nothing to wait for or read back; the attempt's
+// reservation is charged in full (the provider may have billed it). It
+// reports whether it handled t.
+func (r *run) cancelledRetrySafe(ctx context.Context, t *ledger.Task) bool {
+	if t.CancelVersion <= 0 || !r.h.retrySafe(t) {
+		return false
+	}
+	r.cancelCharged(ctx, t, "cancelled while running; the generation is retry-safe, so its call was abandoned and charged", 0)
+	return true
+}
+
+// cancel ends t (unknown after a cancel while running) cancelled; the
+// provider did not act under its last attempt, whose hold is given back.
 func (r *run) cancel(ctx context.Context, t *ledger.Task, why string) {
+	r.cancelCharged(ctx, t, why, t.Attempts)
+}
+
+// cancelCharged ends t cancelled and settles its holds in full, except
+// attempt notCalled's (0: none), given back at nothing.
+func (r *run) cancelCharged(ctx context.Context, t *ledger.Task, why string, notCalled int) {
 	_, err := r.h.Ledger.CancelUnknown(ctx, t.TaskID, t.AssignmentVersion, why)
 	if r.lost(ctx, "cancel after a cancel while running", t.TaskID, err) {
 		return
 	}
 	r.count(func(s *Summary) { s.Cancelled++ })
-	r.log.InfoContext(ctx, "reconciler: cancelled while running; the provider did not act", "task_id", t.TaskID, "version", t.AssignmentVersion)
-	r.settleAbandoned(ctx, t, t.Attempts) // the provider did not act under the cancelled attempt
+	r.log.InfoContext(ctx, "reconciler: cancelled while running", "task_id", t.TaskID, "version", t.AssignmentVersion, "why", why)
+	r.settleAbandoned(ctx, t, notCalled)
 }

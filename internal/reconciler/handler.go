@@ -118,6 +118,15 @@ type Handler struct {
 	// cause a second external side effect. Default: true unless Provider
 	// honours idempotency keys (contract.IdempotencyHonouring).
 	SideEffects func(kind string) bool
+	// RetrySafeGeneration declares generation retry-safe (DESIGN §14):
+	// repeating a generate task's call costs only money, so an uncertain
+	// outcome (an expired lease, a lost reply, a cut call) is a bounded
+	// retry and a cancel while running ends cancelled at once, its
+	// reservation charged — never a park saying the provider may have
+	// acted. Deliveries keep their destination's rules. The zero value
+	// treats generation as an effect (GENERATION_EFFECT_CLASS=effect);
+	// deployments default to retry-safe.
+	RetrySafeGeneration bool
 	// Payloads is the S3 claim-check store (DESIGN §12): a read-back
 	// result above its inline threshold is put at
 	// results/<task>/<assignment_version> before CompleteFromReadback,
@@ -380,6 +389,9 @@ func intOr(n, def int) int {
 
 // sideEffects reports whether re-running t's step could act twice.
 func (h *Handler) sideEffects(t *ledger.Task) bool {
+	if h.retrySafe(t) {
+		return false // a repeat costs only money
+	}
 	if t.Kind == deliver.Kind {
 		return !honours(h.step(t)) // the destination's guarantees decide
 	}
@@ -399,7 +411,13 @@ func honours(p contract.Provider) bool {
 // idempotency keys (the worker's rule).
 func (h *Handler) callMarked(t *ledger.Task) bool {
 	p := h.step(t)
-	return p != nil && !honours(p)
+	return p != nil && !honours(p) && !h.retrySafe(t)
+}
+
+// retrySafe reports whether repeating t's call costs only money: a
+// generation, when the deployment declares it retry-safe.
+func (h *Handler) retrySafe(t *ledger.Task) bool {
+	return h.RetrySafeGeneration && t.Kind != deliver.Kind
 }
 
 func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {

@@ -147,6 +147,9 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 // over, when it resolves at once so the task is final within one period.
 func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 	h := r.h
+	if r.cancelledRetrySafe(ctx, t) { // at once, without the Settle wait: cancel.go
+		return
+	}
 	if !r.pastDeadline(t) && t.DueAt >= r.now.Add(-durOr(h.Settle, DefaultSettle)).UnixMilli() {
 		r.raced()
 		return
@@ -162,6 +165,10 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	lk, ok := h.looker(t)
+	if !ok && h.retrySafe(t) {
+		r.retryUncertain(ctx, t, opts, "no readback")
+		return
+	}
 	if !ok {
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "no provider is configured for readback"
@@ -256,6 +263,9 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.count(func(s *Summary) { s.Requeued++ })
 		log.InfoContext(ctx, "reconciler: provider never saw the operation; re-queued")
 		r.send(ctx, u)
+	case errors.Is(err, contract.ErrNoReadback) && h.retrySafe(t):
+		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
+		r.retryUncertain(ctx, t, opts, "no readback")
 	case errors.Is(err, contract.ErrNoReadback):
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
 		why := "the provider cannot tell whether the operation happened"
@@ -278,6 +288,24 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		// Transient: the task stays unknown and due; the next run retries.
 		log.WarnContext(ctx, "reconciler: readback failed; retrying next run", "error", err.Error())
 	}
+}
+
+// retryUncertain settles an uncertain attempt of a retry-safe task (why:
+// what the readback could not tell): whatever the call did costs only
+// money, so it is re-queued for a bounded retry while its budgets last, and
+// parked budget_exhausted after — never unknown_outcome.
+func (r *run) retryUncertain(ctx context.Context, t *ledger.Task, opts ledger.ParkOptions, why string) {
+	if ok, budget := t.BudgetLeft(r.now); !ok {
+		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
+		return
+	}
+	u, err := r.h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
+	if r.lost(ctx, "requeue a retry-safe uncertain attempt", t.TaskID, err) {
+		return
+	}
+	r.count(func(s *Summary) { s.Requeued++ })
+	r.log.InfoContext(ctx, "reconciler: uncertain attempt of a retry-safe task re-queued", "task_id", t.TaskID, "version", t.AssignmentVersion, "readback", why)
+	r.send(ctx, u)
 }
 
 // pastDeadline reports whether t's age budget has ended at the run's start.
