@@ -82,5 +82,7 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 		Metrics:      metrics.NewWriter(os.Stdout),
 		Payloads:     payloads,
 		Spend:        acct,
+		// GENERATION_EFFECT_CLASS: retry-safe unless declared an effect.
+		RetrySafeGeneration: pcfg.RetrySafeGeneration(),
 	}, nil
 }

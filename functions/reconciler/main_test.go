@@ -33,3 +33,29 @@ func TestBuildFromEnvironment(t *testing.T) {
 		t.Error("an unknown provider was accepted")
 	}
 }
+
+// The reconciler treats generation as the deployment declares it: retry-safe
+// by default, an effect when GENERATION_EFFECT_CLASS says so, and refuses
+// to start on a class it does not know.
+func TestBuildReadsTheGenerationEffectClass(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "AWS_REGION": "us-east-1",
+		"TASK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DEAD_LETTER_QUEUE_URL": "http://127.0.0.1:1/000000000000/dlq",
+	}
+	get := func(k string) string { return env[k] }
+	for class, want := range map[string]bool{"": true, "retry-safe": true, "effect": false} {
+		env["GENERATION_EFFECT_CLASS"] = class
+		h, err := build(context.Background(), get)
+		if err != nil {
+			t.Fatalf("%q: %v", class, err)
+		}
+		if h.RetrySafeGeneration != want {
+			t.Errorf("GENERATION_EFFECT_CLASS=%q: RetrySafeGeneration = %t, want %t", class, h.RetrySafeGeneration, want)
+		}
+	}
+	env["GENERATION_EFFECT_CLASS"] = "maybe"
+	if _, err := build(context.Background(), get); err == nil || !strings.Contains(err.Error(), "GENERATION_EFFECT_CLASS") {
+		t.Errorf("an unknown effect class: %v", err)
+	}
+}

@@ -48,6 +48,8 @@
 //	PROVIDER_API_KEY_ENV         openai: variable holding the key (default OPENAI_API_KEY)
 //	PROVIDER_API_KEY_SECRET_ARN  openai: Secrets Manager secret holding the key (wins over the variable)
 //	PROVIDER_TIMEOUT             per-call timeout, a Go duration or seconds (default 2m; simulated 1m)
+//	GENERATION_EFFECT_CLASS      retry-safe (default: an uncertain generation is retried, its cost
+//	                             charged) | effect (never repeated blind: read back or parked)
 //
 // ModelFromEnv reads only PROVIDER and PROVIDER_MODEL: what the submit
 // function needs to check a task against the worker's provider without

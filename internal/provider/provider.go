@@ -126,6 +126,19 @@ const (
 	EnvAPIKeySecretARN = "PROVIDER_API_KEY_SECRET_ARN"
 	EnvTimeout         = "PROVIDER_TIMEOUT"
 	EnvSimulatedMode   = "PROVIDER_SIMULATED_MODE"
+	EnvGenerationClass = "GENERATION_EFFECT_CLASS"
+)
+
+// Effect classes (GENERATION_EFFECT_CLASS; DESIGN §14): what repeating a
+// generation costs.
+const (
+	// ClassRetrySafe (the default): only money. A lost reply, an expired
+	// lease or a timeout is a bounded retry; a cancel while running ends
+	// cancelled at once, the call charged.
+	ClassRetrySafe = "retry-safe"
+	// ClassEffect: an uncertain call may have acted and is never repeated
+	// blind: read back, or parked for a person (unknown_outcome).
+	ClassEffect = "effect"
 )
 
 // Simulated provider modes (PROVIDER_SIMULATED_MODE), named as the soak's:
@@ -179,6 +192,10 @@ type Config struct {
 	// empty; ModePlain, ModePlainReadback). Only the simulated provider
 	// has one.
 	SimulatedMode string
+	// GenerationClass is generation's effect class: ClassRetrySafe when
+	// empty, or ClassEffect for a deployment that reviews every uncertain
+	// paid call. Deliveries are always effects.
+	GenerationClass string
 
 	err error // a value ConfigFromEnv could not parse
 }
@@ -216,6 +233,7 @@ func ConfigFromEnv(getenv func(string) string) Config {
 	c.APIKeyEnv = get(EnvAPIKeyEnv)
 	c.APIKeySecretARN = get(EnvAPIKeySecretARN)
 	c.SimulatedMode = strings.ToLower(get(EnvSimulatedMode))
+	c.GenerationClass = strings.ToLower(get(EnvGenerationClass))
 	if c.APIKeyEnv == "" {
 		c.APIKeyEnv = DefaultAPIKeyEnv
 	}
@@ -255,6 +273,11 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// RetrySafeGeneration reports whether generation is retry-safe (the
+// default) rather than an effect: what the worker's and the reconciler's
+// RetrySafeGeneration are set from.
+func (c Config) RetrySafeGeneration() bool { return c.GenerationClass != ClassEffect }
 
 // ModelID is the model id the configured adapter calls: Model, or for the
 // simulated provider simulated.DefaultModel when Model is empty (bedrock
@@ -345,6 +368,11 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%s: negative timeout", EnvTimeout))
+	}
+	switch c.GenerationClass {
+	case "", ClassRetrySafe, ClassEffect:
+	default:
+		errs = append(errs, fmt.Errorf("%s: unknown effect class %q (want %s or %s)", EnvGenerationClass, clip(c.GenerationClass), ClassRetrySafe, ClassEffect))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -63,3 +63,22 @@ func TestSimulatedModeIsRefusedForARealProvider(t *testing.T) {
 		t.Fatalf("Validate = %v, want an error naming %s", err, EnvSimulatedMode)
 	}
 }
+
+// Generation is retry-safe unless a deployment declares it an effect; any
+// other class is a configuration error, never a silent default.
+func TestGenerationEffectClass(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": true, "retry-safe": true, " Effect ": false} {
+		cfg := ConfigFromEnv(env(map[string]string{EnvGenerationClass: v}))
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%q: Validate: %v", v, err)
+		}
+		if got := cfg.RetrySafeGeneration(); got != want {
+			t.Errorf("%q: RetrySafeGeneration = %t, want %t", v, got, want)
+		}
+	}
+	cfg := ConfigFromEnv(env(map[string]string{EnvGenerationClass: "idempotent"}))
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), EnvGenerationClass) {
+		t.Fatalf("Validate = %v, want an error naming %s", err, EnvGenerationClass)
+	}
+}

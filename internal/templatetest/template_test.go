@@ -36,6 +36,7 @@ var notSetByTemplate = map[string]string{
 	"TASKLEDGER_SDK_MAX_ATTEMPTS": "optional; the default (3 attempts) is the deployed setting",
 	"PROVIDER_SEED":               "simulated provider only (local runs, tests, demos)",
 	"PROVIDER_FAULTS":             "simulated provider only: fault injection is never deployed",
+	"PROVIDER_SIMULATED_MODE":     "simulated provider only: which guarantees it simulates (local runs, tests, demos)",
 	"PROVIDER_API_KEY_ENV":        "names a variable holding an API key; deployments use PROVIDER_API_KEY_SECRET_ARN instead, so no key is ever in the function's configuration",
 }
 
