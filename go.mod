@@ -22,6 +22,7 @@ require (
 	github.com/sivchari/kumo v0.33.1
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	gopkg.in/yaml.v3 v3.0.1
+	pgregory.net/rapid v1.3.0
 )
 
 require (

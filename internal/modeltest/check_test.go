@@ -1,0 +1,156 @@
+package modeltest
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"pgregory.net/rapid"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// check asserts DESIGN §1 on every accepted task, after every step.
+func (m *model) check(rt *rapid.T) {
+	tasks, reviews := m.snapshot(rt)
+	for _, t := range m.tasks {
+		st := tasks[t.id]
+		if st == nil {
+			rt.Fatalf("nothing lost: accepted task %s is gone", t.id)
+		}
+		var rv *ledger.Review
+		if st.State == ledger.StateNeedsReview {
+			rv = reviews[t.id]
+		}
+		if why := m.violation(t, st, rv); why != "" {
+			rt.Fatalf("%s: %s", t.id, why)
+		}
+	}
+}
+
+// snapshot reads both tables whole (consistent scans: a run's tables hold
+// a few items).
+func (m *model) snapshot(rt *rapid.T) (map[string]*ledger.Task, map[string]*ledger.Review) {
+	tasks, reviews := map[string]*ledger.Task{}, map[string]*ledger.Review{}
+	for _, table := range []string{m.s.names.TasksTable, m.s.names.ReviewTable} {
+		p := dynamodb.NewScanPaginator(m.s.env.DDB, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(m.ctx)
+			if err != nil {
+				rt.Fatalf("scan %s: %v", table, err)
+			}
+			for _, item := range page.Items {
+				if table == m.s.names.TasksTable {
+					var t ledger.Task
+					if err := attributevalue.UnmarshalMap(item, &t); err != nil {
+						rt.Fatalf("task item: %v", err)
+					}
+					tasks[t.TaskID] = &t
+				} else {
+					var r ledger.Review
+					if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+						rt.Fatalf("review item: %v", err)
+					}
+					reviews[r.TaskID] = &r
+				}
+			}
+		}
+	}
+	return tasks, reviews
+}
+
+// violation returns the first broken rule for one task, or "".
+func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
+	epoch, since := m.s.epochSince(t.id)
+	calls, lookups := m.s.rec.of(t.id)
+
+	// At most one saved result per task (per run an operator started).
+	if n := m.s.savesIn(t.id, epoch); n > 1 {
+		return "at most one saved result: " + itoa(n) + " results saved"
+	}
+
+	// An effect without idempotency is started at most once: at most one
+	// call acted, and no call started after one whose outcome its caller
+	// could not know (anything but a refusal in so many words), unless a
+	// readback found nothing in between.
+	if m.s.mode != modeIdem {
+		acted := 0
+		for _, c := range calls {
+			if c.epoch == epoch && c.performed {
+				acted++
+			}
+		}
+		if acted > 1 {
+			return "effect started at most once: " + itoa(acted) + " side effects (" + string(m.s.mode) + ")"
+		}
+		for i, c := range calls {
+			if c.epoch != epoch {
+				continue
+			}
+			for _, e := range calls[:i] {
+				if e.epoch != epoch || (e.end != 0 && e.end < c.start && e.refused) {
+					continue
+				}
+				cleared := false
+				for _, l := range lookups {
+					cleared = cleared || (l.notFound && e.end != 0 && l.at > e.end && l.at < c.start)
+				}
+				if !cleared {
+					return "effect started at most once: a call started after an earlier call of uncertain outcome (" + string(m.s.mode) + ")"
+				}
+			}
+		}
+	}
+
+	// Nothing lost: live with a due time or a message, or final.
+	switch {
+	case st.State.Live():
+		held := m.paused != nil && m.paused.task == t.id
+		if (st.StateShard == "" || st.DueAt == 0) && !m.s.queue.has(t.id) && !held {
+			return "nothing lost: live (" + string(st.State) + ") with neither a due time nor a message"
+		}
+	case st.State == ledger.StateNeedsReview:
+		if rv == nil || rv.ReviewStatus != ledger.ReviewOpen || rv.Reason == "" || rv.Summary == "" || rv.Reason != st.ReviewReason {
+			return "nothing final without a reason: parked (" + st.ReviewReason + ") without its open review item"
+		}
+	}
+
+	// Nothing final without a reason.
+	switch st.State {
+	case ledger.StateCompleted:
+		if (st.Result == "" && st.ResultRef == nil) || st.CompletedAt == "" {
+			return "nothing final without a reason: completed without a result"
+		}
+	case ledger.StateFailed:
+		if st.ErrorClass == "" {
+			return "nothing final without a reason: failed without an error class"
+		}
+	case ledger.StateCancelled:
+		parent := m.byID[t.parent]
+		if !t.cancelAsked && !t.withdrawn && (parent == nil || !parent.cancelAsked) {
+			return "nothing final without a reason: cancelled, but no cancel or withdraw asked for it"
+		}
+	case ledger.StateRejected:
+		return "nothing final without a reason: rejected, but nobody rejected it"
+	}
+
+	// No review claims a call that never started.
+	if rv != nil && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
+		started := false
+		for _, c := range calls {
+			started = started || c.epoch == epoch || c.end == 0 || c.end > since
+		}
+		if !started {
+			return "false uncertainty: review " + rv.Reason + " says the call may have acted, but no call started"
+		}
+	}
+	return ""
+}
+
+func saysMayHaveActed(r *ledger.Review) bool {
+	return strings.Contains(strings.ToLower(r.Summary+"\n"+strings.Join(r.Uncertain, "\n")), "may have")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
