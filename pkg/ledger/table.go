@@ -1,0 +1,489 @@
+package ledger
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Transition is one row of the task state machine (DESIGN §14): who moves
+// a task from which states to which, under which condition, and what the
+// write changes. The conditional writes of the task item are built from
+// their rows, and so are the Go predicates that restate them (Allows);
+// docs/states.md is rendered from the table (Transitions).
+type Transition struct {
+	Op     string // the row's unique name
+	Method string // the Ledger method (and variant) that writes it
+	Actors []Actor
+	// From are the states the write is accepted from; nil when it starts
+	// from no item (Create) or writes the review item alone.
+	From []State
+	// When are guards that apply from one from-state only (tested inside
+	// the from-states' disjunction).
+	When  map[State][]Guard
+	Fence Fence
+	// Guards are the condition, conjunct by conjunct in order: the fence
+	// and the from-states are two of them.
+	Guards            []Guard
+	To                State  // "": the state stays as it is
+	Attempts, Version Change // of attempts and assignment_version
+	Refusal           Refusal
+	Review            ReviewEffect
+	Effect            EffectClass
+	Repeat            bool // found in To already, the call succeeds and writes nothing
+	Manual            bool // the method writes its condition out; Guards documents it
+}
+
+type (
+	// Actor is who makes a transition.
+	Actor string
+	// Fence is which assignment a transition must still find.
+	Fence string
+	// Change is how a transition changes a counter.
+	Change string
+	// Refusal is what the method returns when the condition fails.
+	Refusal string
+	// ReviewEffect is what a transition does to the task's review item.
+	ReviewEffect string
+	// EffectClass says which steps a row serves (DESIGN §14): retry-safe
+	// rows only steps whose repetition costs money alone (a generation),
+	// effect rows only steps that may act twice (a delivery, a provider
+	// without idempotency); "" any step.
+	EffectClass string
+)
+
+// The values of a Transition's fields.
+const (
+	ActorWorker     Actor = "worker"
+	ActorReconciler Actor = "reconciler"
+	ActorRequester  Actor = "requester"  // through the HTTP API
+	ActorApprover   Actor = "approver"   // through the HTTP API
+	ActorOperator   Actor = "operator"   // the review CLI or page
+	ActorDispatcher Actor = "dispatcher" // the reconciler's outbox relay
+	ActorAdmission  Actor = "admission"  // the worker, waiting for provider admission
+
+	FenceNone       Fence = ""
+	AtVersion       Fence = "at version"        // assignment_version = the caller's (or the one read)
+	AtCancelVersion Fence = "at cancel version" // assignment_version = the caller's + 1, after a cancel while running
+
+	Same  Change = ""
+	Up    Change = "+1"
+	Down  Change = "-1"
+	Reset Change = "=0"
+
+	RefusedFenced            Refusal = "*FencedError"
+	RefusedNotClaimable      Refusal = "*NotClaimableError"
+	RefusedConflict          Refusal = "*ConflictError"
+	RefusedDuplicate         Refusal = "*DuplicateError"
+	RefusedDeliveriesStarted Refusal = "*DeliveriesStartedError"
+	NotApplied               Refusal = "ok=false" // nothing written, no error
+
+	ReviewNone     ReviewEffect = ""
+	ReviewOpens    ReviewEffect = "opens"
+	ReviewRevises  ReviewEffect = "revises"
+	ReviewResolves ReviewEffect = "resolves"
+
+	EffectAny       EffectClass = ""
+	EffectRetrySafe EffectClass = "retry-safe"
+	EffectEffect    EffectClass = "effect"
+)
+
+// Call is what guards compare the item with: the caller's clock and
+// assignment version, and what it read or names.
+type Call struct {
+	Now        time.Time
+	Version    int64         // the caller's assignment version
+	State      State         // the state the caller read (Park, ClaimDispatch)
+	Owner      string        // the claim's lease owner (ReleaseClaim)
+	Kind       string        // the only kind a takeover may take ("": any)
+	Lease      time.Duration // MarkCallStarted: half of it must be left
+	DueAt      int64         // due_at read (ClaimDispatch)
+	Dispatches int           // dispatches read (ClaimDispatch)
+	SHA256     string        // the result hash read (Reject) or approved (Approve)
+	Round      int           // the approval round read
+	Parent     string        // a delivery's approved task
+}
+
+// Guard is one conjunct of a condition: a DynamoDB condition fragment and
+// the Go predicate that restates it.
+type Guard struct {
+	Name  string
+	Expr  string               // #attribute names and :value placeholders (Call.value)
+	expr  func(c *Call) string // the fragment for c when it varies ("": not tested)
+	holds func(t *Task, c *Call) bool
+	// kind: 0 a guard; 'f' the fence; 's' the from-states; 'r' the state
+	// read; 'v' a condition of the review item, which the method writes.
+	kind byte
+	ph   []string // the placeholders of the fence and the states
+}
+
+func guard(name, expr string, holds func(t *Task, c *Call) bool) Guard {
+	return Guard{Name: name, Expr: expr, holds: holds}
+}
+
+// varying is a guard whose fragment depends on the call (Expr shows it).
+func varying(name, doc string, expr func(c *Call) string, holds func(t *Task, c *Call) bool) Guard {
+	return Guard{Name: name, Expr: doc, expr: expr, holds: holds}
+}
+
+func pick(ok bool, a, b string) string {
+	if ok {
+		return a
+	}
+	return b
+}
+
+func ms(c *Call) int64 { return c.Now.UnixMilli() }
+
+// fromAs tests the from-states, each under its placeholder.
+func fromAs(ph ...string) Guard {
+	return Guard{Name: "from", Expr: "#state = :" + ph[0], kind: 's', ph: ph}
+}
+
+// readState: the item is in the state the caller read.
+func readState(ph string) Guard {
+	return Guard{Name: "from", Expr: "#state = :" + ph + " (as read)", kind: 'r', ph: []string{ph}}
+}
+
+// The guards.
+var (
+	atMine  = Guard{Name: "fence", Expr: "#assignment_version = :mine", kind: 'f', ph: []string{"mine"}}
+	atVer   = Guard{Name: "fence", Expr: "#assignment_version = :ver", kind: 'f', ph: []string{"ver"}}
+	inFrom  = Guard{Name: "from", Expr: "#state = :from OR #state = :from1 ...", kind: 's'}
+	inFromC = fromAs("c_queued", "c_retry", "c_running")
+
+	gExists         = guard("exists", "attribute_exists(#task_id)", func(*Task, *Call) bool { return true })
+	gAttemptsLeft   = guard("attempts left", "#attempts < #max_attempts", func(t *Task, _ *Call) bool { return t.Attempts < t.MaxAttempts })
+	gBeforeDeadline = guard("before the age deadline", "#deadline_ms > :now", func(t *Task, c *Call) bool { return t.DeadlineMs > ms(c) })
+	gDue            = guard("due", "#not_before <= :now", func(t *Task, c *Call) bool { return t.NotBefore != 0 && t.NotBefore <= ms(c) })
+	gLeaseExpired   = guard("lease expired", "#lease_until < :now", func(t *Task, c *Call) bool { return t.LeaseUntil != 0 && t.LeaseUntil < ms(c) })
+	gLeaseFresh     = guard("half a lease left", "#lease_until >= :fresh", func(t *Task, c *Call) bool {
+		return t.LeaseUntil != 0 && t.LeaseUntil >= c.Now.Add(c.Lease/2).UnixMilli()
+	})
+	gTakeoverKind = varying("of the takeover kind", "#kind = :takeover_kind (when given)",
+		func(c *Call) string { return pick(c.Kind != "", "#kind = :takeover_kind", "") },
+		func(t *Task, c *Call) bool { return c.Kind == "" || t.Kind == c.Kind })
+	gGateOff = guard("no approval gate", "attribute_not_exists(#approval_required) OR #approval_required = :gate_off",
+		func(t *Task, _ *Call) bool { return !t.ApprovalRequired })
+	gGateOn       = guard("approval gate", "#approval_required = :gate_on", func(t *Task, _ *Call) bool { return t.ApprovalRequired })
+	gNoResult     = guard("no result yet", "attribute_not_exists(#result) AND attribute_not_exists(#result_ref)", func(t *Task, _ *Call) bool { return !t.HasResult() })
+	gCancelExists = guard("cancelled while running", "attribute_exists(#cancel_version)", func(t *Task, _ *Call) bool { return t.CancelVersion != 0 })
+	gCancelAtMine = guard("cancel at my version", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
+		return t.CancelVersion != 0 && t.CancelVersion == c.Version
+	})
+	// A task unknown at v after a cancel at v-1 is that cancel's state.
+	gNoCancelPending = guard("running, or no cancel pending", "#state = :from OR attribute_not_exists(#cancel_version) OR #cancel_version < :before",
+		func(t *Task, c *Call) bool {
+			return t.State == StateRunning || t.CancelVersion == 0 || t.CancelVersion < c.Version-1
+		})
+	gNotStarted = guard("call not started", "attribute_not_exists(#call_started_version) OR #call_started_version <> :mine",
+		func(t *Task, c *Call) bool { return t.CallStartedVersion == 0 || t.CallStartedVersion != c.Version })
+	gParkedUnknown = guard("parked unknown_outcome", "#review_reason = :lapsed_reason", func(t *Task, _ *Call) bool { return t.ReviewReason == ReviewUnknownOutcome })
+	gOwner         = guard("my lease owner", "#lease_owner = :owner", func(t *Task, c *Call) bool { return t.LeaseOwner != "" && t.LeaseOwner == c.Owner })
+	gVersionGiven  = varying("at version (when given)", "#assignment_version = :mine (when given)",
+		func(c *Call) string { return pick(c.Version > 0, "#assignment_version = :mine", "") },
+		func(t *Task, c *Call) bool { return c.Version == 0 || t.AssignmentVersion == c.Version })
+	gDueAsRead  = guard("due_at as read", "#due_at = :old_due", func(t *Task, c *Call) bool { return t.DueAt != 0 && t.DueAt == c.DueAt })
+	gDispatches = varying("dispatches as read", "#dispatches = :old_dispatches (or absent for 0)",
+		func(c *Call) string {
+			return pick(c.Dispatches == 0, "attribute_not_exists(#dispatches) OR #dispatches = :old_dispatches", "#dispatches = :old_dispatches")
+		},
+		func(t *Task, c *Call) bool { return t.Dispatches == c.Dispatches })
+	gArtifact     = guard("result is the approved artifact", "#result_sha256 = :artifact", resultIs)
+	gSeen         = guard("result as read", "#result_sha256 = :seen", resultIs)
+	gApprovalOpen = guard("before the approval deadline", "attribute_not_exists(#approval_deadline_ms) OR #approval_deadline_ms > :approve_now",
+		func(t *Task, c *Call) bool { return t.ApprovalDeadlineMs == 0 || t.ApprovalDeadlineMs > ms(c) })
+	gRound = varying("approval round as read", "#approval_round = :round (absent for round 0)",
+		func(c *Call) string {
+			return pick(c.Round == 0, "attribute_not_exists(#approval_round)", "#approval_round = :round")
+		},
+		func(t *Task, c *Call) bool { return t.ApprovalRound == c.Round })
+	gApproved  = guard("approved", "#approval_state = :approved", func(t *Task, _ *Call) bool { return t.ApprovalState == ApprovalApproved })
+	gUnstarted = guard("never claimed", "#assignment_version = :zero", func(t *Task, _ *Call) bool { return t.AssignmentVersion == 0 })
+	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
+
+	// Written out by Create.
+	gAbsent        = guard("no item", "attribute_not_exists(#id)", func(*Task, *Call) bool { return false })
+	gPastRetention = guard("past retention, as read", "#exp = :old_exp AND #exp < :now_s AND #ver = :old_ver",
+		func(t *Task, c *Call) bool { return t.PastRetention(c.Now) })
+	// Of the review item.
+	gReviewLapsed = Guard{Name: "review open unknown_outcome", Expr: "#review_status = :open AND #reason = :lapsed_reason", kind: 'v'}
+	gReviewAt     = Guard{Name: "review open at the park", Expr: "#review_status = :open AND #park_count = :pc", kind: 'v'}
+	gReviewRevise = Guard{Name: "review open unknown_outcome at the park", Expr: "#review_status = :open AND #reason = :lapsed_reason AND #park_count = :park_count", kind: 'v'}
+	gNoOpenReview = Guard{Name: "no open review", Expr: "attribute_not_exists(#id) OR #rs = :resolved", kind: 'v'}
+)
+
+func resultIs(t *Task, c *Call) bool { return t.ResultSHA256 != "" && t.ResultSHA256 == c.SHA256 }
+
+func states(s ...State) []State { return s }
+func actors(a ...Actor) []Actor { return a }
+func guards(g ...Guard) []Guard { return g }
+
+var (
+	byWorker, byReconciler, byEither = actors(ActorWorker), actors(ActorReconciler), actors(ActorWorker, ActorReconciler)
+	byRequester, byApprover          = actors(ActorRequester), actors(ActorApprover)
+	byOperator                       = actors(ActorOperator)
+	fromRunning, fromUnknown         = states(StateRunning), states(StateUnknown)
+	fromRunOrUnknown, fromParked     = states(StateRunning, StateUnknown), states(StateNeedsReview)
+	fromAwaiting                     = states(StateAwaitingApproval)
+	claimWhen                        = map[State][]Guard{StateRetryWait: {gDue}, StateRunning: {gLeaseExpired, gTakeoverKind}}
+	claimGuards                      = guards(gExists, gAttemptsLeft, gBeforeDeadline, inFromC)
+	gFenced                          = guards(atMine, inFrom)
+	gLapsed                          = guards(atMine, inFrom, gParkedUnknown, gReviewLapsed)
+	gOperator                        = guards(fromAs("parked"), atVer, gReviewAt)
+)
+
+// transitions is the task state machine: every write of a task item.
+var transitions = []Transition{
+	// Submission (create.go).
+	{Op: "create", Method: "Create", Actors: byRequester, Guards: guards(gAbsent), To: StateQueued, Refusal: RefusedDuplicate, Manual: true},
+	{Op: "recreate", Method: "Create (item past retention)", Actors: byRequester, Fence: AtVersion,
+		From: states(StateCompleted, StateFailed, StateCancelled, StateRejected), Guards: guards(gPastRetention),
+		To: StateQueued, Attempts: Reset, Refusal: RefusedDuplicate, Manual: true},
+
+	// The worker's attempt.
+	{Op: "claim", Method: "Claim", Actors: byWorker, From: states(StateQueued, StateRetryWait), When: claimWhen,
+		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
+	{Op: "claim_takeover", Method: "Claim (AllowTakeover)", Actors: byWorker, From: states(StateQueued, StateRetryWait, StateRunning),
+		When: claimWhen, Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable, Effect: EffectRetrySafe},
+	{Op: "renew", Method: "Renew", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateRunning, Refusal: RefusedFenced},
+	{Op: "call_started", Method: "MarkCallStarted", Actors: byWorker, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gLeaseFresh), To: StateRunning, Refusal: RefusedFenced, Effect: EffectEffect},
+	{Op: "call_started_renew", Method: "MarkCallStarted (lease too short: renewed)", Actors: byWorker, From: fromRunning,
+		Fence: AtVersion, Guards: gFenced, To: StateRunning, Refusal: RefusedFenced, Effect: EffectEffect},
+	{Op: "complete", Method: "Complete", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
+		Guards: guards(gGateOff, atMine, inFrom, gNoResult), To: StateCompleted, Refusal: RefusedFenced},
+	{Op: "complete_gated", Method: "Complete (approval gate)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
+		Guards: guards(gGateOn, atMine, inFrom, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+	{Op: "retry", Method: "ScheduleRetry", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateRetryWait, Refusal: RefusedFenced},
+	{Op: "retry_after_refusal", Method: "ScheduleRetry (AfterRefusal)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
+		Guards: gFenced, To: StateRetryWait, Refusal: RefusedFenced},
+	{Op: "fail", Method: "Fail", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateFailed, Refusal: RefusedFenced},
+	{Op: "fail_after_refusal", Method: "Fail (AfterRefusal)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
+		Guards: gFenced, To: StateFailed, Refusal: RefusedFenced},
+	{Op: "unknown", Method: "MarkUnknown", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced,
+		To: StateUnknown, Refusal: RefusedFenced, Effect: EffectEffect},
+	{Op: "release", Method: "Release", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced,
+		To: StateQueued, Attempts: Down, Refusal: RefusedFenced},
+	{Op: "release_unknown", Method: "ReleaseUnknown", Actors: byWorker, From: fromUnknown, Fence: AtVersion, Guards: gFenced,
+		To: StateQueued, Attempts: Down, Refusal: RefusedFenced},
+	{Op: "release_claim", Method: "ReleaseClaim", Actors: byWorker, From: fromRunning,
+		Guards: guards(gOwner, fromAs("running"), gVersionGiven), To: StateQueued, Attempts: Down, Refusal: NotApplied},
+	{Op: "wait_admission", Method: "WaitAdmission", Actors: actors(ActorAdmission), From: fromRunning, Fence: AtVersion,
+		Guards: gFenced, To: StateRetryWait, Attempts: Down, Refusal: RefusedFenced},
+
+	// The reconciler.
+	{Op: "requeue", Method: "Requeue (from running)", Actors: byReconciler, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gLeaseExpired), To: StateQueued, Refusal: RefusedFenced, Effect: EffectRetrySafe},
+	{Op: "requeue_unstarted", Method: "RequeueUnstarted", Actors: byReconciler, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gLeaseExpired, gNotStarted), To: StateQueued, Refusal: RefusedFenced},
+	{Op: "expire", Method: "ExpireToUnknown", Actors: byReconciler, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gLeaseExpired), To: StateUnknown, Refusal: RefusedFenced, Effect: EffectEffect},
+	{Op: "complete_readback", Method: "CompleteFromReadback", Actors: byReconciler, From: fromUnknown, Fence: AtVersion,
+		Guards: guards(gGateOff, atMine, inFrom, gNoResult), To: StateCompleted, Refusal: RefusedFenced},
+	{Op: "complete_readback_gated", Method: "CompleteFromReadback (approval gate)", Actors: byReconciler, From: fromUnknown,
+		Fence: AtVersion, Guards: guards(gGateOn, atMine, inFrom, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+	{Op: "requeue_readback_absent", Method: "Requeue (from unknown)", Actors: byReconciler, From: fromUnknown, Fence: AtVersion,
+		Guards: gFenced, To: StateQueued, Refusal: RefusedFenced},
+	{Op: "dispatch", Method: "ClaimDispatch", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
+		Guards: guards(readState("from"), gDueAsRead, gDispatches), Refusal: NotApplied},
+	{Op: "park", Method: "Park", Actors: byEither, From: states(StateQueued, StateRetryWait, StateRunning, StateUnknown), Fence: AtVersion,
+		Guards: guards(atVer, readState("expect"), gNoOpenReview), To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+	{Op: "park_expired_lease", Method: "Park (LeaseExpired)", Actors: byEither, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview), To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+	{Op: "put_poison", Method: "PutPoison", Actors: byReconciler, Guards: guards(gAbsent), Refusal: NotApplied, Review: ReviewOpens, Manual: true},
+
+	// Cancel (cancel.go).
+	{Op: "cancel", Method: "Cancel", Actors: byRequester, From: states(StateQueued, StateRetryWait),
+		Guards: guards(gExists, inFromC), To: StateCancelled, Refusal: RefusedConflict, Repeat: true},
+	{Op: "cancel_running", Method: "CancelRunning", Actors: byRequester, From: fromRunOrUnknown, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gNoCancelPending), To: StateUnknown, Version: Up, Refusal: RefusedConflict},
+	{Op: "cancel_unknown", Method: "CancelUnknown", Actors: byEither, From: fromUnknown, Fence: AtVersion,
+		Guards: guards(atMine, inFrom, gCancelExists), To: StateCancelled, Refusal: RefusedFenced},
+	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion,
+		Guards: guards(gGateOff, atMine, inFrom, gCancelAtMine, gNoResult), To: StateCompleted, Refusal: RefusedFenced},
+	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion,
+		Guards: guards(gGateOn, atMine, inFrom, gCancelAtMine, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+
+	// A lapsed attempt settles its unknown_outcome park (lapsed.go).
+	{Op: "complete_lapsed", Method: "CompleteLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
+		Guards: guards(gGateOff, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed), To: StateCompleted, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "complete_lapsed_gated", Method: "CompleteLapsed (approval gate)", Actors: byWorker, From: fromParked, Fence: AtVersion,
+		Guards: guards(gGateOn, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed), To: StateAwaitingApproval, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "fail_lapsed", Method: "FailLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
+		To: StateFailed, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "retry_lapsed", Method: "RetryLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
+		To: StateRetryWait, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "release_lapsed", Method: "ReleaseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
+		To: StateQueued, Attempts: Down, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "cancel_lapsed", Method: "CancelLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
+		Guards: guards(gCancelExists, atMine, inFrom, gParkedUnknown, gReviewLapsed), To: StateCancelled, Refusal: RefusedFenced, Review: ReviewResolves},
+	{Op: "revise_lapsed", Method: "ReviseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
+		To: StateNeedsReview, Refusal: RefusedFenced, Review: ReviewRevises},
+	{Op: "revise_lapsed_review", Method: "ReviseLapsedReview", Actors: byWorker, Guards: guards(gReviewRevise),
+		Refusal: RefusedConflict, Review: ReviewRevises, Manual: true},
+
+	// Approval gates (approval.go).
+	{Op: "approve", Method: "Approve", Actors: byApprover, From: fromAwaiting,
+		Guards: guards(fromAs("awaiting"), gArtifact, gApprovalOpen, gRound), To: StateCompleted, Refusal: RefusedConflict},
+	{Op: "reject", Method: "Reject", Actors: byApprover, From: fromAwaiting,
+		Guards: guards(fromAs("awaiting"), gSeen), To: StateRejected, Refusal: RefusedConflict, Repeat: true},
+	{Op: "withdraw", Method: "Withdraw", Actors: byApprover, From: states(StateCompleted),
+		Guards: guards(fromAs("completed"), gApproved, gRound), To: StateAwaitingApproval, Refusal: RefusedConflict},
+	{Op: "withdraw_delivery", Method: "Withdraw (each delivery)", Actors: byApprover, From: states(StateQueued),
+		Guards: guards(fromAs("queued"), gUnstarted, gParent), To: StateCancelled, Refusal: RefusedDeliveriesStarted},
+	{Op: "expire_approval", Method: "ExpireApproval", Actors: byReconciler, From: fromAwaiting, Fence: AtVersion,
+		Guards: guards(atVer, readState("expect"), gNoOpenReview), To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+
+	// An operator's decision on the review item (operator.go).
+	{Op: "operator_retry", Method: "Act (retry)", Actors: byOperator, From: fromParked, Fence: AtVersion, Guards: gOperator,
+		To: StateQueued, Attempts: Reset, Refusal: RefusedConflict, Review: ReviewResolves},
+	{Op: "operator_completed", Method: "Act (completed)", Actors: byOperator, From: fromParked, Fence: AtVersion, Guards: gOperator,
+		To: StateCompleted, Refusal: RefusedConflict, Review: ReviewResolves},
+	{Op: "operator_failed", Method: "Act (failed)", Actors: byOperator, From: fromParked, Fence: AtVersion, Guards: gOperator,
+		To: StateFailed, Refusal: RefusedConflict, Review: ReviewResolves},
+}
+
+// Transitions returns a copy of the task state machine's table.
+func Transitions() []Transition {
+	out := slices.Clone(transitions)
+	for i := range out {
+		tr := &out[i]
+		tr.Actors, tr.From, tr.Guards, tr.When = slices.Clone(tr.Actors), slices.Clone(tr.From), slices.Clone(tr.Guards), maps.Clone(tr.When)
+	}
+	return out
+}
+
+var byOp = func() map[string]*Transition {
+	m := map[string]*Transition{}
+	for i := range transitions {
+		m[transitions[i].Op] = &transitions[i]
+	}
+	return m
+}()
+
+// row returns the transition op (the table must hold it).
+func row(op string) *Transition {
+	if tr, ok := byOp[op]; ok {
+		return tr
+	}
+	panic("ledger: no transition " + op)
+}
+
+// Allows reports whether item t meets the transition's condition for c:
+// what DynamoDB would answer, asked in Go.
+func (tr *Transition) Allows(t *Task, c Call) bool {
+	if t == nil {
+		return false
+	}
+	for i := range tr.Guards {
+		if !tr.holds(&tr.Guards[i], t, &c) {
+			return false
+		}
+	}
+	return true
+}
+
+func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
+	switch g.kind {
+	case 'v':
+		return true
+	case 'f':
+		return t.AssignmentVersion == tr.mine(c)
+	case 'r':
+		return t.State == c.State
+	case 's':
+		ok := slices.Contains(tr.From, t.State)
+		for i := range tr.When[t.State] {
+			ok = ok && tr.holds(&tr.When[t.State][i], t, c)
+		}
+		return ok
+	}
+	return g.holds(t, c)
+}
+
+// mine is the assignment version the fence compares.
+func (tr *Transition) mine(c *Call) int64 {
+	if tr.Fence == AtCancelVersion {
+		return c.Version + 1
+	}
+	return c.Version
+}
+
+// condition adds the transition's condition for c to u.
+func (tr *Transition) condition(u *update, c *Call) *update {
+	for i := range tr.Guards {
+		if e := tr.fragment(&tr.Guards[i], u, c); e != "" {
+			u.cond(e)
+		}
+	}
+	return u
+}
+
+var placeholder = regexp.MustCompile(`[#:][a-z0-9_]+`)
+
+// fragment renders g for c, registering its names and values on u.
+func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
+	switch g.kind {
+	case 'v':
+		return ""
+	case 'f':
+		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(tr.mine(c)))
+	case 'r':
+		return u.n("state") + " = " + u.v(g.ph[0], strState(c.State))
+	case 's':
+		alts := make([]string, len(tr.From))
+		for i, s := range tr.From {
+			p := "from" + pick(i > 0, strconv.Itoa(i), "")
+			if g.ph != nil {
+				p = g.ph[i]
+			}
+			conj := []string{u.n("state") + " = " + u.v(p, strState(s))}
+			for j := range tr.When[s] {
+				if e := tr.fragment(&tr.When[s][j], u, c); e != "" {
+					conj = append(conj, e)
+				}
+			}
+			alts[i] = strings.Join(conj, " AND ")
+			if len(conj) > 1 {
+				alts[i] = "(" + alts[i] + ")"
+			}
+		}
+		return strings.Join(alts, " OR ")
+	}
+	e := g.Expr
+	if g.expr != nil {
+		e = g.expr(c)
+	}
+	for _, p := range placeholder.FindAllString(e, -1) {
+		if p[0] == '#' {
+			u.n(p[1:])
+		} else if _, ok := u.values[p]; !ok {
+			u.values[p] = c.value(p, tr.mine(c))
+		}
+	}
+	return e
+}
+
+// value is the value of a guard's placeholder p for c.
+func (c *Call) value(p string, mine int64) types.AttributeValue {
+	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": mine, ":before": c.Version - 1, ":cancelled": c.Version,
+		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0}
+	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
+		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
+	if n, ok := nums[p]; ok {
+		return num(n)
+	}
+	if s, ok := strs[p]; ok {
+		return str(s)
+	}
+	if p != ":gate_on" && p != ":gate_off" {
+		panic("ledger: a guard names " + p + ", which has no value")
+	}
+	return &types.AttributeValueMemberBOOL{Value: p == ":gate_on"}
+}
