@@ -159,12 +159,11 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 		// After the call-start mark (a re-admission, freshTicket) the lease
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
-		if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
-			return r, 0, false
-		}
-		ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
-		if !ok {
-			log.WarnContext(ctx, what+" wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+		d, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
+		if !d.givesBack() {
+			if d == sendNothing {
+				log.WarnContext(ctx, what+" wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+			}
 			return ack(OutcomeFenced), 0, false
 		}
 		if uerr != nil {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,108 +14,206 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// parkedAtMine reports whether a settling write of t was refused because
-// the reconciler had already parked the task unknown_outcome at this very
-// assignment version: the worker was slow, not gone (its lease expired, the
-// task went to unknown and, with no readback, was parked). What the
-// provider answered settles that uncertainty.
-func parkedAtMine(t *ledger.Task, fe *ledger.FencedError) bool {
-	cur := fe.Current
-	return cur != nil && cur.State == ledger.StateNeedsReview && cur.AssignmentVersion == t.AssignmentVersion &&
-		cur.ReviewReason == ledger.ReviewUnknownOutcome
+// A worker that lost its lease settles what it knows through one pure
+// decision (settle.go); these are its writes. See "Settling after the
+// lease is lost" in doc.go.
+
+// known is what the worker knows of its attempt, with what the transition
+// that records it needs.
+type known struct {
+	kind      knowledge
+	c         ledger.Completion          // knowResult
+	review    ledger.Review              // knowUnsaved, knowRefusedPark: the worker's own park
+	class     retrypolicy.Classification // the refusals
+	perr      error                      // knowRefusedInput: the provider's error
+	msg       string                     // the refusals: the error message stored
+	notBefore time.Time                  // knowRefusedRetry
 }
 
-// lapsedPark reports whether a park of a result that cannot be saved (err,
-// from parkResult) was refused because the task was parked unknown_outcome
-// at this assignment version, and returns that park.
-func lapsedPark(err error, version int64) (*ledger.Task, bool) {
-	var ce *ledger.ConflictError
-	if !errors.As(err, &ce) || ce.Task == nil {
-		return nil, false
+// why is the error message of a task ended cancelled by what the worker knew.
+func (k known) why() string {
+	switch k.kind {
+	case knowResult:
+		return "cancelled while running after the provider replied: the task needs an approval, so the result was not kept and nothing can be approved or delivered"
+	case knowNoCall:
+		return "cancelled while running after its call-start mark and before the provider call; no call was made"
 	}
-	cur := ce.Task
-	return cur, cur.State == ledger.StateNeedsReview && cur.AssignmentVersion == version && cur.ReviewReason == ledger.ReviewUnknownOutcome
+	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", k.class.Class)
 }
 
-// lapsed handles a Complete refused (fe) because the task was parked
-// unknown_outcome at this assignment (parkedAtMine). The result it holds is
-// saved with ledger.CompleteLapsed, which also resolves the open review
-// item as completed by this worker; discarding it would leave the operator
-// a "retry" that makes the provider act twice. The save is repeated like
-// every settling write (save). A result that cannot be saved — too large,
-// refused as invalid, or whose save kept failing — turns the review into
-// result_too_large or result_not_saved with the facts (reviseLapsed).
-// ok is false for any other refusal: the caller discards the result.
-func (h *Handler) lapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c ledger.Completion, fe *ledger.FencedError, log *slog.Logger) (result, bool) {
-	if !parkedAtMine(t, fe) {
-		return result{}, false
-	}
-	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: completionBytes(c)}
-	res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
-	err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.CompleteLapsed(ctx, t.TaskID, t.AssignmentVersion, c, res, o...)
-		return err
-	}, log)
-	var fe2 *ledger.FencedError
-	var tl *ledger.ItemTooLargeError
-	switch {
-	case err == nil:
-		log.InfoContext(ctx, "completed after the park: the lapsed result was saved and its unknown_outcome review resolved",
-			"provider", c.Provider, "provider_ref", c.ProviderRef, "result_bytes", len(c.Result))
-		return ack(OutcomeCompleted), true
-	case errors.As(err, &fe2):
-		log.WarnContext(ctx, "lapsed result rejected; result discarded", "why", fe2.Why, "current_version", currentVersion(fe2))
-		return ack(OutcomeFenced), true
-	case errors.As(err, &tl):
-		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
-		log.WarnContext(ctx, "lapsed result too large for the task item; not saved", "result_bytes", len(c.Result), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-		return h.reviseLapsed(ctx, rec, t, fe.Current, review.ResultTooLarge(t, x), log), true
-	default: // refused as invalid, or the repeats ran out
-		log.ErrorContext(ctx, "saving the lapsed result failed; revising its review to result_not_saved", "error", err.Error(), "result_bytes", len(c.Result))
-		return h.reviseLapsed(ctx, rec, t, fe.Current, review.ResultNotSaved(t, x, err), log), true
-	}
-}
-
-// lapsedFailure handles a Fail (class permanent_input) or ScheduleRetry
-// (class transient) refused (err) because the task was parked
-// unknown_outcome at this assignment (parkedAtMine). The provider answered
-// and did not act, so the open review's "may have performed (and billed)"
-// is false: ledger.FailLapsed fails the task, ledger.RetryLapsed schedules
-// the retry at notBefore, each resolving the review as this worker in the
-// same transaction. ok is false for any other error or class: the caller
-// goes on as before.
-func (h *Handler) lapsedFailure(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, c retrypolicy.Classification, perr error, msg string, notBefore time.Time, log *slog.Logger) (result, bool) {
+// settleRefused sends what settle decides when a write settling t's
+// assignment was refused: err, a *ledger.FencedError or *ledger.ConflictError,
+// carries the task as the refusal found it. ok=false when settle sends
+// nothing or err is no refusal: the caller reports its own outcome.
+func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn known, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
-	if !errors.As(err, &fe) || !parkedAtMine(t, fe) || (c.Class != retrypolicy.PermanentInput && c.Class != retrypolicy.Transient) {
+	var ce *ledger.ConflictError
+	var read *ledger.Task
+	switch {
+	case errors.As(err, &fe):
+		read = fe.Current
+	case errors.As(err, &ce):
+		read = ce.Task
+	default:
 		return result{}, false
 	}
-	now := h.Ledger.Now()
-	f := review.FailureOf(c, perr, msg)
-	if c.Class == retrypolicy.PermanentInput {
-		res := review.LapsedRefused(t, h.step(t).Name(), f, now, t.LeaseOwner, "the task failed: its input was rejected")
-		err = h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.FailLapsed(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, res, o...)
+	d := settle(read, t.AssignmentVersion, kn.kind)
+	if d == sendNothing {
+		return result{}, false
+	}
+	return h.send(ctx, rec, t, read, d, kn, log), true
+}
+
+// send writes d for t's assignment (read: the task as the refused write
+// found it), each write repeated like every settling write (save); the
+// give-backs of an assignment that made no call are uncalled's.
+func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, d decision, kn known, log *slog.Logger) result {
+	v, c := t.AssignmentVersion, kn.c
+	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: completionBytes(c)}
+	switch d {
+	case sendParkUnknown:
+		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
+		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, log)
+	case sendReviseLapsed:
+		return h.reviseLapsed(ctx, rec, t, read, kn.review, log)
+	case sendCompleteCancelled, sendCompleteCancelPark:
+		// The provider acted and billed: the one result is kept
+		// (cancel_too_late), from the cancel or from its park.
+		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
+		res.Note = "a cancel while running landed after the provider replied; " + res.Note
+		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (err error) {
+			if d == sendCompleteCancelled {
+				_, err = h.Ledger.CompleteCancelled(ctx, t.TaskID, v, c, o...)
+			} else {
+				_, err = h.Ledger.CompleteLapsed(ctx, t.TaskID, v+1, c, res, o...)
+			}
+			return err
+		}, log)
+		if err != nil {
+			log.WarnContext(ctx, "saving the result after a cancel failed; result discarded, the reconciler's rule decides", "error", err.Error(), "result_bytes", x.ResultBytes)
+			return ack(OutcomeFenced)
+		}
+		log.InfoContext(ctx, "cancel arrived after the provider replied: the result in hand was saved",
+			"provider", c.Provider, "provider_ref", c.ProviderRef, "result_bytes", x.ResultBytes)
+		return ack(OutcomeCompleted)
+	case sendCancelUnknown, sendCancelLapsed:
+		why := kn.why()
+		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: "resolved by the worker: " + why}
+		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (err error) {
+			if d == sendCancelUnknown {
+				_, err = h.Ledger.CancelUnknown(ctx, t.TaskID, v+1, why)
+			} else {
+				_, err = h.Ledger.CancelLapsed(ctx, t.TaskID, v+1, why, res, o...)
+			}
+			return err
+		}, log)
+		if err != nil {
+			log.WarnContext(ctx, "ending the cancelled task failed; the reconciler's rule decides", "error", err.Error())
+		} else {
+			log.InfoContext(ctx, "cancelled while running; ended by what the worker knew", "why", why)
+		}
+		return ack(OutcomeFenced)
+	case sendCompleteLapsed:
+		// Discarding the result would leave the operator a "retry" that
+		// makes the provider act twice.
+		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
+		err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.CompleteLapsed(ctx, t.TaskID, v, c, res, o...)
+			return err
+		}, log)
+		var fe *ledger.FencedError
+		var tl *ledger.ItemTooLargeError
+		switch {
+		case err == nil:
+			log.InfoContext(ctx, "completed after the park: the lapsed result was saved and its unknown_outcome review resolved",
+				"provider", c.Provider, "provider_ref", c.ProviderRef, "result_bytes", x.ResultBytes)
+			return ack(OutcomeCompleted)
+		case errors.As(err, &fe):
+			log.WarnContext(ctx, "lapsed result rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
+			return ack(OutcomeFenced)
+		case errors.As(err, &tl):
+			x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+			log.WarnContext(ctx, "lapsed result too large for the task item; not saved", "result_bytes", x.ResultBytes, "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
+			return h.reviseLapsed(ctx, rec, t, read, review.ResultTooLarge(t, x), log)
+		}
+		log.ErrorContext(ctx, "saving the lapsed result failed; revising its review to result_not_saved", "error", err.Error(), "result_bytes", x.ResultBytes)
+		return h.reviseLapsed(ctx, rec, t, read, review.ResultNotSaved(t, x, err), log)
+	case sendFailLapsed:
+		// The provider answered and did not act: the review's "may have
+		// performed (and billed)" is false.
+		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
+			"the task failed: its input was rejected")
+		err := h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
 			return err
 		}, log)
 		if r, done := h.settled(ctx, err, "fail lapsed", log); done {
-			return r, true
+			return r
 		}
 		log.InfoContext(ctx, "failed after the park: the input was rejected and the unknown_outcome review resolved")
-		return ack(OutcomeFailed), true
+		return ack(OutcomeFailed)
+	case sendRetryLapsed:
+		now := h.Ledger.Now()
+		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), now, t.LeaseOwner,
+			"a retry is scheduled for "+kn.notBefore.UTC().Format(time.RFC3339))
+		err := h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
+			return err
+		}, log)
+		if r, done := h.settled(ctx, err, "retry lapsed", log); done {
+			return r
+		}
+		delay := kn.notBefore.Sub(now)
+		h.setVisibility(ctx, rec, delay, log)
+		log.InfoContext(ctx, "retry scheduled after the park: the provider did not act and the unknown_outcome review resolved", "delay_ms", delay.Milliseconds())
+		return retryRec(OutcomeRetried)
 	}
-	res := review.LapsedRefused(t, h.step(t).Name(), f, now, t.LeaseOwner,
-		"a retry is scheduled for "+notBefore.UTC().Format(time.RFC3339))
-	err = h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, res, o...)
-		return err
-	}, log)
-	if r, done := h.settled(ctx, err, "retry lapsed", log); done {
-		return r, true
+	return ack(OutcomeFenced) // sendNothing; the give-backs are uncalled's
+}
+
+// uncalled settles a write of the no-call path (a release, the call-start
+// mark's repeat, an admission wait, the renewal before the call) refused
+// with the task as read: settle(knowNoCall). Only this worker could have
+// called the provider under its assignment, and it did not: unknown or
+// parked unknown_outcome at it, the assignment and its attempt are given
+// back from there (ledger.ReleaseUnknown, ledger.ReleaseLapsed; err: the
+// give-back's failure) — left alone, a marked assignment is parked saying
+// its call was started; a cancel of the marked assignment ends the task
+// cancelled. d is what was sent.
+func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, log *slog.Logger) (d decision, err error) {
+	v := t.AssignmentVersion
+	switch d = settle(read, v, knowNoCall); d {
+	case sendNothing:
+		return d, nil
+	case sendReleaseUnknown:
+		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
+			return err
+		}, log)
+		if err == nil {
+			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
+			return d, nil
+		}
+		var fe *ledger.FencedError
+		if !errors.As(err, &fe) || settle(fe.Current, v, knowNoCall) != sendReleaseLapsed {
+			return d, err
+		}
+		fallthrough // parked in between
+	case sendReleaseLapsed:
+		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
+			"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
+			t.Attempts, t.MaxAttempts)}
+		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
+			return err
+		}, log)
+		if err == nil {
+			log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
+		}
+		return d, err
 	}
-	delay := notBefore.Sub(now)
-	h.setVisibility(ctx, rec, delay, log)
-	log.InfoContext(ctx, "retry scheduled after the park: the provider did not act and the unknown_outcome review resolved", "delay_ms", delay.Milliseconds())
-	return retryRec(OutcomeRetried), true
+	h.send(ctx, rec, t, read, d, known{kind: knowNoCall}, log)
+	return d, nil
 }
 
 // reviseLapsed replaces the open unknown_outcome review of the park (cur,

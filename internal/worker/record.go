@@ -129,10 +129,11 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
 		if fe != nil {
-			if r, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
-				return r
+			// Not unknown or parked at this assignment (leaseForCall): a
+			// cancel of it ends the task, anything else is not ours.
+			if d, _ := h.uncalled(ctx, rec, t, fe.Current, log); d == sendNothing {
+				log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
 			}
-			log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
 			return ack(OutcomeFenced)
 		}
 		if rerr := h.release(ctx, rec, t, log); rerr != nil {
@@ -291,14 +292,15 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	var fe *ledger.FencedError
 	var tl *ledger.ItemTooLargeError
 	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
-	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
+	var unsaved ledger.Review
 	switch {
+	case err == nil:
+		log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+		return ack(OutcomeCompleted)
 	case errors.As(err, &fe):
-		if r, ok := h.lapsed(ctx, rec, t, c, fe, log); ok {
-			return r // parked unknown_outcome at this version: see lapsed.go
-		}
-		if r, ok := h.cancelledInHand(ctx, rec, t, c, fe, log); ok {
-			return r // a cancel fenced this attempt after the reply: see cancelled.go
+		// Parked at this version, or a cancel of it: settle decides.
+		if r, ok := h.settleRefused(ctx, rec, t, err, known{kind: knowResult, c: c}, log); ok {
+			return r
 		}
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
@@ -306,21 +308,20 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	case errors.As(err, &tl):
 		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
 		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-		return h.parkResult(ctx, t, po, review.ResultTooLarge(t, x), log)
+		unsaved = review.ResultTooLarge(t, x)
 	case ledger.IsValidation(err):
 		// DynamoDB refused the write as invalid: repeating it cannot help.
 		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
-		return h.parkResult(ctx, t, po, review.ResultNotSaved(t, x, err), log)
-	case err != nil:
+		unsaved = review.ResultNotSaved(t, x, err)
+	default:
 		// Repeats ran out. Deferring would lose what the worker knows (the
 		// redelivery meets its own lease): park it with the provider
 		// reference. Had a send been applied after all, the park finds the
 		// task completed and changes nothing.
 		log.ErrorContext(ctx, "completion kept failing; parking result_not_saved", "error", err.Error(), "result_bytes", len(res.Output))
-		return h.parkResult(ctx, t, po, review.ResultNotSaved(t, x, err), log)
+		unsaved = review.ResultNotSaved(t, x, err)
 	}
-	log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
-	return ack(OutcomeCompleted)
+	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsaved}, log)
 }
 
 // failure settles a failed provider call by its class.
@@ -365,16 +366,11 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 			return err
 		}, log)
-		if refused {
-			// Not for an input refused after the provider acted (a
-			// content filter: retrypolicy.ErrActed): "did not act" would
-			// be false; the reconciler's rule decides there.
-			if r, ok := h.lapsedFailure(ctx, rec, t, err, c, perr, msg, time.Time{}, log); ok {
-				return r // parked unknown_outcome at this version: see lapsed.go
-			}
-			if r, ok := h.cancelledRefusal(ctx, rec, t, err, c, log); ok {
-				return r // a cancel fenced this attempt after a definite refusal: see cancelled.go
-			}
+		// An input refused after the provider acted (a content filter:
+		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
+		kn := known{kind: refusal(refused, knowRefusedInput), class: c, perr: perr, msg: msg}
+		if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+			return r
 		}
 		if r, done := h.settled(ctx, err, "fail", log); done {
 			return r
@@ -383,10 +379,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
 		r := h.configReview(t, review.FailureOf(c, perr, msg))
-		if !refused {
-			return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, log)
-		}
-		return h.parkRefused(ctx, rec, t, r, refusedWhy(c), log)
+		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, knowRefusedPark), class: c, review: r}, log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
@@ -402,10 +395,7 @@ func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Ta
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
 		r := review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore)
-		if !refused {
-			return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, log)
-		}
-		return h.parkRefused(ctx, rec, t, r, refusedWhy(c), log)
+		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, knowRefusedPark), class: c, review: r}, log)
 	}
 	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
 }
@@ -443,15 +433,11 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 		return err
 	}, log)
-	if refused {
-		// The provider did not act: a park of this assignment is settled
-		// (lapsed.go), a cancel of it ends the task.
-		if r, ok := h.lapsedFailure(ctx, rec, t, err, c, nil, msg, notBefore, log); ok {
-			return r
-		}
-		if r, ok := h.cancelledRefusal(ctx, rec, t, err, c, log); ok {
-			return r
-		}
+	// The provider did not act: a park of this assignment is settled, a
+	// cancel of it ends the task.
+	kn := known{kind: refusal(refused, knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r
 	}
 	// No fallback when the repeats run out: a Release would give back an
 	// attempt the provider was called for (max_attempts bypassed, one call
@@ -550,10 +536,9 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // release gives back an assignment under which no provider call was made
 // (the attempt too), repeating the write like a settling one: a lost or
 // throttled release would leave the task leased with no call behind it,
-// for the reconciler to find as an expired lease. When the reconciler got
-// to the assignment first, the task is given back from where it put it
-// (uncalled); when a cancel did, after the call-start mark, it ends
-// cancelled (cancelledUncalled).
+// for the reconciler to find as an expired lease. Refused, the task is
+// given back from where the reconciler put it, or ends cancelled after a
+// cancel of its marked assignment (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
@@ -561,123 +546,26 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 	}, log)
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
-		if _, ok := h.cancelledUncalled(ctx, rec, t, fe.Current, log); ok {
-			return nil // ended cancelled: the message finds it so
-		}
-		if ok, uerr := h.uncalled(ctx, rec, t, fe.Current, log); ok {
-			return uerr
+		if d, gerr := h.uncalled(ctx, rec, t, fe.Current, log); d != sendNothing {
+			return gerr // given back, or ended cancelled: the message finds it so
 		}
 	}
 	return err
 }
 
-// cancelledUncalled ends the task cancelled when a cancel while running
-// fenced this very assignment (cur, the task as a refused write of a
-// no-call path found it) after its call-start mark and before its call:
-// nothing was called, but the reconciler's cancel rule, seeing the mark at
-// the cancelled version, would park it unknown_outcome saying the call had
-// started (adversarial reviews I and J: also once it did). Without the
-// mark at that version the reconciler itself ends it cancelled as never
-// started: ok=false.
-func (h *Handler) cancelledUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, log *slog.Logger) (result, bool) {
-	if cur == nil || cur.CallStartedVersion != t.AssignmentVersion {
-		return result{}, false
+// parkKnown parks the worker's own assignment (running at its version)
+// with what it knows (kn: a result that cannot be saved, or a refusal
+// that parks): recorded rather than left to an unknown_outcome park. A
+// park refused because the reconciler or a cancel got there first is
+// settled by what it knows (settle): from unknown at this version, from
+// the reconciler's park (the worker's review replaces "the provider may
+// have acted"), or ended cancelled after a refusal.
+func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
+	err := h.parkOnce(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, log)
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r
 	}
-	return h.cancelledKnown(ctx, rec, t, cur, "cancelled while running after its call-start mark and before the provider call; no call was made", log)
-}
-
-// uncalled gives back an assignment under which no provider call was made
-// when a write of the no-call path (a release, the call-start mark's
-// repeat, an admission wait) was refused because the reconciler got to it
-// first: cur, the task as the refusal found it, is unknown at this
-// assignment (the lease expired while the worker's writes hung: the task
-// is released from there, ledger.ReleaseUnknown) or parked unknown_outcome
-// at it (the park is resolved and the task released,
-// ledger.ReleaseLapsed). Only this worker could have called the provider
-// under this assignment, and it did not; left alone, a marked assignment
-// is parked with "its call was started" as a known fact and a duplicate
-// call among the operator's choices, for a task that needed nothing but
-// another attempt (adversarial reviews G and H). ok=false: cur is neither,
-// nothing was written; err is the give-back's failure.
-func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, log *slog.Logger) (ok bool, err error) {
-	if cur == nil || cur.AssignmentVersion != t.AssignmentVersion {
-		return false, nil
-	}
-	if cur.State == ledger.StateUnknown {
-		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, t.AssignmentVersion, o...)
-			return err
-		}, log)
-		if err == nil {
-			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
-			return true, nil
-		}
-		var fe *ledger.FencedError
-		if !errors.As(err, &fe) || fe.Current == nil || fe.Current.AssignmentVersion != t.AssignmentVersion {
-			return true, err
-		}
-		cur = fe.Current // parked in between
-	}
-	if cur.State != ledger.StateNeedsReview || cur.ReviewReason != ledger.ReviewUnknownOutcome {
-		return err != nil, err
-	}
-	res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
-		"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
-		t.Attempts, t.MaxAttempts)}
-	err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.ReleaseLapsed(ctx, t.TaskID, t.AssignmentVersion, res, o...)
-		return err
-	}, log)
-	if err == nil {
-		log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
-	}
-	return true, err
-}
-
-// parkResult parks a task whose provider call succeeded but whose result
-// cannot be saved (parkOwn): what the worker knows — the call succeeded,
-// here is its reference and size — is recorded rather than left to an
-// unknown_outcome park.
-func (h *Handler) parkResult(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	return h.parkOwn(ctx, t, o, r, h.parkOnce(ctx, t, o, r, log), log)
-}
-
-// parkRefused parks the worker's own assignment after the provider refused
-// its call in so many words (a config refusal, or a throttle with no
-// budget left: retrypolicy.Refused): the provider did not act. As parkResult,
-// from unknown at this version too; and when a cancel while running fenced
-// exactly this assignment first, the task ends cancelled (why,
-// cancelledKnown) — parked unknown_outcome instead, the review would say
-// the provider may have acted, which is false.
-func (h *Handler) parkRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, r ledger.Review, why string, log *slog.Logger) result {
-	o := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
-	err := h.parkOnce(ctx, t, o, r, log)
-	var ce *ledger.ConflictError
-	if errors.As(err, &ce) {
-		if res, ok := h.cancelledKnown(ctx, rec, t, ce.Task, why, log); ok {
-			return res
-		}
-	}
-	return h.parkOwn(ctx, t, o, r, err, log)
-}
-
-// parkOwn settles a park of the worker's own assignment (o at its version)
-// that was refused (err) because the reconciler expired its lease first:
-// from unknown at the same version (the assignment is still its own) it
-// parks again from there, and when the reconciler parked it unknown_outcome
-// already, the worker's review replaces that one (reviseLapsed): what the
-// worker knows is recorded, not "the provider may have acted".
-func (h *Handler) parkOwn(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, err error, log *slog.Logger) result {
-	var ce *ledger.ConflictError
-	if errors.As(err, &ce) && ce.State == ledger.StateUnknown && ce.Task != nil && ce.Task.AssignmentVersion == o.Version && o.State != ledger.StateUnknown {
-		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
-		o.State = ledger.StateUnknown
-		return h.park(ctx, t, o, r, log)
-	}
-	if cur, ok := lapsedPark(err, o.Version); ok {
-		return h.reviseLapsed(ctx, events.SQSMessage{}, t, cur, r, log) // see lapsed.go
-	}
-	return h.parked(ctx, err, r, log)
+	return h.parked(ctx, err, kn.review, log)
 }
 
 // unconfirmedClaim handles a claim that may have been applied although the

@@ -19,6 +19,15 @@ const (
 	knowKinds
 )
 
+// refusal is k when the provider refused the call in so many words
+// (retrypolicy.Refused), else knowMayHaveActed.
+func refusal(refused bool, k knowledge) knowledge {
+	if refused {
+		return k
+	}
+	return knowMayHaveActed
+}
+
 // decision is the ledger transition settle sends.
 type decision int
 
@@ -36,6 +45,9 @@ const (
 	sendCompleteCancelPark                 // ledger.CompleteLapsed at mine+1, the cancel's park
 	sendCancelLapsed                       // ledger.CancelLapsed at mine+1
 )
+
+// givesBack reports whether d gives the assignment and its attempt back.
+func (d decision) givesBack() bool { return d == sendReleaseUnknown || d == sendReleaseLapsed }
 
 // settle decides what a worker whose settling write of assignment mine was
 // refused sends next, from read — the task as the refusal returned it — and
