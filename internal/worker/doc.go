@@ -41,11 +41,8 @@
 //     too late to leave a heartbeat of lease, means no call — the
 //     reconciler trusts a readback's "not found" once the lease end plus
 //     the call timeout has passed. A task given back without a call
-//     after the mark (a refused mark repeat, renewal or admission wait
-//     included) is released from unknown too (ledger.ReleaseUnknown), or
-//     from its unknown_outcome park (ledger.ReleaseLapsed), when the
-//     reconciler got there first (uncalled). Then it
-//     calls the provider with the task id as operation id (its idempotency
+//     after the mark is given back from where the reconciler put it (see
+//     Settling after the lease is lost). Then it calls the provider with the task id as operation id (its idempotency
 //     key) while a heartbeat, every Lease/3, renews the lease (fenced on the
 //     assignment version; its by_state due_at moves by whole leases, so two
 //     renewals in three leave the index key alone: ledger.Renew) and
@@ -53,18 +50,15 @@
 //     A fenced renewal means another worker owns the task (or it is
 //     settled): the provider call's context is cancelled at once (cause
 //     [ErrFenced]) and nothing is saved — except a refusal that shows the
-//     task unknown at this worker's own version (the reconciler expired a
-//     lease whose renewals did not get through): renewals stop, the call
-//     goes on, and its result can still be saved from unknown. A cancel
-//     of the running task (POST /tasks/{id}/cancel, ledger.CancelRunning)
-//     bumps the assignment version, so it is met like a takeover: the next
-//     renewal (or the call-start mark) is fenced and the call is cancelled.
-//     One exception (cancelled.go): a worker that already holds the
-//     provider's reply when its completion meets the cancel saves it
-//     (ledger.CompleteCancelled, error class cancel_too_late: the provider
-//     acted and billed) — or, for a task behind an approval gate, ends it
-//     cancelled without the result — and a definite refusal of the input
-//     ends it cancelled;
+//     task unknown, or parked unknown_outcome, at this worker's own
+//     version (the reconciler expired a lease whose renewals did not get
+//     through): renewals stop, the call goes on, and its result can still
+//     settle the task. A cancel of the running task (POST
+//     /tasks/{id}/cancel, ledger.CancelRunning) bumps the assignment
+//     version, so it is met like a takeover: the next renewal (or the
+//     call-start mark) is fenced and the call is cancelled; what the
+//     worker already knows may still settle it (see Settling after the
+//     lease is lost);
 //     a task with a spend budget (spend.go) reserves the call's maximum
 //     (contract.CallMaximumWith: prompt bytes, each document's bound,
 //     output; the input as read for the call, also when offloaded) on
@@ -97,20 +91,10 @@
 //     slow worker's lease). A rejected completion is never retried: the
 //     ledger reads the task and the worker logs which case happened
 //     (already_completed, taken_over, not_running, gone); a completion
-//     whose reply was lost is recognised as saved. One refusal is not the
-//     end: when the reconciler has already parked the task unknown_outcome
-//     at the worker's own version (a slow worker, no readback), the result
-//     is saved from the park with ledger.CompleteLapsed, which resolves the
-//     review item as completed by the worker (lapsed.go), repeated like
-//     every settling write. A lapsed result that cannot be saved (too
-//     large, refused as invalid, or whose save kept failing) revises the
-//     open review to result_too_large / result_not_saved with the provider
-//     reference (ledger.ReviseLapsed; the review item alone,
-//     ledger.ReviseLapsedReview, if that transaction keeps failing); a
-//     lapsed provider error settles the park too: a rejected input fails it
-//     (ledger.FailLapsed), a transient refusal schedules the retry
-//     (ledger.RetryLapsed), each resolving the review as the worker with
-//     what the provider answered. A result that would push
+//     whose reply was lost is recognised as saved. A completion refused
+//     because the reconciler or a cancel got there first may still be
+//     settled by the result (see Settling after the lease is lost).
+//     A result that would push
 //     the item over DynamoDB's 400 KB limit (ledger.CheckCompletion) is not
 //     sent: the task is parked result_too_large with the provider reference
 //     and the sizes; a completion DynamoDB refuses as invalid is parked
@@ -124,6 +108,48 @@
 //     credentials → parked for a person (provider_config); uncertain → see
 //     below. A retry that would not start within the age budget, or with no
 //     attempt left, parks the task (budget_exhausted) instead.
+//
+// # Settling after the lease is lost
+//
+// A worker whose lease was lost — the reconciler expired it, or a cancel
+// while running fenced it — may still settle what it knows (DESIGN §14),
+// through one pure decision: settle (settle.go) takes the task as the
+// refused write returned it, the worker's assignment version v and what
+// it knows, and names the one ledger transition to send:
+//
+//	what it knows      unknown at v       parked at v (*)  cancelled at v (**)  that cancel parked (*)
+//	a reply            —                  CompleteLapsed   CompleteCancelled †  CompleteLapsed at v+1 †
+//	a reply not saved  Park from unknown  ReviseLapsed     —                    —
+//	input refused      —                  FailLapsed       CancelUnknown        CancelLapsed
+//	retry refused      —                  RetryLapsed      CancelUnknown        CancelLapsed
+//	park refused       Park from unknown  ReviseLapsed     CancelUnknown        CancelLapsed
+//	no call            ReleaseUnknown     ReleaseLapsed    CancelUnknown ‡      CancelLapsed ‡
+//	may have acted     —                  —                —                    —
+//
+//	(*) needs_review, reason unknown_outcome
+//	(**) unknown at v+1 with cancel_version v and no result: a cancel while running fenced v
+//	† behind an approval gate: CancelUnknown, and nothing from the park (no approval may open after a cancel)
+//	‡ only with the call-start mark at v: without it the reconciler ends the cancel as never started
+//
+// A refusal is one in so many words (retrypolicy.Refused: never sent, a 4xx,
+// throttled): the provider did not act; "park refused" is a configuration
+// refusal or one with no budget left. Everything else sends nothing and the
+// refusal is acknowledged (fenced): another version, a cancel of another
+// assignment, a settled task; and a call that was sent and may have acted (a
+// 5xx, a timeout, an input refused after acting), whose outcome stays the
+// reconciler's to read back or park — never a retry or a give-back. A reply,
+// or an input or retry refusal, sends nothing from unknown at v: Complete,
+// and Fail or ScheduleRetry after a refusal (ledger.AfterRefusal), accept
+// unknown at v in the first place, so their refusal never finds the task
+// there. Every transition is conditioned on the place it is sent from and
+// repeated like a settling write; the lapsed ones resolve the open review as
+// the worker. Two lead to another: a ReleaseUnknown refused because the
+// park came first is followed by ReleaseLapsed, and a CompleteLapsed that
+// cannot save the result (too large, refused as invalid, its save kept
+// failing) revises the review to result_too_large or result_not_saved
+// (ledger.ReviseLapsed; the review item alone, ledger.ReviseLapsedReview,
+// when that keeps failing). A renewal refused with the task unknown or
+// parked at v lets the call go on (stillOurs); any other refusal cancels it.
 //
 // # Payloads in S3 (Handler.Payloads)
 //
