@@ -26,7 +26,7 @@ func (h *Handler) cancelRunning(ctx context.Context, c *call, ce *ledger.Conflic
 		switch {
 		case t == nil:
 			return events.APIGatewayV2HTTPResponse{}, false
-		case t.State == ledger.StateUnknown && t.CancelVersion > 0 && t.CancelVersion >= t.AssignmentVersion-1:
+		case ledger.CancelPending(t):
 			c.outcome = "cancel_requested"
 			return h.taskResponse(ctx, c, http.StatusAccepted, t, nil), true
 		case t.State != ledger.StateRunning && t.State != ledger.StateUnknown:

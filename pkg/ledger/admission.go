@@ -22,16 +22,7 @@ func (l *Ledger) WaitAdmission(ctx context.Context, taskID string, version int64
 	u := newUpdate().with(opts)
 	l.live(u, StateRetryWait, taskID, nb)
 	u.set("not_before", num(nb))
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	t, err := l.apply(ctx, "wait_admission", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "wait_admission", row("wait_admission"), taskID, &Call{Now: now, Version: version}, u)
 }

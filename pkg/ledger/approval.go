@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"slices"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
@@ -124,23 +124,19 @@ func DeliveryKey(taskID, sha string, index, round int) string {
 // completed_at, and the state — completed (terminal), or for a task with an
 // approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
 // = the approval deadline. The write is conditioned on the item agreeing.
-func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) (resultBytes int) {
-	resultBytes = setResult(u, c) // inline, or its S3 claim-check reference
+func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) {
+	u.result = setResult(u, c) // inline, or its S3 claim-check reference
 	u.set("result_sha256", str(c.resultSHA256()))
 	u.set("completed_at", str(rfc3339(now)))
-	req := u.n("approval_required")
 	if c.ApprovalTTL <= 0 {
 		l.off(u, StateCompleted, now)
-		u.cond("attribute_not_exists(" + req + ") OR " + req + " = " + u.v("gate_off", &types.AttributeValueMemberBOOL{Value: false}))
-		return resultBytes
+		return
 	}
 	deadline := now.Add(c.ApprovalTTL).UnixMilli()
 	l.live(u, StateAwaitingApproval, taskID, deadline)
 	u.remove("lease_owner", "lease_until", "not_before")
 	u.set("approval_state", str(ApprovalPending))
 	u.set("approval_deadline_ms", num(deadline))
-	u.cond(req + " = " + u.v("gate_on", &types.AttributeValueMemberBOOL{Value: true}))
-	return resultBytes
 }
 
 // resultSHA256 is the hex SHA-256 of the result's exact bytes: the
@@ -150,21 +146,6 @@ func (c Completion) resultSHA256() string {
 		return c.ResultRef.SHA256
 	}
 	return SHA256Hex(c.Result)
-}
-
-// gateMismatch reports whether a completion was refused only because the
-// caller misjudged the task's approval gate.
-func gateMismatch(fe *FencedError, version int64, c Completion, from []State) bool {
-	cur := fe.Current
-	if cur == nil || cur.AssignmentVersion != version || cur.HasResult() || cur.ApprovalRequired == (c.ApprovalTTL > 0) {
-		return false
-	}
-	for _, s := range from {
-		if cur.State == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ApproveRequest is one approval of a task awaiting approval.
@@ -198,10 +179,10 @@ func (e *ArtifactChangedError) Error() string {
 
 // Approve records the approval of t (as the caller read it, in
 // awaiting_approval) and creates its deliver tasks in ONE
-// TransactWriteItems: the task update (conditioned on state
-// awaiting_approval, result_sha256 = r.ArtifactSHA256 and t's approval
-// round) and one conditional Put (attribute_not_exists) per delivery. The
-// task becomes completed; never one write without the others.
+// TransactWriteItems: the task update (row approve: still awaiting
+// approval of r.ArtifactSHA256 in t's round, before the deadline) and one
+// conditional Put (attribute_not_exists) per delivery. The task becomes
+// completed; never one write without the others.
 //
 // The same approval again (the task already approved from the same hash to
 // the same artifact) returns the task with replay=true and writes nothing;
@@ -220,14 +201,16 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if done, ok := approvedAlready(t, r, approved); ok {
 		return done, true, nil
 	}
-	if t.State != StateAwaitingApproval {
+	now := l.cfg.Now().UTC()
+	tr, c := row("approve"), &Call{Now: now, SHA256: r.ArtifactSHA256, Round: t.ApprovalRound}
+	// The row's guards, asked of t as read.
+	if !slices.Contains(tr.From, t.State) {
 		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve", State: t.State, Task: t}
 	}
-	if t.ResultSHA256 != r.ArtifactSHA256 {
+	if !gArtifact.holds(t, c) {
 		return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
 	}
-	now := l.cfg.Now().UTC()
-	if t.ApprovalDeadlineMs > 0 && now.UnixMilli() >= t.ApprovalDeadlineMs {
+	if !gApprovalOpen.holds(t, c) {
 		// The deadline passed: the reconciler parks it approval_expired;
 		// an approval now would race that park and win it.
 		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve after the approval deadline", State: t.State, Task: t}
@@ -286,17 +269,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		}
 	}
 	u.stamp(now)
-	u.v("awaiting", strState(StateAwaitingApproval))
-	u.v("artifact", str(r.ArtifactSHA256))
-	u.cond(u.n("state") + " = :awaiting")
-	u.cond(u.n("result_sha256") + " = :artifact")
-	// And before the deadline, also when it passes between the read and
-	// the write.
-	u.cond("attribute_not_exists(" + u.n("approval_deadline_ms") + ") OR " + u.n("approval_deadline_ms") + " > " + u.v("approve_now", num(now.UnixMilli())))
-	roundCond(u, t.ApprovalRound)
-	in := u.input(l.cfg.TasksTable, t.TaskID)
-	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, false, &ItemTooLargeError{TaskID: t.TaskID, Op: "approve", Bytes: n, ResultBytes: len(r.EditedResult), Limit: itemsize.MaxItemBytes}
+	// Before the deadline also when it passes between the read and the
+	// write.
+	u.result = len(r.EditedResult)
+	if err := tr.condition(u, c).fits(l.cfg.TasksTable, t.TaskID, "approve"); err != nil {
+		return nil, false, err
 	}
 	cur, err := l.decide(ctx, "approve", t.TaskID, u, items)
 	if err == nil {
@@ -307,7 +284,7 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		if done, ok := approvedAlready(ce.Task, r, approved); ok {
 			return done, true, nil // a racing identical approval won
 		}
-		if ce.Task.State == StateAwaitingApproval && ce.Task.ResultSHA256 != r.ArtifactSHA256 {
+		if slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c) {
 			return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: ce.Task.ResultSHA256, Task: ce.Task}
 		}
 	}
@@ -340,24 +317,12 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	u.set("approval_sha256", str(t.ResultSHA256))
 	decided(u, by, note, policy, now)
 	u.stamp(now)
-	u.v("awaiting", strState(StateAwaitingApproval))
-	u.cond(u.n("state") + " = :awaiting")
-	u.cond(u.n("result_sha256") + " = " + u.v("seen", str(t.ResultSHA256)))
-	t, err := l.apply(ctx, "reject", taskID, u)
-	if err == nil {
-		return t, false, nil
-	}
-	if !isConditionFailed(err) {
-		return nil, false, err
-	}
-	cur, mine, rerr := l.currentOf(ctx, taskID, err)
+	t, cur, err := l.attempt(ctx, "reject", taskID, row("reject").condition(u, &Call{Now: now, SHA256: t.ResultSHA256}))
 	switch {
-	case rerr != nil:
-		return nil, false, rerr
+	case t != nil || err != nil:
+		return t, false, err
 	case cur == nil:
 		return nil, false, &notFound{taskID}
-	case mine:
-		return cur, false, nil
 	case cur.State == StateRejected:
 		return cur, true, nil
 	}
@@ -430,7 +395,8 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 		if t.State == StateAwaitingApproval && t.ApprovalState == ApprovalWithdrawn {
 			return t, nil // already withdrawn (a repeated request): unchanged
 		}
-		if t.State != StateCompleted || t.ApprovalState != ApprovalApproved {
+		c := &Call{Round: t.ApprovalRound}
+		if !row("withdraw").Allows(t, *c) {
 			return nil, &ConflictError{TaskID: taskID, Op: "withdraw", State: t.State, Task: t}
 		}
 		ds, err := l.Deliveries(ctx, t.DeliveryIDs)
@@ -448,13 +414,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			setError(du, "withdrawn", "the approval was withdrawn before this delivery started")
 			du.stamp(now)
 			du.set("write_nonce", str(newNonce()))
-			du.v("queued", strState(StateQueued))
-			du.v("zero", num(0))
-			du.v("parent", str(taskID))
-			du.cond(du.n("state") + " = :queued")
-			du.cond(du.n("assignment_version") + " = :zero")
-			du.cond(du.n("parent_task_id") + " = :parent")
-			in := du.input(l.cfg.TasksTable, d.TaskID)
+			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
 			items = append(items, types.TransactWriteItem{Update: &types.Update{
 				TableName: &l.cfg.TasksTable, Key: in.Key, UpdateExpression: in.UpdateExpression,
 				ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
@@ -476,12 +436,8 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			u.set("withdrawn_delivery_ids", strList(append(append([]string{}, t.WithdrawnDeliveryIDs...), t.DeliveryIDs...)))
 		}
 		u.stamp(now)
-		u.v("completed", strState(StateCompleted))
-		u.v("approved", str(ApprovalApproved))
-		u.cond(u.n("state") + " = :completed")
-		u.cond(u.n("approval_state") + " = :approved")
-		roundCond(u, t.ApprovalRound)
-		cur, err := l.decide(ctx, "withdraw", taskID, u, items)
+		c.Now = now
+		cur, err := l.decide(ctx, "withdraw", taskID, row("withdraw").condition(u, c), items)
 		var ce *ConflictError
 		if err != nil && errors.As(err, &ce) && try < 2 {
 			continue // a delivery or the task moved: decide again from fresh reads
@@ -514,29 +470,18 @@ func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items
 		ExpressionAttributeNames:  in.ExpressionAttributeNames,
 		ExpressionAttributeValues: in.ExpressionAttributeValues,
 	}}}, items...)
-	_, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: all})
-	if err == nil {
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
+	switch {
+	case applied && cur == nil:
 		return l.Get(ctx, taskID)
-	}
-	if isTxConflict(err) {
+	case isTxConflict(err):
 		// Another write to one of the items was in progress: nothing was
 		// written; the caller may repeat the decision.
-		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: err}
-	}
-	if !isTxConditionFailed(err) {
-		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
-			return cur, nil
-		}
-		return nil, wrapErr("TransactWriteItems "+op, err)
-	}
-	cur, gerr := l.Get(ctx, taskID)
-	switch {
-	case errors.Is(gerr, ErrNotFound):
+		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: errors.Unwrap(err)}
+	case applied || err != nil:
+		return cur, err // applied: our own write, its reply lost
+	case cur == nil:
 		return nil, &notFound{taskID}
-	case gerr != nil:
-		return nil, gerr
-	case cur.WriteNonce == nonce:
-		return cur, nil // our own write; its reply was lost
 	}
 	return nil, &ConflictError{TaskID: taskID, Op: op, State: cur.State, Task: cur}
 }
@@ -552,16 +497,6 @@ func decided(u *update, by, note, policy string, now time.Time) {
 	if policy != "" {
 		u.set("approval_policy", str(policy))
 	}
-}
-
-// roundCond conditions u on the task's approval round being round.
-func roundCond(u *update, round int) {
-	r := u.n("approval_round")
-	if round == 0 {
-		u.cond("attribute_not_exists(" + r + ")")
-		return
-	}
-	u.cond(r + " = " + u.v("round", num(int64(round))))
 }
 
 func strList(ss []string) types.AttributeValue {

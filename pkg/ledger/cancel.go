@@ -18,23 +18,18 @@ const (
 const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
 // CancelRunning cancels a running task as the caller read it (read) — or
-// an unknown one nobody has cancelled at its version: one conditional
-// UpdateItem on state = running (or unknown without a cancel at this
-// version) AND assignment_version = the version read that bumps the
-// fencing token (assignment_version + 1), so the
-// worker's next heartbeat renewal is refused, its provider call context is
-// cancelled and none of its writes can land. Whether its provider call had
-// started — and whether the provider acted — is not known at this point,
-// so the task goes to unknown with cancel_version = version and error
-// class cancel_requested, due when the fenced lease would have ended (by
-// then the worker has found itself fenced): the reconciler then ends it
-// cancelled (no call started, or a readback credibly finding nothing:
-// CancelUnknown), completed (a readback found the result), or parks it
-// unknown_outcome (no readback) — never a silent second effect — unless
-// the fenced worker already held the provider's reply and saves it first
-// (CompleteCancelled, cancel_too_late) or, for a gated task or a refused
-// input, ends it cancelled (CancelUnknown). A write
-// whose reply was lost is recognised (write_nonce).
+// an unknown one with no cancel pending — by bumping its fencing token
+// (row cancel_running): the worker's next heartbeat renewal is refused,
+// its provider call context is cancelled and none of its writes can land.
+// Whether the provider acted is not known yet, so the task goes to unknown
+// with cancel_version = the version read and error class
+// cancel_requested, due when the fenced lease would have ended: the
+// reconciler then ends it cancelled (CancelUnknown: no call started, or a
+// readback credibly finding nothing), completed (a readback found the
+// result) or parks it unknown_outcome — never a silent second effect —
+// unless the fenced worker saves the provider's reply first
+// (CompleteCancelled) or, for a gated task or a refused input, ends it
+// cancelled (CancelUnknown). A lost reply is recognised (write_nonce).
 //
 // Errors: ErrNotFound; *ConflictError with the current task when the task
 // is no longer running at version (completed, re-queued, taken over, ...).
@@ -46,8 +41,6 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	due := max(read.LeaseUntil, now.UnixMilli())
 	u := newUpdate()
 	l.live(u, StateUnknown, taskID, due)
-	u.setExpr("#assignment_version = #assignment_version + :one")
-	u.v("one", num(1))
 	u.set("cancel_version", num(version))
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
@@ -55,26 +48,12 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	// Running, or unknown because the attempt lapsed or its outcome was
 	// lost (no cancel yet at this version): the attempt is fenced all the
 	// same, and the unknown rules then end it cancelled instead of
-	// re-queuing it (adversarial review of issue 14: a 409 there let a
-	// readback that finds nothing call the provider again after the
-	// caller asked to stop).
-	fence(u, version, StateRunning, StateUnknown)
-	cv := u.n("cancel_version")
-	// (unknown at v after a cancel at v-1 is that cancel's state: not again)
-	u.cond(u.n("state") + " = :from OR attribute_not_exists(" + cv + ") OR " + cv + " < " + u.v("before", num(version-1)))
-	t, err := l.apply(ctx, "cancel_running", taskID, u)
-	if err == nil {
-		return t, nil
-	}
-	if !isConditionFailed(err) {
-		return nil, wrapErr("UpdateItem cancel_running", err)
-	}
-	old, mine, rerr := l.currentOf(ctx, taskID, err)
+	// re-queuing it (a 409 there let a readback that finds nothing call
+	// the provider again after the caller asked to stop).
+	t, old, err := l.attempt(ctx, "cancel_running", taskID, row("cancel_running").condition(u, &Call{Now: now, Version: version}))
 	switch {
-	case rerr != nil:
-		return nil, rerr
-	case mine:
-		return old, nil
+	case t != nil || err != nil:
+		return t, err
 	case old == nil:
 		return nil, &notFound{taskID}
 	}
@@ -82,25 +61,16 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 }
 
 // CancelUnknown ends a task whose running attempt was cancelled
-// (CancelRunning) as cancelled, once the reconciler knows the provider did
-// not act: conditioned on state = unknown, assignment_version = version and
-// cancel_version being set. why says how it is known (recorded as the
-// error message, class cancelled_while_running). Errors: *FencedError.
+// (CancelRunning) as cancelled, once it is known the provider did not act.
+// why says how it is known (recorded as the error message, class
+// cancelled_while_running). Errors: *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.off(u, StateCancelled, now)
 	setError(u, ErrorCancelledWhileRunning, why)
 	u.stamp(now)
-	fence(u, version, StateUnknown)
-	u.cond("attribute_exists(" + u.n("cancel_version") + ")")
-	t, err := l.apply(ctx, "cancel_unknown", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "cancel_unknown", row("cancel_unknown"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // ErrorCancelTooLate is the class a task keeps when a cancel while running
@@ -112,30 +82,33 @@ const ErrorCancelTooLate = "cancel_too_late"
 const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 
 // CompleteCancelled saves the result the worker holding assignment version
-// received from the provider before a cancel while running fenced it
-// (CancelRunning moved the task to unknown at version+1 with
-// cancel_version = version). The provider acted and billed; discarding the
-// one result in hand would leave a parked unknown_outcome whose only
-// remedy is a second call (adversarial review of issue 14). One
-// conditional UpdateItem on state = unknown AND assignment_version =
-// version+1 AND cancel_version = version AND no result yet: the task
-// becomes completed (or awaiting_approval behind its gate) with error class
+// received from the provider before a cancel while running fenced it (the
+// task unknown at version+1 with cancel_version = version). The provider
+// acted and billed; discarding the one result in hand would leave a parked
+// unknown_outcome whose only remedy is a second call. The task becomes
+// completed (or awaiting_approval behind its gate) with error class
 // cancel_too_late. Anything else — the reconciler decided first, an
-// operator acted — is a *FencedError and nothing is written. A write whose
-// reply was lost is recognised (WithNonce).
+// operator acted — is a *FencedError and nothing is written. A lost reply
+// is recognised (WithNonce).
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
-	u, resultBytes := l.completion(taskID, c, opts)
+	now := l.cfg.Now().UTC()
+	u := l.completion(taskID, c, opts, now)
 	setError(u, ErrorCancelTooLate, CancelTooLateMessage)
-	fence(u, version+1, StateUnknown)
-	u.cond(u.n("cancel_version") + " = " + u.v("cancelled", num(version)))
-	return l.sendCompletion(ctx, "complete_cancelled", taskID, version+1, u, resultBytes)
+	return l.write(ctx, "complete_cancelled", gated("complete_cancelled", c.ApprovalTTL > 0), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // CancelledAt reports whether fe is a completion refused because a cancel
 // while running fenced exactly the caller's assignment version and nothing
-// has decided the task since (CompleteCancelled may save the result).
+// has decided the task since: CompleteCancelled (gated or not) would save
+// the result.
 func CancelledAt(fe *FencedError, version int64) bool {
-	c := fe.Current
-	return c != nil && c.State == StateUnknown && c.CancelVersion == version &&
-		c.AssignmentVersion == version+1 && !c.HasResult()
+	c := Call{Version: version}
+	return gated("complete_cancelled", false).Allows(fe.Current, c) || gated("complete_cancelled", true).Allows(fe.Current, c)
+}
+
+// CancelPending reports whether t is unknown after a cancel while running
+// that nothing has decided since: CancelRunning refuses it as already
+// requested (its guard "running, or no cancel pending").
+func CancelPending(t *Task) bool {
+	return t != nil && t.State == StateUnknown && !gNoCancelPending.holds(t, &Call{Version: t.AssignmentVersion})
 }

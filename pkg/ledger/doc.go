@@ -11,48 +11,22 @@
 // task; another payload under the same key returns *PayloadMismatchError and
 // writes nothing.
 //
-// Every state change is one conditional UpdateItem (or, for parking, one
-// TransactWriteItems with the review item). A worker owns a task through its
-// assignment_version, the fencing token: Claim increments it, and Renew,
-// Complete, ScheduleRetry, Fail and MarkUnknown are all conditioned on
-// "assignment_version = mine AND state = running". A worker that lost its
-// lease gets *FencedError and must save nothing. Complete — and, after a
-// refusal in so many words (AfterRefusal), ScheduleRetry and Fail — also
-// accept state unknown at the caller's own version (the reconciler expired
-// the lease of a worker that was slow but alive; no other attempt
-// started), so what that worker learned — a result, a refusal — still
-// settles the task; ReleaseUnknown gives such an assignment back when its
-// worker made no call at all. When the reconciler has
-// already parked that task unknown_outcome (no readback) at the same
-// version, the attempt's real outcome settles the park in one
-// TransactWriteItems of task and review item, fenced the same way (state
-// needs_review, review_reason unknown_outcome, review still open):
-// CompleteLapsed saves the result (review resolved completed), FailLapsed
-// fails a rejected input (resolved failed), RetryLapsed schedules the retry
-// of a transient refusal (resolved retry), ReleaseLapsed re-queues an
-// assignment that made no call, its attempt given back (resolved retry),
-// CancelLapsed ends cancelled the park of a cancel while running whose
-// worker knows the provider did not act (resolved cancelled), and
-// ReviseLapsed turns the open
-// review into result_too_large or result_not_saved when the result cannot
-// be saved. ReviseLapsedReview revises the review item alone (conditioned
-// on its park_count) when that transaction keeps failing. MarkCallStarted,
-// fenced like Renew, records call_started_version just before a provider
-// call that could neither be deduplicated nor read back, so an expired
-// lease without it is known not to have reached the provider; with at
-// least half a lease left it writes nothing else (no by_state index write),
-// with less it renews the lease too. Renew sets due_at to the next whole
-// multiple of the lease at or after the new lease end, so a heartbeat
-// moves the index key once a lease instead of at every beat.
-// WaitAdmission gives a claimed task back to retry_wait until the time
-// provider admission names (the earliest slot at which the call fits), the
-// attempt given back (admission.go). CancelRunning cancels a running task,
-// or an unknown one with no cancel at its version, by bumping its fencing
-// token: the task goes to unknown with cancel_version = the fenced version,
-// and the reconciler ends it with CancelUnknown (cancelled) once it knows
-// the provider did not act, or by the usual unknown rules; the fenced
-// worker that already holds the provider's reply saves it with
-// CompleteCancelled (completed, error class cancel_too_late) (cancel.go).
+// The task state machine is one table (Transitions, table.go; rendered
+// as docs/states.md): each write of a task item is a row naming its
+// actor, the states it is accepted from, its fence, its guards, the state
+// it leaves, how it changes attempts and assignment_version, what a
+// refusal returns and what it does to the review item. Each write's
+// ConditionExpression is built from its row's guards, and so are the Go
+// predicates that explain a refusal (Transition.Allows, CancelledAt,
+// CancelPending, ParkedAt); testdata/conditions.golden pins every one.
+//
+// A worker owns a task through its assignment_version, the fencing token:
+// Claim increments it and the worker's writes are fenced on it; a worker
+// that lost its lease gets *FencedError and must save nothing — except
+// what the rows from unknown (its lease expired, no other attempt began)
+// and the lapsed settlements (the unknown_outcome park at its version,
+// lapsed.go) let it settle. A cancel while running bumps the token
+// (cancel.go).
 //
 // # Lost replies
 //
@@ -65,13 +39,11 @@
 // the ALL_OLD the failed condition returned, or a consistent read, tried a
 // few times with jittered backoff — and a matching nonce means the write
 // was this call's own: it returns the task as written instead of an error.
-// Callers therefore see a lost reply on Claim, Complete, ScheduleRetry,
-// MarkUnknown, Fail, Release, Requeue, ExpireToUnknown, MarkCallStarted,
-// Park and the lapsed settlements as the success it was. A caller that repeats a settling
-// write after an error passes the same nonce each time (WithNonce,
-// NewNonce), so a send applied late is still recognised. A claim that stays
-// unconfirmed (its reads kept failing) is given back with ReleaseClaim,
-// conditioned on the lease owner.
+// Callers therefore see a lost reply as the success it was. A caller that
+// repeats a settling write after an error passes the same nonce each time
+// (WithNonce, NewNonce), so a send applied late is still recognised. A
+// claim that stays unconfirmed (its reads kept failing) is given back with
+// ReleaseClaim, conditioned on the lease owner.
 //
 // # Item size
 //
@@ -102,21 +74,15 @@
 // # Approval gates
 //
 // A task created with NewTask.ApprovalTTL has an approval gate
-// (approval_required; the plan is kept as JSON). Every completion —
-// Complete, CompleteFromReadback, CompleteLapsed — saves the result and
-// its result_sha256 the same fenced way, and lands a gated task in
-// awaiting_approval, indexed with due_at = the approval deadline, instead
-// of completed; the write is conditioned on the item's gate, and a caller
-// that misjudged it (Completion.ApprovalTTL) is corrected once from the
-// item. Approve writes the approval and one deliver task per plan entry
-// (ordinary queued tasks, keyed DeliveryKey in the task's scope) in ONE
-// TransactWriteItems, conditioned on awaiting_approval, the approved hash
-// and the approval round; the same approval again is a replay. Reject ends
-// the task rejected. Withdraw cancels every still-unstarted delivery
-// (queued at version 0) and returns the task to awaiting_approval in one
-// transaction, or returns *DeliveriesStartedError. ExpireApproval parks a
-// task whose deadline passed (approval_expired). Decisions set write_nonce:
-// a lost reply is recognised as the caller's own write.
+// (approval_required; the plan is kept as JSON). Every completion saves
+// the result and its result_sha256 the same fenced way and lands a gated
+// task in awaiting_approval (the "_gated" rows), indexed with due_at = the
+// approval deadline; a caller that misjudged the gate
+// (Completion.ApprovalTTL) is corrected once from the item. Approve writes
+// the approval and one deliver task per plan entry (keyed DeliveryKey in
+// the task's scope) in ONE TransactWriteItems; Withdraw cancels every
+// still-unstarted delivery and returns the task to awaiting_approval in
+// another. Decisions set write_nonce: a lost reply is recognised.
 //
 // # Errors
 //

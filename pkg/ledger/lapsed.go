@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // LapsedResolution is what a lapsed settlement (CompleteLapsed, FailLapsed,
@@ -22,13 +19,6 @@ type LapsedResolution struct {
 	Note string // e.g. "the result of attempt 2 arrived after the park"
 }
 
-func (r LapsedResolution) check(op string) error {
-	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
-		return fmt.Errorf("ledger: %s needs the resolution's By and Note", op)
-	}
-	return nil
-}
-
 // A lapsed attempt is one that returned after the reconciler had parked its
 // task unknown_outcome: the worker was slow, not gone, its lease expired,
 // the task went to unknown and — with no readback — to needs_review at the
@@ -36,11 +26,10 @@ func (r LapsedResolution) check(op string) error {
 // attempt started: an operator's retry re-queues, and the next claim takes
 // a new version), so what the provider answered settles the uncertainty the
 // open review item describes. The operations below record that answer in
-// one TransactWriteItems each: the task item, conditioned on
-// assignment_version = mine AND state = needs_review AND review_reason =
-// unknown_outcome, and the review item, conditioned on review_status = open
-// AND reason = unknown_outcome. Never one without the other: an operator
-// who acted first wins, and nothing is written.
+// one TransactWriteItems each of the task item (parked unknown_outcome at
+// the caller's version: ParkedAt) and the review item (still open). Never
+// one without the other: an operator who acted first wins, and nothing is
+// written.
 //
 // Each accepts WithNonce, like the running writes: a repeat of a send that
 // was applied late (its reply lost) is recognised as applied.
@@ -51,26 +40,22 @@ func (r LapsedResolution) check(op string) error {
 // and other AWS errors, which may pass when the same write is repeated.
 
 // CompleteLapsed saves the result of a lapsed attempt (the task becomes
-// completed, additionally conditioned on attribute_not_exists(result)) and
+// completed; no result saved yet) and
 // resolves the review item as completed (resolved_by r.By,
 // resolution_note r.Note). Discarding the result would leave the operator
 // a "retry" that makes the provider act twice. Errors as above, and
 // *ItemTooLargeError (nothing sent), an error for an empty r.By or r.Note.
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	if err := r.check("CompleteLapsed"); err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	resultBytes := l.settleResult(u, taskID, c, now)
+	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
 	}
 	if c.ProviderRef != "" {
 		u.set("provider_ref", str(c.ProviderRef))
 	}
-	noResultYet(u)
-	return l.lapsedTx(ctx, "complete lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCompleted, now), resultBytes)
+	return l.resolveLapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, now, u, r, ResolutionCompleted)
 }
 
 // FailLapsed records that a lapsed attempt was refused by the provider for
@@ -78,14 +63,11 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 // with errClass and errMsg, and the review item is resolved as failed.
 // Errors as above; an error for an empty r.By or r.Note.
 func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	if err := r.check("FailLapsed"); err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
-	return l.lapsedTx(ctx, "fail lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionFailed, now), -1)
+	return l.resolveLapsed(ctx, row("fail_lapsed"), taskID, version, now, u, r, ResolutionFailed)
 }
 
 // RetryLapsed records that a lapsed attempt failed without the provider
@@ -95,16 +77,13 @@ func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, e
 // review item is resolved as retry. Errors as above; an error for an empty
 // r.By or r.Note.
 func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	if err := r.check("RetryLapsed"); err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()
 	u := newUpdate().with(opts)
 	l.live(u, StateRetryWait, taskID, nb)
 	u.set("not_before", num(nb))
 	setError(u, errClass, errMsg)
-	return l.lapsedTx(ctx, "retry lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
+	return l.resolveLapsed(ctx, row("retry_lapsed"), taskID, version, now, u, r, ResolutionRetry)
 }
 
 // ReleaseLapsed records that no provider call was made under the parked
@@ -114,18 +93,11 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 // error ErrorCallNotStarted, and the review item is resolved as retry.
 // Errors as above; an error for an empty r.By or r.Note.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	if err := r.check("ReleaseLapsed"); err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.giveBack(u, taskID, now)
 	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
-	t, err := l.lapsedTx(ctx, "release lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionRetry, now), -1)
-	if err != nil {
-		return nil, err
-	}
-	return l.clampDue(ctx, t)
+	return l.resolveLapsed(ctx, row("release_lapsed"), taskID, version, now, u, r, ResolutionRetry)
 }
 
 // CancelLapsed ends cancelled a task the reconciler parked unknown_outcome
@@ -136,15 +108,11 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 // and the review item is resolved as cancelled. Errors as above; an error
 // for an empty r.By or r.Note.
 func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	if err := r.check("CancelLapsed"); err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.off(u, StateCancelled, now)
 	setError(u, ErrorCancelledWhileRunning, why)
-	u.cond("attribute_exists(" + u.n("cancel_version") + ")")
-	return l.lapsedTx(ctx, "cancel lapsed", taskID, version, now, u, l.resolveUpdate(r, ResolutionCancelled, now), -1)
+	return l.resolveLapsed(ctx, row("cancel_lapsed"), taskID, version, now, u, r, ResolutionCancelled)
 }
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
@@ -172,7 +140,7 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 	if err != nil {
 		return nil, err
 	}
-	return l.lapsedTx(ctx, "revise lapsed", taskID, version, now, u, ru, -1)
+	return l.lapsedTx(ctx, row("revise_lapsed"), taskID, version, now, u, ru)
 }
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
@@ -255,26 +223,33 @@ func openUnknown(ru *update) {
 	ru.cond(ru.n("reason") + " = :lapsed_reason")
 }
 
-// lapsedTx fences u (the task item's update) on the park of the caller's
-// assignment, conditions ru (the review item's) on its open unknown_outcome
-// review, and sends both in one TransactWriteItems. resultBytes >= 0 checks
-// the task item's size first (a completion).
-func (l *Ledger) lapsedTx(ctx context.Context, op, taskID string, version int64, now time.Time, u, ru *update, resultBytes int) (*Task, error) {
+// resolveLapsed settles the park as tr, the review item resolved as
+// resolution by r, whose By and Note are required.
+func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u *update, r LapsedResolution, resolution string) (*Task, error) {
+	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
+		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
+	}
+	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
+}
+
+// lapsedTx conditions u (the task item's update) as tr — the park of the
+// caller's assignment — and ru (the review item's) on its open
+// unknown_outcome review, and sends both in one TransactWriteItems. A
+// completion's size is checked first (update.fits); a task it leaves
+// queued is due no later than its age deadline (clampDue).
+func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
+	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
 	u.stamp(now)
-	fence(u, version, StateNeedsReview)
-	u.v("lapsed_reason", str(ReviewUnknownOutcome))
-	u.cond(u.n("review_reason") + " = :lapsed_reason")
+	tr.condition(u, &Call{Now: now, Version: version})
 	nonce := u.nonce
 	if nonce == "" {
 		nonce = newNonce()
 	}
 	u.set("write_nonce", str(nonce))
-	tin := u.input(l.cfg.TasksTable, taskID)
-	if resultBytes >= 0 {
-		if n := itemsize.UpdateLowerBound(tin.Key, *tin.UpdateExpression, tin.ExpressionAttributeNames, tin.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-			return nil, &ItemTooLargeError{TaskID: taskID, Op: op, Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
-		}
+	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
+		return nil, err
 	}
+	tin := u.input(l.cfg.TasksTable, taskID)
 	if _, ok := ru.values[":open"]; !ok {
 		openUnknown(ru)
 	}
@@ -283,54 +258,38 @@ func (l *Ledger) lapsedTx(ctx context.Context, op, taskID string, version int64,
 	// The table names are spelled out in the literals (not txUpdate), so
 	// the IAM check of internal/templatetest can tell which tables the
 	// worker writes.
-	_, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Update: &types.Update{
-				TableName:                 &l.cfg.TasksTable,
-				Key:                       tin.Key,
-				UpdateExpression:          tin.UpdateExpression,
-				ConditionExpression:       tin.ConditionExpression,
-				ExpressionAttributeNames:  tin.ExpressionAttributeNames,
-				ExpressionAttributeValues: tin.ExpressionAttributeValues,
-			}},
-			{Update: &types.Update{
-				TableName:                 &l.cfg.ReviewTable,
-				Key:                       rin.Key,
-				UpdateExpression:          rin.UpdateExpression,
-				ConditionExpression:       rin.ConditionExpression,
-				ExpressionAttributeNames:  rin.ExpressionAttributeNames,
-				ExpressionAttributeValues: rin.ExpressionAttributeValues,
-			}},
-		},
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName:                 &l.cfg.TasksTable,
+			Key:                       tin.Key,
+			UpdateExpression:          tin.UpdateExpression,
+			ConditionExpression:       tin.ConditionExpression,
+			ExpressionAttributeNames:  tin.ExpressionAttributeNames,
+			ExpressionAttributeValues: tin.ExpressionAttributeValues,
+		}},
+		{Update: &types.Update{
+			TableName:                 &l.cfg.ReviewTable,
+			Key:                       rin.Key,
+			UpdateExpression:          rin.UpdateExpression,
+			ConditionExpression:       rin.ConditionExpression,
+			ExpressionAttributeNames:  rin.ExpressionAttributeNames,
+			ExpressionAttributeValues: rin.ExpressionAttributeValues,
+		}},
 	})
-	if err == nil {
-		return l.Get(ctx, taskID)
-	}
-	if !isTxConditionFailed(err) {
-		// As in Park: a transaction whose reply was lost recognises its
-		// own write by the nonce.
-		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
-			return cur, nil
-		}
-		return nil, wrapErr("TransactWriteItems "+op, err)
-	}
-	cur, gerr := l.Get(ctx, taskID)
 	switch {
-	case errors.Is(gerr, ErrNotFound):
-		return nil, &FencedError{TaskID: taskID, Version: version, Why: "gone"}
-	case gerr != nil:
-		return nil, gerr
-	case cur.WriteNonce == nonce:
-		return cur, nil // our own write; its reply was lost
+	case applied && cur == nil:
+		cur, err = l.Get(ctx, taskID)
+	case !applied && err == nil:
+		return nil, fencedBy(taskID, version, cur)
 	}
-	fe := &FencedError{TaskID: taskID, Version: version, Current: cur}
-	switch {
-	case cur.AssignmentVersion != version:
-		fe.Why = "taken_over"
-	case cur.State == StateCompleted || cur.HasResult():
-		fe.Why = "already_completed"
-	default:
-		fe.Why = "not_running"
+	if err == nil && tr.To == StateQueued {
+		return l.clampDue(ctx, cur)
 	}
-	return nil, fe
+	return cur, err // applied: also our own write, its reply lost
+}
+
+// ParkedAt reports whether t is parked unknown_outcome at assignment
+// version (the lapsed settlements' condition on the task item).
+func ParkedAt(t *Task, version int64) bool {
+	return row("fail_lapsed").Allows(t, Call{Version: version})
 }

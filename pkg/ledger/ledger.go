@@ -316,6 +316,7 @@ type update struct {
 	nonce                string // write_nonce to set (apply: default fresh)
 	deadlineMs           int64  // the task's age deadline (WithAgeDeadline), 0: not given
 	refused              bool   // AfterRefusal: also from unknown at the caller's version
+	result               int    // the bytes of the result it saves (fits); -1: none
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment
@@ -352,13 +353,13 @@ func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// alsoFrom are the states a settling write of the caller's assignment is
-// accepted from besides running: unknown too after a refusal.
-func (u *update) alsoFrom() []State {
+// refusal is the transition op, or op_after_refusal (from unknown at the
+// caller's version too) after AfterRefusal.
+func (u *update) refusal(op string) *Transition {
 	if u.refused {
-		return []State{StateUnknown}
+		return row(op + "_after_refusal")
 	}
-	return nil
+	return row(op)
 }
 
 // NewNonce returns a fresh write nonce for WithNonce.
@@ -374,7 +375,7 @@ func (u *update) with(opts []WriteOption) *update {
 }
 
 func newUpdate() *update {
-	return &update{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+	return &update{names: map[string]string{}, values: map[string]types.AttributeValue{}, result: -1}
 }
 
 // n registers an attribute name and returns its placeholder.
@@ -495,7 +496,7 @@ func newNonce() string {
 // create_nonce, at the one place every fenced write goes through.
 //
 // Errors: *conditionFailed when the condition failed for another reason
-// (see currentOf); otherwise the AWS error labelled by op
+// (see attempt); otherwise the AWS error labelled by op
 // ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
 //
 // A caller that repeats a write after an error it could not resolve (a
@@ -521,7 +522,7 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	}
 	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
 	// engine that omits it (kumo) leaves the read to callers that need the
-	// item anyway (currentOf), so a caller that only wants "not applied"
+	// item anyway (attempt), so a caller that only wants "not applied"
 	// (ClaimDispatch, clampDue) never pays for a read.
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
@@ -536,17 +537,22 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	return nil, &conditionFailed{op: op, nonce: nonce, err: err}
 }
 
-// currentOf returns the task as it is after apply's failed condition (from
-// ALL_OLD or one consistent read; nil when gone) and whether it carries the
-// failed write's nonce — i.e. the write was applied after all (its reply
-// was lost and the SDK's retry failed the condition on its own effect).
-func (l *Ledger) currentOf(ctx context.Context, taskID string, err error) (cur *Task, mine bool, rerr error) {
-	cur, rerr = l.oldOrRead(ctx, taskID, err)
-	if rerr != nil || cur == nil {
-		return cur, false, rerr
-	}
+// attempt sends u (apply) and, when its condition failed, looks at the
+// task as it is (ALL_OLD or one consistent read): t is the task as
+// written — also when the item carries the write's nonce (its reply was
+// lost and the SDK's retry failed the condition on its own effect) — old
+// the task that refused it (nil: gone), err any other error as apply
+// labelled it ("UpdateItem complete: ...").
+func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (t, old *Task, err error) {
+	t, err = l.apply(ctx, label, taskID, u)
 	var cf *conditionFailed
-	return cur, errors.As(err, &cf) && cf.nonce != "" && cur.WriteNonce == cf.nonce, nil
+	if !errors.As(err, &cf) {
+		return t, nil, err
+	}
+	if old, err = l.oldOrRead(ctx, taskID, err); old != nil && old.WriteNonce == cf.nonce {
+		return old, nil, nil
+	}
+	return nil, old, err
 }
 
 // ownWrite resolves an ambiguous failure of a write that set nonce — a
@@ -574,6 +580,29 @@ func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) 
 		}
 	}
 	return nil, false
+}
+
+// transact sends items — among them an update of the task that sets
+// write_nonce = nonce — as one TransactWriteItems (op names it in errors).
+// applied: by this call (cur nil), or by an earlier send whose reply was
+// lost (cur: the task as read, carrying nonce). Refused by a condition:
+// cur is the task as read (nil: gone).
+func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items []types.TransactWriteItem) (applied bool, cur *Task, err error) {
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	switch {
+	case err == nil:
+		return true, nil, nil
+	case !isTxConditionFailed(err):
+		cur, ok := l.ownWrite(ctx, taskID, nonce, err)
+		if ok {
+			return true, cur, nil
+		}
+		return false, nil, wrapErr("TransactWriteItems "+op, err)
+	}
+	if cur, err = l.Get(ctx, taskID); errors.Is(err, ErrNotFound) {
+		return false, nil, nil
+	}
+	return err == nil && cur.WriteNonce == nonce, cur, err
 }
 
 // ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
@@ -633,7 +662,7 @@ func ambiguous(err error) bool {
 }
 
 // conditionFailed is apply's failed condition, with the nonce of the write
-// that failed (see currentOf).
+// that failed (see attempt).
 type conditionFailed struct {
 	op    string
 	nonce string

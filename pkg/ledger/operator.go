@@ -61,13 +61,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		return nil, nil, false, fmt.Errorf("%w: a poison message has no task to retry; resolve it as completed or failed", ErrInvalidAction)
 	}
 	now := l.cfg.Now().UTC()
-	ru := newUpdate()
-	ru.set("review_status", str(ReviewResolved))
-	ru.set("resolved_at", str(rfc3339(now)))
-	ru.set("resolved_by", str(a.By))
-	ru.set("resolution", str(a.Resolution))
-	ru.set("resolution_note", str(a.Note))
-	ru.set("expires_at", num(l.retentionExpiry(now)))
+	ru := l.resolveUpdate(LapsedResolution{By: a.By, Note: a.Note}, a.Resolution, now)
 	ru.v("open", str(ReviewOpen))
 	ru.v("pc", num(int64(r.ParkCount)))
 	ru.cond("#review_status = :open")
@@ -83,7 +77,6 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		switch a.Resolution {
 		case ResolutionRetry:
 			l.live(tu, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-			tu.set("attempts", num(0))
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
 			// The previous error stays on the (resolved) review item; the
@@ -110,10 +103,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		}
 		tu.stamp(now)
 		tu.set("write_nonce", str(newNonce()))
-		tu.v("parked", strState(StateNeedsReview))
-		tu.v("ver", num(cur.AssignmentVersion))
-		tu.cond("#state = :parked")
-		tu.cond(tu.n("assignment_version") + " = :ver")
+		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
 		items = append(items, types.TransactWriteItem{Update: txUpdate(tu.input(l.cfg.TasksTable, taskID))})
 	}
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

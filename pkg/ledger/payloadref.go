@@ -30,8 +30,3 @@ func setResult(u *update, c Completion) int {
 	u.set("result", str(c.Result))
 	return len(c.Result)
 }
-
-// noResultYet conditions u on the item holding no result in either form.
-func noResultYet(u *update) {
-	u.cond("attribute_not_exists(" + u.n("result") + ") AND attribute_not_exists(" + u.n("result_ref") + ")")
-}

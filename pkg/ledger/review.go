@@ -183,56 +183,44 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		setError(u, r.ErrorClass, r.ErrorMessage)
 	}
 	u.stamp(now)
-	u.n("assignment_version")
-	u.v("ver", num(o.Version))
-	u.v("expect", strState(o.State))
-	u.cond("#assignment_version = :ver")
-	u.cond("#state = :expect")
+	tr := row("park")
 	if o.LeaseExpired {
-		u.v("now", num(now.UnixMilli()))
-		u.cond(u.n("lease_until") + " < :now")
+		tr = row("park_expired_lease")
 	}
+	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
 	// As in apply: a transaction whose reply was lost and whose retry was
 	// refused recognises its own write by the nonce.
 	nonce := newNonce()
 	u.set("write_nonce", str(nonce))
 	upd := u.input(l.cfg.TasksTable, t.TaskID)
-	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Put: &types.Put{
-				TableName:                &l.cfg.ReviewTable,
-				Item:                     item,
-				ConditionExpression:      aws.String("attribute_not_exists(#id) OR #rs = :resolved"),
-				ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":resolved": str(ReviewResolved),
-				},
-			}},
-			{Update: &types.Update{
-				TableName:                 upd.TableName,
-				Key:                       upd.Key,
-				UpdateExpression:          upd.UpdateExpression,
-				ConditionExpression:       upd.ConditionExpression,
-				ExpressionAttributeNames:  upd.ExpressionAttributeNames,
-				ExpressionAttributeValues: upd.ExpressionAttributeValues,
-			}},
-		},
+	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName:                &l.cfg.ReviewTable,
+			Item:                     item,
+			ConditionExpression:      aws.String("attribute_not_exists(#id) OR #rs = :resolved"),
+			ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":resolved": str(ReviewResolved),
+			},
+		}},
+		{Update: &types.Update{
+			TableName:                 upd.TableName,
+			Key:                       upd.Key,
+			UpdateExpression:          upd.UpdateExpression,
+			ConditionExpression:       upd.ConditionExpression,
+			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
+			ExpressionAttributeValues: upd.ExpressionAttributeValues,
+		}},
 	})
-	if err == nil {
+	switch {
+	case applied && cur == nil:
 		return parkedCopy(t, r, now, nonce), nil
-	}
-	if !isTxConditionFailed(err) {
-		if cur, ok := l.ownWrite(ctx, t.TaskID, nonce, err); ok {
-			return cur, nil
-		}
-		return nil, wrapErr("TransactWriteItems park", err)
-	}
-	cur, gerr := l.Get(ctx, t.TaskID)
-	if gerr != nil {
-		return nil, gerr
-	}
-	if cur.WriteNonce == nonce {
+	case applied:
 		return cur, nil // our own park; its reply was lost
+	case err != nil:
+		return nil, err
+	case cur == nil:
+		return nil, &notFound{t.TaskID}
 	}
 	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
 }

@@ -31,11 +31,10 @@ type ClaimOptions struct {
 }
 
 // Claim takes the task for one attempt with one conditional UpdateItem
-// returning ALL_NEW (the caller gets the input without another read). It is
-// allowed from queued, from retry_wait once not_before has passed, and (with
-// AllowTakeover) from running whose lease expired — and only within the
-// attempt and age budgets. It sets state=running, increments
-// assignment_version (the fencing token) and attempts, and sets the lease.
+// returning ALL_NEW (the caller gets the input without another read), as
+// rows claim and claim_takeover (AllowTakeover) allow: it sets
+// state=running, increments assignment_version (the fencing token) and
+// attempts, and sets the lease.
 //
 // Errors: *NotClaimableError with the reason (terminal, parked, leased,
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
@@ -45,66 +44,36 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		o.Lease = 30 * time.Second
 	}
 	now := l.cfg.Now().UTC()
-	nowMs := now.UnixMilli()
 	leaseUntil := now.Add(o.Lease).UnixMilli()
 	u := newUpdate()
 	// due_at is the lease's end itself: a worker that dies right after its
 	// claim is found a Grace after it. Renew rounds it up (runningDue).
 	l.live(u, StateRunning, taskID, leaseUntil)
-	u.setExpr("#assignment_version = #assignment_version + :one").n("assignment_version")
-	u.setExpr("#attempts = #attempts + :one").n("attempts")
-	u.v("one", num(1))
 	u.set("lease_owner", str(o.Owner))
 	u.set("lease_until", num(leaseUntil))
 	u.stamp(now)
 	u.remove("not_before")
-	u.n("task_id")
-	u.n("max_attempts")
-	u.n("deadline_ms")
-	u.v("now", num(nowMs))
-	u.v("c_queued", strState(StateQueued))
-	u.v("c_retry", strState(StateRetryWait))
-	u.cond("attribute_exists(#task_id)")
-	u.cond("#attempts < #max_attempts")
-	u.cond("#deadline_ms > :now")
-	states := "#state = :c_queued OR (#state = :c_retry AND #not_before <= :now)"
+	tr, c := row("claim"), &Call{Now: now}
 	if o.AllowTakeover {
-		u.v("c_running", strState(StateRunning))
-		running := "#state = :c_running AND #lease_until < :now"
-		if o.TakeoverKind != "" {
-			u.n("kind")
-			u.v("takeover_kind", str(o.TakeoverKind))
-			running += " AND #kind = :takeover_kind"
-		}
-		states += " OR (" + running + ")"
+		tr, c.Kind = row("claim_takeover"), o.TakeoverKind
 	}
-	u.cond(states)
 	// A claim whose reply was lost, retried by the SDK and then refused
 	// because the task is running under this very claim, is recognised by
 	// apply (write_nonce) and returned as claimed, not as "leased".
-	t, err := l.apply(ctx, "claim", taskID, u)
-	if err == nil {
-		return t, nil
+	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, c))
+	if t != nil || err != nil {
+		return t, err
 	}
-	if !isConditionFailed(err) {
-		return nil, err
-	}
-	old, mine, rerr := l.currentOf(ctx, taskID, err)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if mine {
-		return old, nil
-	}
-	takeover := o.AllowTakeover && (o.TakeoverKind == "" || old == nil || old.Kind == o.TakeoverKind)
-	return nil, whyNotClaimable(taskID, old, now, takeover)
+	return nil, whyNotClaimable(taskID, old, tr, c)
 }
 
 // ReasonContended: the task looked claimable when re-read; another writer
 // changed it in between. Retry later.
 const ReasonContended = "contended"
 
-func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotClaimableError {
+// whyNotClaimable names the first of the claim's guards (tr's, for c)
+// that t fails, the state first.
+func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaimableError {
 	e := &NotClaimableError{TaskID: taskID, Task: t}
 	switch {
 	case t == nil:
@@ -115,55 +84,33 @@ func whyNotClaimable(taskID string, t *Task, now time.Time, takeover bool) *NotC
 		e.Reason = ReasonParked // a person decides next
 	case t.State == StateUnknown:
 		e.Reason = ReasonUnknown
-	case t.State == StateRunning && !t.LeaseExpired(now):
+	case t.State == StateRunning && !gLeaseExpired.holds(t, c):
 		e.Reason = ReasonLeased
+	case !gAttemptsLeft.holds(t, c):
+		e.Reason, e.Budget = ReasonBudgetExhausted, "max_attempts"
+	case !gBeforeDeadline.holds(t, c):
+		e.Reason, e.Budget = ReasonBudgetExhausted, "max_age"
+	case t.State == StateRunning && !tr.Allows(t, *c):
+		e.Reason = ReasonExpiredLease // no takeover, or not of its kind
+	case t.State == StateRetryWait && !gDue.holds(t, c):
+		e.Reason = ReasonNotDue
 	default:
-		if ok, budget := t.BudgetLeft(now); !ok {
-			e.Reason, e.Budget = ReasonBudgetExhausted, budget
-			return e
-		}
-		switch {
-		case t.State == StateRunning && !takeover:
-			e.Reason = ReasonExpiredLease
-		case t.State == StateRetryWait && t.NotBefore > now.UnixMilli():
-			e.Reason = ReasonNotDue
-		default:
-			e.Reason = ReasonContended
-		}
+		e.Reason = ReasonContended
 	}
 	return e
 }
 
-// fenced turns a failed fenced write into a *FencedError with the reason.
-// Any other error is returned as apply labelled it, by the operation
-// ("UpdateItem complete: ValidationException ..."): it is not a fence.
-//
-// When the item shows the failed write's own nonce, the write was applied
-// (its reply was lost): fenced returns the task as written and no error.
-func (l *Ledger) fenced(ctx context.Context, taskID string, version int64, err error) (*Task, error) {
-	if !isConditionFailed(err) {
-		return nil, err
-	}
-	old, mine, rerr := l.currentOf(ctx, taskID, err)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if mine {
-		return old, nil
-	}
-	return nil, fencedBy(taskID, version, old)
-}
-
 // fencedBy is the FencedError of a write at version that found the task
-// as old (nil: gone).
+// as old (nil: gone): which of the fence and the no-result guard it fails.
 func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
+	c := &Call{Version: version}
 	switch {
 	case old == nil:
 		fe.Why = "gone"
-	case old.AssignmentVersion != version:
+	case !row("renew").holds(&atMine, old, c):
 		fe.Why = "taken_over"
-	case old.State == StateCompleted || old.HasResult():
+	case old.State == StateCompleted || !gNoResult.holds(old, c):
 		fe.Why = "already_completed"
 	default:
 		fe.Why = "not_running"
@@ -171,18 +118,23 @@ func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	return fe
 }
 
-// fence adds "assignment_version = mine AND state = from" to u; with more
-// states, "(state = from OR state = also...)".
-func fence(u *update, version int64, from State, also ...State) {
-	u.n("assignment_version")
-	u.v("mine", num(version))
-	u.v("from", strState(from))
-	u.cond("#assignment_version = :mine")
-	c := u.n("state") + " = :from"
-	for i, s := range also {
-		c += fmt.Sprintf(" OR #state = %s", u.v(fmt.Sprintf("from%d", i+1), strState(s)))
+// write sends u as the transition tr for c (attempt; label names it in
+// errors); a refusal is a *FencedError at the version the fence compares.
+// A completion (u.result >= 0) that cannot fit — its key and the values it
+// sets already exceed the item limit — is refused before it is sent. A
+// task it leaves queued is due no later than its age deadline (clampDue).
+func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
+	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, strings.ReplaceAll(label, "_", " ")); err != nil {
+		return nil, err
 	}
-	u.cond(c)
+	t, old, err := l.attempt(ctx, label, taskID, u)
+	switch {
+	case t != nil && tr.To == StateQueued:
+		return l.clampDue(ctx, t)
+	case t != nil || err != nil:
+		return t, err
+	}
+	return nil, fencedBy(taskID, tr.mine(c), old)
 }
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
@@ -205,14 +157,7 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	u := newUpdate().with(opts)
 	renewLease(u, now, lease)
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	t, err := l.apply(ctx, "renew", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "renew", row("renew"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // renewLease sets u's lease to end at now + lease and its due_at as
@@ -244,8 +189,8 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 
 // MarkCallStarted records, immediately before the provider call, that the
 // caller's assignment is about to call the provider: one fenced
-// conditional UpdateItem (assignment_version = mine AND state = running)
-// that sets call_started_version = version. It matters for a provider that
+// conditional UpdateItem that sets call_started_version = version. It
+// matters for a provider that
 // does not honour idempotency keys: the reconciler then tells a worker that
 // died after its claim but before its call (no mark at this version:
 // re-queue) from one that may have reached the provider (mark present:
@@ -264,26 +209,15 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 // after the first one's condition failed on the lease alone.
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	fresh := now.Add(lease / 2).UnixMilli()
+	c := &Call{Now: now, Version: version, Lease: lease}
 	u := newUpdate().with(opts)
 	u.set("call_started_version", num(version))
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	u.cond(u.n("lease_until") + " >= " + u.v("fresh", num(fresh)))
-	t, err := l.apply(ctx, "call_started", taskID, u)
-	if err == nil {
-		return t, nil
-	}
-	if !isConditionFailed(err) {
-		return nil, err
-	}
-	old, mine, rerr := l.currentOf(ctx, taskID, err)
+	t, old, err := l.attempt(ctx, "call_started", taskID, row("call_started").condition(u, c))
 	switch {
-	case rerr != nil:
-		return nil, rerr
-	case mine:
-		return old, nil
-	case old == nil || old.AssignmentVersion != version || old.State != StateRunning || old.HasResult():
+	case t != nil || err != nil:
+		return t, err
+	case !row("call_started_renew").Allows(old, *c) || old.HasResult():
 		return nil, fencedBy(taskID, version, old)
 	}
 	// Still ours, its lease too short: mark and renew.
@@ -291,13 +225,7 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 	u.set("call_started_version", num(version))
 	renewLease(u, now, lease)
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	if t, err = l.apply(ctx, "call_started", taskID, u); err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, u)
 }
 
 // Completion is the saved outcome of a successful generation.
@@ -318,18 +246,17 @@ type Completion struct {
 	ApprovalTTL time.Duration
 }
 
-// Complete saves the result of the caller's assignment: conditioned on
-// assignment_version = mine AND (state = running OR state = unknown) AND
-// attribute_not_exists(result). State unknown at the caller's own version
-// means the reconciler expired the lease of a worker that was slow but
-// alive: the assignment is still the caller's, no other attempt has
+// Complete saves the result of the caller's assignment, running or
+// unknown at its version, with no result yet. Unknown at the caller's own
+// version means the reconciler expired the lease of a worker that was slow
+// but alive: the assignment is still the caller's, no other attempt has
 // started, and saving the result it holds settles the uncertainty.
 //
 // Errors: *FencedError with Why = already_completed / taken_over /
 // not_running / gone (never retry it blindly); *ItemTooLargeError when the
 // item would exceed DynamoDB's limit (nothing written; see CheckCompletion).
 func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
-	return l.complete(ctx, taskID, version, c, opts, StateRunning, StateUnknown)
+	return l.complete(ctx, "complete", taskID, version, c, opts)
 }
 
 // CompleteFromReadback completes a task in state unknown with a result the
@@ -338,30 +265,40 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
 	}
-	return l.complete(ctx, taskID, version, c, nil, StateUnknown)
+	return l.complete(ctx, "complete_readback", taskID, version, c, nil)
 }
 
-func (l *Ledger) complete(ctx context.Context, taskID string, version int64, c Completion, opts []WriteOption, from State, also ...State) (*Task, error) {
-	u, resultBytes := l.completion(taskID, c, opts)
-	fence(u, version, from, also...)
-	t, err := l.sendCompletion(ctx, "complete", taskID, version, u, resultBytes)
-	// A caller that did not say the task has an approval gate
-	// (Completion.ApprovalTTL) is corrected once from the item.
+// complete sends the completion op (or its approval-gated twin, as c
+// says) of the caller's assignment.
+func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	call := &Call{Now: now, Version: version}
+	t, err := l.write(ctx, "complete", gated(op, c.ApprovalTTL > 0), taskID, call, l.completion(taskID, c, opts, now))
+	// A caller that misjudged the task's approval gate
+	// (Completion.ApprovalTTL) — the item satisfies the twin — is
+	// corrected once from the item.
 	var fe *FencedError
-	if errors.As(err, &fe) && gateMismatch(fe, version, c, append([]State{from}, also...)) {
+	if errors.As(err, &fe) && gated(op, c.ApprovalTTL <= 0).Allows(fe.Current, *call) {
 		c.ApprovalTTL = fe.Current.ApprovalTTL()
-		return l.complete(ctx, taskID, version, c, opts, from, also...)
+		return l.complete(ctx, op, taskID, version, c, opts)
 	}
 	return t, err
 }
 
+// gated is the completion op, or its "_gated" twin for a task with an
+// approval gate.
+func gated(op string, gate bool) *Transition {
+	if gate {
+		return row(op + "_gated")
+	}
+	return row(op)
+}
+
 // completion starts the update that saves c (the result or its reference,
-// its hash, the gate, the provider fields), stamped now; the caller adds
-// its fence and sends it with sendCompletion.
-func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption) (*update, int) {
-	now := l.cfg.Now().UTC()
+// its hash, the gate, the provider fields), stamped now.
+func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now time.Time) *update {
 	u := newUpdate().with(opts)
-	resultBytes := l.settleResult(u, taskID, c, now)
+	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
 	}
@@ -372,27 +309,21 @@ func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption) (*u
 		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
 	}
 	u.stamp(now)
-	return u, resultBytes
+	return u
 }
 
-// sendCompletion sends a fenced completion (op names it) on the condition
-// that no result is saved yet. The key and the values it sets are a lower
-// bound of the item's size: what cannot fit is refused before it is sent
-// (*ItemTooLargeError). A refused condition is read as the caller's own
-// earlier write (write_nonce) or a *FencedError at version.
-func (l *Ledger) sendCompletion(ctx context.Context, op, taskID string, version int64, u *update, resultBytes int) (*Task, error) {
-	noResultYet(u)
-	in := u.input(l.cfg.TasksTable, taskID)
+// fits returns an *ItemTooLargeError (op) when u saves a result
+// (u.result >= 0) and the key and the values it sets — a lower bound of
+// the item's size — alone exceed DynamoDB's item limit.
+func (u *update) fits(table, taskID, op string) error {
+	if u.result < 0 {
+		return nil
+	}
+	in := u.input(table, taskID)
 	if n := itemsize.UpdateLowerBound(in.Key, *in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues); n > itemsize.MaxItemBytes {
-		return nil, &ItemTooLargeError{TaskID: taskID, Op: strings.ReplaceAll(op, "_", " "), Bytes: n, ResultBytes: resultBytes, Limit: itemsize.MaxItemBytes}
+		return &ItemTooLargeError{TaskID: taskID, Op: op, Bytes: n, ResultBytes: u.result, Limit: itemsize.MaxItemBytes}
 	}
-	t, err := l.apply(ctx, op, taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return nil
 }
 
 // ScheduleRetry moves the caller's assignment to retry_wait until notBefore;
@@ -407,14 +338,7 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning, u.alsoFrom()...)
-	t, err := l.apply(ctx, "retry", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "retry", u.refusal("retry"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // Fail ends the caller's assignment as failed (the caller's input is at
@@ -426,14 +350,7 @@ func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClas
 	l.off(u, StateFailed, now)
 	setError(u, errClass, errMsg)
 	u.stamp(now)
-	fence(u, version, StateRunning, u.alsoFrom()...)
-	t, err := l.apply(ctx, "fail", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "fail", u.refusal("fail"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // MarkUnknown records that the attempt's outcome is uncertain; the
@@ -445,14 +362,7 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 	setError(u, errClass, errMsg)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	t, err := l.apply(ctx, "unknown", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "unknown", row("unknown"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // Release gives back the caller's assignment before the provider was called
@@ -467,14 +377,7 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	t, err := l.apply(ctx, "release", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return l.clampDue(ctx, t)
+	return l.write(ctx, "release", row("release"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // ErrorCallNotStarted is the error class of a task whose assignment was
@@ -492,8 +395,7 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 // it. The uncertainty the expiry recorded is void: the task is queued
 // again, due for dispatch, its attempt given back like Release, its error
 // ErrorCallNotStarted (not unknown_outcome, which a later park would repeat
-// as "may have reached the provider"). Conditioned on assignment_version =
-// mine AND state = unknown. Errors: *FencedError.
+// as "may have reached the provider"). Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -501,32 +403,22 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateUnknown)
-	t, err := l.apply(ctx, "release_unknown", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return l.clampDue(ctx, t)
+	return l.write(ctx, "release_unknown", row("release_unknown"), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// giveBack sets u to queue the task again, due for dispatch, with its
-// attempt given back: no provider call was made under the assignment
+// giveBack sets u to queue the task again, due for dispatch; its row
+// gives the attempt back: no provider call was made under the assignment
 // (Release, ReleaseClaim, ReleaseUnknown, ReleaseLapsed).
 func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
-	u.setExpr("#attempts = #attempts - :one").n("attempts")
-	u.v("one", num(1))
 }
 
 // ReleaseClaim gives back a claim the caller could not confirm: its reply
 // was lost and the read that would recognise it (write_nonce) failed, so
-// the caller does not know the version it may hold. Conditioned on
-// lease_owner = owner AND state = running (and assignment_version = version
-// when version > 0), it queues the task again, due for dispatch, and gives
-// the attempt back — no provider call was made under that claim. owner must
-// be unique to the claim (the worker's "<request id>/<message id>").
+// the caller does not know the version it may hold. Found running under
+// owner (at version, when version > 0), the task is queued again, due for
+// dispatch, its attempt given back: no provider call was made under that
+// claim. owner must be unique to the claim ("<request id>/<message id>").
 //
 // ok=false with a nil error: the task is not running under owner (the
 // claim was never applied, or the task moved on); nothing was written.
@@ -539,25 +431,8 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	u.v("owner", str(owner))
-	u.v("running", strState(StateRunning))
-	u.cond(u.n("lease_owner") + " = :owner")
-	u.cond("#state = :running")
-	if version > 0 {
-		u.n("assignment_version")
-		u.v("mine", num(version))
-		u.cond("#assignment_version = :mine")
-	}
-	t, err = l.apply(ctx, "release_claim", taskID, u)
-	if err != nil {
-		if !isConditionFailed(err) {
-			return nil, false, err
-		}
-		old, mine, rerr := l.currentOf(ctx, taskID, err)
-		if rerr != nil || !mine {
-			return nil, false, rerr
-		}
-		t = old
+	if t, _, err = l.attempt(ctx, "release_claim", taskID, row("release_claim").condition(u, &Call{Now: now, Version: version, Owner: owner})); t == nil {
+		return nil, false, err
 	}
 	// Released; a failed clamp only leaves due_at at the dispatch timeout.
 	if ct, cerr := l.clampDue(ctx, t); cerr == nil {
@@ -572,7 +447,10 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 // unknown outcome the provider credibly never saw. Errors: *FencedError when
 // the task moved on in between.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
-	return l.requeue(ctx, taskID, from, version, false)
+	if op, ok := map[State]string{StateRunning: "requeue", StateUnknown: "requeue_readback_absent"}[from]; ok {
+		return l.requeue(ctx, taskID, op, version)
+	}
+	return nil, fmt.Errorf("ledger: Requeue %s from %s: only from running or unknown", taskID, from)
 }
 
 // RequeueUnstarted re-queues a running task whose lease expired and whose
@@ -583,7 +461,7 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 // re-queued under it. Errors: *FencedError when the task moved on or its
 // call started.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
-	return l.requeue(ctx, taskID, StateRunning, version, true)
+	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
 
 // ErrorReadbackAbsent is the error class a task re-queued from unknown
@@ -591,35 +469,21 @@ func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version in
 // operation.
 const ErrorReadbackAbsent = "readback_absent"
 
-func (l *Ledger) requeue(ctx context.Context, taskID string, from State, version int64, unstarted bool) (*Task, error) {
+func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 	u.remove("lease_owner", "lease_until", "not_before")
 	u.stamp(now)
-	fence(u, version, from)
-	if from == StateUnknown {
+	tr := row(op)
+	if tr.From[0] == StateUnknown {
 		// Re-queued after a readback credibly found no record: the
 		// uncertainty is resolved, so the stored error must no longer say
 		// unknown_outcome (a later budget park would repeat "may have
 		// reached the provider").
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
 	}
-	if from == StateRunning {
-		u.v("now", num(now.UnixMilli()))
-		u.cond(u.n("lease_until") + " < :now")
-	}
-	if unstarted {
-		c := u.n("call_started_version")
-		u.cond("attribute_not_exists(" + c + ") OR " + c + " <> :mine")
-	}
-	t, err := l.apply(ctx, "requeue", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return l.clampDue(ctx, t)
+	return l.write(ctx, "requeue", tr, taskID, &Call{Now: now, Version: version}, u)
 }
 
 // clampDue pulls a queued task's dispatch deadline (due_at) forward to its
@@ -683,16 +547,7 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 	u := newUpdate()
 	u.set("due_at", num(due))
 	u.set("dispatches", num(int64(next)))
-	u.v("from", strState(t.State))
-	u.v("old_due", num(t.DueAt))
-	u.v("old_dispatches", num(int64(t.Dispatches)))
-	u.cond(u.n("state") + " = :from")
-	u.cond(u.n("due_at") + " = :old_due")
-	if t.Dispatches == 0 {
-		u.cond("attribute_not_exists(#dispatches) OR #dispatches = :old_dispatches")
-	} else {
-		u.cond("#dispatches = :old_dispatches")
-	}
+	row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches})
 	u.stamp(now)
 	nt, err = l.apply(ctx, "dispatch", t.TaskID, u)
 	if err == nil {
@@ -711,22 +566,10 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	u := newUpdate()
 	l.off(u, StateCancelled, now)
 	u.stamp(now)
-	u.v("c_queued", strState(StateQueued))
-	u.v("c_retry", strState(StateRetryWait))
-	u.n("task_id")
-	u.cond("attribute_exists(#task_id)")
-	u.cond("#state = :c_queued OR #state = :c_retry")
-	t, err := l.apply(ctx, "cancel", taskID, u)
-	if err == nil {
-		return t, nil
-	}
-	if !isConditionFailed(err) {
-		return nil, wrapErr("UpdateItem cancel", err)
-	}
-	old, rerr := l.oldOrRead(ctx, taskID, err)
+	t, old, err := l.attempt(ctx, "cancel", taskID, row("cancel").condition(u, &Call{Now: now}))
 	switch {
-	case rerr != nil:
-		return nil, rerr
+	case t != nil || err != nil:
+		return t, err
 	case old == nil:
 		return nil, &notFound{taskID}
 	case old.State == StateCancelled:
@@ -763,7 +606,6 @@ func truncate(s string, n int) string {
 // gone, maybe mid-call) to unknown, for a step with external side effects
 // whose provider does not honour idempotency keys: re-running it blindly
 // could act twice, so the reconciler reads the provider back instead.
-// Conditioned on state running, the version read and lease_until < now.
 // Errors: *FencedError when the task moved on.
 func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64) (*Task, error) {
 	now := l.cfg.Now().UTC()
@@ -772,16 +614,7 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	setError(u, "unknown_outcome", LeaseExpiredMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	fence(u, version, StateRunning)
-	u.v("now", num(now.UnixMilli()))
-	u.cond(u.n("lease_until") + " < :now")
-	t, err := l.apply(ctx, "expire", taskID, u)
-	if err != nil {
-		if t, err = l.fenced(ctx, taskID, version, err); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return l.write(ctx, "expire", row("expire"), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // CheckCompletion computes the size of the item t would become when
