@@ -75,7 +75,19 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 	// call acted, and no call started after one whose outcome its caller
 	// could not know (anything but a refusal in so many words), unless a
 	// readback found nothing in between.
-	if m.s.mode != modeIdem {
+	// Retries are bounded: one call per attempt at most.
+	n := 0
+	for _, c := range calls {
+		if c.epoch == epoch {
+			n++
+		}
+	}
+	if n > maxAttempts {
+		return "retries are bounded: " + itoa(n) + " calls for " + itoa(maxAttempts) + " attempts"
+	}
+
+	effect := t.parent != "" || !m.s.retrySafe
+	if m.s.mode != modeIdem && effect {
 		acted := 0
 		for _, c := range calls {
 			if c.epoch == epoch && c.performed {
@@ -123,6 +135,9 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		if (st.Result == "" && st.ResultRef == nil) || st.CompletedAt == "" {
 			return "nothing final without a reason: completed without a result"
 		}
+		if st.ApprovalRequired && st.ApprovalState != ledger.ApprovalApproved && !t.operatorDone {
+			return "nothing final without a reason: completed without the approval it requires (" + st.ApprovalState + ")"
+		}
 	case ledger.StateFailed:
 		if st.ErrorClass == "" {
 			return "nothing final without a reason: failed without an error class"
@@ -136,8 +151,19 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		return "nothing final without a reason: rejected, but nobody rejected it"
 	}
 
-	// No review claims a call that never started.
-	if rv != nil && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
+	// No review claims a call that never started. Two budget parks are
+	// not held to it yet: a retry-safe generation's (the reconciler does
+	// not consult the call-start mark there, and words an expired lease
+	// whose worker died before its call as possibly called — DESIGN §14
+	// wants neither), and one made right after a readback found nothing
+	// (review.BudgetExhausted reads the lapsed lease's own unknown_outcome
+	// class as an earlier uncertain attempt).
+	absent := false
+	for _, l := range lookups {
+		absent = absent || (l.notFound && l.at > since)
+	}
+	knownGap := rv != nil && rv.Reason == ledger.ReviewBudgetExhausted && ((m.s.retrySafe && t.parent == "") || absent)
+	if rv != nil && !knownGap && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
 		started := false
 		for _, c := range calls {
 			started = started || c.epoch == epoch || c.end == 0 || c.end > since

@@ -45,7 +45,7 @@ const (
 	grace       = 5 * time.Second
 	settle      = 30 * time.Second
 	relaySlack  = 30 * time.Second
-	callTimeout = time.Minute
+	callTimeout = 2 * lease // a call may outlive its lease, as deployed (docs/timing.md)
 	maxAttempts = 3
 	maxAge      = time.Hour
 	dispatchTO  = time.Minute
@@ -529,8 +529,11 @@ type system struct {
 	env   *testenv.Env
 	names stack.Names
 	mode  mode
-	clock *testenv.Clock
-	seq   seq
+	// retrySafe declares generation retry-safe (DESIGN §14): repeating it
+	// costs only money, so only deliveries keep the effect rules.
+	retrySafe bool
+	clock     *testenv.Clock
+	seq       seq
 
 	clean  *ledger.Ledger // reads and the operator: no faults
 	queue  *queue
@@ -587,7 +590,7 @@ func (s *system) onSave(task string) {
 }
 
 // newSystem creates fresh tables on env and wires the handlers to them.
-func newSystem(ctx context.Context, env *testenv.Env, m mode, start time.Time) (*system, func(), error) {
+func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, start time.Time) (*system, func(), error) {
 	tpl := stack.MustLoadDefault()
 	names, err := tpl.Create(ctx, env.DDB, env.SQS, testenv.UniquePrefix(), nil)
 	if err != nil {
@@ -598,7 +601,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, start time.Time) (
 		defer cancel()
 		_ = tpl.Delete(cctx, env.DDB, env.SQS, names)
 	}
-	s := &system{env: env, names: names, mode: m, clock: testenv.NewClock(start), queue: &queue{},
+	s := &system{env: env, names: names, mode: m, retrySafe: retrySafe, clock: testenv.NewClock(start), queue: &queue{},
 		epochs: map[string]int{}, since: map[string]int64{}, saves: map[string]map[int]int{}}
 	s.rec = &recorder{seq: &s.seq, epochOf: s.epochOf}
 	lcfg := ledger.Config{TasksTable: names.TasksTable, ReviewTable: names.ReviewTable, Shards: shards, MaxAttempts: maxAttempts,
@@ -656,7 +659,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, start time.Time) (
 		},
 	}
 	s.recon = &reconciler.Handler{Ledger: wled, Dispatch: s.sender, Provider: p, Destinations: dests,
-		Grace: grace, Settle: settle, RelaySlack: relaySlack, Concurrency: 1}
+		Grace: grace, Settle: settle, RelaySlack: relaySlack, Concurrency: 1, RetrySafeGeneration: retrySafe}
 	return s, drop, nil
 }
 
