@@ -76,14 +76,17 @@ func browserCtx(t *testing.T) context.Context {
 }
 
 // startStack starts a local stack for one browser test (loopback, free
-// port, fast reconciler, no status line) with o's other options, and
+// port, reconciler every 5 s, no status line) with o's other options, and
 // closes it when t ends. The embedded emulator's state is shared by the
 // process: each stack gets fresh tables, so counts see only its test's
-// tasks.
+// tasks. No step waits for the reconciler, which still runs a few times in
+// each test; every run makes 161 queries (each by_state stream walked and
+// counted), which at a sub-second period took a good part of the package's
+// CPU time.
 func startStack(ctx context.Context, t *testing.T, o local.Options) *local.Stack {
 	t.Helper()
 	o.Addr = "127.0.0.1:0"
-	o.ReconcileEvery = 500 * time.Millisecond
+	o.ReconcileEvery = 5 * time.Second
 	o.StatusEvery = -1
 	o.Prefix = testenv.UniquePrefix()
 	s, err := local.Start(ctx, o)
