@@ -41,9 +41,19 @@ func main() {
 		logLevel   = flag.String("log", "", "write the handlers' JSON logs to stderr at this level (debug, info, warn, error)")
 		modes      = flag.String("modes", "idempotent,plain,plain+readback", "provider modes to run, in sequence, comma separated")
 		timeout    = flag.Duration("timeout", 60*time.Minute, "give up after this long (all modes)")
+		paced      = flag.String("paced", "auto", "measure the engine first and slow the clock and the submit rate to what it sustains (soak.Config.PacedTo): true, false, or auto (every backend but the embedded kumo, whose figures are the budgets' baseline)")
 	)
 	flag.StringVar(&backend, "backend", backend, "kumo, moto or external (AWS_ENDPOINT_URL); default $TASKLEDGER_BACKEND or kumo")
 	flag.Parse()
+	pace := backend != "kumo"
+	switch *paced {
+	case "auto":
+	case "true", "false":
+		pace = *paced == "true"
+	default:
+		fmt.Fprintf(os.Stderr, "taskledger-soak: -paced: want true, false or auto, got %q\n", *paced)
+		os.Exit(2)
+	}
 	if *minInj < 0 {
 		*minInj = 1
 		if *n >= 2000 {
@@ -59,7 +69,7 @@ func main() {
 		}
 		runModes = append(runModes, m)
 	}
-	cfg := soak.Config{N: *n, Seed: *seed, FaultShare: *share, SubmitRate: *rate, MaxQueued: *maxQueued, Progress: os.Stderr}
+	cfg := soak.Config{N: *n, Seed: *seed, FaultShare: *share, SubmitRate: *rate, MaxQueued: *maxQueued, Paced: pace, Progress: os.Stderr}
 	switch *background {
 	case "":
 	case "none":

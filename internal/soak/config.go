@@ -152,6 +152,14 @@ type Config struct {
 	// Log receives the handlers' logs (nil: discard).
 	Log *slog.Logger
 
+	// Paced: Run measures the engine first (MeasurePace) and runs at
+	// PacedTo's clock and rate (the command's default; tests set their own).
+	Paced bool
+	// Scale and Pace are set by PacedTo: the factor every duration above
+	// was multiplied by (1: none) and the engine's measured pace.
+	Scale float64
+	Pace  Pace
+
 	// beforeCheck, set by tests, tampers with the tables before the check.
 	beforeCheck func(context.Context, *soak)
 }

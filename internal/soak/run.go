@@ -128,6 +128,16 @@ type poisonMsg struct {
 // run could not be carried out; broken invariants are in the report.
 func Run(ctx context.Context, env *Env, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
+	if cfg.Paced {
+		p, err := MeasurePace(ctx, env, cfg.Submitters)
+		if err != nil {
+			return nil, err
+		}
+		cfg = cfg.PacedTo(p)
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "soak: engine pace on %s: %s; clock scale %.0f×, submit rate %.1f/s\n", env.Backend, p, cfg.Scale, cfg.SubmitRate)
+		}
+	}
 	s := &soak{
 		cfg: cfg, env: env, log: cfg.Log,
 		byID:     map[string]*task{},
@@ -207,7 +217,7 @@ func (s *soak) wire(ctx context.Context) error {
 
 	s.prov = simulated.New(simulated.Options{
 		Seed:               cfg.Seed,
-		ThrottleRetryAfter: time.Second,
+		ThrottleRetryAfter: cfg.scaled(time.Second),
 		SlowDelay:          cfg.Lease * 3 / 2,
 		LongDelay:          cfg.LongCall,
 		NoIdempotency:      cfg.Mode != ModeIdempotent,
@@ -270,7 +280,7 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	s.work = &worker.Handler{
 		Ledger: led, Provider: prov, Destinations: s.dests, SQS: sq, QueueURL: env.Names.TaskQueueURL,
-		Policy: retrypolicy.Policy{Base: 50 * time.Millisecond, Cap: time.Second, MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
+		Policy: retrypolicy.Policy{Base: cfg.scaled(50 * time.Millisecond), Cap: cfg.scaled(time.Second), MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge},
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
 		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
@@ -280,7 +290,7 @@ func (s *soak) wire(ctx context.Context) error {
 		s.reconciles[i] = &reconciler.Handler{
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Destinations: s.dests, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
-			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: reconcileSettle, RelaySlack: 2 * time.Second,
+			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: cfg.scaled(reconcileSettle), RelaySlack: cfg.scaled(2 * time.Second),
 			Payloads: handlerPayloads,
 		}
 	}
@@ -310,7 +320,7 @@ func (s *soak) eventSources() (*local.Poller, *local.Ticker, error) {
 	p.OnBatch = s.onBatch
 	p.Log = s.log
 	t := &local.Ticker{
-		Every: s.cfg.ReconcileEvery, RunAtStart: true, Timeout: s.cfg.ReconcileBudget + 10*time.Second,
+		Every: s.cfg.ReconcileEvery, RunAtStart: true, Timeout: s.cfg.ReconcileBudget + s.cfg.scaled(10*time.Second),
 		FunctionName: "ReconcilerFunction", Region: s.env.AWS.Region, Deliver: s.reconcile,
 	}
 	return p, t, nil
