@@ -377,6 +377,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Metrics:      metrics.NewWriter(rates),
 		Payloads:     payloads,
 		Spend:        submit.Budgets, // settles what parked runs still hold
+		// GENERATION_EFFECT_CLASS, as deployed: retry-safe by default.
+		RetrySafeGeneration: o.Provider.RetrySafeGeneration(),
 	}
 
 	// Event sources, configured from the template.

@@ -317,6 +317,14 @@ func (c Config) name() string {
 
 // String describes the configuration; it holds no secret.
 func (c Config) String() string {
+	class := c.GenerationClass
+	if class == "" {
+		class = ClassRetrySafe
+	}
+	return c.describe() + " generation=" + class
+}
+
+func (c Config) describe() string {
 	name := c.Name
 	if name == "" {
 		name = NameSimulated
