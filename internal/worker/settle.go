@@ -102,21 +102,19 @@ const (
 	atCancelPark              // that cancel parked unknown_outcome at mine+1 by the reconciler
 )
 
-// where places read (nil: gone) from assignment mine.
+// where places read (nil: gone) from assignment mine, by the ledger's own
+// predicates where it has them (derived from its transitions' guards).
 func where(read *ledger.Task, mine int64) place {
-	parked := read != nil && read.State == ledger.StateNeedsReview && read.ReviewReason == ledger.ReviewUnknownOutcome
 	switch {
 	case read == nil:
 		return atNothing
 	case read.AssignmentVersion == mine && read.State == ledger.StateUnknown:
 		return atUnknown
-	case read.AssignmentVersion == mine && parked:
+	case ledger.ParkedAt(read, mine):
 		return atPark
-	case read.AssignmentVersion != mine+1 || read.CancelVersion != mine || read.HasResult():
-		return atNothing
-	case read.State == ledger.StateUnknown:
+	case ledger.CancelledAt(&ledger.FencedError{Current: read}, mine):
 		return atCancel
-	case parked:
+	case ledger.ParkedAt(read, mine+1) && read.CancelVersion == mine && !read.HasResult():
 		return atCancelPark
 	}
 	return atNothing
