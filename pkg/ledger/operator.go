@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -207,7 +208,7 @@ type LiveRef struct {
 // The index is eventually consistent: ClaimDispatch's condition is what
 // makes acting on a stale entry harmless.
 func (r LiveRef) RelayTask() (*Task, bool) {
-	if (r.State != StateQueued && r.State != StateRetryWait) || r.DeadlineMs <= 0 {
+	if !slices.Contains(row("dispatch").From, r.State) || r.DeadlineMs <= 0 {
 		return nil, false
 	}
 	return &Task{

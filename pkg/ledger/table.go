@@ -294,6 +294,8 @@ var transitions = []Transition{
 		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
 	{Op: "park_expired_lease", Method: "Park (LeaseExpired)", Actors: byEither, From: fromRunning, Fence: AtVersion, Guards: guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview),
 		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+	{Op: "clamp_due", Method: "Release (and the other writes to queued: due_at clamped to the age deadline)", Actors: byEither,
+		From: states(StateQueued), Guards: guards(gDueAsRead, fromAs("queued")), Refusal: NotApplied},
 	{Op: "put_poison", Method: "PutPoison", Actors: byReconciler, Guards: guards(gAbsent), Refusal: NotApplied, Review: ReviewOpens, Manual: true},
 
 	// Cancel (cancel.go).
@@ -326,6 +328,8 @@ var transitions = []Transition{
 	{Op: "revise_lapsed_review", Method: "ReviseLapsedReview", Actors: byWorker, Guards: guards(gReviewRevise), Refusal: RefusedConflict, Review: ReviewRevises, Manual: true},
 
 	// Approval gates (approval.go).
+	{Op: "approve_delivery", Method: "Approve (each delivery, in the same transaction)", Actors: byApprover, Guards: guards(gAbsent),
+		To: StateQueued, Refusal: RefusedConflict, Manual: true},
 	{Op: "approve", Method: "Approve", Actors: byApprover, From: fromAwaiting, Guards: guards(fromAs("awaiting"), gArtifact, gApprovalOpen, gRound),
 		To: StateCompleted, Refusal: RefusedConflict},
 	{Op: "reject", Method: "Reject", Actors: byApprover, From: fromAwaiting, Guards: guards(fromAs("awaiting"), gSeen),

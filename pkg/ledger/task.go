@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
@@ -35,13 +36,7 @@ func (s State) Terminal() bool {
 }
 
 // Live reports whether the task is indexed for the reconciler.
-func (s State) Live() bool {
-	switch s {
-	case StateQueued, StateRunning, StateRetryWait, StateUnknown, StateAwaitingApproval:
-		return true
-	}
-	return false
-}
+func (s State) Live() bool { return slices.Contains(LiveStates, s) }
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {

@@ -498,11 +498,7 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	}
 	u := newUpdate()
 	u.set("due_at", num(t.DeadlineMs))
-	u.v("old_due", num(t.DueAt))
-	u.v("queued", strState(StateQueued))
-	u.cond(u.n("due_at") + " = :old_due")
-	u.cond(u.n("state") + " = :queued")
-	nt, err := l.apply(ctx, "clamp", t.TaskID, u)
+	nt, err := l.apply(ctx, "clamp", t.TaskID, row("clamp_due").condition(u, &Call{DueAt: t.DueAt}))
 	switch {
 	case err == nil:
 		return nt, nil
