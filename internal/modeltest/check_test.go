@@ -151,19 +151,12 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		return "nothing final without a reason: rejected, but nobody rejected it"
 	}
 
-	// No review claims a call that never started. Two budget parks are
-	// not held to it yet: a retry-safe generation's (the reconciler does
-	// not consult the call-start mark there, and words an expired lease
-	// whose worker died before its call as possibly called — DESIGN §14
-	// wants neither), and one made right after a readback found nothing
-	// (review.BudgetExhausted reads the lapsed lease's own unknown_outcome
-	// class as an earlier uncertain attempt).
-	absent := false
-	for _, l := range lookups {
-		absent = absent || (l.notFound && l.at > since)
+	// No review claims a call that never started, and a retry-safe
+	// generation is never parked for a person to weigh a duplicate.
+	if rv != nil && m.s.retrySafe && t.parent == "" && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
+		return "retry-safe generation parked " + rv.Reason + " saying the provider may have acted"
 	}
-	knownGap := rv != nil && rv.Reason == ledger.ReviewBudgetExhausted && ((m.s.retrySafe && t.parent == "") || absent)
-	if rv != nil && !knownGap && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
+	if rv != nil && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
 		started := false
 		for _, c := range calls {
 			started = started || c.epoch == epoch || c.end == 0 || c.end > since

@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,34 @@ func TestCancelledRetrySafeGenerationEndsCancelled(t *testing.T) {
 			if got := get(t, b, task.TaskID); got.State != c.want {
 				t.Errorf("%s: cancelled running task ended %s (%s), want %s", c.name, got.State, got.ReviewReason, c.want)
 			}
+		}
+	})
+}
+
+// The last attempt of a retry-safe generation whose lease expired is
+// parked budget_exhausted at once, with a review that names the policy and
+// claims no uncertainty — even with a provider that offers Lookup but
+// always answers it has no readback.
+func TestExpiredLastLeaseOfRetrySafeGenerationIsParkedWithoutUncertainty(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
+		task := create(t, b, "retry-safe-last", func(n *ledger.NewTask) { n.MaxAttempts = 1 })
+		claim(t, b, task.TaskID)
+		b.clock.Advance(time.Minute)
+		h := b.handler()
+		h.RetrySafeGeneration = true
+		handle(t, h)
+		got := get(t, b, task.TaskID)
+		if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewBudgetExhausted {
+			t.Fatalf("expired last lease left the task %s (%s), want needs_review (%s)", got.State, got.ReviewReason, ledger.ReviewBudgetExhausted)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ToLower(r.Summary + "\n" + strings.Join(r.Uncertain, "\n"))
+		if strings.Contains(text, "may have") || !strings.Contains(text, "retry-safe") {
+			t.Fatalf("review of a retry-safe park:\n%s", text)
 		}
 	})
 }

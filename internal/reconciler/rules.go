@@ -99,6 +99,11 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	// uncertain.
 	unstarted := sideEffects && h.callMarked(t) && t.CallStartedVersion != t.AssignmentVersion
 	switch {
+	case !budgetLeft && h.retrySafe(t):
+		// Nothing to read back for: a retry-safe call's outcome matters
+		// only for its cost, which is charged.
+		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
+			review.BudgetExhaustedRetrySafe(t, budget))
 	case budgetLeft && unstarted:
 		u, err := h.Ledger.RequeueUnstarted(ctx, t.TaskID, t.AssignmentVersion)
 		if r.lost(ctx, "requeue expired lease without a call", t.TaskID, err) {
@@ -281,6 +286,11 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			err = errors.New("the provider returned an empty result")
 		}
 		r.count(func(s *Summary) { s.ReadbackErrors++ })
+		if r.pastDeadline(t) && h.retrySafe(t) {
+			_, budget := t.BudgetLeft(r.now)
+			r.park(ctx, t, opts, review.BudgetExhaustedRetrySafe(t, budget))
+			return
+		}
 		if r.pastDeadline(t) {
 			r.park(ctx, t, opts, h.unknownReview(t, name, at, readbackWhy(t, err)))
 			return
@@ -296,7 +306,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 // parked budget_exhausted after — never unknown_outcome.
 func (r *run) retryUncertain(ctx context.Context, t *ledger.Task, opts ledger.ParkOptions, why string) {
 	if ok, budget := t.BudgetLeft(r.now); !ok {
-		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
+		r.park(ctx, t, opts, review.BudgetExhaustedRetrySafe(t, budget))
 		return
 	}
 	u, err := r.h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)

@@ -97,7 +97,17 @@ func BudgetExhausted(t *ledger.Task, budget string) ledger.Review {
 // have started (backoff and any Retry-After), which the age budget's end
 // ruled out. With a Failure the review's error class and message are f's.
 func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt time.Time) ledger.Review {
-	return budgetExhausted(t, budget, f, nextAttempt, false)
+	return budgetExhausted(t, budget, f, nextAttempt, false, false)
+}
+
+// BudgetExhaustedRetrySafe is [BudgetExhausted] for a retry-safe
+// generation (GENERATION_EFFECT_CLASS): its calls are not marked, so
+// whether the last attempt called the provider is not recorded, and it
+// does not matter beyond the cost, which was charged. The review says
+// that, and never that the provider may have acted: repeating the call is
+// the policy, not a risk for a person to weigh.
+func BudgetExhaustedRetrySafe(t *ledger.Task, budget string) ledger.Review {
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, false, true)
 }
 
 // BudgetExhaustedNoCall is [BudgetExhausted] for a running task whose lease
@@ -106,24 +116,29 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 // does not deduplicate): its worker stopped after the claim
 // and before starting a provider call, so nothing is uncertain about it.
 func BudgetExhaustedNoCall(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true, false)
 }
 
 // BudgetExhaustedReadBackAbsent is [BudgetExhausted] for a task in unknown
 // whose provider readback credibly found no record of the operation
 // (contract.ErrNotFound): nothing was generated, so nothing is uncertain.
 func BudgetExhaustedReadBackAbsent(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, true)
+	return budgetExhausted(t, budget, Failure{}, time.Time{}, true, false)
 }
 
-func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall bool) ledger.Review {
+func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall, retrySafe bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
 	unstarted := noCall && !ended && t.State == ledger.StateRunning
 	readBackAbsent := noCall && !ended && t.State == ledger.StateUnknown
 	leaseLost := !ended && !unstarted && t.State == ledger.StateRunning
 	markedUnknown := !ended && !readBackAbsent && t.State == ledger.StateUnknown
-	earlierUnknown := !markedUnknown && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
+	// A readback by operation id that found nothing covers every attempt
+	// (they share the id): no earlier one acted either.
+	earlierUnknown := !markedUnknown && !readBackAbsent && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
+	if retrySafe {
+		leaseLost, markedUnknown, earlierUnknown = false, false, false
+	}
 	inFlight := leaseLost || markedUnknown
 	mayHaveResult := inFlight || earlierUnknown
 
@@ -150,6 +165,8 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 
 	r := ledger.Review{Reason: ledger.ReviewBudgetExhausted, ErrorClass: f.Class, ErrorMessage: f.Message}
 	switch {
+	case retrySafe:
+		r.Summary = fmt.Sprintf("Task %s %s; its generation is retry-safe, so an uncertain attempt was retried rather than reviewed, and each call's cost was charged; retry it with a fresh budget once the cause has cleared, or resolve it as failed.", id, what)
 	case inFlight:
 		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
 	case readBackAbsent && !earlierUnknown:
@@ -171,6 +188,9 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.Known = append(r.Known, fmt.Sprintf("the next attempt could start at %s at the earliest (backoff and any Retry-After from the provider), not before the age budget ends", stamp(nextAttempt.UnixMilli())))
 	}
 	r.Known = append(r.Known, fmt.Sprintf("state when parked: %s", t.State))
+	if retrySafe {
+		r.Known = append(r.Known, "generation is retry-safe (GENERATION_EFFECT_CLASS): its calls are not marked, so whether the last attempt called the provider is not recorded; a retry costs at most one more call")
+	}
 	if ended {
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d ended with %s and returned no result; no attempt is in flight", t.Attempts, f.describe()))
 		if f.Message != "" {
