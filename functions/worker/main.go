@@ -112,6 +112,8 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		Lease:        lease,
 		Concurrency:  concurrency,
 		Metrics:      metrics.NewWriter(os.Stdout),
+		// GENERATION_EFFECT_CLASS: retry-safe unless declared an effect.
+		RetrySafeGeneration: pcfg.RetrySafeGeneration(),
 	}, nil
 }
 

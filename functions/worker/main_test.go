@@ -86,3 +86,27 @@ func TestBuildAdmission(t *testing.T) {
 		}
 	}
 }
+
+// The worker treats generation as the deployment declares it: retry-safe
+// by default, an effect when GENERATION_EFFECT_CLASS says so; an unknown
+// class stops it at init.
+func TestBuildReadsTheGenerationEffectClass(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("TASKS_TABLE", "tasks")
+	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
+	for class, want := range map[string]bool{"": true, "retry-safe": true, "effect": false} {
+		t.Setenv("GENERATION_EFFECT_CLASS", class)
+		h, err := build(context.Background())
+		if err != nil {
+			t.Fatalf("%q: %v", class, err)
+		}
+		if h.RetrySafeGeneration != want {
+			t.Errorf("GENERATION_EFFECT_CLASS=%q: RetrySafeGeneration = %t, want %t", class, h.RetrySafeGeneration, want)
+		}
+	}
+	t.Setenv("GENERATION_EFFECT_CLASS", "sometimes")
+	if _, err := build(context.Background()); err == nil || !strings.Contains(err.Error(), "GENERATION_EFFECT_CLASS") {
+		t.Fatalf("an unknown effect class: %v", err)
+	}
+}

@@ -352,6 +352,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Log:          log,
 		Metrics:      metrics.NewWriter(io.MultiWriter(&metricsSink{p: prog}, rates)),
 		Payloads:     payloads,
+		// GENERATION_EFFECT_CLASS, as deployed: retry-safe by default.
+		RetrySafeGeneration: o.Provider.RetrySafeGeneration(),
 	}
 	if err := wireSpend(tpl, o.SpendConfig, o.DailyQuotaTokens, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err

@@ -645,7 +645,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 	s.work = &worker.Handler{
 		Ledger: wled, Provider: p, Destinations: dests, SQS: s.queue, QueueURL: "model-queue",
 		Policy: retrypolicy.Policy{Base: time.Second, Cap: 10 * time.Second, MaxAttempts: maxAttempts, MaxAge: maxAge},
-		Lease:  lease, Concurrency: 1,
+		Lease:  lease, Concurrency: 1, RetrySafeGeneration: retrySafe,
 		Owner: func(ctx context.Context, msgID string) string {
 			if pl := planOf(ctx); pl != nil {
 				return fmt.Sprintf("w%d/%s", pl.n, msgID)

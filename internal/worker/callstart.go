@@ -18,7 +18,7 @@ import (
 // and — with a readback — could not trust a "not found" until the call
 // timeout had passed.
 func (h *Handler) needsCallMark(t *ledger.Task) bool {
-	return !h.honoursIdempotencyOf(t)
+	return !h.repeatable(t)
 }
 
 // markCallStarted writes the call-start mark (ledger.MarkCallStarted)

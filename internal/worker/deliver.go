@@ -26,10 +26,17 @@ func (h *Handler) step(t *ledger.Task) provider.Provider {
 	return h.Provider
 }
 
-// honoursIdempotencyOf reports whether re-sending t's operation cannot
-// cause a second side effect.
-func (h *Handler) honoursIdempotencyOf(t *ledger.Task) bool {
-	return provider.HonoursIdempotency(h.step(t))
+// retrySafe reports whether t is a generation the deployment declared
+// retry-safe (RetrySafeGeneration): repeating its call costs only money.
+func (h *Handler) retrySafe(t *ledger.Task) bool {
+	return h.RetrySafeGeneration && t.Kind != deliver.Kind
+}
+
+// repeatable reports whether re-sending t's operation cannot cause a
+// second side effect (its step deduplicates), or may but costs only money
+// (a retry-safe generation).
+func (h *Handler) repeatable(t *ledger.Task) bool {
+	return h.retrySafe(t) || provider.HonoursIdempotency(h.step(t))
 }
 
 // configReview is the review of an attempt refused for configuration:

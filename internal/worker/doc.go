@@ -109,6 +109,18 @@
 //     below. A retry that would not start within the age budget, or with no
 //     attempt left, parks the task (budget_exhausted) instead.
 //
+// # Effect classes
+//
+// Handler.RetrySafeGeneration declares generation retry-safe (DESIGN §14,
+// docs/protocol.md): repeating its call costs only money. A retry-safe
+// generation is handled as a deduplicating provider's would be — no
+// call-start mark, an uncertain outcome retried while budgets last
+// (uncertain), an expired lease taken over by the next claim — and a
+// cancel that cuts its call ends it cancelled at once (settle's
+// knowCharged), its reservation charged. Deliveries are always effects.
+// The zero value treats generation as an effect; the functions and make
+// run default to retry-safe (GENERATION_EFFECT_CLASS).
+//
 // # Settling after the lease is lost
 //
 // A worker whose lease was lost — the reconciler expired it, or a cancel

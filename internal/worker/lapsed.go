@@ -37,6 +37,8 @@ func (k known) why() string {
 		return "cancelled while running after the provider replied: the task needs an approval, so the result was not kept and nothing can be approved or delivered"
 	case knowNoCall:
 		return "cancelled while running after its call-start mark and before the provider call; no call was made"
+	case knowCharged:
+		return "cancelled while running; the generation is retry-safe, so its call was abandoned and charged"
 	}
 	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", k.class.Class)
 }

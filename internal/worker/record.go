@@ -60,7 +60,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
 		Owner:         owner,
 		Lease:         h.lease(),
-		AllowTakeover: h.honoursIdempotency(),
+		AllowTakeover: h.repeatableGeneration(),
 		// The provider's idempotency covers generate tasks only; a deliver
 		// task's expired lease is the reconciler's (deliver.go).
 		TakeoverKind: provider.KindGenerate,
@@ -150,6 +150,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	}
 	h.settle(ctx, t, input, rs, a, log)
 	if a.fenced != nil && a.err != nil {
+		// A retry-safe call cut by a cancel of this assignment: nothing
+		// to wait for or read back, so the task ends cancelled now.
+		if h.retrySafe(t) {
+			if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: knowCharged}, log); ok {
+				return r
+			}
+		}
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
 	}
@@ -368,7 +375,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		}, log)
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
-		kn := known{kind: refusal(refused, knowRefusedInput), class: c, perr: perr, msg: msg}
+		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
 		if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
 			return r
 		}
@@ -379,7 +386,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return ack(OutcomeFailed)
 	case retrypolicy.PermanentConfig:
 		r := h.configReview(t, review.FailureOf(c, perr, msg))
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, knowRefusedPark), class: c, review: r}, log)
+		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	default: // Transient, and anything unclassified
@@ -395,7 +402,7 @@ func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Ta
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
 		r := review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore)
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, knowRefusedPark), class: c, review: r}, log)
+		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 	}
 	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
 }
@@ -435,7 +442,7 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	}, log)
 	// The provider did not act: a park of this assignment is settled, a
 	// cancel of it ends the task.
-	kn := known{kind: refusal(refused, knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
+	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
 	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
 		return r
 	}
@@ -454,14 +461,18 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 
 // uncertain settles an attempt whose outcome is unknown. With a provider
 // that deduplicates by operation id, re-sending is safe and the next attempt
-// returns the recorded result: schedule a retry. Otherwise (or with no budget
+// returns the recorded result; a retry-safe generation's repeat costs only
+// money: schedule a retry. Otherwise (or with no budget
 // left) the task goes to unknown for the reconciler's readback.
 func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
-	if h.honoursIdempotencyOf(t) {
+	if h.repeatable(t) {
 		now := h.Ledger.Now()
+		why := " (the provider deduplicates by operation id, so it is re-sent under the same key)"
+		if !provider.HonoursIdempotency(h.step(t)) {
+			why = " (generation is retry-safe: it is called again, and each call's cost is charged)"
+		}
 		if notBefore, budget := h.nextRetry(t, c, now); budget == "" {
-			return h.scheduleRetry(ctx, rec, t, c,
-				msg+" (the provider deduplicates by operation id, so it is re-sent under the same key)", notBefore, now, false, log)
+			return h.scheduleRetry(ctx, rec, t, c, msg+why, notBefore, now, false, log)
 		}
 	}
 	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) error {

@@ -16,14 +16,19 @@ const (
 	knowRefusedPark                   // a refusal in so many words that parks (configuration, no budget left)
 	knowMayHaveActed                  // sent, and the provider may have acted (a 5xx, a timeout, an unclassified error)
 	knowNoCall                        // no provider call was started under the assignment
+	knowCharged                       // sent, it may have acted, and repeating it costs only money (a retry-safe generation)
 	knowKinds
 )
 
 // refusal is k when the provider refused the call in so many words
-// (retrypolicy.Refused), else knowMayHaveActed.
-func refusal(refused bool, k knowledge) knowledge {
-	if refused {
+// (retrypolicy.Refused), else knowCharged for a retry-safe call (what it
+// did costs only money) and knowMayHaveActed for an effect.
+func refusal(refused, retrySafe bool, k knowledge) knowledge {
+	switch {
+	case refused:
 		return k
+	case retrySafe:
+		return knowCharged
 	}
 	return knowMayHaveActed
 }
@@ -82,11 +87,11 @@ var settleRows = [...][knowKinds]decision{
 	},
 	atCancel: {
 		knowResult: sendCompleteCancelled, knowRefusedInput: sendCancelUnknown, knowRefusedRetry: sendCancelUnknown,
-		knowRefusedPark: sendCancelUnknown, knowNoCall: sendCancelUnknown,
+		knowRefusedPark: sendCancelUnknown, knowNoCall: sendCancelUnknown, knowCharged: sendCancelUnknown,
 	},
 	atCancelPark: {
 		knowResult: sendCompleteCancelPark, knowRefusedInput: sendCancelLapsed, knowRefusedRetry: sendCancelLapsed,
-		knowRefusedPark: sendCancelLapsed, knowNoCall: sendCancelLapsed,
+		knowRefusedPark: sendCancelLapsed, knowNoCall: sendCancelLapsed, knowCharged: sendCancelLapsed,
 	},
 }
 

@@ -43,7 +43,7 @@ var every = []string{plain, gated, marked, saved}
 var knowledgeNames = [knowKinds]string{
 	knowResult: "result", knowUnsaved: "unsaved result", knowRefusedInput: "input refused",
 	knowRefusedRetry: "retryable refusal", knowRefusedPark: "refusal that parks",
-	knowMayHaveActed: "may have acted", knowNoCall: "no call",
+	knowMayHaveActed: "may have acted", knowNoCall: "no call", knowCharged: "charged (retry-safe)",
 }
 
 var decisionNames = map[decision]string{
@@ -94,6 +94,9 @@ var settleTable = []struct {
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{marked}, knowNoCall, sendCancelUnknown},
+	// A retry-safe call cut by the cancel: what it did costs only money,
+	// so the cancel ends it without a readback.
+	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelUnknown},
 
 	// The same cancel, parked unknown_outcome by the reconciler: the same,
 	// resolving the park — except a gated reply, which nothing may use.
@@ -102,6 +105,7 @@ var settleTable = []struct {
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{marked}, knowNoCall, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelLapsed},
 }
 
 // settleRead builds the task of one cell.
@@ -208,6 +212,12 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 		// park may decide, never a retry or a give-back.
 		if d != sendNothing {
 			t.Errorf("%s: %v although the provider may have acted", name, d)
+		}
+	case knowCharged:
+		// A retry-safe call: settled only by ending a cancel of it, never
+		// a park, a completion or a give-back.
+		if d != sendNothing && d != sendCancelUnknown && d != sendCancelLapsed {
+			t.Errorf("%s: %v for a retry-safe call", name, d)
 		}
 	case knowNoCall:
 		// No call: the task is never left (or put) in a park saying the

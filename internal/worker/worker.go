@@ -85,6 +85,15 @@ type Handler struct {
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
+	// RetrySafeGeneration declares generation retry-safe (DESIGN §14;
+	// GENERATION_EFFECT_CLASS): repeating a generate task's call costs only
+	// money, so it is handled as a provider that deduplicates would be — no
+	// call-start mark, an uncertain outcome retried while budgets last, an
+	// expired lease taken over, a cancel while running ended cancelled by
+	// the fenced worker at once. The zero value treats generation as an
+	// effect; deployments default to retry-safe. Deliveries keep their
+	// destination's rules.
+	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
 	Destinations *deliver.Registry
@@ -220,10 +229,10 @@ func (h *Handler) owner(ctx context.Context, messageID string) string {
 	return req + "/" + messageID
 }
 
-// honoursIdempotency reports whether re-sending an operation cannot cause a
-// second side effect.
-func (h *Handler) honoursIdempotency() bool {
-	return provider.HonoursIdempotency(h.Provider)
+// repeatableGeneration reports whether re-sending a generation cannot
+// cause a second side effect, or may but costs only money.
+func (h *Handler) repeatableGeneration() bool {
+	return h.RetrySafeGeneration || provider.HonoursIdempotency(h.Provider)
 }
 
 // Handle processes one SQS batch and returns the message ids to retry
