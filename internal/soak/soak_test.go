@@ -3,7 +3,6 @@ package soak_test
 import (
 	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,19 +36,13 @@ func TestSoak(t *testing.T) {
 				FunctionTimeout: 30 * time.Second, DeadlineMargin: 2 * time.Second, Visibility: 6 * time.Second,
 				ReconcileEvery: 2 * time.Second, ReconcileBudget: 20 * time.Second, MaxAge: 2 * time.Minute}
 		}
-		// The modes run at once, from goroutines (parallel subtests would
-		// queue for the -parallel slots): a soak mostly waits on its
-		// leases, visibility timeouts and reconciler periods, and the
-		// modes share nothing but the emulator — a fresh stack for every
-		// mode after the first (the checker reads whole tables), their own
-		// provider, handlers and event sources.
-		var wg sync.WaitGroup
 		for i, m := range modes {
 			cfg := base
 			cfg.Mode = m
-			wg.Go(func() { t.Run(string(m), func(t *testing.T) { soakOnce(t, e, cfg, i > 0) }) })
+			// A fresh stack for every mode after the first: the checker
+			// reads whole tables.
+			t.Run(string(m), func(t *testing.T) { soakOnce(t, e, cfg, i > 0) })
 		}
-		wg.Wait()
 	})
 }
 
