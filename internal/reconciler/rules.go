@@ -142,7 +142,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	default:
 		// A step without side effects, no readback, and no budget left.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhausted(t, budget))
+			review.BudgetExhaustedAfterClass(t, budget, review.Failure{}, time.Time{}, h.retrySafe(t)))
 	}
 }
 
@@ -380,7 +380,7 @@ func unknownSince(t *ledger.Task) time.Time {
 func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	h := r.h
 	if ok, budget := t.BudgetLeft(r.now); !ok {
-		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, review.BudgetExhausted(t, budget))
+		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, review.BudgetExhaustedAfterClass(t, budget, review.Failure{}, time.Time{}, h.retrySafe(t)))
 		return
 	}
 	dueBefore := r.now

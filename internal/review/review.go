@@ -100,6 +100,14 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 	return budgetExhausted(t, budget, f, nextAttempt, false, false)
 }
 
+// BudgetExhaustedAfterClass is [BudgetExhaustedAfter] worded for the
+// task's effect class: [BudgetExhaustedRetrySafe]'s wording when retrySafe
+// (an earlier uncertain attempt of a retry-safe generation was retried by
+// policy, not left for a person to weigh).
+func BudgetExhaustedAfterClass(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, retrySafe bool) ledger.Review {
+	return budgetExhausted(t, budget, f, nextAttempt, false, retrySafe)
+}
+
 // BudgetExhaustedRetrySafe is [BudgetExhausted] for a retry-safe
 // generation (GENERATION_EFFECT_CLASS): its calls are not marked, so
 // whether the last attempt called the provider is not recorded, and it

@@ -7,18 +7,24 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // needsCallMark reports whether the provider call must be preceded by the
-// call-start mark: the provider does not deduplicate by operation id.
+// call-start mark: the provider does not deduplicate by operation id. A
+// retry-safe generation is marked too: a reconciler that still treats
+// generation as an effect (a deployment changing the class, its two
+// functions updated one after the other) reads a missing mark as "no call
+// was started", and would re-send or give back the hold of a call that
+// was made.
 // Without the mark the reconciler could not tell a worker that died after
 // its claim from one whose call is still running (a worker whose renewals
 // fail lets its call run on): it would park the first as "may have acted",
 // and — with a readback — could not trust a "not found" until the call
 // timeout had passed.
 func (h *Handler) needsCallMark(t *ledger.Task) bool {
-	return !h.repeatable(t)
+	return !provider.HonoursIdempotency(h.step(t))
 }
 
 // markCallStarted writes the call-start mark (ledger.MarkCallStarted)

@@ -113,13 +113,16 @@
 //
 // Handler.RetrySafeGeneration declares generation retry-safe (DESIGN §14,
 // docs/protocol.md): repeating its call costs only money. A retry-safe
-// generation is handled as a deduplicating provider's would be — no
-// call-start mark, an uncertain outcome retried while budgets last
-// (uncertain), an expired lease taken over by the next claim — and a
+// generation is handled as a deduplicating provider's would be — an
+// uncertain outcome retried while budgets last (uncertain), an expired
+// lease taken over by the next claim, a budget park worded for the policy
+// (review.BudgetExhaustedAfterClass) — and a
 // cancel that cuts its call ends it cancelled at once (settle's
 // knowCharged), its reservation charged. Deliveries are always effects.
 // The zero value treats generation as an effect; the functions and make
-// run default to retry-safe (GENERATION_EFFECT_CLASS).
+// run default to retry-safe (GENERATION_EFFECT_CLASS). Its calls are still
+// marked (needsCallMark) for a reconciler that treats generation as an
+// effect while a deployment changes the class.
 //
 // # Settling after the lease is lost
 //

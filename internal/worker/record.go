@@ -401,7 +401,7 @@ func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Ta
 	now := h.Ledger.Now()
 	notBefore, budget := h.nextRetry(t, c, now)
 	if budget != "" {
-		r := review.BudgetExhaustedAfter(t, budget, review.FailureOf(c, nil, msg), notBefore)
+		r := review.BudgetExhaustedAfterClass(t, budget, review.FailureOf(c, nil, msg), notBefore, h.retrySafe(t))
 		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 	}
 	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
@@ -650,7 +650,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			return ack(OutcomeAckedDuplicate)
 		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
-		return h.park(ctx, t, o, review.BudgetExhausted(t, nc.Budget), log)
+		return h.park(ctx, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")
 		return deferred

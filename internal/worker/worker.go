@@ -87,10 +87,10 @@ type Handler struct {
 	Provider provider.Provider
 	// RetrySafeGeneration declares generation retry-safe (DESIGN §14;
 	// GENERATION_EFFECT_CLASS): repeating a generate task's call costs only
-	// money, so it is handled as a provider that deduplicates would be — no
-	// call-start mark, an uncertain outcome retried while budgets last, an
-	// expired lease taken over, a cancel while running ended cancelled by
-	// the fenced worker at once. The zero value treats generation as an
+	// money, so it is handled as a provider that deduplicates would be — an
+	// uncertain outcome retried while budgets last, an expired lease taken
+	// over, a cancel while running ended cancelled by the fenced worker at
+	// once (its calls are still marked, see needsCallMark). The zero value treats generation as an
 	// effect; deployments default to retry-safe. Deliveries keep their
 	// destination's rules.
 	RetrySafeGeneration bool
