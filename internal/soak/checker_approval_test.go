@@ -169,6 +169,7 @@ func TestCheckerCatchesBrokenApprovals(t *testing.T) {
 		call(b.TaskID, decisionCall{verb: "approve", variant: "z", status: 503})
 		tampered["unexpected_decision_status"] = true
 	}
+	HoldSoakSlot(t)
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,7 @@ func TestCheckerCatchesBrokenDocumentPromises(t *testing.T) {
 		s.docs[altered[1].TaskID].absentAfter = false
 		tampered = append(tampered, "altered_upload_wrote")
 	}
+	HoldSoakSlot(t)
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		set(o.TaskID, "result_ref", av)
 		tampered = append(tampered, "result_ref_not_winner", "result_ref_unreadable")
 	}
+	HoldSoakSlot(t)
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
 		t.Fatal(err)

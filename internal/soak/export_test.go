@@ -1,5 +1,7 @@
 package soak
 
+import "testing"
+
 // PendingFixes are invariants the soak tests only log instead of failing
 // on. Issue 11's fixes are merged, so it is empty: every violation fails.
 var PendingFixes = map[string]bool{}
@@ -14,4 +16,19 @@ func Split(vs []Violation) (pending, other []Violation) {
 		}
 	}
 	return pending, other
+}
+
+// soakSlots bounds the soak runs this test process makes at once, whatever
+// -parallel allows: a soak is a real-time stress run (leases of seconds,
+// invocation deadlines), and its rules on deadlines and uncertainty
+// (call_cut_by_deadline, false_uncertainty) assume a process that keeps up
+// with them. Two at once is what the tests were tuned with; more only
+// starve each other.
+var soakSlots = make(chan struct{}, 2)
+
+// HoldSoakSlot waits for a soak slot, held until t ends.
+func HoldSoakSlot(t testing.TB) {
+	t.Helper()
+	soakSlots <- struct{}{}
+	t.Cleanup(func() { <-soakSlots })
 }

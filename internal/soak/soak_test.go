@@ -47,6 +47,7 @@ func TestSoak(t *testing.T) {
 }
 
 func soakOnce(t *testing.T, e *testenv.Env, cfg soak.Config, fresh bool) {
+	soak.HoldSoakSlot(t)
 	env := &soak.Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}
 	if fresh {
 		b := &soak.Backend{Name: e.Backend, AWS: e.AWS}

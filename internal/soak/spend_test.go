@@ -115,6 +115,7 @@ func TestSpendCheckerCatchesBrokenPromises(t *testing.T) {
 		}
 		tampered = append(tampered, "admission_window_over_limit")
 	}
+	HoldSoakSlot(t)
 	rep, err := Run(context.Background(), &Env{Backend: e.Backend, AWS: e.AWS, Names: e.Names}, cfg)
 	if err != nil {
 		t.Fatal(err)
