@@ -192,6 +192,11 @@ func banner(st *local.Stack, o local.Options) {
 	if s, ok := st.Provider.(fmt.Stringer); ok {
 		prov = s.String()
 	}
+	if o.Provider.RetrySafeGeneration() {
+		prov += "; generation retry-safe (GENERATION_EFFECT_CLASS=effect to review every uncertain call)"
+	} else {
+		prov += "; generation is an effect (GENERATION_EFFECT_CLASS)"
+	}
 	p := st.Poller
 	awsCLI := ""
 	if st.Embedded {
