@@ -53,6 +53,7 @@ func generateAs(t *testing.T, b *bundle, id string) {
 }
 
 func TestApprovalGateOverHTTP(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		resp := b.do(t, submitReq("wf-1", planBody))
@@ -157,6 +158,7 @@ func TestApprovalGateOverHTTP(t *testing.T) {
 }
 
 func TestEditRejectAndPlanValidation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		// Edit and approve: the edit is the result, the generated one kept.
@@ -210,6 +212,7 @@ func TestEditRejectAndPlanValidation(t *testing.T) {
 }
 
 func TestApproverPolicy(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *api.Handler) {
 			h.Auth = api.AuthConfig{Mode: api.AuthJWT}
@@ -262,6 +265,7 @@ func TestParseApprovalPolicy(t *testing.T) {
 // recognises its own write and answers 200 with the deliveries, which
 // exist exactly once.
 func TestApproveAnswers200AfterALostReply(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var armed atomic.Bool
 		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {

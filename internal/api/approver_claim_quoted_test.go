@@ -20,6 +20,7 @@ import (
 // are rendered by local.ClaimStrings, the API Gateway rendering make run
 // emulates, from the list the issuer sends.
 func TestApproverClaimGroupNamedWithQuotesIsNotTheGroup(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *api.Handler) {
 			h.Auth = api.AuthConfig{Mode: api.AuthJWT}

@@ -17,6 +17,7 @@ import (
 // caller's gated task nor decide on it. The claim arrives as API Gateway
 // renders it (a plain string, a list as "[a b]") or as a JSON array.
 func TestApproverClaimMatchesWholeGroupNames(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *api.Handler) {
 			h.Auth = api.AuthConfig{Mode: api.AuthJWT}

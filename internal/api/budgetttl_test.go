@@ -60,6 +60,7 @@ func budgetItem(t *testing.T, e *testenv.Env, budgetKey string, now time.Time) m
 // finds the chain's spend. A regenerate of an unbudgeted task makes no
 // spend write.
 func TestRegenerateKeepsTheChainBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
@@ -116,6 +117,7 @@ func TestRegenerateKeepsTheChainBudget(t *testing.T) {
 // chain whose budget item was kept only for that window. Nothing is
 // written.
 func TestRegenerateOfAnExpiredTaskIsNotFound(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e, withSpend(e, clock, nil))
@@ -152,6 +154,7 @@ func TestMaxApprovalIsTheLedgers(t *testing.T) {
 // written or sent. A retry with the same key once the store answers is
 // accepted.
 func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		down := true
@@ -206,6 +209,7 @@ func TestRegenerateWhenTheChainBudgetCannotBeExtended(t *testing.T) {
 // the retention a chain that never reserved has no record, and the
 // regenerate is accepted.
 func TestRegenerateOfALongParkedParentWhoseChainRecordIsGone(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))

@@ -20,6 +20,7 @@ import (
 // nothing would let the reconciler's readback that finds nothing re-queue
 // it and call the provider again, after the caller asked to stop.
 func TestCancelOfALapsedAttemptIsRecorded(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

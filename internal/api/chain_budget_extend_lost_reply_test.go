@@ -21,6 +21,7 @@ import (
 // regenerate is accepted and the expiry moved. Always: 503 with nothing
 // recorded, and the same key is accepted afterwards.
 func TestChainBudgetExtendWithALostReply(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		mode := "once"

@@ -31,6 +31,7 @@ func deliverBody(input string) string { return `{"kind":"deliver","input":` + in
 // field and writes nothing; without configured destinations every deliver
 // submit is refused.
 func TestDeliverSubmitAndView(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withDestinations(t))
@@ -97,6 +98,7 @@ func TestDeliverSubmitAndView(t *testing.T) {
 // params it refuses is a 400 naming the plan entry, and nothing is
 // written; a valid plan is accepted.
 func TestPlanIsCheckedAgainstTheDestinations(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withDestinations(t))
 		before := len(scanTasks(t, e))

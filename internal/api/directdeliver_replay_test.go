@@ -19,6 +19,7 @@ import (
 // the receiver gets it twice (DESIGN §1.2; the quota and the provider
 // refusals already let a recorded key through, see Handler.recorded).
 func TestRetriedDirectDeliverIsAnsweredWithItsTaskAfterThePermissionChanged(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, jwtApprovers(t, api.DirectDeliverAnyone))
 

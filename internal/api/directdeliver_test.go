@@ -52,6 +52,7 @@ func wantNothingWritten(t *testing.T, e *testenv.Env, key string) {
 // an unset setting means. An approver may; the task records a direct
 // provenance naming them, from the authorizer and not from the body.
 func TestNonApproverCannotDeliverDirectly(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		for _, dd := range []api.DirectDeliver{"", api.DirectDeliverApproversOnly} {
 			b := setup(t, e, jwtApprovers(t, dd))
@@ -103,6 +104,7 @@ func TestNonApproverCannotDeliverDirectly(t *testing.T) {
 // decides on their own gated task, so nobody is kept from delivering by
 // the gate) ApproversOnly lets every caller, as before.
 func TestDirectDeliverSetting(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, jwtApprovers(t, api.DirectDeliverDisabled))
 		for who, as := range map[string]reqOpt{"bob": asJWT("bob"), "carol": carolApprover} {
@@ -149,6 +151,7 @@ func TestParseDirectDeliver(t *testing.T) {
 // approval would deliver — is a 400 naming the field and saying why, and
 // writes nothing.
 func TestEventBridgeDetailTypeParamIsRefused(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		reg, err := deliver.BuildChecker(deliver.Config{EventBridge: &deliver.EventBridgeConfig{
 			BusARN: "arn:aws:events:us-east-1:123456789012:event-bus/deliveries", DetailType: "order.approved"}})

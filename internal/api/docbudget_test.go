@@ -41,6 +41,7 @@ func docBudgetBody(prompt string, maxTokens, budget int, ids ...string) string {
 // accepted; a regenerate inheriting the document whose new prompt no
 // longer fits the inherited budget with it is a 400 too.
 func TestBudgetCountsDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

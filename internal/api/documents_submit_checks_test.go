@@ -26,6 +26,7 @@ import (
 // identifiers never gives access — nor an existence oracle, nor a denial
 // of service.
 func TestUploadIDsAreNotShared(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -56,6 +57,7 @@ func TestUploadIDsAreNotShared(t *testing.T) {
 // the grant S3 answers 404 as the emulators do (kumo and moto ignore IAM),
 // so the three cases run here on the emulators' 404s.
 func TestMissingUploadOnAWSIsNotA500(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -108,6 +110,7 @@ func TestMissingUploadOnAWSIsNotA500(t *testing.T) {
 // budget (and the requests/tokens-per-minute admission) would bound
 // nothing once a document is attached.
 func TestBudgetTooSmallForADocumentIsRefused(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -137,6 +140,7 @@ func TestBudgetTooSmallForADocumentIsRefused(t *testing.T) {
 // for a document the bucket no longer has, for the worker to fail
 // document_unavailable. Here the lifecycle's deletion is done by hand.
 func TestRegenerateChecksItsDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

@@ -89,6 +89,7 @@ func TestEventsRoundTrip(t *testing.T) {
 // TestEventsSequence runs the samples through the handler in the order a
 // client would send them.
 func TestEventsSequence(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		newEv := loadEvent(t, "apigw-submit-new.json")

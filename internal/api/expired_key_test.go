@@ -22,6 +22,7 @@ import (
 // never run through the submit check, while the very same body under a
 // never-used key is refused 422.
 func TestRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -48,6 +49,7 @@ func TestRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
 // TestDocumentsRefusalHoldsUnderAKeyWhoseTaskExpired: the same with
 // documents for a provider that takes none.
 func TestDocumentsRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e, withPayloads(e.Payloads(t, 0)))
@@ -79,6 +81,7 @@ func TestDocumentsRefusalHoldsUnderAKeyWhoseTaskExpired(t *testing.T) {
 // answer 404 not-found first, telling the caller the request's target is
 // gone while the task it created is running.
 func TestRegenerateReplayAfterParentExpiryAnswersTheTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -123,6 +126,7 @@ func (d *lostPutDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o .
 // queued, and will run — a 404 would have the client believe nothing was
 // created.
 func TestRegenerateRetryAfterALostReplyAndParentExpiryAnswersTheTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)

@@ -42,6 +42,7 @@ func runConcurrently(t *testing.T, b *bundle, n int, req func(i int) events.APIG
 }
 
 func TestConcurrentIdenticalSubmits(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 50
@@ -77,6 +78,7 @@ func TestConcurrentIdenticalSubmits(t *testing.T) {
 }
 
 func TestConcurrentKeyReuseDifferentPayloads(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 20
@@ -124,6 +126,7 @@ func (f *failingSQS) SendMessage(context.Context, *sqs.SendMessageInput, ...func
 }
 
 func TestDispatchFailureStillAccepted(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var fs *failingSQS
 		b := setup(t, e, withSQS(func(s dispatch.SQS) dispatch.SQS { fs = &failingSQS{SQS: s}; return fs }))
@@ -187,6 +190,7 @@ func (d *throttlingDDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, 
 }
 
 func TestThrottled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var td *throttlingDDB
 		b := setup(t, e, withDynamoDB(func(d ledger.DynamoDB) ledger.DynamoDB { td = &throttlingDDB{DynamoDB: d}; return td }))
@@ -245,6 +249,7 @@ func (failingDDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dyna
 }
 
 func TestStoreFailures(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withDynamoDB(func(d ledger.DynamoDB) ledger.DynamoDB { return deadlineDDB{d} }))
 		resp := b.do(t, submitReq("slow", body("x")))

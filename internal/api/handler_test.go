@@ -19,6 +19,7 @@ const prompt = "Write a haiku about idempotency."
 
 // TestSubmitRows covers the POST /tasks rows of the DESIGN §5 table.
 func TestSubmitRows(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 
@@ -96,6 +97,7 @@ func TestSubmitRows(t *testing.T) {
 
 // TestSubmitRejects covers the 400/413/415 rows: each writes nothing.
 func TestSubmitRejects(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", api.MaxInput)
 	cases := []struct {
 		name   string
@@ -188,6 +190,7 @@ func TestSubmitRejects(t *testing.T) {
 // TestGetAndCancel covers GET /tasks/{id} and POST /tasks/{id}/cancel in
 // every state that matters.
 func TestGetAndCancel(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -312,6 +315,7 @@ func TestGetAndCancel(t *testing.T) {
 
 // TestRegenerate covers POST /tasks/{id}/regenerate.
 func TestRegenerate(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -386,6 +390,7 @@ func TestRegenerate(t *testing.T) {
 // TestCallerScope: another caller's task is 404, another caller's reuse of a
 // key is their own task, and an authorizer without identity is 401.
 func TestCallerScope(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		alice := b.do(t, submitReq("shared-key", body("alice's"), asJWT("alice")))
@@ -434,6 +439,7 @@ func TestCallerScope(t *testing.T) {
 // TestRouting: unknown paths 404, wrong methods 405 with Allow, stage
 // prefixes kept in Location.
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		raw := func(method, path, body string, opts ...reqOpt) eventsReq {
@@ -483,6 +489,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestCORS(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		// Allowed origin on an actual request.
@@ -565,6 +572,7 @@ func TestParseOrigins(t *testing.T) {
 // SendMessage (DESIGN §9); a replay is one PutItem (plus the kumo fallback
 // read where the engine omits ALL_OLD) and no send.
 func TestSubmitCallBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		e.Counter.Reset()

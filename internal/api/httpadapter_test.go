@@ -60,6 +60,7 @@ func TestRequestFromHTTP(t *testing.T) {
 
 // TestHTTPHandler serves the handler on 127.0.0.1 the way `make run` does.
 func TestHTTPHandler(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		srv := httptest.NewServer(api.NewHTTPHandler(b.h))

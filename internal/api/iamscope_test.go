@@ -25,6 +25,7 @@ func assumedRole(role, session string) reqOpt {
 // names their session after another's reads exactly what they could read
 // anyway — and no session name reaches another role's scope.
 func TestIAMScopeIsTheRoleNotTheSessionName(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *api.Handler) { h.Auth = api.AuthConfig{Mode: api.AuthIAM} }))
 		resp := b.do(t, submitReq("k-role", body("dev's"), assumedRole("dev", "alice")))

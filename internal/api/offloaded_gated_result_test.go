@@ -22,6 +22,7 @@ import (
 // not splice the empty inline result into the deliver input (422
 // artifact-not-deliverable).
 func TestOffloadedGatedResultCanBeSeenAndApproved(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

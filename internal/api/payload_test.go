@@ -56,6 +56,7 @@ func s3Calls(e *testenv.Env) int {
 // another payload under the key a 422 that writes nothing. A small input
 // makes no S3 call. Regenerate reads the parent's offloaded input.
 func TestLargeInputClaimCheck(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -119,6 +120,7 @@ func TestLargeInputClaimCheck(t *testing.T) {
 // with a result in S3 shows the result itself, with its size and SHA-256
 // in the receipt (validated against the OpenAPI document).
 func TestTaskViewResolvesOffloadedResult(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -153,6 +155,7 @@ func TestTaskViewResolvesOffloadedResult(t *testing.T) {
 // TestSubmitWhenS3IsDown: the input put fails (5xx after the SDK's
 // retries): 503 problem+json with Retry-After, and no task is recorded.
 func TestSubmitWhenS3IsDown(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(s3Down(t, e)))
 		resp := b.do(t, submitReq("down-1", body(strings.Repeat("x", 5000))))

@@ -33,6 +33,7 @@ func wantExfilPlan(t *testing.T, who string, v api.TaskView) {
 // under an approver-claim policy, the owner when the owner decides. A
 // caller who may not decide is not shown it.
 func TestPlanIsShownToWhoeverMayDecide(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		sha := ledger.SHA256Hex(generated)
 

@@ -87,6 +87,7 @@ func withMaxTokens(prompt string, maxTokens int, ids ...string) string {
 // before they are renewed. A replay of a task accepted with documents
 // before the provider changed still answers that task.
 func TestDocumentsNotSupported(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e.Payloads(t, 0)))
 		sim, oai := simulatedProfile, openaiProfile
@@ -146,6 +147,7 @@ func TestDocumentsNotSupported(t *testing.T) {
 // "input". A regenerate is checked the same way; replays of tasks accepted
 // before the limit was lowered still answer them.
 func TestExceedsAdmissionLimit(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e.Payloads(t, 0)))
 		prof := simulatedProfile
@@ -217,6 +219,7 @@ func TestExceedsAdmissionLimit(t *testing.T) {
 // is refused once the limit no longer admits it, before the document is
 // renewed, and a regenerate recorded before the change replays.
 func TestRegenerateOverAdmissionWithDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e.Payloads(t, 0)))
 		prof := simulatedProfile
@@ -249,6 +252,7 @@ func TestRegenerateOverAdmissionWithDocuments(t *testing.T) {
 // (retry-safe), never a 422 a replay should not get, and nothing is
 // written.
 func TestProviderRefusalWhenTheReplayReadFails(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var td *throttlingDDB
 		b := setup(t, e, withDynamoDB(func(d ledger.DynamoDB) ledger.DynamoDB { td = &throttlingDDB{DynamoDB: d}; return td }))

@@ -22,6 +22,7 @@ import (
 // offloaded input placed, or a caller over its quota could keep writing
 // objects into the payload bucket with a recorded key.
 func TestOverQuotaKeyReuseWritesNothing(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

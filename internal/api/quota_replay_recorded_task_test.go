@@ -18,6 +18,7 @@ import (
 // nothing written); a regenerate retry of a budgeted parent over the quota
 // replays without extending the chain.
 func TestQuotaReplayAnsweredFromTheRecordedTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

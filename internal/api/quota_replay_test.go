@@ -22,6 +22,7 @@ import (
 // the replay lookup, which would tell the client to wait a day for a task
 // that is already there.
 func TestReplayIsNeverRefusedByTheQuota(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 		// Room for one call of body("p"): 8,225 tokens reserved.

@@ -20,6 +20,7 @@ import (
 // model's tokens_per_minute; under the quota it was accepted 202 and then
 // parked by the worker — a task accepted that could only ever be parked.
 func TestSubmitRefusesACallTheDailyQuotaCanNeverHold(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
@@ -43,6 +44,7 @@ func TestSubmitRefusesACallTheDailyQuotaCanNeverHold(t *testing.T) {
 // hours: the caller is told it used what it only reserved, and to wait a
 // day for room that frees when the call settles.
 func TestSubmitWhileCallsInFlightHoldTheQuotaIsNotToldToWaitADay(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

@@ -20,6 +20,7 @@ import (
 // flight, which free when their calls settle (the worker waits for them).
 // A smaller call that fits what is left is accepted.
 func TestSubmitQuotaCountsSettledUsageAgainstTheCall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
@@ -62,6 +63,7 @@ func TestSubmitQuotaCountsSettledUsageAgainstTheCall(t *testing.T) {
 // caller's whole daily quota, 422 exceeds-daily-quota and nothing
 // written, as for a prompt-only submit.
 func TestSubmitRefusesDocumentsAndRegeneratesTheDailyQuotaCanNeverHold(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}

@@ -15,6 +15,7 @@ import (
 // once the limit is raised is 202), and a submit whose PutItem reply was
 // lost (503) replays 200 after the limit was lowered below it.
 func TestRefusedKeyIsFreeAndALostWriteReplays(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)

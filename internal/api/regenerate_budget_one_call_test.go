@@ -17,6 +17,7 @@ import (
 // parked budget_exhausted by the worker. Bad input gets a clear error and
 // changes nothing.
 func TestRegenerateBudgetThatCannotCoverOneCallIsRefused(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now())
 		b := setup(t, e, withSpend(e, clock, nil))

@@ -22,6 +22,7 @@ import (
 // with nothing written; a replay of a regenerate recorded before the
 // document went is still the recorded task.
 func TestRegenerateRenewsItsDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))

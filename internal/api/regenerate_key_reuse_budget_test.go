@@ -20,6 +20,7 @@ import (
 // where it was (extendChainBudget must not run before the key is found
 // reused), so a malformed or reused request never changes what TTL keeps.
 func TestReusedKeyRegenerateWritesNoBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))

@@ -25,6 +25,7 @@ import (
 // with the task's own budget name (ledger.Task.OwnBudget: its id and
 // creation), as this test reserves, so the new task's Reserve is refused.
 func TestRegenerateKeyReusedAfterRetentionHasItsOwnReservationID(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))

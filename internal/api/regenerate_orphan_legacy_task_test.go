@@ -25,6 +25,7 @@ import (
 // request payload"), since nothing differs. Such tasks exist for a whole
 // retention period after an upgrade.
 func TestOrphanRetryOfATaskRecordedBeforeInputInheritedReplays(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)

@@ -24,6 +24,7 @@ import (
 // still answered 200 replayed, not 404 not-found: the replay lookup does
 // not depend on the parent being visible.
 func TestRegenerateReplayAfterParentSweptAnswersTheTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e)
@@ -67,6 +68,7 @@ func TestRegenerateReplayAfterParentSweptAnswersTheTask(t *testing.T) {
 // regenerate of another parent: 422, nothing written; another caller's key,
 // or none recorded: 404.
 func TestRegenerateRetryAfterParentSweptComparesTheRequest(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 		b := setup(t, e, withPayloads(e.Payloads(t, 64)))

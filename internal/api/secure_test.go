@@ -107,6 +107,7 @@ func TestKeyIsUselessToOtherCallers(t *testing.T) {
 // reaches the function without an authorizer context (a route left open by
 // mistake) is 401 and writes nothing.
 func TestAuthorizerRequired(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		for _, mode := range []string{api.AuthJWT, api.AuthIAM} {
 			b := setup(t, e, withHandler(func(h *api.Handler) { h.Auth = api.AuthConfig{Mode: mode} }))

@@ -42,6 +42,7 @@ func withSpend(e *testenv.Env, clock *testenv.Clock, quota *spend.Quota) func(*o
 // root, also from a regenerate of a regenerate. The views show the budget
 // and the (still zero) usage of the task and its chain.
 func TestSubmitBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Now())
 		b := setup(t, e, withSpend(e, clock, nil))
@@ -124,6 +125,7 @@ func TestSubmitBudget(t *testing.T) {
 // TestSubmitBudgetRejected: every malformed budget is a 400 naming the
 // field, and nothing is written.
 func TestSubmitBudgetRejected(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		cases := []struct{ budget, field string }{
@@ -167,6 +169,7 @@ func TestSubmitBudgetRejected(t *testing.T) {
 // no message); the
 // quota is per caller, and a caller under it submits as usual.
 func TestQuotaExceededWritesNothing(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		clock := testenv.NewClock(time.Date(2026, 12, 1, 23, 59, 0, 500_000_000, time.UTC))
 		// Room for one call of body("p"): 8,225 tokens reserved.

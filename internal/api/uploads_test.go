@@ -80,6 +80,7 @@ func docBody(prompt string, ids ...string) string {
 // is a fresh URL), and refuses bad declarations with specific problems,
 // recording nothing.
 func TestUploadDeclaration(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -137,6 +138,7 @@ func TestUploadDeclaration(t *testing.T) {
 // before the item is written; the item keeps references only; the view
 // shows them; the documents' hashes are part of the payload hash.
 func TestSubmitWithDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -198,6 +200,7 @@ func TestSubmitWithDocuments(t *testing.T) {
 // presigned signatures nor checksums, so the oversized and altered uploads
 // here reach the bucket: Resolve at submit is what catches them.
 func TestSubmitWithBadDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withDestinations(t))
@@ -266,6 +269,7 @@ func TestSubmitWithBadDocuments(t *testing.T) {
 // replay of the same submit is still the original task (200); a new key
 // naming the expired upload is unknown-upload.
 func TestDocumentReplayAfterUploadExpired(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withPayloads(st))
@@ -294,6 +298,7 @@ func TestDocumentReplayAfterUploadExpired(t *testing.T) {
 // TestUploadWhenS3IsDown: the declaration put fails (5xx after the SDK's
 // retries): 503 problem+json with Retry-After.
 func TestUploadWhenS3IsDown(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(s3Down(t, e)))
 		resp := b.do(t, uploadReq(declare("down-1", []byte("x"), "text/plain")))
