@@ -21,6 +21,7 @@ import (
 // the deadline therefore goes running → unknown and is resolved (read back
 // or parked) in the same run, without the Settle wait.
 func TestExpiredLeaseAtTheAgeDeadlineIsFinalWithinOnePeriod(t *testing.T) {
+	t.Parallel()
 	const period = time.Minute
 	for _, phase := range []time.Duration{10 * time.Second, 40 * time.Second} {
 		for _, called := range []bool{false, true} {
@@ -73,6 +74,7 @@ func TestExpiredLeaseAtTheAgeDeadlineIsFinalWithinOnePeriod(t *testing.T) {
 // unknown and read back in the same run, without waiting Settle: the
 // provider had generated, so the task completes with its result at once.
 func TestExpiredLeasePastDeadlineIsReadBackInTheSameRun(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := create(t, b, "deadline-readback", func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })

@@ -13,6 +13,7 @@ import (
 // approval_expired with a review item saying nothing was delivered; a
 // decided task is never parked.
 func TestApprovalDeadlineParks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		h := b.handler()

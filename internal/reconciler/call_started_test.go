@@ -16,6 +16,7 @@ import (
 // the task is re-queued and re-sent like a step without side effects, not
 // moved to unknown (which would end parked unknown_outcome).
 func TestExpiredLeaseWithoutCallMarkIsRequeued(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "claim-only")
@@ -47,6 +48,7 @@ func TestExpiredLeaseWithoutCallMarkIsRequeued(t *testing.T) {
 // attempt parks budget_exhausted, and the review says no provider call was
 // started rather than that the provider may have acted.
 func TestExpiredLastLeaseWithoutCallMarkIsParkedNoCall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "claim-only-last", func(n *ledger.NewTask) { n.MaxAttempts = 1 })
@@ -76,6 +78,7 @@ func TestExpiredLastLeaseWithoutCallMarkIsParkedNoCall(t *testing.T) {
 // is re-queued without a readback (no call was started); with it the lease
 // goes to unknown for readback.
 func TestReadbackProviderIsMarkedToo(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true})
 		unmarked := create(t, b, "claim-only-readback")

@@ -48,6 +48,7 @@ func cancelledPastDeadline(t *testing.T, b *bundle, key string) (claimed, cancel
 // internal/worker/handletask_cancel_window_test.go for the outcome that
 // breaks).
 func TestHandleTaskLeavesACancelledTaskAloneUntilItIsDue(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		opts := simulated.Options{NoIdempotency: true, NoReadback: true}
 
@@ -91,6 +92,7 @@ func verb(s reconciler.Summary) string {
 // running task — its rounded due_at and its lease both Grace past — and
 // HandleTask leaves the task alone exactly until then.
 func TestDueIsWhenHandleTaskActs(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		h := b.handler()

@@ -22,6 +22,7 @@ import (
 // discard a result the provider generated (and billed), and the task,
 // which had its answer, would wait for a person.
 func TestLapsedResultOnDeduplicatingProviderIsStillSaved(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoReadback: true}) // deduplicates, no readback
 		task := create(t, b, "dedup-lapsed", func(n *ledger.NewTask) { n.MaxAttempts = 1 })

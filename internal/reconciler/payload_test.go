@@ -16,6 +16,7 @@ import (
 // results/<task>/<version> and the task completes with the reference
 // (result_too_large is for when even that cannot happen).
 func TestReadbackResultGoesThroughTheClaimCheck(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := unknownTask(t, b, "rb-claim", false)

@@ -26,6 +26,7 @@ import (
 // (The summary hedges with "may have reached the provider"; the Known
 // list must be true as well.)
 func TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 4 * time.Second, CallTimeout: time.Minute})
 		task := create(t, b, "inflight-readback", func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })

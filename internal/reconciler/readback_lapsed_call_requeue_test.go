@@ -25,6 +25,7 @@ import (
 // credible only once no call of the expired assignment can still run
 // (lease_until + the provider's call timeout).
 func TestReadbackNotFoundDuringALapsedCallDoesNotRequeue(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 8 * time.Second, CallTimeout: 2 * time.Minute})
 		task := create(t, b, "inflight-requeue")

@@ -14,6 +14,7 @@ import (
 // reason and writes one EMF record per reason (dimension Reason), which the
 // CloudWatch dashboard's "open reviews by reason" widget reads.
 func TestMetricsOpenReviewsByReason(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		for _, k := range []string{"r-1", "r-2"} {

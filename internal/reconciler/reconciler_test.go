@@ -163,6 +163,7 @@ func runTwice(t *testing.T, b *bundle, mod func(*reconciler.Handler)) [2]reconci
 }
 
 func TestExpiredLeaseWithBudgetIsRequeuedAndCompletes(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // idempotent simulated provider: re-running is safe
 		task := create(t, b, "lease-1")
@@ -204,6 +205,7 @@ func isFenced(err error) bool {
 }
 
 func TestExpiredLeaseWithoutBudgetIsParkedOnceUnderRace(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 4
@@ -248,6 +250,7 @@ func TestExpiredLeaseWithoutBudgetIsParkedOnceUnderRace(t *testing.T) {
 }
 
 func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "side-1")
@@ -298,6 +301,7 @@ func unknownTask(t *testing.T, b *bundle, key string, performed bool) *ledger.Ta
 }
 
 func TestUnknownWithReadbackHitCompletes(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := unknownTask(t, b, "rb-hit", true)
@@ -329,6 +333,7 @@ func TestUnknownWithReadbackHitCompletes(t *testing.T) {
 }
 
 func TestUnknownNeverHappenedIsRequeued(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := unknownTask(t, b, "rb-miss", false)
@@ -358,6 +363,7 @@ func TestUnknownNeverHappenedIsRequeued(t *testing.T) {
 }
 
 func TestUnknownWithoutReadbackIsParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoReadback: true})
 		task := unknownTask(t, b, "rb-none", true)
@@ -386,6 +392,7 @@ func TestUnknownWithoutReadbackIsParked(t *testing.T) {
 }
 
 func TestLostSendIsResentExactlyOnce(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := create(t, b, "lost-send") // never sent: the submit's send was "lost"
@@ -435,6 +442,7 @@ func TestLostSendIsResentExactlyOnce(t *testing.T) {
 }
 
 func TestOverdueRetryWaitIsResent(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := create(t, b, "retry-1")
@@ -460,6 +468,7 @@ func TestOverdueRetryWaitIsResent(t *testing.T) {
 }
 
 func TestPastAgeBudgetIsParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := create(t, b, "old-1", func(n *ledger.NewTask) { n.MaxAge = 5 * time.Minute })
@@ -479,6 +488,7 @@ func TestPastAgeBudgetIsParked(t *testing.T) {
 }
 
 func TestPoisonMessageBecomesReviewItem(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		dlq := e.Names.DeadLetterQueueURL
@@ -534,6 +544,7 @@ func assertQueueEmpty(t *testing.T, e *testenv.Env, url string) {
 }
 
 func TestSchedulerEventsAreAccepted(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		tick, err := os.ReadFile("../../events/scheduler-tick.json")
@@ -557,6 +568,7 @@ func TestSchedulerEventsAreAccepted(t *testing.T) {
 }
 
 func TestMetricsPerLiveState(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		create(t, b, "m-1")
@@ -592,6 +604,7 @@ func TestMetricsPerLiveState(t *testing.T) {
 // completed ones cost the same Query and GetItem calls — at the deployed
 // shard count.
 func TestReadsIndependentOfHistory(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		many := 1000
 		if e.Backend == "kumo" && !testing.Short() {
@@ -695,6 +708,7 @@ func fillCompleted(t *testing.T, b *bundle, n int) {
 }
 
 func TestBoundedRunsResumeWhereTheyStopped(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		want := map[string]bool{}
@@ -739,6 +753,7 @@ func TestBoundedRunsResumeWhereTheyStopped(t *testing.T) {
 // the task is due: a live lease is left alone (counted raced), an expired
 // one is moved on, and the other due tasks are not touched.
 func TestHandleTaskMovesOnlyTheNamedDueTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "one-1")

@@ -26,6 +26,7 @@ import (
 // Both halves of the promise: the task is final within its age budget plus
 // one reconciler period, and it was dispatched before its age budget ended.
 func TestLostSendUnderSustainedBacklogIsDispatched(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const maxAge = 30 * time.Minute

@@ -15,6 +15,7 @@ import (
 // not every DispatchTimeout; two reconcilers racing at each step still send
 // once.
 func TestRelayBacksOffUnderBacklog(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		dt := ledger.DefaultDispatchTimeout
@@ -51,6 +52,7 @@ func TestRelayBacksOffUnderBacklog(t *testing.T) {
 // proves the by_state projection carries them (moto enforces INCLUDE
 // projections; kumo returns every attribute).
 func TestRelayClaimsFromTheIndexWithoutARead(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		dt := ledger.DefaultDispatchTimeout
@@ -81,6 +83,7 @@ func TestRelayClaimsFromTheIndexWithoutARead(t *testing.T) {
 // task whose age deadline comes first is still parked in time (the backed
 // off deadline is clamped to it).
 func TestRelayHeldBackByQueueBacklog(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		dt := ledger.DefaultDispatchTimeout

@@ -25,6 +25,7 @@ import (
 // deadline must keep the rounded due_at at or before it so the run at
 // deadline + 60 s still finds the task.
 func TestRenewedLeaseBeforeTheDeadlineIsFinalWithinOnePeriod(t *testing.T) {
+	t.Parallel()
 	const (
 		period = time.Minute
 		lease  = 30 * time.Second

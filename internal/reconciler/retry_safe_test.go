@@ -15,6 +15,7 @@ import (
 // class decides between re-queuing it (retry-safe: a second generation
 // costs only money) and moving it to unknown for a person (effect).
 func TestExpiredLeaseOfRetrySafeGenerationIsRequeued(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		for _, c := range []struct {
 			name      string
@@ -47,6 +48,7 @@ func TestExpiredLeaseOfRetrySafeGenerationIsRequeued(t *testing.T) {
 // outcome unknown) is never parked unknown_outcome: with no readback it is
 // re-queued while budgets last, and parked budget_exhausted after.
 func TestUnknownRetrySafeGenerationIsRetriedThenParkedBudgetExhausted(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		h := b.handler()
@@ -80,6 +82,7 @@ func TestUnknownRetrySafeGenerationIsRetriedThenParkedBudgetExhausted(t *testing
 // reconciler ends it cancelled the first time it sees it, where an effect
 // with no readback is parked for a person.
 func TestCancelledRetrySafeGenerationEndsCancelled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		for _, c := range []struct {
 			name      string
@@ -112,6 +115,7 @@ func TestCancelledRetrySafeGenerationEndsCancelled(t *testing.T) {
 // claims no uncertainty — even with a provider that offers Lookup but
 // always answers it has no readback.
 func TestExpiredLastLeaseOfRetrySafeGenerationIsParkedWithoutUncertainty(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "retry-safe-last", func(n *ledger.NewTask) { n.MaxAttempts = 1 })

@@ -21,6 +21,7 @@ import (
 // neither deduplicates nor reads back), so the provider may well have
 // generated, and a retry generates again.
 func TestExpiredLastLeaseOfSideEffectFreeKindDoesNotClaimDeduplication(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, NoReadback: true})
 		task := create(t, b, "side-effect-free-last", func(n *ledger.NewTask) { n.MaxAttempts = 1 })

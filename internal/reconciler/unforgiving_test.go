@@ -27,6 +27,7 @@ func (p bigLooker) Lookup(context.Context, string) (contract.Result, error) {
 }
 
 func TestReadbackResultTooLargeIsParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := unknownTask(t, b, "rb-big", false)
@@ -58,6 +59,7 @@ func TestReadbackResultTooLargeIsParked(t *testing.T) {
 // CompleteFromReadback fails on every run stays unknown within its budget
 // and is parked, with the readback facts, once past it.
 func TestReadbackSaveFailingEveryRunIsParkedAtTheDeadline(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := unknownTask(t, b, "rb-unsaved", true)
@@ -103,6 +105,7 @@ func TestReadbackSaveFailingEveryRunIsParkedAtTheDeadline(t *testing.T) {
 // goes to unknown and is read back: found → completed; credibly not found
 // → budget review; no readback → unknown_outcome.
 func TestExpiredLastAttemptIsReadBack(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		opts       simulated.Options
