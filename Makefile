@@ -57,8 +57,17 @@ STATICCHECK_VERSION ?= v0.8.2
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
+## test-go: the unit and integration tests (kumo and moto legs, browser, RIE).
+# go test starts the packages in the order named, -p at a time (GOMAXPROCS,
+# 2 here): the slowest are named first, so that none starts late and runs on
+# alone at the end (a package named twice runs once). -parallel 8: most
+# parallel tests wait on an emulator, a browser or a timer rather than use a
+# core, and the default (GOMAXPROCS) let only two of them wait at once; the
+# soak tests bound their own concurrency (soak.HoldSoakSlot).
+TEST_FIRST := ./internal/worker ./internal/soak ./web ./internal/demo \
+              ./internal/reconciler ./internal/bench ./internal/api ./pkg/ledger ./internal/e2e
 test-go:
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -timeout 20m -parallel 8 $(if $(filter ./...,$(PKGS)),$(TEST_FIRST)) $(PKGS)
 
 ## deps: test dependencies that are not Go modules (browser tests): Debian
 ## chromium, npm playwright-core (never a browser build of its own) and
