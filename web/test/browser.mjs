@@ -288,12 +288,17 @@ async function main() {
       check(['queued', 'running', 'needs_review'].includes(after), `task re-queued (state ${after})`);
       // The simulated credentials fault applies on every attempt: the task
       // parks again and comes back to the queue.
+      // Every check is on a list loaded after the retry: the item shown
+      // before it may still be on screen, and its task, re-queued, may not
+      // have parked again yet.
       const deadline = Date.now() + STEP_TIMEOUT;
-      while (!(await item.count())) {
-        check(Date.now() < deadline, 're-parked task back in the review queue');
-        await page.waitForTimeout(500);
+      for (;;) {
+        await page.waitForFunction(() => !document.getElementById('review-refresh').disabled);
         await page.click('#review-refresh');
         await page.waitForFunction(() => !document.getElementById('review-refresh').disabled);
+        if (await item.count()) break;
+        check(Date.now() < deadline, 're-parked task back in the review queue');
+        await page.waitForTimeout(500);
       }
       return { taskID: id, stateAfterRetry: after, statusText: text };
     });
