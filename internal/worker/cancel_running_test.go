@@ -18,10 +18,10 @@ import (
 // awaitStarted waits until the simulated provider saw a call for id.
 func awaitStarted(t *testing.T, sim *simulated.Provider, id string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(hangBound)
 	for sim.Starts(id) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the provider call did not start within 15s")
+			t.Fatalf("the provider call did not start within %s", hangBound)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising on time
 	}

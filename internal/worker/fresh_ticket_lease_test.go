@@ -101,7 +101,7 @@ func TestFreshTicketNeverStartsTheCallAfterItsLease(t *testing.T) {
 
 		select {
 		case <-hung:
-		case <-time.After(20 * time.Second):
+		case <-time.After(hangBound):
 			t.Fatal("setup: freshTicket's admit was not reached")
 		}
 		marked1 := b.get(t, task.TaskID)

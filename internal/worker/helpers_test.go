@@ -30,6 +30,13 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// hangBound is how long a test waits for something that must happen (a
+// handler returning, a call starting, a message arriving) before it calls
+// it hung. A bound, not a speed check: the worker's tests run in parallel
+// against one serialised moto_server, where a handler that repeats its
+// saves can take tens of seconds.
+const hangBound = 90 * time.Second
+
 func newClock(t time.Time) *testenv.Clock {
 	return testenv.NewClock(t.UTC().Truncate(time.Millisecond))
 }
@@ -185,7 +192,7 @@ func (b *bundle) sendBody(t *testing.T, body string, attrs map[string]sqstypes.M
 func (b *bundle) receive(t *testing.T, n int, visibility int32) []sqstypes.Message {
 	t.Helper()
 	var got []sqstypes.Message
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(hangBound)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -194,7 +201,7 @@ func (b *bundle) receive(t *testing.T, n int, visibility int32) []sqstypes.Messa
 			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d messages within 15s", len(got), n)
+			t.Fatalf("received %d of %d messages within %s", len(got), n, hangBound)
 		}
 		<-tick.C
 	}
@@ -382,8 +389,8 @@ func (g *gate) waitStarted(t *testing.T) {
 	t.Helper()
 	select {
 	case <-g.started:
-	case <-time.After(15 * time.Second):
-		t.Fatal("provider call did not start within 15s")
+	case <-time.After(hangBound):
+		t.Fatalf("provider call did not start within %s", hangBound)
 	}
 }
 
@@ -393,8 +400,8 @@ func await[T any](t *testing.T, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(20 * time.Second):
-		t.Fatal("handler did not return within 20s")
+	case <-time.After(hangBound):
+		t.Fatalf("handler did not return within %s", hangBound)
 	}
 	var zero T
 	return zero

@@ -308,10 +308,10 @@ func (b *bundle) deliverFor(t *testing.T, ids []string, visibility int32) events
 		want[id] = true
 	}
 	var keep []sqstypes.Message
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangBound)
 	for len(keep) < len(ids) {
 		if time.Now().After(deadline) {
-			t.Fatalf("received messages for %d of %d tasks within 30s", len(keep), len(ids))
+			t.Fatalf("received messages for %d of %d tasks within %s", len(keep), len(ids), hangBound)
 		}
 		for _, m := range b.poll(t, 10, visibility) {
 			var body struct {

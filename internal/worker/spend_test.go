@@ -272,7 +272,7 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 		g.waitStarted(t)
 		// Wait (bounded) until the other task is parked while the first
 		// call is still held.
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(hangBound)
 		for b.get(t, root.TaskID).State != ledger.StateNeedsReview && b.get(t, regen.TaskID).State != ledger.StateNeedsReview {
 			if time.Now().After(deadline) {
 				t.Fatal("neither task was parked while one call was in flight")
