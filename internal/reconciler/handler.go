@@ -18,6 +18,7 @@ import (
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -412,6 +413,12 @@ func honours(p contract.Provider) bool {
 func (h *Handler) callMarked(t *ledger.Task) bool {
 	p := h.step(t)
 	return p != nil && !honours(p) && !h.retrySafe(t)
+}
+
+// budgetReview is the budget_exhausted review of t (no attempt just ended),
+// worded for its effect class.
+func (h *Handler) budgetReview(t *ledger.Task, budget string) ledger.Review {
+	return review.BudgetExhaustedAfterClass(t, budget, review.Failure{}, time.Time{}, h.retrySafe(t))
 }
 
 // retrySafe reports whether repeating t's call costs only money: a

@@ -103,7 +103,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		// Nothing to read back for: a retry-safe call's outcome matters
 		// only for its cost, which is charged.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhaustedRetrySafe(t, budget))
+			h.budgetReview(t, budget))
 	case budgetLeft && unstarted:
 		u, err := h.Ledger.RequeueUnstarted(ctx, t.TaskID, t.AssignmentVersion)
 		if r.lost(ctx, "requeue expired lease without a call", t.TaskID, err) {
@@ -142,7 +142,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 	default:
 		// A step without side effects, no readback, and no budget left.
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
-			review.BudgetExhaustedAfterClass(t, budget, review.Failure{}, time.Time{}, h.retrySafe(t)))
+			h.budgetReview(t, budget))
 	}
 }
 
@@ -288,7 +288,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.count(func(s *Summary) { s.ReadbackErrors++ })
 		if r.pastDeadline(t) && h.retrySafe(t) {
 			_, budget := t.BudgetLeft(r.now)
-			r.park(ctx, t, opts, review.BudgetExhaustedRetrySafe(t, budget))
+			r.park(ctx, t, opts, h.budgetReview(t, budget))
 			return
 		}
 		if r.pastDeadline(t) {
@@ -306,7 +306,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 // parked budget_exhausted after — never unknown_outcome.
 func (r *run) retryUncertain(ctx context.Context, t *ledger.Task, opts ledger.ParkOptions, why string) {
 	if ok, budget := t.BudgetLeft(r.now); !ok {
-		r.park(ctx, t, opts, review.BudgetExhaustedRetrySafe(t, budget))
+		r.park(ctx, t, opts, r.h.budgetReview(t, budget))
 		return
 	}
 	u, err := r.h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
@@ -380,7 +380,7 @@ func unknownSince(t *ledger.Task) time.Time {
 func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	h := r.h
 	if ok, budget := t.BudgetLeft(r.now); !ok {
-		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, review.BudgetExhaustedAfterClass(t, budget, review.Failure{}, time.Time{}, h.retrySafe(t)))
+		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, h.budgetReview(t, budget))
 		return
 	}
 	dueBefore := r.now

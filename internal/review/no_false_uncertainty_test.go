@@ -3,6 +3,7 @@ package review
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -32,7 +33,7 @@ func TestReadBackAbsentAfterALapsedLeaseClaimsNoUncertainty(t *testing.T) {
 func TestRetrySafeBudgetParkClaimsNoUncertainty(t *testing.T) {
 	for _, st := range []ledger.State{ledger.StateRunning, ledger.StateUnknown} {
 		task := &ledger.Task{TaskID: "t_2", State: st, Attempts: 5, MaxAttempts: 5, ErrorClass: "unknown_outcome", ErrorMessage: ledger.LeaseExpiredMessage}
-		r := BudgetExhaustedRetrySafe(task, BudgetAttempts)
+		r := BudgetExhaustedAfterClass(task, BudgetAttempts, Failure{}, time.Time{}, true)
 		if saysMayHave(r) {
 			t.Errorf("%s: review of a retry-safe park says may have:\n%s\n%v", st, r.Summary, r.Uncertain)
 		}

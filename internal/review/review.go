@@ -101,21 +101,13 @@ func BudgetExhaustedAfter(t *ledger.Task, budget string, f Failure, nextAttempt 
 }
 
 // BudgetExhaustedAfterClass is [BudgetExhaustedAfter] worded for the
-// task's effect class: [BudgetExhaustedRetrySafe]'s wording when retrySafe
-// (an earlier uncertain attempt of a retry-safe generation was retried by
-// policy, not left for a person to weigh).
+// task's effect class. For a retry-safe generation (retrySafe) an uncertain
+// attempt was retried by policy, not left for a person to weigh, and
+// whether the last attempt called the provider matters only for its cost,
+// which was charged: the review says that, and never that the provider may
+// have acted.
 func BudgetExhaustedAfterClass(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, retrySafe bool) ledger.Review {
 	return budgetExhausted(t, budget, f, nextAttempt, false, retrySafe)
-}
-
-// BudgetExhaustedRetrySafe is [BudgetExhausted] for a retry-safe
-// generation (GENERATION_EFFECT_CLASS): its calls are not marked, so
-// whether the last attempt called the provider is not recorded, and it
-// does not matter beyond the cost, which was charged. The review says
-// that, and never that the provider may have acted: repeating the call is
-// the policy, not a risk for a person to weigh.
-func BudgetExhaustedRetrySafe(t *ledger.Task, budget string) ledger.Review {
-	return budgetExhausted(t, budget, Failure{}, time.Time{}, false, true)
 }
 
 // BudgetExhaustedNoCall is [BudgetExhausted] for a running task whose lease

@@ -90,9 +90,9 @@ type Handler struct {
 	// money, so it is handled as a provider that deduplicates would be — an
 	// uncertain outcome retried while budgets last, an expired lease taken
 	// over, a cancel while running ended cancelled by the fenced worker at
-	// once (its calls are still marked, see needsCallMark). The zero value treats generation as an
-	// effect; deployments default to retry-safe. Deliveries keep their
-	// destination's rules.
+	// once (its calls are still marked, see needsCallMark). The zero value
+	// treats generation as an effect; deployments default to retry-safe.
+	// Deliveries keep their destination's rules.
 	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
