@@ -122,9 +122,11 @@ func (b *bundle) handler(l *ledger.Ledger, p contract.Provider) *worker.Handler 
 		SQS:      b.sqs,
 		QueueURL: b.e.Names.TaskQueueURL,
 		Policy:   retrypolicy.Policy{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
-		Lease:    30 * time.Second,
-		Log:      logging.New(b.logs, "debug"),
-		Metrics:  metrics.NewWriter(b.metrics),
+		// The repeats of a failing save, without their real-time waits.
+		SaveBackoff: time.Millisecond,
+		Lease:       30 * time.Second,
+		Log:         logging.New(b.logs, "debug"),
+		Metrics:     metrics.NewWriter(b.metrics),
 	}
 }
 

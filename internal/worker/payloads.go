@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -97,8 +96,7 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		if cl := retrypolicy.DefaultClassifier(err).Class; cl != retrypolicy.Transient && cl != retrypolicy.UnknownOutcome || ctx.Err() != nil || i >= saveRepeats {
 			break
 		}
-		wait := min(saveBackoff<<i, saveBackoffCap)
-		wait = wait/2 + rand.N(wait/2+1)
+		wait := h.saveWait(i)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
 			break
 		}

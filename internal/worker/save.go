@@ -13,15 +13,26 @@ import (
 )
 
 // Bounds of save's repeats of one settling write: at most saveRepeats more
-// sends, waiting a full-jitter backoff from saveBackoff doubling up to
-// saveBackoffCap (about 5 s in all on average, 9 s at most), never past
-// saveReserve before the invocation's deadline.
+// sends, waiting a full-jitter backoff from Handler.SaveBackoff
+// (saveBackoff by default) doubling up to 20 times it (about 5 s in all on
+// average, 9 s at most, by default), never past saveReserve before the
+// invocation's deadline.
 const (
-	saveRepeats    = 8
-	saveBackoff    = 100 * time.Millisecond
-	saveBackoffCap = 2 * time.Second
-	saveReserve    = time.Second
+	saveRepeats = 8
+	saveBackoff = 100 * time.Millisecond
+	saveReserve = time.Second
 )
+
+// saveWait is the wait before repeat i of a settling write or a result's
+// put: full jitter over SaveBackoff doubled i times, capped at 20 times it.
+func (h *Handler) saveWait(i int) time.Duration {
+	base := h.SaveBackoff
+	if base <= 0 {
+		base = saveBackoff
+	}
+	wait := min(base<<i, 20*base)
+	return wait/2 + rand.N(wait/2+1)
+}
 
 // save runs write — one fenced write that settles the attempt (Complete,
 // ScheduleRetry, MarkUnknown, Fail, or a Park) — and repeats it while it fails for a
@@ -46,9 +57,7 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 	hb := h.startHeartbeat(ctx, func(error) {}, rec, t, log)
 	defer hb.stop()
 	for i := range saveRepeats {
-		wait := saveBackoff << i
-		wait = min(wait, saveBackoffCap)
-		wait = wait/2 + rand.N(wait/2+1)
+		wait := h.saveWait(i)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
 			break
 		}

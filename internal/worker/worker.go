@@ -103,6 +103,12 @@ type Handler struct {
 	QueueURL string
 	// Policy decides retry delays (backoff, Retry-After floor).
 	Policy retrypolicy.Policy
+	// SaveBackoff is the first wait before a settling write (or a result's
+	// put in the payload bucket) that failed for a reason that may pass is
+	// sent again; it doubles per repeat up to 20 times itself (default
+	// 100 ms: about 5 s over the eight repeats on average). Tests shorten it:
+	// what they check is the repeats, not the waiting.
+	SaveBackoff time.Duration
 	// Lease is how long a claim holds without a heartbeat (DefaultLease).
 	// The heartbeat runs every Lease/3 and extends the message's visibility
 	// to 2×Lease.
