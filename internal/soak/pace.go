@@ -30,28 +30,30 @@ import (
 // clock rather than counting the engine's queue as the protocol's failure.
 type Pace struct {
 	Serial     time.Duration // p90 of one writer's UpdateItem
+	Loaded     time.Duration // p90 of an UpdateItem with Writers in flight
 	Query      time.Duration // median of one by_state Query (the reconciler's walk is made of them)
 	Throughput float64       // UpdateItems per second with Writers in flight
 	Writers    int
 }
 
 func (p Pace) String() string {
-	return fmt.Sprintf("UpdateItem %s alone (p90), %.0f/s with %d in flight; by_state Query %s (median)",
-		p.Serial.Round(time.Microsecond), p.Throughput, p.Writers, p.Query.Round(time.Microsecond))
+	return fmt.Sprintf("UpdateItem %s alone (p90), %s and %.0f/s with %d in flight; by_state Query %s (median)",
+		p.Serial.Round(time.Microsecond), p.Loaded.Round(time.Microsecond), p.Throughput, p.Writers, p.Query.Round(time.Microsecond))
 }
 
 // Pacing constants. A reconciler walk queries every shard of every live
 // state (ledger.DefaultShards × 5); the soak's reconcilers (two on most
-// ticks) may use paceShare of the engine's time for it as well. A task costs about this many calls on the engine (the
-// soak's report prints the real mix: UpdateItem ~8.6 per task on kumo,
-// plus SQS, reads, queries and the reconciler's walks); the run may use
-// this share of the engine's measured throughput; a lease spans at least
-// this many serial writes (a claim, a mark, heartbeats and a save happen
-// within one, and each may wait behind others).
+// ticks) may use paceShare of the engine's time for it. A task costs about
+// paceCallsPerTask calls on the engine (the report prints the real mix:
+// UpdateItem ~8.6 per task on kumo, plus SQS, reads, queries and the
+// reconciler's walks); the run may use paceShare of the engine's measured
+// throughput. A lease spans at least paceLeaseWrites writes as the engine
+// answers them busy: a claim, a mark, heartbeats and a save happen within
+// one, and each may wait behind the run's other requests.
 const (
 	paceCallsPerTask = 20
 	paceShare        = 0.4
-	paceLeaseWrites  = 40
+	paceLeaseWrites  = 100
 	paceMaxScale     = 20
 )
 
@@ -82,7 +84,7 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 		}
 	}()
 	const serialN, eachN = 30, 15
-	var serial, queries []time.Duration
+	var serial, queries, loaded []time.Duration
 	for i := range serialN {
 		d, err := write("pace-0", i+1)
 		if err != nil {
@@ -114,10 +116,14 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range eachN {
-				if _, err := write(fmt.Sprintf("pace-%d", w), serialN+i+1); err != nil {
-					mu.Lock()
+				d, err := write(fmt.Sprintf("pace-%d", w), serialN+i+1)
+				mu.Lock()
+				loaded = append(loaded, d)
+				if err != nil {
 					first = err
-					mu.Unlock()
+				}
+				mu.Unlock()
+				if err != nil {
 					return
 				}
 			}
@@ -130,6 +136,7 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 	return Pace{
 		Serial:     q(serial, 9, 10),
 		Query:      q(queries, 1, 2),
+		Loaded:     q(loaded, 9, 10),
 		Throughput: float64(writers*eachN) / time.Since(start).Seconds(),
 		Writers:    writers,
 	}, nil
@@ -139,7 +146,8 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 // every duration of the protocol (lease, worker and call timeouts, the
 // reconciler's period and budget, the age budget, the outbox deadline, the
 // backlog windows) multiplied by one scale, so that a lease spans
-// paceLeaseWrites serial writes, and the submit rate and queue bound cut
+// paceLeaseWrites writes as the engine answers them busy (the slower of
+// alone and with Writers in flight), and the submit rate and queue bound cut
 // so that the run uses at most paceShare of the engine's throughput. The
 // protocol exercised is the same one, on a slower clock. A fast engine
 // (kumo) gets c unchanged. Fields set explicitly in c are scaled too: they
@@ -147,8 +155,11 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 func (c Config) PacedTo(p Pace) Config {
 	c = c.withDefaults()
 	scale := 1.0
-	if p.Serial > 0 {
-		scale = max(1, float64(p.Serial*paceLeaseWrites)/float64(c.Lease))
+	// The lease must span paceLeaseWrites writes as the engine answers
+	// them busy, not idle: an engine that serves one request at a time
+	// (moto) answers a write in its queue's time.
+	if w := max(p.Serial, p.Loaded); w > 0 {
+		scale = max(1, float64(w*paceLeaseWrites)/float64(c.Lease))
 	}
 	if p.Query > 0 {
 		walk := float64(p.Query) * float64(5*ledger.DefaultShards) * (1 + c.RaceShare)
