@@ -37,7 +37,7 @@ func TestBrowserOverview(t *testing.T) {
 
 	// The tab's figures match the ledger: the parked task's review is the
 	// provider_config one it counted, the failed task failed, and the slow
-	// task it showed running was claimed.
+	// task it showed active (queued or running) was claimed.
 	creds, err := s.Ledger.GetReview(ctx, rep.Tasks["creds"])
 	if err != nil {
 		t.Fatalf("review of the credentials task: %v", err)
@@ -53,7 +53,7 @@ func TestBrowserOverview(t *testing.T) {
 	if err != nil || slow.Attempts < 1 {
 		t.Errorf("slow task: %v %v, want claimed", slow, err)
 	}
-	if rep.Figures.States["running"] < 1 || rep.Figures.Rates["failed"] != 1 {
+	if rep.Figures.States["active"] < 1 || rep.Figures.Rates["failed"] != 1 {
 		t.Errorf("figures: %+v", rep.Figures)
 	}
 }

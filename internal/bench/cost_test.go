@@ -155,25 +155,25 @@ func TestCost(t *testing.T) {
 		// an index one write, a changed index key two — delete and put —,
 		// an item leaving it one; each at least one unit). A live task
 		// carries by_state's keys (template.yaml): the submit's PutItem puts
-		// it in, the claim moves it (state_shard queued#nn → running#nn,
-		// due_at), the completion takes it out — 4 index units per task on
-		// top of the 3 table writes.
-		if small.WRU < 3+4 {
-			t.Errorf("taskledger 100 B: %g write units per task, want ≥ 7 (3 table writes + 4 by_state index writes): the index's writes are not priced", small.WRU)
+		// it in, the completion takes it out — 2 index units per task on top
+		// of the 3 table writes; the claim keeps its key (queued and running
+		// share the active partition) and changes nothing it projects.
+		if small.WRU != 3+2 {
+			t.Errorf("taskledger 100 B: %g write units per task, want 5 (3 table writes of under 1 KB + 2 by_state index writes)", small.WRU)
 		}
 
 		// Write units from item sizes: three writes of an item carrying the
-		// input, one unit per started KB, plus the 4 by_state index writes
+		// input, one unit per started KB, plus the 2 by_state index writes
 		// (whose entries do not carry the input).
 		for workload, kb := range map[string]float64{"8 KB input": 8, "30 KB input": 30} {
 			r := row(bench.SystemBefore, workload)
-			if r.WRU < 3*(kb+1)+4 || r.WRU > 3*(kb+3)+4 {
-				t.Errorf("taskledger %s: %g write units per task, want 3 writes of %g–%g KB and 4 index writes", workload, r.WRU, kb+1, kb+3)
+			if r.WRU < 3*(kb+1)+2 || r.WRU > 3*(kb+3)+2 {
+				t.Errorf("taskledger %s: %g write units per task, want 3 writes of %g–%g KB and 2 index writes", workload, r.WRU, kb+1, kb+3)
 			}
 		}
 		big := row(bench.SystemBefore, "100 KB result")
-		if big.WRU < 100+1+1+4 || big.WRU > 100+3+3+4 {
-			t.Errorf("taskledger 100 KB result: %g write units, want a ≥100-unit completion plus two small writes and 4 index writes", big.WRU)
+		if big.WRU < 100+1+1+2 || big.WRU > 100+3+3+2 {
+			t.Errorf("taskledger 100 KB result: %g write units, want a ≥100-unit completion plus two small writes and 2 index writes", big.WRU)
 		}
 		if r := row(bench.SystemBaseline, "100 KB result"); r.WRU < 101 || r.WRU > 104 {
 			t.Errorf("baseline 100 KB result: %g write units, want the INPROGRESS put plus a ≥100-unit COMPLETED update", r.WRU)
@@ -282,24 +282,33 @@ func TestCost(t *testing.T) {
 		// mark (a provider without idempotency keys) writes the item once
 		// and nothing the by_state index holds (its lease is fresh right
 		// after the claim): one write of the item's size. A heartbeat
-		// renews the lease — one write of the item, one projected
-		// lease_until — and moves the index key (two more) at most at
-		// every beat, and extends the visibility once.
+		// renews the lease — one write of the item; the index projects
+		// nothing a renewal changes — and moves the index key (two more)
+		// once per lease period (the first renewal, from the dispatch
+		// deadline to the lease's grid, and then one in three), and
+		// extends the visibility once.
 		if len(res.Extras) != 2*len(bench.ExtraWorkloads) {
 			t.Fatalf("%d extras, want before and after for %v", len(res.Extras), bench.ExtraWorkloads)
 		}
 		for _, x := range res.Extras {
 			item, itemMax := 1.0, 1.0 // a write of the item
-			if x.Workload == "30 KB input" && x.System == bench.SystemBefore {
-				item, itemMax = 31, 33 // the item carries the input
+			markMax := itemMax
+			switch {
+			case x.Workload == "30 KB input" && x.System == bench.SystemBefore:
+				item, itemMax, markMax = 31, 33, 33 // the item carries the input
+			case x.System == bench.SystemAfter:
+				// A claim-checked input's reference leaves the completed
+				// item a few bytes under 1 KB; the mark's attribute can take
+				// it over, one more unit on the completion.
+				markMax = 2
 			}
-			if x.Mark.WRU < item || x.Mark.WRU > itemMax || x.Mark.SQS != 0 {
+			if x.Mark.WRU < item || x.Mark.WRU > markMax || x.Mark.SQS != 0 {
 				t.Errorf("%s / %s: the call-start mark bills %g write units and %g SQS requests, want %g–%g units (the item once, no index write) and none",
-					x.Workload, x.System, x.Mark.WRU, x.Mark.SQS, item, itemMax)
+					x.Workload, x.System, x.Mark.WRU, x.Mark.SQS, item, markMax)
 			}
-			if x.Beats < bench.ExtraBeats || !near(x.Beat.SQS, 1) || x.Beat.WRU < item+1 || x.Beat.WRU > itemMax+2 {
-				t.Errorf("%s / %s: %g heartbeats per task, each %g write units and %g SQS requests; want ≥ %d, %g–%g units and 1",
-					x.Workload, x.System, x.Beats, x.Beat.WRU, x.Beat.SQS, bench.ExtraBeats, item+1, itemMax+2)
+			if x.Beats < bench.ExtraBeats || !near(x.Beat.SQS, 1) || x.Beat.WRU <= item || x.Beat.WRU > itemMax+2 {
+				t.Errorf("%s / %s: %g heartbeats per task, each %g write units and %g SQS requests; want ≥ %d, over %g and up to %g units and 1",
+					x.Workload, x.System, x.Beats, x.Beat.WRU, x.Beat.SQS, bench.ExtraBeats, item, itemMax+2)
 			}
 		}
 		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys"} {

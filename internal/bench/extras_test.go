@@ -49,10 +49,10 @@ func TestHeartbeatExtraIgnoresTheWritesAroundTheCall(t *testing.T) {
 		if n := renewingMarks.Load(); n < tasks {
 			t.Fatalf("%d of %d call-start marks renewed the lease: the slow claim did not leave it short, the test proves nothing", n, tasks)
 		}
-		// The 100 B item bills 1 unit a write; a renewal adds its projected
-		// lease_until (1) and at most a moved index key (2 more).
-		if beat.SQS != 1 || beat.WRU < 2 || beat.WRU > 3 || per != ExtraBeats {
-			t.Errorf("heartbeat: %g per task, each %g write units and %g SQS requests; want %d, 2–3 units and exactly 1", per, beat.WRU, beat.SQS, ExtraBeats)
+		// The 100 B item bills 1 unit a write; the index projects nothing a
+		// renewal changes, and one renewal in three moves its key (2 more).
+		if beat.SQS != 1 || beat.WRU <= 1 || beat.WRU > 3 || per != ExtraBeats {
+			t.Errorf("heartbeat: %g per task, each %g write units and %g SQS requests; want %d, over 1 and up to 3 units and exactly 1", per, beat.WRU, beat.SQS, ExtraBeats)
 		}
 	})
 }

@@ -135,7 +135,7 @@ func TestStackCompletesTasks(t *testing.T) {
 		p := b.progress.String()
 		return strings.Contains(p, "http: POST /tasks → 202 "+v.TaskID) &&
 			strings.Contains(p, "worker: batch of 1 → 1 completed") &&
-			strings.Contains(p, "status: live queued=0 running=0 retry_wait=0 unknown=0")
+			strings.Contains(p, "status: live active=0 retry_wait=0 unknown=0")
 	})
 	for _, want := range []string{"stack: created table " + b.st.Names.TasksTable, "stack: created queue "} {
 		if !strings.Contains(b.progress.String(), want) {

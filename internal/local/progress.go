@@ -152,7 +152,7 @@ func (s status) String() string {
 	return b.String()
 }
 
-var liveStates = []ledger.State{ledger.StateQueued, ledger.StateRunning, ledger.StateRetryWait, ledger.StateUnknown}
+var liveStates = []ledger.State{ledger.StateActive, ledger.StateRetryWait, ledger.StateUnknown}
 
 // readStatus counts live tasks per state (the sparse index, one COUNT
 // query per shard) and open review items (up to 10 pages).

@@ -109,7 +109,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 	if limit <= 0 {
 		limit = PageLimit
 	}
-	for _, st := range ledger.LiveStates {
+	for _, st := range ledger.Partitions {
 		f := StateFigures{State: st, OldestExact: true}
 		oldest := int64(0)
 		for shard := range shards {

@@ -112,24 +112,22 @@ func TestReader(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := byState(o)
-		want := map[ledger.State]int{ledger.StateQueued: 2, ledger.StateRunning: 1, ledger.StateRetryWait: 1, ledger.StateUnknown: 1}
+		// Queued and running share by_state's active partition.
+		want := map[ledger.State]int{ledger.StateActive: 3, ledger.StateRetryWait: 1, ledger.StateUnknown: 1}
 		for s, n := range want {
 			if st[s].Count != n || !st[s].OldestExact {
 				t.Errorf("%s: count %d exact=%t, want %d exact", s, st[s].Count, st[s].OldestExact, n)
 			}
 		}
-		if got := st[ledger.StateQueued].OldestAgeSeconds; got != 180 {
-			t.Errorf("oldest queued age = %v s, want 180", got)
-		}
-		if got := st[ledger.StateRunning].OldestAgeSeconds; got != 60 {
-			t.Errorf("oldest running age = %v s, want 60", got)
+		if got := st[ledger.StateActive].OldestAgeSeconds; got != 180 {
+			t.Errorf("oldest active age = %v s, want 180", got)
 		}
 		if o.Reviews.Open != 3 || o.Reviews.ByReason[ledger.ReviewBudgetExhausted] != 2 ||
 			o.Reviews.ByReason[ledger.ReviewProviderConfig] != 1 || o.Reviews.Truncated {
 			t.Errorf("reviews = %+v, want 3 open: 2 budget_exhausted, 1 provider_config", o.Reviews)
 		}
-		// Every live state × 16 shards, one Query each, + one review page.
-		if want := len(ledger.LiveStates)*ledger.DefaultShards + 1; o.Cost.Queries != want {
+		// Every partition × 16 shards, one Query each, + one review page.
+		if want := len(ledger.Partitions)*ledger.DefaultShards + 1; o.Cost.Queries != want {
 			t.Errorf("queries = %d, want %d", o.Cost.Queries, want)
 		}
 		if o.Rates == nil || o.Rates.Series["tokens"] != nil {
@@ -149,17 +147,17 @@ func TestReader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.GeneratedAt.Equal(o.GeneratedAt) || byState(again)[ledger.StateQueued].Count != 2 {
-			t.Errorf("second read within MinInterval: generated %s, queued %d; want the shared read (%s, 2)",
-				again.GeneratedAt, byState(again)[ledger.StateQueued].Count, o.GeneratedAt)
+		if !again.GeneratedAt.Equal(o.GeneratedAt) || byState(again)[ledger.StateActive].Count != 3 {
+			t.Errorf("second read within MinInterval: generated %s, active %d; want the shared read (%s, 3)",
+				again.GeneratedAt, byState(again)[ledger.StateActive].Count, o.GeneratedAt)
 		}
 		f.clock.Advance(overview.DefaultMinInterval)
 		third, err := r.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if byState(third)[ledger.StateQueued].Count != 3 {
-			t.Errorf("read after MinInterval: queued %d, want 3", byState(third)[ledger.StateQueued].Count)
+		if byState(third)[ledger.StateActive].Count != 4 {
+			t.Errorf("read after MinInterval: active %d, want 4", byState(third)[ledger.StateActive].Count)
 		}
 	})
 }
@@ -178,7 +176,7 @@ func TestReaderFullShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := byState(o)[ledger.StateQueued]
+		q := byState(o)[ledger.StateActive]
 		if q.Count != 5 || q.OldestExact {
 			t.Errorf("queued: count %d exact=%t, want 5, not exact", q.Count, q.OldestExact)
 		}
@@ -188,8 +186,8 @@ func TestReaderFullShard(t *testing.T) {
 		if o.Rates != nil {
 			t.Errorf("rates = %+v without a Rates, want null", o.Rates)
 		}
-		// Every live state × 1 shard + one COUNT for the full shard + one review page.
-		if want := len(ledger.LiveStates) + 1 + 1; o.Cost.Queries != want {
+		// Every partition × 1 shard + one COUNT for the full shard + one review page.
+		if want := len(ledger.Partitions) + 1 + 1; o.Cost.Queries != want {
 			t.Errorf("queries = %d, want %d", o.Cost.Queries, want)
 		}
 	})

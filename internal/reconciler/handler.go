@@ -440,28 +440,32 @@ func (h *Handler) looker(t *ledger.Task) (contract.Looker, bool) {
 // HandleTask, which reads it again with the handler's (the soak's stale
 // worker: its reads are not the run's).
 func (h *Handler) Due(t *ledger.Task, now time.Time) bool {
-	before, ok := h.dueBefore(now)[t.State]
+	before, ok := h.dueBefore(now)[ledger.PartitionOf(t.State)]
 	if !ok || t.DueAt >= before {
 		return false
 	}
 	return t.State != ledger.StateRunning || t.LeaseUntil < now.Add(-durOr(h.Grace, DefaultGrace)).UnixMilli()
 }
 
-// dueBefore is, per live state, the due_at a task must be under for the
-// walk to find it (its by_state query): what "due" means for every rule.
+// dueBefore is, per by_state partition (ledger.Partitions), the due_at a
+// task must be under for the walk to find it (its by_state query): what
+// "due" means for every rule. Queued and running tasks share the active
+// partition: a queued task is due at its dispatch deadline, a running one
+// when its due_at (the deadline it was queued with, or the lease's grid
+// once renewed) has passed and — its rule's own check — its lease ended
+// more than Grace ago.
 func (h *Handler) dueBefore(now time.Time) map[ledger.State]int64 {
 	nowMs := now.UnixMilli()
 	return map[ledger.State]int64{
-		ledger.StateRunning:   nowMs - durOr(h.Grace, DefaultGrace).Milliseconds(),
+		ledger.StateActive:    nowMs,
 		ledger.StateUnknown:   nowMs - durOr(h.Settle, DefaultSettle).Milliseconds(),
 		ledger.StateRetryWait: nowMs - durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds(),
-		ledger.StateQueued:    nowMs,
 		// Awaiting approval: due_at is the approval deadline.
 		ledger.StateAwaitingApproval: nowMs,
 	}
 }
 
-// stream is one (state, shard) partition of the by_state index.
+// stream is one (partition, shard) pair of the by_state index.
 type stream struct {
 	state     ledger.State
 	shard     int
@@ -477,14 +481,13 @@ func (r *run) walk(ctx context.Context) {
 	h := r.h
 	shards := h.Ledger.Config().Shards
 	due := h.dueBefore(r.now)
-	// Every (state, shard) pair is a stream; the run starts at a random one
-	// of all of them, so a run whose budget covers only a few queries still
-	// reaches every state over successive runs (rotating only the shard
-	// would always read running first and could starve queued).
-	states := []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateRetryWait, ledger.StateQueued, ledger.StateAwaitingApproval}
-	all := make([]*stream, 0, shards*len(states))
+	// Every (partition, shard) pair is a stream; the run starts at a random
+	// one of all of them, so a run whose budget covers only a few queries
+	// still reaches every partition over successive runs (rotating only the
+	// shard would always read the first partition and could starve others).
+	all := make([]*stream, 0, shards*len(ledger.Partitions))
 	for shard := range shards {
-		for _, st := range states {
+		for _, st := range ledger.Partitions {
 			all = append(all, &stream{state: st, shard: shard, dueBefore: due[st]})
 		}
 	}

@@ -37,7 +37,7 @@ func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 func (r *run) reconcileIfDue(ctx context.Context, id string) {
 	t, err := r.h.Ledger.Get(ctx, id)
 	if err == nil && t.State.Live() {
-		if before, ok := r.h.dueBefore(r.now)[t.State]; ok && t.DueAt >= before {
+		if before, ok := r.h.dueBefore(r.now)[ledger.PartitionOf(t.State)]; ok && t.DueAt >= before {
 			r.count(func(s *Summary) { s.Examined++ })
 			r.raced()
 			return
@@ -58,13 +58,18 @@ func (r *run) reconcile(ctx context.Context, id string) {
 func (r *run) apply(ctx context.Context, id string, t *ledger.Task, err error) {
 	r.count(func(s *Summary) { s.Examined++ })
 	switch {
+	case err == nil:
+		r.applyRead(ctx, t)
+		return
 	case errors.Is(err, ledger.ErrNotFound):
 		r.raced()
-		return
-	case err != nil:
+	default:
 		r.fail(ctx, "read task", err, "task_id", id)
-		return
 	}
+}
+
+// applyRead is the rule of t's state, t read consistently and examined.
+func (r *run) applyRead(ctx context.Context, t *ledger.Task) {
 	switch t.State {
 	case ledger.StateRunning:
 		r.expiredLease(ctx, t)
@@ -400,6 +405,13 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	switch {
 	case err != nil:
 		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)
+		return
+	case !won && u != nil && u.State.Live() && (u.State != t.State || u.MaxAttempts > 0 && u.Attempts >= u.MaxAttempts):
+		// Not in the state the entry was tried as (an active entry is
+		// tried as queued, and its task may be running), or out of
+		// attempts (the index does not project them): the refusal's item
+		// is a consistent read of the task; apply its own rule.
+		r.applyRead(ctx, u)
 		return
 	case !won:
 		r.raced() // another reconciler (or a claim) got there first

@@ -13,7 +13,7 @@ func (r *run) measure(ctx context.Context) {
 	h := r.h
 	shards := h.Ledger.Config().Shards
 	nowMs := r.now.UnixMilli()
-	for _, st := range ledger.LiveStates {
+	for _, st := range ledger.Partitions {
 		count, oldest := 0, int64(0)
 		for shard := range shards {
 			if ctx.Err() != nil || !r.timeLeft() {
@@ -79,7 +79,7 @@ func (r *run) emit() {
 		return
 	}
 	s := r.sum
-	for _, st := range ledger.LiveStates {
+	for _, st := range ledger.Partitions {
 		n, ok := s.LiveTasks[st]
 		if !ok {
 			continue

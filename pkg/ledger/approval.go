@@ -121,13 +121,13 @@ func DeliveryKey(taskID, sha string, index, round int) string {
 }
 
 // settleResult sets what every completion writes: the result, its hash,
-// completed_at, and the state — completed (terminal), or for a task with an
+// completed_ms, and the state — completed (terminal), or for a task with an
 // approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
 // = the approval deadline. The write is conditioned on the item agreeing.
 func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) {
 	u.result = setResult(u, c) // inline, or its S3 claim-check reference
 	u.set("result_sha256", str(c.resultSHA256()))
-	u.set("completed_at", str(rfc3339(now)))
+	u.set("completed_ms", num(now.UnixMilli()))
 	if c.ApprovalTTL <= 0 {
 		l.off(u, StateCompleted, now)
 		return

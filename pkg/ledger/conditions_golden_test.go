@@ -1020,7 +1020,7 @@ var goldenScenarios = []goldenScenario{
 		return c.TaskID, func() error { return ignore(f.l.Release(f.ctx, c.TaskID, c.AssignmentVersion)) }
 	}},
 	{"Release/due clamped to the age deadline", func(f *goldenFixture) (string, func() error) {
-		c := f.running(func(n *ledger.NewTask) { n.MaxAge = time.Minute })
+		c := f.running(func(n *ledger.NewTask) { n.MaxAge = ledger.DefaultDispatchTimeout / 2 })
 		return c.TaskID, func() error { return ignore(f.l.Release(f.ctx, c.TaskID, c.AssignmentVersion)) }
 	}},
 	{"ReleaseUnknown", func(f *goldenFixture) (string, func() error) {

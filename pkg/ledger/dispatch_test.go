@@ -81,7 +81,7 @@ func TestClaimDispatchClampsToTheAgeDeadline(t *testing.T) {
 		b := setup(t, e)
 		ctx := context.Background()
 		n := newTask("clamp", "p")
-		n.MaxAge = 3 * time.Minute // the next backoff (2 × 2 min) overshoots it
+		n.MaxAge = 3 * ledger.DefaultDispatchTimeout / 2 // the next backoff (2 × the timeout) overshoots it
 		task, err := b.l.Create(ctx, n)
 		if err != nil {
 			t.Fatal(err)

@@ -67,9 +67,13 @@
 //
 // States: queued, running, retry_wait, unknown, awaiting_approval (live;
 // indexed) and completed, failed, cancelled, rejected (terminal; TTL set)
-// and needs_review (parked; waits for a person, not indexed). Live tasks carry state_shard = "<state>#<nn>" and
-// due_at (epoch ms) for the sparse by_state index; terminal and parked tasks
-// REMOVE both, so the reconciler's reads grow with live work, not history.
+// and needs_review (parked; waits for a person, not indexed). Live tasks
+// carry state_shard = "<partition>#<nn>" and due_at (epoch ms) for the
+// sparse by_state index; terminal and parked tasks REMOVE both, so the
+// reconciler's reads grow with live work, not history. The partition is
+// the state, except that queued and running share "active" (StateActive,
+// PartitionOf): a claim keeps both attributes, and the index projects
+// nothing a claim or a renewal changes, so neither bills an index write.
 //
 // # Approval gates
 //

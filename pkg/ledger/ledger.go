@@ -34,13 +34,17 @@ type DynamoDB interface {
 
 // Defaults.
 const (
-	DefaultShards          = 16
-	DefaultMaxAttempts     = 5
-	DefaultMaxAge          = time.Hour
-	DefaultRetention       = 7 * 24 * time.Hour
-	DefaultDispatchTimeout = 2 * time.Minute
+	DefaultShards      = 16
+	DefaultMaxAttempts = 5
+	DefaultMaxAge      = time.Hour
+	DefaultRetention   = 7 * 24 * time.Hour
+	// DefaultDispatchTimeout is the worker's default lease: a claim keeps
+	// the due_at its task was queued with (see Claim), so the dispatch
+	// deadline is also when the reconciler first looks at a claimed task
+	// whose worker died before its first heartbeat.
+	DefaultDispatchTimeout = 30 * time.Second
 	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
-	// DispatchBackoffCap (16 minutes with the default DispatchTimeout).
+	// DispatchBackoffCap (4 minutes with the default DispatchTimeout).
 	DefaultDispatchBackoffFactor = 8
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
@@ -69,7 +73,9 @@ type Config struct {
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
 	// to be consumed before the reconciler re-sends it (the outbox deadline).
-	// Each re-send doubles the wait (see DispatchBackoff).
+	// Each re-send doubles the wait (see DispatchBackoff). A claim keeps it
+	// as due_at, so it is also when a task whose worker died before its
+	// first heartbeat is found: keep it near the worker's lease.
 	DispatchTimeout time.Duration
 	// DispatchBackoffCap caps the wait between re-sends (default
 	// DefaultDispatchBackoffFactor × DispatchTimeout).
@@ -197,8 +203,9 @@ func (l *Ledger) StateShard(s State, taskID string) string {
 	return ShardKey(s, l.Shard(taskID))
 }
 
-// ShardKey formats a by_state partition value.
-func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", s, shard) }
+// ShardKey formats a by_state partition value: the partition family of s
+// (PartitionOf) and the shard.
+func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", PartitionOf(s), shard) }
 
 func taskKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
@@ -225,6 +232,7 @@ func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
 	if err := attributevalue.UnmarshalMap(item, &t); err != nil {
 		return nil, fmt.Errorf("ledger: decode task: %w", err)
 	}
+	t.CreatedAt, t.UpdatedAt, t.CompletedAt = msString(t.CreatedMs), msString(t.UpdatedMs), msString(t.CompletedMs)
 	return &t, nil
 }
 
@@ -455,9 +463,8 @@ func str(s string) types.AttributeValue     { return &types.AttributeValueMember
 func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
 func strState(s State) types.AttributeValue { return str(string(s)) }
 
-// stamp sets updated_at/updated_ms.
+// stamp sets updated_ms.
 func (u *update) stamp(now time.Time) *update {
-	u.set("updated_at", str(rfc3339(now)))
 	u.set("updated_ms", num(now.UnixMilli()))
 	return u
 }

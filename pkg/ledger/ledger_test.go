@@ -467,7 +467,7 @@ func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
 				}
 				pages++
 				for _, r := range refs {
-					if !live[r.TaskID] || seen[r.TaskID] || r.State != ledger.StateQueued {
+					if !live[r.TaskID] || seen[r.TaskID] || r.Partition() != ledger.StateActive {
 						t.Fatalf("unexpected ref %+v", r)
 					}
 					seen[r.TaskID] = true
@@ -503,7 +503,7 @@ func TestDueAtNeverPastAgeDeadline(t *testing.T) {
 		b := setup(t, e)
 		ctx := context.Background()
 		n := newTask("k10", "p")
-		n.MaxAge = 90 * time.Second // shorter than the 2-minute dispatch timeout
+		n.MaxAge = ledger.DefaultDispatchTimeout * 3 / 4 // shorter than the dispatch timeout
 		task, err := b.l.Create(ctx, n)
 		if err != nil {
 			t.Fatal(err)

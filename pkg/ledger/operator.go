@@ -97,7 +97,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			tu.set("result", str(string(ev)))
 			tu.set("result_sha256", str(SHA256Hex(string(ev))))
 			tu.remove("result_ref")
-			tu.set("completed_at", str(rfc3339(now)))
+			tu.set("completed_ms", num(now.UnixMilli()))
 		case ResolutionFailed:
 			l.off(tu, StateFailed, now)
 			setError(tu, "operator_failed", a.Note)
@@ -182,17 +182,17 @@ func txUpdate(in *dynamodb.UpdateItemInput) *types.Update {
 	}
 }
 
-// LiveRef is a task as the by_state index projects it.
+// LiveRef is a task as the by_state index projects it: its key, due_at
+// and what no claim or renewal changes (so neither bills an index write).
+// Its state is not there: read the task, or act on the partition
+// (Partition) under a condition that holds the state, as ClaimDispatch
+// does.
 type LiveRef struct {
-	TaskID            string `dynamodbav:"task_id"`
-	State             State  `dynamodbav:"state"`
-	StateShard        string `dynamodbav:"state_shard"`
-	DueAt             int64  `dynamodbav:"due_at"`
-	AssignmentVersion int64  `dynamodbav:"assignment_version"`
-	Attempts          int    `dynamodbav:"attempts"`
-	MaxAttempts       int    `dynamodbav:"max_attempts"`
-	LeaseUntil        int64  `dynamodbav:"lease_until"`
-	BudgetStartMs     int64  `dynamodbav:"budget_start_ms"`
+	TaskID        string `dynamodbav:"task_id"`
+	StateShard    string `dynamodbav:"state_shard"`
+	DueAt         int64  `dynamodbav:"due_at"`
+	MaxAttempts   int    `dynamodbav:"max_attempts"`
+	BudgetStartMs int64  `dynamodbav:"budget_start_ms"`
 	// DeadlineMs is the age deadline; 0 where the index does not project it.
 	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
 	Kind          string `dynamodbav:"kind"`
@@ -201,24 +201,40 @@ type LiveRef struct {
 	Dispatches int `dynamodbav:"dispatches"`
 }
 
+// Partition returns the entry's partition family (PartitionOf): the part of
+// state_shard before its shard number.
+func (r LiveRef) Partition() State {
+	p, _, _ := strings.Cut(r.StateShard, "#")
+	return State(p)
+}
+
 // RelayTask returns the entry as the partial task the outbox relay needs
-// (ClaimDispatch and the budget check: state, due_at, dispatches, attempts,
-// max_attempts, deadline_ms, correlation_id), for a queued or retry_wait
-// entry that carries its age deadline; ok=false otherwise (read the task).
-// The index is eventually consistent: ClaimDispatch's condition is what
-// makes acting on a stale entry harmless.
+// (ClaimDispatch and the age-budget check: due_at, dispatches, deadline_ms,
+// correlation_id), for an entry of the active or retry_wait partition that
+// carries its age deadline, in the state the relay moves it from: queued
+// for an active entry — a running task refuses the dispatch, and the
+// refusal returns it for its own rule —, retry_wait for a retry_wait one;
+// ok=false otherwise (read the task). The index is eventually consistent:
+// ClaimDispatch's condition (state, due_at and dispatches as given,
+// attempts left) is what makes acting on a stale or running entry
+// harmless.
 func (r LiveRef) RelayTask() (*Task, bool) {
-	if !slices.Contains(row("dispatch").From, r.State) || r.DeadlineMs <= 0 {
+	st := r.Partition()
+	if st == StateActive {
+		st = StateQueued
+	}
+	if !slices.Contains(row("dispatch").From, st) || r.DeadlineMs <= 0 {
 		return nil, false
 	}
 	return &Task{
-		TaskID: r.TaskID, State: r.State, DueAt: r.DueAt, Dispatches: r.Dispatches,
-		AssignmentVersion: r.AssignmentVersion, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		TaskID: r.TaskID, State: st, DueAt: r.DueAt, Dispatches: r.Dispatches, MaxAttempts: r.MaxAttempts,
 		DeadlineMs: r.DeadlineMs, BudgetStartMs: r.BudgetStartMs, Kind: r.Kind, CorrelationID: r.CorrelationID,
 	}, true
 }
 
-// LiveQuery selects one shard of one live state.
+// LiveQuery selects one shard of one by_state partition: State is a
+// partition (Partitions) or a live state, which selects its partition
+// (queued and running both select StateActive).
 type LiveQuery struct {
 	State State
 	Shard int
@@ -231,7 +247,7 @@ type LiveQuery struct {
 // QueryLive pages through one by_state shard in due_at order. Terminal and
 // parked tasks are never returned (they are not in the sparse index).
 func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, next string, err error) {
-	if !q.State.Live() {
+	if !slices.Contains(Partitions, PartitionOf(q.State)) {
 		return nil, "", fmt.Errorf("ledger: QueryLive: %q is not a live state", q.State)
 	}
 	if q.Limit <= 0 {
@@ -266,7 +282,8 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 	return refs, next, err
 }
 
-// CountLive counts the tasks in one by_state shard (Select COUNT, paging).
+// CountLive counts the tasks in one shard of s's by_state partition (Select
+// COUNT, paging): of queued and running together for either.
 func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &l.cfg.TasksTable,

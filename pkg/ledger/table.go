@@ -289,7 +289,7 @@ var transitions = []Transition{
 	{Op: "requeue_readback_absent", Method: "Requeue (from unknown)", Actors: byReconciler, From: fromUnknown,
 		Fence: AtVersion, Guards: gFenced, To: StateQueued, Refusal: RefusedFenced},
 	{Op: "dispatch", Method: "ClaimDispatch", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
-		Guards: guards(readState("from"), gDueAsRead, gDispatches), Refusal: NotApplied},
+		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},
 	{Op: "park", Method: "Park", Actors: byEither, From: states(StateQueued, StateRetryWait, StateRunning, StateUnknown), Fence: AtVersion, Guards: guards(atVer, readState("expect"), gNoOpenReview),
 		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
 	{Op: "park_expired_lease", Method: "Park (LeaseExpired)", Actors: byEither, From: fromRunning, Fence: AtVersion, Guards: guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview),

@@ -46,9 +46,16 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	now := l.cfg.Now().UTC()
 	leaseUntil := now.Add(o.Lease).UnixMilli()
 	u := newUpdate()
-	// due_at is the lease's end itself: a worker that dies right after its
-	// claim is found a Grace after it. Renew rounds it up (runningDue).
-	l.live(u, StateRunning, taskID, leaseUntil)
+	// The claim keeps due_at and, from queued, state_shard as they are: a
+	// queued and a running task share the by_state partition (StateActive),
+	// and the index projects nothing a claim changes, so the claim bills no
+	// index write. A worker that dies before its first heartbeat is found at
+	// the due_at its task was queued with (the dispatch deadline; a claim
+	// from retry_wait keeps its past not_before, so it is due at once and
+	// the reconciler reads it each run until a heartbeat moves it); the first
+	// renewal puts due_at on the lease's grid (runningDue).
+	u.set("state", strState(StateRunning))
+	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
 	u.set("lease_owner", str(o.Owner))
 	u.set("lease_until", num(leaseUntil))
 	u.stamp(now)
@@ -532,7 +539,10 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 // period, and counts the dispatch. The update is conditioned on t's state,
 // due_at and dispatch count: only the caller whose update succeeds sends
 // the SQS message, so two racing reconcilers send it once. ok=false means
-// someone else moved it.
+// someone else moved it, or it was not in t's state (t may come from the
+// index, which does not project the state: an active entry is tried as
+// queued); nt is then the task as the refusal found it (the engine's
+// ALL_OLD, else a consistent read), nil when it is gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
 	next := t.Dispatches + 1
@@ -545,14 +555,14 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 	u.set("dispatches", num(int64(next)))
 	row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches})
 	u.stamp(now)
-	nt, err = l.apply(ctx, "dispatch", t.TaskID, u)
-	if err == nil {
+	nt, old, err := l.attempt(ctx, "dispatch", t.TaskID, u)
+	switch {
+	case err != nil:
+		return nil, false, wrapErr("UpdateItem dispatch", err)
+	case nt != nil:
 		return nt, true, nil
 	}
-	if isConditionFailed(err) {
-		return nil, false, nil
-	}
-	return nil, false, wrapErr("UpdateItem dispatch", err)
+	return old, false, nil
 }
 
 // Cancel cancels a queued or retry_wait task. Cancelling a cancelled task
@@ -643,8 +653,7 @@ func CompletedItemSize(t *Task, c Completion) (int, error) {
 	if c.ApprovalTTL > 0 {
 		x.State, x.ApprovalState, x.ApprovalDeadlineMs = StateAwaitingApproval, ApprovalPending, 1<<41-1
 	}
-	x.CompletedAt, x.UpdatedAt = now, now
-	x.UpdatedMs = 1<<41 - 1
+	x.CompletedMs, x.UpdatedMs = 1<<41-1, 1<<41-1
 	x.ExpiresAt = 1<<33 - 1
 	if c.Provider != "" {
 		x.Provider = c.Provider

@@ -19,8 +19,7 @@
   var BAR_W = 300;
 
   var STATES = [
-    { state: 'queued', help: 'recorded, waiting for a worker' },
-    { state: 'running', help: 'a worker holds the lease' },
+    { state: 'active', help: 'queued or running: waiting for a worker, or held by one' },
     { state: 'retry_wait', help: 'backing off before a retry' },
     { state: 'unknown', help: 'outcome uncertain; read back by the reconciler' }
   ];

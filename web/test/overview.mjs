@@ -97,7 +97,7 @@ async function main() {
       check(await page.isHidden('#view-tasks'), 'tasks view hidden');
       await page.waitForSelector('#view-overview[data-loaded="true"]');
       const f = await figures();
-      for (const s of ['queued', 'running', 'retry_wait', 'unknown']) check(f.states[s] === 0, `${s} = 0 (got ${f.states[s]})`);
+      for (const s of ['active', 'retry_wait', 'unknown']) check(f.states[s] === 0, `${s} = 0 (got ${f.states[s]})`);
       check(f.reviewsTotal === '0 open', `no open reviews (got ${f.reviewsTotal})`);
       check(await page.isVisible('[data-testid="ov-reviews-empty"]'), '"No open review items." shown');
       // No call has been made yet: tokens and cost say "no data".
@@ -131,15 +131,15 @@ async function main() {
       return f;
     });
 
-    await step('a slow task shows as running, with its age growing', async () => {
+    await step('a slow task shows as active (queued or running), with its age growing', async () => {
       // Submitted alone: the worker's batch metrics are written when its
       // batch ends, so a slow task in the same batch would hold the others'.
       await submit('slow', 'slow');
-      const f = await waitFigures((f) => f.states.running === 1 && f.ages.running > 0, 'the slow task running');
+      const f = await waitFigures((f) => f.states.active === 1 && f.ages.active > 0, 'the slow task active');
       check(f.bars >= 1, 'a state bar drawn');
-      check(/\d+ s/.test(f.agesText.running), `running age as text (${f.agesText.running})`);
+      check(/\d+ s/.test(f.agesText.active), `active age as text (${f.agesText.active})`);
       // The tab refreshes by itself: a later read shows the task older.
-      const g = await waitFigures((g) => g.generatedAt !== f.generatedAt && g.ages.running > f.ages.running, 'a refresh with an older running task');
+      const g = await waitFigures((g) => g.generatedAt !== f.generatedAt && g.ages.active > f.ages.active, 'a refresh with an older active task');
       report.figures = g;
       await shot('overview-02-busy.png');
       return g;
