@@ -29,8 +29,8 @@ func TestOverviewRoute(t *testing.T) {
 		if rv["open"] != 1.0 || reasons["budget_exhausted"] != 1.0 {
 			t.Errorf("reviews = %v, want 1 open budget_exhausted", rv)
 		}
-		if states, _ := m["states"].([]any); len(states) != len(ledger.LiveStates) {
-			t.Errorf("states = %v, want the %d live states", m["states"], len(ledger.LiveStates))
+		if states, _ := m["states"].([]any); len(states) != len(ledger.Partitions) {
+			t.Errorf("states = %v, want the %d by_state partitions", m["states"], len(ledger.Partitions))
 		}
 
 		// A DNS-rebinding page's Host is refused before anything is read.

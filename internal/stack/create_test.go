@@ -121,7 +121,7 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 		if keyString(gsi.KeySchema) != "[state_shard:HASH due_at:RANGE]" {
 			t.Errorf("by_state key %s", keyString(gsi.KeySchema))
 		}
-		want := "INCLUDE[assignment_version attempts budget_start_ms correlation_id deadline_ms dispatches kind lease_until max_attempts state]"
+		want := "INCLUDE[budget_start_ms correlation_id deadline_ms dispatches kind max_attempts]"
 		if got := projString(gsi.Projection); got != want {
 			t.Errorf("by_state projection %s, want %s", got, want)
 		}

@@ -106,7 +106,7 @@ func TestTemplateTables(t *testing.T) {
 	if aws.ToString(g.IndexName) != "by_state" || keyString(g.KeySchema) != "[state_shard:HASH due_at:RANGE]" {
 		t.Errorf("by_state = %s %s", aws.ToString(g.IndexName), keyString(g.KeySchema))
 	}
-	wantNonKey := []string{"state", "assignment_version", "attempts", "max_attempts", "lease_until", "budget_start_ms", "kind", "correlation_id", "deadline_ms", "dispatches"}
+	wantNonKey := []string{"max_attempts", "budget_start_ms", "kind", "correlation_id", "deadline_ms", "dispatches"}
 	if g.Projection.ProjectionType != ddbtypes.ProjectionTypeInclude || !slices.Equal(g.Projection.NonKeyAttributes, wantNonKey) {
 		t.Errorf("by_state projection = %s %v", g.Projection.ProjectionType, g.Projection.NonKeyAttributes)
 	}

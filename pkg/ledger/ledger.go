@@ -232,7 +232,6 @@ func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
 	if err := attributevalue.UnmarshalMap(item, &t); err != nil {
 		return nil, fmt.Errorf("ledger: decode task: %w", err)
 	}
-	t.CreatedAt, t.UpdatedAt, t.CompletedAt = msString(t.CreatedMs), msString(t.UpdatedMs), msString(t.CompletedMs)
 	return &t, nil
 }
 

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // State is a task's lifecycle state.
@@ -255,6 +258,18 @@ func (t *Task) BudgetLeft(now time.Time) (bool, string) {
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// UnmarshalDynamoDBAttributeValue decodes a task item (attributevalue's
+// Unmarshaler, so every decoder of the item gets it) and derives the RFC
+// 3339 timestamps from the epoch ms the item keeps.
+func (t *Task) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	type item Task // the same fields, without this method
+	if err := attributevalue.Unmarshal(av, (*item)(t)); err != nil {
+		return err
+	}
+	t.CreatedAt, t.UpdatedAt, t.CompletedAt = msString(t.CreatedMs), msString(t.UpdatedMs), msString(t.CompletedMs)
+	return nil
+}
 
 // msString formats epoch ms as RFC 3339 UTC; "" for 0.
 func msString(ms int64) string {
