@@ -37,6 +37,9 @@
 //	function error, errorType "Retryable"    Retryable: it did not act, try later
 //	any other function error ("Unhandled":   Uncertain: the function may have
 //	a panic, a timeout, out of memory)       acted before it failed
+//	a reply {"errorType":…} without a        as the function error of that type
+//	receipt (a function may return its
+//	refusal so; RIE reports errors so)
 //	a reply without a receipt                Uncertain
 //	TooManyRequestsException, EC2/ENI        Throttled / Retryable: Lambda
 //	throttling, ResourceNotReady, ...        refused the invoke, nothing ran

@@ -251,7 +251,8 @@ type FunctionError struct {
 	Function string
 	// OperationID is the delivery's.
 	OperationID string
-	// Kind is Lambda's X-Amz-Function-Error ("Unhandled", "Handled").
+	// Kind is Lambda's X-Amz-Function-Error ("Unhandled", "Handled"), or
+	// "Returned" for an error object returned as the reply.
 	Kind string
 	// Type is the errorType the function or its runtime reported.
 	Type string
@@ -392,18 +393,26 @@ func (d *Destination) invoke(ctx context.Context, fn function, event []byte) (*a
 	}, func(o *awslambda.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
-// functionErr returns the function's error, or nil when it returned.
+// functionErr returns the function's error, or nil when it returned a
+// reply. A function error is Lambda's X-Amz-Function-Error, or a reply that
+// is an error object ({"errorType":…} without a "receipt"): a function may
+// return one in so many words, and the Runtime Interface Emulator answers
+// a function's error so, without the header.
 func functionErr(fn, opID string, out *awslambda.InvokeOutput) *FunctionError {
-	kind := aws.ToString(out.FunctionError)
-	if kind == "" {
-		return nil
-	}
 	var p struct {
-		Type    string `json:"errorType"`
-		Message string `json:"errorMessage"`
+		Type    *string `json:"errorType"`
+		Message string  `json:"errorMessage"`
+		Receipt *string `json:"receipt"`
 	}
 	_ = json.Unmarshal(out.Payload, &p)
-	return &FunctionError{Function: fn, OperationID: opID, Kind: kind, Type: p.Type, Message: clip(p.Message, 500)}
+	kind := aws.ToString(out.FunctionError)
+	if kind == "" {
+		if p.Type == nil || p.Receipt != nil {
+			return nil
+		}
+		kind = "Returned"
+	}
+	return &FunctionError{Function: fn, OperationID: opID, Kind: kind, Type: aws.ToString(p.Type), Message: clip(p.Message, 500)}
 }
 
 // Lambda error codes of an invoke Lambda refused before the function ran.

@@ -100,7 +100,9 @@ func TestDynamoDBStoreRecordsEachOperationOnce(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+		t.Cleanup(func() {
+			_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		})
 		h := &example.Handler{Store: &example.DynamoDB{Client: ddb, Table: table}}
 
 		const n = 6
