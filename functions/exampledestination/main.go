@@ -13,13 +13,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/destination/lambda/example"
-	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 )
 
@@ -29,9 +29,11 @@ func main() {
 	if table := os.Getenv("EXAMPLE_TABLE"); table != "" {
 		cfg, err := awsclient.Load(context.Background(), awsclient.Options{})
 		if err != nil {
-			lambdaenv.Exit(log, "exampledestination", err)
+			log.Error("exampledestination: init failed", "error", err.Error())
+			fmt.Fprintln(os.Stderr, "exampledestination:", err)
+			os.Exit(1)
 		}
-		h.Store = &example.DynamoDB{Client: awsclient.DynamoDB(cfg), Table: table}
+		h.Store = &example.DynamoDB{Client: awsclient.DynamoDB(cfg), ExampleDestinationTable: table}
 	} else {
 		h.Store = example.NewMemory()
 	}

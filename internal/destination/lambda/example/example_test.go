@@ -103,7 +103,7 @@ func TestDynamoDBStoreRecordsEachOperationOnce(t *testing.T) {
 		t.Cleanup(func() {
 			_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 		})
-		h := &example.Handler{Store: &example.DynamoDB{Client: ddb, Table: table}}
+		h := &example.Handler{Store: &example.DynamoDB{Client: ddb, ExampleDestinationTable: table}}
 
 		const n = 6
 		replies := make([]example.Reply, n)

@@ -54,7 +54,10 @@ func (m *Memory) Acts() int {
 // partition key is operation_id (S).
 type DynamoDB struct {
 	Client *dynamodb.Client
-	Table  string
+	// ExampleDestinationTable is the table's name (template.yaml's
+	// ExampleDestinationTable; the field is named after the logical id, so
+	// internal/templatetest can match the calls to the function's policy).
+	ExampleDestinationTable string
 }
 
 // Attribute names of a record item.
@@ -82,7 +85,7 @@ func (d *DynamoDB) Put(ctx context.Context, rec Record) (Record, bool, error) {
 		item[attrCorrelation] = &ddbtypes.AttributeValueMemberS{Value: rec.CorrelationID}
 	}
 	_, err := d.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(d.Table),
+		TableName:                           aws.String(d.ExampleDestinationTable),
 		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
 		ExpressionAttributeNames:            map[string]string{"#id": attrOperationID},
@@ -118,7 +121,7 @@ func (d *DynamoDB) Put(ctx context.Context, rec Record) (Record, bool, error) {
 // Get is a consistent GetItem.
 func (d *DynamoDB) Get(ctx context.Context, opID string) (Record, bool, error) {
 	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(d.Table),
+		TableName:      aws.String(d.ExampleDestinationTable),
 		Key:            map[string]ddbtypes.AttributeValue{attrOperationID: &ddbtypes.AttributeValueMemberS{Value: opID}},
 		ConsistentRead: aws.Bool(true),
 	})
