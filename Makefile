@@ -117,14 +117,15 @@ build-%:
 # `make build-<LogicalId>` with ARTIFACTS_DIR set and packages what lands there.
 # One root go.mod serves all three functions; SAM's go1.x builder wants a
 # go.mod per function, so the makefile method is the one that fits.
-.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction
-build-SubmitFunction build-WorkerFunction build-ReconcilerFunction:
+.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction
+build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction:
 	$(if $(ARTIFACTS_DIR),,$(error $@: ARTIFACTS_DIR is not set (sam build sets it)))
 	$(GOBUILD_LAMBDA) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(SAM_FN_$(@:build-%=%))
 
 SAM_FN_SubmitFunction     := submit
 SAM_FN_WorkerFunction     := worker
 SAM_FN_ReconcilerFunction := reconciler
+SAM_FN_ExampleDestinationFunction := exampledestination
 
 ## deploy: sam build + sam deploy (--guided the first time, until samconfig.toml
 ## holds the stack's settings; STACK names the stack for later targets)

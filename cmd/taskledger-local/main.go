@@ -18,6 +18,9 @@
 //	LEASE_SECONDS        the worker's lease (default 30)
 //	RECONCILE_EVERY      the reconciler's period (default: the template's schedule), e.g. 10s
 //	TASKLEDGER_PREFIX    resource name prefix (default taskledger-local)
+//	TASKLEDGER_EXAMPLE_DESTINATION  "off" to not start the example lambda destination
+//	                     (functions/exampledestination under aws-lambda-rie, registered as the
+//	                     lambda destination's function "example"; default on when RIE can be built)
 //
 // Sign-in (default: none — no authorizer, every caller is anonymous):
 //
@@ -75,11 +78,24 @@ func run() error {
 	defer stop()
 
 	fmt.Println("taskledger-local: starting…")
+	var example *local.ExampleDestination
+	if v := strings.ToLower(strings.TrimSpace(os.Getenv("TASKLEDGER_EXAMPLE_DESTINATION"))); v != "off" && v != "0" && v != "false" {
+		example, err = local.StartExampleDestination(ctx, func(line string) { fmt.Println("taskledger-local: " + line) })
+		if err != nil {
+			// A convenience, not a requirement: the stack runs without it.
+			fmt.Printf("taskledger-local: example lambda destination not started: %v\n", err)
+			example = nil
+		} else {
+			defer example.Stop()
+			example.Register(&o.Destinations)
+			o.LambdaEndpoint = example.URL
+		}
+	}
 	st, err := local.Start(ctx, o)
 	if err != nil {
 		return err
 	}
-	banner(st, o)
+	banner(st, o, example)
 
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills the process
@@ -183,7 +199,7 @@ func oidcOptions(o local.Options) error {
 	return nil
 }
 
-func banner(st *local.Stack, o local.Options) {
+func banner(st *local.Stack, o local.Options, example *local.ExampleDestination) {
 	emu := st.Endpoint + "  (external)"
 	if st.Embedded {
 		emu = st.Endpoint + "  (embedded kumo: DynamoDB + SQS, in this process)"
@@ -221,9 +237,17 @@ func banner(st *local.Stack, o local.Options) {
 		"       -H \"Idempotency-Key: $(date +%s%N)\" -d '{\"kind\":\"generate\",\"input\":{\"prompt\":\"Say hello\"}}'",
 		"  curl -s " + st.URL + "/tasks/<task_id>",
 		"  " + awsCLI + "aws --endpoint-url " + st.Endpoint + " --region " + st.AWS.Region + " dynamodb scan --table-name " + st.Names.TasksTable,
-		"",
-		"Ctrl-C stops everything. Progress:",
 	}
+	if example != nil {
+		lines = append(lines,
+			"  # deliver to the example lambda destination (functions/exampledestination under aws-lambda-rie, "+example.URL+"):",
+			"  curl -si -X POST "+st.URL+"/tasks -H 'Content-Type: application/json' -H \"Idempotency-Key: $(date +%s%N)\" \\",
+			"       -d '{\"kind\":\"deliver\",\"input\":{\"destination\":\"lambda\",\"params\":{\"function\":\"example\"},\"payload\":{\"text\":\"hello\"}}}'",
+			"  # ask it directly whether it acted (the lookup the reconciler uses):",
+			"  curl -s "+example.InvokeURL+" -d '{\"action\":\"lookup\",\"operation_id\":\"<task_id>\"}'",
+		)
+	}
+	lines = append(lines, "", "Ctrl-C stops everything. Progress:")
 	fmt.Println(strings.Join(lines, "\n"))
 }
 

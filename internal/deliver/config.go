@@ -12,10 +12,14 @@ import (
 	"time"
 
 	awseb "github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/taskledger/taskledger/internal/destination"
+	"github.com/taskledger/taskledger/internal/destination/email"
 	"github.com/taskledger/taskledger/internal/destination/eventbridge"
+	"github.com/taskledger/taskledger/internal/destination/lambda"
 	"github.com/taskledger/taskledger/internal/destination/simulated"
 	"github.com/taskledger/taskledger/internal/destination/webhook"
 )
@@ -31,13 +35,42 @@ const EnvVar = "TASKLEDGER_DESTINATIONS"
 //	 "webhooks":{"crm":{"url":"https://crm.example.com/hooks",
 //	                    "secret_id":"arn:aws:secretsmanager:…",
 //	                    "readback_url":"https://crm.example.com/hooks/{operation_id}"}},
-//	 "eventbridge":{"bus_arn":"arn:aws:events:eu-west-1:123456789012:event-bus/taskledger"}}
+//	 "eventbridge":{"bus_arn":"arn:aws:events:eu-west-1:123456789012:event-bus/taskledger"},
+//	 "lambda":{"functions":{"orders":{"function":"arn:aws:lambda:eu-west-1:123456789012:function:orders",
+//	                                  "lookup":true,"not_found_credible":true}}},
+//	 "email":{"from":"noreply@example.com","allowed_recipients":["ops@example.com","@team.example.com"]}}
 //
 // Every part is optional; unknown fields are errors.
 type Config struct {
 	Simulated   *SimulatedConfig           `json:"simulated,omitempty"`
 	Webhooks    map[string]WebhookEndpoint `json:"webhooks,omitempty"`
 	EventBridge *EventBridgeConfig         `json:"eventbridge,omitempty"`
+	Lambda      *LambdaConfig              `json:"lambda,omitempty"`
+	Email       *EmailConfig               `json:"email,omitempty"`
+}
+
+// LambdaConfig names the functions the lambda destination may invoke.
+type LambdaConfig struct {
+	Functions map[string]LambdaFunction `json:"functions"`
+}
+
+// LambdaFunction is one named function (lambda.Function).
+type LambdaFunction struct {
+	// Function is the function's name or ARN (with an optional qualifier).
+	Function         string `json:"function"`
+	Lookup           bool   `json:"lookup,omitempty"`
+	NotFoundCredible bool   `json:"not_found_credible,omitempty"`
+	Idempotent       bool   `json:"idempotent,omitempty"`
+	// Timeout is a Go duration; the destination's default if empty.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// EmailConfig is the email destination's sender and allowed recipients
+// (email.Options).
+type EmailConfig struct {
+	From              string   `json:"from"`
+	AllowedRecipients []string `json:"allowed_recipients"`
+	ConfigurationSet  string   `json:"configuration_set,omitempty"`
 }
 
 // SimulatedConfig registers simulated destinations (for local runs, tests
@@ -104,12 +137,31 @@ func (c Config) WebhookSecretIDs() []string {
 	return slices.Compact(ids)
 }
 
+// LambdaFunctionNames returns the function names or ARNs the lambda
+// destination may invoke (what the function's role must be allowed to
+// invoke), sorted.
+func (c Config) LambdaFunctionNames() []string {
+	if c.Lambda == nil {
+		return nil
+	}
+	var fns []string
+	for _, f := range c.Lambda.Functions {
+		fns = append(fns, f.Function)
+	}
+	slices.Sort(fns)
+	return slices.Compact(fns)
+}
+
 // Deps are the clients Build needs for the parts a Config names.
 type Deps struct {
 	// Secrets reads webhook signing secrets (required with webhooks).
 	Secrets webhook.SecretValueGetter
 	// EventBridge puts events (required with an eventbridge bus).
 	EventBridge eventbridge.API
+	// Lambda invokes functions (required with lambda functions).
+	Lambda lambda.API
+	// SES sends email (required with email).
+	SES email.API
 	// HTTPClient sends webhooks (optional).
 	HTTPClient *http.Client
 	// Now is the clock (optional).
@@ -219,6 +271,38 @@ func Build(c Config, deps Deps) (*Registry, error) {
 		}
 		ds = append(ds, d)
 	}
+	if l := c.Lambda; l != nil {
+		if deps.Lambda == nil {
+			return nil, fmt.Errorf("deliver: %s names lambda functions but no Lambda client is configured", EnvVar)
+		}
+		fns := map[string]lambda.Function{}
+		for name, f := range l.Functions {
+			fn := lambda.Function{FunctionName: f.Function, Lookup: f.Lookup, NotFoundCredible: f.NotFoundCredible, Idempotent: f.Idempotent}
+			if f.Timeout != "" {
+				d, err := time.ParseDuration(f.Timeout)
+				if err != nil || d <= 0 {
+					return nil, fmt.Errorf("deliver: %s lambda.functions.%s.timeout %q: want a positive Go duration", EnvVar, name, f.Timeout)
+				}
+				fn.Timeout = d
+			}
+			fns[name] = fn
+		}
+		d, err := lambda.New(lambda.Options{Functions: fns, Client: deps.Lambda, Now: deps.Now})
+		if err != nil {
+			return nil, fmt.Errorf("deliver: %s: %w", EnvVar, err)
+		}
+		ds = append(ds, d)
+	}
+	if e := c.Email; e != nil {
+		if deps.SES == nil {
+			return nil, fmt.Errorf("deliver: %s names an email sender but no SES client is configured", EnvVar)
+		}
+		d, err := email.New(email.Options{From: e.From, AllowedRecipients: e.AllowedRecipients, ConfigurationSet: e.ConfigurationSet, Client: deps.SES})
+		if err != nil {
+			return nil, fmt.Errorf("deliver: %s: %w", EnvVar, err)
+		}
+		ds = append(ds, d)
+	}
 	return NewRegistry(ds...)
 }
 
@@ -227,10 +311,11 @@ func Build(c Config, deps Deps) (*Registry, error) {
 // EventBridge client refuse every call. The submit function uses it; only
 // the worker and the reconciler hold the permissions to deliver.
 func BuildChecker(c Config) (*Registry, error) {
-	return Build(c, Deps{Secrets: refusing{}, EventBridge: refusing{}})
+	return Build(c, Deps{Secrets: refusing{}, EventBridge: refusing{}, Lambda: refusing{}, SES: refusing{}})
 }
 
-// refusing is a secrets and EventBridge client that refuses every call.
+// refusing is a secrets, EventBridge, Lambda and SES client that refuses
+// every call.
 type refusing struct{}
 
 var errChecker = errors.New("deliver: this registry only checks inputs; it does not deliver")
@@ -240,5 +325,13 @@ func (refusing) GetSecretValue(context.Context, *secretsmanager.GetSecretValueIn
 }
 
 func (refusing) PutEvents(context.Context, *awseb.PutEventsInput, ...func(*awseb.Options)) (*awseb.PutEventsOutput, error) {
+	return nil, errChecker
+}
+
+func (refusing) Invoke(context.Context, *awslambda.InvokeInput, ...func(*awslambda.Options)) (*awslambda.InvokeOutput, error) {
+	return nil, errChecker
+}
+
+func (refusing) SendEmail(context.Context, *sesv2.SendEmailInput, ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
 	return nil, errChecker
 }

@@ -169,3 +169,52 @@ func TestParseConfigAndBuild(t *testing.T) {
 		t.Fatalf("secret ids %q", got)
 	}
 }
+
+// The checker the submit function builds refuses, before anything is
+// written, a lambda function or an email recipient configuration does not
+// name — and it could not invoke or send even if asked.
+func TestCheckerRefusesUnconfiguredFunctionsAndRecipients(t *testing.T) {
+	c, err := deliver.ParseConfig(`{"lambda":{"functions":{"orders":{"function":"arn:aws:lambda:us-east-1:123456789012:function:orders","lookup":true,"timeout":"20s"}}},
+		"email":{"from":"noreply@example.com","allowed_recipients":["ops@example.com","@team.example.org"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := deliver.BuildChecker(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(reg.Names(), ","); got != "email,lambda" {
+		t.Fatalf("names %q", got)
+	}
+	for _, in := range []destination.DeliverInput{
+		{Destination: "lambda", Params: json.RawMessage(`{"function":"arn:aws:lambda:us-east-1:123456789012:function:other"}`)},
+		{Destination: "email", Params: json.RawMessage(`{"to":["eve@evil.example"]}`)},
+	} {
+		var pe *destination.ParamsError
+		if err := reg.Check(in); !errors.As(err, &pe) {
+			t.Errorf("Check(%s %s) = %v, want a ParamsError", in.Destination, in.Params, err)
+		}
+	}
+	for _, in := range []destination.DeliverInput{
+		{Destination: "lambda", Params: json.RawMessage(`{"function":"orders"}`)},
+		{Destination: "email", Params: json.RawMessage(`{"to":["dana@team.example.org"]}`)},
+	} {
+		if err := reg.Check(in); err != nil {
+			t.Errorf("Check(%s %s) = %v, want accepted", in.Destination, in.Params, err)
+		}
+	}
+	if got := strings.Join(c.LambdaFunctionNames(), ","); got != "arn:aws:lambda:us-east-1:123456789012:function:orders" {
+		t.Fatalf("function names %q", got)
+	}
+	for _, bad := range []deliver.Config{
+		{Lambda: &deliver.LambdaConfig{Functions: map[string]deliver.LambdaFunction{"orders": {Function: "orders"}}}}, // no client
+		{Email: &deliver.EmailConfig{From: "noreply@example.com", AllowedRecipients: []string{"ops@example.com"}}},    // no client
+	} {
+		if _, err := deliver.Build(bad, deliver.Deps{}); err == nil {
+			t.Errorf("Build(%+v) accepted", bad)
+		}
+	}
+	if _, err := deliver.BuildChecker(deliver.Config{Lambda: &deliver.LambdaConfig{Functions: map[string]deliver.LambdaFunction{"orders": {Function: "orders", Timeout: "soon"}}}}); err == nil {
+		t.Error("a bad lambda timeout was accepted")
+	}
+}

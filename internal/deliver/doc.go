@@ -41,6 +41,8 @@
 //
 // ParseConfig reads the registry from JSON (env TASKLEDGER_DESTINATIONS):
 // simulated destinations with their guarantees and faults, named webhook
-// endpoints with their Secrets Manager secrets, and an EventBridge bus.
+// endpoints with their Secrets Manager secrets, an EventBridge bus, named
+// Lambda functions (with or without lookup) and an email sender with its
+// allowed recipients.
 // Build turns it into a destination.Registry.
 package deliver

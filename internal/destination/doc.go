@@ -50,6 +50,10 @@
 //	simulated    internal/destination/simulated: notify, publish, crm with
 //	             fault injection and side-effect counting
 //	eventbridge  internal/destination/eventbridge: PutEvents to a configured bus
+//	lambda       internal/destination/lambda: Invoke of a function named in
+//	             configuration, lookup action as readback
+//	email        internal/destination/email: SES v2 SendEmail to allowed
+//	             recipients, no readback
 //
 // # Privacy
 //

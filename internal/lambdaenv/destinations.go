@@ -2,12 +2,15 @@ package lambdaenv
 
 import (
 	"fmt"
+	"net/mail"
 	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awseb "github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/taskledger/taskledger/internal/deliver"
 )
@@ -21,7 +24,23 @@ const (
 	// function's role may read: every webhook endpoint's secret_id must be
 	// one of them.
 	EnvDeliveryWebhookSecretARNs = "DELIVERY_WEBHOOK_SECRET_ARNS"
+	// EnvDeliveryLambdaFunctionARNs lists (comma separated) the functions
+	// the role may invoke: every lambda destination function must be one
+	// of them (the template's DeliveryLambdaFunctionArns).
+	EnvDeliveryLambdaFunctionARNs = "DELIVERY_LAMBDA_FUNCTION_ARNS"
+	// EnvDeliveryExampleFunctionARN is the stack's example destination
+	// function (DeployExampleDestination), registered as the lambda
+	// function "example" unless the configuration names one.
+	EnvDeliveryExampleFunctionARN = "DELIVERY_EXAMPLE_FUNCTION_ARN"
+	// EnvDeliveryEmailIdentity is the SES identity (an address or a domain)
+	// the role may send as: the email destination's sender must be it or
+	// an address in it (the template's DeliveryEmailIdentity).
+	EnvDeliveryEmailIdentity = "DELIVERY_EMAIL_IDENTITY"
 )
+
+// ExampleFunction is the lambda function name the stack's example
+// destination function is registered under.
+const ExampleFunction = "example"
 
 // destinationsConfig reads TASKLEDGER_DESTINATIONS and adds the stack's
 // delivery bus.
@@ -37,7 +56,59 @@ func destinationsConfig(getenv func(string) string) (deliver.Config, error) {
 	case c.EventBridge == nil && bus != "":
 		c.EventBridge = &deliver.EventBridgeConfig{BusARN: bus}
 	}
+	if arn := strings.TrimSpace(getenv(EnvDeliveryExampleFunctionARN)); arn != "" {
+		if c.Lambda == nil {
+			c.Lambda = &deliver.LambdaConfig{}
+		}
+		if c.Lambda.Functions == nil {
+			c.Lambda.Functions = map[string]deliver.LambdaFunction{}
+		}
+		if _, named := c.Lambda.Functions[ExampleFunction]; !named {
+			// The example keeps a DynamoDB record per operation id, written
+			// with its effect and read back consistently: its "not found"
+			// is credible.
+			c.Lambda.Functions[ExampleFunction] = deliver.LambdaFunction{Function: arn, Lookup: true, NotFoundCredible: true}
+		}
+	}
 	return c, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for a := range strings.SplitSeq(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// checkAllowed refuses, at start, a destination the function's role could
+// not use: a lambda function not in DELIVERY_LAMBDA_FUNCTION_ARNS (or the
+// stack's example), a sender outside DELIVERY_EMAIL_IDENTITY.
+func checkAllowed(c deliver.Config, getenv func(string) string) error {
+	allowed := splitList(getenv(EnvDeliveryLambdaFunctionARNs))
+	if arn := strings.TrimSpace(getenv(EnvDeliveryExampleFunctionARN)); arn != "" {
+		allowed = append(allowed, arn)
+	}
+	for _, fn := range c.LambdaFunctionNames() {
+		if !slices.Contains(allowed, fn) {
+			return fmt.Errorf("%s: lambda function %q is not in %s (the template's DeliveryLambdaFunctionArns): the function's role cannot invoke it", deliver.EnvVar, fn, EnvDeliveryLambdaFunctionARNs)
+		}
+	}
+	if c.Email != nil {
+		identity := strings.ToLower(strings.TrimSpace(getenv(EnvDeliveryEmailIdentity)))
+		from, err := mail.ParseAddress(c.Email.From)
+		if err != nil {
+			return fmt.Errorf("%s: email.from %q is not an email address", deliver.EnvVar, c.Email.From)
+		}
+		addr := strings.ToLower(from.Address)
+		_, domain, _ := strings.Cut(addr, "@")
+		if identity == "" || (addr != identity && domain != identity) {
+			return fmt.Errorf("%s: email.from %q is not the SES identity %s=%q (the template's DeliveryEmailIdentity): the function's role may send only as that identity", deliver.EnvVar, from.Address, EnvDeliveryEmailIdentity, identity)
+		}
+	}
+	return nil
 }
 
 // Destinations builds the worker's and the reconciler's destination
@@ -49,18 +120,22 @@ func Destinations(cfg aws.Config, getenv func(string) string) (*deliver.Registry
 	if err != nil {
 		return nil, err
 	}
-	var allowed []string
-	for a := range strings.SplitSeq(getenv(EnvDeliveryWebhookSecretARNs), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			allowed = append(allowed, a)
-		}
-	}
+	allowed := splitList(getenv(EnvDeliveryWebhookSecretARNs))
 	for _, id := range c.WebhookSecretIDs() {
 		if !slices.Contains(allowed, id) {
 			return nil, fmt.Errorf("%s: webhook secret %q is not in %s (the template's DeliveryWebhookSecretArns): the function's role cannot read it", deliver.EnvVar, id, EnvDeliveryWebhookSecretARNs)
 		}
 	}
+	if err := checkAllowed(c, getenv); err != nil {
+		return nil, err
+	}
 	var deps deliver.Deps
+	if c.Lambda != nil {
+		deps.Lambda = awslambda.NewFromConfig(cfg)
+	}
+	if c.Email != nil {
+		deps.SES = sesv2.NewFromConfig(cfg)
+	}
 	if len(c.Webhooks) > 0 {
 		deps.Secrets = secretsmanager.NewFromConfig(cfg)
 	}

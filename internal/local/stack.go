@@ -21,7 +21,9 @@ import (
 	"github.com/sivchari/kumo"
 
 	awseb "github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/awsclient"
@@ -85,6 +87,9 @@ type Options struct {
 	// the zero value: none — make run registers the simulated ones).
 	// Webhook secrets and an EventBridge bus are read from the endpoint.
 	Destinations deliver.Config
+	// LambdaEndpoint is where the lambda destination invokes functions
+	// (StartExampleDestination's Invoke API under RIE); "" uses Endpoint.
+	LambdaEndpoint string
 	// ReconcileEvery overrides the reconciler's period (default: the
 	// template's ScheduleV2 rate).
 	ReconcileEvery time.Duration
@@ -303,6 +308,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if o.Destinations.EventBridge != nil {
 		deps.EventBridge = awseb.NewFromConfig(s.AWS)
+	}
+	if o.Destinations.Lambda != nil {
+		deps.Lambda = awslambda.NewFromConfig(s.AWS, func(lo *awslambda.Options) {
+			if o.LambdaEndpoint != "" {
+				lo.BaseEndpoint = aws.String(o.LambdaEndpoint)
+			}
+		})
+	}
+	if o.Destinations.Email != nil {
+		deps.SES = sesv2.NewFromConfig(s.AWS)
 	}
 	if s.Destinations, err = deliver.Build(o.Destinations, deps); err != nil {
 		return nil, fmt.Errorf("local: %w", err)

@@ -73,10 +73,10 @@ func DestinationConfig(t *ledger.Task, dest string, f Failure) ledger.Review {
 		fmt.Sprintf("a retry keeps the task id and operation id %s (the destination sees the same operation)", t.OperationID()),
 	)
 	r.Uncertain = append(r.Uncertain,
-		"which setting is wrong: the destination's entry in TASKLEDGER_DESTINATIONS, the endpoint URL, its signing secret, or the IAM permissions",
+		"which setting is wrong: the destination's entry in TASKLEDGER_DESTINATIONS, the endpoint URL, its signing secret, the Lambda function, the SES sender identity, or the IAM permissions",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"fix the destination configuration (TASKLEDGER_DESTINATIONS, DeliveryWebhookSecretArns, the secret's value), then `taskledger review retry "+id+"`",
+		"fix the destination configuration (TASKLEDGER_DESTINATIONS, DeliveryWebhookSecretArns, the secret's value, DeliveryLambdaFunctionArns, DeliveryEmailIdentity), then `taskledger review retry "+id+"`",
 		"resolve as failed: `taskledger review resolve "+id+" --outcome failed --note \"<reason>\"` ends the task without delivering",
 	)
 	return r

@@ -32,7 +32,8 @@ type Names struct {
 const tableActiveTimeout = 5 * time.Minute
 
 // Create makes every AWS::DynamoDB::Table and AWS::SQS::Queue in the
-// template, named prefix+"-"+LogicalId, in dependency order, and returns the
+// template whose Condition (if any) holds under the default parameters,
+// named prefix+"-"+LogicalId, in dependency order, and returns the
 // names of the ones the code uses. See the package documentation for what is
 // applied, what is skipped and how existing resources are reused. progress,
 // if non-nil, gets one line per resource ("created table t42-TasksTable",
@@ -52,6 +53,17 @@ func (t *Template) Create(ctx context.Context, ddb *dynamodb.Client, sq *sqs.Cli
 	ev := newEvaluator(t, ddb.Options().Region, prefix)
 	for _, id := range order {
 		r := t.resources[id]
+		if r.Condition != "" {
+			// A resource the default parameters do not deploy (an optional
+			// part of the stack) is not created locally either.
+			on, err := ev.condition(r.Condition)
+			if err != nil {
+				return Names{}, fmt.Errorf("stack: create %s: %w", id, err)
+			}
+			if !on {
+				continue
+			}
+		}
 		v, err := ev.eval(r.Properties, id)
 		if err != nil {
 			return Names{}, fmt.Errorf("stack: create %s: %w", id, err)

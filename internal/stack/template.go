@@ -40,6 +40,9 @@ type resource struct {
 	Type       string
 	Properties map[string]any
 	DependsOn  []string
+	// Condition names the template condition the resource is created
+	// under ("" for always).
+	Condition string
 }
 
 // Load reads and parses a SAM/CloudFormation template.
@@ -84,6 +87,7 @@ func parse(data []byte) (*Template, error) {
 			props = map[string]any{}
 		}
 		r := resource{Type: typ, Properties: props}
+		r.Condition, _ = m["Condition"].(string)
 		switch d := m["DependsOn"].(type) {
 		case string:
 			r.DependsOn = []string{d}

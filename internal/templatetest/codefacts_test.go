@@ -378,6 +378,10 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "s3:PutObject", true
 	case svc == "eventbridge":
 		return "events:" + op, true
+	case svc == "lambda" && op == "Invoke":
+		return "lambda:InvokeFunction", true
+	case svc == "sesv2" && op == "SendEmail":
+		return "ses:SendEmail", true
 	default:
 		return "unmapped:" + svc + "." + op, true // fails the comparison loudly
 	}

@@ -14,16 +14,17 @@ import (
 // changes what the API allows (the approver policy was one) has to be
 // triable on the local stack.
 var submitSettingsMakeRunTakesOtherwise = map[string]string{
-	"AUTH_MODE":                   "follows TASKLEDGER_OIDC_ISSUER: jwt behind the emulated JWT authorizer, else none",
-	"OIDC_ISSUER":                 "TASKLEDGER_OIDC_ISSUER",
-	"OIDC_CLIENT_ID":              "TASKLEDGER_OIDC_CLIENT_ID (default: the first TASKLEDGER_OIDC_AUDIENCE)",
-	"OIDC_AUTHORIZATION_ENDPOINT": "none: the page uses the issuer's discovered authorization endpoint (the override exists for the Cognito hosted UI, which make run does not emulate)",
-	"TASKS_TABLE":                 "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
-	"REVIEW_TABLE":                "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
-	"TASK_QUEUE_URL":              "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
-	"PAYLOAD_BUCKET":              "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
-	"TASK_ID_KEY_SECRET_ARN":      "TASK_ID_KEY, the key itself (default: a random key per process)",
-	"DELIVERY_EVENT_BUS_ARN":      "the stack's delivery bus; make run has none: TASKLEDGER_DESTINATIONS names a bus on the endpoint",
+	"AUTH_MODE":                     "follows TASKLEDGER_OIDC_ISSUER: jwt behind the emulated JWT authorizer, else none",
+	"OIDC_ISSUER":                   "TASKLEDGER_OIDC_ISSUER",
+	"OIDC_CLIENT_ID":                "TASKLEDGER_OIDC_CLIENT_ID (default: the first TASKLEDGER_OIDC_AUDIENCE)",
+	"OIDC_AUTHORIZATION_ENDPOINT":   "none: the page uses the issuer's discovered authorization endpoint (the override exists for the Cognito hosted UI, which make run does not emulate)",
+	"TASKS_TABLE":                   "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
+	"REVIEW_TABLE":                  "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
+	"TASK_QUEUE_URL":                "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
+	"PAYLOAD_BUCKET":                "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
+	"TASK_ID_KEY_SECRET_ARN":        "TASK_ID_KEY, the key itself (default: a random key per process)",
+	"DELIVERY_EVENT_BUS_ARN":        "the stack's delivery bus; make run has none: TASKLEDGER_DESTINATIONS names a bus on the endpoint",
+	"DELIVERY_EXAMPLE_FUNCTION_ARN": "make run starts the example function itself under aws-lambda-rie and registers it as \"example\" (TASKLEDGER_EXAMPLE_DESTINATION=off: not)",
 }
 
 // TestMakeRunReadsWhatSubmitReads compares, statically, the environment the
