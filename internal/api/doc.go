@@ -13,6 +13,7 @@
 //	POST /tasks/{id}/reject       reject it
 //	POST /tasks/{id}/withdraw     withdraw an approval whose deliveries have not started
 //	POST /uploads                 declare a document upload; a presigned PUT (uploads.go)
+//	GET  /conversations/{id}      the caller's tasks in one conversation, oldest first (conversation.go)
 //	OPTIONS on each               CORS preflight
 //	GET  /                        the browser page (package web), public
 //	GET  /static/{file}           its scripts and stylesheet, public
@@ -29,6 +30,12 @@
 // its content address before the item is written, and their SHA-256s join
 // the payload hash. Another caller's upload is reported exactly like an
 // unknown one (422 unknown-upload).
+//
+// A generate input may carry "messages" and a "conversation_id"
+// (conversation.go, contract.ParseGenerateInput): they are part of the
+// input, so the payload hash, the input cap and the S3 claim-check cover
+// them; the task keeps the conversation id and its by_conversation key.
+// Every task view carries "progress" (progress.go), computed from the item.
 //
 // api/openapi.yaml is the published contract; the tests validate every
 // response the handler gives against it.

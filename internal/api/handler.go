@@ -184,6 +184,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.decide(ctx, c), nil
 	case routeUploads:
 		return h.presign(ctx, c), nil // uploads.go
+	case routeConversation:
+		return h.conversation(ctx, c), nil // conversation.go
 	}
 	return internalError().response(), nil
 }
@@ -253,6 +255,7 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		Plan:           s.plan.canonical(),
 		ApprovalTTL:    s.plan.ttl(),
 		Provenance:     directProvenance(s.kind, c.scope),
+		ConversationID: conversationIDOf(s.kind, s.input), // conversation.go
 	}, s.budget))
 }
 
@@ -315,6 +318,9 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		}
 		input = string(canon)
 	}
+	if p := regenerateConversation(parent, s.input); p != nil { // conversation.go
+		return h.reject(c, p)
+	}
 	pl, err := storedPlan(parent)
 	if err != nil {
 		h.log().ErrorContext(ctx, "api: parent plan is not JSON", "task_id", parent.TaskID, "plan_bytes", len(parent.Plan))
@@ -332,6 +338,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		CorrelationID:  s.correlationID,
 		Plan:           pl.canonical(),
 		ApprovalTTL:    pl.ttl(),
+		ConversationID: parent.ConversationID,
 	}, parent)
 	if recorded {
 		return h.create(ctx, c, n)
@@ -587,6 +594,7 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 	}
 	h.withApproval(ctx, c, &view, t)
 	h.spendView(ctx, t, &view, status == http.StatusAccepted && t.Attempts == 0)
+	view.Progress = progressOf(t, h.now(), view.Result) // progress.go
 	body, err := json.Marshal(view)
 	if err != nil {
 		return internalError().response()

@@ -249,7 +249,8 @@ func parseInputOf(kind string, raw json.RawMessage, present bool, max int) (stri
 		if ie.Field != "" {
 			field += "." + ie.Field
 		}
-		return "", newProblem(TypeInvalidInput, http.StatusBadRequest, "Invalid task input", field+": "+ie.Problem).withField(field)
+		typ, title := inputProblem(ie.Code) // conversation.go
+		return "", newProblem(typ, http.StatusBadRequest, title, field+": "+ie.Problem).withField(field)
 	}
 	return string(canon), nil
 }

@@ -18,6 +18,7 @@ const (
 	routeReject
 	routeWithdraw
 	routeUploads
+	routeConversation
 )
 
 // Route templates, as API Gateway route keys name them.
@@ -30,18 +31,21 @@ var routePaths = map[routeID]string{
 	routeReject:     "/tasks/{id}/reject",
 	routeWithdraw:   "/tasks/{id}/withdraw",
 	routeUploads:    "/uploads",
+	// conversation.go; the {id} is a conversation id, not a task id.
+	routeConversation: "/conversations/{id}",
 }
 
 // routeMethods are the methods each path serves (besides OPTIONS).
 var routeMethods = map[routeID]string{
-	routeTasks:      http.MethodPost,
-	routeTask:       http.MethodGet,
-	routeRegenerate: http.MethodPost,
-	routeCancel:     http.MethodPost,
-	routeApprove:    http.MethodPost,
-	routeReject:     http.MethodPost,
-	routeWithdraw:   http.MethodPost,
-	routeUploads:    http.MethodPost,
+	routeTasks:        http.MethodPost,
+	routeTask:         http.MethodGet,
+	routeRegenerate:   http.MethodPost,
+	routeCancel:       http.MethodPost,
+	routeApprove:      http.MethodPost,
+	routeReject:       http.MethodPost,
+	routeWithdraw:     http.MethodPost,
+	routeUploads:      http.MethodPost,
+	routeConversation: http.MethodGet,
 }
 
 func (id routeID) template() string { return routePaths[id] }
@@ -92,6 +96,9 @@ func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
 	}
 	if path == "/uploads" {
 		return route{id: routeUploads, prefix: prefix}, true
+	}
+	if id, ok := strings.CutPrefix(path, "/conversations/"); ok && id != "" && !strings.Contains(id, "/") {
+		return route{id: routeConversation, taskID: id, prefix: prefix}, true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if !strings.HasPrefix(path, "/") || seg[0] != "tasks" {

@@ -46,6 +46,11 @@ type TaskView struct {
 	// tasks only); Deliveries its deliver tasks.
 	Approval   *ApprovalView  `json:"approval,omitempty"`
 	Deliveries []DeliveryView `json:"deliveries,omitempty"`
+	// ConversationID is the conversation the task belongs to (a generate
+	// input's conversation_id; GET /conversations/{id} lists its tasks).
+	ConversationID string `json:"conversation_id,omitempty"`
+	// Progress says what is happening now (progress.go).
+	Progress *ProgressView `json:"progress,omitempty"`
 	// Plan is what an approval sends where (gated tasks, shown only to a
 	// caller who may decide on the task: approvalview.go).
 	Plan *PlanView `json:"plan,omitempty"`
@@ -92,16 +97,17 @@ type ReviewView struct {
 // task are shown.
 func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 	v := TaskView{
-		TaskID:        t.TaskID,
-		State:         string(t.State),
-		Kind:          t.Kind,
-		CreatedAt:     t.CreatedAt,
-		UpdatedAt:     t.UpdatedAt,
-		Attempts:      t.Attempts,
-		MaxAttempts:   t.MaxAttempts,
-		ParentTaskID:  t.ParentTaskID,
-		CorrelationID: t.CorrelationID,
-		Documents:     documentViews(t.Documents),
+		TaskID:         t.TaskID,
+		State:          string(t.State),
+		Kind:           t.Kind,
+		CreatedAt:      t.CreatedAt,
+		UpdatedAt:      t.UpdatedAt,
+		Attempts:       t.Attempts,
+		MaxAttempts:    t.MaxAttempts,
+		ParentTaskID:   t.ParentTaskID,
+		CorrelationID:  t.CorrelationID,
+		Documents:      documentViews(t.Documents),
+		ConversationID: t.ConversationID,
 		Receipt: ReceiptView{
 			OperationID:   t.OperationID(),
 			PayloadSHA256: t.PayloadSHA256,

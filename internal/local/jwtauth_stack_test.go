@@ -131,6 +131,13 @@ func TestStackJWTAuthorizer(t *testing.T) {
 	if status, _ := call(t, b, http.MethodGet, "/tasks/t_x", "", ""); status != http.StatusUnauthorized {
 		t.Errorf("GET /tasks/{id} without a token = %d, want 401", status)
 	}
+	// The conversation route is a task route: behind the same authorizer.
+	if status, body := call(t, b, http.MethodGet, "/conversations/c1", "", ""); status != http.StatusUnauthorized || body != `{"message":"Unauthorized"}` {
+		t.Errorf("GET /conversations/{id} without a token = %d %s, want the authorizer's 401", status, body)
+	}
+	if status, body := call(t, b, http.MethodGet, "/conversations/c1", "Bearer "+alice, ""); status != http.StatusOK {
+		t.Errorf("alice GET /conversations/{id} = %d %s, want 200", status, body)
+	}
 
 	// Accepted: with or without the Bearer prefix (API Gateway takes both).
 	status, body := call(t, b, http.MethodPost, "/tasks", "Bearer "+alice, "k1")

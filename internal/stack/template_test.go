@@ -101,10 +101,14 @@ func TestTemplateTables(t *testing.T) {
 	if got := keyString(in.KeySchema); got != "[task_id:HASH]" {
 		t.Errorf("TasksTable key = %s", got)
 	}
-	if len(in.GlobalSecondaryIndexes) != 1 {
-		t.Fatalf("TasksTable GSIs = %d", len(in.GlobalSecondaryIndexes))
+	gsi := map[string]ddbtypes.GlobalSecondaryIndex{}
+	for _, g := range in.GlobalSecondaryIndexes {
+		gsi[aws.ToString(g.IndexName)] = g
 	}
-	g := in.GlobalSecondaryIndexes[0]
+	if c, ok := gsi["by_conversation"]; !ok || keyString(c.KeySchema) != "[conv_key:HASH created_ms:RANGE]" || c.Projection.ProjectionType != ddbtypes.ProjectionTypeKeysOnly {
+		t.Errorf("by_conversation = %+v, want (conv_key, created_ms) KEYS_ONLY", c)
+	}
+	g := gsi["by_state"]
 	if aws.ToString(g.IndexName) != "by_state" || keyString(g.KeySchema) != "[state_shard:HASH due_at:RANGE]" {
 		t.Errorf("by_state = %s %s", aws.ToString(g.IndexName), keyString(g.KeySchema))
 	}
@@ -116,7 +120,7 @@ func TestTemplateTables(t *testing.T) {
 	for _, d := range in.AttributeDefinitions {
 		defs[aws.ToString(d.AttributeName)] = d.AttributeType
 	}
-	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N"}; !reflect.DeepEqual(defs, want) {
+	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N", "conv_key": "S", "created_ms": "N"}; !reflect.DeepEqual(defs, want) {
 		t.Errorf("TasksTable attribute definitions = %v", defs)
 	}
 	if ttl == nil || *ttl != (ttlSpec{attribute: "expires_at", enabled: true}) {

@@ -61,6 +61,9 @@ type NewTask struct {
 	// Provenance records where a deliver task came from; Approve sets the
 	// approval's on the deliveries it creates, whatever the request said.
 	Provenance *Provenance
+	// ConversationID puts the task in the caller's conversation
+	// (conversation.go): 1-128 of [A-Za-z0-9_-], or "" for none.
+	ConversationID string
 }
 
 // Create records a new queued task with one conditional PutItem. The task is
@@ -204,7 +207,14 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	t.Plan = n.Plan
 	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
 	t.Provenance = n.Provenance
-	item, err := attributevalue.MarshalMap(t)
+	var (
+		item map[string]types.AttributeValue
+		err  error
+	)
+	if t.Conversation, err = conversationOf(n); err != nil {
+		return nil, nil, err
+	}
+	item, err = attributevalue.MarshalMap(t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: encode task: %w", err)
 	}

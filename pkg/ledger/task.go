@@ -165,6 +165,7 @@ type Task struct {
 	// on other tasks and on deliver tasks recorded before it existed.
 	Provenance *Provenance `dynamodbav:"provenance,omitempty"`
 	Approval
+	Conversation
 }
 
 // PastRetention reports whether the task's retention window is over at now

@@ -116,23 +116,17 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	if err != nil {
 		return contract.Result{}, err
 	}
-	input := &bedrockruntime.ConverseInput{
-		ModelId: aws.String(p.model),
-		Messages: []types.Message{{
-			Role:    types.ConversationRoleUser,
-			Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: in.Prompt}},
-		}},
-	}
+	system, messages := converseMessages(in)
+	input := &bedrockruntime.ConverseInput{ModelId: aws.String(p.model), Messages: messages, System: system}
 	if len(req.Documents) > 0 {
 		blocks, err := documentBlocks(req.Documents)
 		if err != nil {
 			return contract.Result{}, err
 		}
-		// Documents first, then the prompt that refers to them.
-		input.Messages[0].Content = append(blocks, input.Messages[0].Content...)
-	}
-	if in.System != "" {
-		input.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: in.System}}
+		// Documents first, then the turn that refers to them: the last
+		// user message, the one answered.
+		last := &input.Messages[len(input.Messages)-1]
+		last.Content = append(blocks, last.Content...)
 	}
 	if in.MaxTokens > 0 || in.Temperature != nil {
 		input.InferenceConfig = &types.InferenceConfiguration{}

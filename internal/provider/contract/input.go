@@ -49,8 +49,18 @@ func SimulateNames() []string {
 // API validates task inputs with ParseGenerateInput, so a task that was
 // accepted parses the same way in the worker.
 type GenerateInput struct {
-	// Prompt is the user message; required and not blank.
+	// Prompt is the user message. Required and not blank unless Messages
+	// is given; beside Messages it is the conversation's new user turn,
+	// after every message (conversation.go).
 	Prompt string `json:"prompt"`
+	// Messages is a conversation (conversation.go): system, user and
+	// assistant turns in order. Optional; see ValidateConversation for the
+	// combinations with Prompt that are valid.
+	Messages []Message `json:"messages,omitempty"`
+	// ConversationID names the conversation the task belongs to (1 to
+	// MaxConversationIDLength of [A-Za-z0-9_-]); optional. Providers do
+	// not read it.
+	ConversationID string `json:"conversation_id,omitempty"`
 	// System is an optional system prompt.
 	System string `json:"system,omitempty"`
 	// MaxTokens caps the generated tokens: 0 means the provider's default,
@@ -71,6 +81,10 @@ type InputError struct {
 	Field string
 	// Problem says what is wrong, in words a caller can act on.
 	Problem string
+	// Code classifies a conversation error (the Code* constants of
+	// conversation.go) so the API can answer it with its own problem
+	// type; "" for every other error.
+	Code string
 }
 
 // Error returns "invalid generate input: <field>: <problem>".
@@ -81,7 +95,7 @@ func (e *InputError) Error() string {
 	return "invalid generate input: " + e.Field + ": " + e.Problem
 }
 
-var generateFields = []string{"prompt", "system", "max_tokens", "temperature", "simulate"}
+var generateFields = []string{"prompt", "messages", "conversation_id", "system", "max_tokens", "temperature", "simulate"}
 
 func inputErr(field, format string, args ...any) error {
 	return retrypolicy.Permanent(&InputError{Field: field, Problem: fmt.Sprintf(format, args...)})
@@ -126,13 +140,14 @@ func ParseGenerateInput(raw json.RawMessage) (GenerateInput, error) {
 			return in, err
 		}
 	}
+	hasPrompt := seen["prompt"]
 	if _, err := dec.Token(); err != nil { // the '}'
 		return in, syntaxErr(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return in, inputErr("", "input must be a single JSON object with nothing after it")
 	}
-	return in, in.validate()
+	return in, in.validate(hasPrompt)
 }
 
 func decodeField(in *GenerateInput, key string, val json.RawMessage) error {
@@ -150,6 +165,21 @@ func decodeField(in *GenerateInput, key string, val json.RawMessage) error {
 			in.System = s
 		default:
 			in.Simulate = s
+		}
+	case "messages":
+		msgs, err := decodeMessages(val)
+		if err != nil {
+			return err
+		}
+		in.Messages = msgs
+	case "conversation_id":
+		var s string
+		if isNull || json.Unmarshal(val, &s) != nil {
+			return codedErr(CodeConversationID, key, "must be a string of 1 to %d characters [A-Za-z0-9_-]", MaxConversationIDLength)
+		}
+		in.ConversationID = s
+		if !ValidConversationID(s) {
+			return codedErr(CodeConversationID, key, "must be 1 to %d characters of [A-Za-z0-9_-]", MaxConversationIDLength)
 		}
 	case "max_tokens":
 		if isNull {
@@ -173,9 +203,15 @@ func decodeField(in *GenerateInput, key string, val json.RawMessage) error {
 	return nil
 }
 
-func (in GenerateInput) validate() error {
-	if strings.TrimSpace(in.Prompt) == "" {
+func (in GenerateInput) validate(hasPrompt bool) error {
+	switch {
+	case in.Messages == nil && !hasPrompt:
+		return codedErr(CodeEmpty, "prompt", "is required (or messages): a generate input needs a prompt, a conversation in messages, or both")
+	case (hasPrompt || in.Messages == nil) && strings.TrimSpace(in.Prompt) == "":
 		return inputErr("prompt", "is required and must not be blank")
+	}
+	if err := in.validateConversation(); err != nil {
+		return err
 	}
 	if in.MaxTokens < 0 || in.MaxTokens > MaxTokensLimit {
 		return inputErr("max_tokens", "must be an integer from 1 to %d (or omitted for the provider's default)", MaxTokensLimit)

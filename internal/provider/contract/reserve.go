@@ -72,7 +72,8 @@ func DocumentTokens(d DocumentSize) int64 {
 
 // CallMaximum returns upper bounds on the input and output tokens of one
 // generation of in without documents: its prompt and system bytes plus
-// InputOverheadTokens, and its MaxTokens (MaxTokensLimit when it leaves
+// InputOverheadTokens, each message's bytes plus MessageOverheadTokens,
+// and its MaxTokens (MaxTokensLimit when it leaves
 // the maximum to the provider's default). Spend budgets reserve this much
 // before a call, and provider admission estimates it.
 func CallMaximum(in GenerateInput) (input, output int64) {
@@ -85,7 +86,7 @@ func CallMaximum(in GenerateInput) (input, output int64) {
 // token budget covers one call (the API, at submit and at a regenerate
 // inheriting its parent's documents) all use it, so they agree.
 func CallMaximumWith(in GenerateInput, docs []DocumentSize) (input, output int64) {
-	input = int64(len(in.Prompt)+len(in.System)) + InputOverheadTokens
+	input = int64(len(in.Prompt)+len(in.System)) + InputOverheadTokens + in.messageBytes()
 	for _, d := range docs {
 		input += DocumentTokens(d)
 	}

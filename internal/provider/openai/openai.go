@@ -198,10 +198,7 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 		return contract.Result{}, err
 	}
 	body := chatRequest{Model: p.model, MaxTokens: in.MaxTokens, Temperature: in.Temperature}
-	if in.System != "" {
-		body.Messages = append(body.Messages, chatMessage{Role: "system", Content: in.System})
-	}
-	body.Messages = append(body.Messages, chatMessage{Role: "user", Content: in.Prompt})
+	body.Messages = chatMessages(in) // conversation.go
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("openai: encode request: %w", err))
@@ -395,7 +392,7 @@ func summary(status int, typ, code, msg, key string, in contract.GenerateInput) 
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
 		msg = ""
 	}
-	if msg != "" && (quotes(msg, in.Prompt) || quotes(msg, in.System)) {
+	if msg != "" && quotesInput(msg, in) {
 		msg = "[message withheld: it quotes the task input]"
 	}
 	if key != "" {

@@ -475,7 +475,7 @@ provider readback operator summary careful exactly once simulated`)
 // With minBytes > 0 the text goes on until it is at least that long;
 // docNote (documents.go) follows the reply's prefix.
 func (p *Provider) render(opID string, in contract.GenerateInput, docNote string, ordinal, minBytes int) contract.Result {
-	promptSum := sha256.Sum256([]byte(in.System + "\x00" + in.Prompt))
+	promptSum := sha256.Sum256([]byte(in.System + "\x00" + in.Prompt + conversationText(in)))
 	promptHash := hex.EncodeToString(promptSum[:4])
 
 	h := sha256.New()
@@ -494,6 +494,7 @@ func (p *Provider) render(opID string, in contract.GenerateInput, docNote string
 	}
 	var text strings.Builder
 	text.WriteString("[simulated reply to prompt sha256:" + promptHash + "]")
+	text.WriteString(conversationNote(in)) // conversation.go
 	text.WriteString(docNote)
 	for range words {
 		text.WriteByte(' ')
@@ -509,7 +510,7 @@ func (p *Provider) render(opID string, in contract.GenerateInput, docNote string
 		Model:      p.opts.Model,
 		StopReason: stop,
 		Usage: contract.Usage{
-			InputTokens:  len(strings.Fields(in.System)) + len(strings.Fields(in.Prompt)),
+			InputTokens:  len(strings.Fields(in.System)) + len(strings.Fields(in.Prompt)) + conversationWords(in),
 			OutputTokens: words,
 		},
 	}

@@ -1,0 +1,222 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ByConversationIndex is the sparse GSI of template.yaml that lists a
+// caller's tasks in one conversation: partition conv_key
+// (ConversationKey), sort created_ms, KEYS_ONLY. Only tasks created with a
+// conversation carry conv_key, and no write after Create changes either
+// key attribute, so the index entry is written once, by the PutItem.
+const ByConversationIndex = "by_conversation"
+
+// MaxConversationPage is the most tasks one ConversationTasks page holds.
+const MaxConversationPage = 50
+
+// Conversation is the conversation a task belongs to (seed 003), embedded
+// in Task. Both attributes are set by Create only and never change.
+type Conversation struct {
+	// ConversationID is the caller's conversation id ("" for none).
+	ConversationID string `dynamodbav:"conversation_id,omitempty"`
+	// ConversationKey is ConversationKey(scope, ConversationID): the
+	// by_conversation partition, so a conversation id names tasks of its
+	// own caller only.
+	ConversationKey string `dynamodbav:"conv_key,omitempty"`
+}
+
+// ConversationKey is the by_conversation partition of a conversation of
+// scope: "<scope>#<id>". The id holds no '#', so the key names one pair.
+func ConversationKey(scope, id string) string { return scope + "#" + id }
+
+// validConversationID: 1..128 of [A-Za-z0-9_-] (the API's rule, restated
+// so the ledger never writes an ambiguous key).
+func validConversationID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// conversationOf is the Conversation a new task records.
+func conversationOf(n NewTask) (Conversation, error) {
+	if n.ConversationID == "" {
+		return Conversation{}, nil
+	}
+	if !validConversationID(n.ConversationID) {
+		return Conversation{}, errors.New("ledger: ConversationID must be 1-128 characters of [A-Za-z0-9_-]")
+	}
+	return Conversation{ConversationID: n.ConversationID, ConversationKey: ConversationKey(n.Scope, n.ConversationID)}, nil
+}
+
+// ConversationCursor is where a ConversationTasks page ends: the last
+// task it read from the index (its creation and id).
+type ConversationCursor struct {
+	CreatedMs int64
+	TaskID    string
+}
+
+// String encodes the cursor as "<created_ms base 36>.<task id>".
+func (c ConversationCursor) String() string {
+	return strconv.FormatInt(c.CreatedMs, 36) + "." + c.TaskID
+}
+
+// ParseConversationCursor reads what String wrote.
+func ParseConversationCursor(s string) (ConversationCursor, error) {
+	ms, id, ok := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(ms, 36, 64)
+	if !ok || err != nil || n < 0 || !ValidTaskID(id) {
+		return ConversationCursor{}, errors.New("ledger: malformed conversation cursor")
+	}
+	return ConversationCursor{CreatedMs: n, TaskID: id}, nil
+}
+
+// ConversationPage is one page of a conversation, oldest task first.
+type ConversationPage struct {
+	Tasks []*Task
+	// Next is where the next page starts; nil on the last page.
+	Next *ConversationCursor
+}
+
+// batchGetter is the BatchGetItem of *dynamodb.Client. A DynamoDB without
+// it (a test wrapper) is read task by task with GetItem.
+type batchGetter interface {
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// ConversationTasks returns up to limit (1..MaxConversationPage) of
+// scope's tasks in conversation id, oldest first, after the cursor (nil:
+// from the start): one Query of by_conversation (eventually consistent:
+// a task created a moment ago may show on a later read) and one
+// consistent BatchGetItem of the page's tasks. Tasks past their retention
+// (awaiting TTL deletion) are left out; a page may then hold fewer than
+// limit tasks and still have a Next.
+//
+// Errors: *ThrottledError; others wrapped with the operation.
+func (l *Ledger) ConversationTasks(ctx context.Context, scope, id string, limit int, after *ConversationCursor) (*ConversationPage, error) {
+	if !validConversationID(id) || scope == "" {
+		return &ConversationPage{}, nil
+	}
+	limit = min(max(limit, 1), MaxConversationPage)
+	key := ConversationKey(scope, id)
+	in := &dynamodb.QueryInput{
+		TableName:                 &l.cfg.TasksTable,
+		IndexName:                 aws.String(ByConversationIndex),
+		KeyConditionExpression:    aws.String("#k = :k"),
+		ExpressionAttributeNames:  map[string]string{"#k": "conv_key"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": str(key)},
+		ScanIndexForward:          aws.Bool(true),
+		Limit:                     aws.Int32(int32(limit)),
+	}
+	if after != nil {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			"conv_key": str(key), "created_ms": num(after.CreatedMs), "task_id": str(after.TaskID),
+		}
+	}
+	out, err := l.db.Query(ctx, in)
+	if err != nil {
+		return nil, wrapErr("Query by_conversation", err)
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if s, ok := it["task_id"].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, s.Value)
+		}
+	}
+	page := &ConversationPage{}
+	if lek := out.LastEvaluatedKey; len(lek) > 0 {
+		c := ConversationCursor{}
+		if s, ok := lek["task_id"].(*types.AttributeValueMemberS); ok {
+			c.TaskID = s.Value
+		}
+		if n, ok := lek["created_ms"].(*types.AttributeValueMemberN); ok {
+			c.CreatedMs, _ = strconv.ParseInt(n.Value, 10, 64)
+		}
+		page.Next = &c
+	}
+	byID, err := l.getTasks(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now()
+	for _, tid := range ids {
+		t := byID[tid]
+		// The key names the caller's conversation; the item is checked
+		// too, so no index lag or reused id shows another's task.
+		if t == nil || t.Scope != scope || t.ConversationID != id || t.PastRetention(now) {
+			continue
+		}
+		page.Tasks = append(page.Tasks, t)
+	}
+	return page, nil
+}
+
+// getTasks reads ids (at most 100) with consistent reads: one
+// BatchGetItem, its unprocessed keys retried a few times, then GetItem for
+// what is left. Missing tasks are absent from the map.
+func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, error) {
+	got := make(map[string]*Task, len(ids))
+	if len(ids) == 0 {
+		return got, nil
+	}
+	left := ids
+	if bg, ok := l.db.(batchGetter); ok {
+		keys := make([]map[string]types.AttributeValue, 0, len(ids))
+		for _, id := range ids {
+			keys = append(keys, taskKey(id))
+		}
+		req := map[string]types.KeysAndAttributes{l.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for try := 0; try < 4 && len(req) > 0; try++ {
+			if try > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, wrapErr("BatchGetItem tasks", ctx.Err())
+				case <-time.After(time.Duration(25<<try) * time.Millisecond):
+				}
+			}
+			out, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, wrapErr("BatchGetItem tasks", err)
+			}
+			for _, item := range out.Responses[l.cfg.TasksTable] {
+				t, err := decodeTask(item)
+				if err != nil {
+					return nil, err
+				}
+				got[t.TaskID] = t
+			}
+			req = out.UnprocessedKeys
+		}
+		left = nil
+		for _, k := range req[l.cfg.TasksTable].Keys {
+			if s, ok := k["task_id"].(*types.AttributeValueMemberS); ok {
+				left = append(left, s.Value)
+			}
+		}
+	}
+	for _, id := range left {
+		t, err := l.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		got[id] = t
+	}
+	return got, nil
+}
