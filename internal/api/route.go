@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,6 +19,8 @@ const (
 	routeReject
 	routeWithdraw
 	routeUploads
+	routeListTasks
+	routeApprovals
 )
 
 // Route templates, as API Gateway route keys name them.
@@ -30,6 +33,8 @@ var routePaths = map[routeID]string{
 	routeReject:     "/tasks/{id}/reject",
 	routeWithdraw:   "/tasks/{id}/withdraw",
 	routeUploads:    "/uploads",
+	routeListTasks:  "/tasks",
+	routeApprovals:  "/approvals",
 }
 
 // routeMethods are the methods each path serves (besides OPTIONS).
@@ -42,6 +47,8 @@ var routeMethods = map[routeID]string{
 	routeReject:     http.MethodPost,
 	routeWithdraw:   http.MethodPost,
 	routeUploads:    http.MethodPost,
+	routeListTasks:  http.MethodGet,
+	routeApprovals:  http.MethodGet,
 }
 
 func (id routeID) template() string { return routePaths[id] }
@@ -60,9 +67,31 @@ type route struct {
 	prefix string
 }
 
-func (r route) allows(method string) bool { return method == r.id.method() }
+// forMethod is the route of r's path that serves method (GET /tasks
+// lists, POST /tasks submits).
+func (r route) forMethod(method string) (route, bool) {
+	for id, tpl := range routePaths {
+		if tpl == r.id.template() && id.method() == method {
+			r.id = id
+			return r, true
+		}
+	}
+	return r, false
+}
 
-func (r route) allowed() []string { return []string{r.id.method(), http.MethodOptions} }
+func (r route) allows(method string) bool { _, ok := r.forMethod(method); return ok }
+
+// allowed are the methods r's path serves, sorted, and OPTIONS.
+func (r route) allowed() []string {
+	var ms []string
+	for id, tpl := range routePaths {
+		if tpl == r.id.template() {
+			ms = append(ms, id.method())
+		}
+	}
+	sort.Strings(ms)
+	return append(ms, http.MethodOptions)
+}
 
 // matchRoute finds the route of req. A route key API Gateway matched
 // (e.g. "GET /tasks/{id}") is trusted with its path parameter; otherwise
@@ -92,6 +121,9 @@ func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
 	}
 	if path == "/uploads" {
 		return route{id: routeUploads, prefix: prefix}, true
+	}
+	if path == "/approvals" {
+		return route{id: routeApprovals, prefix: prefix}, true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if !strings.HasPrefix(path, "/") || seg[0] != "tasks" {

@@ -105,6 +105,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			if item, err = attributevalue.MarshalMap(t); err != nil {
 				return nil, fmt.Errorf("ledger: encode task: %w", err)
 			}
+			withCreatedKey(item, t) // list.go
 			in.Item = item
 			in.ConditionExpression = aws.String("#exp = :old_exp AND #exp < :now_s AND #ver = :old_ver")
 			in.ExpressionAttributeNames = map[string]string{"#exp": "expires_at", "#ver": "assignment_version"}
@@ -208,5 +209,6 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: encode task: %w", err)
 	}
+	withCreatedKey(item, t) // list.go: the by_owner index's one write
 	return t, item, nil
 }
