@@ -105,7 +105,8 @@ func TestDefaultDeployNeedsAnAuthorizer(t *testing.T) {
 
 var (
 	taskRoutes = []string{"POST /tasks", "GET /tasks/{id}", "POST /tasks/{id}/regenerate", "POST /tasks/{id}/cancel",
-		"POST /tasks/{id}/approve", "POST /tasks/{id}/reject", "POST /tasks/{id}/withdraw", "POST /uploads"}
+		"POST /tasks/{id}/approve", "POST /tasks/{id}/reject", "POST /tasks/{id}/withdraw", "POST /uploads",
+		"GET /tasks", "GET /approvals"}
 	publicRoutes = []string{"GET /", "GET /static/{proxy+}", "GET /auth/config"}
 )
 
