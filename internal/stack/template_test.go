@@ -99,10 +99,17 @@ func TestTemplateTables(t *testing.T) {
 	if got := keyString(in.KeySchema); got != "[task_id:HASH]" {
 		t.Errorf("TasksTable key = %s", got)
 	}
-	if len(in.GlobalSecondaryIndexes) != 1 {
+	if len(in.GlobalSecondaryIndexes) != 2 {
 		t.Fatalf("TasksTable GSIs = %d", len(in.GlobalSecondaryIndexes))
 	}
-	g := in.GlobalSecondaryIndexes[0]
+	// by_owner (GET /tasks) holds only what the create's put writes and
+	// nothing later changes: the caller's scope, created_key and kind.
+	o := in.GlobalSecondaryIndexes[0]
+	if aws.ToString(o.IndexName) != "by_owner" || keyString(o.KeySchema) != "[scope:HASH created_key:RANGE]" ||
+		o.Projection.ProjectionType != ddbtypes.ProjectionTypeInclude || !slices.Equal(o.Projection.NonKeyAttributes, []string{"kind"}) {
+		t.Errorf("by_owner = %s %s %s %v", aws.ToString(o.IndexName), keyString(o.KeySchema), o.Projection.ProjectionType, o.Projection.NonKeyAttributes)
+	}
+	g := in.GlobalSecondaryIndexes[1]
 	if aws.ToString(g.IndexName) != "by_state" || keyString(g.KeySchema) != "[state_shard:HASH due_at:RANGE]" {
 		t.Errorf("by_state = %s %s", aws.ToString(g.IndexName), keyString(g.KeySchema))
 	}
@@ -114,7 +121,7 @@ func TestTemplateTables(t *testing.T) {
 	for _, d := range in.AttributeDefinitions {
 		defs[aws.ToString(d.AttributeName)] = d.AttributeType
 	}
-	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N"}; !reflect.DeepEqual(defs, want) {
+	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N", "scope": "S", "created_key": "S"}; !reflect.DeepEqual(defs, want) {
 		t.Errorf("TasksTable attribute definitions = %v", defs)
 	}
 	if ttl == nil || *ttl != (ttlSpec{attribute: "expires_at", enabled: true}) {
