@@ -30,8 +30,6 @@ const (
 	// [A-Za-z0-9_-], or a regenerate's input naming another conversation
 	// than its parent's.
 	TypeInvalidConversationID = ProblemBase + "invalid-conversation-id"
-	// TypeInvalidQuery: a query parameter (limit, cursor) that is not valid.
-	TypeInvalidQuery = ProblemBase + "invalid-query"
 )
 
 // Page sizes of GET /conversations/{id}.

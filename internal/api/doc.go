@@ -5,6 +5,8 @@
 // # Routes
 //
 //	POST /tasks                   submit a task (Idempotency-Key required)
+//	GET  /tasks                   the caller's tasks, newest first (list.go; state, kind, limit, cursor)
+//	GET  /approvals               the tasks awaiting a decision the caller may make, oldest deadline first
 //	GET  /tasks/{id}              read a task
 //	POST /tasks/{id}/regenerate   a new task linked to its parent (Idempotency-Key required)
 //	POST /tasks/{id}/cancel       cancel a queued or retry_wait task (200), or a running one, or an unknown one

@@ -152,6 +152,9 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if method == http.MethodOptions {
 		return h.preflight(c.headers, rt), nil
 	}
+	if r, ok := rt.forMethod(method); ok {
+		rt, c.route = r, r
+	}
 	if !rt.allows(method) {
 		p := newProblem(TypeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 			fmt.Sprintf("%s is not supported on %s.", clip(method, 16), rt.id.template()))
@@ -186,6 +189,10 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.presign(ctx, c), nil // uploads.go
 	case routeConversation:
 		return h.conversation(ctx, c), nil // conversation.go
+	case routeListTasks:
+		return h.listTasks(ctx, c), nil // list.go
+	case routeApprovals:
+		return h.listApprovals(ctx, c), nil
 	}
 	return internalError().response(), nil
 }

@@ -113,7 +113,7 @@ func TestHTTPHandler(t *testing.T) {
 			t.Fatalf("wrong method: %d %v %s", resp.StatusCode, resp.Header, out)
 		}
 		resp, out = do("OPTIONS", "/tasks", "", "Origin", "http://localhost:8080", "Access-Control-Request-Method", "POST")
-		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Methods") != "POST, OPTIONS" || out != "" {
+		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Methods") != "GET, POST, OPTIONS" || out != "" {
 			t.Fatalf("preflight: %d %v %q", resp.StatusCode, resp.Header, out)
 		}
 		resp, out = do("POST", "/tasks", `{"kind":"generate","input":{"prompt":"`+strings.Repeat("x", api.MaxBody)+`"}}`,

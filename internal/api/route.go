@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -19,6 +20,8 @@ const (
 	routeWithdraw
 	routeUploads
 	routeConversation
+	routeListTasks
+	routeApprovals
 )
 
 // Route templates, as API Gateway route keys name them.
@@ -33,6 +36,8 @@ var routePaths = map[routeID]string{
 	routeUploads:    "/uploads",
 	// conversation.go; the {id} is a conversation id, not a task id.
 	routeConversation: "/conversations/{id}",
+	routeListTasks:    "/tasks",
+	routeApprovals:    "/approvals",
 }
 
 // routeMethods are the methods each path serves (besides OPTIONS).
@@ -45,6 +50,8 @@ var routeMethods = map[routeID]string{
 	routeReject:       http.MethodPost,
 	routeWithdraw:     http.MethodPost,
 	routeUploads:      http.MethodPost,
+	routeListTasks:    http.MethodGet,
+	routeApprovals:    http.MethodGet,
 	routeConversation: http.MethodGet,
 }
 
@@ -64,9 +71,31 @@ type route struct {
 	prefix string
 }
 
-func (r route) allows(method string) bool { return method == r.id.method() }
+// forMethod is the route of r's path that serves method (GET /tasks
+// lists, POST /tasks submits).
+func (r route) forMethod(method string) (route, bool) {
+	for id, tpl := range routePaths {
+		if tpl == r.id.template() && id.method() == method {
+			r.id = id
+			return r, true
+		}
+	}
+	return r, false
+}
 
-func (r route) allowed() []string { return []string{r.id.method(), http.MethodOptions} }
+func (r route) allows(method string) bool { _, ok := r.forMethod(method); return ok }
+
+// allowed are the methods r's path serves, sorted, and OPTIONS.
+func (r route) allowed() []string {
+	var ms []string
+	for id, tpl := range routePaths {
+		if tpl == r.id.template() {
+			ms = append(ms, id.method())
+		}
+	}
+	sort.Strings(ms)
+	return append(ms, http.MethodOptions)
+}
 
 // matchRoute finds the route of req. A route key API Gateway matched
 // (e.g. "GET /tasks/{id}") is trusted with its path parameter; otherwise
@@ -99,6 +128,9 @@ func matchRoute(req *events.APIGatewayV2HTTPRequest) (route, bool) {
 	}
 	if id, ok := strings.CutPrefix(path, "/conversations/"); ok && id != "" && !strings.Contains(id, "/") {
 		return route{id: routeConversation, taskID: id, prefix: prefix}, true
+	}
+	if path == "/approvals" {
+		return route{id: routeApprovals, prefix: prefix}, true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if !strings.HasPrefix(path, "/") || seg[0] != "tasks" {

@@ -45,6 +45,7 @@ type bundle struct {
 }
 
 type option struct {
+	now     func() time.Time // the ledger's clock (nil: time.Now)
 	ddb     ledger.DynamoDB
 	sqs     dispatch.SQS
 	handler func(*api.Handler)
@@ -52,6 +53,11 @@ type option struct {
 
 func withDynamoDB(d func(ledger.DynamoDB) ledger.DynamoDB) func(*option) {
 	return func(o *option) { o.ddb = d(o.ddb) }
+}
+
+// withLedgerClock gives the ledger a clock.
+func withLedgerClock(now func() time.Time) func(*option) {
+	return func(o *option) { o.now = now }
 }
 
 func withSQS(s func(dispatch.SQS) dispatch.SQS) func(*option) {
@@ -68,7 +74,7 @@ func setup(t *testing.T, e *testenv.Env, opts ...func(*option)) *bundle {
 	for _, f := range opts {
 		f(o)
 	}
-	l, err := ledger.New(o.ddb, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable})
+	l, err := ledger.New(o.ddb, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +337,11 @@ func httpRequest(req events.APIGatewayV2HTTPRequest) *http.Request {
 	if req.IsBase64Encoded {
 		body, _ = base64.StdEncoding.DecodeString(req.Body)
 	}
-	hr := httptest.NewRequest(req.RequestContext.HTTP.Method, "http://api.example.com"+req.RawPath, bytes.NewReader(body))
+	target := "http://api.example.com" + req.RawPath
+	if req.RawQueryString != "" {
+		target += "?" + req.RawQueryString
+	}
+	hr := httptest.NewRequest(req.RequestContext.HTTP.Method, target, bytes.NewReader(body))
 	for k, v := range req.Headers {
 		hr.Header.Set(k, v)
 	}

@@ -81,7 +81,10 @@ type CostRow struct {
 	// WRU and RRU are DynamoDB request units per task computed from item
 	// sizes; Reported the capacity units the emulator returned per task,
 	// over ReportedCalls of DynamoCalls calls.
-	WRU, RRU                   float64
+	WRU, RRU float64
+	// IndexWRU are the write units of WRU billed in each global
+	// secondary index (by_state, by_owner), per task.
+	IndexWRU                   map[string]float64
 	Reported                   float64
 	ReportedCalls, DynamoCalls int
 	// SQS are billed SQS requests per task (64 KB chunks).
@@ -185,6 +188,12 @@ func (g *costRig) row(system, workload string, tasks int, submits, invocations i
 	}
 	per := func(v float64) float64 { return v / float64(tasks) }
 	r.WRU, r.RRU, r.Reported = per(u.WRU), per(u.RRU), per(u.Reported)
+	for name, n := range u.IndexWRU {
+		if r.IndexWRU == nil {
+			r.IndexWRU = map[string]float64{}
+		}
+		r.IndexWRU[name] = per(n)
+	}
 	r.ReportedCalls, r.DynamoCalls = u.ReportedCalls, u.DynamoCalls
 	r.SQS, r.S3Put, r.S3Get = per(u.SQSRequests), per(u.S3Put), per(u.S3Get)
 	// Lambda: the producer (submit) and the consumer (worker) functions;

@@ -158,22 +158,34 @@ func TestCost(t *testing.T) {
 		// it in, the completion takes it out — 2 index units per task on top
 		// of the 3 table writes; the claim keeps its key (queued and running
 		// share the active partition) and changes nothing it projects.
-		if small.WRU != 3+2 {
-			t.Errorf("taskledger 100 B: %g write units per task, want 5 (3 table writes of under 1 KB + 2 by_state index writes)", small.WRU)
+		// by_owner's entry is put once, by the submit.
+		if small.WRU != 3+2+1 {
+			t.Errorf("taskledger 100 B: %g write units per task, want 6 (3 table writes of under 1 KB + 2 by_state index writes + 1 by_owner)", small.WRU)
+		}
+		// by_owner (GET /tasks) holds only what the create's put writes:
+		// exactly one index write per task, whatever the workload; by_state
+		// its 4.
+		for _, r := range res.Rows {
+			if r.NA != "" || (r.System != bench.SystemBefore && r.System != bench.SystemAfter) {
+				continue
+			}
+			if !near(r.IndexWRU["by_owner"], 1) || !near(r.IndexWRU["by_state"], 4) {
+				t.Errorf("%s / %s: index write units per task %v, want by_owner 1 and by_state 4", r.System, r.Workload, r.IndexWRU)
+			}
 		}
 
 		// Write units from item sizes: three writes of an item carrying the
-		// input, one unit per started KB, plus the 2 by_state index writes
+		// input, one unit per started KB, plus the 3 index writes (2 by_state, 1 by_owner)
 		// (whose entries do not carry the input).
 		for workload, kb := range map[string]float64{"8 KB input": 8, "30 KB input": 30} {
 			r := row(bench.SystemBefore, workload)
-			if r.WRU < 3*(kb+1)+2 || r.WRU > 3*(kb+3)+2 {
-				t.Errorf("taskledger %s: %g write units per task, want 3 writes of %g–%g KB and 2 index writes", workload, r.WRU, kb+1, kb+3)
+			if r.WRU < 3*(kb+1)+3 || r.WRU > 3*(kb+3)+3 {
+				t.Errorf("taskledger %s: %g write units per task, want 3 writes of %g–%g KB and 3 index writes", workload, r.WRU, kb+1, kb+3)
 			}
 		}
 		big := row(bench.SystemBefore, "100 KB result")
-		if big.WRU < 100+1+1+2 || big.WRU > 100+3+3+2 {
-			t.Errorf("taskledger 100 KB result: %g write units, want a ≥100-unit completion plus two small writes and 2 index writes", big.WRU)
+		if big.WRU < 100+1+1+3 || big.WRU > 100+3+3+3 {
+			t.Errorf("taskledger 100 KB result: %g write units, want a ≥100-unit completion plus two small writes and 3 index writes", big.WRU)
 		}
 		if r := row(bench.SystemBaseline, "100 KB result"); r.WRU < 101 || r.WRU > 104 {
 			t.Errorf("baseline 100 KB result: %g write units, want the INPROGRESS put plus a ≥100-unit COMPLETED update", r.WRU)
@@ -184,16 +196,16 @@ func TestCost(t *testing.T) {
 
 		// After the claim-check: the small task is unchanged (no S3 call),
 		// a large input or result costs at most 8 write units (issue 13's
-		// target) and one S3 PUT, the input one GET.
+		// target) besides by_owner's one, and one S3 PUT, the input one GET.
 		if r := row(bench.SystemAfter, "100 B input"); !near(r.WRU, small.WRU) || r.S3Put+r.S3Get != 0 || len(r.Calls) != len(want) {
 			t.Errorf("taskledger after, 100 B: %g write units (before %g), %g/%g S3, calls %v", r.WRU, small.WRU, r.S3Put, r.S3Get, r.Calls)
 		}
 		for _, workload := range []string{"8 KB input", "30 KB input"} {
-			if r := row(bench.SystemAfter, workload); r.WRU > 8 || !near(r.S3Put, 1) || !near(r.S3Get, 1) {
+			if r := row(bench.SystemAfter, workload); r.WRU-r.IndexWRU["by_owner"] > 8 || !near(r.S3Put, 1) || !near(r.S3Get, 1) {
 				t.Errorf("taskledger after, %s: %g write units (want ≤ 8), %g S3 PUT, %g S3 GET (want 1 and 1)", workload, r.WRU, r.S3Put, r.S3Get)
 			}
 		}
-		if r := row(bench.SystemAfter, "100 KB result"); r.WRU > 8 || !near(r.S3Put, 1) {
+		if r := row(bench.SystemAfter, "100 KB result"); r.WRU-r.IndexWRU["by_owner"] > 8 || !near(r.S3Put, 1) {
 			t.Errorf("taskledger after, 100 KB result: %g write units (want ≤ 8), %g S3 PUT (want 1)", r.WRU, r.S3Put)
 		}
 
@@ -311,7 +323,21 @@ func TestCost(t *testing.T) {
 					x.Workload, x.System, x.Beats, x.Beat.WRU, x.Beat.SQS, bench.ExtraBeats, item, itemMax+2)
 			}
 		}
-		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys"} {
+		// A list page: one by_owner query and one BatchGetItem of the
+		// page's tasks; an inbox page: every awaiting_approval shard of
+		// by_state, then one BatchGetItem. Each item billed on its own,
+		// eventually consistent: at least half a unit per task.
+		if len(res.Pages) != 2 {
+			t.Fatalf("pages %+v, want GET /tasks and GET /approvals", res.Pages)
+		}
+		list, inbox := res.Pages[0], res.Pages[1]
+		if !near(list.Calls["DynamoDB.Query"], 1) || !near(list.Calls["DynamoDB.BatchGetItem"], 1) || len(list.Calls) != 2 || list.RRU < 0.5*bench.PageTasks {
+			t.Errorf("GET /tasks page: calls %v, %g RRU; want 1 Query + 1 BatchGetItem, ≥ %g RRU", list.Calls, list.RRU, 0.5*bench.PageTasks)
+		}
+		if !near(inbox.Calls["DynamoDB.Query"], 16) || !near(inbox.Calls["DynamoDB.BatchGetItem"], 1) || len(inbox.Calls) != 2 || inbox.RRU < list.RRU {
+			t.Errorf("GET /approvals page: calls %v, %g RRU; want 16 Query (one per shard) + 1 BatchGetItem, ≥ the list's %g RRU", inbox.Calls, inbox.RRU, list.RRU)
+		}
+		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys", "global secondary index write units per task", "GET /tasks (the caller's tasks", "GET /approvals"} {
 			if !strings.Contains(table.String(), s) {
 				t.Errorf("the table lacks %q:\n%s", s, table.String())
 			}

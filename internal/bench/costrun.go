@@ -22,6 +22,8 @@ type CostResult struct {
 	// Extras: the call-start mark and a heartbeat of ExtraWorkloads,
 	// before and after the claim-check (extras.go).
 	Extras []AttemptExtras
+	// Pages: one page of GET /tasks and of GET /approvals (pages.go).
+	Pages []PageCost
 }
 
 // Row returns the row of system and workload, if any.
@@ -78,6 +80,10 @@ func RunCost(ctx context.Context, b *soak.Backend, tasks int, progress func(stri
 			}
 			res.Extras = append(res.Extras, x)
 		}
+	}
+	progress("bench: cost, a page of GET /tasks and of GET /approvals")
+	if res.Pages, err = pageCosts(ctx, b); err != nil {
+		return nil, fmt.Errorf("list pages: %w", err)
 	}
 	return res, nil
 }

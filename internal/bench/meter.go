@@ -70,6 +70,9 @@ type usage struct {
 	// Presigns are presigned URLs made: they pass the middleware stack
 	// but send nothing (the client's request is billed where it is made).
 	Presigns int
+	// IndexWRU are the write units of WRU billed in each global
+	// secondary index, by index name.
+	IndexWRU map[string]float64
 }
 
 func (u *usage) add(v usage) {
@@ -84,6 +87,12 @@ func (u *usage) add(v usage) {
 	u.S3Put += v.S3Put
 	u.S3Get += v.S3Get
 	u.Presigns += v.Presigns
+	for k, n := range v.IndexWRU {
+		if u.IndexWRU == nil {
+			u.IndexWRU = map[string]float64{}
+		}
+		u.IndexWRU[k] += n
+	}
 }
 
 // sub takes v away from u (what was billed between two snapshots).
@@ -99,6 +108,12 @@ func (u *usage) sub(v usage) {
 	u.S3Put -= v.S3Put
 	u.S3Get -= v.S3Get
 	u.Presigns -= v.Presigns
+	for k, n := range v.IndexWRU {
+		if u.IndexWRU == nil {
+			u.IndexWRU = map[string]float64{}
+		}
+		u.IndexWRU[k] -= n
+	}
 }
 
 func newMeter(probe *dynamodb.Client) *meter {
@@ -108,7 +123,10 @@ func newMeter(probe *dynamodb.Client) *meter {
 func (m *meter) usage() usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.u
+	u := m.u
+	u.IndexWRU = nil
+	u.add(usage{IndexWRU: m.u.IndexWRU}) // a copy of the map
+	return u
 }
 
 // err returns the first probe failure (nil: every write was sized from
@@ -232,6 +250,8 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 		}
 	case *dynamodb.GetItemInput:
 		p.ReturnConsumedCapacity = total
+	case *dynamodb.BatchGetItemInput:
+		p.ReturnConsumedCapacity = total
 	case *dynamodb.QueryInput:
 		p.ReturnConsumedCapacity = total
 	case *dynamodb.ScanInput:
@@ -298,7 +318,13 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 	}
 	for i := range targets {
 		v.WRU += WriteUnits(itemsize.Item(before[i]), itemsize.Item(afters[i]), transactional)
-		v.WRU += indexWriteUnits(schemas[i].indexes, before[i], afters[i])
+		for name, n := range indexWriteUnits(schemas[i].indexes, before[i], afters[i]) {
+			v.WRU += n
+			if v.IndexWRU == nil {
+				v.IndexWRU = map[string]float64{}
+			}
+			v.IndexWRU[name] += n
+		}
 	}
 	if err == nil {
 		switch p := in.Parameters.(type) {
@@ -316,11 +342,41 @@ func (m *meter) dynamo(ctx context.Context, in middleware.InitializeInput, next 
 			}
 		case *dynamodb.QueryInput:
 			if o, _ := out.Result.(*dynamodb.QueryOutput); o != nil {
+				// An index query bills its entries as the index holds
+				// them (kumo returns whole items from an INCLUDE index).
+				project := func(it map[string]types.AttributeValue) map[string]types.AttributeValue { return it }
+				if ix := aws.ToString(p.IndexName); ix != "" {
+					sc, serr := m.schema(ctx, aws.ToString(p.TableName))
+					if serr != nil {
+						m.fail(op+": describe "+aws.ToString(p.TableName), serr)
+						return out, md, err
+					}
+					for _, g := range sc.indexes {
+						if g.name == ix {
+							project = g.entry
+						}
+					}
+				}
 				n := 0
 				for _, it := range o.Items {
-					n += itemsize.Item(it)
+					n += itemsize.Item(project(it))
 				}
 				v.RRU += ReadUnits(n, aws.ToBool(p.ConsistentRead), false)
+			}
+		case *dynamodb.BatchGetItemInput:
+			// Each item billed on its own: one unit per started 4 KB
+			// (halved when eventually consistent), an item not found as
+			// one of size 0 (developer guide, "Read and write
+			// operations": BatchGetItem).
+			if o, _ := out.Result.(*dynamodb.BatchGetItemOutput); o != nil {
+				for table, ka := range p.RequestItems {
+					got := o.Responses[table]
+					for _, it := range got {
+						v.RRU += ReadUnits(itemsize.Item(it), aws.ToBool(ka.ConsistentRead), false)
+					}
+					missing := len(ka.Keys) - len(got) - len(o.UnprocessedKeys[table].Keys)
+					v.RRU += float64(max(missing, 0)) * ReadUnits(0, aws.ToBool(ka.ConsistentRead), false)
+				}
 			}
 		case *dynamodb.ScanInput:
 			if o, _ := out.Result.(*dynamodb.ScanOutput); o != nil {
@@ -354,6 +410,15 @@ func consumed(result any) *types.ConsumedCapacity {
 		return o.ConsumedCapacity
 	case *dynamodb.ScanOutput:
 		return o.ConsumedCapacity
+	case *dynamodb.BatchGetItemOutput:
+		if len(o.ConsumedCapacity) == 0 {
+			return nil
+		}
+		var sum float64
+		for _, c := range o.ConsumedCapacity {
+			sum += aws.ToFloat64(c.CapacityUnits)
+		}
+		return &types.ConsumedCapacity{CapacityUnits: &sum}
 	case *dynamodb.TransactWriteItemsOutput:
 		if len(o.ConsumedCapacity) == 0 {
 			return nil
@@ -413,6 +478,7 @@ type tableSchema struct {
 // indexSchema is one global secondary index: its key attribute names and
 // what it projects beyond the keys (all attributes, or the names listed).
 type indexSchema struct {
+	name    string
 	keys    []string
 	all     bool
 	include []string
@@ -449,7 +515,7 @@ func (m *meter) schema(ctx context.Context, table string) (tableSchema, error) {
 		sc.keys = append(sc.keys, aws.ToString(k.AttributeName))
 	}
 	for _, g := range out.Table.GlobalSecondaryIndexes {
-		ix := indexSchema{keys: append([]string(nil), sc.keys...)}
+		ix := indexSchema{name: aws.ToString(g.IndexName), keys: append([]string(nil), sc.keys...)}
 		for _, k := range g.KeySchema {
 			ix.keys = append(ix.keys, aws.ToString(k.AttributeName))
 		}
@@ -505,20 +571,20 @@ func (ix indexSchema) entry(item map[string]types.AttributeValue) map[string]typ
 // each sized by the index entry, one unit per started KB. A transaction's
 // index updates propagate after it commits and are priced as ordinary
 // writes here.
-func indexWriteUnits(indexes []indexSchema, before, after map[string]types.AttributeValue) float64 {
-	var u float64
+func indexWriteUnits(indexes []indexSchema, before, after map[string]types.AttributeValue) map[string]float64 {
+	u := map[string]float64{}
 	for _, ix := range indexes {
 		b, a := ix.entry(before), ix.entry(after)
 		switch {
 		case b == nil && a == nil:
 		case b == nil:
-			u += WriteUnits(0, itemsize.Item(a), false)
+			u[ix.name] += WriteUnits(0, itemsize.Item(a), false)
 		case a == nil:
-			u += WriteUnits(itemsize.Item(b), 0, false)
+			u[ix.name] += WriteUnits(itemsize.Item(b), 0, false)
 		case !sameAttributes(ix.keys, b, a):
-			u += WriteUnits(itemsize.Item(b), 0, false) + WriteUnits(0, itemsize.Item(a), false)
+			u[ix.name] += WriteUnits(itemsize.Item(b), 0, false) + WriteUnits(0, itemsize.Item(a), false)
 		case !reflect.DeepEqual(b, a):
-			u += WriteUnits(itemsize.Item(b), itemsize.Item(a), false)
+			u[ix.name] += WriteUnits(itemsize.Item(b), itemsize.Item(a), false)
 		}
 	}
 	return u

@@ -24,7 +24,7 @@ import (
 // a changed projected attribute one, anything else none.
 func TestIndexWriteUnits(t *testing.T) {
 	t.Parallel()
-	byState := []indexSchema{{keys: []string{"task_id", "state_shard", "due_at"}, include: []string{"state"}}}
+	byState := []indexSchema{{name: "by_state", keys: []string{"task_id", "state_shard", "due_at"}, include: []string{"state"}}}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	queued := map[string]types.AttributeValue{"task_id": s("t_1"), "state_shard": s("queued#03"), "due_at": n("100"), "state": s("queued"), "input": s("x")}
@@ -48,12 +48,30 @@ func TestIndexWriteUnits(t *testing.T) {
 		{"a 1.5 KB entry", nil, big, 2},
 		{"conditional write failed: unchanged", queued, queued, 0},
 	} {
-		if got := indexWriteUnits(byState, c.before, c.after); got != c.want {
+		if got := indexWriteUnits(byState, c.before, c.after)["by_state"]; got != c.want {
 			t.Errorf("%s: %g index write units, want %g", c.name, got, c.want)
 		}
 	}
-	if got := indexWriteUnits([]indexSchema{{keys: []string{"task_id", "state_shard", "due_at"}, all: true}}, queued, otherInput); got != 1 {
+	if got := indexWriteUnits([]indexSchema{{name: "all", keys: []string{"task_id", "state_shard", "due_at"}, all: true}}, queued, otherInput)["all"]; got != 1 {
 		t.Errorf("ALL projection, an attribute changed: %g index write units, want 1", got)
+	}
+	// by_owner holds only what the create writes (scope, created_ms,
+	// kind): the put is its one write; no later write of the task moves it.
+	byOwner := []indexSchema{{name: "by_owner", keys: []string{"task_id", "scope", "created_ms"}, include: []string{"kind"}}}
+	owned := func(m map[string]types.AttributeValue) map[string]types.AttributeValue {
+		o := map[string]types.AttributeValue{"scope": s("jwt:a"), "created_ms": &types.AttributeValueMemberN{Value: "100"}, "kind": s("generate")}
+		for k, v := range m {
+			o[k] = v
+		}
+		return o
+	}
+	life := []map[string]types.AttributeValue{nil, owned(queued), owned(running), owned(done)}
+	var total float64
+	for i := 1; i < len(life); i++ {
+		total += indexWriteUnits(byOwner, life[i-1], life[i])["by_owner"]
+	}
+	if total != 1 {
+		t.Errorf("a task's life (create, claim, complete) bills %g by_owner write units, want 1", total)
 	}
 }
 

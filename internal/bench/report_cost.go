@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // WriteTable prints the cost tables: billing units and USD per million
@@ -31,6 +33,8 @@ func (c *CostResult) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "   λ GB-s: billed at the template's memory for the modelled AWS call time (DynamoDB 5 ms, SQS 10 ms, S3 15 ms per call); provider and destination time excluded (the same in every system). SQS: the event source's empty long polls excluded (a per-poller, not per-task, cost). Step Functions: one execution of generate→approve→deliver, derived (see below).")
 
 	fmt.Fprintln(w, "   1 MB document: taskledger before the claim-check cannot take it (400 KB item, 32 KB input cap); after, POST /uploads (intent PUT), the client's PUT to the presigned URL, the submit's Resolve (intent GET, HEAD, and a GET to hash it where the store kept no SHA-256 checksum — kumo and moto keep none, S3 does) and Adopt (CopyObject to inputs/, GET to verify), the worker's GET. The baseline cannot put it in an SQS message (1 MiB limit, 256 KB before 2025: the 1 MiB document and its envelope exceed it): the producer PUTs it to S3 and the message names the key (SQS extended client), the consumer GETs it. Step Functions (256 KB state payload limit): the caller PUTs it to S3, Generate GETs it. Neither baseline declares, checks or copies the upload.")
+
+	c.writeIndexes(w)
 
 	fmt.Fprintln(w, "\nAWS calls per task by operation (SDK middleware counts; Step Functions derived)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -93,14 +97,53 @@ func (c *CostResult) WriteTable(w io.Writer) {
 			vsBase += fmt.Sprintf(", unreachable: the baseline is %.2f× the floor of §1", div(b, f))
 		}
 		scope := ""
+		if owner := tl.IndexWRU[ledger.ByOwnerIndex]; tl.WRU > 8 && tl.WRU-owner <= 8 {
+			scope = fmt.Sprintf(", by the by_owner index's %.2f (GET /tasks): %.2f without it", owner, tl.WRU-owner)
+		}
 		if wl.Document {
-			scope = ", a document: the target covers inputs up to the 32 KB cap"
+			scope += ", a document: the target covers inputs up to the 32 KB cap"
 		}
 		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s%s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s); %.2f× the floor of §1\n",
 			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), scope, s3, t, b, vsBase,
 			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2), div(t, f))
 	}
 	c.writeExtras(w)
+	c.writePages(w)
+}
+
+// writeIndexes prints the write units per task billed in each global
+// secondary index (part of WRU above).
+func (c *CostResult) writeIndexes(w io.Writer) {
+	fmt.Fprintln(w, "\nglobal secondary index write units per task (included in WRU above)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "workload\tsystem\t%s\t%s\t\n", ledger.ByStateIndex, ledger.ByOwnerIndex)
+	for _, r := range c.Rows {
+		if r.NA != "" || (r.System != SystemBefore && r.System != SystemAfter) {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t\n", r.Workload, r.System, r.IndexWRU[ledger.ByStateIndex], r.IndexWRU[ledger.ByOwnerIndex])
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "   by_state: the submit's put enters it, the completion takes it out (the claim keeps its key, and it projects nothing a claim or a renewal changes). by_owner (GET /tasks): the put is its one write — it holds scope, created_ms and kind, which nothing later changes.")
+}
+
+// writePages prints what one page of each caller-facing list costs.
+func (c *CostResult) writePages(w io.Writer) {
+	if len(c.Pages) == 0 {
+		return
+	}
+	p := c.Prices
+	fmt.Fprintf(w, "\nlist pages (one request, a page of %d tasks; reads eventually consistent, priced from item sizes; one submit invocation)\n", PageTasks)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "page\tRRU\tcalls\tUSD / M pages\t")
+	for _, pg := range c.Pages {
+		var parts []string
+		for _, op := range sortedOps([]CostRow{{Calls: pg.Calls}}) {
+			parts = append(parts, fmt.Sprintf("%s %s", op, trim(pg.Calls[op])))
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f\t\n", pg.Name, pg.RRU, strings.Join(parts, ", "), pg.USDPerMillion(p))
+	}
+	_ = tw.Flush()
 }
 
 // writeExtras prints the per-attempt extras and what a realistic call

@@ -308,7 +308,7 @@ func testDrift(t *testing.T, tmpl *Template, b bundle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A TasksTable without the by_state index.
+	// A TasksTable without its indexes.
 	_, err = b.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(b.prefix + "-TasksTable"),
 		BillingMode:          ddbtypes.BillingModePayPerRequest,

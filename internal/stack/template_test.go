@@ -109,6 +109,12 @@ func TestTemplateTables(t *testing.T) {
 		t.Errorf("by_conversation = %+v, want (conv_key, created_ms) KEYS_ONLY", c)
 	}
 	g := gsi["by_state"]
+	// by_owner (GET /tasks) holds only what the create's put writes and
+	// nothing later changes: the caller's scope, created_ms and kind.
+	if o, ok := gsi["by_owner"]; !ok || keyString(o.KeySchema) != "[scope:HASH created_ms:RANGE]" ||
+		o.Projection.ProjectionType != ddbtypes.ProjectionTypeInclude || !slices.Equal(o.Projection.NonKeyAttributes, []string{"kind"}) {
+		t.Errorf("by_owner = %+v, want (scope, created_ms) INCLUDE kind", o)
+	}
 	if aws.ToString(g.IndexName) != "by_state" || keyString(g.KeySchema) != "[state_shard:HASH due_at:RANGE]" {
 		t.Errorf("by_state = %s %s", aws.ToString(g.IndexName), keyString(g.KeySchema))
 	}
@@ -120,7 +126,7 @@ func TestTemplateTables(t *testing.T) {
 	for _, d := range in.AttributeDefinitions {
 		defs[aws.ToString(d.AttributeName)] = d.AttributeType
 	}
-	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N", "conv_key": "S", "created_ms": "N"}; !reflect.DeepEqual(defs, want) {
+	if want := map[string]ddbtypes.ScalarAttributeType{"task_id": "S", "state_shard": "S", "due_at": "N", "conv_key": "S", "created_ms": "N", "scope": "S"}; !reflect.DeepEqual(defs, want) {
 		t.Errorf("TasksTable attribute definitions = %v", defs)
 	}
 	if ttl == nil || *ttl != (ttlSpec{attribute: "expires_at", enabled: true}) {

@@ -106,7 +106,7 @@ func TestDefaultDeployNeedsAnAuthorizer(t *testing.T) {
 var (
 	taskRoutes = []string{"POST /tasks", "GET /tasks/{id}", "POST /tasks/{id}/regenerate", "POST /tasks/{id}/cancel",
 		"POST /tasks/{id}/approve", "POST /tasks/{id}/reject", "POST /tasks/{id}/withdraw", "POST /uploads",
-		"GET /conversations/{id}"}
+		"GET /conversations/{id}", "GET /tasks", "GET /approvals"}
 	publicRoutes = []string{"GET /", "GET /static/{proxy+}", "GET /auth/config"}
 )
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -92,12 +91,6 @@ type ConversationPage struct {
 	Next *ConversationCursor
 }
 
-// batchGetter is the BatchGetItem of *dynamodb.Client. A DynamoDB without
-// it (a test wrapper) is read task by task with GetItem.
-type batchGetter interface {
-	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-}
-
 // ConversationTasks returns up to limit (1..MaxConversationPage) of
 // scope's tasks in conversation id, oldest first, after the cursor (nil:
 // from the start): one Query of by_conversation (eventually consistent:
@@ -163,60 +156,4 @@ func (l *Ledger) ConversationTasks(ctx context.Context, scope, id string, limit 
 		page.Tasks = append(page.Tasks, t)
 	}
 	return page, nil
-}
-
-// getTasks reads ids (at most 100) with consistent reads: one
-// BatchGetItem, its unprocessed keys retried a few times, then GetItem for
-// what is left. Missing tasks are absent from the map.
-func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, error) {
-	got := make(map[string]*Task, len(ids))
-	if len(ids) == 0 {
-		return got, nil
-	}
-	left := ids
-	if bg, ok := l.db.(batchGetter); ok {
-		keys := make([]map[string]types.AttributeValue, 0, len(ids))
-		for _, id := range ids {
-			keys = append(keys, taskKey(id))
-		}
-		req := map[string]types.KeysAndAttributes{l.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for try := 0; try < 4 && len(req) > 0; try++ {
-			if try > 0 {
-				select {
-				case <-ctx.Done():
-					return nil, wrapErr("BatchGetItem tasks", ctx.Err())
-				case <-time.After(time.Duration(25<<try) * time.Millisecond):
-				}
-			}
-			out, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, wrapErr("BatchGetItem tasks", err)
-			}
-			for _, item := range out.Responses[l.cfg.TasksTable] {
-				t, err := decodeTask(item)
-				if err != nil {
-					return nil, err
-				}
-				got[t.TaskID] = t
-			}
-			req = out.UnprocessedKeys
-		}
-		left = nil
-		for _, k := range req[l.cfg.TasksTable].Keys {
-			if s, ok := k["task_id"].(*types.AttributeValueMemberS); ok {
-				left = append(left, s.Value)
-			}
-		}
-	}
-	for _, id := range left {
-		t, err := l.Get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		got[id] = t
-	}
-	return got, nil
 }

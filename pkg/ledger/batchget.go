@@ -1,0 +1,91 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// batchGetter is the BatchGetItem of *dynamodb.Client. The DynamoDB
+// interface does not name it, so a wrapper that embeds DynamoDB (fault
+// injection in tests) hides it: the lists then read item by item.
+type batchGetter interface {
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+var errUnprocessed = errors.New("keys left unprocessed after repeats")
+
+// maxBatchGet is BatchGetItem's limit of keys per call.
+const maxBatchGet = 100
+
+// unprocessedTries bounds the repeats of a BatchGetItem's UnprocessedKeys.
+const unprocessedTries = 4
+
+// getTasks reads the tasks ids name, eventually consistently (a list may
+// lag a write by a moment; every decision on a task reads it again), with
+// BatchGetItem where the client has it. A task that is not there is
+// absent from the map.
+func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, error) {
+	out := make(map[string]*Task, len(ids))
+	bg, ok := l.db.(batchGetter)
+	if !ok {
+		for _, id := range ids {
+			g, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.cfg.TasksTable, Key: taskKey(id)})
+			if err != nil {
+				return nil, wrapErr("GetItem task", err)
+			}
+			if len(g.Item) > 0 {
+				t, err := decodeTask(g.Item)
+				if err != nil {
+					return nil, err
+				}
+				out[t.TaskID] = t
+			}
+		}
+		return out, nil
+	}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), maxBatchGet)]
+		ids = ids[len(chunk):]
+		keys := make([]map[string]types.AttributeValue, 0, len(chunk))
+		seen := map[string]bool{}
+		for _, id := range chunk {
+			if !seen[id] {
+				seen[id] = true
+				keys = append(keys, taskKey(id))
+			}
+		}
+		req := map[string]types.KeysAndAttributes{l.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(false)}}
+		wait := 20 * time.Millisecond
+		for try := 0; len(req) > 0; try++ {
+			if try == unprocessedTries {
+				return nil, &ThrottledError{Op: "BatchGetItem tasks", RetryAfter: time.Second, Err: errUnprocessed}
+			}
+			if try > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				wait *= 2
+			}
+			res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, wrapErr("BatchGetItem tasks", err)
+			}
+			for _, item := range res.Responses[l.cfg.TasksTable] {
+				t, err := decodeTask(item)
+				if err != nil {
+					return nil, err
+				}
+				out[t.TaskID] = t
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
