@@ -1,0 +1,236 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of Fanout.
+const (
+	// DefaultPoll is how often a streaming attempt looks for new
+	// subscribers (one Query of the connections table each time).
+	DefaultPoll = time.Second
+	// DefaultFlush is the least time between two frames to a connection:
+	// chunks arriving faster are sent together.
+	DefaultFlush = 50 * time.Millisecond
+	// DefaultDoneWait bounds what Done adds to a record: the last frames
+	// and the done frame are posted within it.
+	DefaultDoneWait = 3 * time.Second
+)
+
+// Subscriptions is what a Fanout reads and prunes: *Table.
+type Subscriptions interface {
+	Subscribers(ctx context.Context, taskID string) ([]string, error)
+	Unsubscribe(ctx context.Context, connectionID, taskID string) error
+}
+
+// Fanout streams attempts' text to the connections subscribed to their
+// task. One Fanout serves every record of a worker instance.
+type Fanout struct {
+	Subs   Subscriptions
+	Poster Poster
+	// Poll, Flush and DoneWait: DefaultPoll, DefaultFlush, DefaultDoneWait
+	// if 0.
+	Poll, Flush, DoneWait time.Duration
+	Log                   *slog.Logger
+}
+
+// Attempt is one attempt's stream. Delta never blocks the provider call
+// on the network: it appends to the text kept in memory, and a goroutine
+// posts. Done or Close must be called once the call is over.
+type Attempt struct {
+	f       *Fanout
+	taskID  string
+	attempt int
+
+	mu     sync.Mutex
+	text   strings.Builder
+	seq    int
+	conns  map[string]*conn
+	wake   chan struct{}
+	stop   chan struct{}
+	exited chan struct{}
+}
+
+// conn is what one subscriber has been sent.
+type conn struct {
+	sent int // bytes of the text
+	seq  int
+}
+
+// Begin starts an attempt's stream; ctx bounds its posts and polls.
+func (f *Fanout) Begin(ctx context.Context, taskID string, attempt int) *Attempt {
+	a := &Attempt{f: f, taskID: taskID, attempt: attempt, conns: map[string]*conn{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	go a.run(context.WithoutCancel(ctx))
+	return a
+}
+
+func dflt(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Delta is a contract.DeltaFunc: it records a chunk of text.
+func (a *Attempt) Delta(d string) {
+	if d == "" {
+		return
+	}
+	a.mu.Lock()
+	a.text.WriteString(d)
+	a.seq++
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run posts what each subscriber has not had yet, looking for new
+// subscribers every Poll, until stop.
+func (a *Attempt) run(ctx context.Context) {
+	defer close(a.exited)
+	poll := dflt(a.f.Poll, DefaultPoll)
+	flush := dflt(a.f.Flush, DefaultFlush)
+	a.refresh(ctx)
+	lastPoll := time.Now()
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-ticker.C:
+		case <-a.wake:
+		}
+		if time.Since(lastPoll) >= poll {
+			a.refresh(ctx)
+			lastPoll = time.Now()
+		}
+		a.send(ctx)
+		select { // coalesce the chunks of the next Flush
+		case <-a.stop:
+			return
+		case <-time.After(flush):
+		}
+	}
+}
+
+// refresh adds the subscribers the table lists that are not known yet.
+func (a *Attempt) refresh(ctx context.Context) {
+	ids, err := a.f.Subs.Subscribers(ctx, a.taskID)
+	if err != nil {
+		a.log().WarnContext(ctx, "stream: listing subscribers failed", "task_id", a.taskID, "error", err.Error())
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := a.conns[id]; !ok {
+			a.conns[id] = &conn{}
+		}
+	}
+}
+
+// send posts to each subscriber the text it has not had, as one frame.
+func (a *Attempt) send(ctx context.Context) {
+	a.mu.Lock()
+	text, seq := a.text.String(), a.seq
+	type out struct {
+		id    string
+		c     *conn
+		frame []byte
+	}
+	var outs []out
+	for id, c := range a.conns {
+		if c.sent < len(text) {
+			b, _ := json.Marshal(DeltaFrame{TaskID: a.taskID, Attempt: a.attempt, Seq: seq, Delta: text[c.sent:]})
+			outs = append(outs, out{id, c, b})
+		}
+	}
+	a.mu.Unlock()
+	for _, o := range outs {
+		if a.post(ctx, o.id, o.frame) {
+			a.mu.Lock()
+			o.c.sent, o.c.seq = len(text), seq
+			a.mu.Unlock()
+		}
+	}
+}
+
+// post sends one frame; a gone connection is forgotten (and its
+// subscription deleted), any other failure is logged and retried with the
+// next frame. It reports whether the frame was delivered.
+func (a *Attempt) post(ctx context.Context, id string, frame []byte) bool {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := a.f.Poster.PostToConnection(pctx, id, frame)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, ErrGone) {
+		a.mu.Lock()
+		delete(a.conns, id)
+		a.mu.Unlock()
+		if uerr := a.f.Subs.Unsubscribe(ctx, id, a.taskID); uerr != nil {
+			a.log().WarnContext(ctx, "stream: forgetting a gone connection failed", "task_id", a.taskID, "error", uerr.Error())
+		}
+		return false
+	}
+	a.log().WarnContext(ctx, "stream: post to connection failed", "task_id", a.taskID, "attempt", a.attempt, "error", err.Error())
+	return false
+}
+
+func (a *Attempt) halt() {
+	a.mu.Lock()
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
+	a.mu.Unlock()
+	<-a.exited
+}
+
+// Close ends the stream without a done frame: the attempt saved nothing
+// (it failed, was fenced, or its outcome is not known).
+func (a *Attempt) Close() { a.halt() }
+
+// Done ends the stream of an attempt whose result was saved: one last
+// look for subscribers (so one that came since the last poll still gets
+// the whole text), the text each has not had, then the done frame. Call
+// it only after the save succeeded. It returns within DoneWait.
+func (a *Attempt) Done(ctx context.Context, state, resultSHA256 string) {
+	a.halt()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dflt(a.f.DoneWait, DefaultDoneWait))
+	defer cancel()
+	a.refresh(ctx)
+	a.send(ctx)
+	b, _ := json.Marshal(DoneFrame{TaskID: a.taskID, Attempt: a.attempt, Done: true, State: state, ResultSHA256: resultSHA256})
+	a.mu.Lock()
+	var ids []string
+	textLen := a.text.Len()
+	for id, c := range a.conns {
+		if c.sent == textLen { // never a done frame after a gap
+			ids = append(ids, id)
+		}
+	}
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.post(ctx, id, b)
+	}
+}
+
+func (a *Attempt) log() *slog.Logger {
+	if a.f.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.f.Log
+}
