@@ -233,3 +233,16 @@ func (s *Server) Drop(id string) bool {
 	_ = c.CloseNow()
 	return true
 }
+
+// CloseAll closes every open connection (each runs its $disconnect).
+func (s *Server) CloseAll() {
+	s.mu.Lock()
+	cs := make([]*websocket.Conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		_ = c.CloseNow()
+	}
+}
