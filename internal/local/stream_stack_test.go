@@ -307,7 +307,7 @@ func TestStackStreamsRepliesToSubscribers(t *testing.T) {
 			id := submit(t, "stream-5", `{"prompt":"into the void"}`)
 			// A subscription whose connection is gone without its
 			// $disconnect (the gateway answers 410 to it).
-			table := &stream.Table{DB: b.st.DDB, Name: b.st.Names.ConnectionsTable}
+			table := &stream.Table{DB: b.st.DDB, ConnectionsTable: b.st.Names.ConnectionsTable}
 			if err := table.Connect(t.Context(), "gone-conn", "jwt:alice"); err != nil {
 				t.Fatal(err)
 			}

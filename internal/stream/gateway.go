@@ -33,7 +33,10 @@ type Tasks interface {
 type Gateway struct {
 	Table *Table
 	Tasks Tasks
-	Log   *slog.Logger
+	// RequireIdentity refuses callers without an identity (auth modes jwt
+	// and iam) instead of scoping them api.Anonymous.
+	RequireIdentity bool
+	Log             *slog.Logger
 }
 
 // Handle answers one route invocation. The subscribe and $default routes
@@ -56,7 +59,7 @@ func (g *Gateway) Handle(ctx context.Context, req events.APIGatewayWebsocketProx
 }
 
 func (g *Gateway) connect(ctx context.Context, req events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
-	scope, err := Scope(req.RequestContext.Authorizer)
+	scope, err := Scope(req.RequestContext, g.RequireIdentity)
 	if err != nil {
 		return events.APIGatewayProxyResponse{StatusCode: http.StatusUnauthorized}, nil
 	}
@@ -78,7 +81,7 @@ func (g *Gateway) subscribe(ctx context.Context, req events.APIGatewayWebsocketP
 	if err != nil {
 		return frame(ErrorFrame{Error: CodeBadMessage, Detail: err.Error()})
 	}
-	scope, err := Scope(req.RequestContext.Authorizer)
+	scope, err := Scope(req.RequestContext, g.RequireIdentity)
 	if err != nil {
 		return frame(ErrorFrame{Error: CodeTaskNotFound, TaskID: sub.TaskID, Detail: "no task with this id is yours"})
 	}
@@ -109,19 +112,24 @@ func frame(v any) events.APIGatewayProxyResponse {
 
 // Scope is the caller scope of a WebSocket request, by the HTTP API's
 // rules (api.CallerScope): the authorizer context's sub claim (the
-// WebSocket authorizer passes the JWT's sub) gives "jwt:<sub>"; no
-// authorizer gives api.Anonymous (auth mode none).
-func Scope(authorizer any) (string, error) {
-	if authorizer == nil {
-		return api.CallerScope(events.APIGatewayV2HTTPRequestContext{})
+// WebSocket authorizer passes the JWT's sub) gives "jwt:<sub>"; an IAM
+// caller ($connect with AWS_IAM) its role or user; neither gives
+// api.Anonymous — unless requireIdentity (auth mode jwt or iam), when it
+// is api.ErrNoIdentity.
+func Scope(rc events.APIGatewayWebsocketProxyRequestContext, requireIdentity bool) (string, error) {
+	if m, ok := rc.Authorizer.(map[string]any); ok {
+		sub, _ := m["sub"].(string)
+		return api.CallerScope(events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}}}})
 	}
-	m, ok := authorizer.(map[string]any)
-	if !ok {
+	if id := rc.Identity; id.UserArn != "" || id.Caller != "" {
+		return api.CallerScope(events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: id.UserArn, CallerID: id.Caller}}})
+	}
+	if requireIdentity {
 		return "", api.ErrNoIdentity
 	}
-	sub, _ := m["sub"].(string)
-	return api.CallerScope(events.APIGatewayV2HTTPRequestContext{Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}}}})
+	return api.Anonymous, nil
 }
 
 func offersSubprotocol(h string) bool {

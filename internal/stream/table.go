@@ -31,8 +31,8 @@ const MaxSubscriptions = 32
 // Every item expires (TTL) after TTL, so a connection whose $disconnect
 // never ran leaves nothing behind for long.
 type Table struct {
-	DB   *dynamodb.Client
-	Name string
+	DB               *dynamodb.Client
+	ConnectionsTable string
 	// TTL is the items' lifetime (DefaultTTL if 0).
 	TTL time.Duration
 	// Now is the clock (time.Now if nil).
@@ -62,7 +62,7 @@ func (t *Table) Connect(ctx context.Context, connectionID, scope string) error {
 	item := connKey(connectionID)
 	item["scope"] = s(scope)
 	item["expires_at"] = t.expires()
-	if _, err := t.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &t.Name, Item: item}); err != nil {
+	if _, err := t.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &t.ConnectionsTable, Item: item}); err != nil {
 		return fmt.Errorf("stream: connect: %w", err)
 	}
 	return nil
@@ -80,7 +80,7 @@ var ErrNotConnected = errors.New("stream: connection not recorded")
 // having room), then the subscription item (two writes).
 func (t *Table) Subscribe(ctx context.Context, connectionID, taskID string) error {
 	_, err := t.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &t.Name,
+		TableName:                &t.ConnectionsTable,
 		Key:                      connKey(connectionID),
 		UpdateExpression:         aws.String("ADD #t :t"),
 		ConditionExpression:      aws.String("attribute_exists(pk) AND (attribute_not_exists(#t) OR size(#t) < :max OR contains(#t, :id))"),
@@ -94,7 +94,7 @@ func (t *Table) Subscribe(ctx context.Context, connectionID, taskID string) erro
 	var cf *types.ConditionalCheckFailedException
 	if errors.As(err, &cf) {
 		// Which condition failed: read the item (rare path).
-		out, gerr := t.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.Name, Key: connKey(connectionID), ConsistentRead: aws.Bool(true)})
+		out, gerr := t.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.ConnectionsTable, Key: connKey(connectionID), ConsistentRead: aws.Bool(true)})
 		if gerr == nil && len(out.Item) == 0 {
 			return ErrNotConnected
 		}
@@ -103,7 +103,7 @@ func (t *Table) Subscribe(ctx context.Context, connectionID, taskID string) erro
 	if err != nil {
 		return fmt.Errorf("stream: subscribe: %w", err)
 	}
-	_, err = t.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &t.Name, Item: map[string]types.AttributeValue{
+	_, err = t.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &t.ConnectionsTable, Item: map[string]types.AttributeValue{
 		"pk": s("task#" + taskID), "sk": s(connectionID), "expires_at": t.expires(),
 	}})
 	if err != nil {
@@ -120,7 +120,7 @@ func (t *Table) Subscribers(ctx context.Context, taskID string) ([]string, error
 	var start map[string]types.AttributeValue
 	for {
 		out, err := t.DB.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 &t.Name,
+			TableName:                 &t.ConnectionsTable,
 			KeyConditionExpression:    aws.String("pk = :pk"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("task#" + taskID)},
 			ProjectionExpression:      aws.String("sk"),
@@ -143,7 +143,7 @@ func (t *Table) Subscribers(ctx context.Context, taskID string) ([]string, error
 
 // Unsubscribe deletes one subscription (a connection found gone).
 func (t *Table) Unsubscribe(ctx context.Context, connectionID, taskID string) error {
-	_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &t.Name, Key: map[string]types.AttributeValue{
+	_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &t.ConnectionsTable, Key: map[string]types.AttributeValue{
 		"pk": s("task#" + taskID), "sk": s(connectionID)}})
 	if err != nil {
 		return fmt.Errorf("stream: unsubscribe: %w", err)
@@ -154,7 +154,7 @@ func (t *Table) Unsubscribe(ctx context.Context, connectionID, taskID string) er
 // Disconnect deletes a connection and its subscriptions (one consistent
 // read, one delete per subscription, one for the connection).
 func (t *Table) Disconnect(ctx context.Context, connectionID string) error {
-	out, err := t.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.Name, Key: connKey(connectionID), ConsistentRead: aws.Bool(true)})
+	out, err := t.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &t.ConnectionsTable, Key: connKey(connectionID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("stream: disconnect: %w", err)
 	}
@@ -164,7 +164,7 @@ func (t *Table) Disconnect(ctx context.Context, connectionID string) error {
 			errs = append(errs, t.Unsubscribe(ctx, connectionID, id))
 		}
 	}
-	if _, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &t.Name, Key: connKey(connectionID)}); err != nil {
+	if _, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &t.ConnectionsTable, Key: connKey(connectionID)}); err != nil {
 		errs = append(errs, fmt.Errorf("stream: disconnect: %w", err))
 	}
 	return errors.Join(errs...)
