@@ -3,7 +3,7 @@
 
 GO        ?= go
 PKGS      := ./...
-FUNCTIONS := submit worker reconciler
+FUNCTIONS := submit worker reconciler stream
 GOARCH_DEPLOY ?= arm64
 BIN       := bin
 LDFLAGS   := -s -w
@@ -117,14 +117,15 @@ build-%:
 # `make build-<LogicalId>` with ARTIFACTS_DIR set and packages what lands there.
 # One root go.mod serves all three functions; SAM's go1.x builder wants a
 # go.mod per function, so the makefile method is the one that fits.
-.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction
-build-SubmitFunction build-WorkerFunction build-ReconcilerFunction:
+.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-StreamFunction
+build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-StreamFunction:
 	$(if $(ARTIFACTS_DIR),,$(error $@: ARTIFACTS_DIR is not set (sam build sets it)))
 	$(GOBUILD_LAMBDA) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(SAM_FN_$(@:build-%=%))
 
 SAM_FN_SubmitFunction     := submit
 SAM_FN_WorkerFunction     := worker
 SAM_FN_ReconcilerFunction := reconciler
+SAM_FN_StreamFunction     := stream
 
 ## deploy: sam build + sam deploy (--guided the first time, until samconfig.toml
 ## holds the stack's settings; STACK names the stack for later targets)
@@ -146,6 +147,7 @@ deploy:
 EVENT_submit     ?= events/apigw-submit-new.json
 EVENT_worker     ?= events/sqs-batch.json
 EVENT_reconciler ?= events/scheduler-tick.json
+EVENT_stream     ?= events/ws-subscribe.json
 STACK_GIVEN := $(filter command environment,$(firstword $(origin STACK)))
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%:
 	@test -d .aws-sam/build || $(SAM) build --build-in-source --parallel
@@ -161,6 +163,7 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%:
 SAM_FUNCTION_submit     := SubmitFunction
 SAM_FUNCTION_worker     := WorkerFunction
 SAM_FUNCTION_reconciler := ReconcilerFunction
+SAM_FUNCTION_stream     := StreamFunction
 
 ## logs: tail the deployed functions' CloudWatch logs (FN=WorkerFunction for one)
 logs:

@@ -56,7 +56,7 @@ func build(ctx context.Context) (*handler, error) {
 		return nil, err
 	}
 	ddb := awsclient.DynamoDB(b.AWS)
-	h := &handler{gw: &stream.Gateway{Table: &stream.Table{DB: ddb, ConnectionsTable: table}, Tasks: b.Ledger}}
+	h := &handler{gw: &stream.Gateway{Table: &stream.Table{DB: ddb, ConnectionsTable: table}, Tasks: b.Ledger.Get}}
 	switch mode := os.Getenv("AUTH_MODE"); mode {
 	case "jwt":
 		v, err := stream.NewOIDCVerifier(ctx, os.Getenv("OIDC_ISSUER"), strings.Split(os.Getenv("OIDC_AUDIENCE"), ","))

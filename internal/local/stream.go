@@ -51,7 +51,7 @@ func (s *Stack) startStream(o Options, authz *JWTAuthorizer, work *worker.Handle
 		return fmt.Errorf("local: stream: listen on %s: %w", addr, err)
 	}
 	table := &stream.Table{DB: s.DDB, ConnectionsTable: s.Names.ConnectionsTable}
-	gw := &stream.Gateway{Table: table, Tasks: s.Ledger, RequireIdentity: authz != nil, Log: log}
+	gw := &stream.Gateway{Table: table, Tasks: s.Ledger.Get, RequireIdentity: authz != nil, Log: log}
 	s.StreamGateway = &wsgateway.Server{Handle: gw.Handle, Routes: []string{stream.RouteSubscribe}, Log: log,
 		// The page (its own origin, another port) may connect; other
 		// web pages in the developer's browser may not.

@@ -24,6 +24,7 @@ var submitSettingsMakeRunTakesOtherwise = map[string]string{
 	"PAYLOAD_BUCKET":              "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
 	"TASK_ID_KEY_SECRET_ARN":      "TASK_ID_KEY, the key itself (default: a random key per process)",
 	"DELIVERY_EVENT_BUS_ARN":      "the stack's delivery bus; make run has none: TASKLEDGER_DESTINATIONS names a bus on the endpoint",
+	"STREAM_URL":                  "make run's own emulated WebSocket API (STREAM_ADDR), whose URL it advertises itself",
 }
 
 // TestMakeRunReadsWhatSubmitReads compares, statically, the environment the

@@ -54,6 +54,7 @@ var wantS3 = map[string][]string{
 		"s3:PutObject on inputs/", "s3:PutObject on upload-intents/", "s3:PutObject on uploads/"},
 	"WorkerFunction":     {"s3:GetObject on inputs/", "s3:GetObject on results/", "s3:PutObject on results/"},
 	"ReconcilerFunction": {"s3:GetObject on results/", "s3:PutObject on results/"},
+	"StreamFunction":     {},
 }
 
 // TestPayloadBucket checks the claim-check bucket: encrypted, every public
