@@ -188,27 +188,36 @@ func (a *Attempt) post(ctx context.Context, id string, frame []byte) bool {
 	return false
 }
 
-func (a *Attempt) halt() {
+// halt stops the posting goroutine; it reports whether this call stopped
+// it (false: the stream had ended already).
+func (a *Attempt) halt() bool {
 	a.mu.Lock()
+	first := true
 	select {
 	case <-a.stop:
+		first = false
 	default:
 		close(a.stop)
 	}
 	a.mu.Unlock()
 	<-a.exited
+	return first
 }
 
 // Close ends the stream without a done frame: the attempt saved nothing
-// (it failed, was fenced, or its outcome is not known).
+// (it failed, was fenced, or its outcome is not known). After Done it does
+// nothing.
 func (a *Attempt) Close() { a.halt() }
 
 // Done ends the stream of an attempt whose result was saved: one last
 // look for subscribers (so one that came since the last poll still gets
 // the whole text), the text each has not had, then the done frame. Call
-// it only after the save succeeded. It returns within DoneWait.
+// it only after the save succeeded. It returns within DoneWait. After Close
+// it does nothing.
 func (a *Attempt) Done(ctx context.Context, state, resultSHA256 string) {
-	a.halt()
+	if !a.halt() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dflt(a.f.DoneWait, DefaultDoneWait))
 	defer cancel()
 	a.refresh(ctx)
