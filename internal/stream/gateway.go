@@ -177,7 +177,7 @@ type Authorizer struct {
 
 // ErrUnauthorized is what API Gateway turns into a 401: the error message
 // must be exactly "Unauthorized".
-var ErrUnauthorized = errors.New("Unauthorized") //lint:ignore ST1005 API Gateway matches this exact text
+var ErrUnauthorized = errors.New("Unauthorized")
 
 // Handle answers one $connect authorization.
 func (a *Authorizer) Handle(ctx context.Context, req events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
