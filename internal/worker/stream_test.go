@@ -21,6 +21,7 @@ type recordedStream struct {
 	attempt            int
 	deltas             []string
 	done, closed       bool
+	dones              int
 	state, sum         string
 	stateAtDone        ledger.State
 	resultSHA256AtDone string
@@ -37,8 +38,9 @@ func (r *recordedStream) Done(_ context.Context, state, sum string) {
 	t := r.read()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return
+	r.dones++
+	if r.closed || r.done {
+		return // the first done frame is the one a subscriber sees
 	}
 	r.done, r.state, r.sum = true, state, sum
 	r.stateAtDone, r.resultSHA256AtDone = t.State, t.ResultSHA256
@@ -87,6 +89,9 @@ func TestStreamedCallEndsWithTheSavedResult(t *testing.T) {
 		}
 		if strings.Join(r.deltas, "") != out.Text || len(r.deltas) < 2 {
 			t.Fatalf("deltas %q, saved text %q", r.deltas, out.Text)
+		}
+		if r.dones != 1 {
+			t.Fatalf("the done frame was asked for %d times, want once", r.dones)
 		}
 		if !r.done || r.attempt != 1 || r.state != string(ledger.StateCompleted) || r.sum != got.ResultSHA256 {
 			t.Fatalf("stream %+v, want done: completed, %s", r, got.ResultSHA256)
