@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults of Fanout.
@@ -50,16 +51,16 @@ type Attempt struct {
 
 	mu     sync.Mutex
 	text   strings.Builder
-	seq    int
 	conns  map[string]*conn
 	wake   chan struct{}
 	stop   chan struct{}
 	exited chan struct{}
 }
 
-// conn is what one subscriber has been sent.
+// conn is what one subscriber has been sent: bytes of the text, and
+// frames (the last frame's seq).
 type conn struct {
-	sent int // bytes of the text
+	sent int
 	seq  int
 }
 
@@ -85,7 +86,6 @@ func (a *Attempt) Delta(d string) {
 	}
 	a.mu.Lock()
 	a.text.WriteString(d)
-	a.seq++
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -139,30 +139,53 @@ func (a *Attempt) refresh(ctx context.Context) {
 	}
 }
 
-// send posts to each subscriber the text it has not had, as one frame.
+// MaxFrameText bounds the text of one frame: API Gateway bills WebSocket
+// messages in 32 KB units and refuses a PostToConnection over 128 KB, so a
+// long catch-up goes out as several frames.
+const MaxFrameText = 30 << 10
+
+// send posts to each subscriber the text it has not had (one frame, or
+// several of at most MaxFrameText). A frame not delivered is not counted:
+// its text goes out again with the next one.
 func (a *Attempt) send(ctx context.Context) {
 	a.mu.Lock()
-	text, seq := a.text.String(), a.seq
+	text := a.text.String()
 	type out struct {
-		id    string
-		c     *conn
-		frame []byte
+		id string
+		c  *conn
 	}
 	var outs []out
 	for id, c := range a.conns {
 		if c.sent < len(text) {
-			b, _ := json.Marshal(DeltaFrame{TaskID: a.taskID, Attempt: a.attempt, Seq: seq, Delta: text[c.sent:]})
-			outs = append(outs, out{id, c, b})
+			outs = append(outs, out{id, c})
 		}
 	}
 	a.mu.Unlock()
 	for _, o := range outs {
-		if a.post(ctx, o.id, o.frame) {
+		for o.c.sent < len(text) {
+			end := cut(text, o.c.sent, MaxFrameText)
+			b, _ := json.Marshal(DeltaFrame{TaskID: a.taskID, Attempt: a.attempt, Seq: o.c.seq + 1, Delta: text[o.c.sent:end]})
+			if !a.post(ctx, o.id, b) {
+				break
+			}
 			a.mu.Lock()
-			o.c.sent, o.c.seq = len(text), seq
+			o.c.sent, o.c.seq = end, o.c.seq+1
 			a.mu.Unlock()
 		}
 	}
+}
+
+// cut returns the end of a piece of text starting at from, at most n bytes
+// long and not splitting a UTF-8 sequence.
+func cut(text string, from, n int) int {
+	end := from + n
+	if end >= len(text) {
+		return len(text)
+	}
+	for end > from+1 && !utf8.RuneStart(text[end]) {
+		end--
+	}
+	return end
 }
 
 // post sends one frame; a gone connection is forgotten (and its

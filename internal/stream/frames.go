@@ -19,17 +19,18 @@ const (
 	BearerProtocolPrefix = "bearer."
 )
 
-// DeltaFrame is a piece of a generation's text. Frames of one (task,
-// attempt) to one connection carry increasing Seq, and their Delta values,
-// concatenated in order, are the text generated so far: the first frame a
-// connection gets for an attempt starts at the first character.
+// DeltaFrame is a piece of a generation's text. The frames of one (task,
+// attempt) to one connection are numbered 1, 2, 3, … (Seq), and their
+// Delta values, concatenated in that order, are the text generated so
+// far: the first frame a connection gets for an attempt starts at the
+// first character (a late subscriber's first frame holds the text so
+// far). A frame carries whatever arrived since the previous one (several
+// provider chunks, coalesced), at most MaxFrameText bytes.
 type DeltaFrame struct {
 	TaskID  string `json:"task_id"`
 	Attempt int    `json:"attempt"`
-	// Seq is the number of provider chunks the text reaches up to the end
-	// of this frame (a frame may carry several chunks).
-	Seq   int    `json:"seq"`
-	Delta string `json:"delta"`
+	Seq     int    `json:"seq"`
+	Delta   string `json:"delta"`
 }
 
 // DoneFrame ends an attempt's stream, sent only after its result was

@@ -2,11 +2,13 @@ package stream_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/taskledger/taskledger/internal/stream"
 )
@@ -136,5 +138,39 @@ func TestCloseSendsNoDoneFrame(t *testing.T) {
 		if strings.Contains(fr, `"done"`) {
 			t.Fatalf("a done frame after Close: %s", fr)
 		}
+	}
+}
+
+// A long text reaches a subscriber in frames numbered 1, 2, 3, … of at most
+// MaxFrameText bytes each, never splitting a character.
+func TestLongCatchUpIsSplitIntoNumberedFrames(t *testing.T) {
+	t.Parallel()
+	s := &subs{}
+	p := &blockingPoster{release: make(chan struct{}), got: map[string][]string{}}
+	close(p.release)
+	f := &stream.Fanout{Subs: s, Poster: p, Poll: time.Hour, Flush: time.Millisecond}
+	a := f.Begin(t.Context(), "t_3", 2)
+	want := strings.Repeat("é", stream.MaxFrameText) // two bytes each: 2×MaxFrameText bytes
+	a.Delta(want)
+	s.mu.Lock()
+	s.ids = []string{"late"} // found by Done's last look
+	s.mu.Unlock()
+	a.Done(t.Context(), "completed", "abc")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	frames := p.got["late"]
+	var text strings.Builder
+	for i, raw := range frames[:len(frames)-1] {
+		var fr stream.DeltaFrame
+		if err := json.Unmarshal([]byte(raw), &fr); err != nil {
+			t.Fatal(err)
+		}
+		if fr.Seq != i+1 || fr.Attempt != 2 || len(fr.Delta) > stream.MaxFrameText || !utf8.ValidString(fr.Delta) {
+			t.Fatalf("frame %d: seq %d attempt %d, %d bytes, valid UTF-8 %t", i, fr.Seq, fr.Attempt, len(fr.Delta), utf8.ValidString(fr.Delta))
+		}
+		text.WriteString(fr.Delta)
+	}
+	if len(frames) < 3 || text.String() != want {
+		t.Fatalf("%d frames carrying %d bytes, want at least 2 delta frames and a done frame carrying %d", len(frames), text.Len(), len(want))
 	}
 }
