@@ -18,7 +18,7 @@ const (
 	DefaultPoll = time.Second
 	// DefaultFlush is the least time between two frames to a connection:
 	// chunks arriving faster are sent together.
-	DefaultFlush = 50 * time.Millisecond
+	DefaultFlush = 100 * time.Millisecond
 	// DefaultDoneWait bounds what Done adds to a record: the last frames
 	// and the done frame are posted within it.
 	DefaultDoneWait = 3 * time.Second
