@@ -71,7 +71,7 @@ func TestTemplateTables(t *testing.T) {
 	t.Parallel()
 	tmpl := realTemplate(t)
 
-	if got, want := tmpl.LogicalIDs(typeTable), []string{"ReviewTable", "TasksTable"}; !slices.Equal(got, want) {
+	if got, want := tmpl.LogicalIDs(typeTable), []string{"ConnectionsTable", "ReviewTable", "TasksTable"}; !slices.Equal(got, want) {
 		t.Fatalf("tables = %v, want %v", got, want)
 	}
 
@@ -195,10 +195,11 @@ func TestTemplateFunctions(t *testing.T) {
 	tmpl := realTemplate(t)
 
 	fns := tmpl.Functions()
-	if got := slices.Sorted(maps.Keys(fns)); !slices.Equal(got, []string{"ReconcilerFunction", "SubmitFunction", "WorkerFunction"}) {
+	if got := slices.Sorted(maps.Keys(fns)); !slices.Equal(got, []string{"ReconcilerFunction", "StreamFunction", "SubmitFunction", "WorkerFunction"}) {
 		t.Fatalf("functions = %v", got)
 	}
-	timeouts := map[string]time.Duration{"SubmitFunction": 10 * time.Second, "WorkerFunction": 140 * time.Second, "ReconcilerFunction": time.Minute}
+	timeouts := map[string]time.Duration{"SubmitFunction": 10 * time.Second, "WorkerFunction": 140 * time.Second, "ReconcilerFunction": time.Minute,
+		"StreamFunction": 10 * time.Second}
 	for id, f := range fns {
 		if f.Runtime != "provided.al2023" || !slices.Equal(f.Architectures, []string{"arm64"}) || f.MemorySize != 256 {
 			t.Errorf("%s: globals not merged: %+v", id, f)
