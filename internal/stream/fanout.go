@@ -49,12 +49,16 @@ type Attempt struct {
 	taskID  string
 	attempt int
 
-	mu     sync.Mutex
-	text   strings.Builder
-	conns  map[string]*conn
-	wake   chan struct{}
-	stop   chan struct{}
-	exited chan struct{}
+	mu    sync.Mutex
+	text  strings.Builder
+	conns map[string]*conn
+	// dropped are connections this attempt no longer posts to: gone, or a
+	// post whose outcome is unknown (the frame may have arrived: sending
+	// its text again could duplicate or, coalesced, skip text).
+	dropped map[string]bool
+	wake    chan struct{}
+	stop    chan struct{}
+	exited  chan struct{}
 }
 
 // conn is what one subscriber has been sent: bytes of the text, and
@@ -66,8 +70,11 @@ type conn struct {
 
 // Begin starts an attempt's stream; ctx bounds its posts and polls.
 func (f *Fanout) Begin(ctx context.Context, taskID string, attempt int) *Attempt {
-	a := &Attempt{f: f, taskID: taskID, attempt: attempt, conns: map[string]*conn{},
+	a := &Attempt{f: f, taskID: taskID, attempt: attempt, conns: map[string]*conn{}, dropped: map[string]bool{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	// Not cancelled with ctx: halt lets a post in flight finish (each is
+	// bounded by 5 s), since a post cut midway leaves its frame's delivery
+	// unknown and the connection would lose the rest of the stream.
 	go a.run(context.WithoutCancel(ctx))
 	return a
 }
@@ -133,7 +140,7 @@ func (a *Attempt) refresh(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, id := range ids {
-		if _, ok := a.conns[id]; !ok {
+		if _, ok := a.conns[id]; !ok && !a.dropped[id] {
 			a.conns[id] = &conn{}
 		}
 	}
@@ -145,8 +152,7 @@ func (a *Attempt) refresh(ctx context.Context) {
 const MaxFrameText = 30 << 10
 
 // send posts to each subscriber the text it has not had (one frame, or
-// several of at most MaxFrameText). A frame not delivered is not counted:
-// its text goes out again with the next one.
+// several of at most MaxFrameText).
 func (a *Attempt) send(ctx context.Context) {
 	a.mu.Lock()
 	text := a.text.String()
@@ -188,9 +194,10 @@ func cut(text string, from, n int) int {
 	return end
 }
 
-// post sends one frame; a gone connection is forgotten (and its
-// subscription deleted), any other failure is logged and retried with the
-// next frame. It reports whether the frame was delivered.
+// post sends one frame and reports whether it was delivered. A connection
+// that is gone is forgotten (its subscription deleted); one whose post
+// failed otherwise gets no more frames of this attempt (no done frame
+// either): its client reads the task, whose saved result is the truth.
 func (a *Attempt) post(ctx context.Context, id string, frame []byte) bool {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -198,16 +205,17 @@ func (a *Attempt) post(ctx context.Context, id string, frame []byte) bool {
 	if err == nil {
 		return true
 	}
+	a.mu.Lock()
+	delete(a.conns, id)
+	a.dropped[id] = true
+	a.mu.Unlock()
 	if errors.Is(err, ErrGone) {
-		a.mu.Lock()
-		delete(a.conns, id)
-		a.mu.Unlock()
-		if uerr := a.f.Subs.Unsubscribe(ctx, id, a.taskID); uerr != nil {
+		if uerr := a.f.Subs.Unsubscribe(context.WithoutCancel(ctx), id, a.taskID); uerr != nil {
 			a.log().WarnContext(ctx, "stream: forgetting a gone connection failed", "task_id", a.taskID, "error", uerr.Error())
 		}
 		return false
 	}
-	a.log().WarnContext(ctx, "stream: post to connection failed", "task_id", a.taskID, "attempt", a.attempt, "error", err.Error())
+	a.log().WarnContext(ctx, "stream: post to connection failed; no more frames of this attempt to it", "task_id", a.taskID, "attempt", a.attempt, "error", err.Error())
 	return false
 }
 

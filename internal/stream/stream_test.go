@@ -174,3 +174,51 @@ func TestLongCatchUpIsSplitIntoNumberedFrames(t *testing.T) {
 		t.Fatalf("%d frames carrying %d bytes, want at least 2 delta frames and a done frame carrying %d", len(frames), text.Len(), len(want))
 	}
 }
+
+// failingPoster fails every post to "flaky" (not gone: the outcome of
+// such a post is unknown) and records the others.
+type failingPoster struct {
+	mu    sync.Mutex
+	got   map[string][]string
+	tries map[string]int
+}
+
+func (p *failingPoster) PostToConnection(_ context.Context, id string, data []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tries[id]++
+	if id == "flaky" {
+		return errors.New("503")
+	}
+	p.got[id] = append(p.got[id], string(data))
+	return nil
+}
+
+// A post that failed (not gone) might have arrived: that connection gets
+// nothing more of the attempt — no repeat, no done frame — while the
+// others are served to the end.
+func TestFailedPostEndsThatConnectionsStream(t *testing.T) {
+	t.Parallel()
+	s := &subs{ids: []string{"flaky", "ok"}}
+	p := &failingPoster{got: map[string][]string{}, tries: map[string]int{}}
+	f := &stream.Fanout{Subs: s, Poster: p, Poll: time.Millisecond, Flush: time.Millisecond}
+	a := f.Begin(t.Context(), "t_4", 1)
+	for range 20 {
+		a.Delta("word ")
+		time.Sleep(time.Millisecond) // several flushes, so posts repeat
+	}
+	a.Done(t.Context(), "completed", "abc")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tries["flaky"] != 1 {
+		t.Fatalf("%d posts to the flaky connection, want 1 (then none)", p.tries["flaky"])
+	}
+	if ok := p.got["ok"]; len(ok) == 0 || !strings.Contains(ok[len(ok)-1], `"done":true`) {
+		t.Fatalf("the healthy connection got %v, want a done frame last", ok)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.unsub) != 0 {
+		t.Fatalf("unsubscribed %v: a failed post is not a gone connection", s.unsub)
+	}
+}
