@@ -3,7 +3,7 @@
 
 GO        ?= go
 PKGS      := ./...
-FUNCTIONS := submit worker reconciler
+FUNCTIONS := submit worker reconciler stream
 GOARCH_DEPLOY ?= arm64
 BIN       := bin
 LDFLAGS   := -s -w
@@ -117,8 +117,8 @@ build-%:
 # `make build-<LogicalId>` with ARTIFACTS_DIR set and packages what lands there.
 # One root go.mod serves all three functions; SAM's go1.x builder wants a
 # go.mod per function, so the makefile method is the one that fits.
-.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction
-build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction:
+.PHONY: build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction build-StreamFunction
+build-SubmitFunction build-WorkerFunction build-ReconcilerFunction build-ExampleDestinationFunction build-StreamFunction:
 	$(if $(ARTIFACTS_DIR),,$(error $@: ARTIFACTS_DIR is not set (sam build sets it)))
 	$(GOBUILD_LAMBDA) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(SAM_FN_$(@:build-%=%))
 
@@ -126,6 +126,7 @@ SAM_FN_SubmitFunction     := submit
 SAM_FN_WorkerFunction     := worker
 SAM_FN_ReconcilerFunction := reconciler
 SAM_FN_ExampleDestinationFunction := exampledestination
+SAM_FN_StreamFunction     := stream
 
 ## deploy: sam build + sam deploy (--guided the first time, until samconfig.toml
 ## holds the stack's settings; STACK names the stack for later targets)
@@ -147,6 +148,7 @@ deploy:
 EVENT_submit     ?= events/apigw-submit-new.json
 EVENT_worker     ?= events/sqs-batch.json
 EVENT_reconciler ?= events/scheduler-tick.json
+EVENT_stream     ?= events/ws-subscribe.json
 STACK_GIVEN := $(filter command environment,$(firstword $(origin STACK)))
 $(addprefix invoke-,$(FUNCTIONS)): invoke-%:
 	@test -d .aws-sam/build || $(SAM) build --build-in-source --parallel
@@ -162,6 +164,7 @@ $(addprefix invoke-,$(FUNCTIONS)): invoke-%:
 SAM_FUNCTION_submit     := SubmitFunction
 SAM_FUNCTION_worker     := WorkerFunction
 SAM_FUNCTION_reconciler := ReconcilerFunction
+SAM_FUNCTION_stream     := StreamFunction
 
 ## logs: tail the deployed functions' CloudWatch logs (FN=WorkerFunction for one)
 logs:

@@ -75,6 +75,13 @@
 //     of the submit (upload-mismatch, upload-not-received, unknown-upload,
 //     …) mark the named file failed, in words, in an aria-live region by
 //     the file field. The task view lists the task's documents.
+//   - Streamed replies (static/stream.js; docs/streaming.md): while the
+//     task in view runs, "Reply so far" shows its text as the provider
+//     generates it, from the WebSocket GET /auth/config names
+//     (stream_url; the session's bearer offered as the subprotocol
+//     bearer.<JWT>). A frame of a higher attempt replaces a lower one's
+//     text; a done frame makes the poll read the task at once; the box is
+//     hidden once the task has its saved result, which is the truth.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.

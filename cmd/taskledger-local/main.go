@@ -6,6 +6,10 @@
 // Environment:
 //
 //	ADDR                 HTTP listen address (default 127.0.0.1:3000; loopback only)
+//	STREAM_ADDR          the emulated WebSocket API of streamed replies (default 127.0.0.1:3001;
+//	                     loopback only; advertised as stream_url in GET /auth/config)
+//	PROVIDER_SIMULATED_STREAM_MS  the simulated provider's pause before each streamed chunk
+//	                     (default 0; e.g. 80 to watch a reply grow)
 //	AWS_ENDPOINT_URL     use this AWS endpoint (LocalStack, moto_server) instead of the embedded emulator
 //	PROVIDER, PROVIDER_* the provider (default simulated; see internal/provider)
 //	PROVIDER_FAULTS      simulated faults for demos, e.g. "throttle=0.2,accept_lose_reply=0.1"
@@ -43,6 +47,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -61,6 +66,10 @@ import (
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
+
+// DefaultStreamAddr is make run's WebSocket API address when STREAM_ADDR is
+// unset: beside the page's default port.
+const DefaultStreamAddr = "127.0.0.1:3001"
 
 func main() {
 	if err := run(); err != nil {
@@ -114,6 +123,7 @@ func options() (local.Options, error) {
 	}
 	o := local.Options{
 		Addr:           os.Getenv("ADDR"),
+		StreamAddr:     cmp.Or(os.Getenv("STREAM_ADDR"), DefaultStreamAddr),
 		Endpoint:       strings.TrimSpace(os.Getenv("AWS_ENDPOINT_URL")),
 		Provider:       provider.ConfigFromEnv(nil),
 		Progress:       os.Stdout,
@@ -224,6 +234,7 @@ func banner(st *local.Stack, o local.Options, example *local.ExampleDestination)
 		"  page        " + st.URL + "/",
 		"  sign-in     " + authLine(st.Auth),
 		"  task API    " + st.URL + "/tasks      operator API " + st.URL + "/reviews",
+		"  stream      " + st.StreamURL + " (WebSocket: streamed replies, docs/streaming.md)",
 		"  emulator    " + emu,
 		"  tables      " + st.Names.TasksTable + ", " + st.Names.ReviewTable,
 		"  queues      " + queueName(st.Names.TaskQueueURL) + ", " + queueName(st.Names.DeadLetterQueueURL) + " (dead letters)",

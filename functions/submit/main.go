@@ -7,7 +7,8 @@
 // TASK_ID_KEY_SECRET_ARN (required: the Secrets Manager secret task ids are
 // derived with, read once at init), AUTH_MODE (required: jwt, iam or none)
 // with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET
-// /auth/config tells the page), ALLOWED_ORIGINS (comma-separated CORS
+// /auth/config tells the page), STREAM_URL (the WebSocket API of
+// streamed replies, advertised as stream_url; empty: none), ALLOWED_ORIGINS (comma-separated CORS
 // allow-list; "*" allows any; empty disables CORS), PAYLOAD_BUCKET (the S3
 // claim-check bucket for inputs above 4 KiB; unset keeps them inline), APPROVER_CLAIM,
 // APPROVER_CLAIM_VALUE and ALLOW_SELF_APPROVAL (api.ApprovalPolicy),
@@ -20,7 +21,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -49,6 +52,10 @@ func build(ctx context.Context) (*api.Handler, error) {
 	auth, err := api.ParseAuthConfig(os.Getenv("AUTH_MODE"), os.Getenv("OIDC_ISSUER"), os.Getenv("OIDC_CLIENT_ID"), os.Getenv("OIDC_AUTHORIZATION_ENDPOINT"))
 	if err != nil {
 		return nil, err
+	}
+	// The WebSocket API of streamed replies, advertised as stream_url.
+	if auth.StreamURL = os.Getenv("STREAM_URL"); auth.StreamURL != "" && !strings.HasPrefix(auth.StreamURL, "wss://") {
+		return nil, fmt.Errorf("STREAM_URL=%q: want a wss:// URL", auth.StreamURL)
 	}
 	approvals, err := api.ParseApprovalPolicy(os.Getenv("APPROVER_CLAIM"), os.Getenv("APPROVER_CLAIM_VALUE"), os.Getenv("ALLOW_SELF_APPROVAL"))
 	if err != nil {

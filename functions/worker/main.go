@@ -15,6 +15,8 @@
 // lambdaenv.LoadProvider as in the submit function; unset: no admission);
 // PAYLOAD_BUCKET (the S3 claim-check bucket: large inputs are read from
 // it, results above 4 KiB written to it; unset keeps them inline);
+// CONNECTIONS_TABLE and STREAM_MANAGEMENT_ENDPOINT (streamed replies:
+// deltas posted to the task's WebSocket subscribers; unset: no streaming);
 // LOG_LEVEL (debug|info|warn|error). template.yaml sets them as one arithmetic
 // (docs/timing.md).
 package main
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -34,6 +37,7 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
+	"github.com/taskledger/taskledger/internal/stream"
 	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -99,7 +103,12 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	streams, err := buildStreams(b)
+	if err != nil {
+		return nil, err
+	}
 	return &worker.Handler{
+		Streams:      streams,
 		Admission:    adm,
 		Spend:        ws,
 		Ledger:       b.Ledger,
@@ -115,6 +124,24 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		// GENERATION_EFFECT_CLASS: retry-safe unless declared an effect.
 		RetrySafeGeneration: pcfg.RetrySafeGeneration(),
 	}, nil
+}
+
+// buildStreams builds the fan-out of streamed replies (docs/streaming.md)
+// from CONNECTIONS_TABLE and STREAM_MANAGEMENT_ENDPOINT (the WebSocket
+// API's @connections root); nil (no streaming) when either is unset.
+func buildStreams(b *lambdaenv.Base) (worker.Streams, error) {
+	table, endpoint := os.Getenv("CONNECTIONS_TABLE"), os.Getenv("STREAM_MANAGEMENT_ENDPOINT")
+	if table == "" || endpoint == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(endpoint, "https://") {
+		return nil, fmt.Errorf("STREAM_MANAGEMENT_ENDPOINT=%q: want the WebSocket API's https:// stage URL", endpoint)
+	}
+	fan := &stream.Fanout{Subs: &stream.Table{DB: awsclient.DynamoDB(b.AWS), ConnectionsTable: table},
+		Poster: stream.NewConnectionsClient(b.AWS, endpoint), Log: logging.FromEnv()}
+	return worker.StreamsFunc(func(ctx context.Context, taskID string, attempt int) worker.StreamAttempt {
+		return fan.Begin(ctx, taskID, attempt)
+	}), nil
 }
 
 // buildAdmission builds the admission pp's settings describe

@@ -40,6 +40,9 @@ type AuthConfig struct {
 	// AuthorizationEndpoint overrides the issuer's discovered one (the
 	// Cognito hosted UI's /oauth2/authorize); usually empty.
 	AuthorizationEndpoint string
+	// StreamURL is the WebSocket API of streamed replies
+	// (docs/streaming.md); "" when there is none.
+	StreamURL string
 }
 
 // ParseAuthConfig validates the submit function's AUTH_MODE, OIDC_ISSUER,
@@ -76,6 +79,7 @@ type authConfigBody struct {
 	ClientID              string `json:"client_id"`
 	Scopes                string `json:"scopes"`
 	AuthorizationEndpoint string `json:"authorization_endpoint"`
+	StreamURL             string `json:"stream_url,omitempty"`
 }
 
 // authConfig answers GET /auth/config (servePublic routes it) with public
@@ -89,7 +93,7 @@ func (h *Handler) authConfig() events.APIGatewayV2HTTPResponse {
 		a.Scopes = DefaultScopes
 	}
 	b, _ := json.Marshal(authConfigBody{AuthMode: a.Mode, Issuer: a.Issuer, ClientID: a.ClientID, Scopes: a.Scopes,
-		AuthorizationEndpoint: a.AuthorizationEndpoint})
+		AuthorizationEndpoint: a.AuthorizationEndpoint, StreamURL: a.StreamURL})
 	return events.APIGatewayV2HTTPResponse{
 		StatusCode: http.StatusOK,
 		Headers: map[string]string{

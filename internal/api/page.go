@@ -95,8 +95,9 @@ func contentType(name string) string {
 // origins, never a scheme: this origin (the API: the page talks to no
 // other), the issuer's (its discovery document), the configured
 // authorization endpoint's (Cognito's hosted UI, which also serves the
-// token endpoint; the page refuses endpoints on any other origin), and the
-// payload bucket's (presigned document uploads). An issuer whose token
+// token endpoint; the page refuses endpoints on any other origin), the
+// payload bucket's (presigned document uploads), and the stream URL's
+// (streamed replies, a ws:// or wss:// origin). An issuer whose token
 // endpoint is on yet another origin is not supported.
 func (h *Handler) ContentSecurityPolicy() string {
 	connect := []string{"'self'"}
@@ -105,6 +106,7 @@ func (h *Handler) ContentSecurityPolicy() string {
 			connect = append(connect, origin)
 		}
 	}
+	add(wsOrigin(h.Auth.StreamURL))
 	add(cspOrigin(h.Auth.Issuer))
 	add(cspOrigin(h.Auth.AuthorizationEndpoint))
 	if h.Payloads != nil {
@@ -133,6 +135,16 @@ var cspHost = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.
 func cspOrigin(raw string) string {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || !cspHost.MatchString(u.Host) {
+		return ""
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host)
+}
+
+// wsOrigin is the scheme://host[:port] of a ws(s) URL (the stream URL of
+// streamed replies), for a CSP source list; "" for anything else.
+func wsOrigin(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "wss" && u.Scheme != "ws") || !cspHost.MatchString(u.Host) {
 		return ""
 	}
 	return u.Scheme + "://" + strings.ToLower(u.Host)

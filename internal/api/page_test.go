@@ -132,6 +132,11 @@ func TestCSPConnectSrcNamesExactOrigins(t *testing.T) {
 			AuthorizationEndpoint: "https://idp.example/authorize"}}, "'self' https://idp.example"},
 		{"no injection", &api.Handler{Auth: api.AuthConfig{Mode: "jwt", Issuer: "https://idp.example; connect-src *", ClientID: "c1",
 			AuthorizationEndpoint: "javascript:alert(1)"}}, "'self'"},
+		{"stream URL", &api.Handler{Auth: api.AuthConfig{StreamURL: "wss://abc123.execute-api.eu-west-1.amazonaws.com/live"}},
+			"'self' wss://abc123.execute-api.eu-west-1.amazonaws.com"},
+		{"local stream URL", &api.Handler{Auth: api.AuthConfig{StreamURL: "ws://127.0.0.1:3001"}}, "'self' ws://127.0.0.1:3001"},
+		{"no stream injection", &api.Handler{Auth: api.AuthConfig{StreamURL: "wss://a.example; connect-src *"}}, "'self'"},
+		{"stream URL not a WebSocket", &api.Handler{Auth: api.AuthConfig{StreamURL: "https://a.example"}}, "'self'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -39,6 +39,7 @@ import (
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/stack"
 	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/internal/wsgateway"
 	"github.com/taskledger/taskledger/pkg/ledger"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
@@ -154,12 +155,23 @@ type Options struct {
 	// calls it (tests: hold some messages back, as a throttled worker
 	// would, by reporting them as batch item failures).
 	WrapWorker func(SQSDeliver) SQSDeliver
+	// StreamAddr is the emulated WebSocket API's listen address (streamed
+	// replies, docs/streaming.md); loopback only; default 127.0.0.1:0 (a
+	// free port), advertised as stream_url in GET /auth/config.
+	StreamAddr string
+	// StreamPoll is how often a streaming attempt looks for new
+	// subscribers (stream.DefaultPoll if 0).
+	StreamPoll time.Duration
 }
 
 // Stack is a running local stack. Its fields are read-only.
 type Stack struct {
 	// URL is the HTTP base URL ("http://127.0.0.1:3000").
 	URL string
+	// StreamURL is the emulated WebSocket API (ws://127.0.0.1:port) and
+	// StreamGateway the server behind it.
+	StreamURL     string
+	StreamGateway *wsgateway.Server
 	// Endpoint is the AWS endpoint in use (embedded or external).
 	Endpoint string
 	// Embedded is true when Endpoint is the embedded emulator.
@@ -186,6 +198,7 @@ type Stack struct {
 	emu    *kumo.Server
 	pause  *pauseSQS
 	srv    *http.Server
+	wsSrv  *http.Server
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -370,6 +383,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		// GENERATION_EFFECT_CLASS, as deployed: retry-safe by default.
 		RetrySafeGeneration: o.Provider.RetrySafeGeneration(),
 	}
+	if err := s.startStream(o, authz, work, submit, log, prog); err != nil {
+		return nil, err
+	}
+	s.Auth = submit.Auth
 	if err := wireSpend(tpl, o.SpendConfig, o.DailyQuotaTokens, s.DDB, s.Names.TasksTable, submit, work); err != nil {
 		return nil, err
 	}
@@ -514,6 +531,10 @@ func (s *Stack) Close() error {
 				_ = s.srv.Close()
 			}
 			cancel()
+		}
+		if s.wsSrv != nil {
+			_ = s.wsSrv.Close()
+			s.StreamGateway.CloseAll()
 		}
 		if s.cancel != nil {
 			s.cancel()

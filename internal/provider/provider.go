@@ -47,6 +47,11 @@ type (
 	ReadbackOffering = contract.ReadbackOffering
 	// CallTimer is optional: CallTimeout is the longest one call may take.
 	CallTimer = contract.CallTimer
+	// Streamer is optional: GenerateStream passes the text to a DeltaFunc
+	// as it is generated and returns what Generate returns.
+	Streamer = contract.Streamer
+	// DeltaFunc receives a streamed generation's text piece by piece.
+	DeltaFunc = contract.DeltaFunc
 	// GenerateInput is the schema of Request.Input for kind "generate",
 	// shared with the submit API's validator.
 	GenerateInput = contract.GenerateInput
@@ -94,6 +99,16 @@ func CallTimeout(p Provider) time.Duration {
 	return 0
 }
 
+// Call performs req on p: streamed through onDelta when onDelta is not nil
+// and p is a Streamer, otherwise with Generate (onDelta then never hears
+// of the call).
+func Call(ctx context.Context, p Provider, req Request, onDelta DeltaFunc) (Result, error) {
+	if s, ok := p.(Streamer); ok && onDelta != nil {
+		return s.GenerateStream(ctx, req, onDelta)
+	}
+	return p.Generate(ctx, req)
+}
+
 // Lookup reads an operation back from p, answering ErrNoReadback when p has
 // no readback.
 func Lookup(ctx context.Context, p Provider, operationID string) (Result, error) {
@@ -127,6 +142,9 @@ const (
 	EnvTimeout         = "PROVIDER_TIMEOUT"
 	EnvSimulatedMode   = "PROVIDER_SIMULATED_MODE"
 	EnvGenerationClass = "GENERATION_EFFECT_CLASS"
+	// EnvSimulatedStreamMS is the simulated provider's pause before each
+	// streamed chunk, in milliseconds.
+	EnvSimulatedStreamMS = "PROVIDER_SIMULATED_STREAM_MS"
 )
 
 // Effect classes (GENERATION_EFFECT_CLASS; DESIGN §14): what repeating a
@@ -192,6 +210,10 @@ type Config struct {
 	// empty; ModePlain, ModePlainReadback). Only the simulated provider
 	// has one.
 	SimulatedMode string
+	// SimulatedStreamDelay is the simulated provider's pause before each
+	// streamed chunk (PROVIDER_SIMULATED_STREAM_MS, in milliseconds; 0: no
+	// pause).
+	SimulatedStreamDelay time.Duration
 	// GenerationClass is generation's effect class: ClassRetrySafe when
 	// empty, or ClassEffect for a deployment that reviews every uncertain
 	// paid call. Deliveries are always effects.
@@ -244,6 +266,13 @@ func ConfigFromEnv(getenv func(string) string) Config {
 			errs = append(errs, fmt.Errorf("%s: want an integer, got %q", EnvSeed, clip(v)))
 		}
 		c.Seed = n
+	}
+	if v := get(EnvSimulatedStreamMS); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 60_000 {
+			errs = append(errs, fmt.Errorf("%s: want milliseconds from 0 to 60000, got %q", EnvSimulatedStreamMS, clip(v)))
+		}
+		c.SimulatedStreamDelay = time.Duration(n) * time.Millisecond
 	}
 	if v := get(EnvTimeout); v != "" {
 		d, err := parseTimeout(v)
@@ -368,6 +397,9 @@ func (c Config) Validate() error {
 		if c.SimulatedMode != "" {
 			errs = append(errs, fmt.Errorf("%s is a setting of the simulated provider, not of %s", EnvSimulatedMode, c.Name))
 		}
+		if c.SimulatedStreamDelay != 0 {
+			errs = append(errs, fmt.Errorf("%s is a setting of the simulated provider, not of %s", EnvSimulatedStreamMS, c.Name))
+		}
 		if c.Model == "" {
 			errs = append(errs, fmt.Errorf("%s is required for provider %s", EnvModel, c.Name))
 		}
@@ -442,8 +474,9 @@ func newKeyless(ctx context.Context, cfg Config) (Provider, error) {
 	}
 	plan, _ := simulated.ParseFaultPlan(cfg.Faults) // validated by the caller
 	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, CallTimeout: cfg.Timeout,
-		NoIdempotency: cfg.SimulatedMode == ModePlain || cfg.SimulatedMode == ModePlainReadback,
-		NoReadback:    cfg.NoReadback || cfg.SimulatedMode == ModePlain}), nil
+		NoIdempotency:    cfg.SimulatedMode == ModePlain || cfg.SimulatedMode == ModePlainReadback,
+		NoReadback:       cfg.NoReadback || cfg.SimulatedMode == ModePlain,
+		StreamChunkDelay: cfg.SimulatedStreamDelay}), nil
 }
 
 // NewReadback builds the provider the reconciler holds to read unknown

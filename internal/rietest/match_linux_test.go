@@ -190,6 +190,10 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 		}
 		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "TaskQueue": e.Names.TaskQueueURL,
 			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN, "PayloadBucket": e.Names.PayloadBucket,
+			// Streamed replies: the worker lists a task's subscribers on
+			// the emulator's connections table (none subscribe here, so
+			// nothing is posted to the named WebSocket API).
+			"ConnectionsTable": e.Names.ConnectionsTable, "StreamApi": "rietest", "StreamStage": "live",
 			// The delivery bus: named in the environment, never called by
 			// these samples (no deliver task among them).
 			"DeliveryEventBus.Arn": "arn:aws:events:us-east-1:000000000000:event-bus/rietest-deliveries"}

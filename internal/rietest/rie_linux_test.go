@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -123,13 +124,35 @@ func functionEnv(t *testing.T, fn stack.Function, vals *stack.Values, refs map[s
 			t.Fatalf("%s environment %s: %v", fn.LogicalID, k, err)
 		}
 		s, ok := r.(string)
-		if !ok || strings.HasPrefix(s, "ref:") || strings.HasPrefix(s, "getatt:") || strings.HasPrefix(s, "sub:") {
+		if ok && strings.HasPrefix(s, "sub:") {
+			s = substitute(strings.TrimPrefix(s, "sub:"), refs)
+		}
+		if !ok || strings.HasPrefix(s, "ref:") || strings.HasPrefix(s, "getatt:") || strings.Contains(s, "${") {
 			t.Fatalf("%s environment %s = %v: unresolved (teach functionEnv's refs)", fn.LogicalID, k, r)
 		}
 		env[k] = s
 	}
 	return env
 }
+
+// substitute resolves a Fn::Sub string's ${Name} from refs and the pseudo
+// parameters of a us-east-1 deployment; a name it cannot resolve is left
+// as it is (and refused by functionEnv).
+func substitute(s string, refs map[string]string) string {
+	pseudo := map[string]string{"AWS::Region": "us-east-1", "AWS::URLSuffix": "amazonaws.com", "AWS::Partition": "aws"}
+	return subName.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := refs[name]; ok {
+			return v
+		}
+		if v, ok := pseudo[name]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+var subName = regexp.MustCompile(`\$\{[A-Za-z0-9:.]+\}`)
 
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -26,6 +26,9 @@ type Names struct {
 	DeadLetterQueueURL, DeadLetterQueueARN string // TaskDeadLetterQueue
 	// PayloadBucket is set by CreateBuckets (the claim-check bucket).
 	PayloadBucket string // PayloadBucket
+	// ConnectionsTable holds the WebSocket subscriptions of streamed
+	// replies.
+	ConnectionsTable string // ConnectionsTable
 }
 
 // How long Create waits for a table to become ACTIVE.
@@ -97,6 +100,7 @@ func (t *Template) Create(ctx context.Context, ddb *dynamodb.Client, sq *sqs.Cli
 	return Names{
 		TasksTable:         ev.refs["TasksTable"],
 		ReviewTable:        ev.refs["ReviewTable"],
+		ConnectionsTable:   ev.refs["ConnectionsTable"],
 		TaskQueueURL:       ev.refs["TaskQueue"],
 		TaskQueueARN:       ev.attrs["TaskQueue"]["Arn"],
 		DeadLetterQueueURL: ev.refs["TaskDeadLetterQueue"],
@@ -115,7 +119,7 @@ func verb(created bool) string {
 // an error. It does not wait for DynamoDB to finish deleting.
 func (t *Template) Delete(ctx context.Context, ddb *dynamodb.Client, sq *sqs.Client, n Names) error {
 	var errs []error
-	for _, name := range []string{n.TasksTable, n.ReviewTable} {
+	for _, name := range []string{n.TasksTable, n.ReviewTable, n.ConnectionsTable} {
 		if name == "" {
 			continue
 		}

@@ -93,6 +93,7 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 
 	p := b.prefix
 	wantLines := []string{
+		"created table " + p + "-ConnectionsTable",
 		"created table " + p + "-ReviewTable",
 		"created queue " + p + "-TaskDeadLetterQueue",
 		"created queue " + p + "-TaskQueue",
@@ -101,7 +102,7 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 	if !slices.Equal(lines, wantLines) {
 		t.Errorf("progress = %q, want %q", lines, wantLines)
 	}
-	if n.TasksTable != p+"-TasksTable" || n.ReviewTable != p+"-ReviewTable" ||
+	if n.TasksTable != p+"-TasksTable" || n.ReviewTable != p+"-ReviewTable" || n.ConnectionsTable != p+"-ConnectionsTable" ||
 		!strings.HasSuffix(n.TaskQueueURL, "/"+p+"-TaskQueue") || !strings.HasSuffix(n.TaskQueueARN, ":"+p+"-TaskQueue") ||
 		!strings.HasSuffix(n.DeadLetterQueueURL, "/"+p+"-TaskDeadLetterQueue") || !strings.HasSuffix(n.DeadLetterQueueARN, ":"+p+"-TaskDeadLetterQueue") {
 		t.Errorf("Names = %+v", n)
@@ -133,7 +134,7 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 			t.Errorf("open_reviews %s %s", keyString(gsi.KeySchema), projString(gsi.Projection))
 		}
 
-		for _, tbl := range []string{n.TasksTable, n.ReviewTable} {
+		for _, tbl := range []string{n.TasksTable, n.ReviewTable, n.ConnectionsTable} {
 			d, err := b.ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(tbl)})
 			if err != nil {
 				t.Fatal(err)

@@ -73,7 +73,7 @@ func TestTemplateTables(t *testing.T) {
 
 	// ExampleDestinationTable is deployed only with DeployExampleDestination
 	// (Create skips it under the defaults: create_test.go).
-	if got, want := tmpl.LogicalIDs(typeTable), []string{"ExampleDestinationTable", "ReviewTable", "TasksTable"}; !slices.Equal(got, want) {
+	if got, want := tmpl.LogicalIDs(typeTable), []string{"ConnectionsTable", "ExampleDestinationTable", "ReviewTable", "TasksTable"}; !slices.Equal(got, want) {
 		t.Fatalf("tables = %v, want %v", got, want)
 	}
 
@@ -207,11 +207,11 @@ func TestTemplateFunctions(t *testing.T) {
 	tmpl := realTemplate(t)
 
 	fns := tmpl.Functions()
-	if got := slices.Sorted(maps.Keys(fns)); !slices.Equal(got, []string{"ExampleDestinationFunction", "ReconcilerFunction", "SubmitFunction", "WorkerFunction"}) {
+	if got := slices.Sorted(maps.Keys(fns)); !slices.Equal(got, []string{"ExampleDestinationFunction", "ReconcilerFunction", "StreamFunction", "SubmitFunction", "WorkerFunction"}) {
 		t.Fatalf("functions = %v", got)
 	}
 	timeouts := map[string]time.Duration{"SubmitFunction": 10 * time.Second, "WorkerFunction": 140 * time.Second, "ReconcilerFunction": time.Minute,
-		"ExampleDestinationFunction": 10 * time.Second}
+		"ExampleDestinationFunction": 10 * time.Second, "StreamFunction": 10 * time.Second}
 	for id, f := range fns {
 		if f.Runtime != "provided.al2023" || !slices.Equal(f.Architectures, []string{"arm64"}) || f.MemorySize != 256 {
 			t.Errorf("%s: globals not merged: %+v", id, f)

@@ -25,6 +25,7 @@ var submitSettingsMakeRunTakesOtherwise = map[string]string{
 	"TASK_ID_KEY_SECRET_ARN":        "TASK_ID_KEY, the key itself (default: a random key per process)",
 	"DELIVERY_EVENT_BUS_ARN":        "the stack's delivery bus; make run has none: TASKLEDGER_DESTINATIONS names a bus on the endpoint",
 	"DELIVERY_EXAMPLE_FUNCTION_ARN": "make run starts the example function itself under aws-lambda-rie and registers it as \"example\" (TASKLEDGER_EXAMPLE_DESTINATION=off: not)",
+	"STREAM_URL":                    "make run's own emulated WebSocket API (STREAM_ADDR), whose URL it advertises itself",
 }
 
 // TestMakeRunReadsWhatSubmitReads compares, statically, the environment the

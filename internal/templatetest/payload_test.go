@@ -57,6 +57,7 @@ var wantS3 = map[string][]string{
 	// The receiving team's example function: no access to the stack's
 	// payloads.
 	"ExampleDestinationFunction": nil,
+	"StreamFunction":             {},
 }
 
 // TestPayloadBucket checks the claim-check bucket: encrypted, every public

@@ -123,6 +123,9 @@ func TestRoutesRequireTheAuthorizer(t *testing.T) {
 		for _, id := range tpl.LogicalIDs("AWS::ApiGatewayV2::Route") {
 			p, _ := tpl.Resource(id)
 			key, _ := p["RouteKey"].(string)
+			if ref(p["ApiId"]) == "StreamApi" {
+				continue // TestStreamRoutesRequireTheAuthorizer
+			}
 			seen[key] = true
 			if ref(p["ApiId"]) != "HttpApi" || d.eval(p["Target"]) != "sub:integrations/${SubmitIntegration}" {
 				t.Errorf("%s: ApiId %v Target %v, want HttpApi and the submit integration", id, p["ApiId"], p["Target"])
@@ -172,6 +175,62 @@ func TestRoutesRequireTheAuthorizer(t *testing.T) {
 	if ref(perm["FunctionName"]) != "SubmitFunction" || perm["Principal"] != "apigateway.amazonaws.com" ||
 		!strings.Contains(fmt.Sprint(perm["SourceArn"]), ":${HttpApi}/") {
 		t.Errorf("SubmitInvokePermission %v", perm)
+	}
+}
+
+// The WebSocket API of streamed replies: $connect requires the mode's
+// authorizer (the REQUEST authorizer on the Sec-WebSocket-Protocol header
+// for jwt and cognito, SigV4 for iam, none only in mode none) — on a
+// WebSocket API only $connect is authorised, every later message of the
+// connection carries its identity; there are exactly the four routes, all
+// on the stream function, which API Gateway may invoke for this API only.
+func TestStreamRoutesRequireTheAuthorizer(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	api, _ := tpl.Resource("StreamApi")
+	if api["ProtocolType"] != "WEBSOCKET" || api["RouteSelectionExpression"] != "$request.body.action" {
+		t.Fatalf("StreamApi %v", api)
+	}
+	want := map[string]string{"jwt": "CUSTOM", "cognito": "CUSTOM", "iam": "AWS_IAM", "none": "NONE"}
+	for _, m := range authModes {
+		d := deploy(t, tpl, settings[m])
+		seen := map[string]bool{}
+		for _, id := range tpl.LogicalIDs("AWS::ApiGatewayV2::Route") {
+			p, _ := tpl.Resource(id)
+			if ref(p["ApiId"]) != "StreamApi" {
+				continue
+			}
+			key, _ := p["RouteKey"].(string)
+			seen[key] = true
+			if d.eval(p["Target"]) != "sub:integrations/${StreamIntegration}" {
+				t.Errorf("%s: Target %v, want the stream integration", id, p["Target"])
+			}
+			auth, authorizer := d.eval(p["AuthorizationType"]), d.eval(p["AuthorizerId"])
+			if key == "$connect" {
+				if auth != want[m] || (want[m] == "CUSTOM") != (authorizer == "ref:StreamAuthorizer") {
+					t.Errorf("AuthMode=%s: $connect has AuthorizationType %v AuthorizerId %v, want %s", m, auth, authorizer, want[m])
+				}
+			} else if p["AuthorizationType"] != nil || p["AuthorizerId"] != nil {
+				t.Errorf("%s: only $connect is authorised on a WebSocket API, not %s", id, key)
+			}
+		}
+		if !reflect.DeepEqual(seen, map[string]bool{"$connect": true, "$disconnect": true, "subscribe": true, "$default": true}) {
+			t.Errorf("stream routes %v", seen)
+		}
+		e, _ := tpl.ResourceEntry("StreamAuthorizer")
+		if has := d.cond(e["Condition"].(string)); has != (want[m] == "CUSTOM") {
+			t.Errorf("AuthMode=%s: StreamAuthorizer created = %v", m, has)
+		}
+	}
+	p, _ := tpl.Resource("StreamAuthorizer")
+	if p["AuthorizerType"] != "REQUEST" || !reflect.DeepEqual(p["IdentitySource"], []any{"route.request.header.Sec-WebSocket-Protocol"}) ||
+		!strings.Contains(fmt.Sprint(p["AuthorizerUri"]), "${StreamFunction.Arn}") {
+		t.Errorf("StreamAuthorizer %v", p)
+	}
+	perm, _ := tpl.Resource("StreamInvokePermission")
+	if ref(perm["FunctionName"]) != "StreamFunction" || perm["Principal"] != "apigateway.amazonaws.com" ||
+		!strings.Contains(fmt.Sprint(perm["SourceArn"]), ":${StreamApi}/") {
+		t.Errorf("StreamInvokePermission %v", perm)
 	}
 }
 
@@ -366,7 +425,7 @@ func TestSAMTransformKeepsRules(t *testing.T) {
 		t.Errorf("transformed Rules = %v, want the template's %v", cfn.Rules, wantRules)
 	}
 	for id, r := range cfn.Resources {
-		if (r.Type == "AWS::ApiGatewayV2::Api" || r.Type == "AWS::ApiGateway::RestApi") && id != "HttpApi" {
+		if (r.Type == "AWS::ApiGatewayV2::Api" || r.Type == "AWS::ApiGateway::RestApi") && id != "HttpApi" && id != "StreamApi" {
 			t.Errorf("the transform created another API, %s (%s): no authorizer protects it", id, r.Type)
 		}
 	}

@@ -28,16 +28,17 @@ import (
 // unset on purpose, with the reason. Every entry must still be read by some
 // function, so the list cannot rot.
 var notSetByTemplate = map[string]string{
-	"AWS_REGION":                  "set by the Lambda runtime",
-	"AWS_DEFAULT_REGION":          "set by the Lambda runtime",
-	"AWS_ENDPOINT_URL":            "emulators only (make run, tests); unset in AWS",
-	"AWS_ENDPOINT_URL_DYNAMODB":   "emulators only; unset in AWS",
-	"AWS_ENDPOINT_URL_S3":         "emulators only; unset in AWS",
-	"TASKLEDGER_SDK_MAX_ATTEMPTS": "optional; the default (3 attempts) is the deployed setting",
-	"PROVIDER_SEED":               "simulated provider only (local runs, tests, demos)",
-	"PROVIDER_FAULTS":             "simulated provider only: fault injection is never deployed",
-	"PROVIDER_SIMULATED_MODE":     "simulated provider only: which guarantees it simulates (local runs, tests, demos)",
-	"PROVIDER_API_KEY_ENV":        "names a variable holding an API key; deployments use PROVIDER_API_KEY_SECRET_ARN instead, so no key is ever in the function's configuration",
+	"AWS_REGION":                   "set by the Lambda runtime",
+	"AWS_DEFAULT_REGION":           "set by the Lambda runtime",
+	"AWS_ENDPOINT_URL":             "emulators only (make run, tests); unset in AWS",
+	"AWS_ENDPOINT_URL_DYNAMODB":    "emulators only; unset in AWS",
+	"AWS_ENDPOINT_URL_S3":          "emulators only; unset in AWS",
+	"TASKLEDGER_SDK_MAX_ATTEMPTS":  "optional; the default (3 attempts) is the deployed setting",
+	"PROVIDER_SEED":                "simulated provider only (local runs, tests, demos)",
+	"PROVIDER_FAULTS":              "simulated provider only: fault injection is never deployed",
+	"PROVIDER_SIMULATED_MODE":      "simulated provider only: which guarantees it simulates (local runs, tests, demos)",
+	"PROVIDER_SIMULATED_STREAM_MS": "simulated provider only: the pace of its streamed chunks (local runs, tests, demos)",
+	"PROVIDER_API_KEY_ENV":         "names a variable holding an API key; deployments use PROVIDER_API_KEY_SECRET_ARN instead, so no key is ever in the function's configuration",
 }
 
 // dynamicReads are environment reads whose name is not a constant, by the
@@ -69,6 +70,16 @@ var awsRequiredWildcards = map[string]string{
 		"the resource logs:CreateLogStream and logs:PutLogEvents take (AWS's documented form for a function's logs)",
 	"AWS::S3::Bucket key prefix": "${Bucket.Arn}/<prefix>/* — the objects under one key prefix of the stack's own bucket " +
 		"(object keys are content hashes and task ids, known only at run time); TestPayloadBucket pins each prefix per function",
+	"@connections/*": "execute-api:ManageConnections on ${StreamApi}/${StreamStage}/POST/@connections/* — posting to any connection " +
+		"of the stack's own WebSocket API and stage (connection ids exist only at run time)",
+}
+
+// signedByHandNeeds are IAM actions a function's code needs for requests
+// it signs itself (SigV4) rather than through an SDK client the analysis
+// sees, with the code that makes them.
+var signedByHandNeeds = map[string]map[string]string{
+	"WorkerFunction": {"execute-api:ManageConnections": "stream.ConnectionsClient.PostToConnection: the streamed reply's frames, " +
+		"POST @connections/{id} signed with the SDK's SigV4 signer (the SDK's apigatewaymanagementapi module is not on the module proxy this project builds from)"},
 }
 
 // lambdaServiceActions are permissions the Lambda service uses with a
@@ -169,7 +180,7 @@ func TestEveryFunctionHasItsCode(t *testing.T) {
 	tpl := load(t)
 	root := moduleRoot(t)
 	ids := slices.Sorted(maps.Keys(tpl.Functions()))
-	if !slices.Equal(ids, []string{"ExampleDestinationFunction", "ReconcilerFunction", "SubmitFunction", "WorkerFunction"}) {
+	if !slices.Equal(ids, []string{"ExampleDestinationFunction", "ReconcilerFunction", "StreamFunction", "SubmitFunction", "WorkerFunction"}) {
 		t.Fatalf("functions = %v", ids)
 	}
 	for _, id := range ids {
@@ -252,6 +263,9 @@ func TestPoliciesMatchCode(t *testing.T) {
 		}
 		if why := listBucketNeeds[id]; why != "" {
 			needs["s3:ListBucket"] = []string{why}
+		}
+		for a, why := range signedByHandNeeds[id] {
+			needs[a] = []string{why}
 		}
 		grants := map[string]bool{}
 		for _, s := range statements(t, tpl, id) {
@@ -349,6 +363,8 @@ func TestPoliciesAreScoped(t *testing.T) {
 				b, _ := json.Marshal(r)
 				if _, _, ok := objectPrefix(tpl, r); ok {
 					used["AWS::S3::Bucket key prefix"] = true
+				} else if string(b) == `{"Fn::Sub":"arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${StreamApi}/${StreamStage}/POST/@connections/*"}` {
+					used["@connections/*"] = true
 				} else if strings.Contains(string(b), "*") {
 					t.Errorf("%s: wildcard resource %s", id, b)
 				}

@@ -143,6 +143,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return deferred
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
+	defer closeStream(a.stream) // no done frame unless complete saved the result
 	h.settleAdmission(ctx, tk, a, log)
 
 	if h.died(ctx, work, h.hooks().AfterProvider, id, log) {
@@ -165,7 +166,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// if no one else took the task (the reconciler may have moved it to
 	// unknown at this version: the result then settles it).
 	if a.err == nil {
-		r = h.complete(ctx, rec, t, a.res, log)
+		r = h.complete(ctx, rec, t, a.res, a.stream, log)
 	} else {
 		r = h.failure(ctx, rec, t, a.err, a.cutBy, log)
 	}
@@ -226,6 +227,8 @@ type attempt struct {
 	// "deadline_margin" (cannot happen for an admitted record unless the
 	// provider overran its own timeout) or "call_timeout"; "" otherwise.
 	cutBy string
+	// stream is the call's delta stream (nil without streaming).
+	stream StreamAttempt
 }
 
 // call runs the provider under a heartbeat, bounded by the call timeout.
@@ -246,7 +249,8 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	}
 	start := time.Now()
 	p := h.step(t)
-	res, err := p.Generate(callCtx, req)
+	st := h.beginStream(ctx, t, p)
+	res, err := provider.Call(callCtx, p, req, h.streamSink(st))
 	latency := time.Since(start)
 	fenced := hb.stop()
 
@@ -257,7 +261,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	h.providerMetric(p.Name(), t.TaskID, class, latency)
 	log.InfoContext(ctx, "provider returned", "kind", t.Kind, "provider", p.Name(), "latency_ms", latency.Milliseconds(),
 		"error_class", class, "heartbeats", hb.beats())
-	a := attempt{res: res, err: err, fenced: fenced}
+	a := attempt{res: res, err: err, fenced: fenced, stream: st}
 	if err != nil && fenced == nil {
 		switch {
 		case work.Err() != nil:
@@ -274,7 +278,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 var errCallTimeout = errors.New("worker: provider call timeout")
 
 // complete saves the result, fenced on the assignment version.
-func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, log *slog.Logger) result {
+func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, st StreamAttempt, log *slog.Logger) result {
 	name := res.Provider
 	if name == "" {
 		name = h.step(t).Name()
@@ -283,6 +287,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	// A large result goes to the payload bucket first (placeResult), then
 	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.
+	var done *ledger.Task // the task as the completion left it
 	c, err := h.placeResult(ctx, t, c, log)
 	if err == nil {
 		err = ledger.CheckCompletion(t, c)
@@ -292,7 +297,10 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		// saved (write_nonce): a FencedError here really means not saved.
 		// A throttled or failed send is repeated with the same nonce.
 		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
+			saved, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
+			if err == nil && saved != nil {
+				done = saved
+			}
 			return err
 		}, log)
 	}
@@ -303,6 +311,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
+		endStream(ctx, st, done, c)
 		return ack(OutcomeCompleted)
 	case errors.As(err, &fe):
 		// Parked at this version, or a cancel of it: settle decides.

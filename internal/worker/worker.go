@@ -148,6 +148,11 @@ type Handler struct {
 	// DocumentMemory bounds the document bytes the records of this
 	// instance hold at once (DefaultDocumentMemory; docmemory.go).
 	DocumentMemory int64
+	// Streams, when set, streams generate calls (to a provider that is a
+	// provider.Streamer) to the task's WebSocket subscribers: the call
+	// gets a delta sink, and the attempt's stream ends with a done frame
+	// only after its result was saved (stream.go). nil: no streaming.
+	Streams Streams
 
 	docUsed int64 // document bytes held now (atomic; docmemory.go)
 }

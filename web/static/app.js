@@ -492,7 +492,21 @@
       });
     };
     if (view && settled(view)) return;
+    follow(id, tick);
     if (view) schedule(POLL_MS); else tick();
+  }
+
+  // follow streams the reply of task id while it runs (stream.js); a done
+  // frame makes the poll look at once for the saved result.
+  function follow(id, tick) {
+    var cfg = st.auth.config;
+    var url = cfg && typeof cfg.stream_url === 'string' ? cfg.stream_url : '';
+    var bearer = st.auth.session && st.auth.session.bearer ? st.auth.session.bearer : '';
+    window.TaskledgerStream.follow(id, url, bearer, function () {
+      if (st.current !== id) return;
+      if (st.pollTimer) clearTimeout(st.pollTimer);
+      tick();
+    });
   }
 
   // settled: polling a view can stop (an approved task polls on while its
@@ -520,6 +534,7 @@
     $('task-parent').textContent = v.parent_task_id || '';
 
     var hasResult = v.result != null;
+    if (hasResult || L.isSettled(v.state)) window.TaskledgerStream.stop();
     $('task-result-box').hidden = !hasResult;
     $('task-result').textContent = hasResult ? L.resultText(v.result) : '';
     var model = hasResult && v.result && typeof v.result === 'object' && v.result.model ? 'model ' + v.result.model : '';

@@ -109,19 +109,34 @@ var metadataValue = regexp.MustCompile(`^[a-zA-Z0-9\s:_@$#=/+,.-]{1,256}$`)
 // Generate calls Converse once (no SDK retries); see the package
 // documentation for how errors are steered.
 func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	input, err := p.converseInput(req)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	ctx, cancel, wrote := p.callContext(ctx)
+	defer cancel()
+	out, err := p.client.Converse(ctx, input, func(o *bedrockruntime.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		return contract.Result{}, p.steer(req.OperationID, err, wrote.Load())
+	}
+	return p.result(req.OperationID, out)
+}
+
+// converseInput builds the Converse request of req.
+func (p *Provider) converseInput(req contract.Request) (*bedrockruntime.ConverseInput, error) {
 	if req.OperationID == "" {
-		return contract.Result{}, retrypolicy.Permanent(errors.New("bedrock: request has no operation id"))
+		return nil, retrypolicy.Permanent(errors.New("bedrock: request has no operation id"))
 	}
 	in, err := contract.GenerateInputOf(req)
 	if err != nil {
-		return contract.Result{}, err
+		return nil, err
 	}
 	system, messages := converseMessages(in)
 	input := &bedrockruntime.ConverseInput{ModelId: aws.String(p.model), Messages: messages, System: system}
 	if len(req.Documents) > 0 {
 		blocks, err := documentBlocks(req.Documents)
 		if err != nil {
-			return contract.Result{}, err
+			return nil, err
 		}
 		// Documents first, then the turn that refers to them: the last
 		// user message, the one answered.
@@ -140,23 +155,24 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	if metadataValue.MatchString(req.OperationID) {
 		input.RequestMetadata = map[string]string{MetadataOperationKey: req.OperationID}
 	}
+	return input, nil
+}
+
+// callContext bounds a call by the timeout and traces whether its request
+// was written.
+func (p *Provider) callContext(ctx context.Context) (context.Context, context.CancelFunc, *atomic.Bool) {
+	cancel := context.CancelFunc(func() {})
 
 	if p.timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
-		defer cancel()
 	}
-	var wrote atomic.Bool
+	wrote := &atomic.Bool{}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
 			wrote.Store(true)
 		}
 	}})
-	out, err := p.client.Converse(ctx, input, func(o *bedrockruntime.Options) { o.RetryMaxAttempts = 1 })
-	if err != nil {
-		return contract.Result{}, p.steer(req.OperationID, err, wrote.Load())
-	}
-	return p.result(req.OperationID, out)
+	return ctx, cancel, wrote
 }
 
 func (p *Provider) result(opID string, out *bedrockruntime.ConverseOutput) (contract.Result, error) {

@@ -169,3 +169,21 @@ type Usage struct {
 func (o GenerateOutput) Marshal() (json.RawMessage, error) {
 	return json.Marshal(o)
 }
+
+// DeltaFunc receives a streamed generation's text in order, one piece at
+// a time, as the provider produces it. It is called from the goroutine
+// that runs the call and must not block for long: a slow sink slows the
+// call.
+type DeltaFunc func(delta string)
+
+// Streamer is optionally implemented by a Provider that can stream a
+// generation as it is produced.
+type Streamer interface {
+	// GenerateStream performs req like Generate, passing the generated
+	// text to onDelta as it arrives. It returns what Generate returns
+	// (the same errors, steered the same way) and, on success, a Result
+	// whose GenerateOutput.Text equals the concatenation of every delta
+	// it passed. Deltas passed before an error are not a result: only the
+	// returned Result is.
+	GenerateStream(ctx context.Context, req Request, onDelta DeltaFunc) (Result, error)
+}

@@ -140,10 +140,16 @@ type chatMessage struct {
 }
 
 type chatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []chatMessage `json:"messages"`
-	MaxTokens   int           `json:"max_tokens,omitempty"`
-	Temperature *float64      `json:"temperature,omitempty"`
+	Model         string         `json:"model"`
+	Messages      []chatMessage  `json:"messages"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type chatResponse struct {
@@ -187,6 +193,24 @@ type apiError struct {
 // A 401 with a key from a caching source (Invalidator) re-reads the key once
 // and, if it changed, sends again: a 401 means the request was not processed.
 func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	return p.generate(ctx, req, nil)
+}
+
+// GenerateStream is Generate with "stream": true (contract.Streamer): the
+// server's server-sent events pass each content delta to onDelta, and the
+// result is their concatenation, with the usage of the last chunk
+// (stream_options.include_usage). Errors are Generate's; in addition,
+// anything that ends a 2xx stream before its finish_reason and [DONE]
+// (a read failure, an error event, the body cut) is Uncertain: the server
+// was generating.
+func (p *Provider) GenerateStream(ctx context.Context, req contract.Request, onDelta contract.DeltaFunc) (contract.Result, error) {
+	if onDelta == nil {
+		onDelta = func(string) {}
+	}
+	return p.generate(ctx, req, onDelta)
+}
+
+func (p *Provider) generate(ctx context.Context, req contract.Request, onDelta contract.DeltaFunc) (contract.Result, error) {
 	if req.OperationID == "" {
 		return contract.Result{}, retrypolicy.Permanent(errors.New("openai: request has no operation id"))
 	}
@@ -199,6 +223,9 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	}
 	body := chatRequest{Model: p.model, MaxTokens: in.MaxTokens, Temperature: in.Temperature}
 	body.Messages = chatMessages(in) // conversation.go
+	if onDelta != nil {
+		body.Stream, body.StreamOptions = true, &streamOptions{IncludeUsage: true}
+	}
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return contract.Result{}, retrypolicy.Permanent(fmt.Errorf("openai: encode request: %w", err))
@@ -213,12 +240,12 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	if err != nil {
 		return contract.Result{}, err
 	}
-	res, status, err := p.send(ctx, req.OperationID, key, payload, in)
+	res, status, err := p.send(ctx, req.OperationID, key, payload, in, onDelta)
 	if status == http.StatusUnauthorized {
 		if inv, ok := p.key.(Invalidator); ok {
 			inv.Invalidate(key)
 			if fresh, kerr := p.key.APIKey(ctx); kerr == nil && fresh != key {
-				res, _, err = p.send(ctx, req.OperationID, fresh, payload, in)
+				res, _, err = p.send(ctx, req.OperationID, fresh, payload, in, onDelta)
 			}
 		}
 	}
@@ -227,7 +254,7 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 
 // send performs one HTTP exchange and returns the result, the HTTP status (0
 // if none arrived) and a steered error.
-func (p *Provider) send(ctx context.Context, opID, key string, payload []byte, in contract.GenerateInput) (contract.Result, int, error) {
+func (p *Provider) send(ctx context.Context, opID, key string, payload []byte, in contract.GenerateInput, onDelta contract.DeltaFunc) (contract.Result, int, error) {
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
@@ -245,6 +272,9 @@ func (p *Provider) send(ctx context.Context, opID, key string, payload []byte, i
 	hreq.ContentLength = int64(len(payload))
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
+	if onDelta != nil {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
 	hreq.Header.Set("Authorization", "Bearer "+key)
 	hreq.Header.Set("Idempotency-Key", opID)
 
@@ -256,6 +286,10 @@ func (p *Provider) send(ctx context.Context, opID, key string, payload []byte, i
 		return contract.Result{}, 0, retrypolicy.Retryable(fmt.Errorf("openai: operation %s: %w: %w", opID, retrypolicy.ErrRequestNotSent, err))
 	}
 	defer resp.Body.Close()
+	if onDelta != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		res, err := p.readStream(opID, resp.Header.Get("X-Request-Id"), resp.Body, onDelta)
+		return res, resp.StatusCode, err
+	}
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if readErr == nil && len(raw) > MaxResponseBytes {
 		readErr = fmt.Errorf("response body over %d bytes", MaxResponseBytes)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -78,6 +79,9 @@ type Options struct {
 	NoIdempotency bool
 	// NoReadback makes Lookup answer contract.ErrNoReadback.
 	NoReadback bool
+	// StreamChunkDelay is the pause before each chunk (a word) of a
+	// streamed reply (GenerateStream); 0 streams without pauses.
+	StreamChunkDelay time.Duration
 }
 
 // Record is what the ledger knows about one operation.
@@ -322,6 +326,16 @@ func (p *Provider) Lookup(ctx context.Context, operationID string) (contract.Res
 // Generate performs req, subject to the fault injection described in the
 // package documentation.
 func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	return p.GenerateStream(ctx, req, nil)
+}
+
+// GenerateStream performs req like Generate (contract.Streamer) and, once
+// the generation is performed, passes its text to onDelta a word at a
+// time, Options.StreamChunkDelay before each. A call cut while streaming
+// was performed: it returns retrypolicy.Uncertain (its outcome is
+// lost_reply). The fault AcceptLoseReply streams the text, then loses the
+// reply. A nil onDelta streams nothing (Generate).
+func (p *Provider) GenerateStream(ctx context.Context, req contract.Request, onDelta contract.DeltaFunc) (contract.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return contract.Result{}, retrypolicy.Retryable(fmt.Errorf("simulated: %w: %w", retrypolicy.ErrRequestNotSent, err))
 	}
@@ -350,7 +364,7 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 	ev := len(e.events)
 	e.events = append(e.events, Event{Kind: EventCall, Start: p.opts.Clock(), Attempt: attempt, Fault: fault})
 	p.mu.Unlock()
-	res, outcome, err := p.generate(ctx, req, in, attempt, fault, onWait)
+	res, outcome, err := p.generate(ctx, req, in, attempt, fault, onWait, onDelta)
 	p.mu.Lock()
 	e.events[ev].End, e.events[ev].Outcome = p.opts.Clock(), outcome
 	p.mu.Unlock()
@@ -359,8 +373,7 @@ func (p *Provider) Generate(ctx context.Context, req contract.Request) (contract
 
 // generate performs one call that reached the provider and says how it
 // ended.
-func (p *Provider) generate(ctx context.Context, req contract.Request, in contract.GenerateInput, attempt int, fault Fault, onWait func()) (contract.Result, Outcome, error) {
-
+func (p *Provider) generate(ctx context.Context, req contract.Request, in contract.GenerateInput, attempt int, fault Fault, onWait func(), onDelta contract.DeltaFunc) (contract.Result, Outcome, error) {
 	delay := p.opts.Latency
 	if p.opts.Jitter > 0 {
 		delay += time.Duration(p.draw(req.OperationID, attempt, "jitter") * float64(p.opts.Jitter))
@@ -398,10 +411,51 @@ func (p *Provider) generate(ctx context.Context, req contract.Request, in contra
 	}
 
 	res := p.perform(req.OperationID, in, documentNote(req.Documents), fault == Oversized)
+	if onDelta != nil {
+		if err := p.stream(ctx, res, onDelta); err != nil {
+			return contract.Result{}, OutcomeLostReply, retrypolicy.Uncertain(fmt.Errorf("simulated: stream for operation %s cut after the generation was performed: %w", req.OperationID, err))
+		}
+	}
 	if fault == AcceptLoseReply {
 		return contract.Result{}, OutcomeLostReply, retrypolicy.Uncertain(fe)
 	}
 	return res, OutcomePerformed, nil
+}
+
+// stream passes res's text to onDelta a word (with the space before it) at
+// a time, StreamChunkDelay before each.
+func (p *Provider) stream(ctx context.Context, res contract.Result, onDelta contract.DeltaFunc) error {
+	var out contract.GenerateOutput
+	if err := json.Unmarshal(res.Output, &out); err != nil {
+		return err
+	}
+	for _, chunk := range Chunks(out.Text) {
+		if err := wait(ctx, p.opts.StreamChunkDelay, nil); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		onDelta(chunk)
+	}
+	return nil
+}
+
+// Chunks splits text into the pieces GenerateStream passes: each word with
+// the spaces before it. Their concatenation is text.
+func Chunks(text string) []string {
+	var out []string
+	start := 0
+	for i := 1; i < len(text); i++ {
+		if text[i] == ' ' && text[i-1] != ' ' {
+			out = append(out, text[start:i])
+			start = i
+		}
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 // choose applies the precedence script > simulate field > rates.
