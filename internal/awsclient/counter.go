@@ -7,6 +7,8 @@ import (
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // Counter counts AWS calls by service and operation. It records both logical
@@ -40,8 +42,18 @@ func (c *Counter) Register(stack *middleware.Stack) error {
 		}), middleware.After)
 }
 
+// StandIn is the suffix of the key of a read the ledger sends in place of
+// the old item an engine omitted from a refused conditional write
+// (ledger.StandInRead): "DynamoDB.GetItem" + StandIn. DynamoDB returns that
+// item with the refusal, so these reads are the emulator's, not the design's.
+const StandIn = " (stand-in for ALL_OLD)"
+
 func key(ctx context.Context) string {
-	return awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
+	k := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
+	if ledger.StandInRead(ctx) {
+		k += StandIn
+	}
+	return k
 }
 
 func (c *Counter) add(m map[string]int, k string) {

@@ -117,7 +117,10 @@
 //   - send_messages_per_task, get_items_per_task: the handlers' SQS
 //     SendMessage ≤ 1.2 and DynamoDB GetItem ≤ 0.5 per accepted task (the
 //     call-counting middleware; the report prints the figure of every
-//     operation);
+//     operation). A GetItem the ledger sends in place of the old item an
+//     engine omitted from a refused conditional write (kumo returns no
+//     ALL_OLD; DynamoDB and moto do) is counted apart, as "DynamoDB.GetItem
+//     (stand-in for ALL_OLD)", and not held to the budget;
 //   - result_over_item_limit, oversized_result_not_parked,
 //     result_too_large_without_oversize: no saved result exceeds the item
 //     limit, an oversized result parks the task result_too_large, and
