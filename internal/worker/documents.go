@@ -61,24 +61,11 @@ func (h *Handler) readDocuments(ctx context.Context, rec events.SQSMessage, t *l
 			docs = append(docs, provider.Document{Name: fmt.Sprintf("document-%d", i+1), Format: d.Format, ContentType: d.ContentType, SHA256: d.Ref.SHA256, Bytes: b})
 			continue
 		}
-		c := retrypolicy.DefaultClassifier(err)
-		if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
-			log.WarnContext(ctx, "payload bucket unavailable while reading a document; released, provider not called", "document", i+1, "error", err.Error())
-			return nil, h.giveBack(ctx, rec, t, c, log), false
-		}
 		msg := fmt.Sprintf("document %d (upload %s, sha256 %s) could not be read from the payload bucket; the provider was not called: %s", i+1, d.UploadID, d.Ref.SHA256, err.Error())
 		if errors.Is(err, payload.ErrIntegrity) {
 			msg = fmt.Sprintf("document %d (upload %s) in the payload bucket does not match its reference (size or SHA-256 %s); the provider was not called: %s", i+1, d.UploadID, d.Ref.SHA256, err.Error())
 		}
-		ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassDocumentUnavailable, clip(msg, MaxErrorMessage), o...)
-			return err
-		}, log)
-		if r, done := h.settled(ctx, ferr, "fail", log); done {
-			return nil, r, false
-		}
-		log.ErrorContext(ctx, "failed: a document in the payload bucket is unusable; provider not called", "document", i+1, "error", err.Error())
-		return nil, ack(OutcomeFailed), false
+		return nil, h.unreadable(ctx, rec, t, err, "a document", ErrorClassDocumentUnavailable, msg, log, "document", i+1), false
 	}
 	log.DebugContext(ctx, "documents read from the payload bucket", "documents", len(docs))
 	return docs, result{}, true

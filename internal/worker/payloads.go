@@ -39,24 +39,33 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		log.DebugContext(ctx, "input read from the payload bucket", "input_bytes", len(b))
 		return string(b), result{}, true
 	}
-	c := retrypolicy.DefaultClassifier(err)
-	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
-		log.WarnContext(ctx, "payload bucket unavailable while reading the input; released, provider not called", "error", err.Error())
-		return "", h.giveBack(ctx, rec, t, c, log), false
-	}
 	msg := "the task's input could not be read from the payload bucket: " + err.Error()
 	if errors.Is(err, payload.ErrIntegrity) {
 		msg = "the task's input in the payload bucket does not match its reference (size or SHA-256); the provider was not called: " + err.Error()
 	}
+	return "", h.unreadable(ctx, rec, t, err, "the input", ErrorClassInputUnavailable, msg, log), false
+}
+
+// unreadable settles a record whose input or a document (what) could not
+// be read from the payload bucket, without a provider call: S3 not
+// answering gives the claim and its attempt back for a backoff; an object
+// gone or altered fails the task with class and msg.
+func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, what, class, msg string, log *slog.Logger, attrs ...any) result {
+	attrs = append(attrs, "error", err.Error())
+	c := retrypolicy.DefaultClassifier(err)
+	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
+		log.WarnContext(ctx, "payload bucket unavailable while reading "+what+"; released, provider not called", attrs...)
+		return h.giveBack(ctx, rec, t, c, log)
+	}
 	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassInputUnavailable, clip(msg, MaxErrorMessage), o...)
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), o...)
 		return err
 	}, log)
 	if r, done := h.settled(ctx, ferr, "fail", log); done {
-		return "", r, false
+		return r
 	}
-	log.ErrorContext(ctx, "failed: the input in the payload bucket is unusable; provider not called", "error", err.Error())
-	return "", ack(OutcomeFailed), false
+	log.ErrorContext(ctx, "failed: "+what+" in the payload bucket is unusable; provider not called", attrs...)
+	return ack(OutcomeFailed)
 }
 
 // giveBack releases the claim (no provider call was made, so the attempt

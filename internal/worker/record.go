@@ -78,14 +78,10 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return deferred
 	}
 	if !h.admitted(work) {
-		// The claim itself ate the time: give the assignment and the
-		// attempt back (no call was made) rather than let the lease expire.
-		if err := h.release(ctx, rec, t, log); err != nil {
-			log.WarnContext(ctx, "release before the deadline failed; the lease will expire", "error", err.Error())
-		} else {
-			log.InfoContext(ctx, "too little time left after the claim; released the task and its attempt",
-				"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
-		}
+		// The claim itself ate the time: give the attempt back rather than
+		// let the lease expire.
+		h.releaseUncalled(ctx, rec, t, "too little time left after the claim", log,
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
 		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
@@ -112,33 +108,31 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
-	leaseUntil, r, ok := h.markCallStarted(ctx, rec, t, log)
-	if !ok {
+	// No call after all: the reservation and the admission are given back.
+	noCall := func() {
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
+	}
+	leaseUntil, r, ok := h.markCallStarted(ctx, rec, t, log)
+	if !ok {
+		noCall()
 		return r
 	}
 	if tk, r, ok = h.freshTicket(ctx, rec, t, input, tk, rs, log); !ok {
 		return r
 	}
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
-		// No call: what ran since the mark took the lease. The admission
-		// and the reservation are given back; then the assignment and its
-		// attempt, from unknown too when the reconciler expired the lease
-		// meanwhile (release) — unless the task is someone else's now.
-		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
-		h.releaseTicket(ctx, tk, log)
+		noCall()
 		if fe != nil {
-			// Not unknown or parked at this assignment (leaseForCall): a
-			// cancel of it ends the task, anything else is not ours.
+			// A cancel of this assignment ends the task (uncalled); anything
+			// else is not ours.
 			if d, _ := h.uncalled(ctx, rec, t, fe.Current, log); d == sendNothing {
 				log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
 			}
 			return ack(OutcomeFenced)
 		}
-		if rerr := h.release(ctx, rec, t, log); rerr != nil {
-			log.ErrorContext(ctx, "no provider call (the lease ran short before it) and the release failed; the lease will expire", "release_error", rerr.Error())
-		}
+		// From unknown too, when the reconciler expired the lease meanwhile.
+		h.releaseUncalled(ctx, rec, t, "the lease ran short before the call", log)
 		h.setVisibility(ctx, rec, 0, log)
 		return deferred
 	}
@@ -340,21 +334,18 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if notSent(perr) {
 			// Provably never left the process: give the attempt back
 			// (settle charged it nothing).
-			if err := h.release(ctx, rec, t, log); err != nil {
-				log.WarnContext(ctx, "release at the deadline failed; the lease will expire", "error", err.Error())
-			}
+			h.releaseUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
 			h.setVisibility(ctx, rec, 0, log)
 			return deferred
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
+		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		if cutBy == "call_timeout" {
 			msg = fmt.Sprintf("the provider call ran past its %s call timeout after it was sent; the provider may have acted", h.callTimeout())
-			return h.uncertain(ctx, rec, t, c, msg, log)
 		}
-		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		r := h.uncertain(ctx, rec, t, c, msg, log)
-		r.retry = true // unfinished in this invocation: report it
+		r.retry = r.retry || cutBy == "deadline_margin" // unfinished in this invocation: report it
 		return r
 	}
 	// A refusal in so many words (never sent, 4xx, throttled): the provider
@@ -500,20 +491,14 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 	return deferred, true
 }
 
-// park moves the task to needs_review with its review item.
-//
-// A park that fails transiently (a throttled or ambiguous transaction) is
-// repeated in-process like every settling write (save): the worker may be
-// the only one that knows what the park records (a result too large, a
-// provider's refusal), and a deferred message would find the task under its
-// own lease and leave it to lapse into "unknown". A repeat after a first
-// send that did apply is answered "already parked" (the review item's put
-// is conditioned on its absence).
+// park moves the task to needs_review with its review item, repeated like
+// every settling write (save): the worker may be the only one that knows
+// what the park records. A repeat after a first send that did apply is
+// answered "already parked".
 func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
 	return h.parked(ctx, h.parkOnce(ctx, t, o, r, log), r, log)
 }
 
-// parkOnce writes the park, repeating it while it fails transiently.
 func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
 	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
 		_, err := h.Ledger.Park(ctx, t, o, r)
@@ -545,11 +530,9 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 }
 
 // release gives back an assignment under which no provider call was made
-// (the attempt too), repeating the write like a settling one: a lost or
-// throttled release would leave the task leased with no call behind it,
-// for the reconciler to find as an expired lease. Refused, the task is
-// given back from where the reconciler put it, or ends cancelled after a
-// cancel of its marked assignment (uncalled).
+// (the attempt too), repeated like a settling write: a lost release would
+// leave the task leased with no call behind it. Refused, the task is given
+// back from where the reconciler put it, or ends cancelled (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
@@ -564,13 +547,22 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 	return err
 }
 
-// parkKnown parks the worker's own assignment (running at its version)
-// with what it knows (kn: a result that cannot be saved, or a refusal
-// that parks): recorded rather than left to an unknown_outcome park. A
-// park refused because the reconciler or a cancel got there first is
-// settled by what it knows (settle): from unknown at this version, from
-// the reconciler's park (the worker's review replaces "the provider may
-// have acted"), or ended cancelled after a refusal.
+// releaseUncalled releases t (release) after why stopped the record before
+// any provider call, and logs either outcome with attrs. false: the
+// release failed and the lease will expire.
+func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) bool {
+	if err := h.release(ctx, rec, t, log); err != nil {
+		log.ErrorContext(ctx, why+"; provider not called, and the release failed: the lease will expire", append(attrs, "release_error", err.Error())...)
+		return false
+	}
+	log.WarnContext(ctx, why+"; released the task and its attempt, provider not called", attrs...)
+	return true
+}
+
+// parkKnown parks the worker's own running assignment with what it knows
+// (kn: a result that cannot be saved, or a refusal that parks), rather
+// than leave it to an unknown_outcome park. A park refused because the
+// reconciler or a cancel got there first is settled by what it knows.
 func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
 	err := h.parkOnce(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, log)
 	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
@@ -579,12 +571,10 @@ func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledge
 	return h.parked(ctx, err, kn.review, log)
 }
 
-// unconfirmedClaim handles a claim that may have been applied although the
-// worker could not confirm it (a lost reply whose nonce read failed): the
-// task may be running under this record's owner with no provider call
-// behind it, which the redelivery would take for a live lease and the
-// reconciler for an uncertain attempt. The claim is given back, conditioned
-// on this owner; done=false when err is not such an error.
+// unconfirmedClaim gives back, conditioned on this record's owner, a
+// claim that may have been applied although the worker could not confirm
+// it (doc.go, "Failed settling writes"): the redelivery would take it for
+// a live lease. done=false when err is not such an error.
 func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
 	var nc *ledger.NotClaimableError
 	var th *ledger.ThrottledError
