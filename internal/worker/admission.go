@@ -120,15 +120,8 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 		// After the call-start mark (a re-admission, freshTicket) the lease
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
-		d, uerr := h.uncalled(ctx, rec, t, fe.Current, log)
-		if !d.givesBack() {
-			if d == sendNothing {
-				log.WarnContext(ctx, what+" wait rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
-			}
+		if !h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log) {
 			return ack(OutcomeFenced)
-		}
-		if uerr != nil {
-			log.ErrorContext(ctx, what+" wait refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
 		}
 	case err != nil:
 		// Give the assignment back anyway (no call was made): queued, and

@@ -43,15 +43,9 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		// The mark's repeat may find its own first send applied and the
 		// lease expired since (unknown, or parked, at this assignment):
 		// no call was made, the task is given back.
-		switch d, uerr := h.uncalled(ctx, rec, t, fe.Current, log); {
-		case d.givesBack():
-			if uerr != nil {
-				log.ErrorContext(ctx, "call-start mark refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
-			}
+		if h.uncalledRefusal(ctx, rec, t, "call-start mark", fe, log) {
 			h.setVisibility(ctx, rec, 0, log)
 			return 0, deferred, false
-		case d == sendNothing:
-			log.WarnContext(ctx, "call-start mark rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
 		}
 		return 0, ack(OutcomeFenced), false
 	}

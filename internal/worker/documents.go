@@ -22,16 +22,11 @@ import (
 const ErrorClassDocumentUnavailable = "document_unavailable"
 
 // resolveDocuments reads the claimed task's documents from the payload
-// bucket, each verified against its reference (size and SHA-256), and
-// returns them for the provider request, named neutrally "document-N".
-// ok=false means the record is settled with r and the provider must not be
-// called, as for the input (resolveInput): an unreadable or altered object
-// fails the task document_unavailable, once, with the reason; S3 not
-// answering gives the claim and its attempt back for a later retry. The
-// documents' bytes count against the instance's document memory
-// (docmemory.go) from before they are read until done is called; when
-// they do not fit, the claim and its attempt are given back and the
-// record tries again later.
+// bucket, each verified like the input (unreadable), and returns them for
+// the provider request, named neutrally "document-N". ok=false means the
+// record is settled with r and the provider must not be called. The bytes
+// count against the instance's document memory (docmemory.go) until done
+// is called.
 func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, done func(), r result, ok bool) {
 	if len(t.Documents) == 0 {
 		return nil, func() {}, result{}, true

@@ -26,16 +26,11 @@ type heartbeat struct {
 	n      int
 }
 
-// startHeartbeat renews the lease every Lease/3 (fenced on the assignment
-// version) and extends the message's visibility to 2×Lease. When a renewal
-// is fenced it cancels the provider call (cancelCall, cause ErrFenced) at
-// once and stops — unless the refusal shows the task in unknown, or parked
-// unknown_outcome, at this very assignment version: the reconciler expired
-// a lease whose renewals did not get through, no one else holds the task,
-// and Complete (from unknown) or CompleteLapsed (from the park) can still
-// save the call's result.
-// Then it stops renewing and lets the call run. It stops by itself when
-// callCtx ends (the call returned or the deadline margin was reached).
+// startHeartbeat renews the lease every Lease/3 and extends the message's
+// visibility to 2×Lease (doc.go, step 3). A fenced renewal cancels the
+// call (cancelCall, cause ErrFenced) and stops it — unless the task is
+// still this assignment's to settle (stillOurs): then it only stops. It
+// stops by itself when callCtx ends.
 func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
 	ctx, cancel := context.WithCancel(callCtx)
 	hb := &heartbeat{cancel: cancel, done: make(chan struct{})}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -21,11 +20,8 @@ const ErrorClassInputUnavailable = "input_unavailable"
 
 // resolveInput returns the claimed task's input: inline, or read from the
 // payload bucket and verified against its reference (size and SHA-256).
-// ok=false means the record is settled with r and the provider must not be
-// called: the task failed input_unavailable (the object is gone or other
-// bytes), or, when S3 did not answer, the claim and its attempt were given
-// back and the message comes back after a backoff (nothing is lost; the
-// task's age budget still bounds it).
+// ok=false means the record is settled with r (unreadable) and the
+// provider must not be called.
 func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (input string, r result, ok bool) {
 	if t.InputRef == nil {
 		return t.Input, result{}, true
@@ -79,43 +75,34 @@ func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger
 	return deferred
 }
 
-// placeResult turns a provider's output into the completion to save. A
-// result above the payload store's inline threshold is put at
-// results/<task>/<assignment_version> BEFORE the fenced completion, and
-// the completion keeps its reference: a worker fenced out later leaves an
-// orphan object that no item references. The put is idempotent (same key,
-// same bytes), so a throttle, a 5xx or a lost reply is repeated like a
-// settling write. If S3 stays unavailable, a result that still fits the
-// item is saved inline instead; only one that cannot is an error (the
-// caller parks it result_not_saved, with what the worker knows; one over
-// payload.MaxObjectSize as well is result_too_large).
+// placeResult turns a provider's output into the completion to save: a
+// result above the inline threshold is put in the payload bucket before
+// the fenced completion, which keeps its reference (doc.go, "Payloads in
+// S3"). The put is idempotent, so it is repeated like a settling write. If
+// S3 stays unavailable, a result that still fits the item is saved inline;
+// only one that cannot is an error (a *ledger.ItemTooLargeError when it is
+// over payload.MaxObjectSize as well).
 func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Completion, log *slog.Logger) (ledger.Completion, error) {
 	if h.Payloads == nil || h.Payloads.Inline(len(c.Result)) {
 		return c, nil
 	}
 	body := []byte(c.Result)
-	var err error
-	for i := 0; ; i++ {
-		var v payload.Value
+	var v payload.Value
+	put := func() (err error) {
 		v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, body)
-		if err == nil {
-			c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
-			return c, nil
-		}
-		if cl := retrypolicy.DefaultClassifier(err).Class; cl != retrypolicy.Transient && cl != retrypolicy.UnknownOutcome || ctx.Err() != nil || i >= saveRepeats {
-			break
-		}
-		wait := h.saveWait(i)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
-			break
-		}
-		log.WarnContext(ctx, "putting the result in the payload bucket failed; repeating", "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
-		}
+		return err
+	}
+	mayPass := func(err error) bool {
+		cl := retrypolicy.DefaultClassifier(err).Class
+		return err != nil && (cl == retrypolicy.Transient || cl == retrypolicy.UnknownOutcome) && ctx.Err() == nil
+	}
+	err := put()
+	if mayPass(err) {
+		err = h.repeat(ctx, "putting the result in the payload bucket failed; repeating", err, put, mayPass, log)
+	}
+	if err == nil {
+		c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
+		return c, nil
 	}
 	cerr := ledger.CheckCompletion(t, c)
 	switch {

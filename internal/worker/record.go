@@ -58,12 +58,12 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 
 	owner := h.owner(ctx, rec.MessageId)
 	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
-		Owner:         owner,
-		Lease:         h.lease(),
-		AllowTakeover: h.repeatableGeneration(),
-		// The provider's idempotency covers generate tasks only; a deliver
-		// task's expired lease is the reconciler's (deliver.go).
-		TakeoverKind: provider.KindGenerate,
+		Owner: owner,
+		Lease: h.lease(),
+		// Only a generate task is taken over (repeatable for its kind); a
+		// deliver task's expired lease is the reconciler's.
+		AllowTakeover: h.repeatable(&ledger.Task{Kind: provider.KindGenerate}),
+		TakeoverKind:  provider.KindGenerate,
 	})
 	if err != nil {
 		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
@@ -124,11 +124,9 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
 		noCall()
 		if fe != nil {
-			// A cancel of this assignment ends the task (uncalled); anything
-			// else is not ours.
-			if d, _ := h.uncalled(ctx, rec, t, fe.Current, log); d == sendNothing {
-				log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
-			}
+			// A cancel of this assignment ends the task; anything else is
+			// not ours.
+			h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
 			return ack(OutcomeFenced)
 		}
 		// From unknown too, when the reconciler expired the lease meanwhile.
@@ -144,12 +142,11 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	}
 	h.settle(ctx, t, input, rs, a, log)
 	if a.fenced != nil && a.err != nil {
-		// A retry-safe call cut by a cancel of this assignment: nothing
-		// to wait for or read back, so the task ends cancelled now.
-		if h.retrySafe(t) {
-			if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: knowCharged}, log); ok {
-				return r
-			}
+		// The call cut by the fence may have acted: settle sends nothing,
+		// but ends cancelled now a retry-safe call cut by a cancel of this
+		// assignment (nothing to wait for or read back).
+		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
+			return r
 		}
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
@@ -291,9 +288,6 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		}, log)
 	}
 	var fe *ledger.FencedError
-	var tl *ledger.ItemTooLargeError
-	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
-	var unsaved ledger.Review
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
@@ -306,23 +300,28 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)
-	case errors.As(err, &tl):
-		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
-		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-		unsaved = review.ResultTooLarge(t, x)
-	case ledger.IsValidation(err):
-		// DynamoDB refused the write as invalid: repeating it cannot help.
-		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
-		unsaved = review.ResultNotSaved(t, x, err)
-	default:
-		// Repeats ran out. Deferring would lose what the worker knows (the
-		// redelivery meets its own lease): park it with the provider
-		// reference. Had a send been applied after all, the park finds the
-		// task completed and changes nothing.
-		log.ErrorContext(ctx, "completion kept failing; parking result_not_saved", "error", err.Error(), "result_bytes", len(res.Output))
-		unsaved = review.ResultNotSaved(t, x, err)
 	}
-	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsaved}, log)
+	// Deferring would lose what the worker knows (the redelivery meets its
+	// own lease): it is parked with the provider reference. Had a repeated
+	// send been applied after all, the park finds the task completed and
+	// changes nothing.
+	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
+	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsavedReview(ctx, t, x, err, log)}, log)
+}
+
+// unsavedReview logs and words the review of a result the task item could
+// not take: too large (result_too_large), or refused as invalid, where
+// repeating cannot help, or still failing when the repeats ran out
+// (result_not_saved).
+func unsavedReview(ctx context.Context, t *ledger.Task, x review.Result, err error, log *slog.Logger) ledger.Review {
+	var tl *ledger.ItemTooLargeError
+	if errors.As(err, &tl) {
+		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", x.ResultBytes, "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
+		return review.ResultTooLarge(t, x)
+	}
+	log.ErrorContext(ctx, "result not saved; parking it result_not_saved", "error", err.Error(), "result_bytes", x.ResultBytes)
+	return review.ResultNotSaved(t, x, err)
 }
 
 // failure settles a failed provider call by its class.
@@ -357,20 +356,13 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	refused := retrypolicy.Refused(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
-		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			if refused {
-				o = append(o, ledger.AfterRefusal()) // from unknown at this version too
-			}
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
-			return err
-		}, log)
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
 		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
-		if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-			return r
-		}
-		if r, done := h.settled(ctx, err, "fail", log); done {
+		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			return err
+		}, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed: the input was rejected")
@@ -424,24 +416,15 @@ func (h *Handler) policyMaxAge() time.Duration {
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
-	err := h.save(ctx, rec, t, "retry", func(o ...ledger.WriteOption) error {
-		if refused {
-			o = append(o, ledger.AfterRefusal()) // from unknown at this version too
-		}
-		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
-		return err
-	}, log)
-	// The provider did not act: a park of this assignment is settled, a
-	// cancel of it ends the task.
-	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-		return r
-	}
 	// No fallback when the repeats run out: a Release would give back an
 	// attempt the provider was called for (max_attempts bypassed, one call
 	// per delivery) and drop not_before (Retry-After ignored by any other
 	// copy of the message); the message comes back and the lease decides.
-	if r, done := h.settled(ctx, err, "retry", log); done {
+	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
+	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
+		return err
+	}, log); done {
 		return r
 	}
 	delay := notBefore.Sub(now)
@@ -475,6 +458,24 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 	}
 	log.WarnContext(ctx, "outcome unknown; left for the reconciler's readback")
 	return ack(OutcomeUnknown)
+}
+
+// saveAfterError sends write, a settling write after a provider error —
+// accepted from unknown at this version too when the provider refused in
+// so many words (ledger.AfterRefusal) — repeated like every settling
+// write. A write refused because the reconciler or a cancel got there
+// first is settled by kn (settle). done=false: saved.
+func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) error, log *slog.Logger) (result, bool) {
+	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) error {
+		if refused {
+			o = append(o, ledger.AfterRefusal())
+		}
+		return write(o...)
+	}, log)
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r, true
+	}
+	return h.settled(ctx, err, op, log)
 }
 
 // settled interprets the error of a fenced write that ends an attempt.

@@ -102,12 +102,14 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return nil, result{}, true
 	}
 	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
+	parkConfig := func(reason, msg string) result {
+		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: reason, Message: clip(msg, MaxErrorMessage)}
+		return h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log)
+	}
 	if s == nil {
 		// Never run a budgeted task unbudgeted.
 		log.ErrorContext(ctx, "the task has a spend budget and this worker has no price table (SPEND_CONFIG); provider not called")
-		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "no_price_table",
-			Message: "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"}
-		return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+		return nil, parkConfig("no_price_table", "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"), false
 	}
 	model := h.model()
 	in, out := callMaximum(t, input)
@@ -121,8 +123,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 				msg += "; the caller's daily quota counts USD, so the call cannot be charged to it"
 			}
 			log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", msg)
-			f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(msg, MaxErrorMessage)}
-			return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+			return nil, parkConfig("unpriced_model", msg), false
 		}
 		// A token quota needs no price: the call holds its tokens.
 		maxUse = spend.Usage{InputTokens: in, OutputTokens: out}
@@ -368,28 +369,25 @@ func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a a
 	if t.Kind == deliver.Kind || notSent(a.err) {
 		return
 	}
-	tokensOnly := func() {
-		if a.err == nil && a.res.Usage != nil {
-			u := spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
-			h.usageMetric(t, u, false)
+	if h.Spend != nil {
+		model := h.model()
+		in, out := callMaximum(t, input)
+		if maxUse, err := h.Spend.Prices.Usage(model, in, out); err == nil {
+			if used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log); used.Tokens() != 0 || used.Cost != 0 {
+				h.recordUsage(ctx, t, used, true, log)
+			}
+			return
 		}
 	}
-	s := h.Spend
-	if s == nil {
-		tokensOnly()
-		return
+	if a.err == nil && a.res.Usage != nil {
+		h.usageMetric(t, reported(a), false)
 	}
-	model := h.model()
-	in, out := callMaximum(t, input)
-	maxUse, err := s.Prices.Usage(model, in, out)
-	if err != nil {
-		tokensOnly()
-		return
-	}
-	used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log)
-	if used.Tokens() != 0 || used.Cost != 0 {
-		h.recordUsage(ctx, t, used, true, log)
-	}
+}
+
+// reported is the usage a successful call reported, a negative count read
+// as none.
+func reported(a attempt) spend.Usage {
+	return spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
 }
 
 // notSent reports whether a failed call provably never left the process
@@ -412,11 +410,11 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 		if a.res.Usage == nil {
 			return rs.max
 		}
-		in, out := int64(max(a.res.Usage.InputTokens, 0)), int64(max(a.res.Usage.OutputTokens, 0))
+		u := reported(a)
 		if !rs.priced {
-			return spend.Usage{InputTokens: in, OutputTokens: out}
+			return u
 		}
-		u, err := h.Spend.Prices.Usage(rs.model, in, out)
+		u, err := h.Spend.Prices.Usage(rs.model, u.InputTokens, u.OutputTokens)
 		if err != nil {
 			log.Warn("pricing the reported usage failed; charging the reservation", "error", err.Error())
 			return rs.max

@@ -49,12 +49,10 @@ type SQS interface {
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-// Hooks are optional fault-injection points, called with the record's task
-// id at step boundaries and a context that ends DeadlineMargin before the
-// invocation's deadline (a hook that simulates a pause can wait on it). A hook that returns an error simulates the worker
-// dying right there: the record stops at once, is reported as an item
-// failure, and nothing more is written for it (a claimed lease is left to
-// expire, a running heartbeat is stopped).
+// Hooks are optional fault-injection points (doc.go, "Fault injection"),
+// called with the record's task id and a context that ends DeadlineMargin
+// before the invocation's deadline (a hook that simulates a pause can wait
+// on it).
 type Hooks struct {
 	// BeforeClaim runs after the body parsed, before the claim.
 	BeforeClaim func(ctx context.Context, taskID string) error
@@ -85,14 +83,9 @@ type Handler struct {
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
-	// RetrySafeGeneration declares generation retry-safe (DESIGN §14;
-	// GENERATION_EFFECT_CLASS): repeating a generate task's call costs only
-	// money, so it is handled as a provider that deduplicates would be — an
-	// uncertain outcome retried while budgets last, an expired lease taken
-	// over, a cancel while running ended cancelled by the fenced worker at
-	// once (its calls are still marked, see needsCallMark). The zero value
-	// treats generation as an effect; deployments default to retry-safe.
-	// Deliveries keep their destination's rules.
+	// RetrySafeGeneration declares generation retry-safe (doc.go, "Effect
+	// classes"; GENERATION_EFFECT_CLASS). The zero value treats generation
+	// as an effect; deployments default to retry-safe.
 	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
@@ -168,6 +161,10 @@ const (
 	OutcomeNotAdmitted = "not_admitted"
 )
 
+// outcomes lists the outcomes in the order the batch log and metrics give them.
+var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
+	OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred, OutcomeNotAdmitted}
+
 // result is what became of one record.
 type result struct {
 	outcome string
@@ -235,12 +232,6 @@ func (h *Handler) owner(ctx context.Context, messageID string) string {
 	return req + "/" + messageID
 }
 
-// repeatableGeneration reports whether re-sending a generation cannot
-// cause a second side effect, or may but costs only money.
-func (h *Handler) repeatableGeneration() bool {
-	return h.RetrySafeGeneration || provider.HonoursIdempotency(h.Provider)
-}
-
 // Handle processes one SQS batch and returns the message ids to retry
 // (ReportBatchItemFailures). Its error is non-nil only when the Handler is
 // misconfigured, never for a problem with a record.
@@ -290,11 +281,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	h.batchMetrics(len(ev.Records), counts, len(resp.BatchItemFailures))
-	h.log().InfoContext(ctx, "batch done", "records", len(ev.Records), "item_failures", len(resp.BatchItemFailures),
-		"completed", counts[OutcomeCompleted], "retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed],
-		"parked", counts[OutcomeParked], "unknown", counts[OutcomeUnknown], "acked_duplicate", counts[OutcomeAckedDuplicate],
-		"poison", counts[OutcomePoison], "fenced", counts[OutcomeFenced], "deferred", counts[OutcomeDeferred],
-		"not_admitted", counts[OutcomeNotAdmitted])
+	attrs := []any{"records", len(ev.Records), "item_failures", len(resp.BatchItemFailures)}
+	for _, o := range outcomes {
+		attrs = append(attrs, o, counts[o])
+	}
+	h.log().InfoContext(ctx, "batch done", attrs...)
 	return resp, nil
 }
 
@@ -315,8 +306,7 @@ func (h *Handler) batchMetrics(records int, counts map[string]int, failures int)
 	}
 	r := h.Metrics.Record("Service", "worker")
 	r.Add("Records", float64(records), metrics.Count)
-	for _, o := range []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
-		OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred, OutcomeNotAdmitted} {
+	for _, o := range outcomes {
 		r.Add(metricName(o), float64(counts[o]), metrics.Count)
 	}
 	r.Add("ItemFailures", float64(failures), metrics.Count)
