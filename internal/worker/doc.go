@@ -7,10 +7,9 @@
 // A message body is a task reference ({"task_id":"t_…"}, see package
 // dispatch). For each record, [Handler.Handle]:
 //
-//  1. parses the body; anything else is a poison message: it is written to
-//     the review table (reason poison_message, with the message id and the
-//     body's SHA-256 and size, never the body) and acknowledged, so it is
-//     never retried forever;
+//  1. parses the body; anything else is a poison message, written to the
+//     review table (poison_message, with the message id and the body's
+//     SHA-256 and size, never the body) and acknowledged;
 //  2. claims the task with one conditional UpdateItem returning ALL_NEW (the
 //     input comes back with it: no read on the happy path). When the claim
 //     is refused the ledger says why: a terminal, parked, unknown or leased
@@ -42,16 +41,14 @@
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
-//     ledger reads the task and the worker logs which case happened
-//     (already_completed, taken_over, not_running, gone); a completion
-//     whose reply was lost is recognised as saved. A completion refused
-//     because the reconciler or a cancel got there first may still be
-//     settled by the result (see Settling after the lease is lost). A
+//     worker logs which case the ledger read (already_completed,
+//     taken_over, not_running, gone), or settles the result when the
+//     reconciler or a cancel got there first (see Settling after the lease
+//     is lost); a completion whose reply was lost is recognised as saved. A
 //     result that would push the item over DynamoDB's 400 KB limit
 //     (ledger.CheckCompletion) is not sent: the task is parked
-//     result_too_large with the provider reference and the sizes; a completion DynamoDB refuses as invalid is parked
-//     result_not_saved (repeating it cannot succeed). Both parks are made
-//     from running, or from unknown at the worker's own version;
+//     result_too_large with the provider reference and the sizes; one
+//     DynamoDB refuses as invalid is parked result_not_saved;
 //  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
 //     transient → retry_wait with not_before from the Policy's backoff (and
 //     Retry-After), the message's visibility set to that delay and a batch
@@ -140,32 +137,32 @@
 //	retry refused      —                  RetryLapsed      CancelUnknown        CancelLapsed
 //	park refused       Park from unknown  ReviseLapsed     CancelUnknown        CancelLapsed
 //	no call            ReleaseUnknown     ReleaseLapsed    CancelUnknown ‡      CancelLapsed ‡
+//	charged            —                  —                CancelUnknown        CancelLapsed
 //	may have acted     —                  —                —                    —
 //
 //	(*) needs_review, reason unknown_outcome
 //	(**) unknown at v+1 with cancel_version v and no result: a cancel while running fenced v
 //	† behind an approval gate: CancelUnknown, and nothing from the park (no approval may open after a cancel)
 //	‡ only with the call-start mark at v: without it the reconciler ends the cancel as never started
+//	"charged": a retry-safe generation's call that may have acted (see Uncertain outcomes and effect classes)
 //
-// A refusal is one in so many words (retrypolicy.Refused: never sent, a 4xx,
-// throttled): the provider did not act; "park refused" is a configuration
-// refusal or one with no budget left. Everything else sends nothing and the
-// refusal is acknowledged (fenced): another version, a cancel of another
-// assignment, a settled task; and a call that was sent and may have acted (a
-// 5xx, a timeout, an input refused after acting), whose outcome stays the
-// reconciler's to read back or park — never a retry or a give-back. A reply,
-// or an input or retry refusal, sends nothing from unknown at v: Complete,
-// and Fail or ScheduleRetry after a refusal (ledger.AfterRefusal), accept
-// unknown at v in the first place, so their refusal never finds the task
-// there. Every transition is conditioned on the place it is sent from and
-// repeated like a settling write; the lapsed ones resolve the open review as
-// the worker. Two lead to another: a ReleaseUnknown refused because the
-// park came first is followed by ReleaseLapsed, and a CompleteLapsed that
-// cannot save the result (too large, refused as invalid, its save kept
-// failing) revises the review to result_too_large or result_not_saved
-// (ledger.ReviseLapsed; the review item alone, ledger.ReviseLapsedReview,
-// when that keeps failing). A renewal refused with the task unknown or
-// parked at v lets the call go on (stillOurs); any other refusal cancels it.
+// A refusal is one in so many words (retrypolicy.Refused: never sent, a
+// 4xx, throttled): the provider did not act; "park refused" is a
+// configuration refusal or one with no budget left. Everything else sends
+// nothing and is acknowledged (fenced): another version, a cancel of
+// another assignment, a settled task, and a call that was sent and may
+// have acted (a 5xx, a timeout, an input refused after acting), whose
+// outcome stays the reconciler's to read back or park. From unknown at v a
+// reply or an input or retry refusal sends nothing: Complete, and Fail or
+// ScheduleRetry after a refusal (ledger.AfterRefusal), accept unknown at v
+// in the first place. Every transition is conditioned on the place it is
+// sent from and repeated like a settling write; the lapsed ones resolve the
+// open review as the worker. A ReleaseUnknown refused because the park came
+// first is followed by ReleaseLapsed; a CompleteLapsed that cannot save the
+// result revises the review to result_too_large or result_not_saved
+// (ledger.ReviseLapsed, or the review item alone when that keeps failing).
+// A renewal refused with the task unknown or parked at v lets the call go
+// on (stillOurs); any other refusal cancels it.
 //
 // # Payloads in S3 (Handler.Payloads)
 //
@@ -249,10 +246,9 @@
 //
 // Handle never returns an error for a per-record problem (that would retry
 // the whole batch); it lists the message ids to retry in
-// BatchItemFailures. A record is acknowledged when the ledger holds its
-// outcome (completed, failed, parked, unknown) or another owner is
-// responsible for it, and reported as a failure when it must come back
-// (retry_wait, not due, contention, deadline, an AWS error).
+// BatchItemFailures: a record is acknowledged when the ledger holds its
+// outcome or another owner is responsible for it, and reported when it
+// must come back (retry_wait, not due, contention, deadline, an AWS error).
 //
 // # Fault injection
 //
@@ -264,8 +260,7 @@
 // # Logs and metrics
 //
 // Logs carry ids, versions, classes, hashes and sizes; never task input,
-// results or credentials. Each batch writes one EMF record of outcome counts
-// (completed, retried, failed, parked, unknown, acked_duplicate, poison,
-// fenced, deferred, not_admitted, item_failures) and each provider call one
-// record of its latency.
+// results or credentials. Each batch writes one EMF record of outcome
+// counts (outcomes) and item failures, and each provider call one record
+// of its latency.
 package worker

@@ -39,16 +39,6 @@ func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t
 	if !fits {
 		return nil, nil, h.documentsDoNotFit(ctx, rec, t, log), false
 	}
-	docs, r, ok = h.readDocuments(ctx, rec, t, log)
-	if !ok {
-		done()
-		return nil, nil, r, false
-	}
-	return docs, done, result{}, true
-}
-
-// readDocuments reads and verifies each document (see resolveDocuments).
-func (h *Handler) readDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, r result, ok bool) {
 	docs = make([]provider.Document, 0, len(t.Documents))
 	for i, d := range t.Documents {
 		b, err := h.Payloads.Get(ctx, payloadRef(d.Ref))
@@ -60,8 +50,10 @@ func (h *Handler) readDocuments(ctx context.Context, rec events.SQSMessage, t *l
 		if errors.Is(err, payload.ErrIntegrity) {
 			msg = fmt.Sprintf("document %d (upload %s) in the payload bucket does not match its reference (size or SHA-256 %s); the provider was not called: %s", i+1, d.UploadID, d.Ref.SHA256, err.Error())
 		}
-		return nil, h.unreadable(ctx, rec, t, err, "a document", ErrorClassDocumentUnavailable, msg, log, "document", i+1), false
+		r = h.unreadable(ctx, rec, t, err, "a document", ErrorClassDocumentUnavailable, msg, log, "document", i+1)
+		done()
+		return nil, nil, r, false
 	}
 	log.DebugContext(ctx, "documents read from the payload bucket", "documents", len(docs))
-	return docs, result{}, true
+	return docs, done, result{}, true
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -21,9 +21,8 @@ type heartbeat struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	fenced *ledger.FencedError
-	n      int
+	fenced atomic.Pointer[ledger.FencedError]
+	beats  atomic.Int64 // successful renewals
 }
 
 // startHeartbeat renews the lease every Lease/3 and extends the message's
@@ -54,9 +53,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 					"why", fe.Why, "current_version", currentVersion(fe))
 				return
 			case errors.As(err, &fe):
-				hb.mu.Lock()
-				hb.fenced = fe
-				hb.mu.Unlock()
+				hb.fenced.Store(fe)
 				cancelCall(fmt.Errorf("%w (%s)", ErrFenced, fe.Why))
 				log.WarnContext(ctx, "heartbeat fenced; provider call cancelled", "why", fe.Why, "current_version", currentVersion(fe))
 				return
@@ -70,9 +67,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
 				continue
 			}
-			hb.mu.Lock()
-			hb.n++
-			hb.mu.Unlock()
+			hb.beats.Add(1)
 			renewed := time.Now()
 			h.setVisibility(ctx, rec, 2*lease, log)
 			log.DebugContext(ctx, "heartbeat", "renew_ms", renewed.Sub(began).Milliseconds(), "visibility_ms", time.Since(renewed).Milliseconds())
@@ -85,14 +80,5 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 func (hb *heartbeat) stop() *ledger.FencedError {
 	hb.cancel()
 	<-hb.done
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	return hb.fenced
-}
-
-// beats returns the number of successful renewals.
-func (hb *heartbeat) beats() int {
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	return hb.n
+	return hb.fenced.Load()
 }

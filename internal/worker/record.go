@@ -247,7 +247,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	}
 	h.providerMetric(p.Name(), t.TaskID, class, latency)
 	log.InfoContext(ctx, "provider returned", "kind", t.Kind, "provider", p.Name(), "latency_ms", latency.Milliseconds(),
-		"error_class", class, "heartbeats", hb.beats())
+		"error_class", class, "heartbeats", hb.beats.Load())
 	a := attempt{res: res, err: err, fenced: fenced}
 	if err != nil && fenced == nil {
 		switch {
@@ -409,10 +409,7 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 }
 
 func (h *Handler) policyMaxAge() time.Duration {
-	if h.Policy.MaxAge > 0 {
-		return h.Policy.MaxAge
-	}
-	return retrypolicy.DefaultMaxAge
+	return orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
@@ -640,7 +637,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
 			return ack(OutcomeAckedDuplicate)
 		}
-		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
+		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
 		return h.park(ctx, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")

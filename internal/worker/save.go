@@ -12,11 +12,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Bounds of save's repeats of one settling write: at most saveRepeats more
-// sends, waiting a full-jitter backoff from Handler.SaveBackoff
-// (saveBackoff by default) doubling up to 20 times it (about 5 s in all on
-// average, 9 s at most, by default), never past saveReserve before the
-// invocation's deadline.
+// Bounds of repeat: at most saveRepeats more sends (by default about 5 s
+// of waits in all on average, 9 s at most), never past saveReserve before
+// the invocation's deadline.
 const (
 	saveRepeats = 8
 	saveBackoff = 100 * time.Millisecond
@@ -24,12 +22,10 @@ const (
 )
 
 // saveWait is the wait before repeat i of a settling write or a result's
-// put: full jitter over SaveBackoff doubled i times, capped at 20 times it.
+// put: SaveBackoff doubled i times, capped at 20 times it, half of it
+// jittered.
 func (h *Handler) saveWait(i int) time.Duration {
-	base := h.SaveBackoff
-	if base <= 0 {
-		base = saveBackoff
-	}
+	base := orDefault(h.SaveBackoff, saveBackoff)
 	wait := min(base<<i, 20*base)
 	return wait/2 + rand.N(wait/2+1)
 }

@@ -28,11 +28,8 @@ type Spend struct {
 	Prices *spend.Config
 	// Budgets reserves and settles budgets (required).
 	Budgets *spend.Accountant
-	// Quotas, when set, is the per-caller daily quota: every provider call
-	// of a generate task reserves its maximum on it before the call and
-	// settles it to the reported usage after. A quota without room makes
-	// no call: the task waits when only calls in flight hold the room
-	// (QuotaWait), and is parked when the day's settled usage leaves none.
+	// Quotas, when set, is the per-caller daily quota every generate call
+	// is reserved on (doc.go, "Spend").
 	Quotas *spend.Quotas
 }
 
@@ -165,15 +162,12 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
-		if _, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r); err != nil {
-			if _, serr := s.Budgets.Settle(ctx, spend.ChainKeyOf(t), rs.r, spend.Usage{}); serr != nil {
-				log.WarnContext(ctx, "giving back the chain reservation failed; it stays counted", "error", serr.Error())
-			}
-		}
+		_, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r)
 	}
 	if err != nil {
-		// The failed write may have landed (a lost reply, then a refused
-		// repeat): no call follows, so it is given back if it did.
+		// No call follows: what was reserved is given back — the chain's
+		// reservation, and a failed write that may have landed all the same
+		// (a lost reply, then a refused repeat).
 		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
 		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
 	}
@@ -228,21 +222,13 @@ const QuotaWait = 5 * time.Second
 // a wait lasts at most twice it.
 const QuotaWaitMax = 30 * time.Second
 
-// quotaWaitFor is how long a task waits for the calls in flight that hold
-// its caller's quota, when it has been kept waiting for waited so far:
-// half of that, at least QuotaWait and at most QuotaWaitMax, plus jitter
-// (jitter(d) is uniform in [0, d): rand.N) of up to as much again. No
-// write counts a task's waits, so the time since its age budget started
-// (its creation, or an operator's retry) stands for how long it has
-// waited: a fresh task waits 5–10 s, like a call in flight takes; one
-// kept for two minutes, 30–60 s.
-//
-// The bound: each wait is at least half the task's age, so the age grows
-// by half at least each wait, and at least 30 s once the task is a minute
-// old: at most 7 waits (claims) in a task's first minute — 0, 5, 10, 15,
-// 22.5, 33.75, 50.6 s — and 120 an hour after it (80 on average), so at
-// most 127 claims under the default one-hour age budget, where 5–10 s
-// waits cost up to 720.
+// quotaWaitFor is how long a task kept waiting for waited so far (the
+// time since its age budget started: no write counts its waits) waits
+// again: half of that, at least QuotaWait and at most QuotaWaitMax, plus
+// jitter (uniform in [0, d): rand.N) of up to as much again. So the age
+// grows by half at least each wait, and by 30 s once the task is a minute
+// old: at most 7 claims in its first minute (0, 5, 10, 15, 22.5, 33.75,
+// 50.6 s) and 120 in the hour after, where fixed 5–10 s waits cost 720.
 func quotaWaitFor(waited time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	base := min(max(waited/2, QuotaWait), QuotaWaitMax)
 	return base + jitter(base)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,9 +84,9 @@ type Handler struct {
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
-	// RetrySafeGeneration declares generation retry-safe (doc.go, "Effect
-	// classes"; GENERATION_EFFECT_CLASS). The zero value treats generation
-	// as an effect; deployments default to retry-safe.
+	// RetrySafeGeneration declares generation retry-safe (doc.go, "Uncertain
+	// outcomes and effect classes"; GENERATION_EFFECT_CLASS). The zero value
+	// treats generation as an effect; deployments default to retry-safe.
 	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
@@ -96,11 +97,9 @@ type Handler struct {
 	QueueURL string
 	// Policy decides retry delays (backoff, Retry-After floor).
 	Policy retrypolicy.Policy
-	// SaveBackoff is the first wait before a settling write (or a result's
-	// put in the payload bucket) that failed for a reason that may pass is
-	// sent again; it doubles per repeat up to 20 times itself (default
-	// 100 ms: about 5 s over the eight repeats on average). Tests shorten it:
-	// what they check is the repeats, not the waiting.
+	// SaveBackoff is the first wait between repeats of a settling write or
+	// a result's put (saveWait; default 100 ms). Tests shorten it: what they
+	// check is the repeats, not the waiting.
 	SaveBackoff time.Duration
 	// Lease is how long a claim holds without a heartbeat (DefaultLease).
 	// The heartbeat runs every Lease/3 and extends the message's visibility
@@ -133,10 +132,8 @@ type Handler struct {
 	Admission *Admission
 	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
 	Spend *Spend
-	// Payloads is the S3 claim-check store (DESIGN §12): an input kept in
-	// S3 is read (and verified) before the call, a result above its inline
-	// threshold is put there before the fenced completion. nil keeps every
-	// result inline and makes no S3 call.
+	// Payloads is the S3 claim-check store (doc.go, "Payloads in S3"); nil
+	// keeps every result inline and makes no S3 call.
 	Payloads *payload.Store
 	// DocumentMemory bounds the document bytes the records of this
 	// instance hold at once (DefaultDocumentMemory; docmemory.go).
@@ -171,19 +168,18 @@ type result struct {
 	retry   bool // report a batch item failure
 }
 
-func (h *Handler) lease() time.Duration {
-	if h.Lease > 0 {
-		return h.Lease
+// orDefault is v when it is set (positive), else def: the Handler's
+// optional fields.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultLease
+	return def
 }
 
-func (h *Handler) concurrency() int {
-	if h.Concurrency > 0 {
-		return h.Concurrency
-	}
-	return DefaultConcurrency
-}
+func (h *Handler) lease() time.Duration  { return orDefault(h.Lease, DefaultLease) }
+func (h *Handler) concurrency() int      { return orDefault(h.Concurrency, DefaultConcurrency) }
+func (h *Handler) margin() time.Duration { return orDefault(h.DeadlineMargin, DefaultDeadlineMargin) }
 
 // callTimeout is the bound of one provider call (see Handler.CallTimeout).
 func (h *Handler) callTimeout() time.Duration {
@@ -205,13 +201,6 @@ func (h *Handler) admitted(work context.Context) bool {
 	}
 	dl, ok := work.Deadline()
 	return !ok || time.Until(dl) >= h.callTimeout()
-}
-
-func (h *Handler) margin() time.Duration {
-	if h.DeadlineMargin > 0 {
-		return h.DeadlineMargin
-	}
-	return DefaultDeadlineMargin
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -327,19 +316,11 @@ func (h *Handler) providerMetric(name, taskID, class string, latency time.Durati
 
 // metricName turns "acked_duplicate" into "AckedDuplicate".
 func metricName(o string) string {
-	b := []byte(o)
-	up := true
-	out := b[:0]
-	for _, c := range b {
-		if c == '_' {
-			up = true
-			continue
+	words := strings.Split(o, "_")
+	for i, w := range words {
+		if w != "" {
+			words[i] = strings.ToUpper(w[:1]) + w[1:]
 		}
-		if up && c >= 'a' && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up = false
-		out = append(out, c)
 	}
-	return string(out)
+	return strings.Join(words, "")
 }
