@@ -12,30 +12,18 @@ import (
 )
 
 // needsCallMark reports whether the provider call must be preceded by the
-// call-start mark: the provider does not deduplicate by operation id. A
-// retry-safe generation is marked too: a reconciler that still treats
-// generation as an effect (a deployment changing the class, its two
-// functions updated one after the other) reads a missing mark as "no call
-// was started", and would re-send or give back the hold of a call that
-// was made.
-// Without the mark the reconciler could not tell a worker that died after
-// its claim from one whose call is still running (a worker whose renewals
-// fail lets its call run on): it would park the first as "may have acted",
-// and — with a readback — could not trust a "not found" until the call
-// timeout had passed.
+// call-start mark (doc.go, step 3): the step does not deduplicate by
+// operation id. A retry-safe generation is marked too, for a reconciler
+// that still treats generation as an effect while a deployment changes
+// the class: it reads a missing mark as "no call was started".
 func (h *Handler) needsCallMark(t *ledger.Task) bool {
 	return !provider.HonoursIdempotency(h.step(t))
 }
 
-// markCallStarted writes the call-start mark (ledger.MarkCallStarted)
-// before the provider call when needsCallMark, repeating it with the same
-// nonce (save). ok=false means the provider must not be called and r is the
-// record's result: fenced (another assignment owns the task) is
-// acknowledged; any other failure gives the assignment and its attempt back
-// (no call was made) and defers the message.
-//
-// leaseUntil is the lease end the mark left (0: no mark needed), for
-// leaseForCall.
+// markCallStarted writes the call-start mark when needsCallMark, repeated
+// like a settling write. ok=false means the provider must not be called
+// and r is the record's result. leaseUntil is the lease end the mark left
+// (0: no mark needed), for leaseForCall.
 func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (leaseUntil int64, r result, ok bool) {
 	if !h.needsCallMark(t) {
 		return 0, result{}, true
@@ -55,24 +43,13 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		// The mark's repeat may find its own first send applied and the
 		// lease expired since (unknown, or parked, at this assignment):
 		// no call was made, the task is given back.
-		switch d, uerr := h.uncalled(ctx, rec, t, fe.Current, log); {
-		case d.givesBack():
-			if uerr != nil {
-				log.ErrorContext(ctx, "call-start mark refused by the lease's expiry and the release failed; provider not called", "release_error", uerr.Error())
-			}
+		if h.uncalledRefusal(ctx, rec, t, "call-start mark", fe, log) {
 			h.setVisibility(ctx, rec, 0, log)
 			return 0, deferred, false
-		case d == sendNothing:
-			log.WarnContext(ctx, "call-start mark rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
 		}
 		return 0, ack(OutcomeFenced), false
 	}
-	if rerr := h.release(ctx, rec, t, log); rerr != nil {
-		log.ErrorContext(ctx, "call-start mark failed and the release failed; provider not called, the lease will expire",
-			"error", err.Error(), "release_error", rerr.Error())
-	} else {
-		log.WarnContext(ctx, "call-start mark failed; released the task and its attempt, provider not called", "error", err.Error())
-	}
+	h.releaseUncalled(ctx, rec, t, "call-start mark failed", log, "error", err.Error())
 	h.setVisibility(ctx, rec, 0, log)
 	return 0, deferred, false
 }
@@ -84,16 +61,12 @@ var errLeaseShort = errors.New("worker: the lease renewed before the call ends w
 // leaseForCall makes sure a marked call starts inside its lease: the
 // reconciler trusts a readback's "not found" for a marked call once the
 // lease end plus the call timeout has passed, so a call started after the
-// lease end could still be running when a second worker is sent the task
-// (adversarial review: a re-admission whose writes hung after the mark
-// took the lease, and a non-idempotent provider was called twice). The
-// mark leaves at least half a lease; when under a heartbeat of it is left
-// by now (leaseUntil, the mark's lease end; 0: no mark, nothing to keep),
-// the lease is renewed first. A refused or failed renewal, or one whose
-// lease has under a heartbeat left by the time it is answered, means no
-// call: err is set, and fe when the refusal shows another assignment or a
-// settled task (nothing of this attempt may be saved); otherwise the
-// caller gives the assignment back (release), from unknown too.
+// lease end could still run when a second worker is sent the task. When
+// under a heartbeat of the mark's lease (leaseUntil; 0: no mark) is left,
+// the lease is renewed first. A refused or failed renewal, or one that
+// leaves under a heartbeat by the time it is answered, means no call: err
+// is set, and fe when the refusal shows the task neither unknown nor
+// parked at this assignment (stillOurs).
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()
 	inside := func(until int64) bool { return h.Ledger.Now().Add(lease/3).UnixMilli() < until }

@@ -7,18 +7,8 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The worker runs a deliver task (DESIGN §10) exactly like a generate task:
-// same claim, fencing, heartbeat, call-start mark, settling writes, unknown
-// and review machinery. Only the step differs: the provider generates, the
-// destination the task's input names delivers (package deliver binds it as
-// a provider, with the destination's guarantees for this delivery). So an
-// uncertain delivery is re-sent only to a destination that deduplicates by
-// operation id; any other goes to unknown for the reconciler's readback, and
-// the call start is marked where neither readback nor idempotency could
-// tell a worker that died before the call from one that died in it.
-
-// step returns what performs t: the provider for a generate task, the
-// destination bound to t for a deliver task.
+// step returns what performs t (doc.go, "Deliver tasks"): the provider
+// for a generate task, the destination bound to t for a deliver task.
 func (h *Handler) step(t *ledger.Task) provider.Provider {
 	if t.Kind == deliver.Kind {
 		return deliver.Bind(h.Destinations, deliver.Task{TaskID: t.TaskID, CorrelationID: t.CorrelationID, Input: t.Input, Provenance: deliver.ProvenanceOf(t)})

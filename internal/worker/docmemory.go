@@ -28,12 +28,7 @@ const DefaultDocumentMemory = 5 * payload.MaxDocumentSize
 const DocumentMemoryRetry = 10 * time.Second
 
 // documentMemory is the handler's bound on document bytes held at once.
-func (h *Handler) documentMemory() int64 {
-	if h.DocumentMemory > 0 {
-		return h.DocumentMemory
-	}
-	return DefaultDocumentMemory
-}
+func (h *Handler) documentMemory() int64 { return orDefault(h.DocumentMemory, DefaultDocumentMemory) }
 
 // holdDocuments reserves the bytes of t's documents; ok=false when they do
 // not fit beside the documents other records of this instance hold. A
@@ -68,12 +63,10 @@ func (h *Handler) holdDocuments(t *ledger.Task) (release func(), ok bool) {
 // as many document bytes as its memory allows, and another instance, or
 // this one a little later, takes the task.
 func (h *Handler) documentsDoNotFit(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
-	if err := h.release(ctx, rec, t, log); err != nil {
-		log.WarnContext(ctx, "documents do not fit the worker's memory and the release failed; the lease will expire", "error", err.Error())
+	if !h.releaseUncalled(ctx, rec, t, "documents do not fit beside those this instance holds", log,
+		"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds()) {
 		return deferred
 	}
 	h.setVisibility(ctx, rec, DocumentMemoryRetry, log)
-	log.InfoContext(ctx, "documents do not fit beside those this instance holds; released the task and its attempt",
-		"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds())
 	return notAdmitted
 }

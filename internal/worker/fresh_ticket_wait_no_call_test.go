@@ -21,7 +21,7 @@ import (
 // does not go through Handler.release. Between the call-start mark and the
 // call the worker re-admits (freshTicket) when its admission slot ended;
 // when the model's window is full now, the task is put back to wait
-// (waitAdmission → ledger.WaitAdmission, fenced on state = running). If the
+// (waitUntil → ledger.WaitAdmission, fenced on state = running). If the
 // reconciler expired the lease to unknown at this very assignment in the
 // meantime, WaitAdmission is refused (not_running). The worker knows no
 // call was made, so the refused wait is handed to uncalled, which gives the

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -21,21 +21,15 @@ type heartbeat struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	fenced *ledger.FencedError
-	n      int
+	fenced atomic.Pointer[ledger.FencedError]
+	beats  atomic.Int64 // successful renewals
 }
 
-// startHeartbeat renews the lease every Lease/3 (fenced on the assignment
-// version) and extends the message's visibility to 2×Lease. When a renewal
-// is fenced it cancels the provider call (cancelCall, cause ErrFenced) at
-// once and stops — unless the refusal shows the task in unknown, or parked
-// unknown_outcome, at this very assignment version: the reconciler expired
-// a lease whose renewals did not get through, no one else holds the task,
-// and Complete (from unknown) or CompleteLapsed (from the park) can still
-// save the call's result.
-// Then it stops renewing and lets the call run. It stops by itself when
-// callCtx ends (the call returned or the deadline margin was reached).
+// startHeartbeat renews the lease every Lease/3 and extends the message's
+// visibility to 2×Lease (doc.go, step 3). A fenced renewal cancels the
+// call (cancelCall, cause ErrFenced) and stops it — unless the task is
+// still this assignment's to settle (stillOurs): then it only stops. It
+// stops by itself when callCtx ends.
 func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
 	ctx, cancel := context.WithCancel(callCtx)
 	hb := &heartbeat{cancel: cancel, done: make(chan struct{})}
@@ -59,9 +53,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 					"why", fe.Why, "current_version", currentVersion(fe))
 				return
 			case errors.As(err, &fe):
-				hb.mu.Lock()
-				hb.fenced = fe
-				hb.mu.Unlock()
+				hb.fenced.Store(fe)
 				cancelCall(fmt.Errorf("%w (%s)", ErrFenced, fe.Why))
 				log.WarnContext(ctx, "heartbeat fenced; provider call cancelled", "why", fe.Why, "current_version", currentVersion(fe))
 				return
@@ -75,9 +67,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
 				continue
 			}
-			hb.mu.Lock()
-			hb.n++
-			hb.mu.Unlock()
+			hb.beats.Add(1)
 			renewed := time.Now()
 			h.setVisibility(ctx, rec, 2*lease, log)
 			log.DebugContext(ctx, "heartbeat", "renew_ms", renewed.Sub(began).Milliseconds(), "visibility_ms", time.Since(renewed).Milliseconds())
@@ -90,14 +80,5 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 func (hb *heartbeat) stop() *ledger.FencedError {
 	hb.cancel()
 	<-hb.done
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	return hb.fenced
-}
-
-// beats returns the number of successful renewals.
-func (hb *heartbeat) beats() int {
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	return hb.n
+	return hb.fenced.Load()
 }

@@ -67,8 +67,8 @@ func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *l
 }
 
 // send writes d for t's assignment (read: the task as the refused write
-// found it), each write repeated like every settling write (save); the
-// give-backs of an assignment that made no call are uncalled's.
+// found it), repeated like every settling write; the give-backs are
+// uncalled's.
 func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, d decision, kn known, log *slog.Logger) result {
 	v, c := t.AssignmentVersion, kn.c
 	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: completionBytes(c)}
@@ -124,7 +124,6 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 			return err
 		}, log)
 		var fe *ledger.FencedError
-		var tl *ledger.ItemTooLargeError
 		switch {
 		case err == nil:
 			log.InfoContext(ctx, "completed after the park: the lapsed result was saved and its unknown_outcome review resolved",
@@ -133,13 +132,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		case errors.As(err, &fe):
 			log.WarnContext(ctx, "lapsed result rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 			return ack(OutcomeFenced)
-		case errors.As(err, &tl):
-			x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
-			log.WarnContext(ctx, "lapsed result too large for the task item; not saved", "result_bytes", x.ResultBytes, "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-			return h.reviseLapsed(ctx, rec, t, read, review.ResultTooLarge(t, x), log)
 		}
-		log.ErrorContext(ctx, "saving the lapsed result failed; revising its review to result_not_saved", "error", err.Error(), "result_bytes", x.ResultBytes)
-		return h.reviseLapsed(ctx, rec, t, read, review.ResultNotSaved(t, x, err), log)
+		return h.reviseLapsed(ctx, rec, t, read, unsavedReview(ctx, t, x, err, log), log)
 	case sendFailLapsed:
 		// The provider answered and did not act: the review's "may have
 		// performed (and billed)" is false.
@@ -175,13 +169,10 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 
 // uncalled settles a write of the no-call path (a release, the call-start
 // mark's repeat, an admission wait, the renewal before the call) refused
-// with the task as read: settle(knowNoCall). Only this worker could have
-// called the provider under its assignment, and it did not: unknown or
-// parked unknown_outcome at it, the assignment and its attempt are given
-// back from there (ledger.ReleaseUnknown, ledger.ReleaseLapsed; err: the
-// give-back's failure) — left alone, a marked assignment is parked saying
-// its call was started; a cancel of the marked assignment ends the task
-// cancelled. d is what was sent.
+// with the task as read: settle(knowNoCall), since only this worker could
+// have called under its assignment, and it did not. Left alone, a marked
+// assignment would be parked saying its call was started. d is what was
+// sent; err, a give-back's failure.
 func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, log *slog.Logger) (d decision, err error) {
 	v := t.AssignmentVersion
 	switch d = settle(read, v, knowNoCall); d {
@@ -218,12 +209,25 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 	return d, nil
 }
 
+// uncalledRefusal settles, by uncalled, what (a write of the no-call path)
+// refused with fe, and logs it. true: the assignment and its attempt were
+// given back (or that failed, and the lease will expire), and the message
+// should come back; false: the record is acknowledged as fenced.
+func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) bool {
+	d, err := h.uncalled(ctx, rec, t, fe.Current, log)
+	switch {
+	case d.givesBack() && err != nil:
+		log.ErrorContext(ctx, what+" refused by the lease's expiry and the release failed; provider not called", "release_error", err.Error())
+	case d == sendNothing:
+		log.WarnContext(ctx, what+" rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
+	}
+	return d.givesBack()
+}
+
 // reviseLapsed replaces the open unknown_outcome review of the park (cur,
-// at this assignment) with r: the provider acted, and r says what became of
-// its result. It is one transaction (ledger.ReviseLapsed), repeated like
-// every settling write; when that keeps failing, the review item alone is
-// revised (ledger.ReviseLapsedReview), so what the worker knows reaches
-// the operator even when the task item's summary cannot follow.
+// at this assignment) with r, which says what became of the result; when
+// that keeps failing, the review item alone is revised, so what the worker
+// knows reaches the operator even when the task item cannot follow.
 func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, r ledger.Review, log *slog.Logger) result {
 	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)

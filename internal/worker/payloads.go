@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -21,11 +20,8 @@ const ErrorClassInputUnavailable = "input_unavailable"
 
 // resolveInput returns the claimed task's input: inline, or read from the
 // payload bucket and verified against its reference (size and SHA-256).
-// ok=false means the record is settled with r and the provider must not be
-// called: the task failed input_unavailable (the object is gone or other
-// bytes), or, when S3 did not answer, the claim and its attempt were given
-// back and the message comes back after a backoff (nothing is lost; the
-// task's age budget still bounds it).
+// ok=false means the record is settled with r (unreadable) and the
+// provider must not be called.
 func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (input string, r result, ok bool) {
 	if t.InputRef == nil {
 		return t.Input, result{}, true
@@ -39,24 +35,33 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		log.DebugContext(ctx, "input read from the payload bucket", "input_bytes", len(b))
 		return string(b), result{}, true
 	}
-	c := retrypolicy.DefaultClassifier(err)
-	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
-		log.WarnContext(ctx, "payload bucket unavailable while reading the input; released, provider not called", "error", err.Error())
-		return "", h.giveBack(ctx, rec, t, c, log), false
-	}
 	msg := "the task's input could not be read from the payload bucket: " + err.Error()
 	if errors.Is(err, payload.ErrIntegrity) {
 		msg = "the task's input in the payload bucket does not match its reference (size or SHA-256); the provider was not called: " + err.Error()
 	}
+	return "", h.unreadable(ctx, rec, t, err, "the input", ErrorClassInputUnavailable, msg, log), false
+}
+
+// unreadable settles a record whose input or a document (what) could not
+// be read from the payload bucket, without a provider call: S3 not
+// answering gives the claim and its attempt back for a backoff; an object
+// gone or altered fails the task with class and msg.
+func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, what, class, msg string, log *slog.Logger, attrs ...any) result {
+	attrs = append(attrs, "error", err.Error())
+	c := retrypolicy.DefaultClassifier(err)
+	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
+		log.WarnContext(ctx, "payload bucket unavailable while reading "+what+"; released, provider not called", attrs...)
+		return h.giveBack(ctx, rec, t, c, log)
+	}
 	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassInputUnavailable, clip(msg, MaxErrorMessage), o...)
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), o...)
 		return err
 	}, log)
 	if r, done := h.settled(ctx, ferr, "fail", log); done {
-		return "", r, false
+		return r
 	}
-	log.ErrorContext(ctx, "failed: the input in the payload bucket is unusable; provider not called", "error", err.Error())
-	return "", ack(OutcomeFailed), false
+	log.ErrorContext(ctx, "failed: "+what+" in the payload bucket is unusable; provider not called", attrs...)
+	return ack(OutcomeFailed)
 }
 
 // giveBack releases the claim (no provider call was made, so the attempt
@@ -70,43 +75,34 @@ func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger
 	return deferred
 }
 
-// placeResult turns a provider's output into the completion to save. A
-// result above the payload store's inline threshold is put at
-// results/<task>/<assignment_version> BEFORE the fenced completion, and
-// the completion keeps its reference: a worker fenced out later leaves an
-// orphan object that no item references. The put is idempotent (same key,
-// same bytes), so a throttle, a 5xx or a lost reply is repeated like a
-// settling write. If S3 stays unavailable, a result that still fits the
-// item is saved inline instead; only one that cannot is an error (the
-// caller parks it result_not_saved, with what the worker knows; one over
-// payload.MaxObjectSize as well is result_too_large).
+// placeResult turns a provider's output into the completion to save: a
+// result above the inline threshold is put in the payload bucket before
+// the fenced completion, which keeps its reference (doc.go, "Payloads in
+// S3"). The put is idempotent, so it is repeated like a settling write. If
+// S3 stays unavailable, a result that still fits the item is saved inline;
+// only one that cannot is an error (a *ledger.ItemTooLargeError when it is
+// over payload.MaxObjectSize as well).
 func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Completion, log *slog.Logger) (ledger.Completion, error) {
 	if h.Payloads == nil || h.Payloads.Inline(len(c.Result)) {
 		return c, nil
 	}
 	body := []byte(c.Result)
-	var err error
-	for i := 0; ; i++ {
-		var v payload.Value
+	var v payload.Value
+	put := func() (err error) {
 		v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, body)
-		if err == nil {
-			c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
-			return c, nil
-		}
-		if cl := retrypolicy.DefaultClassifier(err).Class; cl != retrypolicy.Transient && cl != retrypolicy.UnknownOutcome || ctx.Err() != nil || i >= saveRepeats {
-			break
-		}
-		wait := h.saveWait(i)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
-			break
-		}
-		log.WarnContext(ctx, "putting the result in the payload bucket failed; repeating", "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
-		}
+		return err
+	}
+	mayPass := func(err error) bool {
+		cl := retrypolicy.DefaultClassifier(err).Class
+		return err != nil && (cl == retrypolicy.Transient || cl == retrypolicy.UnknownOutcome) && ctx.Err() == nil
+	}
+	err := put()
+	if mayPass(err) {
+		err = h.repeat(ctx, "putting the result in the payload bucket failed; repeating", err, put, mayPass, log)
+	}
+	if err == nil {
+		c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
+		return c, nil
 	}
 	cerr := ledger.CheckCompletion(t, c)
 	switch {

@@ -58,12 +58,12 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 
 	owner := h.owner(ctx, rec.MessageId)
 	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
-		Owner:         owner,
-		Lease:         h.lease(),
-		AllowTakeover: h.repeatableGeneration(),
-		// The provider's idempotency covers generate tasks only; a deliver
-		// task's expired lease is the reconciler's (deliver.go).
-		TakeoverKind: provider.KindGenerate,
+		Owner: owner,
+		Lease: h.lease(),
+		// Only a generate task is taken over (repeatable for its kind); a
+		// deliver task's expired lease is the reconciler's.
+		AllowTakeover: h.repeatable(&ledger.Task{Kind: provider.KindGenerate}),
+		TakeoverKind:  provider.KindGenerate,
 	})
 	if err != nil {
 		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
@@ -78,14 +78,10 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return deferred
 	}
 	if !h.admitted(work) {
-		// The claim itself ate the time: give the assignment and the
-		// attempt back (no call was made) rather than let the lease expire.
-		if err := h.release(ctx, rec, t, log); err != nil {
-			log.WarnContext(ctx, "release before the deadline failed; the lease will expire", "error", err.Error())
-		} else {
-			log.InfoContext(ctx, "too little time left after the claim; released the task and its attempt",
-				"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
-		}
+		// The claim itself ate the time: give the attempt back rather than
+		// let the lease expire.
+		h.releaseUncalled(ctx, rec, t, "too little time left after the claim", log,
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
 		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
@@ -112,33 +108,29 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
-	leaseUntil, r, ok := h.markCallStarted(ctx, rec, t, log)
-	if !ok {
+	// No call after all: the reservation and the admission are given back.
+	noCall := func() {
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
+	}
+	leaseUntil, r, ok := h.markCallStarted(ctx, rec, t, log)
+	if !ok {
+		noCall()
 		return r
 	}
 	if tk, r, ok = h.freshTicket(ctx, rec, t, input, tk, rs, log); !ok {
 		return r
 	}
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
-		// No call: what ran since the mark took the lease. The admission
-		// and the reservation are given back; then the assignment and its
-		// attempt, from unknown too when the reconciler expired the lease
-		// meanwhile (release) — unless the task is someone else's now.
-		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
-		h.releaseTicket(ctx, tk, log)
+		noCall()
 		if fe != nil {
-			// Not unknown or parked at this assignment (leaseForCall): a
-			// cancel of it ends the task, anything else is not ours.
-			if d, _ := h.uncalled(ctx, rec, t, fe.Current, log); d == sendNothing {
-				log.WarnContext(ctx, "the lease was lost before the call; nothing called, nothing saved", "why", fe.Why, "current_version", currentVersion(fe))
-			}
+			// A cancel of this assignment ends the task; anything else is
+			// not ours.
+			h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
 			return ack(OutcomeFenced)
 		}
-		if rerr := h.release(ctx, rec, t, log); rerr != nil {
-			log.ErrorContext(ctx, "no provider call (the lease ran short before it) and the release failed; the lease will expire", "release_error", rerr.Error())
-		}
+		// From unknown too, when the reconciler expired the lease meanwhile.
+		h.releaseUncalled(ctx, rec, t, "the lease ran short before the call", log)
 		h.setVisibility(ctx, rec, 0, log)
 		return deferred
 	}
@@ -151,12 +143,11 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	}
 	h.settle(ctx, t, input, rs, a, log)
 	if a.fenced != nil && a.err != nil {
-		// A retry-safe call cut by a cancel of this assignment: nothing
-		// to wait for or read back, so the task ends cancelled now.
-		if h.retrySafe(t) {
-			if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: knowCharged}, log); ok {
-				return r
-			}
+		// The call cut by the fence may have acted: settle sends nothing,
+		// but ends cancelled now a retry-safe call cut by a cancel of this
+		// assignment (nothing to wait for or read back).
+		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
+			return r
 		}
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
@@ -260,7 +251,7 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	}
 	h.providerMetric(p.Name(), t.TaskID, class, latency)
 	log.InfoContext(ctx, "provider returned", "kind", t.Kind, "provider", p.Name(), "latency_ms", latency.Milliseconds(),
-		"error_class", class, "heartbeats", hb.beats())
+		"error_class", class, "heartbeats", hb.beats.Load())
 	a := attempt{res: res, err: err, fenced: fenced, stream: st}
 	if err != nil && fenced == nil {
 		switch {
@@ -305,9 +296,6 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		}, log)
 	}
 	var fe *ledger.FencedError
-	var tl *ledger.ItemTooLargeError
-	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
-	var unsaved ledger.Review
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "completed", "provider", name, "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
@@ -321,23 +309,28 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)
-	case errors.As(err, &tl):
-		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
-		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
-		unsaved = review.ResultTooLarge(t, x)
-	case ledger.IsValidation(err):
-		// DynamoDB refused the write as invalid: repeating it cannot help.
-		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
-		unsaved = review.ResultNotSaved(t, x, err)
-	default:
-		// Repeats ran out. Deferring would lose what the worker knows (the
-		// redelivery meets its own lease): park it with the provider
-		// reference. Had a send been applied after all, the park finds the
-		// task completed and changes nothing.
-		log.ErrorContext(ctx, "completion kept failing; parking result_not_saved", "error", err.Error(), "result_bytes", len(res.Output))
-		unsaved = review.ResultNotSaved(t, x, err)
 	}
-	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsaved}, log)
+	// Deferring would lose what the worker knows (the redelivery meets its
+	// own lease): it is parked with the provider reference. Had a repeated
+	// send been applied after all, the park finds the task completed and
+	// changes nothing.
+	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
+	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsavedReview(ctx, t, x, err, log)}, log)
+}
+
+// unsavedReview logs and words the review of a result the task item could
+// not take: too large (result_too_large), or refused as invalid, where
+// repeating cannot help, or still failing when the repeats ran out
+// (result_not_saved).
+func unsavedReview(ctx context.Context, t *ledger.Task, x review.Result, err error, log *slog.Logger) ledger.Review {
+	var tl *ledger.ItemTooLargeError
+	if errors.As(err, &tl) {
+		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
+		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", x.ResultBytes, "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
+		return review.ResultTooLarge(t, x)
+	}
+	log.ErrorContext(ctx, "result not saved; parking it result_not_saved", "error", err.Error(), "result_bytes", x.ResultBytes)
+	return review.ResultNotSaved(t, x, err)
 }
 
 // failure settles a failed provider call by its class.
@@ -349,21 +342,18 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if notSent(perr) {
 			// Provably never left the process: give the attempt back
 			// (settle charged it nothing).
-			if err := h.release(ctx, rec, t, log); err != nil {
-				log.WarnContext(ctx, "release at the deadline failed; the lease will expire", "error", err.Error())
-			}
+			h.releaseUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
 			h.setVisibility(ctx, rec, 0, log)
 			return deferred
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
+		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		if cutBy == "call_timeout" {
 			msg = fmt.Sprintf("the provider call ran past its %s call timeout after it was sent; the provider may have acted", h.callTimeout())
-			return h.uncertain(ctx, rec, t, c, msg, log)
 		}
-		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		r := h.uncertain(ctx, rec, t, c, msg, log)
-		r.retry = true // unfinished in this invocation: report it
+		r.retry = r.retry || cutBy == "deadline_margin" // unfinished in this invocation: report it
 		return r
 	}
 	// A refusal in so many words (never sent, 4xx, throttled): the provider
@@ -375,20 +365,13 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	refused := retrypolicy.Refused(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
-		err := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			if refused {
-				o = append(o, ledger.AfterRefusal()) // from unknown at this version too
-			}
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
-			return err
-		}, log)
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
 		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
-		if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-			return r
-		}
-		if r, done := h.settled(ctx, err, "fail", log); done {
+		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) error {
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			return err
+		}, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed: the input was rejected")
@@ -435,31 +418,19 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 }
 
 func (h *Handler) policyMaxAge() time.Duration {
-	if h.Policy.MaxAge > 0 {
-		return h.Policy.MaxAge
-	}
-	return retrypolicy.DefaultMaxAge
+	return orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
-	err := h.save(ctx, rec, t, "retry", func(o ...ledger.WriteOption) error {
-		if refused {
-			o = append(o, ledger.AfterRefusal()) // from unknown at this version too
-		}
-		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
-		return err
-	}, log)
-	// The provider did not act: a park of this assignment is settled, a
-	// cancel of it ends the task.
-	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-		return r
-	}
 	// No fallback when the repeats run out: a Release would give back an
 	// attempt the provider was called for (max_attempts bypassed, one call
 	// per delivery) and drop not_before (Retry-After ignored by any other
 	// copy of the message); the message comes back and the lease decides.
-	if r, done := h.settled(ctx, err, "retry", log); done {
+	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
+	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) error {
+		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
+		return err
+	}, log); done {
 		return r
 	}
 	delay := notBefore.Sub(now)
@@ -495,6 +466,24 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 	return ack(OutcomeUnknown)
 }
 
+// saveAfterError sends write, a settling write after a provider error —
+// accepted from unknown at this version too when the provider refused in
+// so many words (ledger.AfterRefusal) — repeated like every settling
+// write. A write refused because the reconciler or a cancel got there
+// first is settled by kn (settle). done=false: saved.
+func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) error, log *slog.Logger) (result, bool) {
+	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) error {
+		if refused {
+			o = append(o, ledger.AfterRefusal())
+		}
+		return write(o...)
+	}, log)
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r, true
+	}
+	return h.settled(ctx, err, op, log)
+}
+
 // settled interprets the error of a fenced write that ends an attempt.
 func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.Logger) (result, bool) {
 	if err == nil {
@@ -509,20 +498,14 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 	return deferred, true
 }
 
-// park moves the task to needs_review with its review item.
-//
-// A park that fails transiently (a throttled or ambiguous transaction) is
-// repeated in-process like every settling write (save): the worker may be
-// the only one that knows what the park records (a result too large, a
-// provider's refusal), and a deferred message would find the task under its
-// own lease and leave it to lapse into "unknown". A repeat after a first
-// send that did apply is answered "already parked" (the review item's put
-// is conditioned on its absence).
+// park moves the task to needs_review with its review item, repeated like
+// every settling write (save): the worker may be the only one that knows
+// what the park records. A repeat after a first send that did apply is
+// answered "already parked".
 func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
 	return h.parked(ctx, h.parkOnce(ctx, t, o, r, log), r, log)
 }
 
-// parkOnce writes the park, repeating it while it fails transiently.
 func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
 	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
 		_, err := h.Ledger.Park(ctx, t, o, r)
@@ -554,11 +537,9 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 }
 
 // release gives back an assignment under which no provider call was made
-// (the attempt too), repeating the write like a settling one: a lost or
-// throttled release would leave the task leased with no call behind it,
-// for the reconciler to find as an expired lease. Refused, the task is
-// given back from where the reconciler put it, or ends cancelled after a
-// cancel of its marked assignment (uncalled).
+// (the attempt too), repeated like a settling write: a lost release would
+// leave the task leased with no call behind it. Refused, the task is given
+// back from where the reconciler put it, or ends cancelled (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
 		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
@@ -573,13 +554,22 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 	return err
 }
 
-// parkKnown parks the worker's own assignment (running at its version)
-// with what it knows (kn: a result that cannot be saved, or a refusal
-// that parks): recorded rather than left to an unknown_outcome park. A
-// park refused because the reconciler or a cancel got there first is
-// settled by what it knows (settle): from unknown at this version, from
-// the reconciler's park (the worker's review replaces "the provider may
-// have acted"), or ended cancelled after a refusal.
+// releaseUncalled releases t (release) after why stopped the record before
+// any provider call, and logs either outcome with attrs. false: the
+// release failed and the lease will expire.
+func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) bool {
+	if err := h.release(ctx, rec, t, log); err != nil {
+		log.ErrorContext(ctx, why+"; provider not called, and the release failed: the lease will expire", append(attrs, "release_error", err.Error())...)
+		return false
+	}
+	log.WarnContext(ctx, why+"; released the task and its attempt, provider not called", attrs...)
+	return true
+}
+
+// parkKnown parks the worker's own running assignment with what it knows
+// (kn: a result that cannot be saved, or a refusal that parks), rather
+// than leave it to an unknown_outcome park. A park refused because the
+// reconciler or a cancel got there first is settled by what it knows.
 func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
 	err := h.parkOnce(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, log)
 	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
@@ -588,12 +578,10 @@ func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledge
 	return h.parked(ctx, err, kn.review, log)
 }
 
-// unconfirmedClaim handles a claim that may have been applied although the
-// worker could not confirm it (a lost reply whose nonce read failed): the
-// task may be running under this record's owner with no provider call
-// behind it, which the redelivery would take for a live lease and the
-// reconciler for an uncertain attempt. The claim is given back, conditioned
-// on this owner; done=false when err is not such an error.
+// unconfirmedClaim gives back, conditioned on this record's owner, a
+// claim that may have been applied although the worker could not confirm
+// it (doc.go, "Failed settling writes"): the redelivery would take it for
+// a live lease. done=false when err is not such an error.
 func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
 	var nc *ledger.NotClaimableError
 	var th *ledger.ThrottledError
@@ -658,7 +646,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
 			return ack(OutcomeAckedDuplicate)
 		}
-		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion, LeaseExpired: t.State == ledger.StateRunning}
+		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
 		return h.park(ctx, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")

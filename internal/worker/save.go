@@ -12,11 +12,9 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Bounds of save's repeats of one settling write: at most saveRepeats more
-// sends, waiting a full-jitter backoff from Handler.SaveBackoff
-// (saveBackoff by default) doubling up to 20 times it (about 5 s in all on
-// average, 9 s at most, by default), never past saveReserve before the
-// invocation's deadline.
+// Bounds of repeat: at most saveRepeats more sends (by default about 5 s
+// of waits in all on average, 9 s at most), never past saveReserve before
+// the invocation's deadline.
 const (
 	saveRepeats = 8
 	saveBackoff = 100 * time.Millisecond
@@ -24,30 +22,21 @@ const (
 )
 
 // saveWait is the wait before repeat i of a settling write or a result's
-// put: full jitter over SaveBackoff doubled i times, capped at 20 times it.
+// put: SaveBackoff doubled i times, capped at 20 times it, half of it
+// jittered.
 func (h *Handler) saveWait(i int) time.Duration {
-	base := h.SaveBackoff
-	if base <= 0 {
-		base = saveBackoff
-	}
+	base := orDefault(h.SaveBackoff, saveBackoff)
 	wait := min(base<<i, 20*base)
 	return wait/2 + rand.N(wait/2+1)
 }
 
-// save runs write — one fenced write that settles the attempt (Complete,
-// ScheduleRetry, MarkUnknown, Fail, or a Park) — and repeats it while it fails for a
-// reason that may pass (a throttle, a 5xx, a lost reply the ledger could
-// not confirm). What the worker learned from the provider lives only in
-// its memory until such a write succeeds: deferring the message instead
-// would leave the task running under this worker's own lease, and the
-// redelivery would acknowledge it.
-//
-// Every send carries the same write nonce (ledger.WithNonce), so a send
-// that was applied late is recognised as this write, not as a fence. While
-// it repeats, a heartbeat keeps the lease (and the message) alive. save
-// returns the last error: nil, a definitive one (*ledger.FencedError, an
-// invalid or oversized write), or the transient one that outlasted the
-// repeats.
+// save runs write, one fenced write that settles the attempt, and repeats
+// it while it fails for a reason that may pass (doc.go, "Failed settling
+// writes"). Every send carries the same write nonce, so a send applied
+// late is recognised as this write, not as a fence; while it repeats, a
+// heartbeat keeps the lease and the message alive. save returns the last
+// error: nil, a definitive one (*ledger.FencedError, an invalid or
+// oversized write), or the transient one that outlasted the repeats.
 func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) error, log *slog.Logger) error {
 	nonce := ledger.WithNonce(ledger.NewNonce())
 	err := write(nonce)
@@ -56,12 +45,20 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 	}
 	hb := h.startHeartbeat(ctx, func(error) {}, rec, t, log)
 	defer hb.stop()
+	return h.repeat(ctx, op+" failed; repeating the same write", err, func() error { return write(nonce) },
+		func(err error) bool { return transient(ctx, err) }, log)
+}
+
+// repeat sends try again after it failed with err while mayPass says its
+// error may pass: at most saveRepeats more times, each after saveWait,
+// never past saveReserve before ctx's deadline. It returns the last error.
+func (h *Handler) repeat(ctx context.Context, msg string, err error, try func() error, mayPass func(error) bool, log *slog.Logger) error {
 	for i := range saveRepeats {
 		wait := h.saveWait(i)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
 			break
 		}
-		log.WarnContext(ctx, op+" failed; repeating the same write", "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
+		log.WarnContext(ctx, msg, "repeat", i+1, "wait_ms", wait.Milliseconds(), "error", err.Error())
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -69,7 +66,7 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 			return err
 		case <-timer.C:
 		}
-		if err = write(nonce); !transient(ctx, err) {
+		if err = try(); !mayPass(err) {
 			return err
 		}
 	}

@@ -73,10 +73,9 @@ func settle(read *ledger.Task, mine int64, k knowledge) decision {
 	return settleRows[p][k]
 }
 
-// settleRows is settle's table: the transition from each place for each
-// knowledge; a cell left out sends nothing. Complete, and Fail or
-// ScheduleRetry after a refusal, are accepted from unknown at mine in the
-// first place, so their refusal never finds the task there.
+// settleRows is settle's table (doc.go, "Settling after the lease is
+// lost"): the transition from each place for each knowledge; a cell left
+// out sends nothing.
 var settleRows = [...][knowKinds]decision{
 	atUnknown: {
 		knowUnsaved: sendParkUnknown, knowRefusedPark: sendParkUnknown, knowNoCall: sendReleaseUnknown,

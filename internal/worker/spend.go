@@ -28,16 +28,10 @@ type Spend struct {
 	Prices *spend.Config
 	// Budgets reserves and settles budgets (required).
 	Budgets *spend.Accountant
-	// Quotas, when set, is the per-caller daily quota: every provider call
-	// of a generate task reserves its maximum on it before the call and
-	// settles it to the reported usage after. A quota without room makes
-	// no call: the task waits when only calls in flight hold the room
-	// (QuotaWait), and is parked when the day's settled usage leaves none.
+	// Quotas, when set, is the per-caller daily quota every generate call
+	// is reserved on (doc.go, "Spend").
 	Quotas *spend.Quotas
 }
-
-// InputOverheadTokens is contract.InputOverheadTokens (see callMaximum).
-const InputOverheadTokens = contract.InputOverheadTokens
 
 // reservation is one attempt's reservation on its chain's and its own
 // budget item, and on its caller's daily quota.
@@ -63,14 +57,14 @@ func (h *Handler) model() string {
 	return ""
 }
 
-// callMaximum is what a call of t with input (the task's input as the
-// provider gets it: t.Input, or the object t.InputRef names, read by
-// resolveInput — t.Input is empty for an offloaded input) may use at most
-// (contract.CallMaximumWith: input bytes + InputOverheadTokens, each
-// document's contract.DocumentTokens, and input.max_tokens or
-// contract.MaxTokensLimit).
+// callMaximum is the most a call of t may use (contract.CallMaximumWith),
+// the bound both the budget and admission reserve. input is the input as
+// the provider gets it: t.Input is empty for an offloaded input.
 func callMaximum(t *ledger.Task, input string) (in, out int64) {
-	docs := documentSizes(t.Documents)
+	return callMaximumOf(input, documentSizes(t.Documents))
+}
+
+func callMaximumOf(input string, docs []contract.DocumentSize) (in, out int64) {
 	g, err := contract.ParseGenerateInput([]byte(input))
 	if err != nil { // never for an accepted task; reserve by the stored size
 		in, _ = contract.CallMaximumWith(contract.GenerateInput{}, docs)
@@ -91,23 +85,13 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	return out
 }
 
-// reserve reserves the call's maximum before the call: on the chain's
-// budget item (which enforces the budget: one conditional UpdateItem, so
-// concurrent attempts of a chain can never together reserve beyond it) and
-// the task's own item (its usage), when the task has a budget; and on the
-// caller's daily quota (the same conditional write on the caller's day
-// item, so the calls in flight of one caller can never together hold more
-// than the quota), when one is configured. ok=false means the provider
-// must not be called and r is the record's result: a budget that cannot
-// cover the call parks the task budget_exhausted with what was spent and
-// what remains, and so does a quota whose settled usage leaves no room
-// for it (error class quota_exceeded, with what the caller used today;
-// one whose room only calls in flight hold makes it wait: reserveQuota);
-// a price that is not
-// configured parks it provider_config (a token quota alone reserves an
-// unpriced call by its tokens); a failed write gives back what was
-// reserved, then the assignment and its attempt (the reservation id is the
-// assignment, so a redelivery reserves afresh) and defers the message.
+// reserve reserves the call's maximum before the call (doc.go, step 3):
+// on the chain's budget item, which enforces the budget with one
+// conditional UpdateItem, and the task's own, when the task has a budget;
+// on the caller's day item when a quota is configured. ok=false means the
+// provider must not be called and r is the record's result. A price that
+// is not configured parks the task provider_config (a token quota alone
+// reserves an unpriced call by its tokens).
 func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
 	quota := s != nil && s.Quotas != nil && t.Kind != deliver.Kind
@@ -115,12 +99,14 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 		return nil, result{}, true
 	}
 	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
+	parkConfig := func(reason, msg string) result {
+		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: reason, Message: clip(msg, MaxErrorMessage)}
+		return h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log)
+	}
 	if s == nil {
 		// Never run a budgeted task unbudgeted.
 		log.ErrorContext(ctx, "the task has a spend budget and this worker has no price table (SPEND_CONFIG); provider not called")
-		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "no_price_table",
-			Message: "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"}
-		return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+		return nil, parkConfig("no_price_table", "the task has a spend budget, and the worker has no price table (SPEND_CONFIG) to price its calls"), false
 	}
 	model := h.model()
 	in, out := callMaximum(t, input)
@@ -134,14 +120,13 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 				msg += "; the caller's daily quota counts USD, so the call cannot be charged to it"
 			}
 			log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", msg)
-			f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: "unpriced_model", Message: clip(msg, MaxErrorMessage)}
-			return nil, h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log), false
+			return nil, parkConfig("unpriced_model", msg), false
 		}
 		// A token quota needs no price: the call holds its tokens.
 		maxUse = spend.Usage{InputTokens: in, OutputTokens: out}
 	}
 	rs = &reservation{
-		r:      spend.Reservation{ID: reservationID(t, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
+		r:      spend.Reservation{ID: spend.AttemptReservationID(t, t.Attempts), Tokens: maxUse.Tokens(), Cost: maxUse.Cost},
 		max:    maxUse,
 		model:  model,
 		priced: priced,
@@ -172,25 +157,18 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		rt, rc := be.State.Remaining(be.Budget)
 		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
 			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
-		h.spendMetric(t, spend.Usage{}, "BudgetExhausted")
+		h.countMetric(t, "BudgetExhausted")
 		return h.parkUncalled(ctx, t, po, review.SpendExhausted(t, be), log), false
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
-		if _, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r); err != nil {
-			if _, serr := s.Budgets.Settle(ctx, spend.ChainKeyOf(t), rs.r, spend.Usage{}); serr != nil {
-				log.WarnContext(ctx, "giving back the chain reservation failed; it stays counted", "error", serr.Error())
-			}
-		}
+		_, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r)
 	}
 	if err != nil {
-		// The failed write may have landed (a lost reply, then a refused
-		// repeat): no call follows, so it is given back if it did.
-		for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-			if _, serr := s.Budgets.SettleIfReserved(ctx, key, rs.r, spend.Usage{}); serr != nil {
-				log.WarnContext(ctx, "giving back a budget reservation whose write failed did not succeed; it stays counted", "budget_key", key, "error", serr.Error())
-			}
-		}
+		// No call follows: what was reserved is given back — the chain's
+		// reservation, and a failed write that may have landed all the same
+		// (a lost reply, then a refused repeat).
+		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
 		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
 	}
 	rs.budget = true
@@ -198,18 +176,12 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 }
 
 // reserveQuota is reserve's part on the caller's daily quota (rs.quota
-// once it holds), after settling the previous attempt's reservation when
-// that attempt never did (settleEarlierAttempts, before it). A refusal or a failed
-// write gives the budget reservations back first: no call is made. Then:
-//   - only calls in flight hold the room (the day's settled usage leaves
-//     enough for this call): the task waits for them (waitQuota), its
-//     attempt given back;
-//   - the settled usage leaves no room, or the call is larger than the
-//     whole quota: parked budget_exhausted (review.QuotaExceeded says
-//     which: the next UTC day, or never under this quota);
-//   - the write failed: it may have landed all the same (a lost reply,
-//     then a refused repeat), so it is given back (giveBackQuota), then
-//     the task, and the message comes back.
+// once it holds). A refusal or a failed write gives the budget
+// reservations back first: no call is made. The task waits when only
+// calls in flight hold the room (waitQuota), and is parked
+// budget_exhausted when the settled usage leaves none (review.QuotaExceeded
+// says until when); a failed write may have landed all the same (a lost
+// reply, then a refused repeat), so it is given back, then the task.
 func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
@@ -222,62 +194,48 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 		log = log.With("quota_day", qe.Day, "quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved,
 			"quota_limit", qe.Limit, "quota_wanted", qe.Wanted)
 		if qe.HeldByCallsInFlight() {
-			h.spendMetric(t, spend.Usage{}, "QuotaWait")
+			h.countMetric(t, "QuotaWait")
 			return h.waitQuota(ctx, rec, t, log), false
 		}
 		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "never_fits", qe.NeverFits())
-		h.spendMetric(t, spend.Usage{}, "QuotaExceeded")
+		h.countMetric(t, "QuotaExceeded")
 		return h.parkUncalled(ctx, t, po, review.QuotaExceeded(t, qe), log), false
 	}
-	h.giveBackQuota(ctx, t, hold, rs, log)
+	// Without the give-back it would hold the caller's quota as a call in
+	// flight until the task's next attempt, or all day were it cancelled.
+	if _, serr := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); serr != nil {
+		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", serr.Error())
+	}
 	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
 }
 
-// QuotaWait is how long a call waits, at least, when only the
-// reservations of calls in flight keep it out of its caller's daily quota:
-// its first wait, QuotaWait plus up to as much again of jitter. A
-// reservation in flight frees when its call settles — a model call's
-// seconds, at most its call timeout — so a first wait is seconds, not the
-// lease (30 s, the longest a crashed worker's hold goes unnoticed, would
-// slow the common case to cover the rare one). A hold that does not clear
-// (a crashed attempt's, until its task's next attempt, or its park,
-// settles it: settleEarlierAttempts, the reconciler) makes the task wait
-// again and again, each wait longer (quotaWaitFor), up to QuotaWaitMax and
-// as much again of jitter. The jitter spreads one caller's waiting tasks,
-// which all reserve on the same quota item, so they do not come back at
-// once. A wait costs a claim, a refused reservation and the wait's write,
-// and no attempt; it ends when the room frees (the call runs), when the
-// settled usage leaves none (parked, quota_exceeded), or at the task's age
-// budget (its claim is refused and it is parked, max_age).
+// QuotaWait is a task's first wait, plus up to as much again of jitter,
+// when only the reservations of calls in flight keep it out of its
+// caller's daily quota. Such a reservation frees when its call settles, a
+// model call's seconds, so the wait is seconds rather than a lease; a hold
+// that does not clear (a crashed attempt's) makes the waits grow
+// (quotaWaitFor). The jitter spreads one caller's waiting tasks, which all
+// reserve on the same item.
 const QuotaWait = 5 * time.Second
 
 // QuotaWaitMax is the longest a quota wait's base grows to (quotaWaitFor):
 // a wait lasts at most twice it.
 const QuotaWaitMax = 30 * time.Second
 
-// quotaWaitFor is how long a task waits for the calls in flight that hold
-// its caller's quota, when it has been kept waiting for waited so far:
-// half of that, at least QuotaWait and at most QuotaWaitMax, plus jitter
-// (jitter(d) is uniform in [0, d): rand.N) of up to as much again. No
-// write counts a task's waits, so the time since its age budget started
-// (its creation, or an operator's retry) stands for how long it has
-// waited: a fresh task waits 5–10 s, like a call in flight takes; one
-// kept for two minutes, 30–60 s.
-//
-// The bound: each wait is at least half the task's age, so the age grows
-// by half at least each wait, and at least 30 s once the task is a minute
-// old: at most 7 waits (claims) in a task's first minute — 0, 5, 10, 15,
-// 22.5, 33.75, 50.6 s — and 120 an hour after it (80 on average), so at
-// most 127 claims under the default one-hour age budget, where 5–10 s
-// waits cost up to 720.
+// quotaWaitFor is how long a task kept waiting for waited so far (the
+// time since its age budget started: no write counts its waits) waits
+// again: half of that, at least QuotaWait and at most QuotaWaitMax, plus
+// jitter (uniform in [0, d): rand.N) of up to as much again. So the age
+// grows by half at least each wait, and by 30 s once the task is a minute
+// old: at most 7 claims in its first minute (0, 5, 10, 15, 22.5, 33.75,
+// 50.6 s) and 120 in the hour after, where fixed 5–10 s waits cost 720.
 func quotaWaitFor(waited time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	base := min(max(waited/2, QuotaWait), QuotaWaitMax)
 	return base + jitter(base)
 }
 
 // waitQuota puts the task back to wait for the calls in flight that hold
-// its caller's quota (quotaWaitFor), its attempt given back, as an
-// admission wait does.
+// its caller's quota (quotaWaitFor), its attempt given back.
 func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
 	now := h.Ledger.Now()
 	start := t.BudgetStartMs
@@ -285,91 +243,69 @@ func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledge
 		start = t.CreatedMs
 	}
 	kept := max(now.Sub(time.UnixMilli(start)), 0)
-	retryAt := now.Add(quotaWaitFor(kept, rand.N[time.Duration]))
-	r, delay, ok := h.waitUntil(ctx, rec, t, retryAt, "daily quota", log)
-	if ok {
-		log.InfoContext(ctx, "calls in flight hold the caller's daily quota; waiting for them without consuming an attempt",
-			"retry_at", retryAt.UTC().Format(time.RFC3339), "delay_ms", delay.Milliseconds(), "kept_ms", kept.Milliseconds())
-	}
-	return r
-}
-
-// giveBackQuota settles at nothing, if it landed, a quota reservation
-// whose write failed: no call follows it, and without this it would hold
-// the caller's quota (as a call in flight, making its other tasks wait)
-// until the task's next attempt reserved under the same id — or all day,
-// were the task cancelled meanwhile. A failure leaves it counted (the
-// safe side).
-func (h *Handler) giveBackQuota(ctx context.Context, t *ledger.Task, hold spend.QuotaHold, rs *reservation, log *slog.Logger) {
-	if _, err := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); err != nil {
-		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", err.Error())
-	}
+	return h.waitUntil(ctx, rec, t, now.Add(quotaWaitFor(kept, rand.N[time.Duration])), "daily quota",
+		"calls in flight hold the caller's daily quota; waiting for them without consuming an attempt", log, "kept_ms", kept.Milliseconds())
 }
 
 // giveBackBudget settles the budget reservations of a call that will not be
 // made at nothing.
 func (h *Handler) giveBackBudget(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if !rs.budget {
-		return
+	if rs.budget {
+		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, false, "giving back a budget reservation", log)
+		rs.budget = false
 	}
+}
+
+// settleBudgets settles r at used on the chain's and the task's budget
+// items (with ifReserved, only where it is still reserved). A failure is
+// logged as what failed and leaves the reservation counted: the safe side.
+func (h *Handler) settleBudgets(ctx context.Context, t *ledger.Task, r spend.Reservation, used spend.Usage, ifReserved bool, what string, log *slog.Logger) {
 	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-		if _, err := h.Spend.Budgets.Settle(ctx, key, rs.r, spend.Usage{}); err != nil {
-			log.WarnContext(ctx, "giving back a budget reservation failed; it stays counted", "budget_key", key, "error", err.Error())
+		var err error
+		if ifReserved {
+			_, err = h.Spend.Budgets.SettleIfReserved(ctx, key, r, used)
+		} else {
+			_, err = h.Spend.Budgets.Settle(ctx, key, r, used)
+		}
+		if err != nil {
+			log.WarnContext(ctx, what+" did not succeed; the reservation stays counted", "budget_key", key, "error", err.Error())
 		}
 	}
-	rs.budget = false
 }
 
 // reservationFailed gives the assignment and its attempt back after a
 // reservation write failed (no call made), and defers the message.
 func (h *Handler) reservationFailed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, err error, log *slog.Logger) result {
-	if rerr := h.release(ctx, rec, t, log); rerr != nil {
-		log.ErrorContext(ctx, what+" reservation failed and the release failed; provider not called, the lease will expire",
-			"error", err.Error(), "release_error", rerr.Error())
-	} else {
-		log.WarnContext(ctx, what+" reservation failed; released the task and its attempt, provider not called", "error", err.Error())
-	}
+	h.releaseUncalled(ctx, rec, t, what+" reservation failed", log, "error", err.Error())
 	h.setVisibility(ctx, rec, 0, log)
 	return deferred
 }
 
-// reservationID names an attempt's reservation: the task, its park count
-// and its attempt number (spend.AttemptReservationID, the one rule the
-// reconciler and an operator's action settle a parked run's reservations
-// by). A claim counts an attempt and a release or a wait gives it back,
-// so the attempt that never called reuses its id (a reservation still
-// held is not counted twice), and the attempt before this one is always
-// attempt - 1.
-func reservationID(t *ledger.Task, attempt int) string {
-	return spend.AttemptReservationID(t, attempt)
-}
-
-// settleEarlierAttempts settles what the run's earlier attempts still
-// hold on the task's budgets and its caller's daily quota, before this
-// attempt reserves: an attempt whose worker crashed or was cut off after
-// reserving never settles, and nobody but a worker settles a live run, so
-// without this its hold counted as a call in flight — on the quota all
-// day, making the caller's other tasks wait for a call that will never
-// settle. In full, because the provider may have billed it.
-//
-// The second attempt, the common retry, has one attempt behind it:
-// settlePrevious and settlePreviousQuota settle it with one conditional
-// UpdateItem per item and no read (a refused no-op when it settled
-// itself). From the third on, any earlier attempt may still hold — one
-// that crashed before it reserved leaves the one before it holding — so
-// spend.Accountant.SettleAbandoned reads each item and settles every
-// reservation found there at the amount it holds (this attempt's own id,
-// reused when an attempt was given back without a call, at nothing).
-// Best effort, logged: a failure leaves the holds counted (the safe side).
+// settleEarlierAttempts settles, in full (the provider may have billed
+// them), what the run's earlier attempts still hold on the task's budgets
+// and its caller's daily quota before this attempt reserves: an attempt
+// whose worker crashed after reserving never settles, and nobody but a
+// worker settles a live run, so its hold would count as a call in flight
+// (on the quota, all day). Attempt 2 has one attempt behind it, settled
+// with one conditional write per item and no read (a refused no-op when
+// it settled itself); from attempt 3 on any earlier one may hold, so
+// spend.Accountant.SettleAbandoned reads the items. Best effort: a failure
+// leaves the holds counted, the safe side.
 func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs *reservation, quota bool, log *slog.Logger) {
 	switch {
 	case t.Attempts <= 1:
 	case t.Attempts == 2:
+		prev := rs.r
+		prev.ID = spend.AttemptReservationID(t, 1)
 		if t.HasBudget() {
-			h.settlePrevious(ctx, t, rs, log)
+			h.settleBudgets(ctx, t, prev, rs.max, true, "settling the previous attempt's reservation", log)
 		}
 		if quota {
-			h.settlePreviousQuota(ctx, t, rs, log)
+			// One reserved on an earlier day holds no room today.
+			q := h.Spend.Quotas
+			if _, err := q.SettleIfReserved(ctx, t.Scope, q.Today(), prev, rs.max); err != nil {
+				log.WarnContext(ctx, "settling the previous attempt's daily quota reservation failed; it stays counted", "error", err.Error())
+			}
 		}
 	case h.Spend.Budgets != nil:
 		if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
@@ -378,137 +314,80 @@ func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs 
 	}
 }
 
-// settlePrevious settles the previous attempt's reservation at its full
-// amount when that attempt never did (its worker crashed or was cut off
-// after reserving): nobody but a worker settles, so without this the chain
-// kept it "reserved by attempts in flight" forever. Full, because the
-// provider may have billed that attempt; the budget sees the same amount
-// either way, now as spent. A previous attempt
-// that settled makes this a refused no-op (one conditional UpdateItem per
-// budget item, no read); one reserved at other prices is left as it is.
-func (h *Handler) settlePrevious(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if t.Attempts <= 1 {
-		return
-	}
-	prev := rs.r
-	prev.ID = reservationID(t, t.Attempts-1)
-	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-		if _, err := h.Spend.Budgets.SettleIfReserved(ctx, key, prev, rs.max); err != nil {
-			log.WarnContext(ctx, "settling the previous attempt's reservation failed; it stays counted", "budget_key", key, "error", err.Error())
-		}
-	}
-}
-
-// settlePreviousQuota is settlePrevious on the caller's daily quota: the
-// previous attempt's reservation, when that attempt never settled it (a
-// crash), is settled in full on today's item (the provider may have billed
-// it). Without this it held the quota as a call in flight all day, making
-// the caller's other tasks wait for a call that will never settle. A
-// crashed attempt reserved on an earlier day is left there: it holds no
-// room today.
-func (h *Handler) settlePreviousQuota(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if t.Attempts <= 1 {
-		return
-	}
-	prev := rs.r
-	prev.ID = reservationID(t, t.Attempts-1)
-	q := h.Spend.Quotas
-	if _, err := q.SettleIfReserved(ctx, t.Scope, q.Today(), prev, rs.max); err != nil {
-		log.WarnContext(ctx, "settling the previous attempt's daily quota reservation failed; it stays counted", "error", err.Error())
-	}
-}
-
-// settle replaces the reservation by what the call used, on the budget
-// items and on the caller's daily quota (each where it was reserved).
-// Used is the provider's reported usage, priced; a success without a
-// report, and an attempt whose outcome is unknown (the provider may have
-// generated and billed), are charged the full reservation; a definite
-// refusal (throttled, rejected, misconfigured) and a call never sent
-// (notSent, whatever ended it) are charged nothing. Settle is idempotent
-// per reservation id; a settle that fails leaves the reservation counted
-// (the safe side).
+// settle replaces the reservation by what the call used (usedBy), on the
+// budget items and on the caller's daily quota, each where it was
+// reserved; a task that reserved nothing is accounted. Settle is
+// idempotent per reservation id; one that fails leaves the reservation
+// counted (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
 		h.account(ctx, t, input, a, log)
 		return
 	}
-	s := h.Spend
 	used := h.usedBy(rs, a, log)
 	if rs.budget {
-		for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
-			if _, err := s.Budgets.Settle(ctx, key, rs.r, used); err != nil {
-				log.WarnContext(ctx, "budget settle failed; the reservation stays counted", "budget_key", key, "error", err.Error())
-			}
-		}
+		h.settleBudgets(ctx, t, rs.r, used, false, "budget settle", log)
 	}
 	if rs.quota != nil {
-		if err := s.Quotas.Settle(ctx, t.Scope, *rs.quota, rs.r, used); err != nil {
+		if err := h.Spend.Quotas.Settle(ctx, t.Scope, *rs.quota, rs.r, used); err != nil {
 			log.WarnContext(ctx, "daily quota settle failed; the reservation stays counted in the caller's quota", "error", err.Error())
 		}
 	}
-	if !rs.budget {
-		// Charged to the quota alone: recorded like account does.
-		if used != (spend.Usage{}) {
-			log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
-			h.usageMetric(t, used, rs.priced)
-		}
-		return
+	// Charged to the quota alone, a call is recorded like account does:
+	// only when it used something. A budgeted call is always priced.
+	if rs.budget || used != (spend.Usage{}) {
+		h.recordUsage(ctx, t, used, rs.priced, log)
 	}
-	log.InfoContext(ctx, "spend settled", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
-	h.spendMetric(t, used, "")
 }
 
-// account records a call of a task that reserved nothing (no budget, no
-// daily quota): the tokens and cost metrics the overview and the
-// dashboard chart (so spend is visible for every task, not only budgeted
-// ones). It is charged like a budgeted call (usedBy): the reported usage,
-// priced; the call's maximum when the outcome is unknown; nothing for a
-// definite refusal. Without a price table, or for a model it does not
-// price, only reported tokens are recorded (no cost). Deliveries call
-// destinations, not models: nothing to account.
+// recordUsage logs and counts (usageMetric) what a call was charged.
+func (h *Handler) recordUsage(ctx context.Context, t *ledger.Task, used spend.Usage, priced bool, log *slog.Logger) {
+	log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
+	h.usageMetric(t, used, priced)
+}
+
+// account records the tokens and cost of a call that reserved nothing, so
+// spend is visible for every task, charged as usedBy says; without a price
+// for the model, only the reported tokens. Deliveries call destinations,
+// not models: nothing to account.
 func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
 	if t.Kind == deliver.Kind || notSent(a.err) {
 		return
 	}
-	tokensOnly := func() {
-		if a.err == nil && a.res.Usage != nil {
-			u := spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
-			h.usageMetric(t, u, false)
+	if h.Spend != nil {
+		model := h.model()
+		in, out := callMaximum(t, input)
+		if maxUse, err := h.Spend.Prices.Usage(model, in, out); err == nil {
+			if used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log); used.Tokens() != 0 || used.Cost != 0 {
+				h.recordUsage(ctx, t, used, true, log)
+			}
+			return
 		}
 	}
-	s := h.Spend
-	if s == nil {
-		tokensOnly()
-		return
+	if a.err == nil && a.res.Usage != nil {
+		h.usageMetric(t, reported(a), false)
 	}
-	model := h.model()
-	in, out := callMaximum(t, input)
-	maxUse, err := s.Prices.Usage(model, in, out)
-	if err != nil {
-		tokensOnly()
-		return
-	}
-	used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log)
-	if used.Tokens() == 0 && used.Cost == 0 {
-		return
-	}
-	log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
-	h.usageMetric(t, used, true)
 }
 
-// notSent reports whether a failed call provably never left the process:
-// the provider says so (retrypolicy.ErrRequestNotSent; errNoCall, when the
-// worker made none). Such a call is charged nothing, on the budgets and
-// on the daily quota alike (usedBy), whatever ended it — the call timeout
-// or the deadline cutting a call that waited to be sent included: the
-// worker gives its attempt back as never made (failure), and the
-// attempt's next call is charged for itself.
+// reported is the usage a successful call reported, a negative count read
+// as none.
+func reported(a attempt) spend.Usage {
+	return spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
+}
+
+// notSent reports whether a failed call provably never left the process
+// (retrypolicy.ErrRequestNotSent; errNoCall when the worker made none).
+// It is charged nothing whatever ended it, and its attempt is given back
+// (failure): the next call is charged for itself.
 func notSent(err error) bool {
 	return err != nil && errors.Is(err, retrypolicy.ErrRequestNotSent)
 }
 
-// usedBy is what an attempt is charged (see settle).
+// usedBy is what an attempt is charged: the reported usage, priced; the
+// full reservation for a success without a report and for a call that
+// may have acted (the provider may have generated and billed); nothing
+// for a refusal in so many words or a call never sent.
 func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usage {
 	if notSent(a.err) {
 		return spend.Usage{}
@@ -517,11 +396,11 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 		if a.res.Usage == nil {
 			return rs.max
 		}
-		in, out := int64(max(a.res.Usage.InputTokens, 0)), int64(max(a.res.Usage.OutputTokens, 0))
+		u := reported(a)
 		if !rs.priced {
-			return spend.Usage{InputTokens: in, OutputTokens: out}
+			return u
 		}
-		u, err := h.Spend.Prices.Usage(rs.model, in, out)
+		u, err := h.Spend.Prices.Usage(rs.model, u.InputTokens, u.OutputTokens)
 		if err != nil {
 			log.Warn("pricing the reported usage failed; charging the reservation", "error", err.Error())
 			return rs.max
@@ -538,19 +417,12 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 	return rs.max
 }
 
-// spendMetric writes one EMF record: the tokens and cost of a settled
-// call, or a count (BudgetExhausted, QuotaExceeded).
-func (h *Handler) spendMetric(t *ledger.Task, u spend.Usage, count string) {
-	if count == "" {
-		h.usageMetric(t, u, true)
-		return
+// countMetric writes one EMF record counting name (BudgetExhausted,
+// QuotaWait, QuotaExceeded, MetricBoundExceeded) for t.
+func (h *Handler) countMetric(t *ledger.Task, name string) {
+	if h.Metrics != nil {
+		_ = h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID).Add(name, 1, metrics.Count).Flush()
 	}
-	if h.Metrics == nil {
-		return
-	}
-	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID)
-	rec.Add(count, 1, metrics.Count)
-	_ = rec.Flush()
 }
 
 // usageMetric writes the tokens (and, when priced, the cost) of a call.
@@ -567,17 +439,14 @@ func (h *Handler) usageMetric(t *ledger.Task, u spend.Usage, priced bool) {
 	_ = rec.Flush()
 }
 
-// MetricBoundExceeded counts provider calls whose reported usage was above
-// the call's bound (callMaximum): the input or the output tokens the
-// provider reported exceed what the budget reserved and admission
-// estimated. It means a per-document bound (contract.DocumentTokens) or
-// the prompt bound failed for this model; the call is still settled with
-// the reported usage.
+// MetricBoundExceeded counts provider calls that reported more tokens
+// than their bound (callMaximum), which the budget reserved and admission
+// estimated: a per-document or prompt bound failed for this model. The
+// call is still settled with the reported usage.
 const MetricBoundExceeded = "BoundExceeded"
 
 // checkBound logs and counts (MetricBoundExceeded) a successful call
-// whose reported usage is above its bound. Deliveries call destinations,
-// not models: nothing to check.
+// whose reported usage is above its bound.
 func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.Logger) {
 	if t.Kind == deliver.Kind || a.err != nil || a.res.Usage == nil {
 		return
@@ -590,12 +459,7 @@ func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.
 	log.Error("the provider reported more tokens than the call's bound; budgets and admission under-reserved this call",
 		"bound_input_tokens", in, "bound_output_tokens", out, "input_tokens", usedIn, "output_tokens", usedOut,
 		"documents", len(t.Documents))
-	if h.Metrics == nil {
-		return
-	}
-	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID)
-	rec.Add(MetricBoundExceeded, 1, metrics.Count)
-	_ = rec.Flush()
+	h.countMetric(t, MetricBoundExceeded)
 }
 
 // errNoCall settles a reservation whose call was never made (the
@@ -604,13 +468,10 @@ var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.
 
 // parkUncalled parks t before its attempt called the provider (a budget,
 // quota, price or admission refusal), then settles what the run's earlier
-// attempts still hold on its budgets and its caller's daily quota
-// (spend.Accountant.SettleAbandoned: a crashed attempt's hold in full,
-// this attempt's, if any, at nothing). Nothing runs this task again
-// until an operator acts, so without it a crashed attempt's hold stayed
-// counted all day, and the caller's other tasks waited for a call that
-// would never settle. After the park, not before, as the reconciler does:
-// the park's success proves the run is over. Best effort, logged.
+// attempts still hold (spend.Accountant.SettleAbandoned; see
+// settleEarlierAttempts): nothing runs the task again until an operator
+// acts. After the park, as the reconciler does: its success proves the
+// run is over. Best effort, logged.
 func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, po ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
 	res := h.park(ctx, t, po, r, log)
 	if res.outcome != OutcomeParked || h.Spend == nil || h.Spend.Budgets == nil || t.Attempts <= 1 {

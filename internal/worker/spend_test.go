@@ -335,7 +335,7 @@ func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
 		task := b.create(t, "spend-unknown", `{"prompt":"write one line about ledgers","max_tokens":50,"simulate":"accept_lose_reply"}`, budget(10_000, nil))
 		b.run(t, task.TaskID)
 		wantState(t, b.get(t, task.TaskID), ledger.StateUnknown)
-		in := int64(len(`write one line about ledgers`)) + worker.InputOverheadTokens
+		in := int64(len(`write one line about ledgers`)) + contract.InputOverheadTokens
 		wantSpent(t, b, spend.ChainKeyOf(task), in, 50)
 		if used, err := s.Quotas.Used(context.Background(), "anonymous"); err != nil || used != in+50 {
 			t.Fatalf("quota used %d (%v) by a call whose outcome is unknown, want its full reservation %d", used, err, in+50)

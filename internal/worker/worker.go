@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,12 +50,10 @@ type SQS interface {
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-// Hooks are optional fault-injection points, called with the record's task
-// id at step boundaries and a context that ends DeadlineMargin before the
-// invocation's deadline (a hook that simulates a pause can wait on it). A hook that returns an error simulates the worker
-// dying right there: the record stops at once, is reported as an item
-// failure, and nothing more is written for it (a claimed lease is left to
-// expire, a running heartbeat is stopped).
+// Hooks are optional fault-injection points (doc.go, "Fault injection"),
+// called with the record's task id and a context that ends DeadlineMargin
+// before the invocation's deadline (a hook that simulates a pause can wait
+// on it).
 type Hooks struct {
 	// BeforeClaim runs after the body parsed, before the claim.
 	BeforeClaim func(ctx context.Context, taskID string) error
@@ -85,14 +84,9 @@ type Handler struct {
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
-	// RetrySafeGeneration declares generation retry-safe (DESIGN §14;
-	// GENERATION_EFFECT_CLASS): repeating a generate task's call costs only
-	// money, so it is handled as a provider that deduplicates would be — an
-	// uncertain outcome retried while budgets last, an expired lease taken
-	// over, a cancel while running ended cancelled by the fenced worker at
-	// once (its calls are still marked, see needsCallMark). The zero value
+	// RetrySafeGeneration declares generation retry-safe (doc.go, "Uncertain
+	// outcomes and effect classes"; GENERATION_EFFECT_CLASS). The zero value
 	// treats generation as an effect; deployments default to retry-safe.
-	// Deliveries keep their destination's rules.
 	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
@@ -103,11 +97,9 @@ type Handler struct {
 	QueueURL string
 	// Policy decides retry delays (backoff, Retry-After floor).
 	Policy retrypolicy.Policy
-	// SaveBackoff is the first wait before a settling write (or a result's
-	// put in the payload bucket) that failed for a reason that may pass is
-	// sent again; it doubles per repeat up to 20 times itself (default
-	// 100 ms: about 5 s over the eight repeats on average). Tests shorten it:
-	// what they check is the repeats, not the waiting.
+	// SaveBackoff is the first wait between repeats of a settling write or
+	// a result's put (saveWait; default 100 ms). Tests shorten it: what they
+	// check is the repeats, not the waiting.
 	SaveBackoff time.Duration
 	// Lease is how long a claim holds without a heartbeat (DefaultLease).
 	// The heartbeat runs every Lease/3 and extends the message's visibility
@@ -140,10 +132,8 @@ type Handler struct {
 	Admission *Admission
 	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
 	Spend *Spend
-	// Payloads is the S3 claim-check store (DESIGN §12): an input kept in
-	// S3 is read (and verified) before the call, a result above its inline
-	// threshold is put there before the fenced completion. nil keeps every
-	// result inline and makes no S3 call.
+	// Payloads is the S3 claim-check store (doc.go, "Payloads in S3"); nil
+	// keeps every result inline and makes no S3 call.
 	Payloads *payload.Store
 	// DocumentMemory bounds the document bytes the records of this
 	// instance hold at once (DefaultDocumentMemory; docmemory.go).
@@ -173,25 +163,28 @@ const (
 	OutcomeNotAdmitted = "not_admitted"
 )
 
+// outcomes lists the outcomes in the order the batch log and metrics give them.
+var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
+	OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred, OutcomeNotAdmitted}
+
 // result is what became of one record.
 type result struct {
 	outcome string
 	retry   bool // report a batch item failure
 }
 
-func (h *Handler) lease() time.Duration {
-	if h.Lease > 0 {
-		return h.Lease
+// orDefault is v when it is set (positive), else def: the Handler's
+// optional fields.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultLease
+	return def
 }
 
-func (h *Handler) concurrency() int {
-	if h.Concurrency > 0 {
-		return h.Concurrency
-	}
-	return DefaultConcurrency
-}
+func (h *Handler) lease() time.Duration  { return orDefault(h.Lease, DefaultLease) }
+func (h *Handler) concurrency() int      { return orDefault(h.Concurrency, DefaultConcurrency) }
+func (h *Handler) margin() time.Duration { return orDefault(h.DeadlineMargin, DefaultDeadlineMargin) }
 
 // callTimeout is the bound of one provider call (see Handler.CallTimeout).
 func (h *Handler) callTimeout() time.Duration {
@@ -215,13 +208,6 @@ func (h *Handler) admitted(work context.Context) bool {
 	return !ok || time.Until(dl) >= h.callTimeout()
 }
 
-func (h *Handler) margin() time.Duration {
-	if h.DeadlineMargin > 0 {
-		return h.DeadlineMargin
-	}
-	return DefaultDeadlineMargin
-}
-
 func (h *Handler) log() *slog.Logger {
 	if h.Log != nil {
 		return h.Log
@@ -238,12 +224,6 @@ func (h *Handler) owner(ctx context.Context, messageID string) string {
 		req = lc.AwsRequestID
 	}
 	return req + "/" + messageID
-}
-
-// repeatableGeneration reports whether re-sending a generation cannot
-// cause a second side effect, or may but costs only money.
-func (h *Handler) repeatableGeneration() bool {
-	return h.RetrySafeGeneration || provider.HonoursIdempotency(h.Provider)
 }
 
 // Handle processes one SQS batch and returns the message ids to retry
@@ -295,11 +275,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	h.batchMetrics(len(ev.Records), counts, len(resp.BatchItemFailures))
-	h.log().InfoContext(ctx, "batch done", "records", len(ev.Records), "item_failures", len(resp.BatchItemFailures),
-		"completed", counts[OutcomeCompleted], "retried", counts[OutcomeRetried], "failed", counts[OutcomeFailed],
-		"parked", counts[OutcomeParked], "unknown", counts[OutcomeUnknown], "acked_duplicate", counts[OutcomeAckedDuplicate],
-		"poison", counts[OutcomePoison], "fenced", counts[OutcomeFenced], "deferred", counts[OutcomeDeferred],
-		"not_admitted", counts[OutcomeNotAdmitted])
+	attrs := []any{"records", len(ev.Records), "item_failures", len(resp.BatchItemFailures)}
+	for _, o := range outcomes {
+		attrs = append(attrs, o, counts[o])
+	}
+	h.log().InfoContext(ctx, "batch done", attrs...)
 	return resp, nil
 }
 
@@ -320,8 +300,7 @@ func (h *Handler) batchMetrics(records int, counts map[string]int, failures int)
 	}
 	r := h.Metrics.Record("Service", "worker")
 	r.Add("Records", float64(records), metrics.Count)
-	for _, o := range []string{OutcomeCompleted, OutcomeRetried, OutcomeFailed, OutcomeParked, OutcomeUnknown,
-		OutcomeAckedDuplicate, OutcomePoison, OutcomeFenced, OutcomeDeferred, OutcomeNotAdmitted} {
+	for _, o := range outcomes {
 		r.Add(metricName(o), float64(counts[o]), metrics.Count)
 	}
 	r.Add("ItemFailures", float64(failures), metrics.Count)
@@ -342,19 +321,11 @@ func (h *Handler) providerMetric(name, taskID, class string, latency time.Durati
 
 // metricName turns "acked_duplicate" into "AckedDuplicate".
 func metricName(o string) string {
-	b := []byte(o)
-	up := true
-	out := b[:0]
-	for _, c := range b {
-		if c == '_' {
-			up = true
-			continue
+	words := strings.Split(o, "_")
+	for i, w := range words {
+		if w != "" {
+			words[i] = strings.ToUpper(w[:1]) + w[1:]
 		}
-		if up && c >= 'a' && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up = false
-		out = append(out, c)
 	}
-	return string(out)
+	return strings.Join(words, "")
 }
