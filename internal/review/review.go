@@ -290,8 +290,8 @@ func sentLine(t *ledger.Task, provider string) string {
 		return cancelLine(t, provider)
 	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage && t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
-		return fmt.Sprintf("attempt %d of %d: its call to %s with operation id %s was started (its worker recorded the start, then its lease expired)",
-			t.Attempts, t.MaxAttempts, provider, t.OperationID())
+		return fmt.Sprintf("attempt %d of %d: its worker recorded that its call to %s with operation id %s was starting (the mark is written right before the call), then its lease expired with nothing else recorded — whether the call reached %s cannot be known: a worker that stopped between the mark and the call never sent it",
+			t.Attempts, t.MaxAttempts, provider, t.OperationID(), provider)
 	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage {
 		return fmt.Sprintf(line, "may have been sent") + " (the worker's lease expired; whether its call had started is not recorded)"

@@ -268,7 +268,8 @@ func TestBudgetExhaustedNoCall(t *testing.T) {
 }
 
 // TestUnknownOutcomeOfAMarkedExpiredLease: with the call-start mark at the
-// lease's version, the expired attempt's call was started.
+// lease's version, the expired attempt's call was about to start; the review
+// says exactly that whether it was sent cannot be known.
 func TestUnknownOutcomeOfAMarkedExpiredLease(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC)
@@ -276,7 +277,8 @@ func TestUnknownOutcomeOfAMarkedExpiredLease(t *testing.T) {
 	x.ErrorClass, x.ErrorMessage = "unknown_outcome", ledger.LeaseExpiredMessage
 	x.AssignmentVersion, x.CallStartedVersion = 5, 5
 	r := review.UnknownOutcome(x, "simulated", at, "the provider offers no readback")
-	check(t, r, ledger.ReviewUnknownOutcome, "attempt 5 of 5: its call to simulated", "was started (its worker recorded the start")
+	check(t, r, ledger.ReviewUnknownOutcome, "attempt 5 of 5: its worker recorded that its call to simulated", "was starting (the mark is written right before the call)",
+		"whether the call reached simulated cannot be known")
 	if strings.Contains(all(r), "is not recorded") {
 		t.Errorf("a marked call is worded as unrecorded:\n%s", all(r))
 	}

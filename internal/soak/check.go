@@ -29,6 +29,7 @@ type checker struct {
 	rows       map[Kind]*Row
 	violations []Violation
 	spendRows  map[Kind]*spendRowStats // check_spend.go
+	uncertain  struct{ Called, Genuine int }
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -221,6 +222,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 
 	c.perTask(rep)
 	c.spendRunWide(rep)
+	rep.Uncertain = c.uncertain
 
 	// Rows: injected counts and run-wide notes.
 	for _, k := range AllKinds() {

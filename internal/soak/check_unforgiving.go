@@ -40,8 +40,13 @@ func saysMayHaveActed(r *ledger.Review) bool {
 // path. fresh: a ttl_expired task whose key got a fresh task.
 func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh bool) {
 	s := c.s
-	if why := falseUncertainty(s.prov.Starts(t.id), st, r); why != "" {
+	switch why, kind := falseUncertainty(s.prov.Starts(t.id), st, r); kind {
+	case uncertainFalse:
 		c.add(t.kind, t.id, "false_uncertainty", "%s", why)
+	case uncertainCalled:
+		c.uncertain.Called++
+	case uncertainGenuine:
+		c.uncertain.Genuine++
 	}
 	// A provider without idempotency is never called again after an
 	// uncertain outcome, unless a readback proved the operation absent.
@@ -99,18 +104,45 @@ func (c *checker) unforgiving(t *task, st *ledger.Task, r *ledger.Review, fresh 
 // falseUncertainty explains why a task with this many provider call
 // starts claims an uncertainty it cannot have, or returns "": "the provider
 // may have acted" needs a call that reached it.
-func falseUncertainty(starts int, st *ledger.Task, r *ledger.Review) string {
-	if starts > 0 {
-		return ""
-	}
+func falseUncertainty(starts int, st *ledger.Task, r *ledger.Review) (string, uncertainty) {
+	var says string
 	switch {
 	case st.ReviewReason == ledger.ReviewUnknownOutcome || (r != nil && r.Reason == ledger.ReviewUnknownOutcome):
-		return "parked unknown_outcome, but no provider call was ever started for it"
+		says = "parked unknown_outcome"
 	case r != nil && saysMayHaveActed(r):
-		return "review (" + r.Reason + ") says the provider may have acted, but no provider call was ever started for it"
+		says = "review (" + r.Reason + ") says the provider may have acted"
+	default:
+		return "", uncertainNone
 	}
-	return ""
+	switch {
+	case starts > 0:
+		return "", uncertainCalled
+	case st.CallStartedVersion > 0 && st.CallStartedVersion == st.AssignmentVersion:
+		// The parked attempt wrote its call-start mark, which comes right
+		// before the call: a worker that stopped in between never called,
+		// and nothing can tell. The review must say exactly that.
+		if r != nil && !strings.Contains(reviewText(r), "cannot be known") {
+			return says + " after a call-start mark with no call, without saying whether the call was sent cannot be known", uncertainFalse
+		}
+		return "", uncertainGenuine
+	}
+	return says + ", but no provider call was ever started for it", uncertainFalse
 }
+
+// reviewText is every line of r.
+func reviewText(r *ledger.Review) string {
+	return strings.Join(append(append(append([]string{r.Summary}, r.Known...), r.Uncertain...), r.SafeActions...), "\n")
+}
+
+// uncertainty is what a park saying the provider may have acted rests on.
+type uncertainty int
+
+const (
+	uncertainNone    uncertainty = iota // the park claims nothing uncertain
+	uncertainCalled                     // a call did start
+	uncertainGenuine                    // the mark was written, no call started: unknowable
+	uncertainFalse                      // nothing suggests a call
+)
 
 // oversized reports whether the provider returned a result above the item
 // limit for the task.

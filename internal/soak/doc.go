@@ -107,7 +107,11 @@
 //
 //   - false_uncertainty: every unknown_outcome park, and every review whose
 //     text says the provider "may have" acted, had at least one provider
-//     call started for that task (the provider's events);
+//     call started for that task (the provider's events) — or, the one
+//     uncertainty the system cannot resolve, the parked attempt wrote its
+//     call-start mark (which comes right before the call) and no call
+//     started, and the review says whether the call was sent cannot be
+//     known; the report counts both kinds of genuine uncertainty;
 //   - recall_after_uncertain (plain modes): the provider is never called
 //     again for a task after a call whose outcome the caller could not know
 //     (performed, reply lost, interrupted, in flight) unless a Lookup

@@ -69,6 +69,12 @@ type Report struct {
 	Saves, FencedSaves         int
 	PoisonToQueue, PoisonToDLQ int
 	MaxToFinal                 time.Duration
+	// Uncertain counts the tasks parked saying the provider may have
+	// acted, by what the soak knows: Called (a call did start), Genuine
+	// (none started, but the parked attempt's call-start mark was written
+	// — the system cannot know, and the review says so). Parks with
+	// neither are false_uncertainty violations.
+	Uncertain struct{ Called, Genuine int }
 	Reconciler                 reconStats
 	// Latency is p50 and p99 of the handlers' AWS calls by operation.
 	Latency map[string][2]time.Duration
@@ -145,7 +151,9 @@ func (r *Report) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "  %-22s %s\n", row.Kind+":", row.Note)
 		}
 	}
-	fmt.Fprintf(w, "\nprovider: %d calls, %d side effects; results: %d saved, %d stale writes fenced; slowest task to final: %s\n",
+	fmt.Fprintf(w, "\nuncertainty: %d parks saying the provider may have acted after a call started; %d genuine (the call-start mark written, no call started: a worker stopped between the two); every other such park is a false_uncertainty violation\n",
+		r.Uncertain.Called, r.Uncertain.Genuine)
+	fmt.Fprintf(w, "provider: %d calls, %d side effects; results: %d saved, %d stale writes fenced; slowest task to final: %s\n",
 		r.ProviderCalls, r.SideEffects, r.Saves, r.FencedSaves, r.MaxToFinal.Round(time.Millisecond))
 	fmt.Fprintf(w, "worker: %d batches, %d records, %d item failures, %d deleted, %d failed invocations\n",
 		r.Worker.Batches, r.Worker.Records, r.Worker.ItemFailures, r.Worker.Deleted, r.Worker.Failed)

@@ -66,9 +66,37 @@ func TestFalseUncertainty(t *testing.T) {
 		{"a certain review without a call", 0, &ledger.Task{State: ledger.StateNeedsReview}, plain, false},
 	}
 	for _, c := range cases {
-		if got := falseUncertainty(c.starts, c.st, c.r) != ""; got != c.want {
-			t.Errorf("%s: false uncertainty %t, want %t", c.name, got, c.want)
+		if why, kind := falseUncertainty(c.starts, c.st, c.r); (kind == uncertainFalse) != c.want || (why != "") != c.want {
+			t.Errorf("%s: false uncertainty %v (%q), want %t", c.name, kind, why, c.want)
 		}
+	}
+}
+
+// TestMarkedCallNeverStartedIsGenuineUncertaintyOnlyWhenTheReviewSaysSo:
+// the parked attempt's call-start mark, with no call started, is the one
+// uncertainty the system cannot resolve (the worker stopped between the
+// mark and the call); it is not false — if the review says whether the
+// call was sent cannot be known — and an earlier attempt's mark is no
+// excuse.
+func TestMarkedCallNeverStartedIsGenuineUncertaintyOnlyWhenTheReviewSaysSo(t *testing.T) {
+	t.Parallel()
+	marked := &ledger.Task{State: ledger.StateNeedsReview, ReviewReason: ledger.ReviewUnknownOutcome, AssignmentVersion: 3, CallStartedVersion: 3}
+	says := &ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "Task t: the provider may have produced a result.",
+		Known: []string{"whether the call reached simulated cannot be known"}}
+	silent := &ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "Task t: the provider may have produced a result."}
+	if _, kind := falseUncertainty(0, marked, says); kind != uncertainGenuine {
+		t.Errorf("marked, never called, review says so: %v, want genuine", kind)
+	}
+	if _, kind := falseUncertainty(0, marked, silent); kind != uncertainFalse {
+		t.Errorf("marked, never called, review silent about it: %v, want false", kind)
+	}
+	earlier := *marked
+	earlier.CallStartedVersion = 2
+	if _, kind := falseUncertainty(0, &earlier, says); kind != uncertainFalse {
+		t.Errorf("an earlier attempt's mark: %v, want false", kind)
+	}
+	if _, kind := falseUncertainty(1, marked, silent); kind != uncertainCalled {
+		t.Errorf("a call started: %v, want called", kind)
 	}
 }
 

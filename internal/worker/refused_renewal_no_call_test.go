@@ -15,8 +15,8 @@ import (
 // "the uncertainty is void". Left unknown, with a provider without readback
 // (Bedrock-like: no idempotency, no Lookup) the reconciler would park the
 // task unknown_outcome, and the review would tell the operator as a KNOWN
-// fact that "its call ... was started (its worker recorded the start, then
-// its lease expired)" and list as uncertain whether the provider "performed
+// fact that its worker recorded the call as starting, then its lease
+// expired, and list as uncertain whether the provider "performed
 // (and billed) the generation" — while no call was ever made (DESIGN
 // §1.4/§1.6), with "resolve as completed with evidence" (there is none),
 // "retry accepting a possible duplicate" or "resolve failed" as the safe
