@@ -74,8 +74,8 @@ type Report struct {
 	// (none started, but the parked attempt's call-start mark was written
 	// — the system cannot know, and the review says so). Parks with
 	// neither are false_uncertainty violations.
-	Uncertain struct{ Called, Genuine int }
-	Reconciler                 reconStats
+	Uncertain  struct{ Called, Genuine int }
+	Reconciler reconStats
 	// Latency is p50 and p99 of the handlers' AWS calls by operation.
 	Latency map[string][2]time.Duration
 	Worker  batchStats
