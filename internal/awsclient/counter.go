@@ -8,7 +8,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/internal/calltag"
 )
 
 // Counter counts AWS calls by service and operation. It records both logical
@@ -44,13 +44,13 @@ func (c *Counter) Register(stack *middleware.Stack) error {
 
 // StandIn is the suffix of the key of a read the ledger sends in place of
 // the old item an engine omitted from a refused conditional write
-// (ledger.StandInRead): "DynamoDB.GetItem" + StandIn. DynamoDB returns that
+// (calltag.StandIn): "DynamoDB.GetItem" + StandIn. DynamoDB returns that
 // item with the refusal, so these reads are the emulator's, not the design's.
 const StandIn = " (stand-in for ALL_OLD)"
 
 func key(ctx context.Context) string {
 	k := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
-	if ledger.StandInRead(ctx) {
+	if calltag.IsStandIn(ctx) {
 		k += StandIn
 	}
 	return k

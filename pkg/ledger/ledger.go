@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/taskledger/taskledger/internal/calltag"
 	"hash/fnv"
 	"strings"
 	"time"
@@ -242,23 +243,11 @@ func (l *Ledger) oldOrRead(ctx context.Context, taskID string, err error) (*Task
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
 		return decodeTask(ccf.Item)
 	}
-	t, gerr := l.Get(context.WithValue(ctx, standInKey{}, true), taskID)
+	t, gerr := l.Get(calltag.StandIn(ctx), taskID)
 	if errors.Is(gerr, ErrNotFound) {
 		return nil, nil
 	}
 	return t, gerr
-}
-
-type standInKey struct{}
-
-// StandInRead reports whether ctx is that of the consistent GetItem the
-// ledger sends in place of the old item a refused conditional write
-// should have returned (ALL_OLD), where the engine omitted it (kumo).
-// DynamoDB returns that item with the refusal, at no read cost, so such a
-// read exists only on such an engine: call counters tell it apart.
-func StandInRead(ctx context.Context) bool {
-	v, _ := ctx.Value(standInKey{}).(bool)
-	return v
 }
 
 func isConditionFailed(err error) bool {
