@@ -36,8 +36,8 @@ type metricRef struct{ name, dims string }
 // written with, found statically (non-test files of the module): a Set or
 // Add on a Record(...) with constant dimension names — chained, or through
 // a variable assigned from it — of a constant metric name, or of
-// metricName(v) with v ranging over a literal list of constants (the
-// worker's outcomes).
+// metricName(v) with v ranging over a list of constants, literal or a
+// package-level var (the worker's outcomes).
 func emitted(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	root := moduleRoot(t)
@@ -97,6 +97,24 @@ func emitted(t *testing.T) map[string]map[string]bool {
 				}
 			}
 		}
+		// Package-level lists (var x = []string{...}) a range may name.
+		lists := map[string]*ast.CompositeLit{}
+		for _, f := range files {
+			for _, d := range f.Decls {
+				if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
+					for _, sp := range g.Specs {
+						vs := sp.(*ast.ValueSpec)
+						for i, n := range vs.Names {
+							if i < len(vs.Values) {
+								if cl, ok := vs.Values[i].(*ast.CompositeLit); ok {
+									lists[n.Name] = cl
+								}
+							}
+						}
+					}
+				}
+			}
+		}
 		for _, f := range files {
 			for _, d := range f.Decls {
 				fn, ok := d.(*ast.FuncDecl)
@@ -147,6 +165,9 @@ func emitted(t *testing.T) map[string]map[string]bool {
 					case *ast.RangeStmt:
 						v, _ := n.Value.(*ast.Ident)
 						cl, _ := n.X.(*ast.CompositeLit)
+						if id, ok := n.X.(*ast.Ident); ok {
+							cl = lists[id.Name]
+						}
 						if v == nil || cl == nil {
 							return true
 						}
