@@ -1,0 +1,54 @@
+package reconciler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestWorkerDeadBeforeFirstHeartbeatAfterResendsIsFoundAtItsLeaseEnd: a
+// queued task whose submit send was lost is re-sent by the outbox relay,
+// which backs its dispatch deadline off (30 s, 1, 2, 4 min). A worker then
+// claims it from the last re-send and dies before its first heartbeat. The
+// claim keeps due_at, and docs/timing.md says such a worker "is found at
+// that deadline, and the dispatch timeout is the default lease (30 s) for
+// it to be about the lease's end". After re-sends that deadline is up to
+// 8 × the dispatch timeout away, not about the lease's end: the task must
+// be recovered by the first reconciler run after its lease end plus grace
+// plus one period, as it was when running tasks were indexed by their lease.
+func TestWorkerDeadBeforeFirstHeartbeatAfterResendsIsFoundAtItsLeaseEnd(t *testing.T) {
+	t.Parallel()
+	const (
+		period = time.Minute
+		lease  = 30 * time.Second
+	)
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := create(t, b, "dead-after-resends") // the submit's send was lost
+		// The relay re-sends at each deadline; nobody consumes the messages
+		// (a backlog, a slow event source) until the third re-send.
+		for got := get(t, b, task.TaskID); got.Dispatches < 3; got = get(t, b, task.TaskID) {
+			b.clock.Set(time.UnixMilli(got.DueAt + 1))
+			handle(t, b.handler())
+			e.DrainTaskIDs(t, e.Names.TaskQueueURL)
+		}
+		queued := get(t, b, task.TaskID)
+		t.Logf("after %d re-sends: due_at now%+.0fs", queued.Dispatches, float64(queued.DueAt-b.clock.Now().UnixMilli())/1000)
+		c := claim(t, b, task.TaskID) // …and the worker dies before its first heartbeat
+		found := time.UnixMilli(c.LeaseUntil).Add(reconciler.DefaultGrace + period)
+		var s reconciler.Summary
+		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
+			b.clock.Set(at)
+			s = handle(t, b.handler())
+			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c.AssignmentVersion {
+				return // recovered
+			}
+		}
+		got := get(t, b, task.TaskID)
+		t.Fatalf("a dead worker's claim (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now: found only at the dispatch deadline its task was re-sent with (last run %+v)",
+			b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000, s)
+	})
+}
