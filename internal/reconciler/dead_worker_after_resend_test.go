@@ -52,3 +52,42 @@ func TestWorkerDeadBeforeFirstHeartbeatAfterResendsIsFoundAtItsLeaseEnd(t *testi
 			b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000, s)
 	})
 }
+
+// TestWorkerDeadBeforeFirstHeartbeatOfAResentRetryIsFoundAtItsLeaseEnd:
+// docs/timing.md says a claim from retry_wait "keeps its past not_before"
+// as due_at, so the reconciler looks at it at once. A retry_wait task whose
+// message was lost is re-sent by the relay, which moves due_at to the
+// backed-off dispatch deadline (ClaimDispatch): a worker claiming it from
+// that re-send and dying before its first heartbeat must still be recovered
+// by the first run after its lease end plus grace plus one period.
+func TestWorkerDeadBeforeFirstHeartbeatOfAResentRetryIsFoundAtItsLeaseEnd(t *testing.T) {
+	t.Parallel()
+	const period = time.Minute
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := create(t, b, "dead-after-retry-resends")
+		c := claim(t, b, task.TaskID)
+		if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(10*time.Second), "transient", "503"); err != nil {
+			t.Fatal(err)
+		}
+		// The retry's message is lost; the relay re-sends it until the
+		// third re-send, which a worker finally receives.
+		for got := get(t, b, task.TaskID); got.Dispatches < 3; got = get(t, b, task.TaskID) {
+			b.clock.Set(time.UnixMilli(got.DueAt).Add(reconciler.DefaultRelaySlack + time.Millisecond))
+			handle(t, b.handler())
+			e.DrainTaskIDs(t, e.Names.TaskQueueURL)
+		}
+		c2 := claim(t, b, task.TaskID) // from retry_wait; the worker dies before its first heartbeat
+		found := time.UnixMilli(c2.LeaseUntil).Add(reconciler.DefaultGrace + period)
+		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
+			b.clock.Set(at)
+			handle(t, b.handler())
+			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c2.AssignmentVersion {
+				return // recovered
+			}
+		}
+		got := get(t, b, task.TaskID)
+		t.Fatalf("a dead worker's claim from retry_wait (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now",
+			b.clock.Now().Sub(time.UnixMilli(c2.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000)
+	})
+}
