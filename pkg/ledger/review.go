@@ -237,7 +237,8 @@ func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	if r.ErrorClass != "" {
 		p.ErrorClass, p.ErrorMessage = r.ErrorClass, r.ErrorMessage
 	}
-	p.UpdatedAt, p.UpdatedMs = rfc3339(now), now.UnixMilli()
+	p.UpdatedMs = now.UnixMilli()
+	p.UpdatedAt = msString(p.UpdatedMs) // as a read derives it
 	p.WriteNonce = nonce
 	p.StateShard, p.DueAt, p.LeaseOwner, p.LeaseUntil, p.NotBefore = "", 0, "", 0, 0
 	return &p

@@ -53,7 +53,8 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	// the due_at its task was queued with (the dispatch deadline; a claim
 	// from retry_wait keeps its past not_before, so it is due at once and
 	// the reconciler reads it each run until a heartbeat moves it); the first
-	// renewal puts due_at on the lease's grid (runningDue).
+	// renewal puts due_at on the lease's grid (runningDue) — at once, for a
+	// due_at more than a lease past the lease's end (below).
 	u.set("state", strState(StateRunning))
 	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
 	u.set("lease_owner", str(o.Owner))
@@ -68,8 +69,22 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	// because the task is running under this very claim, is recognised by
 	// apply (write_nonce) and returned as claimed, not as "leased".
 	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, c))
-	if t != nil || err != nil {
-		return t, err
+	switch {
+	case err != nil:
+		return nil, err
+	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
+		// The due_at kept lies more than a lease past the lease's end (a
+		// re-sent task's backed-off dispatch deadline): a worker dying
+		// before its first heartbeat would be found that late. Put it on
+		// the lease's grid now, as the first heartbeat would (a renewal:
+		// one more write, only for such claims); if it fails, the lease
+		// still holds and the heartbeat retries it.
+		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
+			return r, nil
+		}
+		return t, nil
+	case t != nil:
+		return t, nil
 	}
 	return nil, whyNotClaimable(taskID, old, tr, c)
 }
