@@ -271,8 +271,9 @@ func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
 		if got := get(t, b, task.TaskID); got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewUnknownOutcome {
 			t.Fatalf("task = %s/%s", got.State, got.ReviewReason)
 		}
-		if r, err := b.l.GetReview(ctx, task.TaskID); err != nil || !strings.Contains(strings.Join(r.Known, "\n"), "attempt 1 of 5: its call to simulated") {
-			t.Fatalf("review %+v (%v); want it to say the call was started", r, err)
+		if r, err := b.l.GetReview(ctx, task.TaskID); err != nil || !strings.Contains(strings.Join(r.Known, "\n"), "attempt 1 of 5: its worker recorded that its call to simulated") ||
+			!strings.Contains(strings.Join(r.Known, "\n"), "cannot be known") {
+			t.Fatalf("review %+v (%v); want it to say the call was starting and whether it was sent cannot be known", r, err)
 		}
 		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 0 {
 			t.Fatalf("a step with side effects was re-sent: %v", ids)
