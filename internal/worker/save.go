@@ -49,8 +49,10 @@ func (h *Handler) saveWait(i int) time.Duration {
 // invalid or oversized write), or the transient one that outlasted the
 // repeats.
 func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) error, log *slog.Logger) error {
-	nonce := ledger.WithNonce(ledger.NewNonce())
-	err := write(nonce)
+	// The attempt's own task, so a write that ends it with another to
+	// follow records it in the task's attempt history (ledger.InAttempt).
+	nonce, attempt := ledger.WithNonce(ledger.NewNonce()), ledger.InAttempt(t)
+	err := write(nonce, attempt)
 	if !transient(ctx, err) {
 		return err
 	}
@@ -69,7 +71,7 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 			return err
 		case <-timer.C:
 		}
-		if err = write(nonce); !transient(ctx, err) {
+		if err = write(nonce, attempt); !transient(ctx, err) {
 			return err
 		}
 	}
