@@ -82,7 +82,7 @@ func InAttempt(t *Task) WriteOption {
 
 // recordAttempt adds to u the attempt_log of the caller's task (InAttempt)
 // with its latest attempt's entry — outcome and errClass, ended now — in
-// place of any entry of the same claim, keeping the last max_attempts.
+// place of any entry of the same attempt, keeping the last max_attempts.
 // Without the caller's task, or for a task claimed before claimed_ms was
 // kept, it adds nothing.
 func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
@@ -96,7 +96,7 @@ func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
 	}
 	log := make([]types.AttributeValue, 0, len(t.AttemptLog)+1)
 	for _, e := range t.AttemptLog {
-		if old, ok := decodeAttempt(e, t.CreatedMs); !ok || old.ClaimedMs != t.ClaimedMs {
+		if old, ok := decodeAttempt(e, t.CreatedMs); !ok || !old.of(t) {
 			log = append(log, str(e))
 		}
 	}
@@ -182,7 +182,7 @@ func (t *Task) History() []AttemptRecord {
 	// After an operator's retry (attempts = 0) the parked attempt's number
 	// is gone with the budget: it is not shown.
 	if t.ClaimedMs > 0 && t.Attempts > 0 {
-		i := slices.IndexFunc(out, func(r AttemptRecord) bool { return r.ClaimedMs == t.ClaimedMs })
+		i := slices.IndexFunc(out, func(r AttemptRecord) bool { return r.of(t) })
 		if i < 0 {
 			out = append(out, AttemptRecord{Attempt: t.Attempts, ClaimedMs: t.ClaimedMs, Outcome: OutcomeRunning})
 			i = len(out) - 1
@@ -198,6 +198,11 @@ func (t *Task) History() []AttemptRecord {
 	}
 	return out
 }
+
+// of reports whether r records t's latest attempt: its claim time and
+// number (two claims of one task in the same millisecond keep their
+// numbers apart).
+func (r AttemptRecord) of(t *Task) bool { return r.ClaimedMs == t.ClaimedMs && r.Attempt == t.Attempts }
 
 // settled completes r, the task's latest attempt, from the state the task
 // is in now: what it is, when it ended, what the provider said.

@@ -191,3 +191,25 @@ func assertHistory(t *testing.T, got, want []ledger.AttemptRecord) {
 		}
 	}
 }
+
+// Two claims of one task in the same millisecond are still two attempts
+// (a frozen clock, or a retry due at once on a fast engine).
+func TestAttemptsClaimedInOneMillisecondStayApart(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "history-same-ms")
+		c1 := claimAt(t, b.l, task.TaskID)
+		if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c1.AssignmentVersion, b.clock.Now(), "provider_5xx", "busy", ledger.InAttempt(c1)); err != nil {
+			t.Fatal(err)
+		}
+		c2 := claimAt(t, b.l, task.TaskID)
+		if _, err := b.l.Complete(ctx, task.TaskID, c2.AssignmentVersion, ledger.Completion{Result: `{"text":"ok"}`}); err != nil {
+			t.Fatal(err)
+		}
+		h := mustGet(t, b, task.TaskID).History()
+		if len(h) != 2 || h[0].Outcome != ledger.OutcomeRetry || h[1].Outcome != ledger.OutcomeCompleted || h[0].ClaimedMs != h[1].ClaimedMs {
+			t.Fatalf("history = %+v; want attempt 1 retry and attempt 2 completed, claimed in the same millisecond", h)
+		}
+	})
+}
