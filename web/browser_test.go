@@ -46,6 +46,7 @@ func TestBrowser(t *testing.T) {
 		"slowDoubleClick": "",
 		"retried":         "",
 		"parked":          ledger.StateFailed,
+		"throttled":       ledger.StateCompleted,
 	}
 	for name, state := range want {
 		id := rep.Tasks[name]
@@ -63,6 +64,11 @@ func TestBrowser(t *testing.T) {
 	if p, c := rep.Tasks["regenerated"], rep.Tasks["completed"]; p != "" {
 		if task, err := s.Ledger.Get(ctx, p); err == nil && task.ParentTaskID != c {
 			t.Errorf("regenerated task's parent = %q, want %q", task.ParentTaskID, c)
+		}
+	}
+	if task, err := s.Ledger.Get(ctx, rep.Tasks["throttled"]); err == nil {
+		if h := task.History(); len(h) != 2 || h[0].Outcome != ledger.OutcomeRetry || h[1].Outcome != ledger.OutcomeCompleted {
+			t.Errorf("throttled task's history = %+v; want a retried attempt, then a completed one", h)
 		}
 	}
 	rv, err := s.Ledger.GetReview(ctx, rep.Tasks["parked"])

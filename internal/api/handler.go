@@ -602,6 +602,7 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 	h.withApproval(ctx, c, &view, t)
 	h.spendView(ctx, t, &view, status == http.StatusAccepted && t.Attempts == 0)
 	view.Progress = progressOf(t, h.now(), view.Result) // progress.go
+	view.AttemptsHistory = historyOf(t, view.Progress.Tokens)
 	body, err := json.Marshal(view)
 	if err != nil {
 		return internalError().response()

@@ -14,17 +14,19 @@ import (
 // retry_wait task runs next, and the tokens the provider reported once it
 // completed.
 type ProgressView struct {
-	// Summary is one line a person reads, e.g. "attempt 2 of 5 running;
-	// lease renewed 4s ago" or "attempt 3 of 5 in 12s".
+	// Summary is one line a person reads, e.g. "attempt 2 of 5 running
+	// for 12s; lease renewed 4s ago" or "attempt 3 of 5 in 12s".
 	Summary string `json:"summary"`
 	// Attempt is the attempt running (running, unknown) or made last;
 	// NextAttempt the one a queued or retry_wait task makes next.
 	Attempt     int `json:"attempt"`
 	NextAttempt int `json:"next_attempt,omitempty"`
 	MaxAttempts int `json:"max_attempts"`
-	// HeartbeatAt is the running attempt's last write (its claim, a lease
+	// ClaimedAt is when the running attempt was claimed (the summary's
+	// "running for"); HeartbeatAt its last write (its claim, a lease
 	// renewal every lease/3, or its call-start mark); LeaseUntil is when
 	// its lease ends unless renewed.
+	ClaimedAt   string `json:"claimed_at,omitempty"`
 	HeartbeatAt string `json:"heartbeat_at,omitempty"`
 	LeaseUntil  string `json:"lease_until,omitempty"`
 	// NextAttemptAt is when a retry_wait task may run again (not_before),
@@ -57,7 +59,12 @@ func progressOf(t *ledger.Task, now time.Time, result json.RawMessage) *Progress
 		if t.LeaseUntil > 0 {
 			p.LeaseUntil = ms(t.LeaseUntil)
 		}
-		p.Summary = fmt.Sprintf("attempt %d%s running; lease renewed %s ago", t.Attempts, of, ago(now, t.UpdatedMs))
+		running := ""
+		if t.ClaimedMs > 0 { // a task claimed before claim times were kept has none
+			p.ClaimedAt = ms(t.ClaimedMs)
+			running = " for " + ago(now, t.ClaimedMs).String()
+		}
+		p.Summary = fmt.Sprintf("attempt %d%s running%s; lease renewed %s ago", t.Attempts, of, running, ago(now, t.UpdatedMs))
 	case ledger.StateRetryWait:
 		p.NextAttempt = t.Attempts + 1
 		in := int64(0)

@@ -51,6 +51,8 @@ type TaskView struct {
 	ConversationID string `json:"conversation_id,omitempty"`
 	// Progress says what is happening now (progress.go).
 	Progress *ProgressView `json:"progress,omitempty"`
+	// AttemptsHistory is what each attempt did, oldest first (history.go).
+	AttemptsHistory []AttemptView `json:"attempts_history"`
 	// Plan is what an approval sends where (gated tasks, shown only to a
 	// caller who may decide on the task: approvalview.go).
 	Plan *PlanView `json:"plan,omitempty"`
@@ -117,6 +119,7 @@ func NewTaskView(t *ledger.Task, r *ledger.Review) TaskView {
 			ReadbackAt:    t.ReadbackAt,
 		},
 	}
+	v.AttemptsHistory = historyOf(t, nil)
 	if v.CorrelationID == "" {
 		v.CorrelationID = t.TaskID
 	}

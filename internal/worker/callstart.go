@@ -31,7 +31,7 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {
 		m, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
 		if err == nil {
-			leaseUntil = m.LeaseUntil
+			leaseUntil, t.CallStartedMs = m.LeaseUntil, m.CallStartedMs // the attempt history's call start
 		}
 		return err
 	}, log)

@@ -984,13 +984,13 @@ var goldenScenarios = []goldenScenario{
 	{"ScheduleRetry", func(f *goldenFixture) (string, func() error) {
 		c := f.running()
 		return c.TaskID, func() error {
-			return ignore(f.l.ScheduleRetry(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_5xx", "busy"))
+			return ignore(f.l.ScheduleRetry(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_5xx", "busy", ledger.InAttempt(c)))
 		}
 	}},
 	{"ScheduleRetry/AfterRefusal, from unknown", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		return c.TaskID, func() error {
-			return ignore(f.l.ScheduleRetry(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_throttled", "429", ledger.AfterRefusal()))
+			return ignore(f.l.ScheduleRetry(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_throttled", "429", ledger.AfterRefusal(), ledger.InAttempt(c)))
 		}
 	}},
 	{"ScheduleRetry/without AfterRefusal, fenced from unknown", func(f *goldenFixture) (string, func() error) {
@@ -1012,7 +1012,7 @@ var goldenScenarios = []goldenScenario{
 	{"MarkUnknown", func(f *goldenFixture) (string, func() error) {
 		c := f.running()
 		return c.TaskID, func() error {
-			return ignore(f.l.MarkUnknown(f.ctx, c.TaskID, c.AssignmentVersion, "unknown_outcome", "timeout after send"))
+			return ignore(f.l.MarkUnknown(f.ctx, c.TaskID, c.AssignmentVersion, "unknown_outcome", "timeout after send", ledger.InAttempt(c)))
 		}
 	}},
 	{"Release", func(f *goldenFixture) (string, func() error) {
@@ -1131,7 +1131,7 @@ var goldenScenarios = []goldenScenario{
 	{"RetryLapsed", func(f *goldenFixture) (string, func() error) {
 		c := f.parked()
 		return c.TaskID, func() error {
-			return ignore(f.l.RetryLapsed(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_5xx", "busy", goldenLapsed))
+			return ignore(f.l.RetryLapsed(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_5xx", "busy", goldenLapsed, ledger.InAttempt(c)))
 		}
 	}},
 	{"ReleaseLapsed", func(f *goldenFixture) (string, func() error) {

@@ -45,6 +45,17 @@
 // claim that stays unconfirmed (its reads kept failing) is given back with
 // ReleaseClaim, conditioned on the lease owner.
 //
+// # Attempt history
+//
+// Task.History tells what each attempt did (claimed, call started, ended,
+// outcome, provider reference) without a write of its own (history.go):
+// claims set claimed_ms, the call-start mark call_started_ms, and the
+// writes that end an attempt with another to follow (ScheduleRetry,
+// MarkUnknown, RetryLapsed), given the caller's task (InAttempt), rewrite
+// attempt_log with its entry — at most max_attempts. The latest attempt is
+// read from the item, so a task completed at its first attempt carries
+// claimed_ms alone.
+//
 // # Item size
 //
 // DynamoDB refuses items over 400 KB (package itemsize computes its

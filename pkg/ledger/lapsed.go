@@ -83,6 +83,7 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 	l.live(u, StateRetryWait, taskID, nb)
 	u.set("not_before", num(nb))
 	setError(u, errClass, errMsg)
+	recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
 	return l.resolveLapsed(ctx, row("retry_lapsed"), taskID, version, now, u, r, ResolutionRetry)
 }
 

@@ -325,6 +325,7 @@ type update struct {
 	deadlineMs           int64  // the task's age deadline (WithAgeDeadline), 0: not given
 	refused              bool   // AfterRefusal: also from unknown at the caller's version
 	result               int    // the bytes of the result it saves (fits); -1: none
+	attempt              *Task  // the caller's task (InAttempt), nil: not given
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment

@@ -428,6 +428,14 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 			u.set(attr, num(0))
 		}
 	}
+	// An attempt added starts now; one given back (no provider call was
+	// made under it) is no attempt, and leaves no history (history.go).
+	switch tr.Attempts {
+	case Up:
+		u.set("claimed_ms", num(ms(c)))
+	case Down:
+		u.remove("claimed_ms")
+	}
 	for i := range tr.Guards {
 		if e := tr.fragment(&tr.Guards[i], u, c); e != "" {
 			u.cond(e)

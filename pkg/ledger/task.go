@@ -135,6 +135,13 @@ type Task struct {
 	// equals AssignmentVersion only when the current assignment's call
 	// started.
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
+	// ClaimedMs (epoch ms) is when the task's latest attempt was claimed,
+	// CallStartedMs when an attempt last marked its provider call started
+	// (MarkCallStarted), and AttemptLog the entries of earlier attempts
+	// (history.go; read them with History).
+	ClaimedMs     int64    `dynamodbav:"claimed_ms,omitempty"`
+	CallStartedMs int64    `dynamodbav:"call_started_ms,omitempty"`
+	AttemptLog    []string `dynamodbav:"attempt_log,omitempty"`
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
 	// CancelVersion is the assignment version a cancel while running

@@ -234,6 +234,7 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 	c := &Call{Now: now, Version: version, Lease: lease}
 	u := newUpdate().with(opts)
 	u.set("call_started_version", num(version))
+	u.set("call_started_ms", num(now.UnixMilli()))
 	u.stamp(now)
 	t, old, err := l.attempt(ctx, "call_started", taskID, row("call_started").condition(u, c))
 	switch {
@@ -245,6 +246,7 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 	// Still ours, its lease too short: mark and renew.
 	u = newUpdate().with(opts)
 	u.set("call_started_version", num(version))
+	u.set("call_started_ms", num(now.UnixMilli()))
 	renewLease(u, now, lease)
 	u.stamp(now)
 	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, u)
@@ -358,6 +360,7 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	l.live(u, StateRetryWait, taskID, nb)
 	u.set("not_before", num(nb))
 	setError(u, errClass, errMsg)
+	recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	return l.write(ctx, "retry", u.refusal("retry"), taskID, &Call{Now: now, Version: version}, u)
@@ -382,6 +385,7 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 	u := newUpdate().with(opts)
 	l.live(u, StateUnknown, taskID, now.UnixMilli())
 	setError(u, errClass, errMsg)
+	recordAttempt(u, OutcomeUnknown, errClass, now.UnixMilli())
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
 	return l.write(ctx, "unknown", row("unknown"), taskID, &Call{Now: now, Version: version}, u)

@@ -524,6 +524,7 @@
     badge($('task-state'), v.state);
     $('task-state-help').textContent = L.stateHelp(v.state);
     $('task-attempts').textContent = (v.attempts || 0) + ' of ' + (v.max_attempts || '?');
+    renderProgress(v);
     $('task-created').textContent = when(v.created_at);
     $('task-updated').textContent = when(v.updated_at);
     $('task-correlation').textContent = v.correlation_id || '—';
@@ -565,6 +566,30 @@
     $('cancel').disabled = L.isTerminal(v.state);
     window.TaskledgerDocuments.render(v);
     window.TaskledgerApproval.render(v);
+  }
+
+  // renderProgress shows what is happening now (progress.summary), when a
+  // retry_wait task runs again, and the timeline of its attempts
+  // (attempts_history), oldest first.
+  function renderProgress(v) {
+    var p = v.progress;
+    $('task-progress').textContent = p && p.summary ? p.summary : '—';
+    var next = v.state === 'retry_wait' ? L.nextAttemptText(p) : '';
+    $('task-next-dt').hidden = !next;
+    $('task-next-dd').hidden = !next;
+    $('task-next').textContent = next;
+    var h = v.attempts_history || [];
+    var ol = $('task-history');
+    ol.textContent = '';
+    $('task-history-box').hidden = h.length === 0;
+    var now = Date.now();
+    h.forEach(function (a) {
+      var line = L.attemptLine(a, now);
+      var li = el('li', { 'class': 'outcome-' + a.outcome, 'data-attempt': String(a.attempt), 'data-outcome': a.outcome });
+      li.appendChild(el('strong', null, line.title));
+      if (line.detail) li.appendChild(el('span', { 'class': 'muted' }, ' ' + line.detail));
+      ol.appendChild(li);
+    });
   }
 
   // ---- submit ----

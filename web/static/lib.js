@@ -157,6 +157,56 @@
   }
 
   // Human words for each state.
+  // durationText is ms as a person reads it: "850 ms", "12 s", "3 min 4 s".
+  function durationText(ms) {
+    if (!(ms >= 0)) return '';
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    var s = Math.round(ms / 1000);
+    if (s < 60) return s + ' s';
+    return Math.floor(s / 60) + ' min' + (s % 60 ? ' ' + (s % 60) + ' s' : '');
+  }
+
+  // OUTCOME_TEXT names an attempt's outcome (attempts_history[].outcome).
+  var OUTCOME_TEXT = {
+    running: 'running', completed: 'completed', retry: 'retried', failed: 'failed',
+    unknown: 'outcome unknown', lapsed: 'lease lapsed', cancelled: 'cancelled',
+    parked: 'parked for review', not_recorded: 'not recorded'
+  };
+
+  // attemptLine describes one entry of attempts_history for the task
+  // view's timeline at nowMs: {title, detail} (plain text; the page puts it
+  // in text nodes). A running attempt says how long it has run.
+  function attemptLine(a, nowMs) {
+    var t = function (s) { return s ? Date.parse(s) : NaN; };
+    var title = 'Attempt ' + a.attempt + ': ' + (OUTCOME_TEXT[a.outcome] || a.outcome) + (a.error_class ? ' (' + a.error_class + ')' : '');
+    var parts = [];
+    var claimed = t(a.claimed_at), started = t(a.call_started_at), ended = t(a.ended_at);
+    if (!isNaN(claimed)) parts.push('claimed ' + clock(a.claimed_at));
+    if (!isNaN(started)) parts.push('call started ' + clock(a.call_started_at));
+    if (!isNaN(ended)) parts.push('ended ' + clock(a.ended_at));
+    if (!isNaN(claimed) && !isNaN(ended)) parts.push('took ' + durationText(ended - claimed));
+    else if (!isNaN(claimed) && a.outcome === 'running') parts.push('running for ' + durationText(Math.max(nowMs - claimed, 0)));
+    if (a.provider_ref) parts.push('ref ' + a.provider_ref);
+    if (a.tokens) parts.push(a.tokens.input + ' tokens in, ' + a.tokens.output + ' out');
+    if (a.outcome === 'not_recorded') parts.push('it ended without a write that records it');
+    return { title: title, detail: parts.join(' · ') };
+  }
+
+  // clock is an RFC 3339 time's time of day (UTC), to the millisecond.
+  function clock(s) {
+    var m = /T(\d\d:\d\d:\d\d)(\.\d{1,3})?/.exec(String(s));
+    return m ? m[1] + (m[2] ? (m[2] + '00').slice(0, 4) : '') + ' UTC' : String(s);
+  }
+
+  // nextAttemptText says when a retry_wait task runs again, from its
+  // progress block: "attempt 2 in 12 s (at 10:00:12 UTC)"; '' otherwise.
+  function nextAttemptText(p) {
+    if (!p || p.next_attempt_in_ms == null) return '';
+    var at = p.next_attempt_at ? ' (at ' + clock(p.next_attempt_at) + ')' : '';
+    var n = p.next_attempt ? 'attempt ' + p.next_attempt + ' ' : 'next attempt ';
+    return p.next_attempt_in_ms > 0 ? n + 'in ' + durationText(p.next_attempt_in_ms) + at : n + 'due now' + at;
+  }
+
   var STATE_HELP = {
     queued: 'waiting for a worker',
     running: 'a worker is calling the provider',
@@ -486,6 +536,9 @@
     problemText: problemText,
     resultText: resultText,
     stateHelp: stateHelp,
+    durationText: durationText,
+    attemptLine: attemptLine,
+    nextAttemptText: nextAttemptText,
     sessionEntry: sessionEntry,
     mergeSession: mergeSession,
     buildInput: buildInput,

@@ -245,6 +245,35 @@ async function main() {
       }
     });
 
+    await step('a throttled attempt: the page says when the next one runs, then shows both attempts', async () => {
+      await resetStatus(page);
+      await page.fill('#prompt', 'Throttled once, then answered.');
+      if (!(await page.$eval('#advanced', (d) => d.open))) await page.click('#advanced > summary');
+      await page.selectOption('#simulate', 'throttle');
+      await page.click('#send');
+      const st = await submitStatus(page);
+      check(st.status === '202', `202 (got ${st.status}: ${st.text})`);
+      report.tasks.throttled = st.taskID;
+      await page.waitForSelector(`#task-view[data-task-id="${st.taskID}"][data-state="retry_wait"]`);
+      await page.waitForSelector('#task-next-dd:not([hidden])');
+      const next = (await page.textContent('#task-next')).trim();
+      check(/^attempt 2 (in \d+ (ms|s)|due now)/.test(next), 'retry_wait says when attempt 2 runs: ' + next);
+      const waiting = await page.$$eval('#task-history li', (els) => els.map((e) => e.getAttribute('data-outcome')));
+      check(waiting.join() === 'retry', 'while waiting, the timeline shows the retried attempt: ' + waiting.join());
+      await page.waitForSelector(`#task-view[data-task-id="${st.taskID}"][data-state="completed"]`);
+      const items = await page.$$eval('#task-history li', (els) => els.map((e) => ({
+        attempt: e.getAttribute('data-attempt'), outcome: e.getAttribute('data-outcome'), text: e.textContent })));
+      check(items.length === 2 && items[0].attempt === '1' && items[0].outcome === 'retry' && items[1].attempt === '2' && items[1].outcome === 'completed',
+        'timeline: attempt 1 retried, attempt 2 completed: ' + JSON.stringify(items.map((i) => i.attempt + ' ' + i.outcome)));
+      check(/retried \(transient\)/.test(items[0].text) && /claimed .* ended .* took /.test(items[0].text), 'the retried attempt says why and when: ' + items[0].text);
+      check(/ref /.test(items[1].text) && /tokens in/.test(items[1].text), 'the completed attempt names its reference and tokens: ' + items[1].text);
+      check(await page.isHidden('#task-next-dd'), 'no next attempt once completed');
+      await page.selectOption('#simulate', 'none');
+      await page.click('#advanced > summary'); // closed again, as the next step expects it
+      await shot(page, '01b-attempts.png');
+      return { taskID: st.taskID, next, timeline: items.map((i) => i.text) };
+    });
+
     await step('a credentials fault parks the task (needs_review)', async () => {
       await resetStatus(page);
       await page.fill('#prompt', 'This one meets bad credentials.');

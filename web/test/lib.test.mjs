@@ -370,3 +370,26 @@ test('document problems: the index of the field and words per problem type', () 
   assert.equal(D.documentProblemText({ type: base + 'idempotency-key-reused' }, 'a.txt'), '');
   assert.equal(D.documentProblemText({ type: 'about:blank' }, 'a.txt'), '');
 });
+
+// The task view's timeline: one line per attempt, with what is known.
+test('attemptLine: outcome, times, duration, reference and tokens; a running attempt says for how long', () => {
+  const done = L.attemptLine({ attempt: 2, outcome: 'completed', claimed_at: '2026-12-02T10:00:01.5Z', ended_at: '2026-12-02T10:00:04.5Z',
+    provider_ref: 'sim-1', tokens: { input: 7, output: 9 } }, 0);
+  assert.equal(done.title, 'Attempt 2: completed');
+  assert.equal(done.detail, 'claimed 10:00:01.500 UTC · ended 10:00:04.500 UTC · took 3 s · ref sim-1 · 7 tokens in, 9 out');
+  const retried = L.attemptLine({ attempt: 1, outcome: 'retry', error_class: 'transient', claimed_at: '2026-12-02T10:00:00Z',
+    call_started_at: '2026-12-02T10:00:00.2Z', ended_at: '2026-12-02T10:00:00.9Z' }, 0);
+  assert.equal(retried.title, 'Attempt 1: retried (transient)');
+  assert.match(retried.detail, /call started 10:00:00\.200 UTC .* took 900 ms$/);
+  const running = L.attemptLine({ attempt: 3, outcome: 'running', claimed_at: '2026-12-02T10:00:00Z' }, Date.parse('2026-12-02T10:01:05Z'));
+  assert.match(running.detail, /running for 1 min 5 s$/);
+  assert.match(L.attemptLine({ attempt: 1, outcome: 'not_recorded' }, 0).detail, /without a write/);
+});
+
+test('nextAttemptText: when a retry_wait task runs again', () => {
+  assert.equal(L.nextAttemptText({ next_attempt: 2, next_attempt_in_ms: 12000, next_attempt_at: '2026-12-02T10:00:12Z' }),
+    'attempt 2 in 12 s (at 10:00:12 UTC)');
+  assert.equal(L.nextAttemptText({ next_attempt: 2, next_attempt_in_ms: 0 }), 'attempt 2 due now');
+  assert.equal(L.nextAttemptText({ summary: 'queued for attempt 1 of 5' }), '');
+  assert.equal(L.nextAttemptText(undefined), '');
+});

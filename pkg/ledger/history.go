@@ -1,0 +1,265 @@
+package ledger
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attempt history. A task keeps what each of its attempts did — when it
+// was claimed, when its provider call started, when and how it ended —
+// without a write of its own: every piece is set by a write the attempt
+// makes anyway, and the attempt that is still the task's latest is read
+// from the fields the item already holds.
+//
+//   - claimed_ms (N, epoch ms): set by every claim (the rows that add an
+//     attempt), removed by every write that gives the attempt back (the
+//     rows that take one away: no provider call was made, so it is no
+//     attempt). The task's latest attempt started then.
+//   - call_started_ms (N, epoch ms): set by the call-start mark
+//     (MarkCallStarted), only for providers without idempotency keys.
+//   - attempt_log (L of S): the attempts before the latest one that a
+//     further attempt may follow, one compact string each (encodeAttempt),
+//     oldest first, at most max_attempts. A write that ends an attempt
+//     with another to follow (ScheduleRetry, MarkUnknown, RetryLapsed)
+//     rewrites the whole list — the caller's task (InAttempt) holds it as
+//     its claim returned it, and only writes fenced on the caller's
+//     assignment change it — with the attempt's entry added.
+//
+// The latest attempt needs no entry: its claim is claimed_ms, its call
+// start call_started_ms, its end completed_ms (or updated_ms), its outcome
+// the state, its reference provider_ref. So a task that completes at its
+// first attempt carries claimed_ms alone (about 18 bytes): a small
+// completed task stays under 1 KB. Engines differ in what an update
+// expression may compute (kumo applies no list_append and no document
+// path), so every history clause sets a top-level attribute to a value.
+//
+// An attempt that ended without such a write — its worker died and the
+// reconciler re-queued or expired it, or a takeover claimed over it — has
+// no entry once the next claim replaces claimed_ms: History shows its
+// number with OutcomeNotRecorded.
+
+// Outcomes of an attempt (AttemptRecord.Outcome).
+const (
+	OutcomeRunning     = "running"
+	OutcomeCompleted   = "completed"
+	OutcomeRetry       = "retry"
+	OutcomeFailed      = "failed"
+	OutcomeUnknown     = "unknown"
+	OutcomeLapsed      = "lapsed" // its lease expired; the reconciler moved the task on
+	OutcomeCancelled   = "cancelled"
+	OutcomeParked      = "parked" // needs_review: a person decides
+	OutcomeNotRecorded = "not_recorded"
+)
+
+// AttemptRecord is one attempt of a task, as History reads it. Times are
+// epoch ms, 0 where not known.
+type AttemptRecord struct {
+	Attempt       int
+	ClaimedMs     int64
+	CallStartedMs int64 // providers without idempotency keys only
+	EndedMs       int64
+	Outcome       string
+	ErrorClass    string
+	ProviderRef   string
+	// InputTokens and OutputTokens are the provider's reported usage where
+	// the entry holds it (nil: not known). A completed attempt's usage is
+	// in its result, not here.
+	InputTokens, OutputTokens *int64
+}
+
+// InAttempt gives a write of the caller's assignment the task as the
+// caller's claim returned it (and as the caller's own writes changed it
+// since: its CallStartedMs after MarkCallStarted). The writes that end an
+// attempt with another to follow then record it in attempt_log; without
+// it they record nothing, and the attempt is read from the item only
+// until the next claim.
+func InAttempt(t *Task) WriteOption {
+	return func(u *update) { u.attempt = t }
+}
+
+// recordAttempt adds to u the attempt_log of the caller's task (InAttempt)
+// with its latest attempt's entry — outcome and errClass, ended now — in
+// place of any entry of the same attempt, keeping the last max_attempts.
+// Without the caller's task, or for a task claimed before claimed_ms was
+// kept, it adds nothing.
+func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
+	t := u.attempt
+	if t == nil || t.ClaimedMs == 0 {
+		return
+	}
+	r := AttemptRecord{Attempt: t.Attempts, ClaimedMs: t.ClaimedMs, EndedMs: nowMs, Outcome: outcome, ErrorClass: errClass}
+	if t.CallStartedMs >= t.ClaimedMs {
+		r.CallStartedMs = t.CallStartedMs
+	}
+	log := make([]types.AttributeValue, 0, len(t.AttemptLog)+1)
+	for _, e := range t.AttemptLog {
+		if old, ok := decodeAttempt(e, t.CreatedMs); !ok || !old.of(t) {
+			log = append(log, str(e))
+		}
+	}
+	log = append(log, str(encodeAttempt(r, t.CreatedMs)))
+	if n := max(t.MaxAttempts, 1); len(log) > n {
+		log = log[len(log)-n:]
+	}
+	u.set("attempt_log", &types.AttributeValueMemberL{Value: log})
+}
+
+// encodeAttempt is r as one attempt_log entry: space-separated fields
+// "attempt claimed call_started ended outcome error_class input_tokens
+// output_tokens provider_ref", times in ms after the task's creation in
+// base 36 ("" where unknown), trailing empty fields left out; the
+// provider's reference is last and may hold spaces.
+func encodeAttempt(r AttemptRecord, createdMs int64) string {
+	at := func(ms int64) string {
+		if ms == 0 {
+			return ""
+		}
+		return strconv.FormatInt(ms-createdMs, 36)
+	}
+	tok := func(n *int64) string {
+		if n == nil {
+			return ""
+		}
+		return strconv.FormatInt(*n, 10)
+	}
+	f := []string{strconv.Itoa(r.Attempt), at(r.ClaimedMs), at(r.CallStartedMs), at(r.EndedMs), r.Outcome, r.ErrorClass,
+		tok(r.InputTokens), tok(r.OutputTokens), r.ProviderRef}
+	for len(f) > 0 && f[len(f)-1] == "" {
+		f = f[:len(f)-1]
+	}
+	return strings.Join(f, " ")
+}
+
+// decodeAttempt reads an attempt_log entry (encodeAttempt).
+func decodeAttempt(s string, createdMs int64) (AttemptRecord, bool) {
+	f := strings.SplitN(s, " ", 9)
+	var r AttemptRecord
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return r, false
+	}
+	r.Attempt = n
+	field := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	at := func(i int) int64 {
+		v, err := strconv.ParseInt(field(i), 36, 64)
+		if err != nil || field(i) == "" {
+			return 0
+		}
+		return createdMs + v
+	}
+	tok := func(i int) *int64 {
+		v, err := strconv.ParseInt(field(i), 10, 64)
+		if err != nil {
+			return nil
+		}
+		return &v
+	}
+	r.ClaimedMs, r.CallStartedMs, r.EndedMs = at(1), at(2), at(3)
+	r.Outcome, r.ErrorClass = field(4), field(5)
+	r.InputTokens, r.OutputTokens, r.ProviderRef = tok(6), tok(7), field(8)
+	return r, true
+}
+
+// History returns the task's attempts, oldest first, at most max_attempts
+// (the last ones): the recorded entries of attempt_log, the latest
+// attempt read from the item, and — for attempt numbers between them that
+// left no entry — OutcomeNotRecorded.
+func (t *Task) History() []AttemptRecord {
+	var out []AttemptRecord
+	for _, e := range t.AttemptLog {
+		if r, ok := decodeAttempt(e, t.CreatedMs); ok {
+			out = append(out, r)
+		}
+	}
+	// After an operator's retry (attempts = 0) the parked attempt's number
+	// is gone with the budget: it is not shown.
+	if t.ClaimedMs > 0 && t.Attempts > 0 {
+		i := slices.IndexFunc(out, func(r AttemptRecord) bool { return r.of(t) })
+		if i < 0 {
+			out = append(out, AttemptRecord{Attempt: t.Attempts, ClaimedMs: t.ClaimedMs, Outcome: OutcomeRunning})
+			i = len(out) - 1
+		}
+		if t.CallStartedMs >= t.ClaimedMs && out[i].CallStartedMs == 0 {
+			out[i].CallStartedMs = t.CallStartedMs
+		}
+		t.settled(&out[i])
+	}
+	out = fillGaps(out)
+	if n := max(t.MaxAttempts, 1); len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+// of reports whether r records t's latest attempt: its claim time and
+// number (two claims of one task in the same millisecond keep their
+// numbers apart).
+func (r AttemptRecord) of(t *Task) bool { return r.ClaimedMs == t.ClaimedMs && r.Attempt == t.Attempts }
+
+// settled completes r, the task's latest attempt, from the state the task
+// is in now: what it is, when it ended, what the provider said.
+func (t *Task) settled(r *AttemptRecord) {
+	end := t.UpdatedMs
+	switch t.State {
+	case StateRunning:
+		return
+	case StateCompleted, StateAwaitingApproval, StateRejected:
+		if !t.HasResult() { // an operator's decision, not this attempt's result
+			if r.Outcome == OutcomeRunning {
+				r.Outcome = OutcomeParked
+			}
+			break
+		}
+		r.Outcome, r.ErrorClass, r.ProviderRef = OutcomeCompleted, "", t.ProviderRef
+		if t.CompletedMs > 0 {
+			end = t.CompletedMs
+		}
+	case StateFailed:
+		r.Outcome, r.ErrorClass = OutcomeFailed, t.ErrorClass
+	case StateCancelled:
+		r.Outcome = OutcomeCancelled
+	case StateNeedsReview:
+		r.Outcome, r.ErrorClass = OutcomeParked, t.ErrorClass
+	case StateUnknown:
+		if r.Outcome == OutcomeRunning {
+			r.Outcome, r.ErrorClass = OutcomeUnknown, t.ErrorClass
+		}
+	case StateRetryWait:
+		if r.Outcome == OutcomeRunning {
+			r.Outcome, r.ErrorClass = OutcomeRetry, t.ErrorClass
+		}
+	case StateQueued:
+		if r.Outcome == OutcomeRunning {
+			r.Outcome = OutcomeLapsed
+		}
+	}
+	if r.EndedMs == 0 {
+		r.EndedMs = end
+	}
+}
+
+// fillGaps adds an OutcomeNotRecorded record for each attempt number
+// missing between two records of one budget (numbers rising by more than
+// one); an operator's retry starts the numbers again at 1.
+func fillGaps(in []AttemptRecord) []AttemptRecord {
+	var out []AttemptRecord
+	for i, r := range in {
+		from := 1
+		if i > 0 && in[i-1].Attempt < r.Attempt {
+			from = in[i-1].Attempt + 1
+		}
+		for n := from; n < r.Attempt; n++ {
+			out = append(out, AttemptRecord{Attempt: n, Outcome: OutcomeNotRecorded})
+		}
+		out = append(out, r)
+	}
+	return out
+}
