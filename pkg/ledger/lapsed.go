@@ -254,11 +254,15 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 		openUnknown(ru)
 	}
 	rin := ru.input(l.cfg.ReviewTable, taskID)
+	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now)
+	if err != nil {
+		return nil, err
+	}
 
 	// The table names are spelled out in the literals (not txUpdate), so
 	// the IAM check of internal/templatetest can tell which tables the
 	// worker writes.
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, []types.TransactWriteItem{
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, append([]types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName:                 &l.cfg.TasksTable,
 			Key:                       tin.Key,
@@ -275,7 +279,7 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 			ExpressionAttributeNames:  rin.ExpressionAttributeNames,
 			ExpressionAttributeValues: rin.ExpressionAttributeValues,
 		}},
-	})
+	}, follow...))
 	switch {
 	case applied && cur == nil:
 		cur, err = l.Get(ctx, taskID)
