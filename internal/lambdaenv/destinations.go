@@ -11,6 +11,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/taskledger/taskledger/internal/deliver"
 )
@@ -135,6 +136,9 @@ func Destinations(cfg aws.Config, getenv func(string) string) (*deliver.Registry
 	}
 	if c.Email != nil {
 		deps.SES = sesv2.NewFromConfig(cfg)
+	}
+	if c.SNS != nil {
+		deps.SNS = awssns.NewFromConfig(cfg)
 	}
 	if len(c.Webhooks) > 0 {
 		deps.Secrets = secretsmanager.NewFromConfig(cfg)

@@ -48,6 +48,9 @@ type LapsedResolution struct {
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
+	if c.FollowUps != nil {
+		u.followUps = c.FollowUps
+	}
 	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))

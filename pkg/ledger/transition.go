@@ -254,6 +254,12 @@ type Completion struct {
 	// Every completion is conditioned on the item agreeing; a caller that
 	// got it wrong is corrected once from the item.
 	ApprovalTTL time.Duration
+	// FollowUps are the tasks the completion creates with it, by the state
+	// it leaves the task in (see WithFollowUps): a plan's deliveries and
+	// the requester's notification for completed, the approvers' for
+	// awaiting_approval. Every completion of the result — Complete,
+	// CompleteFromReadback, CompleteCancelled, CompleteLapsed — sends them.
+	FollowUps map[State][]NewTask
 }
 
 // Complete saves the result of the caller's assignment, running or
@@ -309,6 +315,9 @@ func gated(op string, gate bool) *Transition {
 // its hash, the gate, the provider fields), stamped now.
 func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now time.Time) *update {
 	u := newUpdate().with(opts)
+	if c.FollowUps != nil {
+		u.followUps = c.FollowUps
+	}
 	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
