@@ -737,6 +737,9 @@ func (f *goldenFixture) followUps(t *ledger.Task, prefixes ...string) []ledger.N
 		out = append(out, ledger.NewTask{Scope: t.Scope, IdempotencyKey: p + ":" + t.TaskID + ":x", Kind: ledger.KindDeliver, ParentTaskID: t.TaskID,
 			Input: `{"destination":"notify","params":{},"payload":{}}`, PayloadSHA256: "sha-" + p,
 			Provenance: &ledger.Provenance{Type: ledger.ProvenanceNotification, TaskID: t.TaskID, Event: "completed"}})
+		if p == "plan" {
+			out[len(out)-1].Provenance = &ledger.Provenance{Type: ledger.ProvenancePlan, TaskID: t.TaskID, ArtifactSHA256: ledger.SHA256Hex(goldenResult)}
+		}
 	}
 	return out
 }

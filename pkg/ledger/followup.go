@@ -25,12 +25,15 @@ func followUpTwin(tr *Transition) *Transition {
 }
 
 // followUpItems are the conditional puts of the follow-up tasks fs of the
-// task taskID (row follow_up), created at now.
-func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time) ([]types.TransactWriteItem, error) {
+// task taskID (row follow_up), created at now. The ids of a plan's
+// deliveries among them are set as u's delivery_ids (the task view lists
+// them, as it lists an approval's); u nil sets nothing.
+func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time, u *update) ([]types.TransactWriteItem, error) {
 	if len(fs) > MaxFollowUps {
 		return nil, fmt.Errorf("ledger: %s %s: %d follow-up tasks, at most %d", op, taskID, len(fs), MaxFollowUps)
 	}
 	items := make([]types.TransactWriteItem, 0, len(fs))
+	var planned []string
 	for _, n := range fs {
 		if n.ParentTaskID != taskID {
 			return nil, fmt.Errorf("ledger: %s %s: a follow-up task must name it as its parent (it names %q)", op, taskID, n.ParentTaskID)
@@ -42,12 +45,18 @@ func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time) (
 		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
 			return nil, &ItemTooLargeError{TaskID: d.TaskID, Op: op + " follow-up", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
 		}
+		if n.Provenance != nil && n.Provenance.Type == ProvenancePlan {
+			planned = append(planned, d.TaskID)
+		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:                &l.cfg.TasksTable,
 			Item:                     item,
 			ConditionExpression:      strp("attribute_not_exists(#id)"),
 			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
 		}})
+	}
+	if len(planned) > 0 && u != nil {
+		u.set("delivery_ids", strList(planned))
 	}
 	return items, nil
 }
@@ -59,11 +68,11 @@ func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time) (
 // write, so a follow-up's id was already taken — a *ConflictError.
 func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
 	op := label + " with follow-ups"
-	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
+	items, err := l.followUpItems(op, taskID, fs, c.Now, u)
+	if err != nil {
 		return nil, err
 	}
-	items, err := l.followUpItems(op, taskID, fs, c.Now)
-	if err != nil {
+	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
 	nonce := u.nonce

@@ -80,6 +80,9 @@ func TestCompleteWithFollowUpsIsOneWriteUnderALostReply(t *testing.T) {
 			t.Fatalf("completed task = state %s result %q", got.State, got.Result)
 		}
 		wantFollowUps(t, b, fs)
+		if stored, _ := b.l.Get(ctx, task.TaskID); len(stored.DeliveryIDs) != len(fs) {
+			t.Fatalf("the completed task lists deliveries %v, want the %d of its plan", stored.DeliveryIDs, len(fs))
+		}
 		again, err := b.l.Complete(ctx, task.TaskID, task.AssignmentVersion, ledger.Completion{Result: `{"text":"hi"}`}, opts...)
 		if err != nil || again.State != ledger.StateCompleted {
 			t.Fatalf("the repeat with the same nonce = %v, %v; want the task as written", again, err)

@@ -242,6 +242,10 @@ func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID strin
 // queued is due no later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
+	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
+	if err != nil {
+		return nil, err
+	}
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
 	nonce := u.nonce
@@ -257,10 +261,6 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 		openUnknown(ru)
 	}
 	rin := ru.input(l.cfg.ReviewTable, taskID)
-	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now)
-	if err != nil {
-		return nil, err
-	}
 
 	// The table names are spelled out in the literals (not txUpdate), so
 	// the IAM check of internal/templatetest can tell which tables the

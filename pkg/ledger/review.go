@@ -194,7 +194,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	var follow []types.TransactWriteItem
 	if len(o.FollowUps) > 0 {
 		tr = followUpTwin(tr)
-		if follow, err = l.followUpItems("park", t.TaskID, o.FollowUps, now); err != nil {
+		if follow, err = l.followUpItems("park", t.TaskID, o.FollowUps, now, nil); err != nil {
 			return nil, err
 		}
 	}
