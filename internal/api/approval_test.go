@@ -189,11 +189,11 @@ func TestEditRejectAndPlanValidation(t *testing.T) {
 		wantProblem(t, b.do(t, decisionReq("reject", plain, "")), http.StatusConflict, api.TypeStateConflict)
 
 		bad := map[string]string{
-			"bad destination":          `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"Not A Name"}]}`,
-			"unknown approval field":   `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"who":"me"}}`,
-			"deadline too short":       `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"expires_in_seconds":5}}`,
-			"params not an object":     `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"crm","params":[1]}]}`,
-			"too many deliveries":      `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[` + strings.Repeat(`{"destination":"crm"},`, 10) + `{"destination":"crm"}]}`,
+			"bad destination":        `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"Not A Name"}]}`,
+			"unknown approval field": `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"who":"me"}}`,
+			"deadline too short":     `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"expires_in_seconds":5}}`,
+			"params not an object":   `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"crm","params":[1]}]}`,
+			"too many deliveries":    `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[` + strings.Repeat(`{"destination":"crm"},`, 10) + `{"destination":"crm"}]}`,
 		}
 		for name, body := range bad {
 			p := wantProblem(t, b.do(t, submitReq("wf-bad", body)), http.StatusBadRequest, api.TypeInvalidBody)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -255,7 +256,9 @@ func isNotification(t *ledger.Task) bool {
 	return t.Provenance != nil && t.Provenance.Type == ledger.ProvenanceNotification || strings.HasPrefix(t.IdempotencyKey, KeyPrefix)
 }
 
-func subject(id, event string) string { return "taskledger: task " + id + " " + strings.SplitN(eventText[event], ":", 2)[0] }
+func subject(id, event string) string {
+	return "taskledger: task " + id + " " + strings.SplitN(eventText[event], ":", 2)[0]
+}
 
 func emailParams(to []string, id, event string) string {
 	b, _ := json.Marshal(struct {
@@ -309,3 +312,55 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// Checker checks deliver inputs against the configured destinations
+// (*deliver.Registry).
+type Checker interface {
+	Check(in destination.DeliverInput) error
+}
+
+// Check refuses, at start, a configuration its destinations cannot serve:
+// a channel whose destination is not configured, an approver address the
+// email destination does not allow, an SNS topic it does not name. reg nil
+// (no destinations) refuses any channel.
+func (c *Config) Check(reg Checker) error {
+	if c == nil {
+		return nil
+	}
+	if reg == nil {
+		return fmt.Errorf("followup: %s notifies people but no destinations are configured (TASKLEDGER_DESTINATIONS: email and/or sns)", EnvVar)
+	}
+	check := func(what, dest, params string, unknownOnly bool) error {
+		err := reg.Check(destination.DeliverInput{Destination: dest, Params: json.RawMessage(params)})
+		var ud *destination.UnknownDestinationError
+		if err == nil || unknownOnly && !errors.As(err, &ud) {
+			return nil
+		}
+		return fmt.Errorf("followup: %s: %s: %w", EnvVar, what, err)
+	}
+	if a := c.Approvers; a != nil {
+		if len(a.Email) > 0 {
+			if err := check("approvers.email", EmailDestination, emailParams(a.Email, "t", EventAwaitingApproval), false); err != nil {
+				return err
+			}
+		}
+		if a.SNSTopic != "" {
+			if err := check("approvers.sns_topic", SNSDestination, snsParams(a.SNSTopic, "t", EventAwaitingApproval), false); err != nil {
+				return err
+			}
+		}
+	}
+	if r := c.Requester; r != nil {
+		if r.Email {
+			// The address is the requester's; only the destination must exist.
+			if err := check("requester.email", EmailDestination, emailParams([]string{"requester@example.invalid"}, "t", EventCompleted), true); err != nil {
+				return err
+			}
+		}
+		if r.SNSTopic != "" {
+			if err := check("requester.sns_topic", SNSDestination, snsParams(r.SNSTopic, "t", EventCompleted), false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 )
 
 // Environment of the deliver destinations (DESIGN §10; template.yaml).
@@ -157,4 +158,21 @@ func DestinationChecker(getenv func(string) string) (*deliver.Registry, error) {
 		return nil, err
 	}
 	return deliver.BuildChecker(c)
+}
+
+// Notifications reads who is notified of what (followup.EnvVar) and checks
+// it against the destinations reg serves; nil when nobody is.
+func Notifications(getenv func(string) string, reg *deliver.Registry) (*followup.Config, error) {
+	c, err := followup.Parse(getenv(followup.EnvVar))
+	if err != nil {
+		return nil, err
+	}
+	var chk followup.Checker
+	if reg != nil {
+		chk = reg
+	}
+	if err := c.Check(chk); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

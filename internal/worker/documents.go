@@ -71,7 +71,7 @@ func (h *Handler) readDocuments(ctx context.Context, rec events.SQSMessage, t *l
 			msg = fmt.Sprintf("document %d (upload %s) in the payload bucket does not match its reference (size or SHA-256 %s); the provider was not called: %s", i+1, d.UploadID, d.Ref.SHA256, err.Error())
 		}
 		ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassDocumentUnavailable, clip(msg, MaxErrorMessage), o...)
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassDocumentUnavailable, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
 			return err
 		}, log)
 		if r, done := h.settled(ctx, ferr, "fail", log); done {

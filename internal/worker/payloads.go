@@ -49,7 +49,7 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		msg = "the task's input in the payload bucket does not match its reference (size or SHA-256); the provider was not called: " + err.Error()
 	}
 	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassInputUnavailable, clip(msg, MaxErrorMessage), o...)
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, ErrorClassInputUnavailable, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
 		return err
 	}, log)
 	if r, done := h.settled(ctx, ferr, "fail", log); done {

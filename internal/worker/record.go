@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -283,7 +284,13 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	// A large result goes to the payload bucket first (placeResult), then
 	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.
-	c, err := h.placeResult(ctx, t, c, log)
+	// The deliveries of a plan without approval and the notifications are
+	// created with the completion (followup.go).
+	fu, err := h.completionFollowUps(t, res.Output)
+	c.FollowUps = fu
+	if err == nil {
+		c, err = h.placeResult(ctx, t, c, log)
+	}
 	if err == nil {
 		err = ledger.CheckCompletion(t, c)
 	}
@@ -298,6 +305,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	}
 	var fe *ledger.FencedError
 	var tl *ledger.ItemTooLargeError
+	var nd *followup.NotDeliverableError
 	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
 	var unsaved ledger.Review
 	switch {
@@ -316,6 +324,11 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		x.ItemBytes, x.Limit = tl.Bytes, tl.Limit
 		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", len(res.Output), "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
 		unsaved = review.ResultTooLarge(t, x)
+	case errors.As(err, &nd):
+		// The plan cannot deliver this result (not an object, or too
+		// large for a delivery): a person decides, as for an unsaved one.
+		log.WarnContext(ctx, "result does not make a valid delivery for the plan; not saved", "deliver_index", nd.Index, "result_bytes", len(res.Output))
+		unsaved = review.ResultNotSaved(t, x, err)
 	case ledger.IsValidation(err):
 		// DynamoDB refused the write as invalid: repeating it cannot help.
 		log.ErrorContext(ctx, "completion refused as invalid; result not saved", "error", err.Error(), "result_bytes", len(res.Output))
@@ -370,7 +383,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 			if refused {
 				o = append(o, ledger.AfterRefusal()) // from unknown at this version too
 			}
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
 			return err
 		}, log)
 		// An input refused after the provider acted (a content filter:
@@ -516,7 +529,7 @@ func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions
 // parkOnce writes the park, repeating it while it fails transiently.
 func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
 	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
-		_, err := h.Ledger.Park(ctx, t, o, r)
+		_, err := h.Ledger.Park(ctx, t, h.withParked(t, o), r)
 		return err
 	}, log)
 }
