@@ -71,7 +71,9 @@ func TestCompletionFollowUps(t *testing.T) {
 	}
 	// A notification's own outcome is never notified.
 	n := done[1]
-	own := task(func(x *ledger.Task) { x.Kind, x.IdempotencyKey, x.Provenance = ledger.KindDeliver, n.IdempotencyKey, n.Provenance })
+	own := task(func(x *ledger.Task) {
+		x.Kind, x.IdempotencyKey, x.Provenance = ledger.KindDeliver, n.IdempotencyKey, n.Provenance
+	})
 	if got := c.Failed(own); got != nil {
 		t.Fatalf("a failed notification notifies: %+v", got)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/deliver"
-	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
