@@ -52,7 +52,8 @@ type TaskView struct {
 	// Progress says what is happening now (progress.go).
 	Progress *ProgressView `json:"progress,omitempty"`
 	// Plan is what an approval sends where (gated tasks, shown only to a
-	// caller who may decide on the task: approvalview.go).
+	// caller who may decide on the task: approvalview.go), or what the
+	// completion delivers without approval (shown to the owner).
 	Plan *PlanView `json:"plan,omitempty"`
 }
 
