@@ -61,6 +61,7 @@ import (
 	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/provider"
@@ -153,10 +154,24 @@ func options() (local.Options, error) {
 		return o, err
 	}
 	// make run registers the simulated destinations (notify, publish,
-	// crm) unless TASKLEDGER_DESTINATIONS says otherwise.
+	// crm) and the email destination — a local sender, allowed to mail
+	// @example.com, sending through the emulator's SES — unless
+	// TASKLEDGER_DESTINATIONS says otherwise; and, unless
+	// TASKLEDGER_NOTIFICATIONS says otherwise, notifies by email the
+	// approvers (approver@example.com) and a signed-in requester.
 	dests := os.Getenv(deliver.EnvVar)
 	if strings.TrimSpace(dests) == "" {
-		dests = `{"simulated":{}}`
+		dests = `{"simulated":{},"email":{"from":"taskledger@tasks.example.com","allowed_recipients":["@example.com"]}}`
+		if _, set := os.LookupEnv(followup.EnvVar); !set {
+			addr := o.Addr
+			if addr == "" {
+				addr = local.DefaultAddr
+			}
+			o.Notify = `{"page_origin":"http://` + addr + `","approvers":{"email":["approver@example.com"]},"requester":{"email":true}}`
+		}
+	}
+	if v, set := os.LookupEnv(followup.EnvVar); set {
+		o.Notify = v
 	}
 	var err error
 	if o.Destinations, err = deliver.ParseConfig(dests); err != nil {
@@ -257,6 +272,15 @@ func banner(st *local.Stack, o local.Options, example *local.ExampleDestination)
 			"  # ask it directly whether it acted (the lookup the reconciler uses):",
 			"  curl -s "+example.InvokeURL+" -d '{\"action\":\"lookup\",\"operation_id\":\"<task_id>\"}'",
 		)
+	}
+	if st.Notify != nil {
+		read := "the emulator's SES keeps them"
+		if st.Embedded {
+			read = "read them: curl -s " + st.Endpoint + "/kumo/ses/v2/sent-emails"
+		}
+		lines = append(lines,
+			"  # notifications (approvers of a gated task, a signed-in requester) are emails through the emulator's SES;",
+			"  # "+read)
 	}
 	lines = append(lines, "", "Ctrl-C stops everything. Progress:")
 	fmt.Println(strings.Join(lines, "\n"))

@@ -212,3 +212,26 @@ func TestDailyQuotaOption(t *testing.T) {
 		t.Fatalf("options() DailyQuotaTokens = %q, %v; want 2000000", o.DailyQuotaTokens, err)
 	}
 }
+
+// make run sends notifications out of the box: the email destination with
+// a local sender and allow-list, and approvers and signed-in requesters
+// notified through it; TASKLEDGER_NOTIFICATIONS="" turns them off.
+func TestMakeRunNotifiesByEmailByDefault(t *testing.T) {
+	t.Setenv("TASKLEDGER_DESTINATIONS", "")
+	t.Setenv("TASKLEDGER_NOTIFICATIONS", "")
+	os.Unsetenv("TASKLEDGER_NOTIFICATIONS")
+	o, err := options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Destinations.Email == nil || o.Destinations.Email.From == "" || len(o.Destinations.Email.AllowedRecipients) == 0 {
+		t.Fatalf("email destination %+v, want a local sender and allow-list", o.Destinations.Email)
+	}
+	if !strings.Contains(o.Notify, `"approvers":{"email":["approver@example.com"]}`) || !strings.Contains(o.Notify, `"requester":{"email":true}`) {
+		t.Fatalf("notifications %q, want approvers and requesters by email", o.Notify)
+	}
+	t.Setenv("TASKLEDGER_NOTIFICATIONS", "")
+	if o, err = options(); err != nil || o.Notify != "" {
+		t.Fatalf("TASKLEDGER_NOTIFICATIONS=\"\": %q, %v; want none", o.Notify, err)
+	}
+}

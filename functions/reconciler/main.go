@@ -64,6 +64,10 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 	if err != nil {
 		return nil, err
 	}
+	notify, err := lambdaenv.Notifications(getenv, dests) // TASKLEDGER_NOTIFICATIONS
+	if err != nil {
+		return nil, err
+	}
 	// Settles what parked runs' attempts still hold on budgets and daily
 	// quotas: items of the tasks table, whatever the spend configuration.
 	acct, err := spend.NewAccountant(spend.AccountantConfig{DB: awsclient.DynamoDB(b.AWS), TasksTable: b.TasksTable})
@@ -79,6 +83,7 @@ func build(ctx context.Context, getenv func(string) string) (*reconciler.Handler
 		DLQURL:       dlqURL,
 		Provider:     p,
 		Destinations: dests,
+		Notify:       notify,
 		Metrics:      metrics.NewWriter(os.Stdout),
 		Payloads:     payloads,
 		Spend:        acct,

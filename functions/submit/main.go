@@ -91,6 +91,10 @@ func build(ctx context.Context) (*api.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	notify, err := lambdaenv.Notifications(os.Getenv, dests) // TASKLEDGER_NOTIFICATIONS
+	if err != nil {
+		return nil, err
+	}
 	// The worker's provider as the worker reads it (no key, no timeout):
 	// what a task is checked against before it is recorded.
 	pp, err := lambdaenv.LoadProvider(provider.ModelFromEnv(os.Getenv), os.Getenv)
@@ -104,6 +108,7 @@ func build(ctx context.Context) (*api.Handler, error) {
 		Approvals:      approvals,
 		DirectDeliver:  directDeliver,
 		Destinations:   dests,
+		Notify:         notify,
 		Dispatch:       &dispatch.Sender{SQS: awsclient.SQS(b.AWS), QueueURL: b.TaskQueueURL},
 		Metrics:        metrics.NewWriter(os.Stdout),
 		AllowedOrigins: api.ParseOrigins(os.Getenv("ALLOWED_ORIGINS")),

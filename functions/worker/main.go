@@ -107,6 +107,10 @@ func build(ctx context.Context) (*worker.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	notify, err := lambdaenv.Notifications(os.Getenv, dests) // TASKLEDGER_NOTIFICATIONS
+	if err != nil {
+		return nil, err
+	}
 	return &worker.Handler{
 		Streams:      streams,
 		Admission:    adm,
@@ -115,6 +119,7 @@ func build(ctx context.Context) (*worker.Handler, error) {
 		Payloads:     payloads,
 		Provider:     p,
 		Destinations: dests,
+		Notify:       notify,
 		SQS:          awsclient.SQS(b.AWS),
 		QueueURL:     b.TaskQueueURL,
 		Policy:       retrypolicy.Default(),

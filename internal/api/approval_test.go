@@ -189,12 +189,11 @@ func TestEditRejectAndPlanValidation(t *testing.T) {
 		wantProblem(t, b.do(t, decisionReq("reject", plain, "")), http.StatusConflict, api.TypeStateConflict)
 
 		bad := map[string]string{
-			"deliver without approval": `{"kind":"generate","input":{"prompt":"x"},"deliver":[{"destination":"notify"}]}`,
-			"bad destination":          `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"Not A Name"}]}`,
-			"unknown approval field":   `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"who":"me"}}`,
-			"deadline too short":       `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"expires_in_seconds":5}}`,
-			"params not an object":     `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"crm","params":[1]}]}`,
-			"too many deliveries":      `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[` + strings.Repeat(`{"destination":"crm"},`, 10) + `{"destination":"crm"}]}`,
+			"bad destination":        `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"Not A Name"}]}`,
+			"unknown approval field": `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"who":"me"}}`,
+			"deadline too short":     `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true,"expires_in_seconds":5}}`,
+			"params not an object":   `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[{"destination":"crm","params":[1]}]}`,
+			"too many deliveries":    `{"kind":"generate","input":{"prompt":"x"},"approval":{"required":true},"deliver":[` + strings.Repeat(`{"destination":"crm"},`, 10) + `{"destination":"crm"}]}`,
 		}
 		for name, body := range bad {
 			p := wantProblem(t, b.do(t, submitReq("wf-bad", body)), http.StatusBadRequest, api.TypeInvalidBody)
@@ -203,6 +202,7 @@ func TestEditRejectAndPlanValidation(t *testing.T) {
 			}
 		}
 		wantProblem(t, b.do(t, submitReq("approval:"+id+":x:0", body("x"))), http.StatusBadRequest, api.TypeIdempotencyKeyInvalid)
+		wantProblem(t, b.do(t, submitReq("notify:"+id+":completed:1:email", body("x"))), http.StatusBadRequest, api.TypeIdempotencyKeyInvalid)
 		for _, task := range scanTasks(t, e) {
 			if task.IdempotencyKey == "wf-bad" || strings.HasPrefix(task.IdempotencyKey, "approval:"+id+":x") {
 				t.Fatalf("a refused submission wrote task %s", task.TaskID)

@@ -104,7 +104,11 @@ func (h *Handler) withApproval(ctx context.Context, c *call, v *TaskView, t *led
 	}
 	v.GeneratedSHA256 = t.GeneratedSHA256
 	v.Approval = approvalView(t)
-	if v.Approval != nil && h.mayDecide(c, t) {
+	switch {
+	case v.Approval != nil && h.mayDecide(c, t):
+		v.Plan = h.planView(ctx, t)
+	case v.Approval == nil && t.Plan != "" && t.Scope == c.scope:
+		// A plan without approval: its owner sees where the result goes.
 		v.Plan = h.planView(ctx, t)
 	}
 	ids := append(append([]string{}, t.DeliveryIDs...), t.WithdrawnDeliveryIDs...)

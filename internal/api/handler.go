@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -66,6 +67,9 @@ type Handler struct {
 	// Destinations are the configured destinations a deliver task may
 	// name (deliver.go); nil: deliver submits are refused.
 	Destinations *deliver.Registry
+	// Notify is who is notified of what (followup.Config; nil: nobody):
+	// with requester email, a submit records the caller's address.
+	Notify *followup.Config
 	// Provider is what the submit knows of the worker's provider: a
 	// generate task it could never run (documents it does not accept, a
 	// call bound above the model's tokens_per_minute) is refused with 422
@@ -262,7 +266,8 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		Plan:           s.plan.canonical(),
 		ApprovalTTL:    s.plan.ttl(),
 		Provenance:     directProvenance(s.kind, c.scope),
-		ConversationID: conversationIDOf(s.kind, s.input), // conversation.go
+		ConversationID: conversationIDOf(s.kind, s.input),      // conversation.go
+		RequesterEmail: h.requesterEmail(c.req.RequestContext), // notify.go
 	}, s.budget))
 }
 
@@ -346,6 +351,7 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		Plan:           pl.canonical(),
 		ApprovalTTL:    pl.ttl(),
 		ConversationID: parent.ConversationID,
+		RequesterEmail: h.requesterEmail(c.req.RequestContext),
 	}, parent)
 	if recorded {
 		return h.create(ctx, c, n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskledger/taskledger/internal/destination"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -48,14 +49,20 @@ func (p plan) ttl() time.Duration {
 }
 
 // canonical is the plan as stored on the task and hashed with the
-// payload: "" when there is no gate, else
-// {"approval":{"expires_in_seconds":N,"required":true},"deliver":[...]}.
+// payload: "" when there is neither a gate nor a deliver step;
+// {"approval":{"expires_in_seconds":N,"required":true},"deliver":[...]}
+// with a gate; {"deliver":[...]} for deliveries without approval (created
+// with the completion).
 func (p plan) canonical() string {
-	if !p.required {
+	if !p.required && len(p.deliveries) == 0 {
 		return ""
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"approval":{"expires_in_seconds":%d,"required":true},"deliver":[`, p.expiresIn)
+	if p.required {
+		fmt.Fprintf(&b, `{"approval":{"expires_in_seconds":%d,"required":true},"deliver":[`, p.expiresIn)
+	} else {
+		b.WriteString(`{"deliver":[`)
+	}
 	for i, e := range p.deliveries {
 		if i > 0 {
 			b.WriteByte(',')
@@ -71,10 +78,10 @@ func (p plan) canonical() string {
 }
 
 // parsePlan validates the optional "approval" and "deliver" members of a
-// submission. A deliver plan needs approval.required = true: deliveries
-// are created by an approval (their identity is approval:<task>:<sha>:<i>),
-// and an effect without a person's decision is submitted as its own
-// kind "deliver" task with a business Idempotency-Key.
+// submission. With approval.required = true the deliveries are created by
+// the approval; without it, with the completion that saves the result, in
+// the same transaction (their identity is approval:<task>:<sha>:<i> in
+// both cases: ledger.DeliveryKey).
 func parsePlan(fields map[string]json.RawMessage) (plan, *Problem) {
 	var p plan
 	if raw, ok := fields["approval"]; ok && !bytes.Equal(raw, []byte("null")) {
@@ -110,9 +117,6 @@ func parsePlan(fields map[string]json.RawMessage) (plan, *Problem) {
 	}
 	if len(entries) > ledger.MaxDeliveries {
 		return p, invalidBody("deliver", fmt.Sprintf(`Field "deliver" has %d entries; at most %d are accepted.`, len(entries), ledger.MaxDeliveries))
-	}
-	if len(entries) > 0 && !p.required {
-		return p, invalidBody("deliver", `A "deliver" plan needs "approval":{"required":true}: deliveries are created when a person approves the result. To deliver without an approval, submit a task of kind "deliver".`)
 	}
 	for i, e := range entries {
 		field := fmt.Sprintf("deliver[%d]", i)
@@ -200,17 +204,24 @@ func payloadHashPlan(kind, canonicalInput, parentTaskID, canonicalPlan string) s
 	return hex.EncodeToString(sum[:])
 }
 
-// ReservedKeyPrefix starts the idempotency keys of deliveries an approval
-// creates; a caller's Idempotency-Key may not use it (it could otherwise
-// occupy the id of a delivery before the approval creates it).
-const ReservedKeyPrefix = "approval:"
+// ReservedKeyPrefix starts the idempotency keys of the deliveries an
+// approval or a completion creates, NotifyKeyPrefix those of
+// notifications; a caller's Idempotency-Key may use neither (it could
+// otherwise occupy the id of a follow-up before its transition creates
+// it, and that transition would be refused).
+const (
+	ReservedKeyPrefix = "approval:"
+	NotifyKeyPrefix   = followup.KeyPrefix
+)
 
 func reservedKey(key string) *Problem {
-	if !strings.HasPrefix(key, ReservedKeyPrefix) {
-		return nil
+	for _, pre := range []string{ReservedKeyPrefix, NotifyKeyPrefix} {
+		if strings.HasPrefix(key, pre) {
+			return newProblem(TypeIdempotencyKeyInvalid, http.StatusBadRequest, "Invalid Idempotency-Key",
+				`Idempotency-Keys starting with "approval:" or "notify:" are reserved for the deliveries and notifications the service creates.`).withField("Idempotency-Key")
+		}
 	}
-	return newProblem(TypeIdempotencyKeyInvalid, http.StatusBadRequest, "Invalid Idempotency-Key",
-		`Idempotency-Keys starting with "approval:" are reserved for the deliveries an approval creates.`).withField("Idempotency-Key")
+	return nil
 }
 
 // submitHash is a submission's payload hash: the canonical request with its

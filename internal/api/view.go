@@ -54,7 +54,8 @@ type TaskView struct {
 	// AttemptsHistory is what each attempt did, oldest first (history.go).
 	AttemptsHistory []AttemptView `json:"attempts_history"`
 	// Plan is what an approval sends where (gated tasks, shown only to a
-	// caller who may decide on the task: approvalview.go).
+	// caller who may decide on the task: approvalview.go), or what the
+	// completion delivers without approval (shown to the owner).
 	Plan *PlanView `json:"plan,omitempty"`
 }
 

@@ -15,12 +15,14 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/taskledger/taskledger/internal/destination"
 	"github.com/taskledger/taskledger/internal/destination/email"
 	"github.com/taskledger/taskledger/internal/destination/eventbridge"
 	"github.com/taskledger/taskledger/internal/destination/lambda"
 	"github.com/taskledger/taskledger/internal/destination/simulated"
+	"github.com/taskledger/taskledger/internal/destination/sns"
 	"github.com/taskledger/taskledger/internal/destination/webhook"
 )
 
@@ -38,7 +40,8 @@ const EnvVar = "TASKLEDGER_DESTINATIONS"
 //	 "eventbridge":{"bus_arn":"arn:aws:events:eu-west-1:123456789012:event-bus/taskledger"},
 //	 "lambda":{"functions":{"orders":{"function":"arn:aws:lambda:eu-west-1:123456789012:function:orders",
 //	                                  "lookup":true,"not_found_credible":true}}},
-//	 "email":{"from":"noreply@example.com","allowed_recipients":["ops@example.com","@team.example.com"]}}
+//	 "email":{"from":"noreply@example.com","allowed_recipients":["ops@example.com","@team.example.com"]},
+//	 "sns":{"topics":{"approvals":"arn:aws:sns:eu-west-1:123456789012:approvals"}}}
 //
 // Every part is optional; unknown fields are errors.
 type Config struct {
@@ -47,6 +50,13 @@ type Config struct {
 	EventBridge *EventBridgeConfig         `json:"eventbridge,omitempty"`
 	Lambda      *LambdaConfig              `json:"lambda,omitempty"`
 	Email       *EmailConfig               `json:"email,omitempty"`
+	SNS         *SNSConfig                 `json:"sns,omitempty"`
+}
+
+// SNSConfig names the topics the sns destination may publish to
+// (sns.Options): name → topic ARN.
+type SNSConfig struct {
+	Topics map[string]string `json:"topics"`
 }
 
 // LambdaConfig names the functions the lambda destination may invoke.
@@ -162,6 +172,8 @@ type Deps struct {
 	Lambda lambda.API
 	// SES sends email (required with email).
 	SES email.API
+	// SNS publishes (required with sns).
+	SNS sns.API
 	// HTTPClient sends webhooks (optional).
 	HTTPClient *http.Client
 	// Now is the clock (optional).
@@ -303,6 +315,16 @@ func Build(c Config, deps Deps) (*Registry, error) {
 		}
 		ds = append(ds, d)
 	}
+	if c.SNS != nil {
+		if deps.SNS == nil {
+			return nil, fmt.Errorf("deliver: %s names sns topics but no SNS client is configured", EnvVar)
+		}
+		d, err := sns.New(sns.Options{Topics: c.SNS.Topics, Client: deps.SNS})
+		if err != nil {
+			return nil, fmt.Errorf("deliver: %s: %w", EnvVar, err)
+		}
+		ds = append(ds, d)
+	}
 	return NewRegistry(ds...)
 }
 
@@ -311,7 +333,7 @@ func Build(c Config, deps Deps) (*Registry, error) {
 // EventBridge client refuse every call. The submit function uses it; only
 // the worker and the reconciler hold the permissions to deliver.
 func BuildChecker(c Config) (*Registry, error) {
-	return Build(c, Deps{Secrets: refusing{}, EventBridge: refusing{}, Lambda: refusing{}, SES: refusing{}})
+	return Build(c, Deps{Secrets: refusing{}, EventBridge: refusing{}, Lambda: refusing{}, SES: refusing{}, SNS: refusing{}})
 }
 
 // refusing is a secrets, EventBridge, Lambda and SES client that refuses
@@ -329,6 +351,10 @@ func (refusing) PutEvents(context.Context, *awseb.PutEventsInput, ...func(*awseb
 }
 
 func (refusing) Invoke(context.Context, *awslambda.InvokeInput, ...func(*awslambda.Options)) (*awslambda.InvokeOutput, error) {
+	return nil, errChecker
+}
+
+func (refusing) Publish(context.Context, *awssns.PublishInput, ...func(*awssns.Options)) (*awssns.PublishOutput, error) {
 	return nil, errChecker
 }
 

@@ -20,7 +20,7 @@ func ProvenanceOf(t *ledger.Task) *destination.Provenance {
 		return nil
 	}
 	if p := t.Provenance; p != nil {
-		return &destination.Provenance{Type: p.Type, TaskID: p.TaskID, ArtifactSHA256: p.ArtifactSHA256, DecidedBy: p.DecidedBy, Round: p.Round, Caller: p.Caller}
+		return &destination.Provenance{Type: p.Type, TaskID: p.TaskID, ArtifactSHA256: p.ArtifactSHA256, DecidedBy: p.DecidedBy, Round: p.Round, Caller: p.Caller, Event: p.Event}
 	}
 	if rest, ok := strings.CutPrefix(t.IdempotencyKey, "approval:"); ok && t.ParentTaskID != "" {
 		parts := strings.Split(rest, ":")

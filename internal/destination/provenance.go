@@ -13,6 +13,12 @@ const (
 	// ProvenanceDirect: a caller submitted the delivery directly, with no
 	// approval.
 	ProvenanceDirect = "direct"
+	// ProvenancePlan: the completion of a task whose plan delivers without
+	// approval created it, with the result (no person decided).
+	ProvenancePlan = "plan"
+	// ProvenanceNotification: a transition of a task created it to tell a
+	// person about an event of the task.
+	ProvenanceNotification = "notification"
 )
 
 // Provenance tells a receiver where a delivery came from (DESIGN §15). It
@@ -23,6 +29,8 @@ const (
 //
 //	{"type":"approval","task_id":"t_…","artifact_sha256":"<hex>","decided_by":"jwt:…","round":0}
 //	{"type":"direct","caller":"jwt:…"}
+//	{"type":"plan","task_id":"t_…","artifact_sha256":"<hex>"}
+//	{"type":"notification","task_id":"t_…","event":"completed"}
 type Provenance struct {
 	Type string `json:"type"`
 	// TaskID is the gated task whose approval created the delivery.
@@ -36,6 +44,9 @@ type Provenance struct {
 	Round int `json:"round"`
 	// Caller is a direct delivery's submitting caller scope.
 	Caller string `json:"caller,omitempty"`
+	// Event is what a notification tells (completed, failed, parked,
+	// awaiting_approval).
+	Event string `json:"event,omitempty"`
 }
 
 // MarshalJSON writes exactly the fields of p's type (an approval's round
@@ -55,8 +66,20 @@ func (p Provenance) MarshalJSON() ([]byte, error) {
 			Type   string `json:"type"`
 			Caller string `json:"caller"`
 		}{p.Type, p.Caller})
+	case ProvenancePlan:
+		return json.Marshal(struct {
+			Type           string `json:"type"`
+			TaskID         string `json:"task_id"`
+			ArtifactSHA256 string `json:"artifact_sha256"`
+		}{p.Type, p.TaskID, p.ArtifactSHA256})
+	case ProvenanceNotification:
+		return json.Marshal(struct {
+			Type   string `json:"type"`
+			TaskID string `json:"task_id"`
+			Event  string `json:"event"`
+		}{p.Type, p.TaskID, p.Event})
 	}
-	return nil, fmt.Errorf("destination: provenance type %q is neither %q nor %q", clip(p.Type, 20), ProvenanceApproval, ProvenanceDirect)
+	return nil, unknownProvenance(p.Type)
 }
 
 // Validate checks that p says where a delivery came from: an approval
@@ -74,8 +97,22 @@ func (p Provenance) Validate() error {
 			return errors.New("destination: direct provenance needs the caller")
 		}
 		return nil
+	case ProvenancePlan:
+		if p.TaskID == "" || !hex64(p.ArtifactSHA256) {
+			return errors.New("destination: plan provenance needs task_id and a 64-hex artifact_sha256")
+		}
+		return nil
+	case ProvenanceNotification:
+		if p.TaskID == "" || p.Event == "" {
+			return errors.New("destination: notification provenance needs task_id and the event")
+		}
+		return nil
 	}
-	return fmt.Errorf("destination: provenance type %q is neither %q nor %q", clip(p.Type, 20), ProvenanceApproval, ProvenanceDirect)
+	return unknownProvenance(p.Type)
+}
+
+func unknownProvenance(typ string) error {
+	return fmt.Errorf("destination: provenance type %q is not one of %q, %q, %q, %q", clip(typ, 20), ProvenanceApproval, ProvenanceDirect, ProvenancePlan, ProvenanceNotification)
 }
 
 func hex64(s string) bool {

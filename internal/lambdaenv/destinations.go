@@ -11,8 +11,10 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 )
 
 // Environment of the deliver destinations (DESIGN §10; template.yaml).
@@ -36,6 +38,10 @@ const (
 	// the role may send as: the email destination's sender must be it or
 	// an address in it (the template's DeliveryEmailIdentity).
 	EnvDeliveryEmailIdentity = "DELIVERY_EMAIL_IDENTITY"
+	// EnvDeliverySNSTopicARNs lists (comma separated) the topics the role
+	// may publish to: every sns destination topic must be one of them
+	// (the template's DeliverySnsTopicArns).
+	EnvDeliverySNSTopicARNs = "DELIVERY_SNS_TOPIC_ARNS"
 )
 
 // ExampleFunction is the lambda function name the stack's example
@@ -85,7 +91,8 @@ func splitList(v string) []string {
 
 // checkAllowed refuses, at start, a destination the function's role could
 // not use: a lambda function not in DELIVERY_LAMBDA_FUNCTION_ARNS (or the
-// stack's example), a sender outside DELIVERY_EMAIL_IDENTITY.
+// stack's example), a sender outside DELIVERY_EMAIL_IDENTITY, an SNS topic
+// not in DELIVERY_SNS_TOPIC_ARNS.
 func checkAllowed(c deliver.Config, getenv func(string) string) error {
 	allowed := splitList(getenv(EnvDeliveryLambdaFunctionARNs))
 	if arn := strings.TrimSpace(getenv(EnvDeliveryExampleFunctionARN)); arn != "" {
@@ -94,6 +101,14 @@ func checkAllowed(c deliver.Config, getenv func(string) string) error {
 	for _, fn := range c.LambdaFunctionNames() {
 		if !slices.Contains(allowed, fn) {
 			return fmt.Errorf("%s: lambda function %q is not in %s (the template's DeliveryLambdaFunctionArns): the function's role cannot invoke it", deliver.EnvVar, fn, EnvDeliveryLambdaFunctionARNs)
+		}
+	}
+	if c.SNS != nil {
+		topics := splitList(getenv(EnvDeliverySNSTopicARNs))
+		for name, arn := range c.SNS.Topics {
+			if !slices.Contains(topics, arn) {
+				return fmt.Errorf("%s: sns topic %s (%q) is not in %s (the template's DeliverySnsTopicArns): the function's role cannot publish to it", deliver.EnvVar, name, arn, EnvDeliverySNSTopicARNs)
+			}
 		}
 	}
 	if c.Email != nil {
@@ -136,6 +151,9 @@ func Destinations(cfg aws.Config, getenv func(string) string) (*deliver.Registry
 	if c.Email != nil {
 		deps.SES = sesv2.NewFromConfig(cfg)
 	}
+	if c.SNS != nil {
+		deps.SNS = awssns.NewFromConfig(cfg)
+	}
 	if len(c.Webhooks) > 0 {
 		deps.Secrets = secretsmanager.NewFromConfig(cfg)
 	}
@@ -153,4 +171,21 @@ func DestinationChecker(getenv func(string) string) (*deliver.Registry, error) {
 		return nil, err
 	}
 	return deliver.BuildChecker(c)
+}
+
+// Notifications reads who is notified of what (followup.EnvVar) and checks
+// it against the destinations reg serves; nil when nobody is.
+func Notifications(getenv func(string) string, reg *deliver.Registry) (*followup.Config, error) {
+	c, err := followup.Parse(getenv(followup.EnvVar))
+	if err != nil {
+		return nil, err
+	}
+	var chk followup.Checker
+	if reg != nil {
+		chk = reg
+	}
+	if err := c.Check(chk); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

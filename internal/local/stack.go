@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/mail"
 	"os"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/lambdaenv"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
@@ -88,6 +90,9 @@ type Options struct {
 	// the zero value: none — make run registers the simulated ones).
 	// Webhook secrets and an EventBridge bus are read from the endpoint.
 	Destinations deliver.Config
+	// Notify is who is notified of what (TASKLEDGER_NOTIFICATIONS' JSON,
+	// package followup; empty: nobody), checked against Destinations.
+	Notify string
 	// LambdaEndpoint is where the lambda destination invokes functions
 	// (StartExampleDestination's Invoke API under RIE); "" uses Endpoint.
 	LambdaEndpoint string
@@ -186,6 +191,8 @@ type Stack struct {
 	// Provider is the provider the worker and the reconciler share
 	// (*simulated.Provider when simulated).
 	Provider provider.Provider
+	// Notify is who is notified of what (Options.Notify; nil: nobody).
+	Notify *followup.Config
 	// Destinations are the deliver destinations the submit handler checks
 	// against and the worker and the reconciler share (Sims holds the
 	// simulated ones).
@@ -330,7 +337,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		})
 	}
 	if o.Destinations.Email != nil {
-		deps.SES = sesv2.NewFromConfig(s.AWS)
+		ses := sesv2.NewFromConfig(s.AWS)
+		deps.SES = ses
+		// The emulator's SES may refuse an unverified sender, as SES does
+		// (moto); kumo accepts any. Best effort: a real account's identity
+		// is verified by its owner.
+		if a, err := mail.ParseAddress(o.Destinations.Email.From); err == nil {
+			_, domain, _ := strings.Cut(a.Address, "@")
+			_, _ = ses.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(domain)})
+		}
 	}
 	if s.Destinations, err = deliver.Build(o.Destinations, deps); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
@@ -338,9 +353,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if names := s.Destinations.Names(); len(names) > 0 {
 		prog.printf("deliver destinations: %s", strings.Join(names, ", "))
 	}
+	notify, err := followup.Parse(o.Notify)
+	if err == nil {
+		err = notify.Check(s.Destinations)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	s.Notify = notify
 
 	sender := &dispatch.Sender{SQS: s.SQS, QueueURL: s.Names.TaskQueueURL}
-	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations, DirectDeliver: o.DirectDeliver,
+	submit := &api.Handler{Ledger: s.Ledger, Dispatch: sender, Log: log, AllowedOrigins: o.AllowedOrigins, Auth: api.AuthConfig{Mode: "none"}, Payloads: payloads, Destinations: s.Destinations, Notify: s.Notify, DirectDeliver: o.DirectDeliver,
 		Provider: &api.ProviderProfile{Name: pp.Config.Name, Model: pp.Model, AcceptsDocuments: pp.Config.AcceptsDocuments(), TokensPerMinute: pp.TokensPerMinute()}}
 	var authz *JWTAuthorizer
 	if o.OIDCIssuer != "" {
@@ -373,6 +396,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Ledger:       s.Ledger,
 		Provider:     s.Provider,
 		Destinations: s.Destinations,
+		Notify:       s.Notify,
 		SQS:          s.SQS,
 		QueueURL:     s.Names.TaskQueueURL,
 		Policy:       retrypolicy.Default(),
@@ -407,6 +431,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		DLQURL:       s.Names.DeadLetterQueueURL,
 		Provider:     s.Provider,
 		Destinations: s.Destinations,
+		Notify:       s.Notify,
 		Log:          log,
 		Metrics:      metrics.NewWriter(rates),
 		Payloads:     payloads,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -76,6 +77,10 @@ type Handler struct {
 	// Destinations read deliver tasks back (deliver.go); nil: a deliver
 	// task in unknown is parked for a person.
 	Destinations *deliver.Registry
+	// Notify is who is notified of a park or of a completion from readback
+	// (package followup; nil: nobody). A plan's deliveries are created with
+	// a completion whatever it says.
+	Notify *followup.Config
 	// Metrics receives the EMF records; nil writes none.
 	Metrics *metrics.Writer
 	Log     *slog.Logger

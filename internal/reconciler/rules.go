@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
@@ -199,8 +200,17 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		c := ledger.Completion{Result: string(res.Output), Provider: res.Provider, ProviderRef: res.ProviderRef, ReadbackAt: r.now, ApprovalTTL: t.ApprovalTTL()}
 		x := review.Result{Provider: res.Provider, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output), FromReadback: true}
-		var err error
-		if h.Payloads != nil && !h.Payloads.Inline(len(res.Output)) {
+		// The deliveries of a plan without approval and the notifications
+		// are created with the completion (package followup).
+		fu, err := h.Notify.Completion(t, string(res.Output))
+		c.FollowUps = fu
+		var nd *followup.NotDeliverableError
+		if errors.As(err, &nd) {
+			log.WarnContext(ctx, "reconciler: read-back result does not make a valid delivery for the plan; parked", "deliver_index", nd.Index)
+			r.park(ctx, t, opts, review.ResultNotSaved(t, x, err))
+			return
+		}
+		if err == nil && h.Payloads != nil && !h.Payloads.Inline(len(res.Output)) {
 			// The claim-check: the object first, under the assignment the
 			// run read, then the fenced completion saves its reference. A
 			// failed put is handled like a failed save (below): tried again
@@ -463,6 +473,9 @@ func (r *run) send(ctx context.Context, t *ledger.Task) bool {
 // park moves t to needs_review with its review item (one transaction),
 // then settles what its run's attempts still hold (settleAbandoned).
 func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv ledger.Review) {
+	if o.FollowUps == nil {
+		o.FollowUps = r.h.Notify.Parked(t) // the requester's notification
+	}
 	_, err := r.h.Ledger.Park(ctx, t, o, rv)
 	if r.lost(ctx, "park", t.TaskID, err) {
 		return
@@ -536,7 +549,7 @@ func (r *run) approvalExpired(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	rv := review.ApprovalExpired(t)
-	_, err := r.h.Ledger.ExpireApproval(ctx, t, rv)
+	_, err := r.h.Ledger.ExpireApproval(ctx, t, rv, r.h.Notify.Parked(t)...)
 	if r.lost(ctx, "park expired approval", t.TaskID, err) {
 		return
 	}

@@ -382,6 +382,8 @@ func (a *pkgAnalysis) sdkCall(call *ast.CallExpr) (string, bool) {
 		return "lambda:InvokeFunction", true
 	case svc == "sesv2" && op == "SendEmail":
 		return "ses:SendEmail", true
+	case svc == "sns" && op == "Publish":
+		return "sns:Publish", true
 	default:
 		return "unmapped:" + svc + "." + op, true // fails the comparison loudly
 	}

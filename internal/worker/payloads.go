@@ -54,7 +54,7 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 		return h.giveBack(ctx, rec, t, c, log)
 	}
 	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), o...)
+		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
 		return err
 	}, log)
 	if r, done := h.settled(ctx, ferr, "fail", log); done {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -279,7 +280,13 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.
 	var done *ledger.Task // the task as the completion left it
-	c, err := h.placeResult(ctx, t, c, log)
+	// The deliveries of a plan without approval and the notifications are
+	// created with the completion (followup.go).
+	fu, err := h.completionFollowUps(t, res.Output)
+	c.FollowUps = fu
+	if err == nil {
+		c, err = h.placeResult(ctx, t, c, log)
+	}
 	if err == nil {
 		err = ledger.CheckCompletion(t, c)
 	}
@@ -329,6 +336,13 @@ func unsavedReview(ctx context.Context, t *ledger.Task, x review.Result, err err
 		log.WarnContext(ctx, "result too large for the task item; not saved", "result_bytes", x.ResultBytes, "item_bytes", tl.Bytes, "limit_bytes", tl.Limit)
 		return review.ResultTooLarge(t, x)
 	}
+	var nd *followup.NotDeliverableError
+	if errors.As(err, &nd) {
+		// The plan cannot deliver this result (not an object, or too
+		// large for a delivery): a person decides, as for an unsaved one.
+		log.WarnContext(ctx, "result does not make a valid delivery for the plan; not saved", "deliver_index", nd.Index, "result_bytes", x.ResultBytes)
+		return review.ResultNotSaved(t, x, err)
+	}
 	log.ErrorContext(ctx, "result not saved; parking it result_not_saved", "error", err.Error(), "result_bytes", x.ResultBytes)
 	return review.ResultNotSaved(t, x, err)
 }
@@ -369,7 +383,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
 		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
 		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
 			return err
 		}, log); done {
 			return r
@@ -508,7 +522,7 @@ func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions
 
 func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
 	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
-		_, err := h.Ledger.Park(ctx, t, o, r)
+		_, err := h.Ledger.Park(ctx, t, h.withParked(t, o), r)
 		return err
 	}, log)
 }

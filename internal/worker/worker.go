@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/deliver"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -91,6 +92,11 @@ type Handler struct {
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
 	Destinations *deliver.Registry
+	// Notify is who is notified of a task's completion, failure, park or
+	// wait for approval (package followup; nil: nobody). The notifications,
+	// and a plan's deliveries, are created with the write that causes them
+	// (followup.go).
+	Notify *followup.Config
 	// SQS and QueueURL are used for heartbeats and retry delays (optional:
 	// without them, visibility is left to the queue's default).
 	SQS      SQS

@@ -448,10 +448,10 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 
 // ExpireApproval parks t (read in awaiting_approval, its deadline passed)
 // with r (reason approval_expired): Park conditioned on the state and the
-// version read.
-func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review) (*Task, error) {
+// version read; followUps (notifications of the park) are created with it.
+func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUps ...NewTask) (*Task, error) {
 	r.Reason = ReviewApprovalExpired
-	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion}, r)
+	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, FollowUps: followUps}, r)
 }
 
 // decide sends the task update u (plus items) as one TransactWriteItems

@@ -730,6 +730,20 @@ func (f *goldenFixture) newTask(mods ...func(*ledger.NewTask)) ledger.NewTask {
 	return n
 }
 
+// followUps are deliver tasks of t, one per key prefix.
+func (f *goldenFixture) followUps(t *ledger.Task, prefixes ...string) []ledger.NewTask {
+	var out []ledger.NewTask
+	for _, p := range prefixes {
+		out = append(out, ledger.NewTask{Scope: t.Scope, IdempotencyKey: p + ":" + t.TaskID + ":x", Kind: ledger.KindDeliver, ParentTaskID: t.TaskID,
+			Input: `{"destination":"notify","params":{},"payload":{}}`, PayloadSHA256: "sha-" + p,
+			Provenance: &ledger.Provenance{Type: ledger.ProvenanceNotification, TaskID: t.TaskID, Event: "completed"}})
+		if p == "plan" {
+			out[len(out)-1].Provenance = &ledger.Provenance{Type: ledger.ProvenancePlan, TaskID: t.TaskID, ArtifactSHA256: ledger.SHA256Hex(goldenResult)}
+		}
+	}
+	return out
+}
+
 func gatedTask(n *ledger.NewTask) {
 	n.ApprovalTTL = time.Hour
 	n.Plan = `{"approval":{"expires_in_seconds":3600,"required":true},"deliver":[{"destination":"notify","params":{}}]}`
@@ -969,6 +983,20 @@ var goldenScenarios = []goldenScenario{
 			return ignore(f.l.Complete(f.ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"other":1}`}))
 		}
 	}},
+	{"Complete/WithFollowUps: a plan's delivery and a notification in one transaction", func(f *goldenFixture) (string, func() error) {
+		c := f.running()
+		return c.TaskID, func() error {
+			return ignore(f.l.Complete(f.ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: goldenResult, Provider: "sim"},
+				ledger.WithFollowUps(map[ledger.State][]ledger.NewTask{ledger.StateCompleted: f.followUps(c, "plan", "notify")})))
+		}
+	}},
+	{"Complete/approval gate, WithFollowUps: the approvers' notification", func(f *goldenFixture) (string, func() error) {
+		c := f.running(gatedTask)
+		return c.TaskID, func() error {
+			return ignore(f.l.Complete(f.ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: goldenResult, ApprovalTTL: time.Hour},
+				ledger.WithFollowUps(map[ledger.State][]ledger.NewTask{ledger.StateAwaitingApproval: f.followUps(c, "notify")})))
+		}
+	}},
 	{"CompleteFromReadback", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		return c.TaskID, func() error {
@@ -1002,6 +1030,13 @@ var goldenScenarios = []goldenScenario{
 	{"Fail", func(f *goldenFixture) (string, func() error) {
 		c := f.running()
 		return c.TaskID, func() error { return ignore(f.l.Fail(f.ctx, c.TaskID, c.AssignmentVersion, "bad_input", "refused")) }
+	}},
+	{"Fail/WithFollowUps: the requester's notification", func(f *goldenFixture) (string, func() error) {
+		c := f.running()
+		return c.TaskID, func() error {
+			return ignore(f.l.Fail(f.ctx, c.TaskID, c.AssignmentVersion, "bad_input", "refused",
+				ledger.WithFollowUps(map[ledger.State][]ledger.NewTask{ledger.StateFailed: f.followUps(c, "notify")})))
+		}
 	}},
 	{"Fail/AfterRefusal, from unknown", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
@@ -1167,6 +1202,14 @@ var goldenScenarios = []goldenScenario{
 		u := f.get(c.TaskID)
 		return c.TaskID, func() error {
 			return ignore(f.l.Park(f.ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: u.AssignmentVersion},
+				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "no readback"}))
+		}
+	}},
+	{"Park/FollowUps: the requester's notification", func(f *goldenFixture) (string, func() error) {
+		c := f.unknown()
+		u := f.get(c.TaskID)
+		return c.TaskID, func() error {
+			return ignore(f.l.Park(f.ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: u.AssignmentVersion, FollowUps: f.followUps(u, "notify")},
 				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "no readback"}))
 		}
 	}},

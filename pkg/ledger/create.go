@@ -61,6 +61,9 @@ type NewTask struct {
 	// Provenance records where a deliver task came from; Approve sets the
 	// approval's on the deliveries it creates, whatever the request said.
 	Provenance *Provenance
+	// RequesterEmail is recorded on the task for its requester's
+	// notifications ("" for none).
+	RequesterEmail string
 	// ConversationID puts the task in the caller's conversation
 	// (conversation.go): 1-128 of [A-Za-z0-9_-], or "" for none.
 	ConversationID string
@@ -207,6 +210,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	t.Plan = n.Plan
 	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
 	t.Provenance = n.Provenance
+	t.RequesterEmail = n.RequesterEmail
 	var (
 		item map[string]types.AttributeValue
 		err  error

@@ -99,6 +99,20 @@
 // still-unstarted delivery and returns the task to awaiting_approval in
 // another. Decisions set write_nonce: a lost reply is recognised.
 //
+// # Follow-ups
+//
+// A settling write can carry the tasks it causes (WithFollowUps; Park's
+// ParkOptions.FollowUps): the deliveries of a plan that delivers without
+// approval, created with the completion, and the notifications of a
+// completion, a failure, a park or a task entering awaiting_approval. They
+// are put (attribute_not_exists, row follow_up) in ONE TransactWriteItems
+// with the write, whose condition is its row's ("_follow_ups" twins), and
+// chosen by the state the write leaves, so a completion whose approval
+// gate is corrected from the item creates the follow-ups of the corrected
+// state. Never a completion without its deliveries, never a delivery
+// without the saved result; a lost reply is recognised by write_nonce as
+// for any write. Without follow-ups a write is the one UpdateItem it was.
+//
 // # Errors
 //
 // Methods return typed errors a caller inspects with errors.As:

@@ -48,6 +48,9 @@ type LapsedResolution struct {
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
+	if c.FollowUps != nil {
+		u.followUps = c.FollowUps
+	}
 	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))
@@ -240,6 +243,10 @@ func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID strin
 // queued is due no later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
+	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
+	if err != nil {
+		return nil, err
+	}
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
 	nonce := u.nonce
@@ -259,7 +266,7 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 	// The table names are spelled out in the literals (not txUpdate), so
 	// the IAM check of internal/templatetest can tell which tables the
 	// worker writes.
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, []types.TransactWriteItem{
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, append([]types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName:                 &l.cfg.TasksTable,
 			Key:                       tin.Key,
@@ -276,7 +283,7 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 			ExpressionAttributeNames:  rin.ExpressionAttributeNames,
 			ExpressionAttributeValues: rin.ExpressionAttributeValues,
 		}},
-	})
+	}, follow...))
 	switch {
 	case applied && cur == nil:
 		cur, err = l.Get(ctx, taskID)

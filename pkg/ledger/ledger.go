@@ -326,6 +326,7 @@ type update struct {
 	refused              bool   // AfterRefusal: also from unknown at the caller's version
 	result               int    // the bytes of the result it saves (fits); -1: none
 	attempt              *Task  // the caller's task (InAttempt), nil: not given
+	followUps            map[State][]NewTask
 }
 
 // WriteOption adjusts one fenced write of the caller's assignment
@@ -369,6 +370,19 @@ func (u *update) refusal(op string) *Transition {
 		return row(op + "_after_refusal")
 	}
 	return row(op)
+}
+
+// WithFollowUps has a settling write (Complete and its variants, Fail and
+// FailLapsed) create the follow-up tasks by names for the state the write
+// leaves the task in — a plan's deliveries, notifications — in ONE
+// TransactWriteItems with it: the write's own update, its condition
+// unchanged, and one Put per task conditioned on attribute_not_exists
+// (row follow_up). Never the write without its follow-ups, nor a follow-up
+// without the write. Each must name the task as ParentTaskID; at most
+// MaxFollowUps. A state with none (or a nil map) writes as before: one
+// UpdateItem.
+func WithFollowUps(by map[State][]NewTask) WriteOption {
+	return func(u *update) { u.followUps = by }
 }
 
 // NewNonce returns a fresh write nonce for WithNonce.

@@ -6,6 +6,12 @@ const (
 	ProvenanceApproval = "approval"
 	// ProvenanceDirect: a caller submitted it as {"kind":"deliver"}.
 	ProvenanceDirect = "direct"
+	// ProvenancePlan: the completion of a task whose plan delivers
+	// without approval created it, with the result (TaskID, ArtifactSHA256).
+	ProvenancePlan = "plan"
+	// ProvenanceNotification: a transition of TaskID created it to tell a
+	// person about Event (completed, failed, parked, awaiting_approval).
+	ProvenanceNotification = "notification"
 )
 
 // Provenance is where a deliver task came from, recorded when it is
@@ -25,4 +31,6 @@ type Provenance struct {
 	Round          int    `dynamodbav:"round"`
 	// Caller is the caller scope of a direct submit.
 	Caller string `dynamodbav:"caller,omitempty"`
+	// Event is what a notification tells.
+	Event string `dynamodbav:"event,omitempty"`
 }

@@ -134,6 +134,10 @@ type ParkOptions struct {
 	// LeaseExpired additionally requires lease_until < now (reconciler on
 	// an expired lease).
 	LeaseExpired bool
+	// FollowUps are tasks created in the park's transaction (row
+	// follow_up): notifications of the park, each naming the task as
+	// ParentTaskID; at most MaxFollowUps.
+	FollowUps []NewTask
 }
 
 // Park moves a task to needs_review and writes its review item in one
@@ -187,13 +191,20 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	if o.LeaseExpired {
 		tr = row("park_expired_lease")
 	}
+	var follow []types.TransactWriteItem
+	if len(o.FollowUps) > 0 {
+		tr = followUpTwin(tr)
+		if follow, err = l.followUpItems("park", t.TaskID, o.FollowUps, now, nil); err != nil {
+			return nil, err
+		}
+	}
 	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
 	// As in apply: a transaction whose reply was lost and whose retry was
 	// refused recognises its own write by the nonce.
 	nonce := newNonce()
 	u.set("write_nonce", str(nonce))
 	upd := u.input(l.cfg.TasksTable, t.TaskID)
-	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, []types.TransactWriteItem{
+	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, append([]types.TransactWriteItem{
 		{Put: &types.Put{
 			TableName:                &l.cfg.ReviewTable,
 			Item:                     item,
@@ -211,7 +222,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
 			ExpressionAttributeValues: upd.ExpressionAttributeValues,
 		}},
-	})
+	}, follow...))
 	switch {
 	case applied && cur == nil:
 		return parkedCopy(t, r, now, nonce), nil

@@ -171,6 +171,9 @@ type Task struct {
 	// Provenance is where a deliver task came from (provenance.go); nil
 	// on other tasks and on deliver tasks recorded before it existed.
 	Provenance *Provenance `dynamodbav:"provenance,omitempty"`
+	// RequesterEmail is the submitting caller's address (the JWT's email
+	// claim), recorded only where requesters are notified by email.
+	RequesterEmail string `dynamodbav:"requester_email,omitempty"`
 	Approval
 	Conversation
 }

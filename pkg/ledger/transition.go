@@ -146,6 +146,9 @@ func fencedBy(taskID string, version int64, old *Task) *FencedError {
 // sets already exceed the item limit — is refused before it is sent. A
 // task it leaves queued is due no later than its age deadline (clampDue).
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
+	if fs := u.followUps[tr.To]; len(fs) > 0 {
+		return l.writeWithFollowUps(ctx, label, followUpTwin(tr), taskID, c, u, fs)
+	}
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, strings.ReplaceAll(label, "_", " ")); err != nil {
 		return nil, err
 	}
@@ -268,6 +271,12 @@ type Completion struct {
 	// Every completion is conditioned on the item agreeing; a caller that
 	// got it wrong is corrected once from the item.
 	ApprovalTTL time.Duration
+	// FollowUps are the tasks the completion creates with it, by the state
+	// it leaves the task in (see WithFollowUps): a plan's deliveries and
+	// the requester's notification for completed, the approvers' for
+	// awaiting_approval. Every completion of the result — Complete,
+	// CompleteFromReadback, CompleteCancelled, CompleteLapsed — sends them.
+	FollowUps map[State][]NewTask
 }
 
 // Complete saves the result of the caller's assignment, running or
@@ -285,11 +294,12 @@ func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c C
 
 // CompleteFromReadback completes a task in state unknown with a result the
 // provider returned on Lookup, conditioned on the version the reconciler read.
-func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, version int64, c Completion) (*Task, error) {
+// WithFollowUps creates its follow-ups with it.
+func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
 	}
-	return l.complete(ctx, "complete_readback", taskID, version, c, nil)
+	return l.complete(ctx, "complete_readback", taskID, version, c, opts)
 }
 
 // complete sends the completion op (or its approval-gated twin, as c
@@ -322,6 +332,9 @@ func gated(op string, gate bool) *Transition {
 // its hash, the gate, the provider fields), stamped now.
 func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now time.Time) *update {
 	u := newUpdate().with(opts)
+	if c.FollowUps != nil {
+		u.followUps = c.FollowUps
+	}
 	l.settleResult(u, taskID, c, now)
 	if c.Provider != "" {
 		u.set("provider", str(c.Provider))

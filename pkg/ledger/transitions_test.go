@@ -33,7 +33,9 @@ import (
 //
 // Rows no caller makes on their own are left to their own tests: the
 // review item alone (PutPoison, ReviseLapsedReview), a delivery's
-// creation inside Approve, and clamp_due, a second write of Release and
+// creation inside Approve or a follow-up's inside a settling write (the
+// "_follow_ups" rows check that their follow-up exists exactly when the
+// write applied), and clamp_due, a second write of Release and
 // the other writes to queued.
 func TestEveryTransitionFromEveryState(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -46,7 +48,7 @@ func TestEveryTransitionFromEveryState(t *testing.T) {
 		}
 		var cells []*cell
 		for _, tr := range ledger.Transitions() {
-			if slices.Contains([]string{"put_poison", "revise_lapsed_review", "approve_delivery", "clamp_due"}, tr.Op) {
+			if slices.Contains([]string{"put_poison", "revise_lapsed_review", "approve_delivery", "follow_up", "clamp_due"}, tr.Op) {
 				continue
 			}
 			if driveRow[tr.Op] == nil {
@@ -65,7 +67,7 @@ func TestEveryTransitionFromEveryState(t *testing.T) {
 		// small: moto copies its tables for each TransactWriteItems.
 		var tx, rest []*cell
 		for _, c := range cells {
-			if c.tr.Review != ledger.ReviewNone || c.tr.Method == "Approve" || strings.HasPrefix(c.tr.Method, "Withdraw") {
+			if c.tr.Review != ledger.ReviewNone || c.tr.Method == "Approve" || strings.HasPrefix(c.tr.Method, "Withdraw") || c.followUp() != "" {
 				tx = append(tx, c)
 			} else {
 				rest = append(rest, c)
@@ -189,6 +191,15 @@ func (c *cell) check(t *testing.T) {
 		if !reflect.DeepEqual(c.before, c.after) {
 			t.Errorf("a repeat in %s wrote:\nbefore %v\nafter  %v", s, c.before, c.after)
 		}
+	}
+	if id := c.followUp(); id != "" {
+		_, created := c.after[c.m.env.Names.TasksTable][id]
+		if applied := slices.Contains(tr.From, s); created != applied {
+			t.Errorf("from %s: the write applied: %v, its follow-up task exists: %v", s, applied, created)
+		}
+	}
+	switch {
+	case slices.Contains(tr.From, s), tr.Repeat && s == tr.To:
 	default:
 		if !refusedAs(err, tr.Refusal) {
 			t.Fatalf("from %s: got %v, want a refusal %s", s, err, tr.Refusal)
@@ -412,6 +423,9 @@ func (m *matrix) readAll(t *testing.T, cells []*cell, at func(c *cell) *items) {
 		if c.tr.Op == "withdraw_delivery" {
 			refs = append(refs, ref{m.env.Names.TasksTable, c.parent, c})
 		}
+		if id := c.followUp(); id != "" {
+			refs = append(refs, ref{m.env.Names.TasksTable, id, c})
+		}
 	}
 	owner := map[[2]string]*cell{}
 	for len(refs) > 0 {
@@ -470,6 +484,20 @@ var driveRow = map[string]func(c *cell) error{
 	},
 	"complete_gated": func(c *cell) error {
 		return ignore(c.m.l.Complete(c.ctx, c.id, matrixVersion, ledger.Completion{Result: matrixResult, ApprovalTTL: time.Hour}))
+	},
+	"complete_follow_ups": func(c *cell) error {
+		return ignore(c.m.l.Complete(c.ctx, c.id, matrixVersion, ledger.Completion{Result: matrixResult}, c.withFollowUp(ledger.StateCompleted)))
+	},
+	"complete_gated_follow_ups": func(c *cell) error {
+		return ignore(c.m.l.Complete(c.ctx, c.id, matrixVersion, ledger.Completion{Result: matrixResult, ApprovalTTL: time.Hour},
+			c.withFollowUp(ledger.StateAwaitingApproval)))
+	},
+	"fail_follow_ups": func(c *cell) error {
+		return ignore(c.m.l.Fail(c.ctx, c.id, matrixVersion, "bad_input", "refused", c.withFollowUp(ledger.StateFailed)))
+	},
+	"park_follow_ups": func(c *cell) error {
+		return ignore(c.m.l.Park(c.ctx, c.read, ledger.ParkOptions{State: c.read.State, Version: matrixVersion, FollowUps: []ledger.NewTask{c.followUpTask()}},
+			ledger.Review{Reason: ledger.ReviewBudgetExhausted, Summary: "out of budget"}))
 	},
 	"retry": func(c *cell) error {
 		return ignore(c.m.l.ScheduleRetry(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(time.Minute), "provider_5xx", "busy"))
@@ -567,6 +595,25 @@ var driveRow = map[string]func(c *cell) error{
 	"operator_retry":     act(ledger.ResolutionRetry),
 	"operator_completed": act(ledger.ResolutionCompleted),
 	"operator_failed":    act(ledger.ResolutionFailed),
+}
+
+// followUpTask is the one follow-up task a "_follow_ups" row's driver
+// creates with its write.
+func (c *cell) followUpTask() ledger.NewTask {
+	return ledger.NewTask{Scope: "alice", IdempotencyKey: "notify:" + c.key, Kind: ledger.KindDeliver, ParentTaskID: c.id,
+		Input: `{"destination":"notify","params":{},"payload":{"event":"x"}}`, PayloadSHA256: "sha-f"}
+}
+
+// followUp is the id of the cell's follow-up task ("" for a row without).
+func (c *cell) followUp() string {
+	if !strings.HasSuffix(c.tr.Op, "_follow_ups") {
+		return ""
+	}
+	return c.m.l.TaskID("alice", "notify:"+c.key)
+}
+
+func (c *cell) withFollowUp(to ledger.State) ledger.WriteOption {
+	return ledger.WithFollowUps(map[ledger.State][]ledger.NewTask{to: {c.followUpTask()}})
 }
 
 func act(resolution string) func(c *cell) error {

@@ -1,0 +1,106 @@
+package reconciler_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/followup"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// children are the tasks whose parent is id (a consistent scan).
+func children(t *testing.T, b *bundle, id string) []ledger.Task {
+	t.Helper()
+	out, err := b.env.DDB.Scan(ctx, &dynamodb.ScanInput{
+		TableName: aws.String(b.env.Names.TasksTable), ConsistentRead: aws.Bool(true),
+		FilterExpression:          aws.String("#p = :p"),
+		ExpressionAttributeNames:  map[string]string{"#p": "parent_task_id"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: id}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.LastEvaluatedKey != nil {
+		t.Fatal("the scan needs paging: use a paginator")
+	}
+	var ts []ledger.Task
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func notify(t *testing.T) *followup.Config {
+	t.Helper()
+	c, err := followup.Parse(`{"page_origin":"https://tasks.example.com","requester":{"email":true}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A result the provider's readback finds completes the task with its
+// follow-ups in one transaction: the plan's deliveries and the
+// requester's notification.
+func TestReadbackCompletionCreatesThePlansDeliveriesAndTheNotification(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := create(t, b, "rb-plan", func(n *ledger.NewTask) {
+			n.Plan = `{"deliver":[{"destination":"notify","params":{}},{"destination":"crm","params":{}}]}`
+			n.RequesterEmail = "alice@example.com"
+		})
+		c := claim(t, b, task.TaskID)
+		b.prov.Script(task.TaskID, simulated.AcceptLoseReply)
+		if _, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err == nil {
+			t.Fatal("scripted accept_lose_reply returned no error")
+		}
+		if _, err := b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "reply lost"); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Minute)
+		h := b.handler()
+		h.Notify = notify(t)
+		if s := handle(t, h); s.Completed != 1 {
+			t.Fatalf("summary %+v, want 1 completed from readback", s)
+		}
+		got := get(t, b, task.TaskID)
+		kids := children(t, b, task.TaskID)
+		kinds := map[string]int{}
+		for _, k := range kids {
+			kinds[k.Provenance.Type]++
+		}
+		if got.State != ledger.StateCompleted || len(got.DeliveryIDs) != 2 || kinds[ledger.ProvenancePlan] != 2 || kinds[ledger.ProvenanceNotification] != 1 || len(kids) != 3 {
+			t.Fatalf("task %s, delivery ids %v, follow-ups by provenance %v", got.State, got.DeliveryIDs, kinds)
+		}
+	})
+}
+
+// A park by the reconciler notifies the requester once, even when two
+// runs race for it.
+func TestReconcilerParkNotifiesTheRequesterOnce(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := create(t, b, "old-notify", func(n *ledger.NewTask) { n.MaxAge = 5 * time.Minute; n.RequesterEmail = "alice@example.com" })
+		b.clock.Advance(6 * time.Minute)
+		cfg := notify(t)
+		runTwice(t, b, func(h *reconciler.Handler) { h.Notify = cfg })
+		got := get(t, b, task.TaskID)
+		kids := children(t, b, task.TaskID)
+		if got.State != ledger.StateNeedsReview || len(kids) != 1 ||
+			kids[0].IdempotencyKey != followup.Key(task.TaskID, followup.EventParked, 1, followup.EmailDestination) {
+			t.Fatalf("task %s, notifications %+v; want parked and one notification", got.State, kids)
+		}
+	})
+}

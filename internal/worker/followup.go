@@ -1,0 +1,33 @@
+package worker
+
+import (
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// The follow-ups a settling write creates with it (package followup;
+// ledger.WithFollowUps): the worker computes them from the task it holds
+// and passes them to the ledger, which writes them in the same
+// transaction. With h.Notify nil and no plan deliveries there are none,
+// and the write is the one UpdateItem it always was.
+
+// withFailed adds the requester's notification of a failure to a Fail's
+// options.
+func (h *Handler) withFailed(t *ledger.Task, o []ledger.WriteOption) []ledger.WriteOption {
+	return append(o, ledger.WithFollowUps(h.Notify.Failed(t)))
+}
+
+// withParked sets the requester's notification of a park (unless the
+// caller chose the park's follow-ups).
+func (h *Handler) withParked(t *ledger.Task, o ledger.ParkOptions) ledger.ParkOptions {
+	if o.FollowUps == nil {
+		o.FollowUps = h.Notify.Parked(t)
+	}
+	return o
+}
+
+// completionFollowUps are the follow-ups of t's completion with result
+// (a plan's deliveries, the notifications). Errors:
+// *followup.NotDeliverableError.
+func (h *Handler) completionFollowUps(t *ledger.Task, result []byte) (map[ledger.State][]ledger.NewTask, error) {
+	return h.Notify.Completion(t, string(result))
+}

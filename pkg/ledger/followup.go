@@ -1,0 +1,114 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
+)
+
+// MaxFollowUps caps the follow-up tasks one write creates (WithFollowUps,
+// ParkOptions.FollowUps): a plan's deliveries and a few notifications, well
+// inside TransactWriteItems' 100 items.
+const MaxFollowUps = MaxDeliveries + 5
+
+// followUpTwin is the row a write with follow-ups is sent as: its
+// "_follow_ups" twin (the same guards) where the table has one, else tr.
+func followUpTwin(tr *Transition) *Transition {
+	if tw, ok := byOp[tr.Op+"_follow_ups"]; ok {
+		return tw
+	}
+	return tr
+}
+
+// followUpItems are the conditional puts of the follow-up tasks fs of the
+// task taskID (row follow_up), created at now. The ids of a plan's
+// deliveries among them are set as u's delivery_ids (the task view lists
+// them, as it lists an approval's); u nil sets nothing.
+func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time, u *update) ([]types.TransactWriteItem, error) {
+	if len(fs) > MaxFollowUps {
+		return nil, fmt.Errorf("ledger: %s %s: %d follow-up tasks, at most %d", op, taskID, len(fs), MaxFollowUps)
+	}
+	items := make([]types.TransactWriteItem, 0, len(fs))
+	var planned []string
+	for _, n := range fs {
+		if n.ParentTaskID != taskID {
+			return nil, fmt.Errorf("ledger: %s %s: a follow-up task must name it as its parent (it names %q)", op, taskID, n.ParentTaskID)
+		}
+		d, item, err := l.newTaskItem(n, now)
+		if err != nil {
+			return nil, err
+		}
+		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
+			return nil, &ItemTooLargeError{TaskID: d.TaskID, Op: op + " follow-up", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
+		}
+		if n.Provenance != nil && n.Provenance.Type == ProvenancePlan {
+			planned = append(planned, d.TaskID)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                &l.cfg.TasksTable,
+			Item:                     item,
+			ConditionExpression:      strp("attribute_not_exists(#id)"),
+			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
+		}})
+	}
+	if len(planned) > 0 && u != nil {
+		u.set("delivery_ids", strList(planned))
+	}
+	return items, nil
+}
+
+// writeWithFollowUps sends u as the transition tr for c together with the
+// puts of the follow-up tasks fs, in one TransactWriteItems. A lost reply
+// is recognised by u's write_nonce, as apply recognises it; a refusal is a
+// *FencedError as write returns it, or — the task would have taken the
+// write, so a follow-up's id was already taken — a *ConflictError.
+func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
+	op := label + " with follow-ups"
+	items, err := l.followUpItems(op, taskID, fs, c.Now, u)
+	if err != nil {
+		return nil, err
+	}
+	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
+		return nil, err
+	}
+	nonce := u.nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
+	u.set("write_nonce", str(nonce))
+	in := u.input(l.cfg.TasksTable, taskID)
+	all := append([]types.TransactWriteItem{{Update: &types.Update{
+		TableName:                 &l.cfg.TasksTable,
+		Key:                       in.Key,
+		UpdateExpression:          in.UpdateExpression,
+		ConditionExpression:       in.ConditionExpression,
+		ExpressionAttributeNames:  in.ExpressionAttributeNames,
+		ExpressionAttributeValues: in.ExpressionAttributeValues,
+	}}}, items...)
+	applied, cur, err := l.transact(ctx, label, taskID, nonce, all)
+	switch {
+	case applied && cur == nil:
+		// A transaction returns no item.
+		if cur, err = l.Get(ctx, taskID); err != nil {
+			return nil, err
+		}
+	case applied:
+		// Our own write; its reply was lost.
+	case isTxConflict(err):
+		return nil, &ThrottledError{Op: "TransactWriteItems " + label, RetryAfter: time.Second, Err: err}
+	case err != nil:
+		return nil, err
+	case cur != nil && tr.Allows(cur, *c):
+		return nil, &ConflictError{TaskID: taskID, Op: op + ": a follow-up task's id is taken", State: cur.State, Task: cur}
+	default:
+		return nil, fencedBy(taskID, tr.mine(c), cur)
+	}
+	if tr.To == StateQueued {
+		return l.clampDue(ctx, cur)
+	}
+	return cur, nil
+}
