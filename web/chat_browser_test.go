@@ -24,7 +24,8 @@ type chatReport struct {
 // streams a word every 150 ms: three turns whose replies grow while they
 // run and end as the saved result, the conversation read back after a
 // reload, a Regenerate, a Stop during a reply, and a re-press of Send after
-// the automatic retries gave up that gets the same task back. The ledger
+// the automatic retries gave up that gets the same task back, and a reply
+// followed by polling its progress when the stream refuses. The ledger
 // then holds exactly those tasks, in that one conversation.
 func TestChatBrowser(t *testing.T) {
 	t.Parallel()
@@ -51,6 +52,7 @@ func TestChatBrowser(t *testing.T) {
 		"regenerated": ledger.StateCompleted,
 		"stopped":     ledger.StateCancelled,
 		"repressed":   ledger.StateCompleted,
+		"polled":      ledger.StateCompleted,
 	}
 	for name, state := range want {
 		id := rep.Tasks[name]

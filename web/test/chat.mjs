@@ -241,6 +241,27 @@ run(report, h.log, 200_000, async () => {
       return { keyA: a.key.slice(0, 8), keyB: bPress.key.slice(0, 8), sendsA: sendsA.length, taskID: c.taskID };
     });
 
+    await step('without a stream the reply shows the task\'s progress, then its saved result', async () => {
+      // The stream refuses every connection from now on: the page polls.
+      await page.routeWebSocket(() => true, (ws) => ws.close());
+      const st = await press(page, 'Answer without streaming, please.');
+      check(st.status === '202', `202 (got ${st.status})`);
+      report.tasks.polled = st.taskID;
+      const seen = [];
+      const deadline = Date.now() + STEP_TIMEOUT;
+      while (Date.now() < deadline) {
+        const r = await lastReply(page);
+        if (r.taskID === st.taskID && r.state === 'running' && !r.streaming && /attempt \d+ of \d+ running/.test(r.text)) seen.push(r.text);
+        if (r.saved) break;
+        await sleep(100);
+      }
+      check(seen.length > 0, 'the running reply showed progress.summary');
+      await page.waitForSelector(`#chat-log li.msg-assistant[data-task-id="${st.taskID}"][data-saved="true"]`);
+      const r = await lastReply(page);
+      check(r.text === await savedText(page, st.taskID), 'then the saved result');
+      return { summary: seen[0] };
+    });
+
     await step('screenshots, light and dark; no CSP violation, no foreign request', async () => {
       await h.shot(page, 'chat-04-light.png');
       await page.emulateMedia({ colorScheme: 'dark' });
