@@ -25,7 +25,8 @@ type chatReport struct {
 // run and end as the saved result, the conversation read back after a
 // reload, a Regenerate, a Stop during a reply, and a re-press of Send after
 // the automatic retries gave up that gets the same task back, and a reply
-// followed by polling its progress when the stream refuses. The ledger
+// followed by polling its progress when the stream refuses; a document
+// attached to the conversation is read with the next message. The ledger
 // then holds exactly those tasks, in that one conversation.
 func TestChatBrowser(t *testing.T) {
 	t.Parallel()
@@ -46,13 +47,14 @@ func TestChatBrowser(t *testing.T) {
 	}
 
 	want := map[string]ledger.State{
-		"turn1":       ledger.StateCompleted,
-		"turn2":       ledger.StateCompleted,
-		"turn3":       ledger.StateCompleted,
-		"regenerated": ledger.StateCompleted,
-		"stopped":     ledger.StateCancelled,
-		"repressed":   ledger.StateCompleted,
-		"polled":      ledger.StateCompleted,
+		"turn1":        ledger.StateCompleted,
+		"turn2":        ledger.StateCompleted,
+		"turn3":        ledger.StateCompleted,
+		"regenerated":  ledger.StateCompleted,
+		"stopped":      ledger.StateCancelled,
+		"repressed":    ledger.StateCompleted,
+		"polled":       ledger.StateCompleted,
+		"withDocument": ledger.StateCompleted,
 	}
 	for name, state := range want {
 		id := rep.Tasks[name]

@@ -19,6 +19,10 @@
  * and the body's SHA-256 are kept in sessionStorage, never the text). A
  * changed message gets a new key.
  *
+ * Documents attached in this tab (documents.js make) are named by every
+ * message of the conversation until removed, so follow-up questions see
+ * them too; they are forgotten on a new conversation and on a reload.
+ *
  * After a reload the conversation is read back from the API
  * (GET /conversations/{id}); only its id is kept, in the address
  * (#chat=<id>, validated: data, never an origin). Recent conversations come
@@ -37,6 +41,7 @@
   var POLL_ERROR_MS = 2500;
   var RECENT_TITLES = 8;
 
+  var docs = null; // this tab's attachments (documents.js)
   var d = null; // app.js's helpers: call, setStatus, el, badge, streamURL(), bearer(), scope(), networkText, retryText
   var st = {
     conv: '',
@@ -92,7 +97,7 @@
   function renderControls() {
     var last = lastReply();
     var running = isLive(last);
-    $('chat-send').disabled = st.sending || running || !st.conv;
+    $('chat-send').disabled = st.sending || running || !st.conv || (docs && docs.busy());
     $('chat-stop').hidden = !running;
     $('chat-stop').disabled = !running || !!(last && last.stopping);
     $('chat-regenerate').hidden = !last || running;
@@ -149,6 +154,7 @@
       var u = d.el('li', { 'class': 'msg msg-user', 'data-testid': 'chat-user', 'data-turn': String(ti + 1) });
       var ub = d.el('div', { 'class': 'bubble' });
       ub.appendChild(d.el('div', { 'class': 'msg-text' }, turn.user));
+      if (turn.documents) ub.appendChild(d.el('div', { 'class': 'msg-meta muted', 'data-testid': 'chat-user-docs' }, 'with ' + turn.documents + (turn.documents === 1 ? ' document' : ' documents')));
       u.appendChild(ub);
       log.appendChild(u);
       var i = turn.replies.length - 1;
@@ -273,6 +279,7 @@
   }
 
   function newConversation() {
+    docs.clear();
     open(C.newConversationId(), 'new');
     $('chat-input').focus();
   }
@@ -284,9 +291,11 @@
     if (st.sending || isLive(lastReply())) return;
     var text = $('chat-input').value;
     if (!text.trim()) { status('Write a message first.', 'error'); $('chat-input').focus(); return; }
+    var att = docs.submission();
+    if (att.error) { status(att.error, 'error'); return; }
     var conv = st.conv;
     var turns = st.turns;
-    var body = C.submission(conv, turns, text);
+    var body = C.submission(conv, turns, text, att.documents);
     st.sending = true;
     renderControls();
     var s = $('chat-status');
@@ -313,7 +322,7 @@
           if (st.conv !== conv) return;
           $('chat-input').value = '';
           var reply = C.replyOf(r.body);
-          st.turns = turns.concat([{ user: text, replies: [reply] }]);
+          st.turns = turns.concat([{ user: text, replies: [reply], documents: att.documents ? att.documents.length : 0 }]);
           st.titles[conv] = st.turns[0].user;
           status(replayed ? 'This message was already accepted (200, Idempotent-Replayed): showing its reply ' + r.body.task_id + '; no new task.' :
             'Sent (202): reply ' + r.body.task_id + '.', replayed ? 'replay' : 'ok');
@@ -322,6 +331,7 @@
           return;
         }
         var msg = L.problemText(r.status, r.body, r.statusText);
+        if (docs.problem(r.body)) msg = (r.body.title || 'HTTP ' + r.status) + ' (' + r.status + '): nothing was recorded; see Documents.';
         status(C.keepKeyAfter(r.status) ? msg + ' — Press Send again: an unchanged message reuses the same Idempotency-Key, so it can only make one reply.' :
           msg, 'error');
       }, function (err) {
@@ -458,6 +468,8 @@
 
   function init(deps) {
     d = deps;
+    docs = window.TaskledgerDocuments.make({ input: 'chat-documents', list: 'chat-doc-list', status: 'chat-doc-status', help: 'chat-doc-help', send: 'chat-send' });
+    docs.init({ call: d.call, setStatus: d.setStatus, el: d.el, isSending: function () { return st.sending || isLive(lastReply()) || !st.conv; } });
     loadPending();
     $('chat-form').addEventListener('submit', onSend);
     $('chat-input').addEventListener('keydown', function (ev) {

@@ -117,11 +117,14 @@
     return out;
   }
 
-  // submission is the body of POST /tasks for a new user turn.
-  function submission(conv, turns, text) {
+  // submission is the body of POST /tasks for a new user turn, with the
+  // attached documents ([{upload_id}], when any).
+  function submission(conv, turns, text, documents) {
     var messages = history(turns);
     messages.push({ role: 'user', content: text });
-    return JSON.stringify({ kind: 'generate', input: { conversation_id: conv, messages: messages } });
+    var body = { kind: 'generate', input: { conversation_id: conv, messages: messages } };
+    if (documents && documents.length) body.documents = documents;
+    return JSON.stringify(body);
   }
 
   // recent groups GET /tasks's views (newest first) by conversation:

@@ -8,8 +8,11 @@
 // as the saved result; the conversation read back after a reload; a
 // Regenerate; a Stop during a reply; a press whose automatic retries all
 // fail and whose re-press reuses the key (and gets the same task back),
-// while a changed message gets a new key. Prints one JSON report line on
-// stdout (harness.mjs), with "conversation" beside the tasks.
+// while a changed message gets a new key; a document attached to the
+// conversation; a reply followed by polling when the stream refuses.
+// Prints one JSON report line on stdout (harness.mjs), with
+// "conversation" beside the tasks.
+import { createHash } from 'node:crypto';
 import { createRun, launch, run, mkdir, STEP_TIMEOUT } from './harness.mjs';
 
 const [, , stackURL, shotDirArg] = process.argv;
@@ -239,6 +242,28 @@ run(report, h.log, 200_000, async () => {
       await page.waitForSelector(`#chat-log li.msg-assistant[data-task-id="${c.taskID}"][data-saved="true"]`);
       check(await page.inputValue('#chat-input') === '', 'the box is cleared once the turn is accepted');
       return { keyA: a.key.slice(0, 8), keyB: bPress.key.slice(0, 8), sendsA: sendsA.length, taskID: c.taskID };
+    });
+
+    await step('a document attached to the conversation is read with the next message', async () => {
+      const buffer = Buffer.from('Decision A: keep the ledger.\nDecision B: stream replies.\n');
+      const sha = createHash('sha256').update(buffer).digest('hex');
+      await page.click('#chat-docs summary');
+      await page.setInputFiles('#chat-documents', { name: 'decisions.txt', mimeType: 'text/plain', buffer });
+      await page.waitForSelector('#chat-doc-list li[data-name="decisions.txt"][data-state="ready"]');
+      check(await page.getAttribute('#chat-doc-list li', 'data-sha256') === sha, 'hashed in the page');
+      const n = posted.length;
+      const st = await press(page, 'What are the key decisions in this document?');
+      check(st.status === '202', `202 (got ${st.status}: ${st.text})`);
+      report.tasks.withDocument = st.taskID;
+      const body = JSON.parse(posted[n].body);
+      check(Array.isArray(body.documents) && body.documents.length === 1 && body.documents[0].upload_id, 'the submit names the upload');
+      await page.waitForSelector(`#chat-log li.msg-assistant[data-task-id="${st.taskID}"][data-saved="true"]`);
+      const r = await lastReply(page);
+      check(r.text.includes('sha256:' + sha + ' bytes:' + buffer.length), `the reply names the document read (${r.text.slice(0, 160)})`);
+      const users = await page.$$eval('#chat-log li.msg-user', (els) => els.map((e) => e.textContent));
+      check(users[users.length - 1].includes('with 1 document'), 'the turn says it carried a document');
+      await h.shot(page, 'chat-06-document.png');
+      return { taskID: st.taskID, sha: sha.slice(0, 12) };
     });
 
     await step('without a stream the reply shows the task\'s progress, then its saved result', async () => {

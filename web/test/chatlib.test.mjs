@@ -103,6 +103,9 @@ test('submission: the conversation so far plus the new user turn, with the conve
     input: { conversation_id: 'c1', messages: [{ role: 'user', content: 'hello' }, { role: 'assistant', content: 'hi' }, { role: 'user', content: 'next?' }] },
   });
   assert.equal(C.submission('c1', turns, 'next?'), C.submission('c1', turns, 'next?'), 'deterministic: the same turn is the same body');
+  const withDoc = JSON.parse(C.submission('c1', turns, 'next?', [{ upload_id: 'up_1' }]));
+  assert.deepEqual(withDoc.documents, [{ upload_id: 'up_1' }], 'documents are the submit\'s own member');
+  assert.equal(JSON.parse(C.submission('c1', turns, 'next?', [])).documents, undefined);
 });
 
 test('recent: generate tasks grouped by conversation, newest first', () => {
