@@ -420,7 +420,7 @@
       var b = d.el('button', { type: 'button', 'class': 'linkish' });
       if (c.conversation_id === st.conv) b.setAttribute('aria-current', 'true');
       b.appendChild(d.el('span', { 'class': 'recent-title' }, st.titles[c.conversation_id] || (c.tasks ? c.conversation_id : 'New conversation')));
-      var meta = n ? n + (n === 1 ? ' message' : ' messages') : c.tasks ? c.tasks + (c.tasks === 1 ? ' reply' : ' replies') : 'no messages yet';
+      var meta = n ? n + (n === 1 ? ' turn' : ' turns') : c.tasks ? c.tasks + (c.tasks === 1 ? ' reply' : ' replies') : 'no messages yet';
       if (c.updated_at) meta += ' · ' + String(c.updated_at).slice(0, 16).replace('T', ' ');
       b.appendChild(d.el('span', { 'class': 'muted recent-meta' }, meta));
       b.addEventListener('click', function () { if (c.conversation_id !== st.conv) open(c.conversation_id); });
