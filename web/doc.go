@@ -82,6 +82,24 @@
 //     bearer.<JWT>). A frame of a higher attempt replaces a lower one's
 //     text; a done frame makes the poll read the task at once; the box is
 //     hidden once the task has its saved result, which is the truth.
+//   - Chat (static/chat.js, pure helpers in static/chatlib.js; seed 003):
+//     a conversation is the caller's generate tasks sharing a
+//     conversation_id the page chose (random, [A-Za-z0-9_-]). Send submits
+//     the conversation so far (each turn whose reply was saved) plus the
+//     new user turn as input.messages; the reply streams in (stream.js
+//     open) and is replaced by the saved result of GET /tasks/{id}, or,
+//     without a stream, shows the task's progress.summary while polled.
+//     Stop cancels the running reply; Regenerate is POST
+//     /tasks/{id}/regenerate on the last reply (a new task in the same
+//     conversation). A re-press of Send after the automatic retries gave
+//     up reuses the key while the conversation and the message are the
+//     same (the key and the body's SHA-256 in sessionStorage, never the
+//     text); a changed message gets a new key. Documents attached in the
+//     tab (documents.js make) go with every message until removed. Only
+//     the conversation id is kept, in the address (#chat=<id>, validated:
+//     data, never an origin); after a reload the conversation is read
+//     back from GET /conversations/{id}, and recent conversations from
+//     GET /tasks?kind=generate grouped by conversation.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -120,6 +138,12 @@
 // 503 retry, the simulated provider's reply naming each SHA-256, an altered
 // upload refused with upload-mismatch; then the ledger is checked;
 // screenshots documents-*.png) and doclib.js in web/test/lib.test.mjs.
+// The Chat tab is tested the same way (web/test/chat.mjs, TestChatBrowser:
+// three streamed turns seen growing and ending as the saved result, a
+// reload, Regenerate, Stop, a re-press after failed retries getting the
+// same task, a document, a reply followed without a stream; then the
+// ledger is checked; screenshots chat-*.png, light and dark) and
+// chatlib.js in web/test/chatlib.test.mjs (TestChatLogic).
 // The scripts share web/test/harness.mjs (Chromium launch, steps, checks,
 // screenshots, the one-line JSON report; signin.mjs opens its own
 // two-origin context) and the Go tests share harness_test.go (the local

@@ -752,7 +752,7 @@
 
   // ---- tabs ----
 
-  var TABS = ['tasks', 'review', 'overview'];
+  var TABS = ['tasks', 'review', 'overview', 'chat'];
 
   function selectTab(which) {
     TABS.forEach(function (t) {
@@ -764,6 +764,7 @@
     if (which === 'review') loadReviews(false);
     if (which === 'overview') window.TaskledgerOverview.start(call);
     else window.TaskledgerOverview.stop();
+    if (which === 'chat') window.TaskledgerChat.shown();
   }
 
   function onTabKey(ev) {
@@ -902,6 +903,8 @@
     $('tab-tasks').addEventListener('keydown', onTabKey);
     $('tab-review').addEventListener('keydown', onTabKey);
     $('tab-overview').addEventListener('keydown', onTabKey);
+    $('tab-chat').addEventListener('click', function () { selectTab('chat'); });
+    $('tab-chat').addEventListener('keydown', onTabKey);
     $('review-refresh').addEventListener('click', function () { loadReviews(false); });
     $('review-more').addEventListener('click', function () { loadReviews(true); });
     $('task-parent').addEventListener('click', function (ev) {
@@ -914,6 +917,12 @@
     });
     window.TaskledgerDocuments.init({
       call: call, setStatus: setStatus, el: el, isSending: function () { return st.sending; }
+    });
+    window.TaskledgerChat.init({
+      call: call, setStatus: setStatus, el: el, badge: badge, networkText: networkText, retryText: retryText, selectTab: selectTab,
+      streamURL: function () { var c = st.auth.config; return c && typeof c.stream_url === 'string' ? c.stream_url : ''; },
+      bearer: function () { return st.auth.session && st.auth.session.bearer ? st.auth.session.bearer : ''; },
+      scope: function () { return tasksKey().slice(SS_TASKS.length); }
     });
     $('task-open-review').addEventListener('click', function () { selectTab('review'); $('tab-review').focus(); });
     setTimeout(refreshOthers, BACKGROUND_MS);
