@@ -207,12 +207,25 @@ func sentEmails(t *testing.T, e *testenv.Env, needle string) int {
 	if path == "" {
 		t.Skipf("no way to read sent messages on %s", e.Backend)
 	}
-	resp, err := http.Get(e.Endpoint + path)
-	if err != nil {
-		t.Fatal(err)
+	// moto walks every model of every service for data.json, and a walk
+	// that meets another test's concurrent write fails with a 500 page:
+	// read again until it answers JSON.
+	var raw []byte
+	for try := 0; ; try++ {
+		resp, err := http.Get(e.Endpoint + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && json.Valid(raw) {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("%s answered %d, not JSON, 20 times: %.200s", path, resp.StatusCode, raw)
+		}
+		time.Sleep(50 * time.Millisecond) // a retry of a failed read, not a synchronisation
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var bodies []string
 	if e.Backend == "kumo" {
 		var r struct{ SentEmails []struct{ Body string } }
