@@ -348,6 +348,8 @@
     $('task-view').hidden = true;
     loadSession();
     renderTaskList();
+    window.TaskledgerTasks.reset();
+    window.TaskledgerInbox.reset();
     renderAuth();
     authStatus(text || 'Signed out. The issuer may still remember you: the next sign-in can skip its login page.', 'ok');
   }
@@ -727,7 +729,7 @@
 
   // ---- tabs ----
 
-  var TABS = ['tasks', 'review', 'overview'];
+  var TABS = ['tasks', 'mine', 'inbox', 'review', 'overview'];
 
   function selectTab(which) {
     TABS.forEach(function (t) {
@@ -737,6 +739,8 @@
       $('view-' + t).hidden = !on;
     });
     if (which === 'review') loadReviews(false);
+    window.TaskledgerTasks.show(which === 'mine');
+    window.TaskledgerInbox.show(which === 'inbox');
     if (which === 'overview') window.TaskledgerOverview.start(call);
     else window.TaskledgerOverview.stop();
   }
@@ -871,12 +875,10 @@
     $('submit-form').addEventListener('submit', onSubmit);
     $('regenerate').addEventListener('click', onRegenerate);
     $('cancel').addEventListener('click', onCancel);
-    $('tab-tasks').addEventListener('click', function () { selectTab('tasks'); });
-    $('tab-review').addEventListener('click', function () { selectTab('review'); });
-    $('tab-overview').addEventListener('click', function () { selectTab('overview'); });
-    $('tab-tasks').addEventListener('keydown', onTabKey);
-    $('tab-review').addEventListener('keydown', onTabKey);
-    $('tab-overview').addEventListener('keydown', onTabKey);
+    TABS.forEach(function (t) {
+      $('tab-' + t).addEventListener('click', function () { selectTab(t); });
+      $('tab-' + t).addEventListener('keydown', onTabKey);
+    });
     $('review-refresh').addEventListener('click', function () { loadReviews(false); });
     $('review-more').addEventListener('click', function () { loadReviews(true); });
     $('task-parent').addEventListener('click', function (ev) {
@@ -887,6 +889,18 @@
       call: call, showTask: showTask, remember: remember, setStatus: setStatus, when: when, badge: badge, el: el,
       networkText: networkText, retryText: retryText
     });
+    // My tasks and Waiting for my decision (tasks.js, inbox.js) open a
+    // task in the task view.
+    var lists = {
+      call: call, setStatus: setStatus, when: when, badge: badge, el: el, networkText: networkText, retryText: retryText,
+      planInto: window.TaskledgerApproval.planInto,
+      openTask: function (id) { selectTab('tasks'); showTask(id, null); $('task-view').scrollIntoView({ block: 'start' }); }
+    };
+    window.TaskledgerTasks.init(lists);
+    window.TaskledgerInbox.init(lists);
+    // The inbox tab's count: something may wait for this caller (never
+    // without a session where sign-in is required: a 401 would sign in).
+    if (st.auth.mode === 'none' || st.auth.session) window.TaskledgerInbox.load(false);
     window.TaskledgerDocuments.init({
       call: call, setStatus: setStatus, el: el, isSending: function () { return st.sending; }
     });
