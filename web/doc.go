@@ -82,6 +82,25 @@
 //     bearer.<JWT>). A frame of a higher attempt replaces a lower one's
 //     text; a done frame makes the poll read the task at once; the box is
 //     hidden once the task has its saved result, which is the truth.
+//   - My tasks (static/tasks.js, pure helpers in static/listlib.js):
+//     GET /tasks, the caller's tasks newest first, with the API's state
+//     and kind filters, "Load more" passing next_cursor back unchanged,
+//     and each row's state, kind, times, progress.summary and a link into
+//     the task view. While the tab is shown and the page visible it reads
+//     the list again every 3 s, walking as many pages as are shown from
+//     the top (a new task pushes the oldest row into Load more; none is
+//     skipped or shown twice); hidden, it reads nothing. The list is the
+//     API's, so a reload, another tab or another device shows the same
+//     tasks; "This session’s tasks" still lists this tab's.
+//   - Waiting for my decision (static/inbox.js): GET /approvals, oldest
+//     deadline first, each result beside its plan (approval.js's
+//     planInto), the deadline as a time and "in 2 d 23 h", and Approve /
+//     Reject with a note. Approve sends the result_sha256 of the result on
+//     screen and the approval round it was read in; a result the list
+//     does not inline (kept in the payload bucket) is said so and loaded
+//     with GET /tasks/{id} before Approve is offered; a 409
+//     artifact-changed shows the current result to decide again. A
+//     decided item leaves the list. Sign out clears both lists.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -120,6 +139,15 @@
 // 503 retry, the simulated provider's reply naming each SHA-256, an altered
 // upload refused with upload-mismatch; then the ledger is checked;
 // screenshots documents-*.png) and doclib.js in web/test/lib.test.mjs.
+// The lists are tested the same way (web/test/lists.mjs, TestListsBrowser:
+// three tasks of two kinds newest first, filters, a held task's retry_wait
+// progress, a reload with empty storage, a task appearing live and no
+// reads while the tab is hidden, Load more; two gated tasks by deadline,
+// result beside plan, an HTML plan param shown as text, a result left out
+// of the list loaded before Approve, reject and approve with the shown
+// hash, the delivery in the task view; then the ledger is checked;
+// screenshots lists-*.png) and listlib.js in web/test/listlib.test.mjs
+// (TestListsLogic).
 // The scripts share web/test/harness.mjs (Chromium launch, steps, checks,
 // screenshots, the one-line JSON report; signin.mjs opens its own
 // two-origin context) and the Go tests share harness_test.go (the local
