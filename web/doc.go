@@ -146,8 +146,12 @@
 // result beside plan, an HTML plan param shown as text, a result left out
 // of the list loaded before Approve, reject and approve with the shown
 // hash, the delivery in the task view; then the ledger is checked;
-// screenshots lists-*.png) and listlib.js in web/test/listlib.test.mjs
-// (TestListsLogic).
+// screenshots lists-*.png), with sign-in too (web/test/listsapprover.mjs,
+// TestListsApprover: a requester and an approver with the approver claim,
+// no self-approval, each in their own profile; the inbox shows the
+// requester's task to the approver only, every list read carries its
+// reader's bearer, sign out clears the rows and stops the reads), and
+// listlib.js in web/test/listlib.test.mjs (TestListsLogic).
 // The scripts share web/test/harness.mjs (Chromium launch, steps, checks,
 // screenshots, the one-line JSON report; signin.mjs opens its own
 // two-origin context) and the Go tests share harness_test.go (the local

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/local"
@@ -105,6 +106,33 @@ func TestListsBrowser(t *testing.T) {
 	}
 	if rj := get("rejected"); rj.State != ledger.StateRejected || rj.ApprovalNote != "not this week" || len(rj.DeliveryIDs) != 0 {
 		t.Errorf("rejected task: state %s, note %q, deliveries %v; want rejected, \"not this week\", none", rj.State, rj.ApprovalNote, rj.DeliveryIDs)
+	}
+}
+
+// TestListsApprover drives the lists with sign-in (web/test/listsapprover.mjs):
+// a requester's gated task is listed in her My tasks and not in her inbox
+// (an approver claim is set and she has none); an approver sees it in his
+// inbox, not in his My tasks, and approves it from there. The ledger then
+// holds the approver's decision of the hash his page showed.
+func TestListsApprover(t *testing.T) {
+	t.Parallel()
+	var rep approvalReport
+	ctx, s := runWithIssuer(t, "listsapprover.mjs", func(iss issuerLine) local.Options {
+		return local.Options{
+			OIDCIssuer: iss.Issuer, OIDCAudience: []string{iss.ClientID},
+			Approvals:    api.ApprovalPolicy{Claim: "groups", Value: "approvers", NoSelfApproval: true},
+			Destinations: deliver.Config{Simulated: &deliver.SimulatedConfig{}},
+		}
+	}, &rep)
+	checkScreenshots(t, rep.Screenshots, 2)
+	task, err := s.Ledger.Get(ctx, rep.Tasks["gated"])
+	if err != nil {
+		t.Fatalf("gated task: %v", err)
+	}
+	if task.State != ledger.StateCompleted || task.ApprovalSHA256 != rep.Hashes["approved"] || !strings.Contains(task.DecidedBy, "carol") ||
+		len(task.DeliveryIDs) != 1 || task.DeliveryIDs[0] != rep.Tasks["delivery"] {
+		t.Errorf("gated task: %s, approved %s by %q, deliveries %v; want completed, %s by carol, [%s]",
+			task.State, task.ApprovalSHA256, task.DecidedBy, task.DeliveryIDs, rep.Hashes["approved"], rep.Tasks["delivery"])
 	}
 }
 

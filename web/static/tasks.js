@@ -181,16 +181,16 @@
     if (on) load(true); else stop();
   }
 
-  // reset forgets the rows shown (sign out: the next caller never sees
-  // them) and reads again if the tab is shown.
+  // reset forgets the rows shown and stops reading (sign out: the next
+  // caller never sees them; Refresh or the tab reads again).
   function reset() {
     if (!d) return;
     stop();
+    shown = false;
     st.rows = [];
     st.pages = 1;
     st.next = '';
     render();
-    if (shown) load(true);
   }
 
   function init(deps) {
