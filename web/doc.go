@@ -145,7 +145,9 @@
 // reads while the tab is hidden, Load more; two gated tasks by deadline,
 // result beside plan, an HTML plan param shown as text, a result left out
 // of the list loaded before Approve, reject and approve with the shown
-// hash, the delivery in the task view; then the ledger is checked;
+// hash, the delivery in the task view, a stale item's approve refused
+// (409) and approved again of the result shown after it; then the ledger
+// is checked;
 // screenshots lists-*.png), with sign-in too (web/test/listsapprover.mjs,
 // TestListsApprover: a requester and an approver with the approver claim,
 // no self-approval, each in their own profile; the inbox shows the

@@ -104,6 +104,11 @@ func TestListsBrowser(t *testing.T) {
 	if len(ap.DeliveryIDs) != 1 || ap.DeliveryIDs[0] != rep.Tasks["delivery"] {
 		t.Errorf("approved task's deliveries %v, want [%s]", ap.DeliveryIDs, rep.Tasks["delivery"])
 	}
+	// Approved from a stale item: refused, then approved of the current
+	// result the page showed after the 409.
+	if st := get("stale"); st.State != ledger.StateCompleted || st.ApprovalSHA256 != rep.Hashes["current"] || st.ApprovalSHA256 == rep.Hashes["stale"] {
+		t.Errorf("stale task: %s, approved %s; want completed, approved of the current %s (not the stale %s)", st.State, st.ApprovalSHA256, rep.Hashes["current"], rep.Hashes["stale"])
+	}
 	if rj := get("rejected"); rj.State != ledger.StateRejected || rj.ApprovalNote != "not this week" || len(rj.DeliveryIDs) != 0 {
 		t.Errorf("rejected task: state %s, note %q, deliveries %v; want rejected, \"not this week\", none", rj.State, rj.ApprovalNote, rj.DeliveryIDs)
 	}
