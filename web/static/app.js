@@ -898,9 +898,6 @@
     };
     window.TaskledgerTasks.init(lists);
     window.TaskledgerInbox.init(lists);
-    // The inbox tab's count: something may wait for this caller (never
-    // without a session where sign-in is required: a 401 would sign in).
-    if (st.auth.mode === 'none' || st.auth.session) window.TaskledgerInbox.load(false);
     window.TaskledgerDocuments.init({
       call: call, setStatus: setStatus, el: el, isSending: function () { return st.sending; }
     });

@@ -12,7 +12,9 @@
  * result_sha256 of the result shown and the approval round the item was
  * read in, so a result changed since is refused (409 artifact-changed): the
  * item then shows the current result to decide again. An item decided
- * leaves the list.
+ * leaves the list. The list (and the tab's count) is read when the tab is
+ * opened and on Refresh, never at page load: a load makes no API call, so
+ * a stale session is sent to sign in only when it is used.
  *
  * app.js owns HTTP (call: the page's own origin, with the session's
  * bearer) and the task view (openTask). Task text goes into the DOM with
