@@ -100,6 +100,25 @@
 //     data, never an origin); after a reload the conversation is read
 //     back from GET /conversations/{id}, and recent conversations from
 //     GET /tasks?kind=generate grouped by conversation.
+//   - My tasks (static/tasks.js, pure helpers in static/listlib.js):
+//     GET /tasks, the caller's tasks newest first, with the API's state
+//     and kind filters, "Load more" passing next_cursor back unchanged,
+//     and each row's state, kind, times, progress.summary and a link into
+//     the task view. While the tab is shown and the page visible it reads
+//     the list again every 3 s, walking as many pages as are shown from
+//     the top (a new task pushes the oldest row into Load more; none is
+//     skipped or shown twice); hidden, it reads nothing. The list is the
+//     API's, so a reload, another tab or another device shows the same
+//     tasks; "This session’s tasks" still lists this tab's.
+//   - Waiting for my decision (static/inbox.js): GET /approvals, oldest
+//     deadline first, each result beside its plan (approval.js's
+//     planInto), the deadline as a time and "in 2 d 23 h", and Approve /
+//     Reject with a note. Approve sends the result_sha256 of the result on
+//     screen and the approval round it was read in; a result the list
+//     does not inline (kept in the payload bucket) is said so and loaded
+//     with GET /tasks/{id} before Approve is offered; a 409
+//     artifact-changed shows the current result to decide again. A
+//     decided item leaves the list. Sign out clears both lists.
 //   - Review view: the open review items with their summary and known /
 //     uncertain / safe-action lists, and Retry / Resolve buttons recorded
 //     with the operator's name.
@@ -144,6 +163,21 @@
 // same task, a document, a reply followed without a stream; then the
 // ledger is checked; screenshots chat-*.png, light and dark) and
 // chatlib.js in web/test/chatlib.test.mjs (TestChatLogic).
+// The lists are tested the same way (web/test/lists.mjs, TestListsBrowser:
+// three tasks of two kinds newest first, filters, a held task's retry_wait
+// progress, a reload with empty storage, a task appearing live and no
+// reads while the tab is hidden, Load more; two gated tasks by deadline,
+// result beside plan, an HTML plan param shown as text, a result left out
+// of the list loaded before Approve, reject and approve with the shown
+// hash, the delivery in the task view, a stale item's approve refused
+// (409) and approved again of the result shown after it; then the ledger
+// is checked;
+// screenshots lists-*.png), with sign-in too (web/test/listsapprover.mjs,
+// TestListsApprover: a requester and an approver with the approver claim,
+// no self-approval, each in their own profile; the inbox shows the
+// requester's task to the approver only, every list read carries its
+// reader's bearer, sign out clears the rows and stops the reads), and
+// listlib.js in web/test/listlib.test.mjs (TestListsLogic).
 // The scripts share web/test/harness.mjs (Chromium launch, steps, checks,
 // screenshots, the one-line JSON report; signin.mjs opens its own
 // two-origin context) and the Go tests share harness_test.go (the local

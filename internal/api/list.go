@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -148,8 +149,9 @@ func (h *Handler) listTasks(ctx context.Context, c *call) events.APIGatewayV2HTT
 		return h.reject(c, h.listProblem(ctx, c, "list", err))
 	}
 	out := TaskList{Tasks: make([]TaskView, 0, len(page.Tasks)), NextCursor: page.Next}
+	now := h.now()
 	for _, t := range page.Tasks {
-		out.Tasks = append(out.Tasks, listView(t))
+		out.Tasks = append(out.Tasks, listView(t, now))
 	}
 	c.outcome = "listed"
 	return jsonResponse(http.StatusOK, out)
@@ -173,8 +175,9 @@ func (h *Handler) listApprovals(ctx context.Context, c *call) events.APIGatewayV
 		return h.reject(c, h.listProblem(ctx, c, "list approvals", err))
 	}
 	out := ApprovalList{Approvals: make([]TaskView, 0, len(page.Tasks)), NextCursor: page.Next}
+	now := h.now()
 	for _, t := range page.Tasks {
-		v := listView(t)
+		v := listView(t, now)
 		if showsResult(t) && t.Result != "" {
 			v.Result = NewTaskView(t, nil).Result
 		}
@@ -185,12 +188,14 @@ func (h *Handler) listApprovals(ctx context.Context, c *call) events.APIGatewayV
 	return jsonResponse(http.StatusOK, out)
 }
 
-// listView is a task as a list shows it: its view without the result
-// (result_sha256 says which; receipt.result_bytes its size when kept in
-// S3), the deliveries, budget and usage — GET /tasks/{id} has those — so a
-// page costs no read beyond the task items.
-func listView(t *ledger.Task) TaskView {
+// listView is a task as a list shows it at now: its view without the
+// result (result_sha256 says which; receipt.result_bytes its size when
+// kept in S3), the deliveries, budget and usage — GET /tasks/{id} has
+// those — so a page costs no read beyond the task items. Its progress is
+// the task view's, less the tokens (read from the result).
+func listView(t *ledger.Task, now time.Time) TaskView {
 	v := NewTaskView(t, nil)
+	v.Progress = progressOf(t, now, nil)
 	v.Result = nil
 	if showsResult(t) {
 		v.ResultSHA256 = t.ResultSHA256

@@ -391,3 +391,32 @@ func TestApprovalsWithoutAClaimAreTheOwnersOnly(t *testing.T) {
 		wantProblem(t, b.do(t, listReq("/approvals", "cursor="+url.QueryEscape(l.NextCursor), bob)), http.StatusBadRequest, api.TypeInvalidQuery)
 	})
 }
+
+// A list entry carries the task view's progress (the page shows its
+// summary in every row), computed from the item already read: the same
+// summary GET /tasks/{id} gives.
+func TestListEntriesCarryTheTaskViewsProgress(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		alice := asJWT("alice")
+		queued := submitAs(t, b, "p-queued", alice)
+		cancelled := submitAs(t, b, "p-cancelled", alice)
+		wantStatus(t, b.do(t, cancelReq(cancelled, alice)), http.StatusOK)
+		gated := gatedAs(t, b, "p-gated", 3600, alice)
+		l := taskList(t, b.do(t, listReq("/tasks", "", alice)))
+		a := approvalList(t, b.do(t, listReq("/approvals", "", alice)))
+		if len(a.Approvals) != 1 || a.Approvals[0].TaskID != gated {
+			t.Fatalf("approvals = %v, want [%s]", ids(a.Approvals), gated)
+		}
+		for _, v := range append(l.Tasks, a.Approvals...) {
+			one := view(t, b.do(t, getReq(v.TaskID, alice)))
+			if v.Progress == nil || one.Progress == nil || v.Progress.Summary != one.Progress.Summary || v.Progress.MaxAttempts != one.Progress.MaxAttempts {
+				t.Errorf("list entry %s progress %+v, want the task view's %+v", v.TaskID, v.Progress, one.Progress)
+			}
+		}
+		if len(l.Tasks) != 3 || l.Tasks[2].TaskID != queued {
+			t.Fatalf("list = %v", ids(l.Tasks))
+		}
+	})
+}

@@ -138,6 +138,14 @@ func TestStackJWTAuthorizer(t *testing.T) {
 	if status, body := call(t, b, http.MethodGet, "/conversations/c1", "Bearer "+alice, ""); status != http.StatusOK {
 		t.Errorf("alice GET /conversations/{id} = %d %s, want 200", status, body)
 	}
+	// So is the approvals inbox (the deployed route has the authorizer):
+	// without it a signed-in caller would be read as anonymous.
+	if status, body := call(t, b, http.MethodGet, "/approvals", "", ""); status != http.StatusUnauthorized || body != `{"message":"Unauthorized"}` {
+		t.Errorf("GET /approvals without a token = %d %s, want the authorizer's 401", status, body)
+	}
+	if status, body := call(t, b, http.MethodGet, "/approvals", "Bearer "+alice, ""); status != http.StatusOK {
+		t.Errorf("alice GET /approvals = %d %s, want 200", status, body)
+	}
 
 	// Accepted: with or without the Bearer prefix (API Gateway takes both).
 	status, body := call(t, b, http.MethodPost, "/tasks", "Bearer "+alice, "k1")

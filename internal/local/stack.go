@@ -510,6 +510,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	mux.Handle("/tasks/", tasks)
 	mux.Handle("/uploads", tasks)
 	mux.Handle("/conversations/", tasks)
+	mux.Handle("/approvals", tasks)
 	mux.Handle(UploadProxyPath+"/", uploadProxy(s.Endpoint, s.Names.PayloadBucket, s.AWS.Credentials, s.AWS.Region))
 	mux.Handle("/reviews", ops)
 	mux.Handle("/reviews/", ops)

@@ -348,6 +348,8 @@
     $('task-view').hidden = true;
     loadSession();
     renderTaskList();
+    window.TaskledgerTasks.reset();
+    window.TaskledgerInbox.reset();
     renderAuth();
     authStatus(text || 'Signed out. The issuer may still remember you: the next sign-in can skip its login page.', 'ok');
   }
@@ -752,7 +754,7 @@
 
   // ---- tabs ----
 
-  var TABS = ['tasks', 'review', 'overview', 'chat'];
+  var TABS = ['tasks', 'mine', 'inbox', 'review', 'overview', 'chat'];
 
   function selectTab(which) {
     TABS.forEach(function (t) {
@@ -762,6 +764,8 @@
       $('view-' + t).hidden = !on;
     });
     if (which === 'review') loadReviews(false);
+    window.TaskledgerTasks.show(which === 'mine');
+    window.TaskledgerInbox.show(which === 'inbox');
     if (which === 'overview') window.TaskledgerOverview.start(call);
     else window.TaskledgerOverview.stop();
     if (which === 'chat') window.TaskledgerChat.shown();
@@ -897,14 +901,10 @@
     $('submit-form').addEventListener('submit', onSubmit);
     $('regenerate').addEventListener('click', onRegenerate);
     $('cancel').addEventListener('click', onCancel);
-    $('tab-tasks').addEventListener('click', function () { selectTab('tasks'); });
-    $('tab-review').addEventListener('click', function () { selectTab('review'); });
-    $('tab-overview').addEventListener('click', function () { selectTab('overview'); });
-    $('tab-tasks').addEventListener('keydown', onTabKey);
-    $('tab-review').addEventListener('keydown', onTabKey);
-    $('tab-overview').addEventListener('keydown', onTabKey);
-    $('tab-chat').addEventListener('click', function () { selectTab('chat'); });
-    $('tab-chat').addEventListener('keydown', onTabKey);
+    TABS.forEach(function (t) {
+      $('tab-' + t).addEventListener('click', function () { selectTab(t); });
+      $('tab-' + t).addEventListener('keydown', onTabKey);
+    });
     $('review-refresh').addEventListener('click', function () { loadReviews(false); });
     $('review-more').addEventListener('click', function () { loadReviews(true); });
     $('task-parent').addEventListener('click', function (ev) {
@@ -915,6 +915,15 @@
       call: call, showTask: showTask, remember: remember, setStatus: setStatus, when: when, badge: badge, el: el,
       networkText: networkText, retryText: retryText
     });
+    // My tasks and Waiting for my decision (tasks.js, inbox.js) open a
+    // task in the task view.
+    var lists = {
+      call: call, setStatus: setStatus, when: when, badge: badge, el: el, networkText: networkText, retryText: retryText,
+      planInto: window.TaskledgerApproval.planInto,
+      openTask: function (id) { selectTab('tasks'); showTask(id, null); $('task-view').scrollIntoView({ block: 'start' }); }
+    };
+    window.TaskledgerTasks.init(lists);
+    window.TaskledgerInbox.init(lists);
     window.TaskledgerDocuments.init({
       call: call, setStatus: setStatus, el: el, isSending: function () { return st.sending; }
     });

@@ -104,13 +104,18 @@
   // destination and params. The API shows the plan only to a caller who
   // may decide; anyone else is told so instead of being shown nothing.
   function renderPlan(v) {
-    var ul = $('approval-plan');
+    planInto($('approval-plan'), v.plan);
+  }
+
+  // planInto fills ul with plan's entries (the task view's plan, or an
+  // inbox item's: inbox.js shows it beside the result there too).
+  function planInto(ul, plan) {
     ul.textContent = '';
-    if (!v.plan || !Array.isArray(v.plan.deliver)) {
+    if (!plan || !Array.isArray(plan.deliver)) {
       ul.appendChild(d.el('li', { 'class': 'muted' }, 'The plan is shown only to whoever may decide on this task.'));
       return;
     }
-    v.plan.deliver.forEach(function (e) {
+    plan.deliver.forEach(function (e) {
       var params = JSON.stringify(e.params || {});
       var li = d.el('li', { 'data-destination': e.destination, 'data-params': params, 'data-testid': 'plan-entry' });
       li.appendChild(d.el('code', null, e.destination));
@@ -118,7 +123,7 @@
       if (params !== '{}') li.appendChild(d.el('code', null, params));
       ul.appendChild(li);
     });
-    if (!v.plan.deliver.length) ul.appendChild(d.el('li', { 'class': 'muted' }, 'Nowhere: the plan delivers nothing.'));
+    if (!plan.deliver.length) ul.appendChild(d.el('li', { 'class': 'muted' }, 'Nowhere: the plan delivers nothing.'));
   }
 
   // renderDeliver shows the deliver-only receipt rows, with the public URL
@@ -276,5 +281,5 @@
     $('withdraw').addEventListener('click', onWithdraw);
   }
 
-  window.TaskledgerApproval = { init: init, render: render, needsPoll: needsPoll };
+  window.TaskledgerApproval = { init: init, render: render, needsPoll: needsPoll, planInto: planInto };
 })();
