@@ -224,6 +224,12 @@ func (h *Handler) submit(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	if p == nil {
 		p = h.checkPlan(s.plan)
 	}
+	if p == nil && !s.plan.required && len(s.plan.deliveries) > 0 {
+		// A plan without an approval gate delivers with no approver in
+		// between: a direct delivery, under the same permission (and a
+		// retry of a recorded task is answered with it, as above).
+		p = h.refuse(ctx, c, s.key, c.outcome, h.mayDeliverDirectly(c))
+	}
 	if p != nil {
 		return h.reject(c, p)
 	}

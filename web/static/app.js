@@ -934,6 +934,14 @@
       scope: function () { return tasksKey().slice(SS_TASKS.length); }
     });
     $('task-open-review').addEventListener('click', function () { selectTab('review'); $('tab-review').focus(); });
+    // A notification's link is <page>/#task=<id>: open that task. The hash
+    // is data (a task id of the id alphabet), never an origin or a URL.
+    var openFromHash = function () {
+      var m = /^#task=(t_[a-z2-7]{26})$/.exec(window.location.hash);
+      if (m) lists.openTask(m[1]);
+    };
+    window.addEventListener('hashchange', openFromHash);
+    openFromHash();
     setTimeout(refreshOthers, BACKGROUND_MS);
     document.documentElement.setAttribute('data-ready', 'true');
   }
