@@ -149,6 +149,10 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 // Config returns the effective configuration.
 func (l *Ledger) Config() Config { return l.cfg }
 
+// DB returns the client the ledger calls (the read models of
+// internal/tasklist read through it).
+func (l *Ledger) DB() DynamoDB { return l.db }
+
 // Now returns the ledger's clock reading.
 func (l *Ledger) Now() time.Time { return l.cfg.Now() }
 
