@@ -186,7 +186,7 @@ func (l *Ledger) resolveUpdate(r LapsedResolution, resolution string, now time.T
 	ru.set("resolved_by", str(r.By))
 	ru.set("resolution", str(resolution))
 	ru.set("resolution_note", str(truncate(r.Note, MaxNote)))
-	ru.set("expires_at", num(l.retentionExpiry(now)))
+	ru.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	return ru
 }
 

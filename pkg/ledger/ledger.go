@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 
@@ -39,12 +40,12 @@ const (
 	DefaultMaxAge      = time.Hour
 	DefaultRetention   = 7 * 24 * time.Hour
 	// DefaultDispatchTimeout is the worker's default lease: a claim keeps
-	// the due_at its task was queued with (see Claim), so the dispatch
-	// deadline is also when the reconciler first looks at a claimed task
-	// whose worker died before its first heartbeat.
+	// the due_at its task was queued with, so the dispatch deadline is also
+	// when the reconciler first looks at a task whose worker died before
+	// its first heartbeat.
 	DefaultDispatchTimeout = 30 * time.Second
 	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
-	// DispatchBackoffCap (4 minutes with the default DispatchTimeout).
+	// DispatchBackoffCap.
 	DefaultDispatchBackoffFactor = 8
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
@@ -52,9 +53,8 @@ const (
 )
 
 // LeaseExpiredMessage is the error message ExpireToUnknown records: the
-// worker's lease lapsed, and nothing says whether its provider call had
-// started (review wording tells it apart from a worker's own MarkUnknown,
-// which follows a call that was sent).
+// lease lapsed, and nothing says whether the provider call had started
+// (unlike MarkUnknown, which follows a call that was sent).
 const LeaseExpiredMessage = "the worker's lease expired during the attempt; the provider may have acted"
 
 // Config names the tables and sets the policies the ledger enforces.
@@ -68,26 +68,22 @@ type Config struct {
 	MaxAttempts int
 	MaxAge      time.Duration
 	// Retention is how long terminal tasks (and so their idempotency keys)
-	// are kept before TTL deletes them (default 7 days, at least
-	// MinRetention).
+	// are kept before TTL deletes them (at least MinRetention).
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
-	// to be consumed before the reconciler re-sends it (the outbox deadline).
-	// Each re-send doubles the wait (see DispatchBackoff). A claim keeps it
-	// as due_at, so it is also when a task whose worker died before its
-	// first heartbeat is found: keep it near the worker's lease.
+	// to be consumed before the reconciler re-sends it (the outbox deadline;
+	// each re-send doubles it, see DispatchBackoff). A claim keeps it as
+	// due_at, so keep it near the worker's lease.
 	DispatchTimeout time.Duration
-	// DispatchBackoffCap caps the wait between re-sends (default
-	// DefaultDispatchBackoffFactor × DispatchTimeout).
+	// DispatchBackoffCap caps the wait between re-sends.
 	DispatchBackoffCap time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// IDKey is the server secret task ids are derived with (HMAC-SHA256,
-	// see Ledger.TaskID); at least MinIDKeyBytes. A deployed submit function
-	// always sets it (the template's generated secret), so nobody can
-	// compute a task id from an Idempotency-Key. Empty keeps the unkeyed
-	// derivation of the package function TaskID (tests, tools); it must not
-	// change while tasks are live, or replays get new ids.
+	// IDKey is the server secret task ids are derived with (Ledger.TaskID),
+	// so nobody can compute a task id from an Idempotency-Key; at least
+	// MinIDKeyBytes. Empty keeps the unkeyed package function TaskID
+	// (tests, tools). It must not change while tasks are live, or replays
+	// get new ids.
 	IDKey SecretKey
 }
 
@@ -160,17 +156,15 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 
 // TaskID derives a task id without a key: "t_" + 26 base32 characters of
 // SHA-256(scope NUL key) (130 bits). Anyone who knows a scope and key can
-// compute it, so only a ledger without Config.IDKey (tests, tools) uses it;
-// Ledger.TaskID is the derivation Create uses.
+// compute it, so only a ledger without Config.IDKey uses it.
 func TaskID(scope, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + idempotencyKey))
 	return formatID(sum[:])
 }
 
 // TaskID derives the id of the task a (scope, idempotency key) pair names:
-// with Config.IDKey, "t_" + 26 base32 characters of
-// HMAC-SHA256(IDKey, scope NUL key), which nobody without the server secret
-// can compute from a key; without it, the package function TaskID.
+// with Config.IDKey, as the package function TaskID but with
+// HMAC-SHA256(IDKey, scope NUL key); without it, the package function.
 func (l *Ledger) TaskID(scope, idempotencyKey string) string {
 	if len(l.cfg.IDKey) == 0 {
 		return TaskID(scope, idempotencyKey)
@@ -256,10 +250,9 @@ func (l *Ledger) oldOrRead(ctx context.Context, taskID string, err error) (*Task
 type standInKey struct{}
 
 // StandInRead reports whether ctx is that of the consistent GetItem the
-// ledger sends in place of the old item a refused conditional write
-// should have returned (ALL_OLD), where the engine omitted it (kumo).
-// DynamoDB returns that item with the refusal, at no read cost, so such a
-// read exists only on such an engine: call counters tell it apart.
+// ledger sends in place of the old item (ALL_OLD) an engine omitted from a
+// refused conditional write (kumo). DynamoDB returns that item with the
+// refusal, at no read cost, so call counters tell such reads apart.
 func StandInRead(ctx context.Context) bool {
 	v, _ := ctx.Value(standInKey{}).(bool)
 	return v
@@ -284,10 +277,9 @@ func IsThrottle(err error) bool {
 	return errors.As(err, &ae) && throttleCodes[ae.ErrorCode()]
 }
 
-// wrapErr labels an AWS error with the operation that got it ("UpdateItem
-// complete: ValidationException ..."): throttles become *ThrottledError, an
-// item-size ValidationException *ItemTooLargeError. An error wrapErr already
-// labelled is returned unchanged.
+// wrapErr labels an AWS error with the operation that got it: throttles
+// become *ThrottledError, an item-size ValidationException
+// *ItemTooLargeError. An error already labelled is returned unchanged.
 func wrapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -304,7 +296,6 @@ func wrapErr(op string, err error) error {
 	return &opError{op: op, err: err}
 }
 
-// opError is an AWS error labelled with the ledger operation.
 type opError struct {
 	op  string
 	err error
@@ -314,14 +305,11 @@ func (e *opError) Error() string { return "ledger: " + e.op + ": " + e.err.Error
 func (e *opError) Unwrap() error { return e.err }
 
 // isItemTooLarge reports whether err is DynamoDB's ValidationException for
-// an item over the size limit ("Item size has exceeded the maximum allowed
-// size", "Item size to update has exceeded ...").
+// an item over the size limit ("Item size has exceeded ...", "Item size to
+// update has exceeded ...").
 func isItemTooLarge(err error) bool {
 	var ae smithy.APIError
-	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" {
-		return false
-	}
-	return strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
+	return IsValidation(err) && errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
 }
 
 // IsValidation reports whether err is a ValidationException: the request
@@ -331,7 +319,7 @@ func IsValidation(err error) bool {
 	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }
 
-// update is a small builder for UpdateItem expressions with names and values.
+// update builds an UpdateItem's expressions, names and values.
 type update struct {
 	sets, removes, conds []string
 	names                map[string]string
@@ -356,9 +344,8 @@ func WithNonce(nonce string) WriteOption {
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
 // age deadline (Task.DeadlineMs): only then does the renewal round its
-// due_at up to whole leases (runningDue), and never past the deadline, so
-// a dead worker's task is found no later than before near the end of its
-// age budget. Without it the renewal sets due_at to the lease end.
+// due_at up to whole leases (runningDue), never past the deadline.
+// Without it the renewal sets due_at to the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
@@ -368,25 +355,19 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 // provider did not act. ScheduleRetry and Fail then accept state unknown at
 // the caller's own version as well as running: the reconciler expired the
 // lease of a worker that was slow, not gone, and what that worker learned
-// settles the uncertainty the expiry recorded (as Complete's result does).
-// Without it (a 5xx, an unclassified error: the provider may have acted)
-// they stay fenced on running, and the unknown task is the reconciler's to
-// read back or park.
+// settles the uncertainty. Without it (a 5xx: the provider may have acted)
+// the unknown task is the reconciler's to read back or park.
 func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// refusal is the transition op, or op_after_refusal (from unknown at the
-// caller's version too) after AfterRefusal.
+// refusal is the transition op, or op_after_refusal after AfterRefusal.
 func (u *update) refusal(op string) *Transition {
 	if u.refused {
 		return row(op + "_after_refusal")
 	}
 	return row(op)
 }
-
-// NewNonce returns a fresh write nonce for WithNonce.
-func NewNonce() string { return newNonce() }
 
 func (u *update) with(opts []WriteOption) *update {
 	for _, o := range opts {
@@ -401,14 +382,13 @@ func newUpdate() *update {
 	return &update{names: map[string]string{}, values: map[string]types.AttributeValue{}, result: -1}
 }
 
-// n registers an attribute name and returns its placeholder.
+// n and v register an attribute name or a value and return its placeholder.
 func (u *update) n(attr string) string {
 	p := "#" + attr
 	u.names[p] = attr
 	return p
 }
 
-// v registers a value and returns its placeholder.
 func (u *update) v(name string, val types.AttributeValue) string {
 	p := ":" + name
 	u.values[p] = val
@@ -438,17 +418,14 @@ func (u *update) cond(c string) *update {
 }
 
 func (u *update) expression() string {
-	var b strings.Builder
+	var clauses []string
 	if len(u.sets) > 0 {
-		b.WriteString("SET " + strings.Join(u.sets, ", "))
+		clauses = append(clauses, "SET "+strings.Join(u.sets, ", "))
 	}
 	if len(u.removes) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
+		clauses = append(clauses, "REMOVE "+strings.Join(u.removes, ", "))
 	}
-	return b.String()
+	return strings.Join(clauses, " ")
 }
 
 func (u *update) condition() *string {
@@ -478,7 +455,6 @@ func str(s string) types.AttributeValue     { return &types.AttributeValueMember
 func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
 func strState(s State) types.AttributeValue { return str(string(s)) }
 
-// stamp sets updated_ms.
 func (u *update) stamp(now time.Time) *update {
 	u.set("updated_ms", num(now.UnixMilli()))
 	return u
@@ -502,37 +478,35 @@ func (l *Ledger) off(u *update, s State, now time.Time) *update {
 	return u
 }
 
-// newNonce returns 96 random bits, hex encoded.
-func newNonce() string {
+// NewNonce returns a fresh write nonce (96 random bits, hex) for WithNonce.
+func NewNonce() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-// apply sends one conditional UpdateItem of the task. Every such write sets
-// a fresh write_nonce, so a write whose reply was lost — and whose SDK retry
-// then failed its condition because the first send had already applied —
-// is recognised as this call's own: when the item the failed condition
-// reports (ALL_OLD, or a consistent read) carries this call's nonce, apply
-// returns it as the write's result. That is the same mechanism as Create's
-// create_nonce, at the one place every fenced write goes through.
+var newNonce = NewNonce
+
+// setNonce sets write_nonce: the caller's (WithNonce), else a fresh one.
+func (u *update) setNonce() string {
+	if u.nonce == "" {
+		u.nonce = newNonce()
+	}
+	u.set("write_nonce", str(u.nonce))
+	return u.nonce
+}
+
+// apply sends one conditional UpdateItem of the task, setting write_nonce,
+// so a write whose reply was lost — and whose SDK retry then failed its
+// condition because the first send had already applied — is recognised as
+// this call's own (see "Lost replies" in doc.go).
 //
 // Errors: *conditionFailed when the condition failed for another reason
-// (see attempt); otherwise the AWS error labelled by op
-// ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
-//
-// A caller that repeats a write after an error it could not resolve (a
-// throttle, a failed read in ownWrite) passes the same nonce each time
-// (WithNonce): an earlier send that was applied late is then recognised as
-// its own too.
+// (see attempt); otherwise the AWS error labelled by op,
+// *ThrottledError or *ItemTooLargeError.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
-	nonce := u.nonce
-	if nonce == "" {
-		nonce = newNonce()
-	}
-	u.set("write_nonce", str(nonce))
-	in := u.input(l.cfg.TasksTable, taskID)
-	out, err := l.db.UpdateItem(ctx, in)
+	nonce := u.setNonce()
+	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
 	if err == nil {
 		return decodeTask(out.Attributes)
 	}
@@ -561,10 +535,8 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 
 // attempt sends u (apply) and, when its condition failed, looks at the
 // task as it is (ALL_OLD or one consistent read): t is the task as
-// written — also when the item carries the write's nonce (its reply was
-// lost and the SDK's retry failed the condition on its own effect) — old
-// the task that refused it (nil: gone), err any other error as apply
-// labelled it ("UpdateItem complete: ...").
+// written (also when the item carries the write's nonce), old the task
+// that refused it (nil: gone), err any other error as apply labelled it.
 func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (t, old *Task, err error) {
 	t, err = l.apply(ctx, label, taskID, u)
 	var cf *conditionFailed
@@ -577,16 +549,13 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 	return nil, old, err
 }
 
-// ownWrite resolves an ambiguous failure of a write that set nonce — a
-// timeout, a lost reply, a 5xx after the SDK's retries: the write may have
-// been applied. One consistent read tells: the item carries the nonce only
-// if this write was applied (and nothing wrote after it). The read is
-// tried up to ownWriteReads times (a throttled or failed read tells
-// nothing, and giving up turns an applied write into an unconfirmed one).
-// A definitive rejection (a throttle, a validation error, any other client
-// fault) was not applied and is not read.
+// ownWrite resolves a failure of a write that set nonce and may have been
+// applied (MayHaveApplied): the item carries the nonce only if this write
+// was applied (and nothing wrote after it). The consistent read is tried
+// up to ownWriteReads times: a failed read tells nothing, and giving up
+// turns an applied write into an unconfirmed one.
 func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) (*Task, bool) {
-	if !ambiguous(err) {
+	if !MayHaveApplied(err) {
 		return nil, false
 	}
 	for i := range ownWriteReads {
@@ -615,8 +584,7 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 	case err == nil:
 		return true, nil, nil
 	case !isTxConditionFailed(err):
-		cur, ok := l.ownWrite(ctx, taskID, nonce, err)
-		if ok {
+		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
 			return true, cur, nil
 		}
 		return false, nil, wrapErr("TransactWriteItems "+op, err)
@@ -640,10 +608,7 @@ func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	n := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16 | int64(b[3])<<24 | int64(b[4]&0x7f)<<32
-	return d/2 + time.Duration(n%int64(d/2+1))
+	return d/2 + mrand.N(d/2+1)
 }
 
 // sleepCtx waits d or until ctx ends; false when ctx ended.
@@ -660,15 +625,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // MayHaveApplied reports whether a write that returned err may nevertheless
 // have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
-// validation error or another client fault, which DynamoDB rejects before
-// applying.
-func MayHaveApplied(err error) bool { return err != nil && ambiguous(err) }
-
-// ambiguous reports whether a failed call may nevertheless have been
-// applied: anything but an API error the service sent as a client fault or
-// a throttle (which DynamoDB rejects before applying).
-func ambiguous(err error) bool {
-	if IsThrottle(err) || IsValidation(err) {
+// validation error, another client fault or a cancelled transaction, which
+// DynamoDB rejects before applying.
+func MayHaveApplied(err error) bool {
+	if err == nil || IsThrottle(err) || IsValidation(err) {
 		return false
 	}
 	var ae smithy.APIError
@@ -683,8 +643,7 @@ func ambiguous(err error) bool {
 	return !errors.As(err, &tce)
 }
 
-// conditionFailed is apply's failed condition, with the nonce of the write
-// that failed (see attempt).
+// conditionFailed is apply's failed condition, with the write's nonce.
 type conditionFailed struct {
 	op    string
 	nonce string

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -275,8 +276,8 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 	if err != nil {
 		return nil, "", wrapErr("Query by_state", err)
 	}
-	if err := attributevalueUnmarshalRefs(out.Items, &refs); err != nil {
-		return nil, "", err
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
+		return nil, "", fmt.Errorf("ledger: decode live refs: %w", err)
 	}
 	next, err = encodeCursor(out.LastEvaluatedKey)
 	return refs, next, err
