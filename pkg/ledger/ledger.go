@@ -595,6 +595,18 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 	return err == nil && cur.WriteNonce == nonce, cur, err
 }
 
+// txUpdate fills the transaction item into (which names its table, so the
+// IAM check of internal/templatetest can tell which table a function
+// writes) with the UpdateItem in.
+func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
+	into.Key = in.Key
+	into.UpdateExpression = in.UpdateExpression
+	into.ConditionExpression = in.ConditionExpression
+	into.ExpressionAttributeNames = in.ExpressionAttributeNames
+	into.ExpressionAttributeValues = in.ExpressionAttributeValues
+	return into
+}
+
 // ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
 // first wait between them (doubled each time, full jitter).
 const (

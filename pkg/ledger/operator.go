@@ -68,7 +68,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	ru.v("pc", num(int64(r.ParkCount)))
 	ru.cond("#review_status = :open")
 	ru.cond(ru.n("park_count") + " = :pc")
-	items := []types.TransactWriteItem{{Update: txUpdate(ru.input(l.cfg.ReviewTable, taskID))}}
+	items := []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
 
 	if !poison {
 		cur, err := l.Get(ctx, taskID)
@@ -106,7 +106,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		tu.stamp(now)
 		tu.set("write_nonce", str(newNonce()))
 		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
-		items = append(items, types.TransactWriteItem{Update: txUpdate(tu.input(l.cfg.TasksTable, taskID))})
+		items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, tu.input(l.cfg.TasksTable, taskID))})
 	}
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
@@ -170,17 +170,6 @@ func (a OperatorAction) validate() error {
 		return fmt.Errorf("%w: note is %d bytes; at most %d", ErrInvalidAction, len(a.Note), MaxNote)
 	}
 	return nil
-}
-
-func txUpdate(in *dynamodb.UpdateItemInput) *types.Update {
-	return &types.Update{
-		TableName:                 in.TableName,
-		Key:                       in.Key,
-		UpdateExpression:          in.UpdateExpression,
-		ConditionExpression:       in.ConditionExpression,
-		ExpressionAttributeNames:  in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
-	}
 }
 
 // LiveRef is a task as the by_state index projects it: its key, due_at

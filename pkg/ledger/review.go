@@ -179,7 +179,6 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	}
 	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
 	nonce := u.setNonce()
-	upd := u.input(l.cfg.TasksTable, t.TaskID)
 	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, []types.TransactWriteItem{
 		{Put: &types.Put{
 			TableName:                &l.cfg.ReviewTable,
@@ -190,14 +189,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 				":resolved": str(ReviewResolved),
 			},
 		}},
-		{Update: &types.Update{
-			TableName:                 upd.TableName,
-			Key:                       upd.Key,
-			UpdateExpression:          upd.UpdateExpression,
-			ConditionExpression:       upd.ConditionExpression,
-			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
-			ExpressionAttributeValues: upd.ExpressionAttributeValues,
-		}},
+		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, t.TaskID))},
 	})
 	switch {
 	case applied && cur == nil:
