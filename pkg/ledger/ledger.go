@@ -152,7 +152,9 @@ func (l *Ledger) DB() DynamoDB { return l.db }
 // Now returns the ledger's clock reading.
 func (l *Ledger) Now() time.Time { return l.cfg.Now() }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
 // TaskID derives a task id without a key: "t_" + 26 base32 characters of
 // SHA-256(scope NUL key) (130 bits). Anyone who knows a scope and key can
@@ -178,15 +180,7 @@ func formatID(sum []byte) string { return "t_" + idEncoding.EncodeToString(sum)[
 
 // ValidTaskID reports whether s has the shape TaskID produces.
 func ValidTaskID(s string) bool {
-	if len(s) != 28 || !strings.HasPrefix(s, "t_") {
-		return false
-	}
-	for _, c := range s[2:] {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 28 && strings.HasPrefix(s, "t_") && strings.Trim(s[2:], idAlphabet) == ""
 }
 
 // Shard returns the by_state shard number of a task id.
@@ -206,7 +200,7 @@ func (l *Ledger) StateShard(s State, taskID string) string {
 func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", PartitionOf(s), shard) }
 
 func taskKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
+	return map[string]types.AttributeValue{"task_id": str(id)}
 }
 
 // Get reads a task with a strongly consistent read.
@@ -395,26 +389,22 @@ func (u *update) v(name string, val types.AttributeValue) string {
 	return p
 }
 
-func (u *update) set(attr string, val types.AttributeValue) *update {
+func (u *update) set(attr string, val types.AttributeValue) {
 	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
-	return u
 }
 
-func (u *update) setExpr(expr string) *update {
+func (u *update) setExpr(expr string) {
 	u.sets = append(u.sets, expr)
-	return u
 }
 
-func (u *update) remove(attrs ...string) *update {
+func (u *update) remove(attrs ...string) {
 	for _, a := range attrs {
 		u.removes = append(u.removes, u.n(a))
 	}
-	return u
 }
 
-func (u *update) cond(c string) *update {
+func (u *update) cond(c string) {
 	u.conds = append(u.conds, c)
-	return u
 }
 
 func (u *update) expression() string {
@@ -455,27 +445,24 @@ func str(s string) types.AttributeValue     { return &types.AttributeValueMember
 func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
 func strState(s State) types.AttributeValue { return str(string(s)) }
 
-func (u *update) stamp(now time.Time) *update {
+func (u *update) stamp(now time.Time) {
 	u.set("updated_ms", num(now.UnixMilli()))
-	return u
 }
 
 // live sets the state and its by_state index attributes.
-func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) *update {
+func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {
 	u.set("state", strState(s))
 	u.set("state_shard", str(l.StateShard(s, taskID)))
 	u.set("due_at", num(dueAt))
-	return u
 }
 
 // off sets a state that leaves the index (terminal or parked).
-func (l *Ledger) off(u *update, s State, now time.Time) *update {
+func (l *Ledger) off(u *update, s State, now time.Time) {
 	u.set("state", strState(s))
 	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before")
 	if s.Terminal() {
 		u.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	}
-	return u
 }
 
 // NewNonce returns a fresh write nonce (96 random bits, hex) for WithNonce.
