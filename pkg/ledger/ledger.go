@@ -108,38 +108,33 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	if cfg.TasksTable == "" || cfg.ReviewTable == "" {
 		return nil, errors.New("ledger: TasksTable and ReviewTable are required")
 	}
-	if cfg.Shards <= 0 {
-		cfg.Shards = DefaultShards
-	}
+	orDefault(&cfg.Shards, DefaultShards)
+	orDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&cfg.MaxAge, DefaultMaxAge)
+	orDefault(&cfg.Retention, DefaultRetention)
+	orDefault(&cfg.DispatchTimeout, DefaultDispatchTimeout)
+	orDefault(&cfg.DispatchBackoffCap, DefaultDispatchBackoffFactor*cfg.DispatchTimeout)
+	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if n := len(cfg.IDKey); n > 0 && n < MinIDKeyBytes {
 		return nil, fmt.Errorf("ledger: IDKey has %d bytes: at least %d", n, MinIDKeyBytes)
 	}
 	if cfg.Shards > 100 {
 		return nil, fmt.Errorf("ledger: Shards=%d: at most 100", cfg.Shards)
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.MaxAge <= 0 {
-		cfg.MaxAge = DefaultMaxAge
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = DefaultRetention
-	}
 	if cfg.Retention < MinRetention {
 		return nil, fmt.Errorf("ledger: Retention=%s: at least %s (MinRetention), so no worker of a task outlives its item", cfg.Retention, MinRetention)
 	}
-	if cfg.DispatchTimeout <= 0 {
-		cfg.DispatchTimeout = DefaultDispatchTimeout
-	}
-	if cfg.DispatchBackoffCap <= 0 {
-		cfg.DispatchBackoffCap = DefaultDispatchBackoffFactor * cfg.DispatchTimeout
-	}
-	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Ledger{db: db, cfg: cfg}, nil
+}
+
+// orDefault sets *v to d unless it is positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Config returns the effective configuration.
@@ -183,16 +178,12 @@ func ValidTaskID(s string) bool {
 	return len(s) == 28 && strings.HasPrefix(s, "t_") && strings.Trim(s[2:], idAlphabet) == ""
 }
 
-// Shard returns the by_state shard number of a task id.
-func (l *Ledger) Shard(taskID string) int {
+// StateShard returns the by_state partition value of a task in state s
+// (its shard: FNV-1a of the task id).
+func (l *Ledger) StateShard(s State, taskID string) string {
 	h := fnv.New32a()
 	h.Write([]byte(taskID))
-	return int(h.Sum32() % uint32(l.cfg.Shards))
-}
-
-// StateShard returns the by_state partition value of a task in state s.
-func (l *Ledger) StateShard(s State, taskID string) string {
-	return ShardKey(s, l.Shard(taskID))
+	return ShardKey(s, int(h.Sum32()%uint32(l.cfg.Shards)))
 }
 
 // ShardKey formats a by_state partition value: the partition family of s
