@@ -137,8 +137,7 @@ func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCoun
 	if err != nil {
 		return err
 	}
-	ru.v("park_count", num(int64(parkCount)))
-	ru.cond(ru.n("park_count") + " = :park_count")
+	row("revise_lapsed_review").reviewCondition(ru, parkCount)
 	in := ru.input(l.cfg.ReviewTable, taskID)
 	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, ""
 	if _, err := l.db.UpdateItem(ctx, in); err != nil {
@@ -191,17 +190,30 @@ func reviseUpdate(op string, rev Review) (*update, error) {
 		ru.set("error_class", str(rev.ErrorClass))
 		ru.set("error_message", str(truncate(rev.ErrorMessage, MaxErrorMessage)))
 	}
-	openUnknown(ru)
 	return ru, nil
 }
 
-// openUnknown conditions a review item update on the open unknown_outcome
-// review of the park.
-func openUnknown(ru *update) {
-	ru.v("open", str(ReviewOpen))
-	ru.v("lapsed_reason", str(ReviewUnknownOutcome))
-	ru.cond(ru.n("review_status") + " = :open")
-	ru.cond(ru.n("reason") + " = :lapsed_reason")
+// reviewCondition adds tr's condition on the review item (its review
+// guard, which table.go declares and the method writes) to ru, one
+// conjunct per AND; parkCount is the park's, where the guard names it.
+func (tr *Transition) reviewCondition(ru *update, parkCount int) {
+	vals := map[string]types.AttributeValue{":open": str(ReviewOpen), ":lapsed_reason": str(ReviewUnknownOutcome),
+		":pc": num(int64(parkCount)), ":park_count": num(int64(parkCount))}
+	for _, g := range tr.Guards {
+		if g.kind != 'v' {
+			continue
+		}
+		for _, e := range strings.Split(g.Expr, " AND ") {
+			for _, p := range placeholder.FindAllString(e, -1) {
+				if p[0] == '#' {
+					ru.n(p[1:])
+				} else {
+					ru.v(p[1:], vals[p])
+				}
+			}
+			ru.cond(e)
+		}
+	}
 }
 
 // resolveLapsed settles the park as tr, the review item resolved as
@@ -210,20 +222,19 @@ func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID strin
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
 		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
 	}
-	ru := l.resolveUpdate(r, resolution, now)
-	openUnknown(ru)
-	return l.lapsedTx(ctx, tr, taskID, version, now, u, ru)
+	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
 }
 
-// lapsedTx conditions u (the task item's update) as tr — the park of the
-// caller's assignment — and sends it with ru (the review item's, on its
-// open unknown_outcome review) in one TransactWriteItems. A completion's
+// lapsedTx conditions u (the task item's update) and ru (the review
+// item's) as tr — the park of the caller's assignment and its open
+// unknown_outcome review — and sends both in one TransactWriteItems. A completion's
 // size is checked first (update.fits); a task it leaves queued is due no
 // later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
+	tr.reviewCondition(ru, 0)
 	nonce := u.setNonce()
 	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err

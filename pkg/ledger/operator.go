@@ -62,10 +62,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	}
 	now := l.cfg.Now().UTC()
 	ru := l.resolveUpdate(LapsedResolution{By: a.By, Note: a.Note}, a.Resolution, now)
-	ru.v("open", str(ReviewOpen))
-	ru.v("pc", num(int64(r.ParkCount)))
-	ru.cond("#review_status = :open")
-	ru.cond(ru.n("park_count") + " = :pc")
+	row("operator_"+a.Resolution).reviewCondition(ru, r.ParkCount)
 	items := []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
 
 	if !poison {

@@ -183,7 +183,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		{Put: &types.Put{
 			TableName:                &l.cfg.ReviewTable,
 			Item:                     item,
-			ConditionExpression:      aws.String("attribute_not_exists(#id) OR #rs = :resolved"),
+			ConditionExpression:      aws.String(gNoOpenReview.Expr),
 			ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":resolved": str(ReviewResolved),
