@@ -140,8 +140,7 @@ func orDefault[T int | time.Duration](v *T, d T) {
 // Config returns the effective configuration.
 func (l *Ledger) Config() Config { return l.cfg }
 
-// DB returns the client the ledger calls (the read models of
-// internal/tasklist read through it).
+// DB returns the client the ledger calls.
 func (l *Ledger) DB() DynamoDB { return l.db }
 
 // Now returns the ledger's clock reading.
@@ -186,8 +185,7 @@ func (l *Ledger) StateShard(s State, taskID string) string {
 	return ShardKey(s, int(h.Sum32()%uint32(l.cfg.Shards)))
 }
 
-// ShardKey formats a by_state partition value: the partition family of s
-// (PartitionOf) and the shard.
+// ShardKey formats a by_state partition value of s (PartitionOf) and shard.
 func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", PartitionOf(s), shard) }
 
 func taskKey(id string) map[string]types.AttributeValue {
@@ -290,8 +288,7 @@ func (e *opError) Error() string { return "ledger: " + e.op + ": " + e.err.Error
 func (e *opError) Unwrap() error { return e.err }
 
 // isItemTooLarge reports whether err is DynamoDB's ValidationException for
-// an item over the size limit ("Item size has exceeded ...", "Item size to
-// update has exceeded ...").
+// an item over the size limit ("Item size [to update] has exceeded ...").
 func isItemTooLarge(err error) bool {
 	var ae smithy.APIError
 	return IsValidation(err) && errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
@@ -319,10 +316,9 @@ type update struct {
 // (Complete, ScheduleRetry, Fail, MarkUnknown, Release, MarkCallStarted).
 type WriteOption func(*update)
 
-// WithNonce makes the write set nonce (from NewNonce) as its write_nonce.
-// Repeat a write whose first send ended in an error with the same nonce:
-// if that send was applied after all, the repeat's failed condition finds
-// the nonce and returns the task as written instead of a *FencedError.
+// WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
+// a repeat with the same nonce of a send that ended in an error but was
+// applied returns the task as written, not a *FencedError.
 func WithNonce(nonce string) WriteOption {
 	return func(u *update) { u.nonce = nonce }
 }
@@ -335,13 +331,12 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
 
-// AfterRefusal says the caller's provider call was refused in so many words
-// — never sent, refused for its input or configuration, throttled: the
-// provider did not act. ScheduleRetry and Fail then accept state unknown at
-// the caller's own version as well as running: the reconciler expired the
-// lease of a worker that was slow, not gone, and what that worker learned
-// settles the uncertainty. Without it (a 5xx: the provider may have acted)
-// the unknown task is the reconciler's to read back or park.
+// AfterRefusal says the provider refused the caller's call in so many
+// words (never sent, refused for its input or configuration, throttled):
+// it did not act. ScheduleRetry and Fail then accept unknown at the
+// caller's version as well as running — the reconciler expired the lease
+// of a slow worker, and what it learned settles the uncertainty. Without
+// it the unknown task is the reconciler's to read back or park.
 func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
@@ -474,14 +469,10 @@ func (u *update) setNonce() string {
 	return u.nonce
 }
 
-// apply sends one conditional UpdateItem of the task, setting write_nonce,
-// so a write whose reply was lost — and whose SDK retry then failed its
-// condition because the first send had already applied — is recognised as
-// this call's own (see "Lost replies" in doc.go).
-//
-// Errors: *conditionFailed when the condition failed for another reason
-// (see attempt); otherwise the AWS error labelled by op,
-// *ThrottledError or *ItemTooLargeError.
+// apply sends one conditional UpdateItem of the task, setting write_nonce
+// so a lost reply is recognised (doc.go, "Lost replies"). Errors:
+// *conditionFailed when the condition failed for another reason (see
+// attempt); otherwise the AWS error labelled by op.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
 	nonce := u.setNonce()
 	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
