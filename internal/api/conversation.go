@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -35,7 +36,7 @@ const (
 // Page sizes of GET /conversations/{id}.
 const (
 	DefaultConversationPage = 20
-	MaxConversationPage     = ledger.MaxConversationPage
+	MaxConversationPage     = tasklist.MaxConversationPage
 )
 
 // inputProblem is the problem type and title of a generate input error
@@ -137,7 +138,7 @@ func (h *Handler) conversation(ctx context.Context, c *call) events.APIGatewayV2
 		}
 		limit = n
 	}
-	var after *ledger.ConversationCursor
+	var after *tasklist.ConversationCursor
 	if s, ok := q["cursor"]; ok {
 		cur, err := decodeCursor(s)
 		if err != nil {
@@ -146,7 +147,7 @@ func (h *Handler) conversation(ctx context.Context, c *call) events.APIGatewayV2
 		}
 		after = &cur
 	}
-	page, err := h.Ledger.ConversationTasks(ctx, c.scope, id, limit, after)
+	page, err := tasklist.New(h.Ledger).ConversationTasks(ctx, c.scope, id, limit, after)
 	if err != nil {
 		return h.storeFailure(ctx, c, "conversation", err)
 	}
@@ -210,14 +211,14 @@ func (h *Handler) conversationTask(ctx context.Context, c *call, t *ledger.Task)
 
 // The cursor is opaque to callers: base64url of the ledger's cursor. It
 // carries no scope; the page is always read under the caller's own key.
-func encodeCursor(c ledger.ConversationCursor) string {
+func encodeCursor(c tasklist.ConversationCursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(c.String()))
 }
 
-func decodeCursor(s string) (ledger.ConversationCursor, error) {
+func decodeCursor(s string) (tasklist.ConversationCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return ledger.ConversationCursor{}, err
+		return tasklist.ConversationCursor{}, err
 	}
-	return ledger.ParseConversationCursor(string(b))
+	return tasklist.ParseConversationCursor(string(b))
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // List pages: DefaultListLimit tasks unless the request's limit says
-// otherwise, at most ledger.MaxListLimit.
+// otherwise, at most tasklist.MaxListLimit.
 const DefaultListLimit = 20
 
 // TypeInvalidQuery: a query parameter the list does not take, or a value
@@ -82,12 +83,12 @@ func parseListQuery(req *events.APIGatewayV2HTTPRequest, allowed ...string) (lis
 		switch k {
 		case "limit":
 			n, err := strconv.Atoi(vs[0])
-			if err != nil || n < 1 || n > ledger.MaxListLimit {
-				return p, invalidQuery(k, fmt.Sprintf("limit must be a whole number from 1 to %d (default %d).", ledger.MaxListLimit, DefaultListLimit))
+			if err != nil || n < 1 || n > tasklist.MaxListLimit {
+				return p, invalidQuery(k, fmt.Sprintf("limit must be a whole number from 1 to %d (default %d).", tasklist.MaxListLimit, DefaultListLimit))
 			}
 			p.limit = n
 		case "cursor":
-			if vs[0] == "" || len(vs[0]) > ledger.MaxCursorBytes {
+			if vs[0] == "" || len(vs[0]) > tasklist.MaxCursorBytes {
 				return p, badCursor()
 			}
 			p.cursor = vs[0]
@@ -144,7 +145,7 @@ func (h *Handler) listTasks(ctx context.Context, c *call) events.APIGatewayV2HTT
 	if prob != nil {
 		return h.reject(c, prob)
 	}
-	page, err := h.Ledger.ListByOwner(ctx, ledger.OwnerQuery{Scope: c.scope, Kind: p.kind, States: p.states, Limit: p.limit, Cursor: p.cursor})
+	page, err := tasklist.New(h.Ledger).ListByOwner(ctx, tasklist.OwnerQuery{Scope: c.scope, Kind: p.kind, States: p.states, Limit: p.limit, Cursor: p.cursor})
 	if err != nil {
 		return h.reject(c, h.listProblem(ctx, c, "list", err))
 	}
@@ -166,11 +167,11 @@ func (h *Handler) listApprovals(ctx context.Context, c *call) events.APIGatewayV
 	if prob != nil {
 		return h.reject(c, prob)
 	}
-	q := ledger.InboxQuery{Viewer: c.scope, Limit: p.limit, Cursor: p.cursor}
+	q := tasklist.InboxQuery{Viewer: c.scope, Limit: p.limit, Cursor: p.cursor}
 	if h.Approvals.Claim == "" || h.Approvals.approver(c.req.RequestContext) {
 		q.Keep = func(t *ledger.Task) bool { return t.ApprovalRequired && h.mayDecide(c, t) }
 	}
-	page, err := h.Ledger.ListAwaitingApproval(ctx, q)
+	page, err := tasklist.New(h.Ledger).ListAwaitingApproval(ctx, q)
 	if err != nil {
 		return h.reject(c, h.listProblem(ctx, c, "list approvals", err))
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -97,7 +98,7 @@ func (c *CostResult) WriteTable(w io.Writer) {
 			vsBase += fmt.Sprintf(", unreachable: the baseline is %.2f× the floor of §1", div(b, f))
 		}
 		scope := ""
-		if owner := tl.IndexWRU[ledger.ByOwnerIndex]; tl.WRU > 8 && tl.WRU-owner <= 8 {
+		if owner := tl.IndexWRU[tasklist.ByOwnerIndex]; tl.WRU > 8 && tl.WRU-owner <= 8 {
 			scope = fmt.Sprintf(", by the by_owner index's %.2f (GET /tasks): %.2f without it", owner, tl.WRU-owner)
 		}
 		if wl.Document {
@@ -116,12 +117,12 @@ func (c *CostResult) WriteTable(w io.Writer) {
 func (c *CostResult) writeIndexes(w io.Writer) {
 	fmt.Fprintln(w, "\nglobal secondary index write units per task (included in WRU above)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "workload\tsystem\t%s\t%s\t\n", ledger.ByStateIndex, ledger.ByOwnerIndex)
+	fmt.Fprintf(tw, "workload\tsystem\t%s\t%s\t\n", ledger.ByStateIndex, tasklist.ByOwnerIndex)
 	for _, r := range c.Rows {
 		if r.NA != "" || (r.System != SystemBefore && r.System != SystemAfter) {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t\n", r.Workload, r.System, r.IndexWRU[ledger.ByStateIndex], r.IndexWRU[ledger.ByOwnerIndex])
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t\n", r.Workload, r.System, r.IndexWRU[ledger.ByStateIndex], r.IndexWRU[tasklist.ByOwnerIndex])
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "   by_state: the submit's put enters it, the completion takes it out (the claim keeps its key, and it projects nothing a claim or a renewal changes). by_owner (GET /tasks): the put is its one write — it holds scope, created_ms and kind, which nothing later changes.")

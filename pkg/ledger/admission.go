@@ -6,16 +6,12 @@ import (
 )
 
 // WaitAdmission gives back the caller's assignment, before any provider
-// call, to wait for provider admission (internal/admission: the model's
-// last 60 s leave no room for the call): like Release, the attempt is given
-// back (attempts - 1) since no call was made, and the assignment version
-// stays incremented so the holder stays fenced; unlike Release, the task
-// goes to retry_wait with not_before = notBefore (due_at too, so the
-// outbox relay re-sends it if the message is lost), so no copy of the
-// message can claim it before notBefore. The task's error fields are
-// left as they were: waiting is not a failure. One fenced UpdateItem; a
-// write whose reply was lost is recognised by write_nonce (pass WithNonce
-// to repeat it). Errors: *FencedError.
+// call, to wait for provider admission (internal/admission): like Release,
+// the attempt is given back and the holder stays fenced; unlike Release,
+// the task goes to retry_wait until notBefore (due_at too, so the outbox
+// relay re-sends a lost message), so no copy of the message can claim it
+// earlier. Its error fields stay: waiting is not a failure. Accepts
+// WithNonce. Errors: *FencedError.
 func (l *Ledger) WaitAdmission(ctx context.Context, taskID string, version int64, notBefore time.Time, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()

@@ -17,22 +17,18 @@ const (
 // CancelRequestedMessage is the error message CancelRunning records.
 const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
-// CancelRunning cancels a running task as the caller read it (read) — or
-// an unknown one with no cancel pending — by bumping its fencing token
-// (row cancel_running): the worker's next heartbeat renewal is refused,
-// its provider call context is cancelled and none of its writes can land.
-// Whether the provider acted is not known yet, so the task goes to unknown
-// with cancel_version = the version read and error class
-// cancel_requested, due when the fenced lease would have ended: the
-// reconciler then ends it cancelled (CancelUnknown: no call started, or a
-// readback credibly finding nothing), completed (a readback found the
-// result) or parks it unknown_outcome — never a silent second effect —
-// unless the fenced worker saves the provider's reply first
-// (CompleteCancelled) or, for a gated task or a refused input, ends it
-// cancelled (CancelUnknown). A lost reply is recognised (write_nonce).
+// CancelRunning cancels a task running as the caller read it — or unknown
+// with no cancel pending — by bumping its fencing token: the worker's next
+// renewal is refused, its provider call is cancelled and none of its
+// writes can land. Whether the provider acted is not known yet, so the
+// task goes to unknown (cancel_version = the version read, class
+// cancel_requested), due when the fenced lease would have ended; the
+// unknown rules then end it cancelled, completed or parked — never a
+// silent second effect — unless the fenced worker settles it first
+// (CompleteCancelled, CancelUnknown). A lost reply is recognised.
 //
 // Errors: ErrNotFound; *ConflictError with the current task when the task
-// is no longer running at version (completed, re-queued, taken over, ...).
+// is no longer running at version.
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	taskID, version := read.TaskID, read.AssignmentVersion
 	now := l.cfg.Now().UTC()
@@ -45,11 +41,9 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
 	u.stamp(now)
-	// Running, or unknown because the attempt lapsed or its outcome was
-	// lost (no cancel yet at this version): the attempt is fenced all the
-	// same, and the unknown rules then end it cancelled instead of
-	// re-queuing it (a 409 there let a readback that finds nothing call
-	// the provider again after the caller asked to stop).
+	// From unknown too (no cancel yet at this version): the unknown rules
+	// then end it cancelled instead of re-queuing it, so a readback that
+	// finds nothing never calls the provider after the caller asked to stop.
 	t, old, err := l.attempt(ctx, "cancel_running", taskID, row("cancel_running").condition(u, &Call{Now: now, Version: version}))
 	switch {
 	case t != nil || err != nil:
@@ -60,10 +54,9 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	return nil, &ConflictError{TaskID: taskID, Op: "cancel_running", State: old.State, Task: old}
 }
 
-// CancelUnknown ends a task whose running attempt was cancelled
-// (CancelRunning) as cancelled, once it is known the provider did not act.
-// why says how it is known (recorded as the error message, class
-// cancelled_while_running). Errors: *FencedError.
+// CancelUnknown ends cancelled a task whose running attempt was cancelled
+// (CancelRunning), once it is known the provider did not act; why says how
+// (the error message, class cancelled_while_running). Errors: *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
@@ -82,14 +75,12 @@ const ErrorCancelTooLate = "cancel_too_late"
 const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 
 // CompleteCancelled saves the result the worker holding assignment version
-// received from the provider before a cancel while running fenced it (the
-// task unknown at version+1 with cancel_version = version). The provider
-// acted and billed; discarding the one result in hand would leave a parked
-// unknown_outcome whose only remedy is a second call. The task becomes
-// completed (or awaiting_approval behind its gate) with error class
-// cancel_too_late. Anything else — the reconciler decided first, an
-// operator acted — is a *FencedError and nothing is written. A lost reply
-// is recognised (WithNonce).
+// received before a cancel while running fenced it (the task unknown at
+// version+1, cancel_version = version): the provider acted and billed, and
+// discarding the one result in hand would leave a park whose only remedy
+// is a second call. The task becomes completed (or awaiting_approval) with
+// class cancel_too_late. If anything decided the task first: *FencedError,
+// nothing written. Accepts WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := l.completion(taskID, c, opts, now)
@@ -97,10 +88,9 @@ func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version i
 	return l.write(ctx, "complete_cancelled", gated("complete_cancelled", c.ApprovalTTL > 0), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// CancelledAt reports whether fe is a completion refused because a cancel
-// while running fenced exactly the caller's assignment version and nothing
-// has decided the task since: CompleteCancelled (gated or not) would save
-// the result.
+// CancelledAt reports whether fe is a completion refused by a cancel while
+// running of exactly the caller's version, undecided since:
+// CompleteCancelled (gated or not) would save the result.
 func CancelledAt(fe *FencedError, version int64) bool {
 	c := Call{Version: version}
 	return gated("complete_cancelled", false).Allows(fe.Current, c) || gated("complete_cancelled", true).Allows(fe.Current, c)

@@ -3,19 +3,16 @@
 // # Model
 //
 // One item per task in the tasks table, keyed by task_id. The id is derived
-// from (scope, idempotency key) — see Ledger.TaskID: HMAC-SHA256 under the
-// server secret Config.IDKey, so an id cannot be computed from a key — and
-// deduplicating a submission is a single conditional PutItem
-// (attribute_not_exists(task_id)). A replay
-// with the same payload hash returns *DuplicateError carrying the existing
-// task; another payload under the same key returns *PayloadMismatchError and
-// writes nothing.
+// from (scope, idempotency key) under the server secret Config.IDKey
+// (Ledger.TaskID), so deduplicating a submission is a single conditional
+// PutItem (attribute_not_exists(task_id)). A replay with the same payload
+// hash returns *DuplicateError carrying the existing task; another payload
+// under the same key returns *PayloadMismatchError and writes nothing.
 //
-// The task state machine is one table (Transitions, table.go; rendered
-// as docs/states.md): each write of a task item is a row naming its
-// actor, the states it is accepted from, its fence, its guards, the state
-// it leaves, how it changes attempts and assignment_version, what a
-// refusal returns and what it does to the review item. Each write's
+// The task state machine is one table (Transitions, table.go; rendered as
+// docs/states.md): each write of a task item is a row naming its actor,
+// from-states, fence, guards, to-state, attempt and version changes, what
+// a refusal returns and what it does to the review item. Each write's
 // ConditionExpression is built from its row's guards, and so are the Go
 // predicates that explain a refusal (Transition.Allows, CancelledAt,
 // CancelPending, ParkedAt); testdata/conditions.golden pins every one.
@@ -23,27 +20,22 @@
 // A worker owns a task through its assignment_version, the fencing token:
 // Claim increments it and the worker's writes are fenced on it; a worker
 // that lost its lease gets *FencedError and must save nothing — except
-// what the rows from unknown (its lease expired, no other attempt began)
-// and the lapsed settlements (the unknown_outcome park at its version,
-// lapsed.go) let it settle. A cancel while running bumps the token
-// (cancel.go).
+// what the rows from unknown and the lapsed settlements (lapsed.go) let it
+// settle. A cancel while running bumps the token (cancel.go).
 //
 // # Lost replies
 //
 // A write whose reply is lost may have been applied. Every conditional
-// UpdateItem (and Park's transaction) sets a fresh random write_nonce, as
+// UpdateItem (and every transaction of a task) sets a fresh write_nonce, as
 // Create sets create_nonce. When the write's condition then fails (the SDK
-// retried a write that had already applied: a claim now "leased" by itself,
-// a completion "already completed" by itself) or the call fails ambiguously
-// (a timeout, a 5xx after the SDK's retries), the ledger looks at the item —
-// the ALL_OLD the failed condition returned, or a consistent read, tried a
-// few times with jittered backoff — and a matching nonce means the write
-// was this call's own: it returns the task as written instead of an error.
-// Callers therefore see a lost reply as the success it was. A caller that
+// retried a write that had already applied) or the call fails ambiguously
+// (a timeout, a 5xx after the SDK's retries), the ledger looks at the item
+// — the ALL_OLD the failed condition returned, or a consistent read, tried
+// a few times with jittered backoff — and a matching nonce means the write
+// was this call's own: it returns the task as written. A caller that
 // repeats a settling write after an error passes the same nonce each time
 // (WithNonce, NewNonce), so a send applied late is still recognised. A
-// claim that stays unconfirmed (its reads kept failing) is given back with
-// ReleaseClaim, conditioned on the lease owner.
+// claim that stays unconfirmed is given back with ReleaseClaim.
 //
 // # Attempt history
 //
@@ -58,46 +50,38 @@
 //
 // # Item size
 //
-// DynamoDB refuses items over 400 KB (package itemsize computes its
-// sizes). CheckCompletion sizes the task as a completion would leave it, so
-// callers can decide before writing; Complete itself refuses a write whose
-// key and values alone exceed the limit. Both return *ItemTooLargeError, as
-// does a ValidationException about the item size from DynamoDB.
+// DynamoDB refuses items over 400 KB (package itemsize computes sizes).
+// CheckCompletion sizes the task as a completion would leave it; Complete
+// refuses a write whose key and values alone exceed the limit. Both return
+// *ItemTooLargeError, as does DynamoDB's item-size ValidationException.
 //
-// # Retention
+// # States and retention
 //
-// Terminal tasks carry expires_at (epoch seconds, end + Retention) for
-// DynamoDB's TTL. The sweeper may delete an item days later; until then,
-// Create treats an item whose expires_at has passed as absent and writes a
-// fresh task under the same id — conditioned on the expired item read (its
-// expires_at and assignment_version) and keeping its assignment_version, so
-// the fencing token of a task id never goes backwards and a worker still
-// holding a version of the old task cannot complete the new one. Retention
-// is at least MinRetention (1 hour, longer than any Lambda invocation), so
-// by the time TTL deletes an item no holder of its token is still running.
-//
-// States: queued, running, retry_wait, unknown, awaiting_approval (live;
-// indexed) and completed, failed, cancelled, rejected (terminal; TTL set)
-// and needs_review (parked; waits for a person, not indexed). Live tasks
+// Live states (queued, running, retry_wait, unknown, awaiting_approval)
 // carry state_shard = "<partition>#<nn>" and due_at (epoch ms) for the
-// sparse by_state index; terminal and parked tasks REMOVE both, so the
-// reconciler's reads grow with live work, not history. The partition is
-// the state, except that queued and running share "active" (StateActive,
-// PartitionOf): a claim keeps both attributes, and the index projects
-// nothing a claim or a renewal changes, so neither bills an index write.
+// sparse by_state index; terminal (completed, failed, cancelled, rejected)
+// and parked (needs_review) tasks REMOVE both, so the reconciler's reads
+// grow with live work, not history. queued and running share the partition
+// "active" (PartitionOf): a claim keeps both attributes, and the index
+// projects nothing a claim or a renewal changes, so neither bills an index
+// write.
+//
+// Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
+// Until the sweeper deletes the item, Create treats an expired item as
+// absent and writes a fresh task under the same id, conditioned on the
+// expired item read and keeping its assignment_version: the fencing token
+// of a task id never goes backwards. Retention is at least MinRetention,
+// longer than any Lambda invocation, so no holder of a deleted item's
+// token is still running.
 //
 // # Approval gates
 //
-// A task created with NewTask.ApprovalTTL has an approval gate
-// (approval_required; the plan is kept as JSON). Every completion saves
-// the result and its result_sha256 the same fenced way and lands a gated
-// task in awaiting_approval (the "_gated" rows), indexed with due_at = the
-// approval deadline; a caller that misjudged the gate
-// (Completion.ApprovalTTL) is corrected once from the item. Approve writes
-// the approval and one deliver task per plan entry (keyed DeliveryKey in
-// the task's scope) in ONE TransactWriteItems; Withdraw cancels every
-// still-unstarted delivery and returns the task to awaiting_approval in
-// another. Decisions set write_nonce: a lost reply is recognised.
+// A task created with NewTask.ApprovalTTL has an approval gate. Every
+// completion of it saves the result the same fenced way and lands in
+// awaiting_approval (the "_gated" rows), indexed with due_at = the approval
+// deadline. Approve writes the approval and one deliver task per plan entry
+// (keyed DeliveryKey) in ONE TransactWriteItems; Withdraw cancels every
+// still-unstarted delivery and returns the task to awaiting_approval.
 //
 // # Follow-ups
 //
@@ -118,14 +102,13 @@
 // Methods return typed errors a caller inspects with errors.As:
 // *DuplicateError, *PayloadMismatchError, *FencedError, *NotClaimableError,
 // *ConflictError, *ThrottledError, *ItemTooLargeError, and ErrNotFound
-// (errors.Is). Anything else is an unexpected AWS error, labelled with the
-// operation that got it ("ledger: UpdateItem complete: ValidationException
-// ..."), never as a fence; IsValidation tells a request that no repeat can
-// fix.
+// (errors.Is). Anything else is an unexpected AWS error labelled with the
+// operation that got it ("ledger: UpdateItem complete: ..."), never a
+// fence; IsValidation tells a request that no repeat can fix.
 //
 // # Emulators
 //
 // ReturnValuesOnConditionCheckFailure=ALL_OLD is requested on every
-// conditional write; where the engine omits the old item (kumo), the ledger
-// falls back to a strongly consistent GetItem before deciding what happened.
+// conditional write; where the engine omits the old item (kumo), the
+// ledger falls back to a consistent GetItem (StandInRead).
 package ledger

@@ -1,8 +1,8 @@
 package ledger
 
-// DocumentRef is a document a generate task references (DESIGN §12, issue
-// 13): the upload it came from, its format and the content-addressed copy
-// the payload store keeps under inputs/<sha256>. The item holds only this
+// DocumentRef is a document a generate task references (DESIGN §12): the
+// upload it came from, its format and the content-addressed copy the
+// payload store keeps under inputs/<sha256>. The item holds only this
 // reference (about 200 bytes); the bytes stay in S3.
 type DocumentRef struct {
 	// UploadID is the POST /uploads id the submit named.

@@ -105,9 +105,8 @@ func (e *ThrottledError) Error() string {
 func (e *ThrottledError) Unwrap() error { return e.Err }
 
 // ItemTooLargeError reports a write refused because the item would exceed
-// DynamoDB's 400 KB item limit: either the ledger's own check before the
-// write (Err nil) or DynamoDB's ValidationException. Nothing was written.
-// Repeating the write cannot succeed.
+// DynamoDB's 400 KB item limit, by the ledger's own check (Err nil) or by
+// DynamoDB. Nothing was written; repeating the write cannot succeed.
 type ItemTooLargeError struct {
 	TaskID string
 	Op     string

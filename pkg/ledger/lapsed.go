@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,40 +10,33 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// LapsedResolution is what a lapsed settlement (CompleteLapsed, FailLapsed,
-// RetryLapsed) records on the review item it resolves: the worker that
-// settled it and what the provider answered (see package review).
+// LapsedResolution is what a lapsed settlement records on the review item
+// it resolves: the worker that settled it and what the provider answered.
 type LapsedResolution struct {
 	By   string // the worker (its lease owner), for the audit trail
 	Note string // e.g. "the result of attempt 2 arrived after the park"
 }
 
-// A lapsed attempt is one that returned after the reconciler had parked its
-// task unknown_outcome: the worker was slow, not gone, its lease expired,
-// the task went to unknown and — with no readback — to needs_review at the
-// same assignment version. The assignment is still the caller's (no other
-// attempt started: an operator's retry re-queues, and the next claim takes
-// a new version), so what the provider answered settles the uncertainty the
-// open review item describes. The operations below record that answer in
-// one TransactWriteItems each of the task item (parked unknown_outcome at
-// the caller's version: ParkedAt) and the review item (still open). Never
-// one without the other: an operator who acted first wins, and nothing is
-// written.
-//
-// Each accepts WithNonce, like the running writes: a repeat of a send that
-// was applied late (its reply lost) is recognised as applied.
+// A lapsed attempt returned after the reconciler had parked its task
+// unknown_outcome: the worker was slow, not gone, and — with no readback —
+// the task went to needs_review at the same assignment version. No other
+// attempt started (an operator's retry re-queues, and the next claim takes
+// a new version), so what the provider answered settles the uncertainty
+// the open review item describes. Each operation below writes the task
+// item (parked unknown_outcome at the caller's version: ParkedAt) and the
+// review item (still open) in one TransactWriteItems: an operator who
+// acted first wins, and nothing is written. Each accepts WithNonce.
 //
 // Errors: *FencedError (Why not_running when the task is not parked
 // unknown_outcome at this version, or its review item is no longer open;
 // taken_over / already_completed / gone as for Complete), *ThrottledError
-// and other AWS errors, which may pass when the same write is repeated.
+// and other AWS errors, which may pass when the same write is repeated;
+// an error for an empty r.By or r.Note.
 
-// CompleteLapsed saves the result of a lapsed attempt (the task becomes
-// completed; no result saved yet) and
-// resolves the review item as completed (resolved_by r.By,
-// resolution_note r.Note). Discarding the result would leave the operator
-// a "retry" that makes the provider act twice. Errors as above, and
-// *ItemTooLargeError (nothing sent), an error for an empty r.By or r.Note.
+// CompleteLapsed saves the result of a lapsed attempt (completed, or
+// awaiting_approval behind its gate) and resolves the review item as
+// completed: discarding the result would leave the operator a "retry" that
+// makes the provider act twice. Also *ItemTooLargeError (nothing sent).
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -61,10 +53,9 @@ func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int6
 	return l.resolveLapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, now, u, r, ResolutionCompleted)
 }
 
-// FailLapsed records that a lapsed attempt was refused by the provider for
-// a fault of the input (it certainly did not act): the task becomes failed
-// with errClass and errMsg, and the review item is resolved as failed.
-// Errors as above; an error for an empty r.By or r.Note.
+// FailLapsed records that the provider refused a lapsed attempt for a
+// fault of its input (it did not act): the task fails with errClass and
+// errMsg; the review item is resolved as failed.
 func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -74,11 +65,9 @@ func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, e
 }
 
 // RetryLapsed records that a lapsed attempt failed without the provider
-// acting (a transient refusal such as a 429 or 5xx, or a request that was
-// never sent): the uncertainty is void, so the task goes to retry_wait
-// until notBefore with errClass and errMsg, like ScheduleRetry, and the
-// review item is resolved as retry. Errors as above; an error for an empty
-// r.By or r.Note.
+// acting (a transient refusal, or a request never sent): the task goes to
+// retry_wait until notBefore with errClass and errMsg, like ScheduleRetry;
+// the review item is resolved as retry.
 func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	nb := notBefore.UnixMilli()
@@ -91,11 +80,9 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 }
 
 // ReleaseLapsed records that no provider call was made under the parked
-// assignment at all (its worker's lease lapsed before the call, and the
-// worker gave the task back only after the park): the task is queued
-// again, due for dispatch, its attempt given back like Release's, its
-// error ErrorCallNotStarted, and the review item is resolved as retry.
-// Errors as above; an error for an empty r.By or r.Note.
+// assignment: the task is queued again, due for dispatch, its attempt
+// given back like Release's, its error ErrorCallNotStarted; the review
+// item is resolved as retry.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -104,13 +91,11 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 	return l.resolveLapsed(ctx, row("release_lapsed"), taskID, version, now, u, r, ResolutionRetry)
 }
 
-// CancelLapsed ends cancelled a task the reconciler parked unknown_outcome
-// from a cancel while running (version: the park's, the cancel's v+1;
-// cancel_version set) when the worker of the cancelled assignment knows
-// the provider did not act — it made no call, or the call was refused.
-// why is recorded as the error message (class cancelled_while_running)
-// and the review item is resolved as cancelled. Errors as above; an error
-// for an empty r.By or r.Note.
+// CancelLapsed ends cancelled a task parked unknown_outcome after a cancel
+// while running (version: the park's, the cancel's v+1) when the worker of
+// the cancelled assignment knows the provider did not act. why is the
+// error message (class cancelled_while_running); the review item is
+// resolved as cancelled.
 func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -120,16 +105,12 @@ func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64,
 }
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
-// whose answer is known but could not be recorded as an outcome — a result
-// too large for the item (review result_too_large) or one whose save was
-// refused or kept failing (result_not_saved). The task stays needs_review
-// with rev's reason, summary and error; the review item, still open, gets
-// rev's reason, summary, known, uncertain, safe actions, provider_ref and
-// error. Errors as above; an error for a rev without Reason or Summary.
+// whose answer is known but could not be recorded as an outcome (a result
+// too large for the item, or one whose save was refused or kept failing).
+// The task stays needs_review with rev's reason, summary and error; the
+// review item, still open, gets rev's explanation, provider_ref and error.
+// rev needs Reason and Summary.
 func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
-	if rev.Reason == "" || rev.Summary == "" {
-		return nil, errors.New("ledger: ReviseLapsed needs the review's Reason and Summary")
-	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	u.set("review_reason", str(rev.Reason))
@@ -140,7 +121,7 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 	if rev.ProviderRef != "" {
 		u.set("provider_ref", str(rev.ProviderRef))
 	}
-	ru, err := reviseUpdate(rev)
+	ru, err := reviseUpdate("ReviseLapsed", rev)
 	if err != nil {
 		return nil, err
 	}
@@ -149,23 +130,18 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
 // transaction keeps failing (a throttled TransactWriteItems): one
-// UpdateItem of the review item, conditioned on review_status = open AND
-// reason = unknown_outcome AND park_count = parkCount (the park of the
-// lapsed attempt, as the caller read it on the task). The task item keeps
-// its review_reason and summary; the review item — what an operator acts
-// on — says what is known. A repeat after a send that applied late (the
-// review already says rev) succeeds. Errors: *ConflictError (Op "revise
-// lapsed review") when the condition fails otherwise; AWS errors.
+// UpdateItem of the open unknown_outcome review item at park_count =
+// parkCount (the park of the lapsed attempt, as read on the task). The
+// task item keeps its review_reason and summary; the review item — what
+// an operator acts on — says what is known. A repeat after a send that
+// applied late succeeds. Errors: *ConflictError (Op "revise lapsed
+// review") when the condition fails otherwise; AWS errors.
 func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
-	if rev.Reason == "" || rev.Summary == "" {
-		return errors.New("ledger: ReviseLapsedReview needs the review's Reason and Summary")
-	}
-	ru, err := reviseUpdate(rev)
+	ru, err := reviseUpdate("ReviseLapsedReview", rev)
 	if err != nil {
 		return err
 	}
-	ru.v("park_count", num(int64(parkCount)))
-	ru.cond(ru.n("park_count") + " = :park_count")
+	row("revise_lapsed_review").reviewCondition(ru, parkCount)
 	in := ru.input(l.cfg.ReviewTable, taskID)
 	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, ""
 	if _, err := l.db.UpdateItem(ctx, in); err != nil {
@@ -190,12 +166,16 @@ func (l *Ledger) resolveUpdate(r LapsedResolution, resolution string, now time.T
 	ru.set("resolved_by", str(r.By))
 	ru.set("resolution", str(resolution))
 	ru.set("resolution_note", str(truncate(r.Note, MaxNote)))
-	ru.set("expires_at", num(l.retentionExpiry(now)))
+	ru.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	return ru
 }
 
-// reviseUpdate rewrites the open review item's explanation with rev's.
-func reviseUpdate(rev Review) (*update, error) {
+// reviseUpdate rewrites the open review item's explanation with rev's
+// (op names the caller in the error for a rev without Reason or Summary).
+func reviseUpdate(op string, rev Review) (*update, error) {
+	if rev.Reason == "" || rev.Summary == "" {
+		return nil, fmt.Errorf("ledger: %s needs the review's Reason and Summary", op)
+	}
 	nilToEmpty(&rev)
 	ru := newUpdate()
 	ru.set("reason", str(rev.Reason))
@@ -214,17 +194,30 @@ func reviseUpdate(rev Review) (*update, error) {
 		ru.set("error_class", str(rev.ErrorClass))
 		ru.set("error_message", str(truncate(rev.ErrorMessage, MaxErrorMessage)))
 	}
-	openUnknown(ru)
 	return ru, nil
 }
 
-// openUnknown conditions a review item update on the open unknown_outcome
-// review of the park.
-func openUnknown(ru *update) {
-	ru.v("open", str(ReviewOpen))
-	ru.v("lapsed_reason", str(ReviewUnknownOutcome))
-	ru.cond(ru.n("review_status") + " = :open")
-	ru.cond(ru.n("reason") + " = :lapsed_reason")
+// reviewCondition adds tr's condition on the review item (its review
+// guard, which table.go declares and the method writes) to ru, one
+// conjunct per AND; parkCount is the park's, where the guard names it.
+func (tr *Transition) reviewCondition(ru *update, parkCount int) {
+	vals := map[string]types.AttributeValue{":open": str(ReviewOpen), ":lapsed_reason": str(ReviewUnknownOutcome),
+		":pc": num(int64(parkCount)), ":park_count": num(int64(parkCount))}
+	for _, g := range tr.Guards {
+		if g.kind != 'v' {
+			continue
+		}
+		for _, e := range strings.Split(g.Expr, " AND ") {
+			for _, p := range placeholder.FindAllString(e, -1) {
+				if p[0] == '#' {
+					ru.n(p[1:])
+				} else {
+					ru.v(p[1:], vals[p])
+				}
+			}
+			ru.cond(e)
+		}
+	}
 }
 
 // resolveLapsed settles the park as tr, the review item resolved as
@@ -236,11 +229,11 @@ func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID strin
 	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
 }
 
-// lapsedTx conditions u (the task item's update) as tr — the park of the
-// caller's assignment — and ru (the review item's) on its open
-// unknown_outcome review, and sends both in one TransactWriteItems. A
-// completion's size is checked first (update.fits); a task it leaves
-// queued is due no later than its age deadline (clampDue).
+// lapsedTx conditions u (the task item's update) and ru (the review
+// item's) as tr — the park of the caller's assignment and its open
+// unknown_outcome review — and sends both in one TransactWriteItems. A completion's
+// size is checked first (update.fits); a task it leaves queued is due no
+// later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
 	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
@@ -249,40 +242,14 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 	}
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
-	nonce := u.nonce
-	if nonce == "" {
-		nonce = newNonce()
-	}
-	u.set("write_nonce", str(nonce))
+	tr.reviewCondition(ru, 0)
+	nonce := u.setNonce()
 	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	tin := u.input(l.cfg.TasksTable, taskID)
-	if _, ok := ru.values[":open"]; !ok {
-		openUnknown(ru)
-	}
-	rin := ru.input(l.cfg.ReviewTable, taskID)
-
-	// The table names are spelled out in the literals (not txUpdate), so
-	// the IAM check of internal/templatetest can tell which tables the
-	// worker writes.
 	applied, cur, err := l.transact(ctx, op, taskID, nonce, append([]types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName:                 &l.cfg.TasksTable,
-			Key:                       tin.Key,
-			UpdateExpression:          tin.UpdateExpression,
-			ConditionExpression:       tin.ConditionExpression,
-			ExpressionAttributeNames:  tin.ExpressionAttributeNames,
-			ExpressionAttributeValues: tin.ExpressionAttributeValues,
-		}},
-		{Update: &types.Update{
-			TableName:                 &l.cfg.ReviewTable,
-			Key:                       rin.Key,
-			UpdateExpression:          rin.UpdateExpression,
-			ConditionExpression:       rin.ConditionExpression,
-			ExpressionAttributeNames:  rin.ExpressionAttributeNames,
-			ExpressionAttributeValues: rin.ExpressionAttributeValues,
-		}},
+		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))},
+		{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))},
 	}, follow...))
 	switch {
 	case applied && cur == nil:

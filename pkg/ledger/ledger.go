@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/taskledger/taskledger/internal/calltag"
 	"hash/fnv"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 
@@ -40,12 +41,12 @@ const (
 	DefaultMaxAge      = time.Hour
 	DefaultRetention   = 7 * 24 * time.Hour
 	// DefaultDispatchTimeout is the worker's default lease: a claim keeps
-	// the due_at its task was queued with (see Claim), so the dispatch
-	// deadline is also when the reconciler first looks at a claimed task
-	// whose worker died before its first heartbeat.
+	// the due_at its task was queued with, so the dispatch deadline is also
+	// when the reconciler first looks at a task whose worker died before
+	// its first heartbeat.
 	DefaultDispatchTimeout = 30 * time.Second
 	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
-	// DispatchBackoffCap (4 minutes with the default DispatchTimeout).
+	// DispatchBackoffCap.
 	DefaultDispatchBackoffFactor = 8
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
@@ -53,9 +54,8 @@ const (
 )
 
 // LeaseExpiredMessage is the error message ExpireToUnknown records: the
-// worker's lease lapsed, and nothing says whether its provider call had
-// started (review wording tells it apart from a worker's own MarkUnknown,
-// which follows a call that was sent).
+// lease lapsed, and nothing says whether the provider call had started
+// (unlike MarkUnknown, which follows a call that was sent).
 const LeaseExpiredMessage = "the worker's lease expired during the attempt; the provider may have acted"
 
 // Config names the tables and sets the policies the ledger enforces.
@@ -69,26 +69,22 @@ type Config struct {
 	MaxAttempts int
 	MaxAge      time.Duration
 	// Retention is how long terminal tasks (and so their idempotency keys)
-	// are kept before TTL deletes them (default 7 days, at least
-	// MinRetention).
+	// are kept before TTL deletes them (at least MinRetention).
 	Retention time.Duration
 	// DispatchTimeout is how long a queued task may wait for its SQS message
-	// to be consumed before the reconciler re-sends it (the outbox deadline).
-	// Each re-send doubles the wait (see DispatchBackoff). A claim keeps it
-	// as due_at, so it is also when a task whose worker died before its
-	// first heartbeat is found: keep it near the worker's lease.
+	// to be consumed before the reconciler re-sends it (the outbox deadline;
+	// each re-send doubles it, see DispatchBackoff). A claim keeps it as
+	// due_at, so keep it near the worker's lease.
 	DispatchTimeout time.Duration
-	// DispatchBackoffCap caps the wait between re-sends (default
-	// DefaultDispatchBackoffFactor × DispatchTimeout).
+	// DispatchBackoffCap caps the wait between re-sends.
 	DispatchBackoffCap time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// IDKey is the server secret task ids are derived with (HMAC-SHA256,
-	// see Ledger.TaskID); at least MinIDKeyBytes. A deployed submit function
-	// always sets it (the template's generated secret), so nobody can
-	// compute a task id from an Idempotency-Key. Empty keeps the unkeyed
-	// derivation of the package function TaskID (tests, tools); it must not
-	// change while tasks are live, or replays get new ids.
+	// IDKey is the server secret task ids are derived with (Ledger.TaskID),
+	// so nobody can compute a task id from an Idempotency-Key; at least
+	// MinIDKeyBytes. Empty keeps the unkeyed package function TaskID
+	// (tests, tools). It must not change while tasks are live, or replays
+	// get new ids.
 	IDKey SecretKey
 }
 
@@ -113,61 +109,59 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 	if cfg.TasksTable == "" || cfg.ReviewTable == "" {
 		return nil, errors.New("ledger: TasksTable and ReviewTable are required")
 	}
-	if cfg.Shards <= 0 {
-		cfg.Shards = DefaultShards
-	}
+	orDefault(&cfg.Shards, DefaultShards)
+	orDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&cfg.MaxAge, DefaultMaxAge)
+	orDefault(&cfg.Retention, DefaultRetention)
+	orDefault(&cfg.DispatchTimeout, DefaultDispatchTimeout)
+	orDefault(&cfg.DispatchBackoffCap, DefaultDispatchBackoffFactor*cfg.DispatchTimeout)
+	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if n := len(cfg.IDKey); n > 0 && n < MinIDKeyBytes {
 		return nil, fmt.Errorf("ledger: IDKey has %d bytes: at least %d", n, MinIDKeyBytes)
 	}
 	if cfg.Shards > 100 {
 		return nil, fmt.Errorf("ledger: Shards=%d: at most 100", cfg.Shards)
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.MaxAge <= 0 {
-		cfg.MaxAge = DefaultMaxAge
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = DefaultRetention
-	}
 	if cfg.Retention < MinRetention {
 		return nil, fmt.Errorf("ledger: Retention=%s: at least %s (MinRetention), so no worker of a task outlives its item", cfg.Retention, MinRetention)
 	}
-	if cfg.DispatchTimeout <= 0 {
-		cfg.DispatchTimeout = DefaultDispatchTimeout
-	}
-	if cfg.DispatchBackoffCap <= 0 {
-		cfg.DispatchBackoffCap = DefaultDispatchBackoffFactor * cfg.DispatchTimeout
-	}
-	cfg.DispatchBackoffCap = max(cfg.DispatchBackoffCap, cfg.DispatchTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Ledger{db: db, cfg: cfg}, nil
 }
 
+// orDefault sets *v to d unless it is positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
 // Config returns the effective configuration.
 func (l *Ledger) Config() Config { return l.cfg }
+
+// DB returns the client the ledger calls.
+func (l *Ledger) DB() DynamoDB { return l.db }
 
 // Now returns the ledger's clock reading.
 func (l *Ledger) Now() time.Time { return l.cfg.Now() }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
 // TaskID derives a task id without a key: "t_" + 26 base32 characters of
 // SHA-256(scope NUL key) (130 bits). Anyone who knows a scope and key can
-// compute it, so only a ledger without Config.IDKey (tests, tools) uses it;
-// Ledger.TaskID is the derivation Create uses.
+// compute it, so only a ledger without Config.IDKey uses it.
 func TaskID(scope, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + idempotencyKey))
 	return formatID(sum[:])
 }
 
 // TaskID derives the id of the task a (scope, idempotency key) pair names:
-// with Config.IDKey, "t_" + 26 base32 characters of
-// HMAC-SHA256(IDKey, scope NUL key), which nobody without the server secret
-// can compute from a key; without it, the package function TaskID.
+// with Config.IDKey, as the package function TaskID but with
+// HMAC-SHA256(IDKey, scope NUL key); without it, the package function.
 func (l *Ledger) TaskID(scope, idempotencyKey string) string {
 	if len(l.cfg.IDKey) == 0 {
 		return TaskID(scope, idempotencyKey)
@@ -181,35 +175,22 @@ func formatID(sum []byte) string { return "t_" + idEncoding.EncodeToString(sum)[
 
 // ValidTaskID reports whether s has the shape TaskID produces.
 func ValidTaskID(s string) bool {
-	if len(s) != 28 || !strings.HasPrefix(s, "t_") {
-		return false
-	}
-	for _, c := range s[2:] {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 28 && strings.HasPrefix(s, "t_") && strings.Trim(s[2:], idAlphabet) == ""
 }
 
-// Shard returns the by_state shard number of a task id.
-func (l *Ledger) Shard(taskID string) int {
+// StateShard returns the by_state partition value of a task in state s
+// (its shard: FNV-1a of the task id).
+func (l *Ledger) StateShard(s State, taskID string) string {
 	h := fnv.New32a()
 	h.Write([]byte(taskID))
-	return int(h.Sum32() % uint32(l.cfg.Shards))
+	return ShardKey(s, int(h.Sum32()%uint32(l.cfg.Shards)))
 }
 
-// StateShard returns the by_state partition value of a task in state s.
-func (l *Ledger) StateShard(s State, taskID string) string {
-	return ShardKey(s, l.Shard(taskID))
-}
-
-// ShardKey formats a by_state partition value: the partition family of s
-// (PartitionOf) and the shard.
+// ShardKey formats a by_state partition value of s (PartitionOf) and shard.
 func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", PartitionOf(s), shard) }
 
 func taskKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"task_id": &types.AttributeValueMemberS{Value: id}}
+	return map[string]types.AttributeValue{"task_id": str(id)}
 }
 
 // Get reads a task with a strongly consistent read.
@@ -269,10 +250,9 @@ func IsThrottle(err error) bool {
 	return errors.As(err, &ae) && throttleCodes[ae.ErrorCode()]
 }
 
-// wrapErr labels an AWS error with the operation that got it ("UpdateItem
-// complete: ValidationException ..."): throttles become *ThrottledError, an
-// item-size ValidationException *ItemTooLargeError. An error wrapErr already
-// labelled is returned unchanged.
+// wrapErr labels an AWS error with the operation that got it: throttles
+// become *ThrottledError, an item-size ValidationException
+// *ItemTooLargeError. An error already labelled is returned unchanged.
 func wrapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -289,7 +269,6 @@ func wrapErr(op string, err error) error {
 	return &opError{op: op, err: err}
 }
 
-// opError is an AWS error labelled with the ledger operation.
 type opError struct {
 	op  string
 	err error
@@ -299,14 +278,10 @@ func (e *opError) Error() string { return "ledger: " + e.op + ": " + e.err.Error
 func (e *opError) Unwrap() error { return e.err }
 
 // isItemTooLarge reports whether err is DynamoDB's ValidationException for
-// an item over the size limit ("Item size has exceeded the maximum allowed
-// size", "Item size to update has exceeded ...").
+// an item over the size limit ("Item size [to update] has exceeded ...").
 func isItemTooLarge(err error) bool {
 	var ae smithy.APIError
-	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" {
-		return false
-	}
-	return strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
+	return IsValidation(err) && errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
 }
 
 // IsValidation reports whether err is a ValidationException: the request
@@ -316,7 +291,7 @@ func IsValidation(err error) bool {
 	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }
 
-// update is a small builder for UpdateItem expressions with names and values.
+// update builds an UpdateItem's expressions, names and values.
 type update struct {
 	sets, removes, conds []string
 	names                map[string]string
@@ -333,38 +308,32 @@ type update struct {
 // (Complete, ScheduleRetry, Fail, MarkUnknown, Release, MarkCallStarted).
 type WriteOption func(*update)
 
-// WithNonce makes the write set nonce (from NewNonce) as its write_nonce.
-// Repeat a write whose first send ended in an error with the same nonce:
-// if that send was applied after all, the repeat's failed condition finds
-// the nonce and returns the task as written instead of a *FencedError.
+// WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
+// a repeat with the same nonce of a send that ended in an error but was
+// applied returns the task as written, not a *FencedError.
 func WithNonce(nonce string) WriteOption {
 	return func(u *update) { u.nonce = nonce }
 }
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
 // age deadline (Task.DeadlineMs): only then does the renewal round its
-// due_at up to whole leases (runningDue), and never past the deadline, so
-// a dead worker's task is found no later than before near the end of its
-// age budget. Without it the renewal sets due_at to the lease end.
+// due_at up to whole leases (runningDue), never past the deadline.
+// Without it the renewal sets due_at to the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
 
-// AfterRefusal says the caller's provider call was refused in so many words
-// — never sent, refused for its input or configuration, throttled: the
-// provider did not act. ScheduleRetry and Fail then accept state unknown at
-// the caller's own version as well as running: the reconciler expired the
-// lease of a worker that was slow, not gone, and what that worker learned
-// settles the uncertainty the expiry recorded (as Complete's result does).
-// Without it (a 5xx, an unclassified error: the provider may have acted)
-// they stay fenced on running, and the unknown task is the reconciler's to
-// read back or park.
+// AfterRefusal says the provider refused the caller's call in so many
+// words (never sent, refused for its input or configuration, throttled):
+// it did not act. ScheduleRetry and Fail then accept unknown at the
+// caller's version as well as running — the reconciler expired the lease
+// of a slow worker, and what it learned settles the uncertainty. Without
+// it the unknown task is the reconciler's to read back or park.
 func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// refusal is the transition op, or op_after_refusal (from unknown at the
-// caller's version too) after AfterRefusal.
+// refusal is the transition op, or op_after_refusal after AfterRefusal.
 func (u *update) refusal(op string) *Transition {
 	if u.refused {
 		return row(op + "_after_refusal")
@@ -385,9 +354,6 @@ func WithFollowUps(by map[State][]NewTask) WriteOption {
 	return func(u *update) { u.followUps = by }
 }
 
-// NewNonce returns a fresh write nonce for WithNonce.
-func NewNonce() string { return newNonce() }
-
 func (u *update) with(opts []WriteOption) *update {
 	for _, o := range opts {
 		if o != nil {
@@ -401,54 +367,46 @@ func newUpdate() *update {
 	return &update{names: map[string]string{}, values: map[string]types.AttributeValue{}, result: -1}
 }
 
-// n registers an attribute name and returns its placeholder.
+// n and v register an attribute name or a value and return its placeholder.
 func (u *update) n(attr string) string {
 	p := "#" + attr
 	u.names[p] = attr
 	return p
 }
 
-// v registers a value and returns its placeholder.
 func (u *update) v(name string, val types.AttributeValue) string {
 	p := ":" + name
 	u.values[p] = val
 	return p
 }
 
-func (u *update) set(attr string, val types.AttributeValue) *update {
+func (u *update) set(attr string, val types.AttributeValue) {
 	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
-	return u
 }
 
-func (u *update) setExpr(expr string) *update {
+func (u *update) setExpr(expr string) {
 	u.sets = append(u.sets, expr)
-	return u
 }
 
-func (u *update) remove(attrs ...string) *update {
+func (u *update) remove(attrs ...string) {
 	for _, a := range attrs {
 		u.removes = append(u.removes, u.n(a))
 	}
-	return u
 }
 
-func (u *update) cond(c string) *update {
+func (u *update) cond(c string) {
 	u.conds = append(u.conds, c)
-	return u
 }
 
 func (u *update) expression() string {
-	var b strings.Builder
+	var clauses []string
 	if len(u.sets) > 0 {
-		b.WriteString("SET " + strings.Join(u.sets, ", "))
+		clauses = append(clauses, "SET "+strings.Join(u.sets, ", "))
 	}
 	if len(u.removes) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
+		clauses = append(clauses, "REMOVE "+strings.Join(u.removes, ", "))
 	}
-	return b.String()
+	return strings.Join(clauses, " ")
 }
 
 func (u *update) condition() *string {
@@ -478,61 +436,51 @@ func str(s string) types.AttributeValue     { return &types.AttributeValueMember
 func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
 func strState(s State) types.AttributeValue { return str(string(s)) }
 
-// stamp sets updated_ms.
-func (u *update) stamp(now time.Time) *update {
+func (u *update) stamp(now time.Time) {
 	u.set("updated_ms", num(now.UnixMilli()))
-	return u
 }
 
 // live sets the state and its by_state index attributes.
-func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) *update {
+func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {
 	u.set("state", strState(s))
 	u.set("state_shard", str(l.StateShard(s, taskID)))
 	u.set("due_at", num(dueAt))
-	return u
 }
 
 // off sets a state that leaves the index (terminal or parked).
-func (l *Ledger) off(u *update, s State, now time.Time) *update {
+func (l *Ledger) off(u *update, s State, now time.Time) {
 	u.set("state", strState(s))
 	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before")
 	if s.Terminal() {
 		u.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	}
-	return u
 }
 
-// newNonce returns 96 random bits, hex encoded.
-func newNonce() string {
+// NewNonce returns a fresh write nonce (96 random bits, hex) for WithNonce.
+func NewNonce() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-// apply sends one conditional UpdateItem of the task. Every such write sets
-// a fresh write_nonce, so a write whose reply was lost — and whose SDK retry
-// then failed its condition because the first send had already applied —
-// is recognised as this call's own: when the item the failed condition
-// reports (ALL_OLD, or a consistent read) carries this call's nonce, apply
-// returns it as the write's result. That is the same mechanism as Create's
-// create_nonce, at the one place every fenced write goes through.
-//
-// Errors: *conditionFailed when the condition failed for another reason
-// (see attempt); otherwise the AWS error labelled by op
-// ("UpdateItem complete: ..."), *ThrottledError or *ItemTooLargeError.
-//
-// A caller that repeats a write after an error it could not resolve (a
-// throttle, a failed read in ownWrite) passes the same nonce each time
-// (WithNonce): an earlier send that was applied late is then recognised as
-// its own too.
-func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
-	nonce := u.nonce
-	if nonce == "" {
-		nonce = newNonce()
+var newNonce = NewNonce
+
+// setNonce sets write_nonce: the caller's (WithNonce), else a fresh one.
+func (u *update) setNonce() string {
+	if u.nonce == "" {
+		u.nonce = newNonce()
 	}
-	u.set("write_nonce", str(nonce))
-	in := u.input(l.cfg.TasksTable, taskID)
-	out, err := l.db.UpdateItem(ctx, in)
+	u.set("write_nonce", str(u.nonce))
+	return u.nonce
+}
+
+// apply sends one conditional UpdateItem of the task, setting write_nonce
+// so a lost reply is recognised (doc.go, "Lost replies"). Errors:
+// *conditionFailed when the condition failed for another reason (see
+// attempt); otherwise the AWS error labelled by op.
+func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
+	nonce := u.setNonce()
+	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
 	if err == nil {
 		return decodeTask(out.Attributes)
 	}
@@ -561,10 +509,8 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 
 // attempt sends u (apply) and, when its condition failed, looks at the
 // task as it is (ALL_OLD or one consistent read): t is the task as
-// written — also when the item carries the write's nonce (its reply was
-// lost and the SDK's retry failed the condition on its own effect) — old
-// the task that refused it (nil: gone), err any other error as apply
-// labelled it ("UpdateItem complete: ...").
+// written (also when the item carries the write's nonce), old the task
+// that refused it (nil: gone), err any other error as apply labelled it.
 func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (t, old *Task, err error) {
 	t, err = l.apply(ctx, label, taskID, u)
 	var cf *conditionFailed
@@ -577,16 +523,13 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 	return nil, old, err
 }
 
-// ownWrite resolves an ambiguous failure of a write that set nonce — a
-// timeout, a lost reply, a 5xx after the SDK's retries: the write may have
-// been applied. One consistent read tells: the item carries the nonce only
-// if this write was applied (and nothing wrote after it). The read is
-// tried up to ownWriteReads times (a throttled or failed read tells
-// nothing, and giving up turns an applied write into an unconfirmed one).
-// A definitive rejection (a throttle, a validation error, any other client
-// fault) was not applied and is not read.
+// ownWrite resolves a failure of a write that set nonce and may have been
+// applied (MayHaveApplied): the item carries the nonce only if this write
+// was applied (and nothing wrote after it). The consistent read is tried
+// up to ownWriteReads times: a failed read tells nothing, and giving up
+// turns an applied write into an unconfirmed one.
 func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) (*Task, bool) {
-	if !ambiguous(err) {
+	if !MayHaveApplied(err) {
 		return nil, false
 	}
 	for i := range ownWriteReads {
@@ -615,8 +558,7 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 	case err == nil:
 		return true, nil, nil
 	case !isTxConditionFailed(err):
-		cur, ok := l.ownWrite(ctx, taskID, nonce, err)
-		if ok {
+		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
 			return true, cur, nil
 		}
 		return false, nil, wrapErr("TransactWriteItems "+op, err)
@@ -625,6 +567,18 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 		return false, nil, nil
 	}
 	return err == nil && cur.WriteNonce == nonce, cur, err
+}
+
+// txUpdate fills the transaction item into (which names its table, so the
+// IAM check of internal/templatetest can tell which table a function
+// writes) with the UpdateItem in.
+func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
+	into.Key = in.Key
+	into.UpdateExpression = in.UpdateExpression
+	into.ConditionExpression = in.ConditionExpression
+	into.ExpressionAttributeNames = in.ExpressionAttributeNames
+	into.ExpressionAttributeValues = in.ExpressionAttributeValues
+	return into
 }
 
 // ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
@@ -640,10 +594,7 @@ func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	n := int64(b[0]) | int64(b[1])<<8 | int64(b[2])<<16 | int64(b[3])<<24 | int64(b[4]&0x7f)<<32
-	return d/2 + time.Duration(n%int64(d/2+1))
+	return d/2 + mrand.N(d/2+1)
 }
 
 // sleepCtx waits d or until ctx ends; false when ctx ended.
@@ -660,15 +611,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // MayHaveApplied reports whether a write that returned err may nevertheless
 // have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
-// validation error or another client fault, which DynamoDB rejects before
-// applying.
-func MayHaveApplied(err error) bool { return err != nil && ambiguous(err) }
-
-// ambiguous reports whether a failed call may nevertheless have been
-// applied: anything but an API error the service sent as a client fault or
-// a throttle (which DynamoDB rejects before applying).
-func ambiguous(err error) bool {
-	if IsThrottle(err) || IsValidation(err) {
+// validation error, another client fault or a cancelled transaction, which
+// DynamoDB rejects before applying.
+func MayHaveApplied(err error) bool {
+	if err == nil || IsThrottle(err) || IsValidation(err) {
 		return false
 	}
 	var ae smithy.APIError
@@ -683,8 +629,7 @@ func ambiguous(err error) bool {
 	return !errors.As(err, &tce)
 }
 
-// conditionFailed is apply's failed condition, with the nonce of the write
-// that failed (see attempt).
+// conditionFailed is apply's failed condition, with the write's nonce.
 type conditionFailed struct {
 	op    string
 	nonce string

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -30,22 +31,20 @@ var ErrInvalidAction = errors.New("ledger: invalid operator action")
 // MaxNote caps operator notes (bytes).
 const MaxNote = 2000
 
-// Act applies an operator action to the review item of taskID and its task,
-// together, in one transaction conditioned on the item being open and the
-// task being in needs_review:
+// Act applies an operator action to the review item of taskID and its
+// task in one transaction, conditioned on the item being open and the task
+// in needs_review:
 //
-//   - retry: the task goes back to queued with the same id and a fresh
-//     budget (attempts 0, age from now), due for dispatch now; the caller
-//     then sends its SQS message (if that send is lost the reconciler's
-//     outbox relay sends it).
+//   - retry: the task is queued again with the same id and a fresh budget
+//     (attempts 0, age from now), due for dispatch now; the caller then
+//     sends its SQS message (the outbox relay re-sends a lost one).
 //   - completed: the task is completed with the note as operator evidence.
 //   - failed: the task ends failed with the note as its error message.
 //
-// The item records resolved_by, resolved_at, resolution and the note.
-// Repeating an action that was already applied is a no-op returning
-// replayed=true. A different action on a resolved item is a *ConflictError.
-// Poison-message items have no task: only completed/failed apply (they just
-// close the item).
+// The item records who, when, the resolution and the note. Repeating an
+// applied action is a no-op (replayed=true); another action on a resolved
+// item is a *ConflictError. A poison-message item has no task: completed
+// or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -63,11 +62,8 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	}
 	now := l.cfg.Now().UTC()
 	ru := l.resolveUpdate(LapsedResolution{By: a.By, Note: a.Note}, a.Resolution, now)
-	ru.v("open", str(ReviewOpen))
-	ru.v("pc", num(int64(r.ParkCount)))
-	ru.cond("#review_status = :open")
-	ru.cond(ru.n("park_count") + " = :pc")
-	items := []types.TransactWriteItem{{Update: txUpdate(ru.input(l.cfg.ReviewTable, taskID))}}
+	row("operator_"+a.Resolution).reviewCondition(ru, r.ParkCount)
+	items := []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
 
 	if !poison {
 		cur, err := l.Get(ctx, taskID)
@@ -105,7 +101,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		tu.stamp(now)
 		tu.set("write_nonce", str(newNonce()))
 		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
-		items = append(items, types.TransactWriteItem{Update: txUpdate(tu.input(l.cfg.TasksTable, taskID))})
+		items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, tu.input(l.cfg.TasksTable, taskID))})
 	}
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
@@ -171,22 +167,10 @@ func (a OperatorAction) validate() error {
 	return nil
 }
 
-func txUpdate(in *dynamodb.UpdateItemInput) *types.Update {
-	return &types.Update{
-		TableName:                 in.TableName,
-		Key:                       in.Key,
-		UpdateExpression:          in.UpdateExpression,
-		ConditionExpression:       in.ConditionExpression,
-		ExpressionAttributeNames:  in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
-	}
-}
-
 // LiveRef is a task as the by_state index projects it: its key, due_at
 // and what no claim or renewal changes (so neither bills an index write).
-// Its state is not there: read the task, or act on the partition
-// (Partition) under a condition that holds the state, as ClaimDispatch
-// does.
+// Its state is not there: read the task, or act on its Partition under a
+// condition that holds the state, as ClaimDispatch does.
 type LiveRef struct {
 	TaskID        string `dynamodbav:"task_id"`
 	StateShard    string `dynamodbav:"state_shard"`
@@ -209,15 +193,11 @@ func (r LiveRef) Partition() State {
 }
 
 // RelayTask returns the entry as the partial task the outbox relay needs
-// (ClaimDispatch and the age-budget check: due_at, dispatches, deadline_ms,
-// correlation_id), for an entry of the active or retry_wait partition that
-// carries its age deadline, in the state the relay moves it from: queued
-// for an active entry — a running task refuses the dispatch, and the
-// refusal returns it for its own rule —, retry_wait for a retry_wait one;
-// ok=false otherwise (read the task). The index is eventually consistent:
-// ClaimDispatch's condition (state, due_at and dispatches as given,
-// attempts left) is what makes acting on a stale or running entry
-// harmless.
+// (ClaimDispatch and the age-budget check), for an entry of a partition
+// the relay moves from that carries its age deadline: queued for an active
+// entry (a running task refuses the dispatch, and the refusal returns it),
+// retry_wait for a retry_wait one; ok=false otherwise (read the task).
+// ClaimDispatch's condition makes acting on a stale entry harmless.
 func (r LiveRef) RelayTask() (*Task, bool) {
 	st := r.Partition()
 	if st == StateActive {
@@ -275,8 +255,8 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 	if err != nil {
 		return nil, "", wrapErr("Query by_state", err)
 	}
-	if err := attributevalueUnmarshalRefs(out.Items, &refs); err != nil {
-		return nil, "", err
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
+		return nil, "", fmt.Errorf("ledger: decode live refs: %w", err)
 	}
 	next, err = encodeCursor(out.LastEvaluatedKey)
 	return refs, next, err

@@ -16,8 +16,7 @@ const (
 
 // Provenance is where a deliver task came from, recorded when it is
 // created and carried to its destination inside what is signed: an
-// approval of TaskID's artifact ArtifactSHA256 by DecidedBy in approval
-// round Round; or a direct submit by Caller (a caller scope). It is never
+// approval, or a direct submit by Caller (a caller scope). It is never
 // read from a request body: Approve writes the approval's, the HTTP API the
 // submitting caller's.
 type Provenance struct {

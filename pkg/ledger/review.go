@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -78,12 +79,10 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
-func reviewKey(id string) map[string]types.AttributeValue { return taskKey(id) }
-
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &l.cfg.ReviewTable, Key: reviewKey(taskID), ConsistentRead: aws.Bool(true),
+		TableName: &l.cfg.ReviewTable, Key: taskKey(taskID), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, wrapErr("GetItem review", err)
@@ -141,9 +140,8 @@ type ParkOptions struct {
 }
 
 // Park moves a task to needs_review and writes its review item in one
-// TransactWriteItems: never one without the other. r's Reason, Summary,
-// Known, Uncertain and SafeActions come from the caller; the rest is filled
-// from the task.
+// TransactWriteItems: never one without the other. The caller gives r's
+// explanation; the rest is filled from the task.
 //
 // Errors: *ConflictError when the task is no longer in the expected state
 // or version (State needs_review means another actor parked it first: treat
@@ -154,24 +152,16 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	r.ReviewStatus = ReviewOpen
 	r.TaskState = string(o.State)
 	r.Attempts = t.Attempts
-	if r.ErrorClass == "" {
-		r.ErrorClass = t.ErrorClass
-	}
-	if r.ErrorMessage == "" {
-		r.ErrorMessage = t.ErrorMessage
-	}
-	r.ErrorMessage = truncate(r.ErrorMessage, MaxErrorMessage)
-	if r.ProviderRef == "" {
-		r.ProviderRef = t.ProviderRef
-	}
+	r.ErrorClass = cmp.Or(r.ErrorClass, t.ErrorClass)
+	r.ErrorMessage = truncate(cmp.Or(r.ErrorMessage, t.ErrorMessage), MaxErrorMessage)
+	r.ProviderRef = cmp.Or(r.ProviderRef, t.ProviderRef)
 	r.PayloadSHA256 = t.PayloadSHA256
 	r.CorrelationID = t.CorrelationID
 	r.DeadLetteredAt = rfc3339(now)
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
 	nilToEmpty(&r)
-	// The task item counts its parks (park_count), so the review's count
-	// needs no read of the previous review item: t was read at the version
-	// and state the park is conditioned on, and only a park changes it.
+	// t was read at the version and state the park is conditioned on, and
+	// only a park changes park_count: no read of the old review item.
 	r.ParkCount = t.ParkCount + 1
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
@@ -199,29 +189,18 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		}
 	}
 	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
-	// As in apply: a transaction whose reply was lost and whose retry was
-	// refused recognises its own write by the nonce.
-	nonce := newNonce()
-	u.set("write_nonce", str(nonce))
-	upd := u.input(l.cfg.TasksTable, t.TaskID)
+	nonce := u.setNonce()
 	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, append([]types.TransactWriteItem{
 		{Put: &types.Put{
 			TableName:                &l.cfg.ReviewTable,
 			Item:                     item,
-			ConditionExpression:      aws.String("attribute_not_exists(#id) OR #rs = :resolved"),
+			ConditionExpression:      aws.String(gNoOpenReview.Expr),
 			ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":resolved": str(ReviewResolved),
 			},
 		}},
-		{Update: &types.Update{
-			TableName:                 upd.TableName,
-			Key:                       upd.Key,
-			UpdateExpression:          upd.UpdateExpression,
-			ConditionExpression:       upd.ConditionExpression,
-			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
-			ExpressionAttributeValues: upd.ExpressionAttributeValues,
-		}},
+		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, t.TaskID))},
 	}, follow...))
 	switch {
 	case applied && cur == nil:
@@ -236,11 +215,8 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
 }
 
-// parkedCopy is t as Park's update leaves it (a transaction returns no
-// item, and a read would cost a GetItem on every park): the same state,
-// review and error attributes, stamps and nonce, and no index, lease or
-// not_before attributes. t is the item at the version and state the park
-// was conditioned on.
+// parkedCopy is t as Park's update leaves it: a transaction returns no
+// item, and a read would cost a GetItem on every park.
 func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	p := *t
 	p.State = StateNeedsReview
@@ -262,15 +238,12 @@ func IsAlreadyParked(err error) bool {
 	return errors.As(err, &ce) && ce.State == StateNeedsReview
 }
 
+// nilToEmpty stores r's absent lists as empty lists, not NULL.
 func nilToEmpty(r *Review) {
-	if r.Known == nil {
-		r.Known = []string{}
-	}
-	if r.Uncertain == nil {
-		r.Uncertain = []string{}
-	}
-	if r.SafeActions == nil {
-		r.SafeActions = []string{}
+	for _, list := range []*[]string{&r.Known, &r.Uncertain, &r.SafeActions} {
+		if *list == nil {
+			*list = []string{}
+		}
 	}
 }
 
@@ -284,8 +257,7 @@ func isTxConditionFailed(err error) bool {
 			return true
 		}
 	}
-	// Some emulators omit the reasons; a cancelled transaction with none is
-	// treated as a condition failure and re-read by the caller.
+	// Some emulators omit the reasons: the caller re-reads.
 	return len(tce.CancellationReasons) == 0
 }
 
@@ -366,14 +338,4 @@ func decodeCursor(c string) (map[string]types.AttributeValue, error) {
 		}
 	}
 	return out, nil
-}
-
-// retentionExpiry is the TTL of resolved review items and terminal tasks.
-func (l *Ledger) retentionExpiry(now time.Time) int64 { return now.Add(l.cfg.Retention).Unix() }
-
-func attributevalueUnmarshalRefs(items []map[string]types.AttributeValue, refs *[]LiveRef) error {
-	if err := attributevalue.UnmarshalListOfMaps(items, refs); err != nil {
-		return fmt.Errorf("ledger: decode live refs: %w", err)
-	}
-	return nil
 }

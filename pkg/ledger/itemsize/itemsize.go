@@ -37,29 +37,13 @@ func Value(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range x.Value {
-			n += len(s)
-		}
-		return n
+		return sum(x.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range x.Value {
-			n += Number(s)
-		}
-		return n
+		return sum(x.Value, Number)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range x.Value {
-			n += len(b)
-		}
-		return n
+		return sum(x.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += 1 + Value(e)
-		}
-		return n
+		return 3 + sum(x.Value, func(e types.AttributeValue) int { return 1 + Value(e) })
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range x.Value {
@@ -68,6 +52,14 @@ func Value(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+func sum[T any](xs []T, size func(T) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
 }
 
 // Number returns the size of a number in DynamoDB's string form: 1 byte per
@@ -130,19 +122,13 @@ func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names ma
 // setClause returns the SET actions of an update expression (without the
 // keyword), up to the next clause keyword.
 func setClause(expr string) string {
-	fields := strings.Fields(expr)
 	var out []string
 	in := false
-	for _, f := range fields {
-		switch strings.ToUpper(f) {
-		case "SET":
-			in = true
-			continue
-		case "REMOVE", "ADD", "DELETE":
-			in = false
-			continue
-		}
-		if in {
+	for _, f := range strings.Fields(expr) {
+		switch up := strings.ToUpper(f); {
+		case up == "SET", up == "REMOVE", up == "ADD", up == "DELETE":
+			in = up == "SET"
+		case in:
 			out = append(out, f)
 		}
 	}

@@ -1,4 +1,4 @@
-package ledger
+package tasklist
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // InboxQuery selects a page of the tasks awaiting approval that a viewer
@@ -16,7 +18,7 @@ type InboxQuery struct {
 	// Keep says whether the viewer may decide t (a task read from the
 	// table, awaiting approval). nil: the viewer may decide nothing — the
 	// cursor is checked and nothing is read.
-	Keep func(t *Task) bool
+	Keep func(t *ledger.Task) bool
 	// Limit is the most tasks returned (1..MaxListLimit).
 	Limit int
 	// Cursor is the Next of the previous page ("" for the first).
@@ -37,15 +39,15 @@ type inboxPos struct {
 	Shards map[string]string `json:"s,omitempty"`
 }
 
-func (p inboxPos) before(r LiveRef) bool {
+func (p inboxPos) before(r ledger.LiveRef) bool {
 	return p.ID == "" || r.DueAt > p.Due || r.DueAt == p.Due && r.TaskID > p.ID
 }
 
 // inboxShard is one shard's reading during a call.
 type inboxShard struct {
-	start        string    // QueryLive cursor of the page held ("" = first page)
-	refs         []LiveRef // its entries after the position, in order
-	next         string    // QueryLive cursor after that page ("" = last page)
+	start        string           // QueryLive cursor of the page held ("" = first page)
+	refs         []ledger.LiveRef // its entries after the position, in order
+	next         string           // QueryLive cursor after that page ("" = last page)
 	loaded, done bool
 }
 
@@ -60,23 +62,23 @@ type inboxShard struct {
 // (a withdrawal puts a task back with its old deadline) is not shown on
 // later pages of a walk already past it.
 //
-// Errors: ErrBadCursor (wrapped), *ThrottledError.
-func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, error) {
+// Errors: ledger.ErrBadCursor (wrapped), *ledger.ThrottledError.
+func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, error) {
 	if q.Viewer == "" || q.Limit < 1 || q.Limit > MaxListLimit {
-		return Page{}, fmt.Errorf("ledger: ListAwaitingApproval needs a Viewer and a Limit of 1..%d", MaxListLimit)
+		return Page{}, fmt.Errorf("tasklist: ListAwaitingApproval needs a Viewer and a Limit of 1..%d", MaxListLimit)
 	}
 	var pos inboxPos
-	if err := l.openCursor("inbox", q.Viewer, q.Cursor, &pos); err != nil {
+	if err := r.openCursor("inbox", q.Viewer, q.Cursor, &pos); err != nil {
 		return Page{}, err
 	}
 	if q.Keep == nil {
 		return Page{}, nil
 	}
-	shards := make([]inboxShard, l.cfg.Shards)
+	shards := make([]inboxShard, r.cfg.Shards)
 	for k, v := range pos.Shards {
 		n, err := strconv.Atoi(k)
 		if err != nil || n < 0 || n >= len(shards) {
-			return Page{}, fmt.Errorf("%w: shard %q", ErrBadCursor, k)
+			return Page{}, fmt.Errorf("%w: shard %q", ledger.ErrBadCursor, k)
 		}
 		shards[n].start, shards[n].done = v, v == "-"
 	}
@@ -96,7 +98,7 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 			if sh.loaded {
 				sh.start = sh.next
 			}
-			refs, next, err := l.QueryLive(ctx, LiveQuery{State: StateAwaitingApproval, Shard: s, Limit: inboxPageSize, Cursor: sh.start})
+			refs, next, err := r.led.QueryLive(ctx, ledger.LiveQuery{State: ledger.StateAwaitingApproval, Shard: s, Limit: inboxPageSize, Cursor: sh.start})
 			if err != nil {
 				return false, err
 			}
@@ -107,7 +109,7 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 					sh.refs = append(sh.refs, r)
 				}
 			}
-			slices.SortFunc(sh.refs, func(a, b LiveRef) int {
+			slices.SortFunc(sh.refs, func(a, b ledger.LiveRef) int {
 				return cmp.Or(cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.TaskID, b.TaskID))
 			})
 		}
@@ -115,8 +117,8 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 	}
 	// take returns up to n entries in (due_at, task_id) order, moving the
 	// position past each.
-	take := func(n int) ([]LiveRef, error) {
-		var out []LiveRef
+	take := func(n int) ([]ledger.LiveRef, error) {
+		var out []ledger.LiveRef
 		for len(out) < n {
 			best := -1
 			for s := range shards {
@@ -139,7 +141,7 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 		}
 		return out, nil
 	}
-	var out []*Task
+	var out []*ledger.Task
 	reads := 0
 	for len(out) < q.Limit && reads < MaxListReads {
 		refs, err := take(min(q.Limit-len(out), MaxListReads-reads))
@@ -153,13 +155,13 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 		for i, r := range refs {
 			ids[i] = r.TaskID
 		}
-		tasks, err := l.getTasks(ctx, ids)
+		tasks, err := r.getTasks(ctx, ids)
 		if err != nil {
 			return Page{}, err
 		}
 		reads += len(ids)
 		for _, id := range ids {
-			if t := tasks[id]; t != nil && t.State == StateAwaitingApproval && q.Keep(t) {
+			if t := tasks[id]; t != nil && t.State == ledger.StateAwaitingApproval && q.Keep(t) {
 				out = append(out, t)
 			}
 		}
@@ -180,6 +182,6 @@ func (l *Ledger) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 	if !more {
 		return Page{Tasks: out}, nil
 	}
-	c, err := l.sealCursor("inbox", q.Viewer, pos)
+	c, err := r.sealCursor("inbox", q.Viewer, pos)
 	return Page{Tasks: out, Next: c}, err
 }

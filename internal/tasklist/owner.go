@@ -1,14 +1,15 @@
-package ledger
+package tasklist
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // ByOwnerIndex is the GSI of a caller's tasks, newest first (template.yaml):
@@ -35,7 +36,7 @@ type OwnerQuery struct {
 	// Kind, when set, keeps tasks of that kind (filtered in the index).
 	Kind string
 	// States, when set, keeps tasks in one of them (read from the items).
-	States []State
+	States []ledger.State
 	// Limit is the most tasks returned (1..MaxListLimit).
 	Limit int
 	// Cursor is the Next of the previous page ("" for the first).
@@ -47,7 +48,7 @@ type OwnerQuery struct {
 // even none — and still have a Next: its filter dropped what the call
 // could read.
 type Page struct {
-	Tasks []*Task
+	Tasks []*ledger.Task
 	Next  string
 }
 
@@ -61,25 +62,25 @@ type ownerPos struct {
 // ListByOwner returns a page of q.Scope's tasks, newest first, read from
 // the by_owner index and then item by item (BatchGetItem, eventually
 // consistent) for their current state. A task created before the index
-// existed is not listed. Errors: ErrBadCursor (wrapped) for a cursor this
-// list did not give this scope, *ThrottledError.
-func (l *Ledger) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
+// existed is not listed. Errors: ledger.ErrBadCursor (wrapped) for a cursor this
+// list did not give this scope, *ledger.ThrottledError.
+func (r *Reader) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
 	if q.Scope == "" || q.Limit < 1 || q.Limit > MaxListLimit {
-		return Page{}, fmt.Errorf("ledger: ListByOwner needs a Scope and a Limit of 1..%d", MaxListLimit)
+		return Page{}, fmt.Errorf("tasklist: ListByOwner needs a Scope and a Limit of 1..%d", MaxListLimit)
 	}
 	var pos ownerPos
-	if err := l.openCursor("owner", q.Scope, q.Cursor, &pos); err != nil {
+	if err := r.openCursor("owner", q.Scope, q.Cursor, &pos); err != nil {
 		return Page{}, err
 	}
-	var out []*Task
+	var out []*ledger.Task
 	reads, scanned := 0, 0
 	next := func() (Page, error) {
-		c, err := l.sealCursor("owner", q.Scope, pos)
+		c, err := r.sealCursor("owner", q.Scope, pos)
 		return Page{Tasks: out, Next: c}, err
 	}
 	for {
 		in := &dynamodb.QueryInput{
-			TableName:                &l.cfg.TasksTable,
+			TableName:                &r.cfg.TasksTable,
 			IndexName:                aws.String(ByOwnerIndex),
 			KeyConditionExpression:   aws.String("#sc = :sc"),
 			ExpressionAttributeNames: map[string]string{"#sc": "scope"},
@@ -107,9 +108,9 @@ func (l *Ledger) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
 		// bills the same): every entry evaluated comes back, so the
 		// position is always the last entry (an emulator's
 		// LastEvaluatedKey names only the table key).
-		res, err := l.db.Query(ctx, in)
+		res, err := r.db.Query(ctx, in)
 		if err != nil {
-			return Page{}, wrapErr("Query by_owner", err)
+			return Page{}, wrap("Query by_owner", err)
 		}
 		scanned += n
 		items := res.Items
@@ -122,7 +123,7 @@ func (l *Ledger) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
 					ids = append(ids, attrString(items[j], "task_id"))
 				}
 			}
-			tasks, err := l.getTasks(ctx, ids)
+			tasks, err := r.getTasks(ctx, ids)
 			if err != nil {
 				return Page{}, err
 			}
@@ -147,21 +148,4 @@ func (l *Ledger) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
 			return next()
 		}
 	}
-}
-
-// attrInt returns item's number attribute name (0 when absent).
-func attrInt(item map[string]types.AttributeValue, name string) int64 {
-	if n, ok := item[name].(*types.AttributeValueMemberN); ok {
-		v, _ := strconv.ParseInt(n.Value, 10, 64)
-		return v
-	}
-	return 0
-}
-
-// attrString returns item's string attribute name ("" when absent).
-func attrString(item map[string]types.AttributeValue, name string) string {
-	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
 }

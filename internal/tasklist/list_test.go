@@ -1,4 +1,4 @@
-package ledger_test
+package tasklist_test
 
 import (
 	"context"
@@ -8,17 +8,52 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
+type bundle struct {
+	l     *ledger.Ledger
+	lists *tasklist.Reader
+	clock *testenv.Clock
+}
+
+func setup(t *testing.T, e *testenv.Env, mod ...func(*ledger.Config)) *bundle {
+	t.Helper()
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	cfg := ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: c.Now}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	l, err := ledger.New(e.DDB, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{l: l, lists: tasklist.New(l), clock: c}
+}
+
+func newTask(key, payload string) ledger.NewTask {
+	return ledger.NewTask{Scope: "alice", IdempotencyKey: key, Kind: "generate",
+		Input: `{"prompt":"` + payload + `"}`, PayloadSHA256: "sha-" + payload}
+}
+
+func mustCreate(t *testing.T, b *bundle, key string) *ledger.Task {
+	t.Helper()
+	task, err := b.l.Create(context.Background(), newTask(key, "p"))
+	if err != nil {
+		t.Fatalf("create %s: %v", key, err)
+	}
+	return task
+}
+
 // walkOwner pages through ListByOwner to the end and returns the ids in
 // order, and the number of pages.
-func walkOwner(t *testing.T, l *ledger.Ledger, q ledger.OwnerQuery) ([]string, int) {
+func walkOwner(t *testing.T, r *tasklist.Reader, q tasklist.OwnerQuery) ([]string, int) {
 	t.Helper()
 	var ids []string
 	for pages := 1; ; pages++ {
-		p, err := l.ListByOwner(context.Background(), q)
+		p, err := r.ListByOwner(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +79,7 @@ func TestListByOwnerBoundsReadsAndContinuesPastWhatTheFilterDrops(t *testing.T) 
 		b := setup(t, e)
 		ctx := context.Background()
 		var cancelled []string
-		n := ledger.MaxListReads + 30
+		n := tasklist.MaxListReads + 30
 		for i := range n {
 			task := mustCreate(t, b, fmt.Sprintf("k-%d", i))
 			if i%60 == 0 {
@@ -55,18 +90,18 @@ func TestListByOwnerBoundsReadsAndContinuesPastWhatTheFilterDrops(t *testing.T) 
 			}
 			b.clock.Advance(time.Millisecond)
 		}
-		got, pages := walkOwner(t, b.l, ledger.OwnerQuery{Scope: "alice", States: []ledger.State{ledger.StateCancelled}, Limit: 10})
+		got, pages := walkOwner(t, b.lists, tasklist.OwnerQuery{Scope: "alice", States: []ledger.State{ledger.StateCancelled}, Limit: 10})
 		if !slices.Equal(got, cancelled) {
 			t.Fatalf("cancelled walk = %v, want %v", got, cancelled)
 		}
 		if pages < 2 {
-			t.Fatalf("%d tasks read in one call (at most %d)", n, ledger.MaxListReads)
+			t.Fatalf("%d tasks read in one call (at most %d)", n, tasklist.MaxListReads)
 		}
-		all, _ := walkOwner(t, b.l, ledger.OwnerQuery{Scope: "alice", Limit: ledger.MaxListLimit})
+		all, _ := walkOwner(t, b.lists, tasklist.OwnerQuery{Scope: "alice", Limit: tasklist.MaxListLimit})
 		if len(all) != n {
 			t.Fatalf("unfiltered walk shows %d tasks, want %d", len(all), n)
 		}
-		if _, err := b.l.ListByOwner(ctx, ledger.OwnerQuery{Scope: "bob", Limit: 1, Cursor: "x.y"}); !errors.Is(err, ledger.ErrBadCursor) {
+		if _, err := b.lists.ListByOwner(ctx, tasklist.OwnerQuery{Scope: "bob", Limit: 1, Cursor: "x.y"}); !errors.Is(err, ledger.ErrBadCursor) {
 			t.Fatalf("a made-up cursor: %v, want ErrBadCursor", err)
 		}
 	})
@@ -116,9 +151,9 @@ func TestListAwaitingApprovalMergesShardsInDeadlineOrder(t *testing.T) {
 			return slices.ContainsFunc(want, func(d due) bool { return d.id == task.TaskID })
 		}
 		var got []string
-		q := ledger.InboxQuery{Viewer: "carol", Keep: keep, Limit: 7}
+		q := tasklist.InboxQuery{Viewer: "carol", Keep: keep, Limit: 7}
 		for pages := 0; ; pages++ {
-			p, err := b.l.ListAwaitingApproval(ctx, q)
+			p, err := b.lists.ListAwaitingApproval(ctx, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,11 +176,11 @@ func TestListAwaitingApprovalMergesShardsInDeadlineOrder(t *testing.T) {
 			t.Fatalf("inbox walk =\n%v\nwant\n%v", got, wantIDs)
 		}
 		// Another viewer cannot continue carol's walk.
-		first, err := b.l.ListAwaitingApproval(ctx, ledger.InboxQuery{Viewer: "carol", Keep: keep, Limit: 1})
+		first, err := b.lists.ListAwaitingApproval(ctx, tasklist.InboxQuery{Viewer: "carol", Keep: keep, Limit: 1})
 		if err != nil || first.Next == "" {
 			t.Fatalf("first page: %v %v", first, err)
 		}
-		if _, err := b.l.ListAwaitingApproval(ctx, ledger.InboxQuery{Viewer: "dave", Keep: keep, Limit: 1, Cursor: first.Next}); !errors.Is(err, ledger.ErrBadCursor) {
+		if _, err := b.lists.ListAwaitingApproval(ctx, tasklist.InboxQuery{Viewer: "dave", Keep: keep, Limit: 1, Cursor: first.Next}); !errors.Is(err, ledger.ErrBadCursor) {
 			t.Fatalf("carol's cursor as dave: %v, want ErrBadCursor", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package ledger
+package tasklist
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// batchGetter is the BatchGetItem of *dynamodb.Client. The DynamoDB
+// batchGetter is the BatchGetItem of *dynamodb.Client. The ledger.DynamoDB
 // interface does not name it, so a wrapper that embeds DynamoDB (fault
 // injection in tests) hides it: the lists then read item by item.
 type batchGetter interface {
@@ -29,14 +31,14 @@ const unprocessedTries = 4
 // lag a write by a moment; every decision on a task reads it again), with
 // BatchGetItem where the client has it. A task that is not there is
 // absent from the map.
-func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, error) {
-	out := make(map[string]*Task, len(ids))
-	bg, ok := l.db.(batchGetter)
+func (r *Reader) getTasks(ctx context.Context, ids []string) (map[string]*ledger.Task, error) {
+	out := make(map[string]*ledger.Task, len(ids))
+	bg, ok := r.db.(batchGetter)
 	if !ok {
 		for _, id := range ids {
-			g, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.cfg.TasksTable, Key: taskKey(id)})
+			g, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &r.cfg.TasksTable, Key: taskKey(id)})
 			if err != nil {
-				return nil, wrapErr("GetItem task", err)
+				return nil, wrap("GetItem task", err)
 			}
 			if len(g.Item) > 0 {
 				t, err := decodeTask(g.Item)
@@ -59,11 +61,11 @@ func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, 
 				keys = append(keys, taskKey(id))
 			}
 		}
-		req := map[string]types.KeysAndAttributes{l.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(false)}}
+		req := map[string]types.KeysAndAttributes{r.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(false)}}
 		wait := 20 * time.Millisecond
 		for try := 0; len(req) > 0; try++ {
 			if try == unprocessedTries {
-				return nil, &ThrottledError{Op: "BatchGetItem tasks", RetryAfter: time.Second, Err: errUnprocessed}
+				return nil, &ledger.ThrottledError{Op: "BatchGetItem tasks", RetryAfter: time.Second, Err: errUnprocessed}
 			}
 			if try > 0 {
 				select {
@@ -75,9 +77,9 @@ func (l *Ledger) getTasks(ctx context.Context, ids []string) (map[string]*Task, 
 			}
 			res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, wrapErr("BatchGetItem tasks", err)
+				return nil, wrap("BatchGetItem tasks", err)
 			}
-			for _, item := range res.Responses[l.cfg.TasksTable] {
+			for _, item := range res.Responses[r.cfg.TasksTable] {
 				t, err := decodeTask(item)
 				if err != nil {
 					return nil, err

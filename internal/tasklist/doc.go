@@ -1,0 +1,20 @@
+// Package tasklist reads the lists people see of a ledger's tasks: a
+// caller's own tasks, newest first (ListByOwner, the by_owner index); the
+// tasks awaiting a decision an approver may make, oldest deadline first
+// (ListAwaitingApproval, a merge of the by_state shards); and a caller's
+// tasks in one conversation, oldest first (ConversationTasks, the
+// by_conversation index).
+//
+// These are read models, not protocol: nothing here writes, and every
+// decision on a task reads it again through the ledger. A list reads its
+// index, then the tasks themselves (BatchGetItem, eventually consistent:
+// a list may lag a write by a moment), and checks each item again — its
+// scope, its state, its conversation — so no index lag shows another
+// caller's task. Each call's reads are bounded; a page may end early with
+// a cursor to continue.
+//
+// The cursors of ListByOwner and ListAwaitingApproval are opaque and
+// signed (cursor.go): one is only ever accepted back by the same list for
+// the same viewer, and a refused one is ledger.ErrBadCursor (wrapped).
+// Throttles are *ledger.ThrottledError, as from the ledger.
+package tasklist
