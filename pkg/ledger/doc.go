@@ -110,5 +110,5 @@
 //
 // ReturnValuesOnConditionCheckFailure=ALL_OLD is requested on every
 // conditional write; where the engine omits the old item (kumo), the
-// ledger falls back to a consistent GetItem (StandInRead).
+// ledger falls back to a consistent GetItem (marked calltag.StandIn, so call counters count it apart).
 package ledger
