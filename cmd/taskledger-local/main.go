@@ -158,7 +158,8 @@ func options() (local.Options, error) {
 	// @example.com, sending through the emulator's SES — unless
 	// TASKLEDGER_DESTINATIONS says otherwise; and, unless
 	// TASKLEDGER_NOTIFICATIONS says otherwise, notifies by email the
-	// approvers (approver@example.com) and a signed-in requester.
+	// approvers (approver@example.com) and the requester (signed in: the
+	// token's email; without sign-in: requester@example.com).
 	dests := os.Getenv(deliver.EnvVar)
 	if strings.TrimSpace(dests) == "" {
 		dests = `{"simulated":{},"email":{"from":"taskledger@tasks.example.com","allowed_recipients":["@example.com"]}}`
@@ -167,7 +168,7 @@ func options() (local.Options, error) {
 			if addr == "" {
 				addr = local.DefaultAddr
 			}
-			o.Notify = `{"page_origin":"http://` + addr + `","approvers":{"email":["approver@example.com"]},"requester":{"email":true}}`
+			o.Notify = `{"page_origin":"http://` + addr + `","approvers":{"email":["approver@example.com"]},"requester":{"email":true,"anonymous_email":"requester@example.com"}}`
 		}
 	}
 	if v, set := os.LookupEnv(followup.EnvVar); set {

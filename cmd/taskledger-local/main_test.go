@@ -227,7 +227,7 @@ func TestMakeRunNotifiesByEmailByDefault(t *testing.T) {
 	if o.Destinations.Email == nil || o.Destinations.Email.From == "" || len(o.Destinations.Email.AllowedRecipients) == 0 {
 		t.Fatalf("email destination %+v, want a local sender and allow-list", o.Destinations.Email)
 	}
-	if !strings.Contains(o.Notify, `"approvers":{"email":["approver@example.com"]}`) || !strings.Contains(o.Notify, `"requester":{"email":true}`) {
+	if !strings.Contains(o.Notify, `"approvers":{"email":["approver@example.com"]}`) || !strings.Contains(o.Notify, `"requester":{"email":true,"anonymous_email":"requester@example.com"}`) {
 		t.Fatalf("notifications %q, want approvers and requesters by email", o.Notify)
 	}
 	t.Setenv("TASKLEDGER_NOTIFICATIONS", "")

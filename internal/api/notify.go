@@ -17,14 +17,22 @@ import (
 // destination allows it; "" otherwise (and without such notifications, so
 // a task carries no address nobody mails).
 func (h *Handler) requesterEmail(rc events.APIGatewayV2HTTPRequestContext) string {
-	if !h.Notify.RequesterEmail() || h.Destinations == nil || rc.Authorizer == nil || rc.Authorizer.JWT == nil {
+	if !h.Notify.RequesterEmail() || h.Destinations == nil {
 		return ""
 	}
-	claims := rc.Authorizer.JWT.Claims
-	if strings.EqualFold(strings.Trim(claims["email_verified"], `"`), "false") {
-		return ""
+	var email string
+	switch {
+	case rc.Authorizer != nil && rc.Authorizer.JWT != nil:
+		claims := rc.Authorizer.JWT.Claims
+		if strings.EqualFold(strings.Trim(claims["email_verified"], `"`), "false") {
+			return ""
+		}
+		email = claims["email"]
+	case h.Auth.Mode == "none" && rc.Authorizer == nil:
+		// No authorizer at all: the one local user (Requester.AnonymousEmail).
+		email = h.Notify.Requester.AnonymousEmail
 	}
-	a, err := mail.ParseAddress(strings.TrimSpace(claims["email"]))
+	a, err := mail.ParseAddress(strings.TrimSpace(email))
 	if err != nil || a.Name != "" || len(a.Address) > 254 {
 		return ""
 	}

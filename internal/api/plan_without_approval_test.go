@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"github.com/aws/aws-lambda-go/events"
 	"net/http"
 	"testing"
 	"time"
@@ -89,6 +90,51 @@ func TestSubmitRecordsTheRequesterEmailOnlyWhereItIsMailed(t *testing.T) {
 		}
 		for _, c := range cases {
 			v := view(t, c.b.do(t, submitReq(c.key, body("x"), withClaims("alice", c.claims))))
+			task, err := c.b.l.Get(context.Background(), v.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.RequesterEmail != c.want {
+				t.Errorf("%s: recorded %q, want %q", c.key, task.RequesterEmail, c.want)
+			}
+		}
+	})
+}
+
+// Without any authorizer (auth mode none: make run without sign-in) the
+// one local user's address comes from Requester.AnonymousEmail, checked
+// like any other; a caller with a token never gets it.
+func TestAnonymousRequesterEmailIsRecordedOnlyWithoutAnAuthorizer(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		reg, err := deliver.BuildChecker(deliver.Config{Email: &deliver.EmailConfig{From: "noreply@example.com", AllowedRecipients: []string{"@example.com"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notify, err := followup.Parse(`{"page_origin":"http://127.0.0.1:3000","requester":{"email":true,"anonymous_email":"requester@example.com"}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		elsewhere, err := followup.Parse(`{"page_origin":"http://127.0.0.1:3000","requester":{"email":true,"anonymous_email":"me@elsewhere.org"}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		none := func(n *followup.Config) func(h *api.Handler) {
+			return func(h *api.Handler) { h.Destinations, h.Notify, h.Auth = reg, n, api.AuthConfig{Mode: "none"} }
+		}
+		anon, other := setup(t, e, withHandler(none(notify))), setup(t, e, withHandler(none(elsewhere)))
+		cases := []struct {
+			b    *bundle
+			key  string
+			req  events.APIGatewayV2HTTPRequest
+			want string
+		}{
+			{anon, "anon-1", submitReq("anon-1", body("x")), "requester@example.com"},
+			{anon, "anon-2", submitReq("anon-2", body("x"), withClaims("alice", nil)), ""},
+			{other, "anon-3", submitReq("anon-3", body("x")), ""},
+		}
+		for _, c := range cases {
+			v := view(t, c.b.do(t, c.req))
 			task, err := c.b.l.Get(context.Background(), v.TaskID)
 			if err != nil {
 				t.Fatal(err)

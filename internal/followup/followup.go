@@ -60,6 +60,11 @@ type Requester struct {
 	// Email: mail the address the submit recorded on the task (none
 	// recorded: no email).
 	Email bool `json:"email,omitempty"`
+	// AnonymousEmail is the address recorded for a caller with no JWT
+	// when the API has no authorizer (auth mode none: make run without
+	// sign-in, where every caller is the one local user); "" records none.
+	// It is checked against the email destination like any address.
+	AnonymousEmail string `json:"anonymous_email,omitempty"`
 	// SNSTopic names a topic of the sns destination's configuration.
 	SNSTopic string `json:"sns_topic,omitempty"`
 }
