@@ -30,6 +30,7 @@ type checker struct {
 	violations []Violation
 	spendRows  map[Kind]*spendRowStats // check_spend.go
 	uncertain  struct{ Called, Genuine int }
+	fu         fuStats // check_followup.go
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -65,6 +66,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		reviewOf[reviews[i].TaskID] = &reviews[i]
 	}
 
+	emuSends := s.emulatorSends(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &checker{s: s, rows: map[Kind]*Row{}}
@@ -176,10 +178,15 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	}
 	deliveries := c.approvals(stored)
 	rep.Deliveries = len(deliveries)
+	followUps := c.followUps(stored, reviewOf, emuSends)
+	rep.FollowUps = c.fu.FollowUpStats
+	if emuSends == nil {
+		rep.FollowUps.EmulatorSends = -1
+	}
 	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
 	rep.DocumentReplayCalls = s.docReplayCalls.Calls()
 	for id := range stored {
-		if s.byID[id] == nil && !deliveries[id] {
+		if s.byID[id] == nil && !deliveries[id] && !followUps[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
 		}
 	}

@@ -210,8 +210,12 @@ func (s *soak) submitBody(ctx context.Context, t *task, rec *record, variant, in
 // submitWith is submitBody through handler h.
 func (s *soak) submitWith(ctx context.Context, h *api.Handler, t *task, rec *record, variant, input, body string) call {
 	var c call
+	req := apiRequest(http.MethodPost, "/tasks", t.key, body)
+	if isNotify(t.kind) {
+		req.RequestContext.Authorizer = notifyAuthorizer(t)
+	}
 	for try := range maxSubmitTries {
-		c = s.requestTo(ctx, h, http.MethodPost, "/tasks", t.key, body)
+		c = s.send(ctx, h, req)
 		c.variant = variant
 		rec.add(c)
 		if c.status < 500 || !s.backoff(ctx, try) {
@@ -244,7 +248,12 @@ func (s *soak) request(ctx context.Context, method, path, key, body string) call
 
 // requestTo is request to handler h.
 func (s *soak) requestTo(ctx context.Context, h *api.Handler, method, path, key, body string) call {
-	resp, err := h.Handle(ctx, apiRequest(method, path, key, body))
+	return s.send(ctx, h, apiRequest(method, path, key, body))
+}
+
+// send invokes handler h with req.
+func (s *soak) send(ctx context.Context, h *api.Handler, req events.APIGatewayV2HTTPRequest) call {
+	resp, err := h.Handle(ctx, req)
 	if err != nil {
 		return call{status: 599}
 	}

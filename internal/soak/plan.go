@@ -81,7 +81,7 @@ func TaskKinds() []Kind {
 		LargeInput, Document, DocumentAltered,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
-	}, workflowKinds()...)
+	}, append(workflowKinds(), followUpKinds()...)...)
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
@@ -97,6 +97,9 @@ func expected(t *task) []ledger.State {
 		return e
 	}
 	if e := expectedSpend(t.kind); e != nil {
+		return e
+	}
+	if e := expectedFollowUp(t.kind); e != nil {
 		return e
 	}
 	switch t.kind {
@@ -157,6 +160,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		if t.kind == QuotaExceeded {
 			t.id = ledger.TaskID(QuotaScope, t.key) // the dedicated quota caller
 		}
+		if isNotify(t.kind) {
+			t.id = ledger.TaskID(NotifyScope, t.key) // the notified requester
+		}
 		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
 		if t.kind == LargeInput {
 			t.input = fmt.Sprintf(`{"prompt":"soak task %d:%s","max_tokens":8}`, i, strings.Repeat(" a long document", 400))
@@ -194,7 +200,7 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		// Permanent faults answer every attempt the same way (an attempt
 		// whose outcome was not saved is retried).
 		return repeat(simulated.BadRequest, maxAttempts+1)
-	case ProviderCredential:
+	case ProviderCredential, NotifyParked:
 		return repeat(simulated.Credentials, maxAttempts+1)
 	case ProviderSlow:
 		return []simulated.Fault{simulated.Slow}

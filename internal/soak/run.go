@@ -24,6 +24,7 @@ import (
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -109,6 +110,8 @@ type soak struct {
 	wf             workflow                // the approvers of workflow tasks (approval.go)
 	decider        *api.Handler            // the API handler the approvers call, on clients of its own counter
 	deciderCalls   *awsclient.Counter
+	fu             fuState          // the follow-up kinds' lambda and email destinations (followup.go)
+	notify         *followup.Config // the handlers' notifications
 }
 
 type reconStats struct {
@@ -268,10 +271,14 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
-	if s.dests, err = s.destinations(); err != nil {
+	extra, err := s.followUpDestinations(ctx)
+	if err != nil {
 		return err
 	}
-	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
+	if s.dests, err = s.destinations(extra...); err != nil {
+		return err
+	}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads, Notify: s.notify}
 	if err := s.wireDecisions(lcfg); err != nil {
 		return err
 	}
@@ -284,14 +291,14 @@ func (s *soak) wire(ctx context.Context) error {
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
 		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
-		Payloads: handlerPayloads,
+		Payloads: handlerPayloads, Notify: s.notify,
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Destinations: s.dests, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
 			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: cfg.scaled(reconcileSettle), RelaySlack: cfg.scaled(2 * time.Second),
-			Payloads: handlerPayloads,
+			Payloads: handlerPayloads, Notify: s.notify,
 		}
 	}
 	return s.wireSpend(ddb)
@@ -583,6 +590,7 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 	var fe *simulated.FaultError
 	switch {
 	case t.kind == RetryLostReply: // counted where the write is replayed
+	case t.kind == NotifyParked: // counted where its notification is sent
 	case t.kind == OversizedResult && err == nil && len(res.Output) > ItemLimit:
 		s.inject(t.kind)
 	case errors.As(err, &fe) && fe.Fault != simulated.Slow:
