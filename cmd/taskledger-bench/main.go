@@ -74,6 +74,8 @@ func main() {
 		os.Exit(2)
 	}
 	res.WriteTable(os.Stdout)
+	fmt.Println()
+	bench.WriteStreamingTable(os.Stdout, bench.DefaultStreamingWorkload(), bench.PricesUSEast1)
 	if len(res.Excess()) > 0 {
 		os.Exit(1)
 	}

@@ -25,10 +25,20 @@ type Prices struct {
 	// included). https://aws.amazon.com/step-functions/pricing/ — $0.025
 	// per 1,000 state transitions.
 	StateTransition float64
+	// API Gateway (APIGatewayPricesRead),
+	// https://aws.amazon.com/api-gateway/pricing/ — WebSocket APIs: $1.00
+	// per million messages (first billion a month; a message is billed in
+	// 32 KB units) and $0.25 per million connection minutes; HTTP APIs:
+	// $1.00 per million requests (first 300 million a month; 512 KB
+	// units).
+	WebSocketMessage, WebSocketConnectionMinute, HTTPAPIRequest float64
 }
 
 // PricesRead is the date the prices were read from the pages above.
 const PricesRead = "2026-12-01"
+
+// APIGatewayPricesRead is the date of the API Gateway prices.
+const APIGatewayPricesRead = "2026-12-02"
 
 // PricesUSEast1 are the prices above.
 var PricesUSEast1 = Prices{
@@ -40,4 +50,8 @@ var PricesUSEast1 = Prices{
 	LambdaRequest:    0.20 / 1e6,
 	LambdaGBSecond:   0.0000133334,
 	StateTransition:  0.025 / 1e3,
+
+	WebSocketMessage:          1.00 / 1e6,
+	WebSocketConnectionMinute: 0.25 / 1e6,
+	HTTPAPIRequest:            1.00 / 1e6,
 }
