@@ -306,27 +306,13 @@ func (c *checker) notifications(t *task, p *ledger.Task, ds []*ledger.Task, revi
 // email destination writes the operation id into the body). nil when the
 // backend keeps no such record the soak can read.
 func (s *soak) emulatorSends(ctx context.Context) map[string]int {
-	if s.env.Backend != "kumo" || s.env.AWS.BaseEndpoint == nil {
+	sent, ok := s.sentMail(ctx)
+	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(aws.ToString(s.env.AWS.BaseEndpoint), "/")+"/kumo/ses/v2/sent-emails", nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var r struct {
-		SentEmails []struct{ Body string }
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil {
-		return nil
-	}
+	// Only this run's: an emulator serves several runs (the command's
+	// modes), and with one seed their operation ids repeat.
+	sent = sent[min(s.fu.mailBefore, len(sent)):]
 	s.fu.mu.Lock()
 	ops := make([]string, 0, len(s.fu.parent))
 	for op := range s.fu.parent {
@@ -334,12 +320,43 @@ func (s *soak) emulatorSends(ctx context.Context) map[string]int {
 	}
 	s.fu.mu.Unlock()
 	out := map[string]int{}
-	for _, m := range r.SentEmails {
+	for _, body := range sent {
 		for _, op := range ops {
-			if op != "" && strings.Contains(m.Body, op) {
+			if op != "" && strings.Contains(body, op) {
 				out[op]++
 			}
 		}
 	}
 	return out
+}
+
+// sentMail reads the bodies of the mail kumo recorded as sent, in order;
+// false when the backend keeps no such record the soak can read.
+func (s *soak) sentMail(ctx context.Context) ([]string, bool) {
+	if s.env.Backend != "kumo" || s.env.AWS.BaseEndpoint == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(aws.ToString(s.env.AWS.BaseEndpoint), "/")+"/kumo/ses/v2/sent-emails", nil)
+	if err != nil {
+		return nil, false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r struct {
+		SentEmails []struct{ Body string }
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil {
+		return nil, false
+	}
+	out := make([]string, len(r.SentEmails))
+	for i, m := range r.SentEmails {
+		out[i] = m.Body
+	}
+	return out, true
 }

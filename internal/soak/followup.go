@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/taskledger/taskledger/internal/destination"
@@ -109,6 +110,9 @@ type fuState struct {
 	sends   map[string]int           // SES SendEmail calls that reached the emulator, per operation id
 	parent  map[string]string        // operation id → the task whose follow-up it is
 	lost    map[string]bool          // operation ids whose reply was dropped
+	// mailBefore is how many mails the emulator had recorded as sent when
+	// the run began (sentMail).
+	mailBefore int
 }
 
 // invokeEvent is one invoke of the example function.
@@ -230,12 +234,16 @@ func (s *soak) followUpDestinations(ctx context.Context) ([]destination.Destinat
 	cfg.APIOptions = append(append([]func(*middleware.Stack) error{}, s.env.AWS.APIOptions...), s.counter.Register)
 	ses := sesv2.NewFromConfig(cfg)
 	// moto, like SES, refuses an unverified sender; kumo verifies nothing.
-	if _, err := sesv2.NewFromConfig(s.env.AWS).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(notifyDomain)}); err != nil {
+	var exists *sestypes.AlreadyExistsException
+	if _, err := sesv2.NewFromConfig(s.env.AWS).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(notifyDomain)}); err != nil && !errors.As(err, &exists) {
 		s.note(NotifyCompleted, "CreateEmailIdentity: "+err.Error())
 	}
 	mail, err := email.New(email.Options{From: "noreply@" + notifyDomain, AllowedRecipients: []string{"@" + notifyDomain}, Client: soakSES{s: s, inner: ses}})
 	if err != nil {
 		return nil, err
+	}
+	if sent, ok := s.sentMail(ctx); ok {
+		s.fu.mailBefore = len(sent)
 	}
 	if s.notify, err = notifyConfig(); err != nil {
 		return nil, err
