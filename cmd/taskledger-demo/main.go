@@ -9,7 +9,10 @@
 // Environment:
 //
 //	TASKLEDGER_DESTINATIONS  the destinations (default demo.Destinations: every
-//	                         delivery's reply lost, readback visible after 2s)
+//	                         delivery's reply lost, readback visible after 2s);
+//	                         the email destination and the lambda function
+//	                         "example" are added unless named (demo.WithPeople)
+//	TASKLEDGER_NOTIFICATIONS who is mailed (default demo.Notify: the approvers)
 //	RECONCILE_EVERY          the reconciler's period (default 1s)
 //	AWS_ENDPOINT_URL         an external endpoint instead of the embedded emulator
 //	DEMO_VERBOSE             set: also print the stack's own progress lines
@@ -29,6 +32,8 @@ import (
 
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/demo"
+	"github.com/taskledger/taskledger/internal/followup"
+	"github.com/taskledger/taskledger/internal/lambdarie"
 	"github.com/taskledger/taskledger/internal/local"
 )
 
@@ -65,9 +70,29 @@ func run(out io.Writer) (bool, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	notify := demo.Notify
+	if v, set := os.LookupEnv(followup.EnvVar); set {
+		notify = v
+	}
+	// Scenario 015 delivers to the example receiving function, built as
+	// deployed and run under aws-lambda-rie (as make run does); where RIE
+	// cannot be built, its handler in process behind the Invoke API.
+	fmt.Fprintln(out, "taskledger-demo: starting the example lambda function under aws-lambda-rie…")
+	var lambdaURL, fn string
+	if ex, err := local.StartExampleDestination(ctx, func(line string) { fmt.Fprintln(out, "taskledger-demo: "+line) }); err == nil {
+		defer ex.Stop()
+		lambdaURL, fn = ex.URL, lambdarie.FunctionName
+	} else {
+		fmt.Fprintf(out, "taskledger-demo: aws-lambda-rie not available (%v); serving the example function's handler in process\n", err)
+		f := demo.ServeExampleFunction()
+		defer f.Close()
+		lambdaURL, fn = f.URL, "arn:aws:lambda:us-east-1:123456789012:function:example"
+	}
+	demo.WithPeople(&dests, fn)
+
 	fmt.Fprintln(out, "taskledger-demo: starting the local stack (embedded emulator, simulated provider and destinations)…")
 	st, err := local.Start(ctx, local.Options{
-		Addr: "127.0.0.1:0", Endpoint: os.Getenv("AWS_ENDPOINT_URL"), Destinations: dests,
+		Addr: "127.0.0.1:0", Endpoint: os.Getenv("AWS_ENDPOINT_URL"), Destinations: dests, Notify: notify, LambdaEndpoint: lambdaURL,
 		ReconcileEvery: every, StatusEvery: -1, Progress: progress,
 	})
 	if err != nil {
@@ -82,6 +107,12 @@ func run(out io.Writer) (bool, error) {
 		Hold: st.PausePoller, Release: st.ResumePoller,
 		Idle:     demo.QueueIdle(st.SQS, st.Names.TaskQueueURL, 200*time.Millisecond),
 		Progress: out,
+		Lookup:   demo.LambdaLookup(lambdaURL, fn),
+	}
+	if st.Embedded {
+		tg.Mail = demo.SentMail(st.Endpoint, "kumo")
+	} else if backend := os.Getenv("TASKLEDGER_BACKEND"); backend != "" {
+		tg.Mail = demo.SentMail(st.Endpoint, backend)
 	}
 	var failed []string
 	for _, sc := range demo.Scenarios() {

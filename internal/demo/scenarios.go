@@ -35,13 +35,24 @@ type Case struct {
 	Checks  []string
 }
 
-// Scenarios returns the seed scenarios in order: 000, 001, 004.
+// Scenarios returns the seed scenarios in order: 000, 001, 004, then 015
+// (the people around the work, people.go).
 func Scenarios() []Scenario {
 	return []Scenario{
 		{ID: "000", Title: "document review: one notification after approval, its reply lost", Run: documentReview},
 		{ID: "001", Title: "publishing: approved, published, read back from the public URL after a delay", Run: publishing},
 		{ID: "004", Title: "CRM follow-up: an unknown outcome resolved by lookup; an approval withdrawn before execution", Run: crmFollowUp},
+		{ID: "015", Title: "requester and approver: GET /tasks, GET /approvals, approve; a lambda delivery's receipt; the approver's email", Run: people},
 	}
+}
+
+func scenarioTitle(id string) string {
+	for _, s := range Scenarios() {
+		if s.ID == id {
+			return s.Title
+		}
+	}
+	return ""
 }
 
 // Failures collects a case's failed checks.

@@ -29,9 +29,16 @@ func startStack(t *testing.T, e *testenv.Env, progress *testenv.Buffer) *demo.Ta
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// The example receiving function's handler in process behind the
+	// Invoke API (make demo runs the built function under aws-lambda-rie).
+	fn := demo.ServeExampleFunction()
+	t.Cleanup(fn.Close)
+	const arn = "arn:aws:lambda:us-east-1:123456789012:function:example"
+	dests := demo.Config()
+	demo.WithPeople(&dests, arn)
 	st, err := local.Start(ctx, local.Options{
 		Addr: "127.0.0.1:0", Endpoint: e.Endpoint, Prefix: testenv.UniquePrefix(),
-		Destinations: demo.Config(), ReconcileEvery: reconcileEvery, PollWait: time.Second,
+		Destinations: dests, Notify: demo.Notify, LambdaEndpoint: fn.URL, ReconcileEvery: reconcileEvery, PollWait: time.Second,
 		StatusEvery: -1, Progress: progress,
 	})
 	if err != nil {
@@ -47,6 +54,8 @@ func startStack(t *testing.T, e *testenv.Env, progress *testenv.Buffer) *demo.Ta
 		Hold: st.PausePoller, Release: st.ResumePoller,
 		Idle:     demo.QueueIdle(st.SQS, st.Names.TaskQueueURL, 100*time.Millisecond),
 		Progress: progress,
+		Mail:     demo.SentMail(e.Endpoint, e.Backend),
+		Lookup:   demo.LambdaLookup(fn.URL, arn),
 		// Set before the scenarios run at once (Target.run sets it lazily).
 		Run: strconv.FormatInt(time.Now().UnixMilli(), 36),
 		// A task's state is polled for up to half a minute: four times a
@@ -55,7 +64,7 @@ func startStack(t *testing.T, e *testenv.Env, progress *testenv.Buffer) *demo.Ta
 	}
 }
 
-// The three seed scenarios through the HTTP API of the local stack, on
+// The seed scenarios (and 015, the people around the work) through the HTTP API of the local stack, on
 // kumo and moto: every check a scenario makes (states, the approval, every
 // receipt field, the destination's own side-effect counts) must hold, and
 // the printed receipts show what was checked.

@@ -49,6 +49,11 @@ type Target struct {
 	// worker picked its deliveries up.
 	Hold, Release func()
 	Idle          func(ctx context.Context) error
+	// Mail reads what the emulator's SES sent (SentMail); Lookup asks the
+	// lambda destination's example function for its record of an
+	// operation (LambdaLookup). Scenario 015 needs both.
+	Mail   func(ctx context.Context) ([]Mail, error)
+	Lookup func(ctx context.Context, operationID string) (found bool, receipt string, err error)
 	// Run tags this run's idempotency keys (default: the start time).
 	Run string
 	// Poll is the GET /tasks/{id} period (default 100 ms); Timeout bounds
