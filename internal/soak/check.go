@@ -30,7 +30,8 @@ type checker struct {
 	violations []Violation
 	spendRows  map[Kind]*spendRowStats // check_spend.go
 	uncertain  struct{ Called, Genuine int }
-	fu         fuStats // check_followup.go
+	fu         fuStats                  // check_followup.go
+	stream     map[Kind]*streamRowStats // check_stream.go
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -158,6 +159,9 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		}
 		c.claimCheck(t, st)
 		c.document(t, st)
+		if isStream(t.kind) {
+			c.streamed(t, st)
+		}
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}

@@ -182,8 +182,12 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 	case Document, DocumentAltered:
 		s.submitDocument(ctx, t, rec)
 	default:
-		if c := s.submitVariant(ctx, t, rec, "a", t.input); c.status/100 == 2 && isWorkflow(t.kind) {
+		c := s.submitVariant(ctx, t, rec, "a", t.input)
+		if c.status/100 == 2 && isWorkflow(t.kind) {
 			s.approveLater(ctx, t)
+		}
+		if c.status/100 == 2 && isStream(t.kind) {
+			s.subscribeStream(t)
 		}
 	}
 	if t.kind == DuplicateSubmit || t.kind == ConcurrentSubmit || t.kind == KeyReusedPayload {

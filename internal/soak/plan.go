@@ -81,7 +81,7 @@ func TaskKinds() []Kind {
 		LargeInput, Document, DocumentAltered,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
-	}, append(workflowKinds(), followUpKinds()...)...)
+	}, append(append(workflowKinds(), followUpKinds()...), streamKinds()...)...)
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
@@ -100,6 +100,9 @@ func expected(t *task) []ledger.State {
 		return e
 	}
 	if e := expectedFollowUp(t.kind); e != nil {
+		return e
+	}
+	if e := expectedStream(t.kind); e != nil {
 		return e
 	}
 	switch t.kind {

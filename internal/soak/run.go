@@ -112,6 +112,7 @@ type soak struct {
 	deciderCalls   *awsclient.Counter
 	fu             fuState          // the follow-up kinds' lambda and email destinations (followup.go)
 	notify         *followup.Config // the handlers' notifications
+	hub            *streamHub       // the stream kinds' connections (stream.go)
 }
 
 type reconStats struct {
@@ -223,6 +224,7 @@ func (s *soak) wire(ctx context.Context) error {
 		ThrottleRetryAfter: cfg.scaled(time.Second),
 		SlowDelay:          cfg.Lease * 3 / 2,
 		LongDelay:          cfg.LongCall,
+		StreamChunkDelay:   streamChunkDelay, // only the stream kinds' calls stream
 		NoIdempotency:      cfg.Mode != ModeIdempotent,
 		NoReadback:         cfg.Mode == ModePlain,
 	})
@@ -301,6 +303,7 @@ func (s *soak) wire(ctx context.Context) error {
 			Payloads: handlerPayloads, Notify: s.notify,
 		}
 	}
+	s.wireStreams()
 	return s.wireSpend(ddb)
 }
 
@@ -462,6 +465,10 @@ func (s *soak) hooks() *worker.Hooks {
 		BeforeClaim: kill(KillBeforeClaim),
 		AfterClaim:  s.afterClaim(kill(KillAfterClaim)),
 		AfterProvider: func(ctx context.Context, id string) error {
+			if t := s.byID[id]; t != nil && t.kind == StreamKilled && s.once(StreamKilled, id) {
+				s.inject(StreamKilled)
+				return errKilled // after the streamed call, before the save
+			}
 			if t := s.byID[id]; t != nil && t.kind == StaleWorker && s.once(StaleWorker, id) {
 				s.stale(ctx, id)
 				return nil // carry on as the stale worker: its save must be fenced
@@ -564,13 +571,25 @@ type countingProvider struct {
 func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTimeout }
 
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	return p.generateWith(ctx, req, nil)
+}
+
+// generateWith is Generate, or GenerateStream through onDelta when it is
+// not nil (stream.go).
+func (p *countingProvider) generateWith(ctx context.Context, req contract.Request, onDelta contract.DeltaFunc) (contract.Result, error) {
 	// A call started with clearly less than its call timeout before its
 	// context's deadline was admitted without the time it needs, whatever
 	// the worker calls the cause of that deadline.
 	dl, hasDeadline := ctx.Deadline()
 	short := hasDeadline && time.Until(dl) < p.s.cfg.CallTimeout*9/10
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
-	res, err := p.s.generate(callCtx, req)
+	var res contract.Result
+	var err error
+	if onDelta != nil {
+		res, err = p.s.prov.GenerateStream(callCtx, req, onDelta)
+	} else {
+		res, err = p.s.generate(callCtx, req)
+	}
 	cancel()
 	s := p.s
 	s.mu.Lock()
