@@ -146,11 +146,12 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		}
 		tasks[i] = &task{kind: k}
 	}
-	// The document kinds weigh double: each takes as many more tasks from
-	// the unfaulted ones as a kind's share (so ≥ 20 each at N=1000, where
-	// a share is 11; none more when every task is faulted).
+	// The document kinds weigh more: each takes as many more tasks from
+	// the unfaulted ones as a kind's share, and at least enough for 20 in
+	// all (at N=1000 a share is 9; none more when every task is faulted).
 	extra := []Kind{Document, DocumentAltered}
-	for j, i := 0, faulted; j < len(extra)*(faulted/len(kinds)) && i < n; j, i = j+1, i+1 {
+	per := max(faulted/len(kinds), 20-faulted/len(kinds))
+	for j, i := 0, faulted; j < len(extra)*per && i < n; j, i = j+1, i+1 {
 		tasks[i].kind = extra[j%len(extra)]
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
