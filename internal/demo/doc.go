@@ -23,6 +23,13 @@
 //	                      lookup (exactly one record); then an approval
 //	                      withdrawn before execution (the worker held with
 //	                      Target.Hold): deliveries cancelled, no record ever
+//	015 people            the requester's GET /tasks, the approver's GET
+//	                      /approvals (with the plan) and approval; a lambda
+//	                      delivery to the example function (make demo: the
+//	                      built function under aws-lambda-rie; the tests: its
+//	                      handler in process) with the function's receipt,
+//	                      confirmed by its lookup; the approvers' email
+//	                      notification in the emulator's SES
 //
 // Nothing here logs task text; Print shows hashes, ids and receipts.
 package demo

@@ -88,6 +88,9 @@ func planParams(d string, n, i int) string {
 // planMembers are the submit body's "approval" and "deliver" members of a
 // workflow task (with a leading comma); "" for other kinds.
 func (t *task) planMembers() string {
+	if isPlanLambda(t.kind) {
+		return planLambdaMembers()
+	}
 	if !isWorkflow(t.kind) {
 		return ""
 	}

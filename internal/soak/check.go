@@ -30,6 +30,8 @@ type checker struct {
 	violations []Violation
 	spendRows  map[Kind]*spendRowStats // check_spend.go
 	uncertain  struct{ Called, Genuine int }
+	fu         fuStats                  // check_followup.go
+	stream     map[Kind]*streamRowStats // check_stream.go
 }
 
 func (c *checker) add(k Kind, id, rule, format string, args ...any) {
@@ -65,6 +67,7 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		reviewOf[reviews[i].TaskID] = &reviews[i]
 	}
 
+	emuSends := s.emulatorSends(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &checker{s: s, rows: map[Kind]*Row{}}
@@ -156,6 +159,9 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 		}
 		c.claimCheck(t, st)
 		c.document(t, st)
+		if isStream(t.kind) {
+			c.streamed(t, st)
+		}
 		if st.Attempts > st.MaxAttempts {
 			c.add(t.kind, t.id, "attempts_over_budget", "attempts %d > max_attempts %d", st.Attempts, st.MaxAttempts)
 		}
@@ -176,10 +182,15 @@ func (s *soak) check(ctx context.Context, elapsed time.Duration) (*Report, error
 	}
 	deliveries := c.approvals(stored)
 	rep.Deliveries = len(deliveries)
+	followUps := c.followUps(stored, reviewOf, emuSends)
+	rep.FollowUps = c.fu.FollowUpStats
+	if emuSends == nil {
+		rep.FollowUps.EmulatorSends = -1
+	}
 	rep.Decisions, rep.DecisionCalls = c.decisions(), s.deciderCalls.Calls()
 	rep.DocumentReplayCalls = s.docReplayCalls.Calls()
 	for id := range stored {
-		if s.byID[id] == nil && !deliveries[id] {
+		if s.byID[id] == nil && !deliveries[id] && !followUps[id] {
 			c.add(KindNone, id, "unknown_task", "a task no caller submitted")
 		}
 	}

@@ -65,8 +65,8 @@ func (c *checker) approvals(stored map[string]*ledger.Task) map[string]bool {
 	seen := map[string]bool{}
 	byParent := map[string][]*ledger.Task{}
 	for id, d := range stored {
-		if d.Kind != ledger.KindDeliver || (d.ParentTaskID == "" && s.byID[id] != nil) {
-			continue // not a delivery, or a direct deliver submit of the run (no approval)
+		if d.Kind != ledger.KindDeliver || (d.ParentTaskID == "" && s.byID[id] != nil) || isFollowUp(d) {
+			continue // not a delivery, a direct deliver submit of the run (no approval), or a follow-up (check_followup.go)
 		}
 		seen[id] = true
 		pt := s.byID[d.ParentTaskID]

@@ -182,8 +182,12 @@ func (s *soak) submitTask(ctx context.Context, t *task) {
 	case Document, DocumentAltered:
 		s.submitDocument(ctx, t, rec)
 	default:
-		if c := s.submitVariant(ctx, t, rec, "a", t.input); c.status/100 == 2 && isWorkflow(t.kind) {
+		c := s.submitVariant(ctx, t, rec, "a", t.input)
+		if c.status/100 == 2 && isWorkflow(t.kind) {
 			s.approveLater(ctx, t)
+		}
+		if c.status/100 == 2 && isStream(t.kind) {
+			s.subscribeStream(t)
 		}
 	}
 	if t.kind == DuplicateSubmit || t.kind == ConcurrentSubmit || t.kind == KeyReusedPayload {
@@ -210,8 +214,12 @@ func (s *soak) submitBody(ctx context.Context, t *task, rec *record, variant, in
 // submitWith is submitBody through handler h.
 func (s *soak) submitWith(ctx context.Context, h *api.Handler, t *task, rec *record, variant, input, body string) call {
 	var c call
+	req := apiRequest(http.MethodPost, "/tasks", t.key, body)
+	if isNotify(t.kind) {
+		req.RequestContext.Authorizer = notifyAuthorizer(t)
+	}
 	for try := range maxSubmitTries {
-		c = s.requestTo(ctx, h, http.MethodPost, "/tasks", t.key, body)
+		c = s.send(ctx, h, req)
 		c.variant = variant
 		rec.add(c)
 		if c.status < 500 || !s.backoff(ctx, try) {
@@ -244,7 +252,12 @@ func (s *soak) request(ctx context.Context, method, path, key, body string) call
 
 // requestTo is request to handler h.
 func (s *soak) requestTo(ctx context.Context, h *api.Handler, method, path, key, body string) call {
-	resp, err := h.Handle(ctx, apiRequest(method, path, key, body))
+	return s.send(ctx, h, apiRequest(method, path, key, body))
+}
+
+// send invokes handler h with req.
+func (s *soak) send(ctx context.Context, h *api.Handler, req events.APIGatewayV2HTTPRequest) call {
+	resp, err := h.Handle(ctx, req)
 	if err != nil {
 		return call{status: 599}
 	}

@@ -261,6 +261,39 @@
 // (completed only by a readback — never in plain mode — and needs_review
 // only as unknown_outcome).
 //
+// Follow-up tasks (issue 22; followup.go, check_followup.go): the
+// handlers run with requester notifications by email
+// (TASKLEDGER_NOTIFICATIONS {"requester":{"email":true}}), the email
+// destination on the emulator's SES and the lambda destination's function
+// "example" (the example function's handler in process behind the Invoke
+// API, its records in memory, with its lookup). Kinds: plan_lambda (a
+// plan without approval delivering to the function), plan_lambda_lose_reply
+// (the function acts, its reply is lost: read back by lookup),
+// notify_completed and notify_parked (submitted with a JWT carrying the
+// requester's address: NotifyScope; parked by refused credentials) and
+// notify_lose_reply (SendEmail performed, its reply lost). Rules:
+// plan_delivery_count, plan_delivery_key_mismatch,
+// plan_delivery_payload_not_result, duplicate_delivery_act (exactly one act
+// per operation id), delivery_reinvoked_blind, completed_without_act,
+// receipt_not_the_functions, lost_reply_not_read_back,
+// follow_up_not_final, follow_up_of_unplanned; notification_count (exactly
+// one per (task, event)), notification_of_event_not_happened,
+// duplicate_notification_send, notification_completed_without_send,
+// lost_notification_not_parked, false_uncertainty and, on kumo,
+// emulator_sends_differ (its GET /kumo/ses/v2/sent-emails, this run's
+// mail only). Follow-ups are not accepted tasks: no caller's 202 accepted
+// them, so their calls count against their parents' per-task budgets.
+//
+// Streamed tasks (issue 23; stream.go, check_stream.go): the stream kinds'
+// generations stream through stream.Fanout (the worker's own) to an
+// in-memory connections table and @connections; a client subscribes right
+// after the 202. Kinds: stream, stream_dropped (410 Gone after the first
+// frame; the client re-subscribes), stream_killed (the worker dies after
+// its streamed call, before the save) and stream_retried (attempt 1
+// streams part of a reply, then a 503). Rules: stream_done_not_saved,
+// stream_done_twice, stream_delta_after_done, stream_seq_broken,
+// stream_text_not_result, stream_frame_unreadable, stream_attempt_unknown.
+//
 // [Report.WriteTable] prints fault kind × planned tasks × injected × final
 // states (rejected included) × violations.
 package soak

@@ -81,7 +81,7 @@ func TaskKinds() []Kind {
 		LargeInput, Document, DocumentAltered,
 		DeliverOK, DeliverLoseReply, DeliverNoReadback, DeliverLaggingReadback,
 		BudgetTight, ChainBudget, QuotaExceeded, AdmissionWait, CancelRunning,
-	}, workflowKinds()...)
+	}, append(append(workflowKinds(), followUpKinds()...), streamKinds()...)...)
 }
 
 // AllKinds lists every fault kind in report order (KindNone excluded).
@@ -97,6 +97,12 @@ func expected(t *task) []ledger.State {
 		return e
 	}
 	if e := expectedSpend(t.kind); e != nil {
+		return e
+	}
+	if e := expectedFollowUp(t.kind); e != nil {
+		return e
+	}
+	if e := expectedStream(t.kind); e != nil {
 		return e
 	}
 	switch t.kind {
@@ -140,11 +146,12 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		}
 		tasks[i] = &task{kind: k}
 	}
-	// The document kinds weigh double: each takes as many more tasks from
-	// the unfaulted ones as a kind's share (so ≥ 20 each at N=1000, where
-	// a share is 11; none more when every task is faulted).
+	// The document kinds weigh more: each takes as many more tasks from
+	// the unfaulted ones as a kind's share, and at least enough for 20 in
+	// all (at N=1000 a share is 9; none more when every task is faulted).
 	extra := []Kind{Document, DocumentAltered}
-	for j, i := 0, faulted; j < len(extra)*(faulted/len(kinds)) && i < n; j, i = j+1, i+1 {
+	per := max(faulted/len(kinds), 20-faulted/len(kinds))
+	for j, i := 0, faulted; j < len(extra)*per && i < n; j, i = j+1, i+1 {
 		tasks[i].kind = extra[j%len(extra)]
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x50a6))
@@ -156,6 +163,9 @@ func plan(n int, share float64, seed int64, scope string) []*task {
 		t.id = ledger.TaskID(scope, t.key)
 		if t.kind == QuotaExceeded {
 			t.id = ledger.TaskID(QuotaScope, t.key) // the dedicated quota caller
+		}
+		if isNotify(t.kind) {
+			t.id = ledger.TaskID(NotifyScope, t.key) // the notified requester
 		}
 		t.input = fmt.Sprintf(`{"prompt":"soak task %d","max_tokens":8}`, i)
 		if t.kind == LargeInput {
@@ -194,7 +204,7 @@ func providerScript(k Kind, maxAttempts int) []simulated.Fault {
 		// Permanent faults answer every attempt the same way (an attempt
 		// whose outcome was not saved is retried).
 		return repeat(simulated.BadRequest, maxAttempts+1)
-	case ProviderCredential:
+	case ProviderCredential, NotifyParked:
 		return repeat(simulated.Credentials, maxAttempts+1)
 	case ProviderSlow:
 		return []simulated.Fault{simulated.Slow}

@@ -51,7 +51,8 @@ func deliverInput(k Kind, i int) string {
 
 // destinations builds the soak's simulated destinations and scripts the
 // faults of the deliver kinds.
-func (s *soak) destinations() (*deliver.Registry, error) {
+// extra are further destinations (the follow-up kinds').
+func (s *soak) destinations(extra ...destination.Destination) (*deliver.Registry, error) {
 	none := destination.Guarantees{Readback: destination.ReadbackNone}
 	notify, err := dsim.New(dsim.Notify, dsim.Options{Seed: s.cfg.Seed})
 	if err != nil {
@@ -75,7 +76,7 @@ func (s *soak) destinations() (*deliver.Registry, error) {
 			}
 		}
 	}
-	return deliver.NewRegistry(notify, crm, publish)
+	return deliver.NewRegistry(append([]destination.Destination{notify, crm, publish}, extra...)...)
 }
 
 // publishDelay is how long after a publication its readback shows it:

@@ -61,6 +61,8 @@ type Report struct {
 	// pipeline's.
 	DocumentReplayCalls map[string]int
 	Deliveries          int
+	// FollowUps are the follow-up kinds' figures (check_followup.go).
+	FollowUps FollowUpStats
 	// PerTask is Calls divided by the accepted tasks.
 	PerTask       map[string]float64
 	ProviderCalls int
@@ -181,6 +183,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "handler AWS call latency p50/p99: %s\n", strings.Join(parts, ", "))
 	r.writeDecisions(w)
 	r.writeDocumentReplays(w)
+	r.writeFollowUps(w)
 
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "\nviolations: none")
@@ -206,4 +209,19 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\n", v)
 	}
+}
+
+// writeFollowUps prints the follow-up kinds' line: acts per operation id
+// and notifications per (task, event).
+func (r *Report) writeFollowUps(w io.Writer) {
+	f := r.FollowUps
+	if f.PlanDeliveries == 0 && f.Notifications == 0 {
+		return
+	}
+	emu := "not readable on this backend"
+	if f.EmulatorSends >= 0 {
+		emu = fmt.Sprint(f.EmulatorSends)
+	}
+	fmt.Fprintf(w, "follow-ups (not accepted tasks: their calls are their parents'): %d plan deliveries to lambda (%d deliver invokes, %d lookups, %d acts; at most %d act per operation id); %d email notifications (%d SendEmail, emulator recorded %s; %d parked unknown_outcome; at most %d per task and event)\n",
+		f.PlanDeliveries, f.DeliverInvokes, f.Lookups, f.Acts, f.MaxActsPerOp, f.Notifications, f.Sends, emu, f.ParkedUnknown, f.MaxPerEvent)
 }

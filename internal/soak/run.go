@@ -24,6 +24,7 @@ import (
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/local"
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/payload"
@@ -109,6 +110,9 @@ type soak struct {
 	wf             workflow                // the approvers of workflow tasks (approval.go)
 	decider        *api.Handler            // the API handler the approvers call, on clients of its own counter
 	deciderCalls   *awsclient.Counter
+	fu             fuState          // the follow-up kinds' lambda and email destinations (followup.go)
+	notify         *followup.Config // the handlers' notifications
+	hub            *streamHub       // the stream kinds' connections (stream.go)
 }
 
 type reconStats struct {
@@ -220,6 +224,7 @@ func (s *soak) wire(ctx context.Context) error {
 		ThrottleRetryAfter: cfg.scaled(time.Second),
 		SlowDelay:          cfg.Lease * 3 / 2,
 		LongDelay:          cfg.LongCall,
+		StreamChunkDelay:   streamChunkDelay, // only the stream kinds' calls stream
 		NoIdempotency:      cfg.Mode != ModeIdempotent,
 		NoReadback:         cfg.Mode == ModePlain,
 	})
@@ -268,10 +273,14 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 	sender := &dispatch.Sender{SQS: sq, QueueURL: env.Names.TaskQueueURL}
 	prov := &countingProvider{Provider: s.prov, s: s}
-	if s.dests, err = s.destinations(); err != nil {
+	extra, err := s.followUpDestinations(ctx)
+	if err != nil {
 		return err
 	}
-	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads}
+	if s.dests, err = s.destinations(extra...); err != nil {
+		return err
+	}
+	s.submit = &api.Handler{Ledger: led, Dispatch: sender, Log: s.log, Destinations: s.dests, Payloads: handlerPayloads, Notify: s.notify}
 	if err := s.wireDecisions(lcfg); err != nil {
 		return err
 	}
@@ -284,16 +293,17 @@ func (s *soak) wire(ctx context.Context) error {
 		// Ten records at once, as the soak always ran them (the deployed
 		// default is 4): the load of earlier 10,000-task runs, comparable.
 		Lease: cfg.Lease, Concurrency: 10, DeadlineMargin: cfg.DeadlineMargin, Log: s.log, Hooks: s.hooks(),
-		Payloads: handlerPayloads,
+		Payloads: handlerPayloads, Notify: s.notify,
 	}
 	for i := range s.reconciles {
 		s.reconciles[i] = &reconciler.Handler{
 			Ledger: led, Dispatch: sender, DLQ: sq, DLQURL: env.Names.DeadLetterQueueURL, Provider: prov, Destinations: s.dests, Log: s.log,
 			Backlog: &dispatch.Backlog{SQS: sq, QueueURL: env.Names.TaskQueueURL},
 			Budget:  cfg.ReconcileBudget, Grace: cfg.Lease / 2, Settle: cfg.scaled(reconcileSettle), RelaySlack: cfg.scaled(2 * time.Second),
-			Payloads: handlerPayloads,
+			Payloads: handlerPayloads, Notify: s.notify,
 		}
 	}
+	s.wireStreams()
 	return s.wireSpend(ddb)
 }
 
@@ -455,6 +465,10 @@ func (s *soak) hooks() *worker.Hooks {
 		BeforeClaim: kill(KillBeforeClaim),
 		AfterClaim:  s.afterClaim(kill(KillAfterClaim)),
 		AfterProvider: func(ctx context.Context, id string) error {
+			if t := s.byID[id]; t != nil && t.kind == StreamKilled && s.once(StreamKilled, id) {
+				s.inject(StreamKilled)
+				return errKilled // after the streamed call, before the save
+			}
 			if t := s.byID[id]; t != nil && t.kind == StaleWorker && s.once(StaleWorker, id) {
 				s.stale(ctx, id)
 				return nil // carry on as the stale worker: its save must be fenced
@@ -557,13 +571,25 @@ type countingProvider struct {
 func (p *countingProvider) CallTimeout() time.Duration { return p.s.cfg.CallTimeout }
 
 func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (contract.Result, error) {
+	return p.generateWith(ctx, req, nil)
+}
+
+// generateWith is Generate, or GenerateStream through onDelta when it is
+// not nil (stream.go).
+func (p *countingProvider) generateWith(ctx context.Context, req contract.Request, onDelta contract.DeltaFunc) (contract.Result, error) {
 	// A call started with clearly less than its call timeout before its
 	// context's deadline was admitted without the time it needs, whatever
 	// the worker calls the cause of that deadline.
 	dl, hasDeadline := ctx.Deadline()
 	short := hasDeadline && time.Until(dl) < p.s.cfg.CallTimeout*9/10
 	callCtx, cancel := context.WithTimeout(ctx, p.s.cfg.CallTimeout)
-	res, err := p.s.generate(callCtx, req)
+	var res contract.Result
+	var err error
+	if onDelta != nil {
+		res, err = p.s.prov.GenerateStream(callCtx, req, onDelta)
+	} else {
+		res, err = p.s.generate(callCtx, req)
+	}
 	cancel()
 	s := p.s
 	s.mu.Lock()
@@ -583,6 +609,7 @@ func (p *countingProvider) Generate(ctx context.Context, req contract.Request) (
 	var fe *simulated.FaultError
 	switch {
 	case t.kind == RetryLostReply: // counted where the write is replayed
+	case t.kind == NotifyParked: // counted where its notification is sent
 	case t.kind == OversizedResult && err == nil && len(res.Output) > ItemLimit:
 		s.inject(t.kind)
 	case errors.As(err, &fe) && fe.Fault != simulated.Slow:
