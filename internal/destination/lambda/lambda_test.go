@@ -226,12 +226,15 @@ func TestLostReplyIsUncertainAndSentOnce(t *testing.T) {
 
 func TestAnInvokeThatNeverConnectedIsRetryable(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Port 1 of the loopback: nothing listens there, so the connection is
+	// refused. (A port freed after a listen can be taken again at once by a
+	// parallel test's server, whose reset of the request is no longer a
+	// "never connected".)
+	addr := "127.0.0.1:1"
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("something listens on %s; the test needs a refused connection", addr)
 	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
 	client := awslambda.New(awslambda.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + addr), Credentials: aws.AnonymousCredentials{}})
 	d, err := lambda.New(lambda.Options{Functions: map[string]lambda.Function{"orders": {FunctionName: "orders"}}, Client: client})
 	if err != nil {
