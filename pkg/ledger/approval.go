@@ -459,17 +459,8 @@ func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUp
 // task's write_nonce; a failed condition returns *ConflictError with the
 // task as read.
 func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (*Task, error) {
-	nonce := newNonce()
-	u.set("write_nonce", str(nonce))
-	in := u.input(l.cfg.TasksTable, taskID)
-	all := append([]types.TransactWriteItem{{Update: &types.Update{
-		TableName:                 &l.cfg.TasksTable,
-		Key:                       in.Key,
-		UpdateExpression:          in.UpdateExpression,
-		ConditionExpression:       in.ConditionExpression,
-		ExpressionAttributeNames:  in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
-	}}}, items...)
+	nonce := u.setNonce()
+	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
 	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
 	switch {
 	case applied && cur == nil:

@@ -75,20 +75,8 @@ func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Trans
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	nonce := u.nonce
-	if nonce == "" {
-		nonce = newNonce()
-	}
-	u.set("write_nonce", str(nonce))
-	in := u.input(l.cfg.TasksTable, taskID)
-	all := append([]types.TransactWriteItem{{Update: &types.Update{
-		TableName:                 &l.cfg.TasksTable,
-		Key:                       in.Key,
-		UpdateExpression:          in.UpdateExpression,
-		ConditionExpression:       in.ConditionExpression,
-		ExpressionAttributeNames:  in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
-	}}}, items...)
+	nonce := u.setNonce()
+	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
 	applied, cur, err := l.transact(ctx, label, taskID, nonce, all)
 	switch {
 	case applied && cur == nil:
