@@ -114,7 +114,7 @@ func (r Request) Validate() (payloadSHA256 string, err error) {
 	}
 	sum := HashPayload(r.Payload)
 	if r.PayloadSHA256 != "" && !strings.EqualFold(r.PayloadSHA256, sum) {
-		return "", retrypolicy.Permanent(fmt.Errorf("destination: operation %s: payload_sha256 %s is not the hash of the payload (%s)", r.OperationID, clip(r.PayloadSHA256, 64), sum))
+		return "", retrypolicy.Permanent(fmt.Errorf("destination: operation %s: payload_sha256 %s is not the hash of the payload (%s)", r.OperationID, Clip(r.PayloadSHA256, 64), sum))
 	}
 	return sum, nil
 }
@@ -266,13 +266,13 @@ func NewRegistry(ds ...Destination) (*Registry, error) {
 		}
 		name := d.Name()
 		if !ValidName(name) {
-			return nil, fmt.Errorf("destination: invalid destination name %q", clip(name, 40))
+			return nil, fmt.Errorf("destination: invalid destination name %q", Clip(name, 40))
 		}
 		if _, dup := r.byName[name]; dup {
 			return nil, fmt.Errorf("destination: %q registered twice", name)
 		}
 		if g := d.Guarantees(); !g.Mode().Valid() {
-			return nil, fmt.Errorf("destination: %s declares unknown readback mode %q", name, clip(string(g.Readback), 40))
+			return nil, fmt.Errorf("destination: %s declares unknown readback mode %q", name, Clip(string(g.Readback), 40))
 		}
 		r.byName[name] = d
 	}
@@ -295,12 +295,26 @@ func (r *Registry) Get(name string) (Destination, error) {
 	if d, ok := r.byName[name]; ok {
 		return d, nil
 	}
-	return nil, retrypolicy.Permanent(&UnknownDestinationError{Name: clip(name, 40), Known: r.Names()})
+	return nil, retrypolicy.Permanent(&UnknownDestinationError{Name: Clip(name, 40), Known: r.Names()})
 }
 
-func clip(s string, n int) string {
+// Clip cuts s to n bytes on a rune boundary, marking the cut with "…".
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// TransportFailure steers a call's failure that is no service error (err
+// as the SDK returned it, wrapped with the operation): retryable when the
+// request was never sent (a refused dial, a request that never left), else
+// uncertain — a lost reply, a timeout, a reset, or one nobody can place:
+// the destination may have acted.
+func TransportFailure(err, wrapped error) error {
+	switch retrypolicy.Classify(err).Reason {
+	case "dial_error", "request_not_sent":
+		return retrypolicy.Retryable(fmt.Errorf("%w: %w", retrypolicy.ErrRequestNotSent, wrapped))
+	}
+	return retrypolicy.Uncertain(wrapped)
 }

@@ -91,7 +91,7 @@ func ParseDeliverInput(raw json.RawMessage) (DeliverInput, error) {
 		}
 		key, _ := tok.(string)
 		if !slices.Contains(deliverFields, key) {
-			return in, inputErr("", "unknown field %q; allowed fields are %s", clip(key, 40), strings.Join(deliverFields, ", "))
+			return in, inputErr("", "unknown field %q; allowed fields are %s", Clip(key, 40), strings.Join(deliverFields, ", "))
 		}
 		if seen[key] {
 			return in, inputErr(key, "appears more than once")
@@ -227,10 +227,10 @@ func ParseParams(destination string, params json.RawMessage, v any) error {
 func paramsProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("field %q must be of type %s", clip(te.Field, 40), te.Type)
+		return fmt.Sprintf("field %q must be of type %s", Clip(te.Field, 40), te.Type)
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown field " + clip(strings.TrimPrefix(msg, "json: unknown field "), 42)
+		return "unknown field " + Clip(strings.TrimPrefix(msg, "json: unknown field "), 42)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {

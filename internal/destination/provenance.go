@@ -112,7 +112,7 @@ func (p Provenance) Validate() error {
 }
 
 func unknownProvenance(typ string) error {
-	return fmt.Errorf("destination: provenance type %q is not one of %q, %q, %q, %q", clip(typ, 20), ProvenanceApproval, ProvenanceDirect, ProvenancePlan, ProvenanceNotification)
+	return fmt.Errorf("destination: provenance type %q is not one of %q, %q, %q, %q", Clip(typ, 20), ProvenanceApproval, ProvenanceDirect, ProvenancePlan, ProvenanceNotification)
 }
 
 func hex64(s string) bool {

@@ -68,7 +68,7 @@ func New(opts Options) (*Destination, error) {
 	}
 	from, err := mail.ParseAddress(opts.From)
 	if err != nil {
-		return nil, misconfigured("sender %q is not an email address", clip(opts.From, 120))
+		return nil, misconfigured("sender %q is not an email address", destination.Clip(opts.From, 120))
 	}
 	d := &Destination{from: from.String(), identity: from.Address, addresses: map[string]bool{}, domains: map[string]bool{}, confSet: opts.ConfigurationSet, client: opts.Client}
 	for _, a := range opts.AllowedRecipients {
@@ -80,7 +80,7 @@ func New(opts Options) (*Destination, error) {
 		case bareAddress(a) != "":
 			d.addresses[a] = true
 		default:
-			return nil, misconfigured("allowed recipient %q is neither an address nor @domain", clip(a, 120))
+			return nil, misconfigured("allowed recipient %q is neither an address nor @domain", destination.Clip(a, 120))
 		}
 	}
 	if len(d.addresses)+len(d.domains) == 0 {
@@ -162,7 +162,7 @@ func (d *Destination) parse(params json.RawMessage) (Params, error) {
 		if !d.allowed(a) {
 			// The address is the caller's own input; naming it helps them
 			// and reveals nothing of the configuration beyond "not this".
-			return p, paramsErr(fmt.Sprintf("to[%d]", i), "%s is not an allowed recipient of this deployment (the email destination's allowed_recipients)", clip(a, 120))
+			return p, paramsErr(fmt.Sprintf("to[%d]", i), "%s is not an allowed recipient of this deployment (the email destination's allowed_recipients)", destination.Clip(a, 120))
 		}
 		if !slices.Contains(to, a) {
 			to = append(to, a)
@@ -320,16 +320,5 @@ func callErr(opID string, err error) error {
 		// SES may have accepted the message.
 		return retrypolicy.Uncertain(wrapped)
 	}
-	switch retrypolicy.Classify(err).Reason {
-	case "dial_error", "request_not_sent":
-		return retrypolicy.Retryable(fmt.Errorf("%w: %w", retrypolicy.ErrRequestNotSent, wrapped))
-	}
-	return retrypolicy.Uncertain(wrapped)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
+	return destination.TransportFailure(err, wrapped)
 }

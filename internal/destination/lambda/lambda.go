@@ -111,10 +111,10 @@ func New(opts Options) (*Destination, error) {
 	for name, fn := range opts.Functions {
 		switch {
 		case !destination.ValidName(name):
-			errs = append(errs, fmt.Errorf("lambda destination: function name %q: lowercase letters, digits, '_' or '-', starting with a letter", clip(name, 40)))
+			errs = append(errs, fmt.Errorf("lambda destination: function name %q: lowercase letters, digits, '_' or '-', starting with a letter", destination.Clip(name, 40)))
 			continue
 		case !validFunctionName(fn.FunctionName):
-			errs = append(errs, fmt.Errorf("lambda destination: function %s: %q is not a function name or ARN", name, clip(fn.FunctionName, 140)))
+			errs = append(errs, fmt.Errorf("lambda destination: function %s: %q is not a function name or ARN", name, destination.Clip(fn.FunctionName, 140)))
 			continue
 		case fn.Timeout < 0:
 			errs = append(errs, fmt.Errorf("lambda destination: function %s: negative timeout", name))
@@ -188,7 +188,7 @@ func (d *Destination) functionOf(params json.RawMessage) (function, error) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return function{}, paramsErr("function", fmt.Sprintf("no function %q is configured (configured: %s)", clip(p.Function, 40), strings.Join(names, ", ")))
+		return function{}, paramsErr("function", fmt.Sprintf("no function %q is configured (configured: %s)", destination.Clip(p.Function, 40), strings.Join(names, ", ")))
 	}
 	return fn, nil
 }
@@ -263,7 +263,7 @@ type FunctionError struct {
 
 // Error names the function, the operation and the error type.
 func (e *FunctionError) Error() string {
-	return fmt.Sprintf("lambda: function %s: operation %s: function error %s (errorType %q)", e.Function, e.OperationID, e.Kind, clip(e.Type, 80))
+	return fmt.Sprintf("lambda: function %s: operation %s: function error %s (errorType %q)", e.Function, e.OperationID, e.Kind, destination.Clip(e.Type, 80))
 }
 
 // Deliver invokes the function params names with a deliver event and reads
@@ -306,7 +306,7 @@ func (d *Destination) Deliver(ctx context.Context, req destination.Request) (des
 		PayloadSHA256:       sum,
 		Destination:         Name,
 		DestinationIdentity: fn.FunctionName,
-		ProviderRef:         clip(r.Receipt, maxRefBytes),
+		ProviderRef:         destination.Clip(r.Receipt, maxRefBytes),
 	}, nil
 }
 
@@ -356,7 +356,7 @@ func (d *Destination) Lookup(ctx context.Context, req destination.Request) (dest
 		PayloadSHA256:       sum,
 		Destination:         Name,
 		DestinationIdentity: fn.FunctionName,
-		ProviderRef:         clip(r.Receipt, maxRefBytes),
+		ProviderRef:         destination.Clip(r.Receipt, maxRefBytes),
 		ReadbackAt:          now.UTC(),
 		ReadbackResult:      destination.ReadbackFound,
 	}, nil
@@ -412,7 +412,7 @@ func functionErr(fn, opID string, out *awslambda.InvokeOutput) *FunctionError {
 		}
 		kind = "Returned"
 	}
-	return &FunctionError{Function: fn, OperationID: opID, Kind: kind, Type: aws.ToString(p.Type), Message: clip(p.Message, 500)}
+	return &FunctionError{Function: fn, OperationID: opID, Kind: kind, Type: aws.ToString(p.Type), Message: destination.Clip(p.Message, 500)}
 }
 
 // Lambda error codes of an invoke Lambda refused before the function ran.
@@ -494,19 +494,5 @@ func callErr(fn, opID string, err error) error {
 		// have run the function before it failed.
 		return retrypolicy.Uncertain(wrapped)
 	}
-	switch c := retrypolicy.Classify(err); c.Reason {
-	case "dial_error", "request_not_sent":
-		return retrypolicy.Retryable(fmt.Errorf("%w: %w", retrypolicy.ErrRequestNotSent, wrapped))
-	}
-	// A transport failure after the event may have been written (a lost
-	// reply, a timeout, a reset) or one nobody can place: the function may
-	// have run.
-	return retrypolicy.Uncertain(wrapped)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
+	return destination.TransportFailure(err, wrapped)
 }

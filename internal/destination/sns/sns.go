@@ -56,10 +56,10 @@ func New(opts Options) (*Destination, error) {
 	d := &Destination{topics: map[string]string{}, client: opts.Client}
 	for name, a := range opts.Topics {
 		if !destination.ValidName(name) {
-			return nil, retrypolicy.Misconfigured(fmt.Errorf("sns: topic name %q: lowercase letters, digits, '_' or '-', starting with a letter", clip(name, 64)))
+			return nil, retrypolicy.Misconfigured(fmt.Errorf("sns: topic name %q: lowercase letters, digits, '_' or '-', starting with a letter", destination.Clip(name, 64)))
 		}
 		if p, err := arn.Parse(a); err != nil || p.Service != "sns" || p.Resource == "" {
-			return nil, retrypolicy.Misconfigured(fmt.Errorf("sns: topic %s: %q is not an SNS topic ARN", name, clip(a, 200)))
+			return nil, retrypolicy.Misconfigured(fmt.Errorf("sns: topic %s: %q is not an SNS topic ARN", name, destination.Clip(a, 200)))
 		}
 		d.topics[name] = a
 	}
@@ -131,7 +131,7 @@ func (d *Destination) Deliver(ctx context.Context, req destination.Request) (des
 	}
 	subject := p.Subject
 	if subject == "" {
-		subject = clip("Delivery "+req.OperationID, MaxSubjectLen)
+		subject = destination.Clip("Delivery "+req.OperationID, MaxSubjectLen)
 	}
 	str := func(s string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
@@ -204,16 +204,5 @@ func callErr(opID string, err error) error {
 		// accepted the message.
 		return retrypolicy.Uncertain(wrapped)
 	}
-	switch retrypolicy.Classify(err).Reason {
-	case "dial_error", "request_not_sent":
-		return retrypolicy.Retryable(fmt.Errorf("%w: %w", retrypolicy.ErrRequestNotSent, wrapped))
-	}
-	return retrypolicy.Uncertain(wrapped)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
+	return destination.TransportFailure(err, wrapped)
 }
