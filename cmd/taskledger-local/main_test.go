@@ -97,7 +97,10 @@ func TestBinaryRunsAndStopsOnInterrupt(t *testing.T) {
 	})
 
 	page := regexp.MustCompile(`^\s+page\s+(http://127\.0\.0\.1:\d+)/$`)
-	eventually(t, 60*time.Second, "the banner", func() bool { return out.find(page) != nil })
+	// The banner follows the example destination's build (go build of
+	// aws-lambda-rie and a function): on a fresh clone beside the rest of
+	// the suite on two cores that alone has taken over a minute.
+	eventually(t, 3*time.Minute, "the banner", func() bool { return out.find(page) != nil })
 	base := out.find(page)[1]
 	for _, want := range []string{"emulator    http://127.0.0.1:", "tables      cmdtest-TasksTable, cmdtest-ReviewTable", "curl -si -X POST " + base + "/tasks"} {
 		if !strings.Contains(out.String(), want) {

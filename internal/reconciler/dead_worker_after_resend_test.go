@@ -91,3 +91,40 @@ func TestWorkerDeadBeforeFirstHeartbeatOfAResentRetryIsFoundAtItsLeaseEnd(t *tes
 			b.clock.Now().Sub(time.UnixMilli(c2.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000)
 	})
 }
+
+// TestWorkerDeadBeforeFirstHeartbeatIsFoundAtItsLeaseEndWhateverTheDispatchTimeout:
+// a deployment may set a dispatch timeout of several leases (a queue that
+// is slow to drain, so that the relay does not re-send what is merely
+// waiting). A worker claiming such a task at once and dying before its
+// first heartbeat must still be recovered by the first reconciler run
+// after its lease end plus grace plus one period: how soon a dead worker
+// is found is the lease's business, not the dispatch timeout's.
+func TestWorkerDeadBeforeFirstHeartbeatIsFoundAtItsLeaseEndWhateverTheDispatchTimeout(t *testing.T) {
+	t.Parallel()
+	const (
+		period = time.Minute
+		lease  = 30 * time.Second
+	)
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: b.clock.Now,
+			Shards: testShards, DispatchTimeout: 10 * lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.l = l
+		task := create(t, b, "dead-long-dispatch-timeout")
+		c := claim(t, b, task.TaskID) // at once; the worker dies before its first heartbeat
+		found := time.UnixMilli(c.LeaseUntil).Add(reconciler.DefaultGrace + period)
+		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
+			b.clock.Set(at)
+			handle(t, b.handler())
+			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c.AssignmentVersion {
+				return // recovered
+			}
+		}
+		got := get(t, b, task.TaskID)
+		t.Fatalf("a dead worker's claim (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now: found only at its dispatch deadline",
+			b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000)
+	})
+}

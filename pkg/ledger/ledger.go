@@ -74,7 +74,8 @@ type Config struct {
 	// DispatchTimeout is how long a queued task may wait for its SQS message
 	// to be consumed before the reconciler re-sends it (the outbox deadline;
 	// each re-send doubles it, see DispatchBackoff). A claim keeps it as
-	// due_at, so keep it near the worker's lease.
+	// due_at, or renews at once when it lies more than a lease past the
+	// lease's end (a second write per claim): keep it near the lease.
 	DispatchTimeout time.Duration
 	// DispatchBackoffCap caps the wait between re-sends.
 	DispatchBackoffCap time.Duration

@@ -72,14 +72,15 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	switch {
 	case err != nil:
 		return nil, err
-	case t != nil && t.Dispatches > 0 && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
-		// A re-sent task keeps its backed-off dispatch deadline, which can
-		// lie far past the lease's end: a worker dying before its first
-		// heartbeat would be found that late. Put it on the lease's grid
-		// now, as the first heartbeat would (a renewal: one more write, only
-		// for such claims); if it fails, the lease still holds and the
-		// heartbeat retries it. (A task never re-sent keeps its dispatch
-		// timeout, which is meant to be about a lease.)
+	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
+		// The dispatch deadline the claim kept lies more than a lease past
+		// the lease's end (a re-send backed it off, or the deployment's
+		// dispatch timeout is several leases): a worker dying before its
+		// first heartbeat would be found that late. Put it on the lease's
+		// grid now, as the first heartbeat would (a renewal: one more write,
+		// only for such claims; none at the default dispatch timeout, the
+		// lease); if it fails, the lease still holds and the heartbeat
+		// retries it.
 		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
 			return r, nil
 		}
