@@ -12,8 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // Approval states (the task view's approval.state).
@@ -120,25 +118,6 @@ func DeliveryKey(taskID, sha string, index, round int) string {
 	return k
 }
 
-// settleResult sets what every completion writes: the result, its hash,
-// completed_ms, and the state — completed (terminal), or for a task with an
-// approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
-// = the approval deadline. The write is conditioned on the item agreeing.
-func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) {
-	u.result = setResult(u, c) // inline, or its S3 claim-check reference
-	u.set("result_sha256", str(c.resultSHA256()))
-	u.set("completed_ms", num(now.UnixMilli()))
-	if c.ApprovalTTL <= 0 {
-		l.off(u, StateCompleted, now)
-		return
-	}
-	deadline := now.Add(c.ApprovalTTL).UnixMilli()
-	l.live(u, StateAwaitingApproval, taskID, deadline)
-	u.remove("lease_owner", "lease_until", "not_before")
-	u.set("approval_state", str(ApprovalPending))
-	u.set("approval_deadline_ms", num(deadline))
-}
-
 // resultSHA256 is the hex SHA-256 of the result's exact bytes: the
 // reference's (verified on every read) when it was placed in S3.
 func (c Completion) resultSHA256() string {
@@ -222,20 +201,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		// the provenance its destination receives.
 		n.DecidedBy, n.DecidedAt, n.ApprovalPolicy = r.By, rfc3339(now), r.Policy
 		n.Provenance = &Provenance{Type: ProvenanceApproval, TaskID: t.TaskID, ArtifactSHA256: approved, DecidedBy: r.By, Round: t.ApprovalRound}
-		d, item, err := l.newTaskItem(n, now)
+		d, put, err := l.newTaskPut("approve", n, now)
 		if err != nil {
 			return nil, false, err
 		}
-		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
-			return nil, false, &ItemTooLargeError{TaskID: d.TaskID, Op: "approve", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
-		}
-		ids = append(ids, d.TaskID)
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:                &l.cfg.TasksTable,
-			Item:                     item,
-			ConditionExpression:      strp("attribute_not_exists(#id)"),
-			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
-		}})
+		ids, items = append(ids, d.TaskID), append(items, put)
 	}
 
 	u := newUpdate()
@@ -306,7 +276,6 @@ func approvedAlready(t *Task, r ApproveRequest, approved string) (*Task, bool) {
 //
 // Errors: *ConflictError (not awaiting approval), ErrNotFound.
 func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
-	taskID := t.TaskID
 	if t.State == StateRejected {
 		return t, true, nil
 	}
@@ -316,17 +285,7 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	u.set("approval_state", str(ApprovalRejected))
 	u.set("approval_sha256", str(t.ResultSHA256))
 	decided(u, by, note, policy, now)
-	u.stamp(now)
-	t, cur, err := l.attempt(ctx, "reject", taskID, row("reject").condition(u, &Call{Now: now, SHA256: t.ResultSHA256}))
-	switch {
-	case t != nil || err != nil:
-		return t, false, err
-	case cur == nil:
-		return nil, false, &notFound{taskID}
-	case cur.State == StateRejected:
-		return cur, true, nil
-	}
-	return nil, false, &ConflictError{TaskID: taskID, Op: "reject", State: cur.State, Task: cur}
+	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
 // DeliveriesStartedError: a withdrawal found deliveries that already
@@ -415,11 +374,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			du.stamp(now)
 			du.set("write_nonce", str(newNonce()))
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: &l.cfg.TasksTable, Key: in.Key, UpdateExpression: in.UpdateExpression,
-				ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
-				ExpressionAttributeValues: in.ExpressionAttributeValues,
-			}})
+			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}
 		u := newUpdate()
 		deadline := t.ApprovalDeadlineMs
@@ -498,7 +453,6 @@ func strList(ss []string) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-func strp(s string) *string { return &s }
 
 // isTxConflict reports a transaction cancelled only because another
 // request was writing one of its items (TransactionConflict), with no

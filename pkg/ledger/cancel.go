@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"time"
 )
 
 // Error classes of a cancel while running (CancelRunning, CancelUnknown).
@@ -30,40 +31,26 @@ const CancelRequestedMessage = "cancel requested while running: the attempt was 
 // Errors: ErrNotFound; *ConflictError with the current task when the task
 // is no longer running at version.
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
-	taskID, version := read.TaskID, read.AssignmentVersion
 	now := l.cfg.Now().UTC()
+	u := newUpdate()
 	// A live worker renews every lease/3, so the lease it held when read
 	// ends after its next renewal, the one that finds it fenced.
-	due := max(read.LeaseUntil, now.UnixMilli())
-	u := newUpdate()
-	l.live(u, StateUnknown, taskID, due)
-	u.set("cancel_version", num(version))
+	l.live(u, StateUnknown, read.TaskID, max(read.LeaseUntil, now.UnixMilli()))
+	u.set("cancel_version", num(read.AssignmentVersion))
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	// From unknown too (no cancel yet at this version): the unknown rules
-	// then end it cancelled instead of re-queuing it, so a readback that
-	// finds nothing never calls the provider after the caller asked to stop.
-	t, old, err := l.attempt(ctx, "cancel_running", taskID, row("cancel_running").condition(u, &Call{Now: now, Version: version}))
-	switch {
-	case t != nil || err != nil:
-		return t, err
-	case old == nil:
-		return nil, &notFound{taskID}
-	}
-	return nil, &ConflictError{TaskID: taskID, Op: "cancel_running", State: old.State, Task: old}
+	t, _, err := l.decideOne(ctx, "cancel_running", read.TaskID, &Call{Now: now, Version: read.AssignmentVersion}, u)
+	return t, err
 }
 
 // CancelUnknown ends cancelled a task whose running attempt was cancelled
 // (CancelRunning), once it is known the provider did not act; why says how
 // (the error message, class cancelled_while_running). Errors: *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate()
-	l.off(u, StateCancelled, now)
-	setError(u, ErrorCancelledWhileRunning, why)
-	u.stamp(now)
-	return l.write(ctx, "cancel_unknown", row("cancel_unknown"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "cancel_unknown", taskID, version, nil, func(u *update, now time.Time) {
+		l.off(u, StateCancelled, now)
+		setError(u, ErrorCancelledWhileRunning, why)
+	})
 }
 
 // ErrorCancelTooLate is the class a task keeps when a cancel while running

@@ -333,14 +333,6 @@ func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// refusal is the transition op, or op_after_refusal after AfterRefusal.
-func (u *update) refusal(op string) *Transition {
-	if u.refused {
-		return row(op + "_after_refusal")
-	}
-	return row(op)
-}
-
 // WithFollowUps has a settling write (Complete and its variants, Fail and
 // FailLapsed) create the follow-up tasks by names for the state the write
 // leaves the task in — a plan's deliveries, notifications — in ONE
