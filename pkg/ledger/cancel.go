@@ -61,13 +61,14 @@ const ErrorCancelTooLate = "cancel_too_late"
 // CancelTooLateMessage is the error message CompleteCancelled records.
 const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 
-// CompleteCancelled saves the result the worker holding assignment version
-// received before a cancel while running fenced it (the task unknown at
-// version+1, cancel_version = version): the provider acted and billed, and
-// discarding the one result in hand would leave a park whose only remedy
-// is a second call. The task becomes completed (or awaiting_approval) with
-// class cancel_too_late. If anything decided the task first: *FencedError,
-// nothing written. Accepts WithNonce.
+// CompleteCancelled saves the result the worker received before a cancel
+// while running fenced its assignment: version is the one the cancel left
+// (the task unknown at version, cancel_version = version-1: the worker's
+// claim). The provider acted and billed, and discarding the one result in
+// hand would leave a park whose only remedy is a second call. The task
+// becomes completed (or awaiting_approval) with class cancel_too_late. If
+// anything decided the task first: *FencedError, nothing written. Accepts
+// WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := l.completion(taskID, c, opts, now)
@@ -79,7 +80,7 @@ func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version i
 // running of exactly the caller's version, undecided since:
 // CompleteCancelled (gated or not) would save the result.
 func CancelledAt(fe *FencedError, version int64) bool {
-	c := Call{Version: version}
+	c := Call{Version: version + 1} // the version the cancel left
 	return gated("complete_cancelled", false).Allows(fe.Current, c) || gated("complete_cancelled", true).Allows(fe.Current, c)
 }
 

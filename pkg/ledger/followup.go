@@ -101,7 +101,7 @@ func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Trans
 	case cur != nil && tr.Allows(cur, *c):
 		return nil, &ConflictError{TaskID: taskID, Op: op + ": a follow-up task's id is taken", State: cur.State, Task: cur}
 	default:
-		return nil, fencedBy(taskID, tr.mine(c), cur)
+		return nil, fencedBy(taskID, c.Version, cur)
 	}
 	if tr.To == StateQueued {
 		return l.clampDue(ctx, cur)

@@ -72,7 +72,7 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 }
 
 // CancelLapsed ends cancelled a task parked unknown_outcome after a cancel
-// while running (version: the park's, the cancel's v+1) when the worker of
+// while running (version: the park's, as the worker's refused write read it) when the worker of
 // the cancelled assignment knows the provider did not act; why is the
 // error message (class cancelled_while_running). The review is resolved as
 // cancelled.

@@ -67,9 +67,8 @@ const (
 	ActorDispatcher Actor = "dispatcher" // the reconciler's outbox relay
 	ActorAdmission  Actor = "admission"  // the worker, waiting for provider admission
 
-	FenceNone       Fence = ""
-	AtVersion       Fence = "at version"        // assignment_version = the caller's (or the one read)
-	AtCancelVersion Fence = "at cancel version" // assignment_version = the caller's + 1, after a cancel while running
+	FenceNone Fence = ""
+	AtVersion Fence = "at version" // assignment_version = the caller's version argument (doc.go, "Versions")
 
 	Same  Change = ""
 	Up    Change = "+1"
@@ -173,8 +172,8 @@ var (
 	gGateOn       = guard("approval gate", "#approval_required = :gate_on", func(t *Task, _ *Call) bool { return t.ApprovalRequired })
 	gNoResult     = guard("no result yet", "attribute_not_exists(#result) AND attribute_not_exists(#result_ref)", func(t *Task, _ *Call) bool { return !t.HasResult() })
 	gCancelExists = guard("cancelled while running", "attribute_exists(#cancel_version)", func(t *Task, _ *Call) bool { return t.CancelVersion != 0 })
-	gCancelAtMine = guard("cancel at my version", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
-		return t.CancelVersion != 0 && t.CancelVersion == c.Version
+	gCancelOfPrev = guard("cancel of the version before", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
+		return t.CancelVersion != 0 && t.CancelVersion == c.Version-1
 	})
 	// A task unknown at v after a cancel at v-1 is that cancel's state.
 	gNoCancelPending = guard("running, or no cancel pending", "#state = :from OR attribute_not_exists(#cancel_version) OR #cancel_version < :before",
@@ -317,10 +316,10 @@ var transitions = []Transition{
 		To: StateUnknown, Version: Up, Refusal: RefusedConflict},
 	{Op: "cancel_unknown", Method: "CancelUnknown", Actors: byEither, From: fromUnknown, Fence: AtVersion,
 		Guards: guards(atMine, inFrom, gCancelExists), To: StateCancelled, Refusal: RefusedFenced},
-	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelAtMine, gNoResult),
+	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult),
 		To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gCancelAtMine, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtVersion,
+		Guards: guards(gGateOn, atMine, inFrom, gCancelOfPrev, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
 
 	// A lapsed attempt settles its unknown_outcome park (lapsed.go).
 	{Op: "complete_lapsed", Method: "CompleteLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gGateOff, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed),
@@ -407,7 +406,7 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 	case 'v':
 		return true
 	case 'f':
-		return t.AssignmentVersion == tr.mine(c)
+		return t.AssignmentVersion == c.Version
 	case 'r':
 		return t.State == c.State
 	case 's':
@@ -418,14 +417,6 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 		return ok
 	}
 	return g.holds(t, c)
-}
-
-// mine is the assignment version the fence compares.
-func (tr *Transition) mine(c *Call) int64 {
-	if tr.Fence == AtCancelVersion {
-		return c.Version + 1
-	}
-	return c.Version
 }
 
 // condition adds the transition's condition for c to u, and its changes
@@ -464,7 +455,7 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 	case 'v':
 		return ""
 	case 'f':
-		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(tr.mine(c)))
+		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(c.Version))
 	case 'r':
 		return u.n("state") + " = " + u.v(g.ph[0], strState(c.State))
 	case 's':
@@ -495,15 +486,15 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 		if p[0] == '#' {
 			u.n(p[1:])
 		} else if _, ok := u.values[p]; !ok {
-			u.values[p] = c.value(p, tr.mine(c))
+			u.values[p] = c.value(p)
 		}
 	}
 	return e
 }
 
 // value is the value of a guard's placeholder p for c.
-func (c *Call) value(p string, mine int64) types.AttributeValue {
-	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": mine, ":before": c.Version - 1, ":cancelled": c.Version,
+func (c *Call) value(p string) types.AttributeValue {
+	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
 		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0}
 	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}

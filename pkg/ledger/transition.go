@@ -163,7 +163,7 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 	case t != nil || err != nil:
 		return t, err
 	}
-	return nil, fencedBy(taskID, tr.mine(c), old)
+	return nil, fencedBy(taskID, c.Version, old)
 }
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
