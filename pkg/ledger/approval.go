@@ -453,7 +453,6 @@ func strList(ss []string) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-
 // isTxConflict reports a transaction cancelled only because another
 // request was writing one of its items (TransactionConflict), with no
 // failed condition.
