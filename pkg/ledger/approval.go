@@ -372,7 +372,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			l.off(du, StateCancelled, now)
 			setError(du, "withdrawn", "the approval was withdrawn before this delivery started")
 			du.stamp(now)
-			du.set("write_nonce", str(newNonce()))
+			du.set("write_nonce", str(NewNonce()))
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
 			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}

@@ -304,8 +304,7 @@ type update struct {
 	followUps            map[State][]NewTask
 }
 
-// WriteOption adjusts one fenced write of the caller's assignment
-// (Complete, ScheduleRetry, Fail, MarkUnknown, Release, MarkCallStarted).
+// WriteOption adjusts one write of the caller's assignment.
 type WriteOption func(*update)
 
 // WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
@@ -316,9 +315,8 @@ func WithNonce(nonce string) WriteOption {
 }
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
-// age deadline (Task.DeadlineMs): only then does the renewal round its
-// due_at up to whole leases (runningDue), never past the deadline.
-// Without it the renewal sets due_at to the lease end.
+// age deadline (Task.DeadlineMs): only then does it round due_at up to
+// whole leases (runningDue); without it due_at is the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
@@ -326,22 +324,17 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 // AfterRefusal says the provider refused the caller's call in so many
 // words (never sent, refused for its input or configuration, throttled):
 // it did not act. ScheduleRetry and Fail then accept unknown at the
-// caller's version as well as running — the reconciler expired the lease
-// of a slow worker, and what it learned settles the uncertainty. Without
-// it the unknown task is the reconciler's to read back or park.
+// caller's version as well as running (the "_after_refusal" rows): what
+// the worker learned settles the uncertainty of an expired lease.
 func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// WithFollowUps has a settling write (Complete and its variants, Fail and
-// FailLapsed) create the follow-up tasks by names for the state the write
-// leaves the task in — a plan's deliveries, notifications — in ONE
-// TransactWriteItems with it: the write's own update, its condition
-// unchanged, and one Put per task conditioned on attribute_not_exists
-// (row follow_up). Never the write without its follow-ups, nor a follow-up
-// without the write. Each must name the task as ParentTaskID; at most
-// MaxFollowUps. A state with none (or a nil map) writes as before: one
-// UpdateItem.
+// WithFollowUps has a settling write (Complete and its variants, Fail)
+// create the follow-up tasks by names for the state it leaves the task in,
+// in ONE TransactWriteItems with it (doc.go, "Approval gates and
+// follow-ups"). Each must name the task as ParentTaskID; at most
+// MaxFollowUps. A state with none writes one UpdateItem, as without.
 func WithFollowUps(by map[State][]NewTask) WriteOption {
 	return func(u *update) { u.followUps = by }
 }
@@ -376,10 +369,6 @@ func (u *update) set(attr string, val types.AttributeValue) {
 	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
 }
 
-func (u *update) setExpr(expr string) {
-	u.sets = append(u.sets, expr)
-}
-
 func (u *update) remove(attrs ...string) {
 	for _, a := range attrs {
 		u.removes = append(u.removes, u.n(a))
@@ -390,33 +379,23 @@ func (u *update) cond(c string) {
 	u.conds = append(u.conds, c)
 }
 
-func (u *update) expression() string {
-	var clauses []string
-	if len(u.sets) > 0 {
-		clauses = append(clauses, "SET "+strings.Join(u.sets, ", "))
-	}
-	if len(u.removes) > 0 {
-		clauses = append(clauses, "REMOVE "+strings.Join(u.removes, ", "))
-	}
-	return strings.Join(clauses, " ")
-}
-
-func (u *update) condition() *string {
-	if len(u.conds) == 0 {
-		return nil
-	}
-	return aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
-}
-
 func (u *update) input(table, taskID string) *dynamodb.UpdateItemInput {
+	var clauses []string
+	for i, c := range [][]string{u.sets, u.removes} {
+		if len(c) > 0 {
+			clauses = append(clauses, []string{"SET ", "REMOVE "}[i]+strings.Join(c, ", "))
+		}
+	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &table,
 		Key:                                 taskKey(taskID),
-		UpdateExpression:                    aws.String(u.expression()),
-		ConditionExpression:                 u.condition(),
+		UpdateExpression:                    aws.String(strings.Join(clauses, " ")),
 		ExpressionAttributeNames:            u.names,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(u.conds) > 0 {
+		in.ConditionExpression = aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
 	}
 	if len(u.values) > 0 {
 		in.ExpressionAttributeValues = u.values
@@ -455,12 +434,10 @@ func NewNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-var newNonce = NewNonce
-
 // setNonce sets write_nonce: the caller's (WithNonce), else a fresh one.
 func (u *update) setNonce() string {
 	if u.nonce == "" {
-		u.nonce = newNonce()
+		u.nonce = NewNonce()
 	}
 	u.set("write_nonce", str(u.nonce))
 	return u.nonce

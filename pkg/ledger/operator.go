@@ -99,7 +99,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			setError(tu, "operator_failed", a.Note)
 		}
 		tu.stamp(now)
-		tu.set("write_nonce", str(newNonce()))
+		tu.set("write_nonce", str(NewNonce()))
 		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
 		items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, tu.input(l.cfg.TasksTable, taskID))})
 	}

@@ -426,7 +426,7 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 		attr := []string{"assignment_version", "attempts"}[i]
 		switch ch {
 		case Up, Down:
-			u.setExpr(u.n(attr) + " = " + u.n(attr) + " " + string(ch[0]) + " " + u.v("one", num(1)))
+			u.sets = append(u.sets, u.n(attr)+" = "+u.n(attr)+" "+string(ch[0])+" "+u.v("one", num(1)))
 		case Reset:
 			u.set(attr, num(0))
 		}

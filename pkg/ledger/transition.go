@@ -666,7 +666,7 @@ func CompletedItemSize(t *Task, c Completion) (int, error) {
 		x.ReadbackAt = now
 	}
 	x.StateShard, x.DueAt, x.LeaseOwner, x.LeaseUntil, x.NotBefore = "", 0, "", 0, 0
-	x.WriteNonce = newNonce()
+	x.WriteNonce = NewNonce()
 	item, err := attributevalue.MarshalMap(&x)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: encode task: %w", err)
