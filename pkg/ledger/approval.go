@@ -410,26 +410,16 @@ func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUp
 }
 
 // decide sends the task update u (plus items) as one TransactWriteItems
-// and returns the task as written. A lost reply is recognised by the
-// task's write_nonce; a failed condition returns *ConflictError with the
-// task as read.
+// (txWrite); a refusal is *ConflictError with the task as read.
 func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (*Task, error) {
-	nonce := u.setNonce()
-	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
+	cur, refused, err := l.txWrite(ctx, op, taskID, u, items)
 	switch {
-	case applied && cur == nil:
-		return l.Get(ctx, taskID)
-	case isTxConflict(err):
-		// Another write to one of the items was in progress: nothing was
-		// written; the caller may repeat the decision.
-		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: errors.Unwrap(err)}
-	case applied || err != nil:
-		return cur, err // applied: our own write, its reply lost
+	case !refused:
+		return cur, err
 	case cur == nil:
 		return nil, &notFound{taskID}
 	}
-	return nil, &ConflictError{TaskID: taskID, Op: op, State: cur.State, Task: cur}
+	return nil, conflict(op, taskID, cur)
 }
 
 func decided(u *update, by, note, policy string, now time.Time) {

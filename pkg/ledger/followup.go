@@ -83,24 +83,13 @@ func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Trans
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	nonce := u.setNonce()
-	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
-	applied, cur, err := l.transact(ctx, label, taskID, nonce, all)
+	cur, refused, err := l.txWrite(ctx, label, taskID, u, items)
 	switch {
-	case applied && cur == nil:
-		// A transaction returns no item.
-		if cur, err = l.Get(ctx, taskID); err != nil {
-			return nil, err
-		}
-	case applied:
-		// Our own write; its reply was lost.
-	case isTxConflict(err):
-		return nil, &ThrottledError{Op: "TransactWriteItems " + label, RetryAfter: time.Second, Err: err}
 	case err != nil:
 		return nil, err
-	case cur != nil && tr.Allows(cur, *c):
-		return nil, &ConflictError{TaskID: taskID, Op: op + ": a follow-up task's id is taken", State: cur.State, Task: cur}
-	default:
+	case refused && cur != nil && tr.Allows(cur, *c):
+		return nil, conflict(op+": a follow-up task's id is taken", taskID, cur)
+	case refused:
 		return nil, fencedBy(taskID, c.Version, cur)
 	}
 	if tr.To == StateQueued {

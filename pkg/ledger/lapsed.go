@@ -218,9 +218,9 @@ func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID strin
 
 // lapsedTx conditions u (the task item's update) and ru (the review
 // item's) as tr — the park of the caller's assignment and its open
-// unknown_outcome review — and sends both in one TransactWriteItems. A completion's
-// size is checked first (update.fits); a task it leaves queued is due no
-// later than its age deadline (clampDue).
+// unknown_outcome review — and sends both in one TransactWriteItems
+// (txWrite). A completion's size is checked first (update.fits); a task
+// it leaves queued is due no later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
 	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
@@ -230,24 +230,19 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
 	tr.reviewCondition(ru, 0)
-	nonce := u.setNonce()
+	u.setNonce() // before fits: the nonce is part of the item
 	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, append([]types.TransactWriteItem{
-		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))},
-		{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))},
-	}, follow...))
+	reviewItem := types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}
+	cur, refused, err := l.txWrite(ctx, op, taskID, u, append([]types.TransactWriteItem{reviewItem}, follow...))
 	switch {
-	case applied && cur == nil:
-		cur, err = l.Get(ctx, taskID)
-	case !applied && err == nil:
+	case refused:
 		return nil, fencedBy(taskID, version, cur)
-	}
-	if err == nil && tr.To == StateQueued {
+	case err == nil && tr.To == StateQueued:
 		return l.clampDue(ctx, cur)
 	}
-	return cur, err // applied: also our own write, its reply lost
+	return cur, err
 }
 
 // ParkedAt reports whether t is parked unknown_outcome at assignment

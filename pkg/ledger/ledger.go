@@ -434,12 +434,14 @@ func NewNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// setNonce sets write_nonce: the caller's (WithNonce), else a fresh one.
+// setNonce sets write_nonce once: the caller's (WithNonce), else a fresh one.
 func (u *update) setNonce() string {
 	if u.nonce == "" {
 		u.nonce = NewNonce()
 	}
-	u.set("write_nonce", str(u.nonce))
+	if _, ok := u.values[":write_nonce"]; !ok {
+		u.set("write_nonce", str(u.nonce))
+	}
 	return u.nonce
 }
 
@@ -536,6 +538,25 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 		return false, nil, nil
 	}
 	return err == nil && cur.WriteNonce == nonce, cur, err
+}
+
+// txWrite sends the task's update u (first, its write_nonce set) and
+// items in one TransactWriteItems and returns the task as written (read
+// back: a transaction returns none); refused: as the refusal found it
+// (nil: gone). A transaction cancelled by another request writing one of
+// its items wrote nothing: *ThrottledError, the caller may repeat it.
+func (l *Ledger) txWrite(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (t *Task, refused bool, err error) {
+	nonce := u.setNonce()
+	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
+	switch {
+	case applied && cur == nil:
+		t, err = l.Get(ctx, taskID)
+		return t, false, err
+	case isTxConflict(err):
+		return nil, false, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: errors.Unwrap(err)}
+	}
+	return cur, !applied && err == nil, err // applied: our own write, its reply lost
 }
 
 // txUpdate fills the transaction item into (which names its table, so the
