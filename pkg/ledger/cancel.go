@@ -71,7 +71,8 @@ const CancelTooLateMessage = "a cancel arrived after the provider had replied: t
 // WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := l.completion(taskID, c, opts, now)
+	u := newUpdate().with(opts)
+	l.completion(u, taskID, c, now)
 	setError(u, ErrorCancelTooLate, CancelTooLateMessage)
 	return l.write(ctx, "complete_cancelled", gated("complete_cancelled", c.ApprovalTTL > 0), taskID, &Call{Now: now, Version: version}, u)
 }

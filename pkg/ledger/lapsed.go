@@ -36,15 +36,16 @@ type LapsedResolution struct {
 // discarding it would leave the operator a "retry" that makes the provider
 // act twice. Also *ItemTooLargeError (nothing sent).
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	return l.resolveLapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, now, l.completion(taskID, c, opts, now), r, ResolutionCompleted)
+	return l.lapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, r, ResolutionCompleted, opts, func(u *update, now time.Time) {
+		l.completion(u, taskID, c, now)
+	})
 }
 
 // FailLapsed records that the provider refused a lapsed attempt for a
 // fault of its input (it did not act): the task fails with errClass and
 // errMsg; the review is resolved as failed.
 func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	return l.lapsed(ctx, "fail_lapsed", taskID, version, r, ResolutionFailed, opts, func(u *update, now time.Time) {
+	return l.lapsed(ctx, row("fail_lapsed"), taskID, version, r, ResolutionFailed, opts, func(u *update, now time.Time) {
 		l.off(u, StateFailed, now)
 		setError(u, errClass, errMsg)
 	})
@@ -54,7 +55,7 @@ func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, e
 // acting (a transient refusal, or a request never sent): retry_wait until
 // notBefore, like ScheduleRetry; the review is resolved as retry.
 func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	return l.lapsed(ctx, "retry_lapsed", taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
+	return l.lapsed(ctx, row("retry_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
 		setError(u, errClass, errMsg)
 		recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
@@ -65,7 +66,7 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 // assignment: queued again with its attempt given back, like
 // ReleaseUnknown; the review is resolved as retry.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	return l.lapsed(ctx, "release_lapsed", taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
+	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
 		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 	})
@@ -77,18 +78,22 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 // error message (class cancelled_while_running). The review is resolved as
 // cancelled.
 func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	return l.lapsed(ctx, "cancel_lapsed", taskID, version, r, ResolutionCancelled, opts, func(u *update, now time.Time) {
+	return l.lapsed(ctx, row("cancel_lapsed"), taskID, version, r, ResolutionCancelled, opts, func(u *update, now time.Time) {
 		l.off(u, StateCancelled, now)
 		setError(u, ErrorCancelledWhileRunning, why)
 	})
 }
 
-// lapsed settles the park as row op, its task update filled by set.
-func (l *Ledger) lapsed(ctx context.Context, op, taskID string, version int64, r LapsedResolution, resolution string, opts []WriteOption, set func(*update, time.Time)) (*Task, error) {
+// lapsed settles the park as tr, its task update filled by set, the
+// review resolved as resolution by r, whose By and Note are required.
+func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, version int64, r LapsedResolution, resolution string, opts []WriteOption, set func(*update, time.Time)) (*Task, error) {
+	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
+		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
+	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	set(u, now)
-	return l.resolveLapsed(ctx, row(op), taskID, version, now, u, r, resolution)
+	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
 }
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
@@ -205,15 +210,6 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 			ru.cond(e)
 		}
 	}
-}
-
-// resolveLapsed settles the park as tr, the review item resolved as
-// resolution by r, whose By and Note are required.
-func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u *update, r LapsedResolution, resolution string) (*Task, error) {
-	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
-		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
-	}
-	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
 }
 
 // lapsedTx conditions u (the task item's update) and ru (the review

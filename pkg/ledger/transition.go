@@ -291,7 +291,9 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	call := &Call{Now: now, Version: version}
-	t, err := l.write(ctx, "complete", gated(op, c.ApprovalTTL > 0), taskID, call, l.completion(taskID, c, opts, now))
+	u := newUpdate().with(opts)
+	l.completion(u, taskID, c, now)
+	t, err := l.write(ctx, "complete", gated(op, c.ApprovalTTL > 0), taskID, call, u)
 	var fe *FencedError
 	if errors.As(err, &fe) && gated(op, c.ApprovalTTL <= 0).Allows(fe.Current, *call) {
 		c.ApprovalTTL = fe.Current.ApprovalTTL()
@@ -306,12 +308,11 @@ func gated(op string, gate bool) *Transition {
 	return row(op + pick(gate, "_gated", ""))
 }
 
-// completion starts the update that saves c: the result (inline or its
+// completion sets on u what saves c: the result (inline or its
 // reference), its hash, completed_ms, the state — completed, or behind an
 // approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
 // = the approval deadline — and the provider fields; c's follow-ups.
-func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now time.Time) *update {
-	u := newUpdate().with(opts)
+func (l *Ledger) completion(u *update, taskID string, c Completion, now time.Time) {
 	if c.FollowUps != nil {
 		u.followUps = c.FollowUps
 	}
@@ -335,7 +336,6 @@ func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now
 	if !c.ReadbackAt.IsZero() {
 		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
 	}
-	return u
 }
 
 // fits returns an *ItemTooLargeError (op) when u saves a result
