@@ -11,24 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Transition is one row of the task state machine (DESIGN §14): who moves
-// a task from which states to which, under which condition, and what the
-// write changes. The conditional writes of the task item are built from
-// their rows, and so are the Go predicates that restate them (Allows);
-// docs/states.md is rendered from the table (Transitions).
+// Transition is one row of the task state machine (DESIGN §14; doc.go):
+// who moves a task from which states to which, under which condition, and
+// what the write changes.
 type Transition struct {
 	Op     string // the row's unique name
 	Method string // the Ledger method (and variant) that writes it
 	Actors []Actor
-	// From are the states the write is accepted from; nil when it starts
-	// from no item (Create) or writes the review item alone.
-	From []State
-	// When are guards that apply from one from-state only (tested inside
-	// the from-states' disjunction).
+	From   []State // nil: from no item (Create), or the review item alone
+	// When are guards that apply from one from-state only.
 	When  map[State][]Guard
 	Fence Fence
-	// Guards are the condition, conjunct by conjunct in order: the fence
-	// and the from-states are two of them.
+	// Guards are the condition's conjuncts in order, the fence and the
+	// from-states among them.
 	Guards            []Guard
 	To                State  // "": the state stays as it is
 	Attempts, Version Change // of attempts and assignment_version
@@ -93,10 +88,10 @@ const (
 )
 
 // Call is what guards compare the item with: the caller's clock and
-// assignment version, and what it read or names.
+// version argument, and what it read or names.
 type Call struct {
 	Now        time.Time
-	Version    int64         // the caller's assignment version
+	Version    int64         // the version argument (doc.go, "Versions")
 	State      State         // the state the caller read (Park, ClaimDispatch)
 	Owner      string        // the claim's lease owner (ReleaseClaim)
 	Kind       string        // the only kind a takeover may take ("": any)
@@ -115,10 +110,8 @@ type Guard struct {
 	Expr  string               // #attribute names and :value placeholders (Call.value)
 	expr  func(c *Call) string // the fragment for c when it varies ("": not tested)
 	holds func(t *Task, c *Call) bool
-	// kind: 0 a guard; 'f' the fence; 's' the from-states; 'r' the state
-	// read; 'v' a condition of the review item, which the method writes.
-	kind byte
-	ph   []string // the placeholders of the fence and the states
+	kind  byte     // 0 a guard, 'f' the fence, 's' the from-states, 'r' the state read, 'v' of the review item
+	ph    []string // the placeholders of the fence and the states
 }
 
 func guard(name, expr string, holds func(t *Task, c *Call) bool) Guard {
