@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,8 +144,9 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	if n.ApprovalTTL > MaxApprovalTTL {
 		return nil, nil, fmt.Errorf("ledger: ApprovalTTL %s: at most %s (MaxApprovalTTL)", n.ApprovalTTL, MaxApprovalTTL)
 	}
+	id, ms := l.TaskID(n.Scope, n.IdempotencyKey), now.UnixMilli()
 	t := &Task{
-		TaskID:          l.TaskID(n.Scope, n.IdempotencyKey),
+		TaskID:          id,
 		State:           StateQueued,
 		Scope:           n.Scope,
 		IdempotencyKey:  n.IdempotencyKey,
@@ -155,43 +157,31 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 		Kind:            n.Kind,
 		ParentTaskID:    n.ParentTaskID,
 		InputInherited:  n.InputInherited,
-		CorrelationID:   n.CorrelationID,
+		CorrelationID:   cmp.Or(n.CorrelationID, id),
 		MaxAttempts:     n.MaxAttempts,
 		BudgetMaxTokens: n.BudgetMaxTokens,
 		BudgetMaxMicros: n.BudgetMaxMicros,
 		ChainRoot:       n.ChainRoot,
 		ChainEpochMs:    n.ChainEpochMs,
-		CreatedAt:       msString(now.UnixMilli()),
-		CreatedMs:       now.UnixMilli(),
-		UpdatedAt:       msString(now.UnixMilli()),
-		UpdatedMs:       now.UnixMilli(),
-		BudgetStartMs:   now.UnixMilli(),
+		CreatedAt:       msString(ms),
+		CreatedMs:       ms,
+		UpdatedAt:       msString(ms),
+		UpdatedMs:       ms,
+		BudgetStartMs:   ms,
 		MaxAgeMs:        n.MaxAge.Milliseconds(),
-		DueAt:           now.Add(l.cfg.DispatchTimeout).UnixMilli(),
+		CreateNonce:     NewNonce(),
+		StateShard:      l.StateShard(StateQueued, id),
+		Provenance:      n.Provenance,
+		RequesterEmail:  n.RequesterEmail,
+		Approval: Approval{Plan: n.Plan, ApprovalRequired: n.ApprovalTTL > 0, ApprovalTTLSeconds: int64(max(n.ApprovalTTL, 0) / time.Second),
+			DecidedBy: n.DecidedBy, DecidedAt: n.DecidedAt, ApprovalPolicy: n.ApprovalPolicy},
 	}
-	if t.MaxAttempts <= 0 {
-		t.MaxAttempts = l.cfg.MaxAttempts
-	}
-	if t.MaxAgeMs <= 0 {
-		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
-	}
+	orDefault(&t.MaxAttempts, l.cfg.MaxAttempts)
+	orDefault(&t.MaxAgeMs, l.cfg.MaxAge.Milliseconds())
 	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
-	// Due for dispatch check at the outbox deadline, or at the age
-	// deadline if that comes first, so the reconciler parks it in time.
-	t.DueAt = min(t.DueAt, t.DeadlineMs)
-	t.CreateNonce = NewNonce()
-	if t.CorrelationID == "" {
-		t.CorrelationID = t.TaskID
-	}
-	t.StateShard = l.StateShard(StateQueued, t.TaskID)
-	if n.ApprovalTTL > 0 {
-		t.ApprovalRequired = true
-		t.ApprovalTTLSeconds = int64(n.ApprovalTTL / time.Second)
-	}
-	t.Plan = n.Plan
-	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
-	t.Provenance = n.Provenance
-	t.RequesterEmail = n.RequesterEmail
+	// Due at the outbox deadline, or at the age deadline if that comes
+	// first, so the reconciler parks it in time.
+	t.DueAt = min(now.Add(l.cfg.DispatchTimeout).UnixMilli(), t.DeadlineMs)
 	var err error
 	if t.Conversation, err = conversationOf(n); err != nil {
 		return nil, nil, err

@@ -132,7 +132,7 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 }
 
 // orDefault sets *v to d unless it is positive.
-func orDefault[T int | time.Duration](v *T, d T) {
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d
 	}

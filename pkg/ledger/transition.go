@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,20 +15,14 @@ import (
 
 // ClaimOptions configure Claim.
 type ClaimOptions struct {
-	// Owner identifies the worker (e.g. Lambda request id + record id); logged
-	// on the task for operators.
-	Owner string
-	// Lease is how long the claim holds without a heartbeat.
-	Lease time.Duration
-	// AllowTakeover permits claiming a running task whose lease expired. Only
-	// safe when the provider honours the operation id as an idempotency key;
-	// otherwise leave it false and let the reconciler move the task to
-	// unknown or queued.
+	Owner string        // the worker (e.g. request id + record id), for operators
+	Lease time.Duration // how long the claim holds without a heartbeat
+	// AllowTakeover permits claiming a running task whose lease expired:
+	// only safe when the provider honours the operation id as an
+	// idempotency key. TakeoverKind, when set, limits it to that kind (a
+	// deliver task's expired lease is the reconciler's to resolve).
 	AllowTakeover bool
-	// TakeoverKind, when set, limits AllowTakeover to tasks of that kind:
-	// the provider's idempotency says nothing about a deliver task's
-	// destination, whose expired lease is the reconciler's to resolve.
-	TakeoverKind string
+	TakeoverKind  string
 }
 
 // Claim takes the task for one attempt with one conditional UpdateItem
@@ -242,25 +237,17 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
-	Result string // JSON
-	// ResultRef, when set, is saved instead of Result: the result was
-	// placed in S3 (at results/<task>/<this assignment_version>) first.
-	ResultRef   *PayloadRef
+	Result      string      // JSON
+	ResultRef   *PayloadRef // saved instead of Result: placed in S3 first (results/<task>/<version>)
 	Provider    string
 	ProviderRef string
-	// ReadbackAt is set when the result came from a provider readback.
-	ReadbackAt time.Time
+	ReadbackAt  time.Time // set when the result came from a provider readback
 	// ApprovalTTL > 0 says the task has an approval gate (Task.ApprovalTTL):
-	// the result is saved the same way, fenced the same way, but the task
-	// lands in awaiting_approval, due at now + ApprovalTTL (DESIGN §10).
-	// Every completion is conditioned on the item agreeing; a caller that
-	// got it wrong is corrected once from the item.
+	// the task lands in awaiting_approval, due at now + ApprovalTTL (DESIGN
+	// §10). The write is conditioned on the item agreeing.
 	ApprovalTTL time.Duration
-	// FollowUps are the tasks the completion creates with it, by the state
-	// it leaves the task in (see WithFollowUps): a plan's deliveries and
-	// the requester's notification for completed, the approvers' for
-	// awaiting_approval. Every completion of the result — Complete,
-	// CompleteFromReadback, CompleteCancelled, CompleteLapsed — sends them.
+	// FollowUps are the tasks every completion of the result creates with
+	// it, by the state it leaves the task in (see WithFollowUps).
 	FollowUps map[State][]NewTask
 }
 
@@ -624,11 +611,9 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	})
 }
 
-// CheckCompletion computes the size of the item t would become when
-// completed with c (t as the caller read it: the claimed task, or the
-// unknown task the reconciler read) and returns an *ItemTooLargeError when
-// it exceeds DynamoDB's 400 KB item limit. Check before Complete: an
-// oversized result cannot be saved, and sending it would only fail.
+// CheckCompletion returns an *ItemTooLargeError when the item t (as the
+// caller read it) would become when completed with c exceeds DynamoDB's
+// item limit: check before Complete, which could only fail.
 func CheckCompletion(t *Task, c Completion) error {
 	n, err := CompletedItemSize(t, c)
 	if err != nil {
@@ -644,26 +629,17 @@ func CheckCompletion(t *Task, c Completion) error {
 // of the item t would become when completed with c.
 func CompletedItemSize(t *Task, c Completion) (int, error) {
 	x := *t
-	now := "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
-	x.State = StateCompleted
-	x.Result, x.ResultRef = c.Result, c.ResultRef
+	x.State, x.Result, x.ResultRef, x.ResultSHA256 = StateCompleted, c.Result, c.ResultRef, c.resultSHA256()
 	if c.ResultRef != nil {
 		x.Result = ""
 	}
-	x.ResultSHA256 = c.resultSHA256()
 	if c.ApprovalTTL > 0 {
 		x.State, x.ApprovalState, x.ApprovalDeadlineMs = StateAwaitingApproval, ApprovalPending, 1<<41-1
 	}
-	x.CompletedMs, x.UpdatedMs = 1<<41-1, 1<<41-1
-	x.ExpiresAt = 1<<33 - 1
-	if c.Provider != "" {
-		x.Provider = c.Provider
-	}
-	if c.ProviderRef != "" {
-		x.ProviderRef = c.ProviderRef
-	}
+	x.CompletedMs, x.UpdatedMs, x.ExpiresAt = 1<<41-1, 1<<41-1, 1<<33-1
+	x.Provider, x.ProviderRef = cmp.Or(c.Provider, x.Provider), cmp.Or(c.ProviderRef, x.ProviderRef)
 	if !c.ReadbackAt.IsZero() {
-		x.ReadbackAt = now
+		x.ReadbackAt = "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
 	}
 	x.StateShard, x.DueAt, x.LeaseOwner, x.LeaseUntil, x.NotBefore = "", 0, "", 0, 0
 	x.WriteNonce = NewNonce()
