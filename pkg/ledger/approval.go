@@ -129,9 +129,7 @@ func (c Completion) resultSHA256() string {
 
 // ApproveRequest is one approval of a task awaiting approval.
 type ApproveRequest struct {
-	// ArtifactSHA256 is the hash of the result the approver was shown; it
-	// must equal the task's result_sha256.
-	ArtifactSHA256 string
+	ArtifactSHA256 string // of the result the approver was shown: the task's result_sha256
 	// EditedResult (JSON; "" for none) replaces the result; the generated
 	// one is kept as generated_result/generated_sha256.
 	EditedResult string
@@ -152,20 +150,19 @@ type ArtifactChangedError struct {
 	Task           *Task
 }
 
+func artifactChanged(r ApproveRequest, t *Task) *ArtifactChangedError {
+	return &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
+}
+
 func (e *ArtifactChangedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
 }
 
-// Approve records the approval of t (as the caller read it, in
-// awaiting_approval) and creates its deliver tasks in ONE
-// TransactWriteItems: the task update (row approve: still awaiting
-// approval of r.ArtifactSHA256 in t's round, before the deadline) and one
-// conditional Put (attribute_not_exists) per delivery. The task becomes
-// completed; never one write without the others.
-//
-// The same approval again (the task already approved from the same hash to
-// the same artifact) returns the task with replay=true and writes nothing;
-// a transaction whose reply was lost is recognised by its write_nonce.
+// Approve records the approval of t (as the caller read it) and creates
+// its deliver tasks in ONE TransactWriteItems: the task update (row
+// approve) and one conditional Put per delivery; the task becomes
+// completed. The same approval again returns the task with replay=true
+// and writes nothing.
 //
 // Errors: *ArtifactChangedError, *ConflictError (not awaiting approval, or
 // a delivery id already taken), *ItemTooLargeError, *ThrottledError.
@@ -184,15 +181,15 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	tr, c := row("approve"), &Call{Now: now, SHA256: r.ArtifactSHA256, Round: t.ApprovalRound}
 	// The row's guards, asked of t as read.
 	if !slices.Contains(tr.From, t.State) {
-		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve", State: t.State, Task: t}
+		return nil, false, conflict("approve", t.TaskID, t)
 	}
 	if !gArtifact.holds(t, c) {
-		return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
+		return nil, false, artifactChanged(r, t)
 	}
 	if !gApprovalOpen.holds(t, c) {
 		// The deadline passed: the reconciler parks it approval_expired;
 		// an approval now would race that park and win it.
-		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve after the approval deadline", State: t.State, Task: t}
+		return nil, false, conflict("approve after the approval deadline", t.TaskID, t)
 	}
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
@@ -239,8 +236,6 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		}
 	}
 	u.stamp(now)
-	// Before the deadline also when it passes between the read and the
-	// write.
 	u.result = len(r.EditedResult)
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, t.TaskID, "approve"); err != nil {
 		return nil, false, err
@@ -255,7 +250,7 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 			return done, true, nil // a racing identical approval won
 		}
 		if slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c) {
-			return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: ce.Task.ResultSHA256, Task: ce.Task}
+			return nil, false, artifactChanged(r, ce.Task)
 		}
 	}
 	return nil, false, err
@@ -332,16 +327,12 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 	return out, nil
 }
 
-// Withdraw withdraws the standing approval of a completed task while every
-// one of its deliveries is unstarted: in ONE TransactWriteItems the
-// deliveries become cancelled (each conditioned on queued at version 0)
-// and the task returns to awaiting_approval (due at its approval
-// deadline, approval_state withdrawn, the next approval round). A delivery
-// claimed in between makes the transaction fail and the withdrawal is
-// decided again from fresh reads.
-//
-// Withdrawing a withdrawn approval (the task awaiting approval again,
-// approval_state withdrawn) returns the task unchanged.
+// Withdraw withdraws the standing approval of a completed task while all
+// its deliveries are unstarted: in ONE TransactWriteItems the deliveries
+// become cancelled (rows withdraw_delivery) and the task returns to
+// awaiting_approval in the next approval round (row withdraw); a delivery
+// claimed in between fails it, and it is decided again from fresh reads.
+// Withdrawing a withdrawn approval returns the task unchanged.
 //
 // Errors: *DeliveriesStartedError (naming each delivery and its state),
 // *ConflictError (the task has no standing approval), ErrNotFound.
@@ -356,7 +347,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 		}
 		c := &Call{Round: t.ApprovalRound}
 		if !row("withdraw").Allows(t, *c) {
-			return nil, &ConflictError{TaskID: taskID, Op: "withdraw", State: t.State, Task: t}
+			return nil, conflict("withdraw", taskID, t)
 		}
 		ds, err := l.Deliveries(ctx, t.DeliveryIDs)
 		if err != nil {

@@ -19,14 +19,12 @@ const (
 const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
 // CancelRunning cancels a task running as the caller read it — or unknown
-// with no cancel pending — by bumping its fencing token: the worker's next
-// renewal is refused, its provider call is cancelled and none of its
-// writes can land. Whether the provider acted is not known yet, so the
-// task goes to unknown (cancel_version = the version read, class
+// with no cancel pending — by bumping its fencing token: none of the
+// worker's writes can land. Whether the provider acted is not known yet,
+// so the task goes to unknown (cancel_version = the version read, class
 // cancel_requested), due when the fenced lease would have ended; the
-// unknown rules then end it cancelled, completed or parked — never a
-// silent second effect — unless the fenced worker settles it first
-// (CompleteCancelled, CancelUnknown). A lost reply is recognised.
+// unknown rules then end it cancelled, completed or parked, unless the
+// fenced worker settles it first (CompleteCancelled, CancelUnknown).
 //
 // Errors: ErrNotFound; *ConflictError with the current task when the task
 // is no longer running at version.

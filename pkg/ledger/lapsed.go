@@ -121,13 +121,10 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 }
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
-// transaction keeps failing (a throttled TransactWriteItems): one
-// UpdateItem of the open unknown_outcome review item at park_count =
-// parkCount (the park of the lapsed attempt, as read on the task). The
-// task item keeps its review_reason and summary; the review item — what
-// an operator acts on — says what is known. A repeat after a send that
-// applied late succeeds. Errors: *ConflictError (Op "revise lapsed
-// review") when the condition fails otherwise; AWS errors.
+// transaction keeps failing: one UpdateItem of the open unknown_outcome
+// review item at park_count = parkCount (as read on the task), so what an
+// operator acts on says what is known. A repeat after a send that applied
+// late succeeds. Errors: *ConflictError otherwise; AWS errors.
 func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
 	ru, err := reviseUpdate("ReviseLapsedReview", rev)
 	if err != nil {

@@ -33,18 +33,12 @@ const MaxNote = 2000
 
 // Act applies an operator action to the review item of taskID and its
 // task in one transaction, conditioned on the item being open and the task
-// in needs_review:
-//
-//   - retry: the task is queued again with the same id and a fresh budget
-//     (attempts 0, age from now), due for dispatch now; the caller then
-//     sends its SQS message (the outbox relay re-sends a lost one).
-//   - completed: the task is completed with the note as operator evidence.
-//   - failed: the task ends failed with the note as its error message.
-//
-// The item records who, when, the resolution and the note. Repeating an
-// applied action is a no-op (replayed=true); another action on a resolved
-// item is a *ConflictError. A poison-message item has no task: completed
-// or failed just close it.
+// parked at the version read (rows operator_*): retry queues the task
+// again with a fresh budget (the caller then sends its SQS message);
+// completed completes it with the note as evidence; failed fails it with
+// the note as its error. Repeating an applied action is a no-op
+// (replayed=true); another action on a resolved item is a *ConflictError.
+// A poison-message item has no task: completed or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -73,7 +67,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		tu := newUpdate()
 		switch a.Resolution {
 		case ResolutionRetry:
-			l.live(tu, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+			l.giveBack(tu, taskID, now)
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
 			// The previous error stays on the (resolved) review item; the
@@ -99,7 +93,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			setError(tu, "operator_failed", a.Note)
 		}
 		tu.stamp(now)
-		tu.set("write_nonce", str(NewNonce()))
+		tu.setNonce()
 		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
 		items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, tu.input(l.cfg.TasksTable, taskID))})
 	}
