@@ -85,9 +85,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		res.Note = "a cancel while running landed after the provider replied; " + res.Note
 		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (err error) {
 			if d == sendCompleteCancelled {
-				_, err = h.Ledger.CompleteCancelled(ctx, t.TaskID, v, c, o...)
+				_, err = h.Ledger.CompleteCancelled(ctx, t.TaskID, read.AssignmentVersion, c, o...)
 			} else {
-				_, err = h.Ledger.CompleteLapsed(ctx, t.TaskID, v+1, c, res, o...)
+				_, err = h.Ledger.CompleteLapsed(ctx, t.TaskID, read.AssignmentVersion, c, res, o...)
 			}
 			return err
 		}, log)
@@ -103,9 +103,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: "resolved by the worker: " + why}
 		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (err error) {
 			if d == sendCancelUnknown {
-				_, err = h.Ledger.CancelUnknown(ctx, t.TaskID, v+1, why)
+				_, err = h.Ledger.CancelUnknown(ctx, t.TaskID, read.AssignmentVersion, why)
 			} else {
-				_, err = h.Ledger.CancelLapsed(ctx, t.TaskID, v+1, why, res, o...)
+				_, err = h.Ledger.CancelLapsed(ctx, t.TaskID, read.AssignmentVersion, why, res, o...)
 			}
 			return err
 		}, log)

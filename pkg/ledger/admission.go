@@ -13,12 +13,8 @@ import (
 // earlier. Its error fields stay: waiting is not a failure. Accepts
 // WithNonce. Errors: *FencedError.
 func (l *Ledger) WaitAdmission(ctx context.Context, taskID string, version int64, notBefore time.Time, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	nb := notBefore.UnixMilli()
-	u := newUpdate().with(opts)
-	l.live(u, StateRetryWait, taskID, nb)
-	u.set("not_before", num(nb))
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "wait_admission", row("wait_admission"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "wait_admission", taskID, version, opts, func(u *update, _ time.Time) {
+		l.retryWait(u, taskID, notBefore)
+		u.remove("lease_owner", "lease_until")
+	})
 }

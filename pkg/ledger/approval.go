@@ -12,8 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
 // Approval states (the task view's approval.state).
@@ -120,25 +118,6 @@ func DeliveryKey(taskID, sha string, index, round int) string {
 	return k
 }
 
-// settleResult sets what every completion writes: the result, its hash,
-// completed_ms, and the state — completed (terminal), or for a task with an
-// approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
-// = the approval deadline. The write is conditioned on the item agreeing.
-func (l *Ledger) settleResult(u *update, taskID string, c Completion, now time.Time) {
-	u.result = setResult(u, c) // inline, or its S3 claim-check reference
-	u.set("result_sha256", str(c.resultSHA256()))
-	u.set("completed_ms", num(now.UnixMilli()))
-	if c.ApprovalTTL <= 0 {
-		l.off(u, StateCompleted, now)
-		return
-	}
-	deadline := now.Add(c.ApprovalTTL).UnixMilli()
-	l.live(u, StateAwaitingApproval, taskID, deadline)
-	u.remove("lease_owner", "lease_until", "not_before")
-	u.set("approval_state", str(ApprovalPending))
-	u.set("approval_deadline_ms", num(deadline))
-}
-
 // resultSHA256 is the hex SHA-256 of the result's exact bytes: the
 // reference's (verified on every read) when it was placed in S3.
 func (c Completion) resultSHA256() string {
@@ -150,9 +129,7 @@ func (c Completion) resultSHA256() string {
 
 // ApproveRequest is one approval of a task awaiting approval.
 type ApproveRequest struct {
-	// ArtifactSHA256 is the hash of the result the approver was shown; it
-	// must equal the task's result_sha256.
-	ArtifactSHA256 string
+	ArtifactSHA256 string // of the result the approver was shown: the task's result_sha256
 	// EditedResult (JSON; "" for none) replaces the result; the generated
 	// one is kept as generated_result/generated_sha256.
 	EditedResult string
@@ -173,20 +150,19 @@ type ArtifactChangedError struct {
 	Task           *Task
 }
 
+func artifactChanged(r ApproveRequest, t *Task) *ArtifactChangedError {
+	return &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
+}
+
 func (e *ArtifactChangedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
 }
 
-// Approve records the approval of t (as the caller read it, in
-// awaiting_approval) and creates its deliver tasks in ONE
-// TransactWriteItems: the task update (row approve: still awaiting
-// approval of r.ArtifactSHA256 in t's round, before the deadline) and one
-// conditional Put (attribute_not_exists) per delivery. The task becomes
-// completed; never one write without the others.
-//
-// The same approval again (the task already approved from the same hash to
-// the same artifact) returns the task with replay=true and writes nothing;
-// a transaction whose reply was lost is recognised by its write_nonce.
+// Approve records the approval of t (as the caller read it) and creates
+// its deliver tasks in ONE TransactWriteItems: the task update (row
+// approve) and one conditional Put per delivery; the task becomes
+// completed. The same approval again returns the task with replay=true
+// and writes nothing.
 //
 // Errors: *ArtifactChangedError, *ConflictError (not awaiting approval, or
 // a delivery id already taken), *ItemTooLargeError, *ThrottledError.
@@ -205,15 +181,15 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	tr, c := row("approve"), &Call{Now: now, SHA256: r.ArtifactSHA256, Round: t.ApprovalRound}
 	// The row's guards, asked of t as read.
 	if !slices.Contains(tr.From, t.State) {
-		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve", State: t.State, Task: t}
+		return nil, false, conflict("approve", t.TaskID, t)
 	}
 	if !gArtifact.holds(t, c) {
-		return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: t.ResultSHA256, Task: t}
+		return nil, false, artifactChanged(r, t)
 	}
 	if !gApprovalOpen.holds(t, c) {
 		// The deadline passed: the reconciler parks it approval_expired;
 		// an approval now would race that park and win it.
-		return nil, false, &ConflictError{TaskID: t.TaskID, Op: "approve after the approval deadline", State: t.State, Task: t}
+		return nil, false, conflict("approve after the approval deadline", t.TaskID, t)
 	}
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
@@ -222,20 +198,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		// the provenance its destination receives.
 		n.DecidedBy, n.DecidedAt, n.ApprovalPolicy = r.By, rfc3339(now), r.Policy
 		n.Provenance = &Provenance{Type: ProvenanceApproval, TaskID: t.TaskID, ArtifactSHA256: approved, DecidedBy: r.By, Round: t.ApprovalRound}
-		d, item, err := l.newTaskItem(n, now)
+		d, put, err := l.newTaskPut("approve", n, now)
 		if err != nil {
 			return nil, false, err
 		}
-		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
-			return nil, false, &ItemTooLargeError{TaskID: d.TaskID, Op: "approve", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
-		}
-		ids = append(ids, d.TaskID)
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:                &l.cfg.TasksTable,
-			Item:                     item,
-			ConditionExpression:      strp("attribute_not_exists(#id)"),
-			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
-		}})
+		ids, items = append(ids, d.TaskID), append(items, put)
 	}
 
 	u := newUpdate()
@@ -269,8 +236,6 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		}
 	}
 	u.stamp(now)
-	// Before the deadline also when it passes between the read and the
-	// write.
 	u.result = len(r.EditedResult)
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, t.TaskID, "approve"); err != nil {
 		return nil, false, err
@@ -285,7 +250,7 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 			return done, true, nil // a racing identical approval won
 		}
 		if slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c) {
-			return nil, false, &ArtifactChangedError{TaskID: t.TaskID, ApprovedSHA256: r.ArtifactSHA256, CurrentSHA256: ce.Task.ResultSHA256, Task: ce.Task}
+			return nil, false, artifactChanged(r, ce.Task)
 		}
 	}
 	return nil, false, err
@@ -306,7 +271,6 @@ func approvedAlready(t *Task, r ApproveRequest, approved string) (*Task, bool) {
 //
 // Errors: *ConflictError (not awaiting approval), ErrNotFound.
 func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
-	taskID := t.TaskID
 	if t.State == StateRejected {
 		return t, true, nil
 	}
@@ -316,17 +280,7 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	u.set("approval_state", str(ApprovalRejected))
 	u.set("approval_sha256", str(t.ResultSHA256))
 	decided(u, by, note, policy, now)
-	u.stamp(now)
-	t, cur, err := l.attempt(ctx, "reject", taskID, row("reject").condition(u, &Call{Now: now, SHA256: t.ResultSHA256}))
-	switch {
-	case t != nil || err != nil:
-		return t, false, err
-	case cur == nil:
-		return nil, false, &notFound{taskID}
-	case cur.State == StateRejected:
-		return cur, true, nil
-	}
-	return nil, false, &ConflictError{TaskID: taskID, Op: "reject", State: cur.State, Task: cur}
+	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
 // DeliveriesStartedError: a withdrawal found deliveries that already
@@ -373,16 +327,12 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 	return out, nil
 }
 
-// Withdraw withdraws the standing approval of a completed task while every
-// one of its deliveries is unstarted: in ONE TransactWriteItems the
-// deliveries become cancelled (each conditioned on queued at version 0)
-// and the task returns to awaiting_approval (due at its approval
-// deadline, approval_state withdrawn, the next approval round). A delivery
-// claimed in between makes the transaction fail and the withdrawal is
-// decided again from fresh reads.
-//
-// Withdrawing a withdrawn approval (the task awaiting approval again,
-// approval_state withdrawn) returns the task unchanged.
+// Withdraw withdraws the standing approval of a completed task while all
+// its deliveries are unstarted: in ONE TransactWriteItems the deliveries
+// become cancelled (rows withdraw_delivery) and the task returns to
+// awaiting_approval in the next approval round (row withdraw); a delivery
+// claimed in between fails it, and it is decided again from fresh reads.
+// Withdrawing a withdrawn approval returns the task unchanged.
 //
 // Errors: *DeliveriesStartedError (naming each delivery and its state),
 // *ConflictError (the task has no standing approval), ErrNotFound.
@@ -397,7 +347,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 		}
 		c := &Call{Round: t.ApprovalRound}
 		if !row("withdraw").Allows(t, *c) {
-			return nil, &ConflictError{TaskID: taskID, Op: "withdraw", State: t.State, Task: t}
+			return nil, conflict("withdraw", taskID, t)
 		}
 		ds, err := l.Deliveries(ctx, t.DeliveryIDs)
 		if err != nil {
@@ -413,13 +363,9 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			l.off(du, StateCancelled, now)
 			setError(du, "withdrawn", "the approval was withdrawn before this delivery started")
 			du.stamp(now)
-			du.set("write_nonce", str(newNonce()))
+			du.set("write_nonce", str(NewNonce()))
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: &l.cfg.TasksTable, Key: in.Key, UpdateExpression: in.UpdateExpression,
-				ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
-				ExpressionAttributeValues: in.ExpressionAttributeValues,
-			}})
+			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}
 		u := newUpdate()
 		deadline := t.ApprovalDeadlineMs
@@ -455,26 +401,16 @@ func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUp
 }
 
 // decide sends the task update u (plus items) as one TransactWriteItems
-// and returns the task as written. A lost reply is recognised by the
-// task's write_nonce; a failed condition returns *ConflictError with the
-// task as read.
+// (txWrite); a refusal is *ConflictError with the task as read.
 func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (*Task, error) {
-	nonce := u.setNonce()
-	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
+	cur, refused, err := l.txWrite(ctx, op, taskID, u, items)
 	switch {
-	case applied && cur == nil:
-		return l.Get(ctx, taskID)
-	case isTxConflict(err):
-		// Another write to one of the items was in progress: nothing was
-		// written; the caller may repeat the decision.
-		return nil, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: errors.Unwrap(err)}
-	case applied || err != nil:
-		return cur, err // applied: our own write, its reply lost
+	case !refused:
+		return cur, err
 	case cur == nil:
 		return nil, &notFound{taskID}
 	}
-	return nil, &ConflictError{TaskID: taskID, Op: op, State: cur.State, Task: cur}
+	return nil, conflict(op, taskID, cur)
 }
 
 func decided(u *update, by, note, policy string, now time.Time) {
@@ -497,8 +433,6 @@ func strList(ss []string) types.AttributeValue {
 	}
 	return &types.AttributeValueMemberL{Value: l}
 }
-
-func strp(s string) *string { return &s }
 
 // isTxConflict reports a transaction cancelled only because another
 // request was writing one of its items (TransactionConflict), with no

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"time"
 )
 
 // Error classes of a cancel while running (CancelRunning, CancelUnknown).
@@ -18,52 +19,36 @@ const (
 const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
 
 // CancelRunning cancels a task running as the caller read it — or unknown
-// with no cancel pending — by bumping its fencing token: the worker's next
-// renewal is refused, its provider call is cancelled and none of its
-// writes can land. Whether the provider acted is not known yet, so the
-// task goes to unknown (cancel_version = the version read, class
+// with no cancel pending — by bumping its fencing token: none of the
+// worker's writes can land. Whether the provider acted is not known yet,
+// so the task goes to unknown (cancel_version = the version read, class
 // cancel_requested), due when the fenced lease would have ended; the
-// unknown rules then end it cancelled, completed or parked — never a
-// silent second effect — unless the fenced worker settles it first
-// (CompleteCancelled, CancelUnknown). A lost reply is recognised.
+// unknown rules then end it cancelled, completed or parked, unless the
+// fenced worker settles it first (CompleteCancelled, CancelUnknown).
 //
 // Errors: ErrNotFound; *ConflictError with the current task when the task
 // is no longer running at version.
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
-	taskID, version := read.TaskID, read.AssignmentVersion
 	now := l.cfg.Now().UTC()
+	u := newUpdate()
 	// A live worker renews every lease/3, so the lease it held when read
 	// ends after its next renewal, the one that finds it fenced.
-	due := max(read.LeaseUntil, now.UnixMilli())
-	u := newUpdate()
-	l.live(u, StateUnknown, taskID, due)
-	u.set("cancel_version", num(version))
+	l.live(u, StateUnknown, read.TaskID, max(read.LeaseUntil, now.UnixMilli()))
+	u.set("cancel_version", num(read.AssignmentVersion))
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	// From unknown too (no cancel yet at this version): the unknown rules
-	// then end it cancelled instead of re-queuing it, so a readback that
-	// finds nothing never calls the provider after the caller asked to stop.
-	t, old, err := l.attempt(ctx, "cancel_running", taskID, row("cancel_running").condition(u, &Call{Now: now, Version: version}))
-	switch {
-	case t != nil || err != nil:
-		return t, err
-	case old == nil:
-		return nil, &notFound{taskID}
-	}
-	return nil, &ConflictError{TaskID: taskID, Op: "cancel_running", State: old.State, Task: old}
+	t, _, err := l.decideOne(ctx, "cancel_running", read.TaskID, &Call{Now: now, Version: read.AssignmentVersion}, u)
+	return t, err
 }
 
 // CancelUnknown ends cancelled a task whose running attempt was cancelled
 // (CancelRunning), once it is known the provider did not act; why says how
 // (the error message, class cancelled_while_running). Errors: *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate()
-	l.off(u, StateCancelled, now)
-	setError(u, ErrorCancelledWhileRunning, why)
-	u.stamp(now)
-	return l.write(ctx, "cancel_unknown", row("cancel_unknown"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "cancel_unknown", taskID, version, nil, func(u *update, now time.Time) {
+		l.off(u, StateCancelled, now)
+		setError(u, ErrorCancelledWhileRunning, why)
+	})
 }
 
 // ErrorCancelTooLate is the class a task keeps when a cancel while running
@@ -74,16 +59,18 @@ const ErrorCancelTooLate = "cancel_too_late"
 // CancelTooLateMessage is the error message CompleteCancelled records.
 const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 
-// CompleteCancelled saves the result the worker holding assignment version
-// received before a cancel while running fenced it (the task unknown at
-// version+1, cancel_version = version): the provider acted and billed, and
-// discarding the one result in hand would leave a park whose only remedy
-// is a second call. The task becomes completed (or awaiting_approval) with
-// class cancel_too_late. If anything decided the task first: *FencedError,
-// nothing written. Accepts WithNonce.
+// CompleteCancelled saves the result the worker received before a cancel
+// while running fenced its assignment: version is the one the cancel left
+// (the task unknown at version, cancel_version = version-1: the worker's
+// claim). The provider acted and billed, and discarding the one result in
+// hand would leave a park whose only remedy is a second call. The task
+// becomes completed (or awaiting_approval) with class cancel_too_late. If
+// anything decided the task first: *FencedError, nothing written. Accepts
+// WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := l.completion(taskID, c, opts, now)
+	u := newUpdate().with(opts)
+	l.completion(u, taskID, c, now)
 	setError(u, ErrorCancelTooLate, CancelTooLateMessage)
 	return l.write(ctx, "complete_cancelled", gated("complete_cancelled", c.ApprovalTTL > 0), taskID, &Call{Now: now, Version: version}, u)
 }
@@ -92,7 +79,7 @@ func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version i
 // running of exactly the caller's version, undecided since:
 // CompleteCancelled (gated or not) would save the result.
 func CancelledAt(fe *FencedError, version int64) bool {
-	c := Call{Version: version}
+	c := Call{Version: version + 1} // the version the cancel left
 	return gated("complete_cancelled", false).Allows(fe.Current, c) || gated("complete_cancelled", true).Allows(fe.Current, c)
 }
 

@@ -23,7 +23,8 @@ func TestCompleteCancelled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.l.CancelRunning(ctx, c); err != nil {
+		cancelled, err := b.l.CancelRunning(ctx, c)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var fe *ledger.FencedError
@@ -34,17 +35,18 @@ func TestCompleteCancelled(t *testing.T) {
 		if ledger.CancelledAt(fe, c.AssignmentVersion-1) || ledger.CancelledAt(fe, c.AssignmentVersion+1) {
 			t.Fatal("CancelledAt accepted another version")
 		}
-		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion+1, ledger.Completion{Result: `{"text":"x"}`}); !errors.As(err, &fe) {
-			t.Fatalf("CompleteCancelled at the wrong version = %v, want *FencedError", err)
+		// The version is the one the cancel left, not the claim's.
+		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"x"}`}); !errors.As(err, &fe) {
+			t.Fatalf("CompleteCancelled at the claim's version = %v, want *FencedError", err)
 		}
-		got, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"in hand"}`})
+		got, err := b.l.CompleteCancelled(ctx, task.TaskID, cancelled.AssignmentVersion, ledger.Completion{Result: `{"text":"in hand"}`})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.State != ledger.StateCompleted || got.Result != `{"text":"in hand"}` || got.ErrorClass != ledger.ErrorCancelTooLate || got.CancelVersion != c.AssignmentVersion {
 			t.Fatalf("after CompleteCancelled: %+v; want completed with the result, cancel_too_late, cancel_version kept", got)
 		}
-		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: `{"text":"other"}`}); !errors.As(err, &fe) {
+		if _, err := b.l.CompleteCancelled(ctx, task.TaskID, cancelled.AssignmentVersion, ledger.Completion{Result: `{"text":"other"}`}); !errors.As(err, &fe) {
 			t.Fatalf("a second CompleteCancelled = %v, want *FencedError", err)
 		}
 
@@ -61,7 +63,7 @@ func TestCompleteCancelled(t *testing.T) {
 		if _, err := b.l.CancelUnknown(ctx, other.TaskID, u.AssignmentVersion, "no call started"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.l.CompleteCancelled(ctx, other.TaskID, oc.AssignmentVersion, ledger.Completion{Result: `{"text":"late"}`}); !errors.As(err, &fe) {
+		if _, err := b.l.CompleteCancelled(ctx, other.TaskID, u.AssignmentVersion, ledger.Completion{Result: `{"text":"late"}`}); !errors.As(err, &fe) {
 			t.Fatalf("CompleteCancelled after the reconciler cancelled = %v, want *FencedError", err)
 		}
 		if cur, _ := b.l.Get(ctx, other.TaskID); cur.State != ledger.StateCancelled || cur.HasResult() {
@@ -81,17 +83,18 @@ func TestCompleteCancelledLostReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.l.CancelRunning(ctx, c); err != nil {
+		cancelled, err := b.l.CancelRunning(ctx, c)
+		if err != nil {
 			t.Fatal(err)
 		}
 		l, arm, lost := lossy(t, b, mode, "UpdateItem")
 		nonce := ledger.WithNonce(ledger.NewNonce())
 		arm()
 		comp := ledger.Completion{Result: `{"text":"in hand"}`}
-		got, err := l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, comp, nonce)
+		got, err := l.CompleteCancelled(ctx, task.TaskID, cancelled.AssignmentVersion, comp, nonce)
 		if err != nil {
 			// Reported as unknown: the same write repeated is recognised.
-			got, err = l.CompleteCancelled(ctx, task.TaskID, c.AssignmentVersion, comp, nonce)
+			got, err = l.CompleteCancelled(ctx, task.TaskID, cancelled.AssignmentVersion, comp, nonce)
 		}
 		if err != nil || !lost() {
 			t.Fatalf("repeat after a lost reply: %v (reply lost: %v); want it recognised as applied", err, lost())

@@ -1127,20 +1127,20 @@ var goldenScenarios = []goldenScenario{
 	{"CancelUnknown", func(f *goldenFixture) (string, func() error) {
 		c := f.cancelledRunning()
 		return c.TaskID, func() error {
-			return ignore(f.l.CancelUnknown(f.ctx, c.TaskID, c.AssignmentVersion+1, "no provider call was made"))
+			return ignore(f.l.CancelUnknown(f.ctx, c.TaskID, f.get(c.TaskID).AssignmentVersion, "no provider call was made"))
 		}
 	}},
 	{"CompleteCancelled", func(f *goldenFixture) (string, func() error) {
 		c := f.cancelledRunning()
 		return c.TaskID, func() error {
-			return ignore(f.l.CompleteCancelled(f.ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: goldenResult}))
+			return ignore(f.l.CompleteCancelled(f.ctx, c.TaskID, f.get(c.TaskID).AssignmentVersion, ledger.Completion{Result: goldenResult}))
 		}
 	}},
 
 	{"CompleteCancelled/approval gate", func(f *goldenFixture) (string, func() error) {
 		c := f.cancelledRunning(gatedTask)
 		return c.TaskID, func() error {
-			return ignore(f.l.CompleteCancelled(f.ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: goldenResult, ApprovalTTL: time.Hour}))
+			return ignore(f.l.CompleteCancelled(f.ctx, c.TaskID, f.get(c.TaskID).AssignmentVersion, ledger.Completion{Result: goldenResult, ApprovalTTL: time.Hour}))
 		}
 	}},
 
@@ -1177,7 +1177,7 @@ var goldenScenarios = []goldenScenario{
 		c := f.cancelledRunning()
 		f.park(f.get(c.TaskID), ledger.StateUnknown)
 		return c.TaskID, func() error {
-			return ignore(f.l.CancelLapsed(f.ctx, c.TaskID, c.AssignmentVersion+1, "the call was refused", goldenLapsed))
+			return ignore(f.l.CancelLapsed(f.ctx, c.TaskID, f.get(c.TaskID).AssignmentVersion, "the call was refused", goldenLapsed))
 		}
 	}},
 	{"ReviseLapsed", func(f *goldenFixture) (string, func() error) {

@@ -1,9 +1,8 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,12 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// MinRetention is the shortest Config.Retention the ledger accepts. A task
-// id re-created after its item expired keeps the old item's fencing token
-// (assignment_version), but once TTL has deleted the item that token is
-// gone and the new task starts again at 0. Retention must therefore outlast
-// any worker still holding a version of the old task: a Lambda invocation
-// runs at most 15 minutes, plus its lease and margins; one hour is ample.
+// MinRetention is the shortest Config.Retention the ledger accepts. Once
+// TTL deleted an item, a task re-created under its id starts again at
+// assignment_version 0, so retention must outlast any worker holding a
+// version of the old task: a Lambda runs at most 15 minutes; an hour is ample.
 const MinRetention = time.Hour
 
 // NewTask describes a submission. Input must already be validated and in
@@ -82,21 +79,11 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An item whose expires_at has passed is treated as absent: DynamoDB's
-	// TTL sweeper deletes it eventually (often within days), but its
-	// retention window is over, so the key is free again and a fresh task
-	// replaces it (202, not a replay). Only terminal tasks carry expires_at.
-	//
-	// The replacement keeps the expired item's assignment_version, so the
-	// fencing token of a task id never goes backwards: a worker still
-	// holding a version of the old task cannot pass the new task's fence.
-	// It is put conditioned on the expired item being exactly the one read
-	// (same expires_at and assignment_version). After the sweeper deleted
-	// the item the version is gone; Retention (at least MinRetention, longer
-	// than any invocation) guarantees no holder of it is still running.
-	//
-	// Three tries: a put is repeated only when the conflicting item turned
-	// out expired or gone, or changed between the failed put and the read.
+	// An item past its retention is absent (doc.go, "States and
+	// retention"): it is replaced, conditioned on being exactly the one
+	// read, keeping its assignment_version. Three tries: a put is repeated
+	// only when the conflicting item turned out expired or gone, or
+	// changed between the failed put and the read.
 	var expired *Task
 	for try := 0; try < 3; try++ {
 		in := &dynamodb.PutItemInput{
@@ -136,9 +123,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			expired = nil // swept in between: put as new
 			continue
 		case old.CreateNonce == t.CreateNonce:
-			// Our own write: the first PutItem succeeded but its response
-			// was lost and the SDK retried it. This call created the task.
-			return old, nil
+			return old, nil // our own put; its reply was lost
 		case old.PastRetention(now):
 			expired = old // replace it, keeping its fencing token
 			continue
@@ -159,66 +144,49 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	if n.ApprovalTTL > MaxApprovalTTL {
 		return nil, nil, fmt.Errorf("ledger: ApprovalTTL %s: at most %s (MaxApprovalTTL)", n.ApprovalTTL, MaxApprovalTTL)
 	}
+	id, ms := l.TaskID(n.Scope, n.IdempotencyKey), now.UnixMilli()
 	t := &Task{
-		TaskID:            l.TaskID(n.Scope, n.IdempotencyKey),
-		State:             StateQueued,
-		Scope:             n.Scope,
-		IdempotencyKey:    n.IdempotencyKey,
-		PayloadSHA256:     n.PayloadSHA256,
-		Input:             n.Input,
-		InputRef:          n.InputRef,
-		Documents:         n.Documents,
-		Kind:              n.Kind,
-		ParentTaskID:      n.ParentTaskID,
-		InputInherited:    n.InputInherited,
-		CorrelationID:     n.CorrelationID,
-		MaxAttempts:       n.MaxAttempts,
-		BudgetMaxTokens:   n.BudgetMaxTokens,
-		BudgetMaxMicros:   n.BudgetMaxMicros,
-		ChainRoot:         n.ChainRoot,
-		ChainEpochMs:      n.ChainEpochMs,
-		AssignmentVersion: 0,
-		CreatedAt:         msString(now.UnixMilli()),
-		CreatedMs:         now.UnixMilli(),
-		UpdatedAt:         msString(now.UnixMilli()),
-		UpdatedMs:         now.UnixMilli(),
-		BudgetStartMs:     now.UnixMilli(),
-		MaxAgeMs:          n.MaxAge.Milliseconds(),
-		DueAt:             now.Add(l.cfg.DispatchTimeout).UnixMilli(),
+		TaskID:          id,
+		State:           StateQueued,
+		Scope:           n.Scope,
+		IdempotencyKey:  n.IdempotencyKey,
+		PayloadSHA256:   n.PayloadSHA256,
+		Input:           n.Input,
+		InputRef:        n.InputRef,
+		Documents:       n.Documents,
+		Kind:            n.Kind,
+		ParentTaskID:    n.ParentTaskID,
+		InputInherited:  n.InputInherited,
+		CorrelationID:   cmp.Or(n.CorrelationID, id),
+		MaxAttempts:     n.MaxAttempts,
+		BudgetMaxTokens: n.BudgetMaxTokens,
+		BudgetMaxMicros: n.BudgetMaxMicros,
+		ChainRoot:       n.ChainRoot,
+		ChainEpochMs:    n.ChainEpochMs,
+		CreatedAt:       msString(ms),
+		CreatedMs:       ms,
+		UpdatedAt:       msString(ms),
+		UpdatedMs:       ms,
+		BudgetStartMs:   ms,
+		MaxAgeMs:        n.MaxAge.Milliseconds(),
+		CreateNonce:     NewNonce(),
+		StateShard:      l.StateShard(StateQueued, id),
+		Provenance:      n.Provenance,
+		RequesterEmail:  n.RequesterEmail,
+		Approval: Approval{Plan: n.Plan, ApprovalRequired: n.ApprovalTTL > 0, ApprovalTTLSeconds: int64(max(n.ApprovalTTL, 0) / time.Second),
+			DecidedBy: n.DecidedBy, DecidedAt: n.DecidedAt, ApprovalPolicy: n.ApprovalPolicy},
 	}
-	if t.MaxAttempts <= 0 {
-		t.MaxAttempts = l.cfg.MaxAttempts
-	}
-	if t.MaxAgeMs <= 0 {
-		t.MaxAgeMs = l.cfg.MaxAge.Milliseconds()
-	}
+	orDefault(&t.MaxAttempts, l.cfg.MaxAttempts)
+	orDefault(&t.MaxAgeMs, l.cfg.MaxAge.Milliseconds())
 	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
-	// Due for dispatch check at the outbox deadline, or at the age
-	// deadline if that comes first, so the reconciler parks it in time.
-	t.DueAt = min(t.DueAt, t.DeadlineMs)
-	var nonce [12]byte
-	_, _ = rand.Read(nonce[:])
-	t.CreateNonce = hex.EncodeToString(nonce[:])
-	if t.CorrelationID == "" {
-		t.CorrelationID = t.TaskID
-	}
-	t.StateShard = l.StateShard(StateQueued, t.TaskID)
-	if n.ApprovalTTL > 0 {
-		t.ApprovalRequired = true
-		t.ApprovalTTLSeconds = int64(n.ApprovalTTL / time.Second)
-	}
-	t.Plan = n.Plan
-	t.DecidedBy, t.DecidedAt, t.ApprovalPolicy = n.DecidedBy, n.DecidedAt, n.ApprovalPolicy
-	t.Provenance = n.Provenance
-	t.RequesterEmail = n.RequesterEmail
-	var (
-		item map[string]types.AttributeValue
-		err  error
-	)
+	// Due at the outbox deadline, or at the age deadline if that comes
+	// first, so the reconciler parks it in time.
+	t.DueAt = min(now.Add(l.cfg.DispatchTimeout).UnixMilli(), t.DeadlineMs)
+	var err error
 	if t.Conversation, err = conversationOf(n); err != nil {
 		return nil, nil, err
 	}
-	item, err = attributevalue.MarshalMap(t)
+	item, err := attributevalue.MarshalMap(t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: encode task: %w", err)
 	}

@@ -86,6 +86,15 @@ type ConflictError struct {
 	Task *Task
 }
 
+// conflict is the ConflictError of op refused by t (nil: gone).
+func conflict(op, taskID string, t *Task) *ConflictError {
+	e := &ConflictError{TaskID: taskID, Op: op, Task: t}
+	if t != nil {
+		e.State = t.State
+	}
+	return e
+}
+
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("ledger: %s not allowed for task %s in state %s", e.Op, e.TaskID, e.State)
 }

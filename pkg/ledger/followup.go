@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
@@ -38,27 +39,34 @@ func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time, u
 		if n.ParentTaskID != taskID {
 			return nil, fmt.Errorf("ledger: %s %s: a follow-up task must name it as its parent (it names %q)", op, taskID, n.ParentTaskID)
 		}
-		d, item, err := l.newTaskItem(n, now)
+		d, put, err := l.newTaskPut(op+" follow-up", n, now)
 		if err != nil {
 			return nil, err
-		}
-		if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
-			return nil, &ItemTooLargeError{TaskID: d.TaskID, Op: op + " follow-up", Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
 		}
 		if n.Provenance != nil && n.Provenance.Type == ProvenancePlan {
 			planned = append(planned, d.TaskID)
 		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:                &l.cfg.TasksTable,
-			Item:                     item,
-			ConditionExpression:      strp("attribute_not_exists(#id)"),
-			ExpressionAttributeNames: map[string]string{"#id": "task_id"},
-		}})
+		items = append(items, put)
 	}
 	if len(planned) > 0 && u != nil {
 		u.set("delivery_ids", strList(planned))
 	}
 	return items, nil
+}
+
+// newTaskPut is the conditional put (attribute_not_exists: rows follow_up
+// and approve_delivery) of the new task n, created at now; op names the
+// write in an *ItemTooLargeError.
+func (l *Ledger) newTaskPut(op string, n NewTask, now time.Time) (*Task, types.TransactWriteItem, error) {
+	d, item, err := l.newTaskItem(n, now)
+	if err != nil {
+		return nil, types.TransactWriteItem{}, err
+	}
+	if sz := itemsize.Item(item); sz > itemsize.MaxItemBytes {
+		return nil, types.TransactWriteItem{}, &ItemTooLargeError{TaskID: d.TaskID, Op: op, Bytes: sz, ResultBytes: len(d.Input), Limit: itemsize.MaxItemBytes}
+	}
+	return d, types.TransactWriteItem{Put: &types.Put{TableName: &l.cfg.TasksTable, Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}}}, nil
 }
 
 // writeWithFollowUps sends u as the transition tr for c together with the
@@ -75,25 +83,14 @@ func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Trans
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	nonce := u.setNonce()
-	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
-	applied, cur, err := l.transact(ctx, label, taskID, nonce, all)
+	cur, refused, err := l.txWrite(ctx, label, taskID, u, items)
 	switch {
-	case applied && cur == nil:
-		// A transaction returns no item.
-		if cur, err = l.Get(ctx, taskID); err != nil {
-			return nil, err
-		}
-	case applied:
-		// Our own write; its reply was lost.
-	case isTxConflict(err):
-		return nil, &ThrottledError{Op: "TransactWriteItems " + label, RetryAfter: time.Second, Err: err}
 	case err != nil:
 		return nil, err
-	case cur != nil && tr.Allows(cur, *c):
-		return nil, &ConflictError{TaskID: taskID, Op: op + ": a follow-up task's id is taken", State: cur.State, Task: cur}
-	default:
-		return nil, fencedBy(taskID, tr.mine(c), cur)
+	case refused && cur != nil && tr.Allows(cur, *c):
+		return nil, conflict(op+": a follow-up task's id is taken", taskID, cur)
+	case refused:
+		return nil, fencedBy(taskID, c.Version, cur)
 	}
 	if tr.To == StateQueued {
 		return l.clampDue(ctx, cur)

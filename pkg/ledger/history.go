@@ -8,38 +8,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Attempt history. A task keeps what each of its attempts did — when it
-// was claimed, when its provider call started, when and how it ended —
-// without a write of its own: every piece is set by a write the attempt
-// makes anyway, and the attempt that is still the task's latest is read
-// from the fields the item already holds.
+// Attempt history. A task keeps what each attempt did without a write of
+// its own: every piece is set by a write the attempt makes anyway.
 //
-//   - claimed_ms (N, epoch ms): set by every claim (the rows that add an
-//     attempt), removed by every write that gives the attempt back (the
-//     rows that take one away: no provider call was made, so it is no
-//     attempt). The task's latest attempt started then.
-//   - call_started_ms (N, epoch ms): set by the call-start mark
-//     (MarkCallStarted), only for providers without idempotency keys.
-//   - attempt_log (L of S): the attempts before the latest one that a
-//     further attempt may follow, one compact string each (encodeAttempt),
-//     oldest first, at most max_attempts. A write that ends an attempt
-//     with another to follow (ScheduleRetry, MarkUnknown, RetryLapsed)
-//     rewrites the whole list — the caller's task (InAttempt) holds it as
-//     its claim returned it, and only writes fenced on the caller's
-//     assignment change it — with the attempt's entry added.
+//   - claimed_ms: set by every claim, removed by every write that gives
+//     the attempt back (no provider call: no attempt).
+//   - call_started_ms: set by MarkCallStarted.
+//   - attempt_log (L of S, oldest first, at most max_attempts): one compact
+//     entry (encodeAttempt) per earlier attempt that a further one may
+//     follow. A write that ends an attempt with another to follow
+//     (ScheduleRetry, MarkUnknown, RetryLapsed), given the caller's task
+//     (InAttempt), rewrites the list with the attempt's entry added.
 //
-// The latest attempt needs no entry: its claim is claimed_ms, its call
-// start call_started_ms, its end completed_ms (or updated_ms), its outcome
-// the state, its reference provider_ref. So a task that completes at its
-// first attempt carries claimed_ms alone (about 18 bytes): a small
-// completed task stays under 1 KB. Engines differ in what an update
-// expression may compute (kumo applies no list_append and no document
-// path), so every history clause sets a top-level attribute to a value.
-//
-// An attempt that ended without such a write — its worker died and the
-// reconciler re-queued or expired it, or a takeover claimed over it — has
-// no entry once the next claim replaces claimed_ms: History shows its
-// number with OutcomeNotRecorded.
+// The latest attempt needs no entry: its claim is claimed_ms, its end
+// completed_ms (or updated_ms), its outcome the state, so a task completed
+// at its first attempt carries claimed_ms alone. Every history clause sets
+// a top-level attribute to a value (kumo applies no list_append). An
+// attempt that ended without such a write (its worker died, a takeover)
+// shows as OutcomeNotRecorded once the next claim replaces claimed_ms.
 
 // Outcomes of an attempt (AttemptRecord.Outcome).
 const (

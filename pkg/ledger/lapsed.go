@@ -18,90 +18,82 @@ type LapsedResolution struct {
 }
 
 // A lapsed attempt returned after the reconciler had parked its task
-// unknown_outcome: the worker was slow, not gone, and — with no readback —
-// the task went to needs_review at the same assignment version. No other
-// attempt started (an operator's retry re-queues, and the next claim takes
-// a new version), so what the provider answered settles the uncertainty
-// the open review item describes. Each operation below writes the task
+// unknown_outcome (the worker was slow, not gone; no readback), at the
+// same assignment version. No other attempt started, so what the provider
+// answered settles the open review. Each settlement below writes the task
 // item (parked unknown_outcome at the caller's version: ParkedAt) and the
-// review item (still open) in one TransactWriteItems: an operator who
-// acted first wins, and nothing is written. Each accepts WithNonce.
+// review item (still open) in one TransactWriteItems — an operator who
+// acted first wins — and accepts WithNonce.
 //
 // Errors: *FencedError (Why not_running when the task is not parked
 // unknown_outcome at this version, or its review item is no longer open;
-// taken_over / already_completed / gone as for Complete), *ThrottledError
-// and other AWS errors, which may pass when the same write is repeated;
-// an error for an empty r.By or r.Note.
+// otherwise as for Complete), *ThrottledError and other AWS errors, which
+// may pass when the same write is repeated; an error for an empty r.By or
+// r.Note.
 
 // CompleteLapsed saves the result of a lapsed attempt (completed, or
-// awaiting_approval behind its gate) and resolves the review item as
-// completed: discarding the result would leave the operator a "retry" that
-// makes the provider act twice. Also *ItemTooLargeError (nothing sent).
+// awaiting_approval behind its gate) and resolves the review as completed:
+// discarding it would leave the operator a "retry" that makes the provider
+// act twice. Also *ItemTooLargeError (nothing sent).
 func (l *Ledger) CompleteLapsed(ctx context.Context, taskID string, version int64, c Completion, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	if c.FollowUps != nil {
-		u.followUps = c.FollowUps
-	}
-	l.settleResult(u, taskID, c, now)
-	if c.Provider != "" {
-		u.set("provider", str(c.Provider))
-	}
-	if c.ProviderRef != "" {
-		u.set("provider_ref", str(c.ProviderRef))
-	}
-	return l.resolveLapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, now, u, r, ResolutionCompleted)
+	return l.lapsed(ctx, gated("complete_lapsed", c.ApprovalTTL > 0), taskID, version, r, ResolutionCompleted, opts, func(u *update, now time.Time) {
+		l.completion(u, taskID, c, now)
+	})
 }
 
 // FailLapsed records that the provider refused a lapsed attempt for a
 // fault of its input (it did not act): the task fails with errClass and
-// errMsg; the review item is resolved as failed.
+// errMsg; the review is resolved as failed.
 func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.off(u, StateFailed, now)
-	setError(u, errClass, errMsg)
-	return l.resolveLapsed(ctx, row("fail_lapsed"), taskID, version, now, u, r, ResolutionFailed)
+	return l.lapsed(ctx, row("fail_lapsed"), taskID, version, r, ResolutionFailed, opts, func(u *update, now time.Time) {
+		l.off(u, StateFailed, now)
+		setError(u, errClass, errMsg)
+	})
 }
 
 // RetryLapsed records that a lapsed attempt failed without the provider
-// acting (a transient refusal, or a request never sent): the task goes to
-// retry_wait until notBefore with errClass and errMsg, like ScheduleRetry;
-// the review item is resolved as retry.
+// acting (a transient refusal, or a request never sent): retry_wait until
+// notBefore, like ScheduleRetry; the review is resolved as retry.
 func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	nb := notBefore.UnixMilli()
-	u := newUpdate().with(opts)
-	l.live(u, StateRetryWait, taskID, nb)
-	u.set("not_before", num(nb))
-	setError(u, errClass, errMsg)
-	recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
-	return l.resolveLapsed(ctx, row("retry_lapsed"), taskID, version, now, u, r, ResolutionRetry)
+	return l.lapsed(ctx, row("retry_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
+		l.retryWait(u, taskID, notBefore)
+		setError(u, errClass, errMsg)
+		recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
+	})
 }
 
 // ReleaseLapsed records that no provider call was made under the parked
-// assignment: the task is queued again, due for dispatch, its attempt
-// given back like Release's, its error ErrorCallNotStarted; the review
-// item is resolved as retry.
+// assignment: queued again with its attempt given back, like
+// ReleaseUnknown; the review is resolved as retry.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.giveBack(u, taskID, now)
-	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
-	return l.resolveLapsed(ctx, row("release_lapsed"), taskID, version, now, u, r, ResolutionRetry)
+	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
+		l.giveBack(u, taskID, now)
+		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+	})
 }
 
 // CancelLapsed ends cancelled a task parked unknown_outcome after a cancel
-// while running (version: the park's, the cancel's v+1) when the worker of
-// the cancelled assignment knows the provider did not act. why is the
-// error message (class cancelled_while_running); the review item is
-// resolved as cancelled.
+// while running (version: the park's, as the worker's refused write read it) when the worker of
+// the cancelled assignment knows the provider did not act; why is the
+// error message (class cancelled_while_running). The review is resolved as
+// cancelled.
 func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
+	return l.lapsed(ctx, row("cancel_lapsed"), taskID, version, r, ResolutionCancelled, opts, func(u *update, now time.Time) {
+		l.off(u, StateCancelled, now)
+		setError(u, ErrorCancelledWhileRunning, why)
+	})
+}
+
+// lapsed settles the park as tr, its task update filled by set, the
+// review resolved as resolution by r, whose By and Note are required.
+func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, version int64, r LapsedResolution, resolution string, opts []WriteOption, set func(*update, time.Time)) (*Task, error) {
+	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
+		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
+	}
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
-	l.off(u, StateCancelled, now)
-	setError(u, ErrorCancelledWhileRunning, why)
-	return l.resolveLapsed(ctx, row("cancel_lapsed"), taskID, version, now, u, r, ResolutionCancelled)
+	set(u, now)
+	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
 }
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
@@ -129,13 +121,10 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 }
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
-// transaction keeps failing (a throttled TransactWriteItems): one
-// UpdateItem of the open unknown_outcome review item at park_count =
-// parkCount (the park of the lapsed attempt, as read on the task). The
-// task item keeps its review_reason and summary; the review item — what
-// an operator acts on — says what is known. A repeat after a send that
-// applied late succeeds. Errors: *ConflictError (Op "revise lapsed
-// review") when the condition fails otherwise; AWS errors.
+// transaction keeps failing: one UpdateItem of the open unknown_outcome
+// review item at park_count = parkCount (as read on the task), so what an
+// operator acts on says what is known. A repeat after a send that applied
+// late succeeds. Errors: *ConflictError otherwise; AWS errors.
 func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
 	ru, err := reviseUpdate("ReviseLapsedReview", rev)
 	if err != nil {
@@ -220,20 +209,11 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 	}
 }
 
-// resolveLapsed settles the park as tr, the review item resolved as
-// resolution by r, whose By and Note are required.
-func (l *Ledger) resolveLapsed(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u *update, r LapsedResolution, resolution string) (*Task, error) {
-	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
-		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
-	}
-	return l.lapsedTx(ctx, tr, taskID, version, now, u, l.resolveUpdate(r, resolution, now))
-}
-
 // lapsedTx conditions u (the task item's update) and ru (the review
 // item's) as tr — the park of the caller's assignment and its open
-// unknown_outcome review — and sends both in one TransactWriteItems. A completion's
-// size is checked first (update.fits); a task it leaves queued is due no
-// later than its age deadline (clampDue).
+// unknown_outcome review — and sends both in one TransactWriteItems
+// (txWrite). A completion's size is checked first (update.fits); a task
+// it leaves queued is due no later than its age deadline (clampDue).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
 	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
@@ -243,24 +223,19 @@ func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, ve
 	u.stamp(now)
 	tr.condition(u, &Call{Now: now, Version: version})
 	tr.reviewCondition(ru, 0)
-	nonce := u.setNonce()
+	u.setNonce() // before fits: the nonce is part of the item
 	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
-	applied, cur, err := l.transact(ctx, op, taskID, nonce, append([]types.TransactWriteItem{
-		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))},
-		{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))},
-	}, follow...))
+	reviewItem := types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}
+	cur, refused, err := l.txWrite(ctx, op, taskID, u, append([]types.TransactWriteItem{reviewItem}, follow...))
 	switch {
-	case applied && cur == nil:
-		cur, err = l.Get(ctx, taskID)
-	case !applied && err == nil:
+	case refused:
 		return nil, fencedBy(taskID, version, cur)
-	}
-	if err == nil && tr.To == StateQueued {
+	case err == nil && tr.To == StateQueued:
 		return l.clampDue(ctx, cur)
 	}
-	return cur, err // applied: also our own write, its reply lost
+	return cur, err
 }
 
 // ParkedAt reports whether t is parked unknown_outcome at assignment

@@ -133,7 +133,7 @@ func New(db DynamoDB, cfg Config) (*Ledger, error) {
 }
 
 // orDefault sets *v to d unless it is positive.
-func orDefault[T int | time.Duration](v *T, d T) {
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d
 	}
@@ -305,8 +305,7 @@ type update struct {
 	followUps            map[State][]NewTask
 }
 
-// WriteOption adjusts one fenced write of the caller's assignment
-// (Complete, ScheduleRetry, Fail, MarkUnknown, Release, MarkCallStarted).
+// WriteOption adjusts one write of the caller's assignment.
 type WriteOption func(*update)
 
 // WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
@@ -317,9 +316,8 @@ func WithNonce(nonce string) WriteOption {
 }
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
-// age deadline (Task.DeadlineMs): only then does the renewal round its
-// due_at up to whole leases (runningDue), never past the deadline.
-// Without it the renewal sets due_at to the lease end.
+// age deadline (Task.DeadlineMs): only then does it round due_at up to
+// whole leases (runningDue); without it due_at is the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
@@ -327,30 +325,17 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 // AfterRefusal says the provider refused the caller's call in so many
 // words (never sent, refused for its input or configuration, throttled):
 // it did not act. ScheduleRetry and Fail then accept unknown at the
-// caller's version as well as running — the reconciler expired the lease
-// of a slow worker, and what it learned settles the uncertainty. Without
-// it the unknown task is the reconciler's to read back or park.
+// caller's version as well as running (the "_after_refusal" rows): what
+// the worker learned settles the uncertainty of an expired lease.
 func AfterRefusal() WriteOption {
 	return func(u *update) { u.refused = true }
 }
 
-// refusal is the transition op, or op_after_refusal after AfterRefusal.
-func (u *update) refusal(op string) *Transition {
-	if u.refused {
-		return row(op + "_after_refusal")
-	}
-	return row(op)
-}
-
-// WithFollowUps has a settling write (Complete and its variants, Fail and
-// FailLapsed) create the follow-up tasks by names for the state the write
-// leaves the task in — a plan's deliveries, notifications — in ONE
-// TransactWriteItems with it: the write's own update, its condition
-// unchanged, and one Put per task conditioned on attribute_not_exists
-// (row follow_up). Never the write without its follow-ups, nor a follow-up
-// without the write. Each must name the task as ParentTaskID; at most
-// MaxFollowUps. A state with none (or a nil map) writes as before: one
-// UpdateItem.
+// WithFollowUps has a settling write (Complete and its variants, Fail)
+// create the follow-up tasks by names for the state it leaves the task in,
+// in ONE TransactWriteItems with it (doc.go, "Approval gates and
+// follow-ups"). Each must name the task as ParentTaskID; at most
+// MaxFollowUps. A state with none writes one UpdateItem, as without.
 func WithFollowUps(by map[State][]NewTask) WriteOption {
 	return func(u *update) { u.followUps = by }
 }
@@ -385,10 +370,6 @@ func (u *update) set(attr string, val types.AttributeValue) {
 	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
 }
 
-func (u *update) setExpr(expr string) {
-	u.sets = append(u.sets, expr)
-}
-
 func (u *update) remove(attrs ...string) {
 	for _, a := range attrs {
 		u.removes = append(u.removes, u.n(a))
@@ -399,33 +380,23 @@ func (u *update) cond(c string) {
 	u.conds = append(u.conds, c)
 }
 
-func (u *update) expression() string {
-	var clauses []string
-	if len(u.sets) > 0 {
-		clauses = append(clauses, "SET "+strings.Join(u.sets, ", "))
-	}
-	if len(u.removes) > 0 {
-		clauses = append(clauses, "REMOVE "+strings.Join(u.removes, ", "))
-	}
-	return strings.Join(clauses, " ")
-}
-
-func (u *update) condition() *string {
-	if len(u.conds) == 0 {
-		return nil
-	}
-	return aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
-}
-
 func (u *update) input(table, taskID string) *dynamodb.UpdateItemInput {
+	var clauses []string
+	for i, c := range [][]string{u.sets, u.removes} {
+		if len(c) > 0 {
+			clauses = append(clauses, []string{"SET ", "REMOVE "}[i]+strings.Join(c, ", "))
+		}
+	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           &table,
 		Key:                                 taskKey(taskID),
-		UpdateExpression:                    aws.String(u.expression()),
-		ConditionExpression:                 u.condition(),
+		UpdateExpression:                    aws.String(strings.Join(clauses, " ")),
 		ExpressionAttributeNames:            u.names,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(u.conds) > 0 {
+		in.ConditionExpression = aws.String("(" + strings.Join(u.conds, ") AND (") + ")")
 	}
 	if len(u.values) > 0 {
 		in.ExpressionAttributeValues = u.values
@@ -464,14 +435,14 @@ func NewNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-var newNonce = NewNonce
-
-// setNonce sets write_nonce: the caller's (WithNonce), else a fresh one.
+// setNonce sets write_nonce once: the caller's (WithNonce), else a fresh one.
 func (u *update) setNonce() string {
 	if u.nonce == "" {
-		u.nonce = newNonce()
+		u.nonce = NewNonce()
 	}
-	u.set("write_nonce", str(u.nonce))
+	if _, ok := u.values[":write_nonce"]; !ok {
+		u.set("write_nonce", str(u.nonce))
+	}
 	return u.nonce
 }
 
@@ -568,6 +539,25 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 		return false, nil, nil
 	}
 	return err == nil && cur.WriteNonce == nonce, cur, err
+}
+
+// txWrite sends the task's update u (first, its write_nonce set) and
+// items in one TransactWriteItems and returns the task as written (read
+// back: a transaction returns none); refused: as the refusal found it
+// (nil: gone). A transaction cancelled by another request writing one of
+// its items wrote nothing: *ThrottledError, the caller may repeat it.
+func (l *Ledger) txWrite(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (t *Task, refused bool, err error) {
+	nonce := u.setNonce()
+	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
+	applied, cur, err := l.transact(ctx, op, taskID, nonce, all)
+	switch {
+	case applied && cur == nil:
+		t, err = l.Get(ctx, taskID)
+		return t, false, err
+	case isTxConflict(err):
+		return nil, false, &ThrottledError{Op: "TransactWriteItems " + op, RetryAfter: time.Second, Err: errors.Unwrap(err)}
+	}
+	return cur, !applied && err == nil, err // applied: our own write, its reply lost
 }
 
 // txUpdate fills the transaction item into (which names its table, so the

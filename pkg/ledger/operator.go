@@ -33,18 +33,12 @@ const MaxNote = 2000
 
 // Act applies an operator action to the review item of taskID and its
 // task in one transaction, conditioned on the item being open and the task
-// in needs_review:
-//
-//   - retry: the task is queued again with the same id and a fresh budget
-//     (attempts 0, age from now), due for dispatch now; the caller then
-//     sends its SQS message (the outbox relay re-sends a lost one).
-//   - completed: the task is completed with the note as operator evidence.
-//   - failed: the task ends failed with the note as its error message.
-//
-// The item records who, when, the resolution and the note. Repeating an
-// applied action is a no-op (replayed=true); another action on a resolved
-// item is a *ConflictError. A poison-message item has no task: completed
-// or failed just close it.
+// parked at the version read (rows operator_*): retry queues the task
+// again with a fresh budget (the caller then sends its SQS message);
+// completed completes it with the note as evidence; failed fails it with
+// the note as its error. Repeating an applied action is a no-op
+// (replayed=true); another action on a resolved item is a *ConflictError.
+// A poison-message item has no task: completed or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -73,7 +67,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		tu := newUpdate()
 		switch a.Resolution {
 		case ResolutionRetry:
-			l.live(tu, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+			l.giveBack(tu, taskID, now)
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
 			// The previous error stays on the (resolved) review item; the
@@ -99,29 +93,23 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			setError(tu, "operator_failed", a.Note)
 		}
 		tu.stamp(now)
-		tu.set("write_nonce", str(newNonce()))
+		tu.setNonce()
 		row("operator_"+a.Resolution).condition(tu, &Call{Now: now, Version: cur.AssignmentVersion})
 		items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, tu.input(l.cfg.TasksTable, taskID))})
 	}
-	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	if err != nil {
+	if _, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 		if !isTxConditionFailed(err) {
 			return nil, nil, false, wrapErr("TransactWriteItems operator "+a.Resolution, err)
 		}
 		// Someone acted in between: decide from what is there now.
-		r2, gerr := l.GetReview(ctx, taskID)
-		if gerr != nil {
-			return nil, nil, false, gerr
-		}
-		if r2.ReviewStatus == ReviewResolved {
-			return l.replayOrConflict(ctx, r2, a)
+		if r, err = l.GetReview(ctx, taskID); err != nil || r.ReviewStatus == ReviewResolved {
+			if err != nil {
+				return nil, nil, false, err
+			}
+			return l.replayOrConflict(ctx, r, a)
 		}
 		cur, _ := l.Get(ctx, taskID)
-		st := State("")
-		if cur != nil {
-			st = cur.State
-		}
-		return nil, nil, false, &ConflictError{TaskID: taskID, Op: "operator " + a.Resolution, State: st, Task: cur}
+		return nil, nil, false, conflict("operator "+a.Resolution, taskID, cur)
 	}
 	r, err = l.GetReview(ctx, taskID)
 	if err != nil || poison {
@@ -142,11 +130,7 @@ func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorActi
 	if r.Resolution == a.Resolution {
 		return r, t, true, nil
 	}
-	st := State("")
-	if t != nil {
-		st = t.State
-	}
-	return nil, nil, false, &ConflictError{TaskID: r.TaskID, Op: "operator " + a.Resolution + " (already resolved as " + r.Resolution + ")", State: st, Task: t}
+	return nil, nil, false, conflict("operator "+a.Resolution+" (already resolved as "+r.Resolution+")", r.TaskID, t)
 }
 
 func (a OperatorAction) validate() error {
@@ -233,16 +217,8 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                &l.cfg.TasksTable,
-		IndexName:                aws.String(ByStateIndex),
-		KeyConditionExpression:   aws.String("#ss = :ss"),
-		ExpressionAttributeNames: map[string]string{"#ss": "state_shard"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ss": str(ShardKey(q.State, q.Shard)),
-		},
-		Limit: aws.Int32(q.Limit),
-	}
+	in := l.byState(q.State, q.Shard)
+	in.Limit = aws.Int32(q.Limit)
 	if q.DueBefore > 0 {
 		in.KeyConditionExpression = aws.String("#ss = :ss AND #due < :before")
 		in.ExpressionAttributeNames["#due"] = "due_at"
@@ -265,14 +241,8 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 // CountLive counts the tasks in one shard of s's by_state partition (Select
 // COUNT, paging): of queued and running together for either.
 func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 &l.cfg.TasksTable,
-		IndexName:                 aws.String(ByStateIndex),
-		KeyConditionExpression:    aws.String("#ss = :ss"),
-		ExpressionAttributeNames:  map[string]string{"#ss": "state_shard"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ss": str(ShardKey(s, shard))},
-		Select:                    types.SelectCount,
-	}
+	in := l.byState(s, shard)
+	in.Select = types.SelectCount
 	n := 0
 	for {
 		out, err := l.db.Query(ctx, in)
@@ -284,5 +254,16 @@ func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error)
 			return n, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// byState queries one shard of s's by_state partition.
+func (l *Ledger) byState(s State, shard int) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                 &l.cfg.TasksTable,
+		IndexName:                 aws.String(ByStateIndex),
+		KeyConditionExpression:    aws.String("#ss = :ss"),
+		ExpressionAttributeNames:  map[string]string{"#ss": "state_shard"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ss": str(ShardKey(s, shard))},
 	}
 }

@@ -127,15 +127,11 @@ func (l *Ledger) ListOpenReviews(ctx context.Context, limit int32, cursor string
 
 // ParkOptions say what the task must still look like for parking to apply.
 type ParkOptions struct {
-	// State and Version the caller read; the park is conditioned on both.
-	State   State
-	Version int64
-	// LeaseExpired additionally requires lease_until < now (reconciler on
-	// an expired lease).
-	LeaseExpired bool
+	State        State // as the caller read it; the park is conditioned on it
+	Version      int64 // as the caller read it (doc.go, "Versions")
+	LeaseExpired bool  // also require lease_until < now (an expired lease)
 	// FollowUps are tasks created in the park's transaction (row
-	// follow_up): notifications of the park, each naming the task as
-	// ParentTaskID; at most MaxFollowUps.
+	// follow_up), each naming the task as ParentTaskID; at most MaxFollowUps.
 	FollowUps []NewTask
 }
 
@@ -177,10 +173,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		setError(u, r.ErrorClass, r.ErrorMessage)
 	}
 	u.stamp(now)
-	tr := row("park")
-	if o.LeaseExpired {
-		tr = row("park_expired_lease")
-	}
+	tr := row(pick(o.LeaseExpired, "park_expired_lease", "park"))
 	var follow []types.TransactWriteItem
 	if len(o.FollowUps) > 0 {
 		tr = followUpTwin(tr)
@@ -191,15 +184,9 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
 	nonce := u.setNonce()
 	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, append([]types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName:                &l.cfg.ReviewTable,
-			Item:                     item,
-			ConditionExpression:      aws.String(gNoOpenReview.Expr),
-			ExpressionAttributeNames: map[string]string{"#id": "task_id", "#rs": "review_status"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":resolved": str(ReviewResolved),
-			},
-		}},
+		{Put: &types.Put{TableName: &l.cfg.ReviewTable, Item: item, ConditionExpression: aws.String(gNoOpenReview.Expr),
+			ExpressionAttributeNames:  map[string]string{"#id": "task_id", "#rs": "review_status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":resolved": str(ReviewResolved)}}},
 		{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, t.TaskID))},
 	}, follow...))
 	switch {
@@ -212,7 +199,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	case cur == nil:
 		return nil, &notFound{t.TaskID}
 	}
-	return nil, &ConflictError{TaskID: t.TaskID, Op: "park", State: cur.State, Task: cur}
+	return nil, conflict("park", t.TaskID, cur)
 }
 
 // parkedCopy is t as Park's update leaves it: a transaction returns no
@@ -279,12 +266,8 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode review: %w", err)
 	}
-	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &l.cfg.ReviewTable,
-		Item:                     item,
-		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames: map[string]string{"#id": "task_id"},
-	})
+	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.cfg.ReviewTable, Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}})
 	if err != nil && !isConditionFailed(err) {
 		return nil, wrapErr("PutItem poison", err)
 	}

@@ -11,24 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Transition is one row of the task state machine (DESIGN §14): who moves
-// a task from which states to which, under which condition, and what the
-// write changes. The conditional writes of the task item are built from
-// their rows, and so are the Go predicates that restate them (Allows);
-// docs/states.md is rendered from the table (Transitions).
+// Transition is one row of the task state machine (DESIGN §14; doc.go):
+// who moves a task from which states to which, under which condition, and
+// what the write changes.
 type Transition struct {
 	Op     string // the row's unique name
 	Method string // the Ledger method (and variant) that writes it
 	Actors []Actor
-	// From are the states the write is accepted from; nil when it starts
-	// from no item (Create) or writes the review item alone.
-	From []State
-	// When are guards that apply from one from-state only (tested inside
-	// the from-states' disjunction).
+	From   []State // nil: from no item (Create), or the review item alone
+	// When are guards that apply from one from-state only.
 	When  map[State][]Guard
 	Fence Fence
-	// Guards are the condition, conjunct by conjunct in order: the fence
-	// and the from-states are two of them.
+	// Guards are the condition's conjuncts in order, the fence and the
+	// from-states among them.
 	Guards            []Guard
 	To                State  // "": the state stays as it is
 	Attempts, Version Change // of attempts and assignment_version
@@ -67,9 +62,8 @@ const (
 	ActorDispatcher Actor = "dispatcher" // the reconciler's outbox relay
 	ActorAdmission  Actor = "admission"  // the worker, waiting for provider admission
 
-	FenceNone       Fence = ""
-	AtVersion       Fence = "at version"        // assignment_version = the caller's (or the one read)
-	AtCancelVersion Fence = "at cancel version" // assignment_version = the caller's + 1, after a cancel while running
+	FenceNone Fence = ""
+	AtVersion Fence = "at version" // assignment_version = the caller's version argument (doc.go, "Versions")
 
 	Same  Change = ""
 	Up    Change = "+1"
@@ -94,10 +88,10 @@ const (
 )
 
 // Call is what guards compare the item with: the caller's clock and
-// assignment version, and what it read or names.
+// version argument, and what it read or names.
 type Call struct {
 	Now        time.Time
-	Version    int64         // the caller's assignment version
+	Version    int64         // the version argument (doc.go, "Versions")
 	State      State         // the state the caller read (Park, ClaimDispatch)
 	Owner      string        // the claim's lease owner (ReleaseClaim)
 	Kind       string        // the only kind a takeover may take ("": any)
@@ -116,10 +110,8 @@ type Guard struct {
 	Expr  string               // #attribute names and :value placeholders (Call.value)
 	expr  func(c *Call) string // the fragment for c when it varies ("": not tested)
 	holds func(t *Task, c *Call) bool
-	// kind: 0 a guard; 'f' the fence; 's' the from-states; 'r' the state
-	// read; 'v' a condition of the review item, which the method writes.
-	kind byte
-	ph   []string // the placeholders of the fence and the states
+	kind  byte     // 0 a guard, 'f' the fence, 's' the from-states, 'r' the state read, 'v' of the review item
+	ph    []string // the placeholders of the fence and the states
 }
 
 func guard(name, expr string, holds func(t *Task, c *Call) bool) Guard {
@@ -173,8 +165,8 @@ var (
 	gGateOn       = guard("approval gate", "#approval_required = :gate_on", func(t *Task, _ *Call) bool { return t.ApprovalRequired })
 	gNoResult     = guard("no result yet", "attribute_not_exists(#result) AND attribute_not_exists(#result_ref)", func(t *Task, _ *Call) bool { return !t.HasResult() })
 	gCancelExists = guard("cancelled while running", "attribute_exists(#cancel_version)", func(t *Task, _ *Call) bool { return t.CancelVersion != 0 })
-	gCancelAtMine = guard("cancel at my version", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
-		return t.CancelVersion != 0 && t.CancelVersion == c.Version
+	gCancelOfPrev = guard("cancel of the version before", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
+		return t.CancelVersion != 0 && t.CancelVersion == c.Version-1
 	})
 	// A task unknown at v after a cancel at v-1 is that cancel's state.
 	gNoCancelPending = guard("running, or no cancel pending", "#state = :from OR attribute_not_exists(#cancel_version) OR #cancel_version < :before",
@@ -317,10 +309,10 @@ var transitions = []Transition{
 		To: StateUnknown, Version: Up, Refusal: RefusedConflict},
 	{Op: "cancel_unknown", Method: "CancelUnknown", Actors: byEither, From: fromUnknown, Fence: AtVersion,
 		Guards: guards(atMine, inFrom, gCancelExists), To: StateCancelled, Refusal: RefusedFenced},
-	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelAtMine, gNoResult),
+	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult),
 		To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtCancelVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gCancelAtMine, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtVersion,
+		Guards: guards(gGateOn, atMine, inFrom, gCancelOfPrev, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
 
 	// A lapsed attempt settles its unknown_outcome park (lapsed.go).
 	{Op: "complete_lapsed", Method: "CompleteLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gGateOff, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed),
@@ -407,7 +399,7 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 	case 'v':
 		return true
 	case 'f':
-		return t.AssignmentVersion == tr.mine(c)
+		return t.AssignmentVersion == c.Version
 	case 'r':
 		return t.State == c.State
 	case 's':
@@ -420,14 +412,6 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 	return g.holds(t, c)
 }
 
-// mine is the assignment version the fence compares.
-func (tr *Transition) mine(c *Call) int64 {
-	if tr.Fence == AtCancelVersion {
-		return c.Version + 1
-	}
-	return c.Version
-}
-
 // condition adds the transition's condition for c to u, and its changes
 // of attempts and assignment_version.
 func (tr *Transition) condition(u *update, c *Call) *update {
@@ -435,7 +419,7 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 		attr := []string{"assignment_version", "attempts"}[i]
 		switch ch {
 		case Up, Down:
-			u.setExpr(u.n(attr) + " = " + u.n(attr) + " " + string(ch[0]) + " " + u.v("one", num(1)))
+			u.sets = append(u.sets, u.n(attr)+" = "+u.n(attr)+" "+string(ch[0])+" "+u.v("one", num(1)))
 		case Reset:
 			u.set(attr, num(0))
 		}
@@ -464,7 +448,7 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 	case 'v':
 		return ""
 	case 'f':
-		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(tr.mine(c)))
+		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(c.Version))
 	case 'r':
 		return u.n("state") + " = " + u.v(g.ph[0], strState(c.State))
 	case 's':
@@ -495,15 +479,15 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 		if p[0] == '#' {
 			u.n(p[1:])
 		} else if _, ok := u.values[p]; !ok {
-			u.values[p] = c.value(p, tr.mine(c))
+			u.values[p] = c.value(p)
 		}
 	}
 	return e
 }
 
 // value is the value of a guard's placeholder p for c.
-func (c *Call) value(p string, mine int64) types.AttributeValue {
-	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": mine, ":before": c.Version - 1, ":cancelled": c.Version,
+func (c *Call) value(p string) types.AttributeValue {
+	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
 		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0}
 	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}

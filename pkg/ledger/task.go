@@ -35,7 +35,6 @@ var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown
 
 // StateActive is no task's state: it names the by_state partition that
 // queued and running tasks share (state_shard = "active#<nn>"), so a claim
-// neither moves the task's index entry nor changes what it projects, and
 // bills no index write. LiveQuery, CountLive and ShardKey take it, or
 // either of its two states.
 const StateActive State = "active"
@@ -78,11 +77,8 @@ type Task struct {
 	Kind           string `dynamodbav:"kind"`
 	ParentTaskID   string `dynamodbav:"parent_task_id,omitempty"`
 	// InputInherited says whether a regenerate's request named no input
-	// (it took its parent's): true or false on a regenerate, nil on any
-	// other task and on a regenerate recorded before the attribute
-	// existed. With the parent deleted, a retry of that request is still
-	// recognised (the payload hash needs the parent's input; this tells a
-	// retry without an input apart from one that dropped it).
+	// (it took its parent's); nil on other tasks and older regenerates. It
+	// recognises a retry of that request once the parent is deleted.
 	InputInherited    *bool  `dynamodbav:"input_inherited,omitempty"`
 	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
 	Attempts          int    `dynamodbav:"attempts"`
@@ -91,10 +87,9 @@ type Task struct {
 	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
 	LeaseUntil        int64  `dynamodbav:"lease_until,omitempty"` // epoch ms
 	NotBefore         int64  `dynamodbav:"not_before,omitempty"`  // epoch ms
-	// CreatedAt, UpdatedAt and CompletedAt (RFC 3339 UTC) are read from
-	// created_ms, updated_ms and completed_ms, the only forms the item
-	// keeps: the strings would add 120 bytes, enough to take a small
-	// completed task over 1 KB, one more write unit on each of its writes.
+	// CreatedAt, UpdatedAt and CompletedAt (RFC 3339 UTC) are derived from
+	// the _ms attributes, the only forms the item keeps (the strings would
+	// take a small completed task over 1 KB: a write unit more per write).
 	CreatedAt string `dynamodbav:"-"`
 	CreatedMs int64  `dynamodbav:"created_ms"`
 	UpdatedAt string `dynamodbav:"-"`
@@ -121,23 +116,16 @@ type Task struct {
 	// ParkCount counts the task's parks (its review item carries the same
 	// count, for the operator's optimistic concurrency).
 	ParkCount int `dynamodbav:"park_count,omitempty"`
-	// CreateNonce is random per Create call, so a Create whose PutItem
-	// response was lost (and retried by the SDK) recognises its own write.
+	// CreateNonce (per Create) and WriteNonce (per conditional write) let
+	// a call whose reply was lost recognise its own write (doc.go).
 	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
-	// WriteNonce is random per conditional UpdateItem, so a write whose
-	// reply was lost (and whose SDK retry failed its condition) recognises
-	// its own effect (see Ledger.apply).
-	WriteNonce string `dynamodbav:"write_nonce,omitempty"`
-	// CallStartedVersion is the assignment version whose worker recorded,
-	// just before calling the provider, that the call started
-	// (MarkCallStarted); written only for providers that do not honour
-	// idempotency keys. Claim leaves it alone, so it
-	// equals AssignmentVersion only when the current assignment's call
-	// started.
+	WriteNonce  string `dynamodbav:"write_nonce,omitempty"`
+	// CallStartedVersion is the assignment version whose worker marked its
+	// provider call started (MarkCallStarted; providers without
+	// idempotency keys only). Claim leaves it, so it equals
+	// AssignmentVersion only when the current assignment's call started.
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
-	// ClaimedMs (epoch ms) is when the task's latest attempt was claimed,
-	// CallStartedMs when an attempt last marked its provider call started
-	// (MarkCallStarted), and AttemptLog the entries of earlier attempts
+	// ClaimedMs, CallStartedMs and AttemptLog are the attempt history
 	// (history.go; read them with History).
 	ClaimedMs     int64    `dynamodbav:"claimed_ms,omitempty"`
 	CallStartedMs int64    `dynamodbav:"call_started_ms,omitempty"`
@@ -148,28 +136,22 @@ type Task struct {
 	// fenced (CancelRunning); 0 when no such cancel was requested.
 	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
 	// BudgetMaxTokens and BudgetMaxMicros are the task's spend budget
-	// (total tokens; micro-dollars), 0 where unlimited; both 0: no budget.
-	// A regenerate carries its chain's budget (internal/spend, DESIGN §13).
-	BudgetMaxTokens int64 `dynamodbav:"budget_max_tokens,omitempty"`
-	BudgetMaxMicros int64 `dynamodbav:"budget_max_micros,omitempty"`
-	// ChainRoot is the task id of the first task of the regenerate chain
-	// whose budget this task shares; "" when it is its own root.
-	ChainRoot string `dynamodbav:"chain_root,omitempty"`
-	// ChainEpochMs is the creation (epoch ms) of the chain's root, with
-	// ChainRoot: together they name the chain's budget (ChainBudget).
-	ChainEpochMs int64 `dynamodbav:"chain_epoch_ms,omitempty"`
+	// (total tokens; micro-dollars), 0 where unlimited (DESIGN §13). A
+	// regenerate shares its chain's: ChainRoot (the first task's id, ""
+	// for the root itself) and ChainEpochMs (its creation) name it
+	// (ChainBudget).
+	BudgetMaxTokens int64  `dynamodbav:"budget_max_tokens,omitempty"`
+	BudgetMaxMicros int64  `dynamodbav:"budget_max_micros,omitempty"`
+	ChainRoot       string `dynamodbav:"chain_root,omitempty"`
+	ChainEpochMs    int64  `dynamodbav:"chain_epoch_ms,omitempty"`
 
-	// InputRef replaces Input when the input was too large to keep in the
-	// item (DESIGN §12, the S3 claim-check): Input is then empty.
-	InputRef *PayloadRef `dynamodbav:"input_ref,omitempty"`
-	// ResultRef replaces Result when the result was placed in S3 (at
-	// results/<task>/<assignment_version> of the completing assignment).
+	// InputRef and ResultRef replace Input and Result kept in S3 (DESIGN
+	// §12, the claim check; a result at results/<task>/<version>).
+	InputRef  *PayloadRef `dynamodbav:"input_ref,omitempty"`
 	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
-	// Documents are the uploaded documents a generate task references, by
-	// reference only (documents.go).
+	// Documents are a generate task's uploaded documents, by reference.
 	Documents []DocumentRef `dynamodbav:"documents,omitempty"`
-	// Provenance is where a deliver task came from (provenance.go); nil
-	// on other tasks and on deliver tasks recorded before it existed.
+	// Provenance is where a deliver task came from (nil on other tasks).
 	Provenance *Provenance `dynamodbav:"provenance,omitempty"`
 	// RequesterEmail is the submitting caller's address (the JWT's email
 	// claim), recorded only where requesters are notified by email.
@@ -178,10 +160,9 @@ type Task struct {
 	Conversation
 }
 
-// PastRetention reports whether the task's retention window is over at now
-// (its expires_at, set on terminal tasks, has passed; DynamoDB's TTL
-// sweeper deletes it eventually): Create treats such an item as absent and
-// records a fresh task under its id, so every reader must take it as gone.
+// PastRetention reports whether the task's retention window (expires_at,
+// terminal tasks only) is over at now: Create then records a fresh task
+// under its id, so every reader must take it as gone.
 func (t *Task) PastRetention(now time.Time) bool {
 	return t.ExpiresAt > 0 && t.ExpiresAt < now.Unix()
 }
@@ -190,13 +171,10 @@ func (t *Task) PastRetention(now time.Time) bool {
 func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
 
 // ChainBudget names the budget record of the task's regenerate chain:
-// "<root id>.<root's creation, epoch ms, base 36>". A task id names a new
-// task once its predecessor's retention is over (Create replaces it), and
-// budget records outlive that retention: named by the id alone, the new
-// task would count its predecessor's spend, and take a reservation held
-// for its predecessor's billed call for its own (adversarial review of the
-// reservation ids). A chain whose root was created before BudgetNamesSince
-// keeps its old name, the root id alone (budgetName).
+// "<root id>.<root's creation, epoch ms, base 36>". Budget records outlive
+// a task's retention, after which its id names a new task (Create): named
+// by the id alone, the new task would count its predecessor's spend. A
+// root created before BudgetNamesSince keeps the id alone (budgetName).
 func (t *Task) ChainBudget() string {
 	if t.ChainRoot != "" {
 		return budgetName(t.ChainRoot, t.ChainEpochMs)
@@ -211,15 +189,12 @@ func (t *Task) ChainBudget() string {
 func (t *Task) OwnBudget() string { return budgetName(t.TaskID, t.CreatedMs) }
 
 // BudgetNamesSince (epoch ms) is when budget records began to be named by
-// the creation of the task (or chain root) they belong to: records of a
-// task created before it — and of its chain, whose regenerates carry no
-// ChainEpochMs or the root's earlier one — keep their old names, so an
-// upgrade finds the spend they hold.
+// the creation of their task (or chain root): older ones keep their names,
+// so an upgrade finds the spend they hold.
 const BudgetNamesSince int64 = 1796162400000 // 2026-12-01T22:00:00Z
 
 // budgetName is id with its creation (epoch ms, base 36), or id alone
-// for a creation before BudgetNamesSince (0 included: a regenerate
-// recorded before ChainEpochMs existed).
+// for a creation before BudgetNamesSince (or unknown: 0).
 func budgetName(id string, createdMs int64) string {
 	if createdMs < BudgetNamesSince {
 		return id
@@ -270,8 +245,7 @@ func (t *Task) BudgetLeft(now time.Time) (bool, string) {
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// UnmarshalDynamoDBAttributeValue decodes a task item (attributevalue's
-// Unmarshaler, so every decoder of the item gets it) and derives the RFC
+// UnmarshalDynamoDBAttributeValue decodes a task item and derives the RFC
 // 3339 timestamps from the epoch ms the item keeps.
 func (t *Task) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
 	type item Task // the same fields, without this method

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,27 +15,21 @@ import (
 
 // ClaimOptions configure Claim.
 type ClaimOptions struct {
-	// Owner identifies the worker (e.g. Lambda request id + record id); logged
-	// on the task for operators.
-	Owner string
-	// Lease is how long the claim holds without a heartbeat.
-	Lease time.Duration
-	// AllowTakeover permits claiming a running task whose lease expired. Only
-	// safe when the provider honours the operation id as an idempotency key;
-	// otherwise leave it false and let the reconciler move the task to
-	// unknown or queued.
+	Owner string        // the worker (e.g. request id + record id), for operators
+	Lease time.Duration // how long the claim holds without a heartbeat
+	// AllowTakeover permits claiming a running task whose lease expired:
+	// only safe when the provider honours the operation id as an
+	// idempotency key. TakeoverKind, when set, limits it to that kind (a
+	// deliver task's expired lease is the reconciler's to resolve).
 	AllowTakeover bool
-	// TakeoverKind, when set, limits AllowTakeover to tasks of that kind:
-	// the provider's idempotency says nothing about a deliver task's
-	// destination, whose expired lease is the reconciler's to resolve.
-	TakeoverKind string
+	TakeoverKind  string
 }
 
 // Claim takes the task for one attempt with one conditional UpdateItem
-// returning ALL_NEW (the caller gets the input without another read), as
-// rows claim and claim_takeover (AllowTakeover) allow: it sets
-// state=running, increments assignment_version (the fencing token) and
-// attempts, and sets the lease.
+// returning ALL_NEW, as rows claim and claim_takeover (AllowTakeover)
+// allow: state=running, assignment_version (the fencing token) and
+// attempts +1, and the lease. A lost reply retried by the SDK is
+// recognised by write_nonce and returned as claimed, not as "leased".
 //
 // Errors: *NotClaimableError with the reason (terminal, parked, leased,
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
@@ -44,43 +39,33 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		o.Lease = 30 * time.Second
 	}
 	now := l.cfg.Now().UTC()
-	leaseUntil := now.Add(o.Lease).UnixMilli()
+	// due_at and, from queued, state_shard stay as they are: queued and
+	// running share the by_state partition and the index projects nothing
+	// a claim changes, so the claim bills no index write. A worker that
+	// dies before its first heartbeat is found at the dispatch deadline
+	// (from retry_wait: at once); the first renewal puts due_at on the
+	// lease's grid (runningDue).
 	u := newUpdate()
-	// The claim keeps due_at and, from queued, state_shard as they are: a
-	// queued and a running task share the by_state partition (StateActive),
-	// and the index projects nothing a claim changes, so the claim bills no
-	// index write. A worker that dies before its first heartbeat is found at
-	// the due_at its task was queued with (the dispatch deadline; a claim
-	// from retry_wait keeps its past not_before, so it is due at once and
-	// the reconciler reads it each run until a heartbeat moves it); the first
-	// renewal puts due_at on the lease's grid (runningDue) — at once, for a
-	// due_at more than a lease past the lease's end (below).
 	u.set("state", strState(StateRunning))
 	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
 	u.set("lease_owner", str(o.Owner))
-	u.set("lease_until", num(leaseUntil))
+	u.set("lease_until", num(now.Add(o.Lease).UnixMilli()))
 	u.stamp(now)
 	u.remove("not_before")
 	tr, c := row("claim"), &Call{Now: now}
 	if o.AllowTakeover {
 		tr, c.Kind = row("claim_takeover"), o.TakeoverKind
 	}
-	// A claim whose reply was lost, retried by the SDK and then refused
-	// because the task is running under this very claim, is recognised by
-	// apply (write_nonce) and returned as claimed, not as "leased".
 	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, c))
 	switch {
 	case err != nil:
 		return nil, err
 	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
-		// The dispatch deadline the claim kept lies more than a lease past
-		// the lease's end (a re-send backed it off, or the deployment's
-		// dispatch timeout is several leases): a worker dying before its
-		// first heartbeat would be found that late. Put it on the lease's
-		// grid now, as the first heartbeat would (a renewal: one more write,
-		// only for such claims; none at the default dispatch timeout, the
-		// lease); if it fails, the lease still holds and the heartbeat
-		// retries it.
+		// The kept dispatch deadline lies more than a lease past the lease's
+		// end (a re-send backed it off, or the dispatch timeout is several
+		// leases): renew now, as the first heartbeat would, so a worker dying
+		// before it is found in time (on failure the lease still holds and
+		// the heartbeat retries). None at the defaults.
 		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
 			return r, nil
 		}
@@ -128,13 +113,12 @@ func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaima
 // as old (nil: gone): which of the fence and the no-result guard it fails.
 func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	fe := &FencedError{TaskID: taskID, Version: version, Current: old}
-	c := &Call{Version: version}
 	switch {
 	case old == nil:
 		fe.Why = "gone"
-	case !row("renew").holds(&atMine, old, c):
+	case old.AssignmentVersion != version:
 		fe.Why = "taken_over"
-	case old.State == StateCompleted || !gNoResult.holds(old, c):
+	case old.State == StateCompleted || old.HasResult():
 		fe.Why = "already_completed"
 	default:
 		fe.Why = "not_running"
@@ -142,12 +126,26 @@ func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	return fe
 }
 
-// write sends u as the transition tr for c (attempt; label names it in
-// errors); a refusal is a *FencedError at the version the fence compares.
-// A completion (u.result >= 0) that cannot fit — its key and the values it
-// sets already exceed the item limit — is refused before it is sent. A
-// task it leaves queued is due no later than its age deadline (clampDue).
+// fenced sends the row op (label in errors: op) for the caller's
+// assignment version; set fills its update at the ledger's clock.
+func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, opts []WriteOption, set func(u *update, now time.Time)) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate().with(opts)
+	set(u, now)
+	return l.write(ctx, op, row(op), taskID, &Call{Now: now, Version: version}, u)
+}
+
+// write stamps u and sends it as the transition tr for c (its
+// "_after_refusal" twin after AfterRefusal; with follow-ups, its
+// "_follow_ups" twin in a transaction); label names it in errors. A
+// refusal is a *FencedError at the version the fence compares. A
+// completion that cannot fit (update.fits) is refused before it is sent;
+// a task left queued is due no later than its age deadline (clampDue).
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
+	u.stamp(c.Now)
+	if tw, ok := byOp[tr.Op+"_after_refusal"]; ok && u.refused {
+		tr = tw
+	}
 	if fs := u.followUps[tr.To]; len(fs) > 0 {
 		return l.writeWithFollowUps(ctx, label, followUpTwin(tr), taskID, c, u, fs)
 	}
@@ -161,30 +159,21 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 	case t != nil || err != nil:
 		return t, err
 	}
-	return nil, fencedBy(taskID, tr.mine(c), old)
+	return nil, fencedBy(taskID, c.Version, old)
 }
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
 // when the caller no longer holds it (stop the provider call, save nothing).
 //
-// Given the task's age deadline (WithAgeDeadline), the renewal moves the
-// by_state entry's due_at only to the next multiple of lease at or after
-// the new lease end (runningDue; never past the deadline), so of the renewals
-// a heartbeat makes every lease/3, two in three (all but the first, which
-// moves it from the claim's exact lease end) leave the index key as it is:
-// an index key change bills two index writes (a delete and a put), a
-// renewal that keeps it one (lease_until is projected). due_at is when the
-// reconciler looks at a running task; it reads the task then and acts only
-// on a lease expired past its grace, so a due_at up to one lease after the
-// lease end delays the recovery of a dead worker's task by at most a lease,
-// and — kept at or before the age deadline — never past the run that would
-// have parked it at the end of its age budget.
+// Given the task's age deadline (WithAgeDeadline), due_at moves only to
+// the next multiple of lease at or after the new lease end (runningDue),
+// so two in three of a heartbeat's renewals (every lease/3) keep the
+// by_state key: a key change bills two index writes, a renewal that keeps
+// it one. The reconciler acts only on an expired lease, so the rounding
+// delays finding a dead worker by at most a lease, never past the age
+// deadline.
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	renewLease(u, now, lease)
-	u.stamp(now)
-	return l.write(ctx, "renew", row("renew"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
 
 // renewLease sets u's lease to end at now + lease and its due_at as
@@ -196,13 +185,10 @@ func renewLease(u *update, now time.Time, lease time.Duration) {
 }
 
 // runningDue is the due_at of a running task whose lease ends at untilMs:
-// the next multiple of lease at or after it — while that is at or before
-// the task's age deadline (deadlineMs, WithAgeDeadline); else, and without
-// a deadline (0) or a lease under a millisecond, untilMs itself. Near the
-// end of the age budget a later due_at could let the reconciler find a
-// dead worker's task a period later than the lease end would, and miss
-// "final within the age budget plus one reconciler period" (adversarial
-// review of the rounding).
+// the next multiple of lease at or after it while that is at or before the
+// age deadline (deadlineMs); else, and without a deadline or a lease under
+// a millisecond, untilMs — so a dead worker's task is still found within
+// the age budget plus one reconciler period.
 func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	step := lease.Milliseconds()
 	if step <= 0 || deadlineMs <= 0 {
@@ -215,31 +201,30 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 }
 
 // MarkCallStarted records, immediately before the provider call, that the
-// caller's assignment is about to call the provider: one fenced
-// conditional UpdateItem that sets call_started_version = version. It
-// matters for a provider that
-// does not honour idempotency keys: the reconciler then tells a worker that
-// died after its claim but before its call (no mark at this version:
-// re-queue) from one that may have reached the provider (mark present:
-// unknown). A write whose reply was lost is recognised as the caller's own
-// (write_nonce; pass WithNonce to repeat it). Errors: *FencedError when the
-// caller no longer holds the assignment (do not call the provider).
+// caller's assignment is about to call the provider (call_started_version
+// = version): for a provider without idempotency keys, the reconciler then
+// tells a worker that died before its call (no mark: re-queue) from one
+// that may have reached the provider (unknown). Errors: *FencedError (do
+// not call the provider).
 //
-// After the mark the lease runs at least lease/2 more: the reconciler
-// trusts a readback's "not found" for a marked call only once the lease
-// end plus the call timeout has passed, so the lease must not end before
-// the call starts. The mark is conditioned on that (lease_until ≥ now +
-// lease/2) and changes nothing the by_state index holds — neither its key
-// (due_at) nor a projected attribute — so it bills no index write. A lease
-// shorter than that (the heartbeat's renewals did not get through since
-// the claim) is renewed by the mark instead, like Renew: a second write,
-// after the first one's condition failed on the lease alone.
+// After the mark the lease runs at least lease/2 more — the reconciler
+// trusts a readback's "not found" for a marked call only after the lease
+// end plus the call timeout — so the mark is conditioned on it and, like
+// the index, left unchanged (no index write). A shorter lease (renewals
+// failed since the claim) is renewed by a second write with the mark.
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	c := &Call{Now: now, Version: version, Lease: lease}
-	u := newUpdate().with(opts)
-	u.set("call_started_version", num(version))
-	u.set("call_started_ms", num(now.UnixMilli()))
+	mark := func(renew bool) *update {
+		u := newUpdate().with(opts)
+		u.set("call_started_version", num(version))
+		u.set("call_started_ms", num(now.UnixMilli()))
+		if renew {
+			renewLease(u, now, lease)
+		}
+		return u
+	}
+	u := mark(false)
 	u.stamp(now)
 	t, old, err := l.attempt(ctx, "call_started", taskID, row("call_started").condition(u, c))
 	switch {
@@ -248,44 +233,29 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 	case !row("call_started_renew").Allows(old, *c) || old.HasResult():
 		return nil, fencedBy(taskID, version, old)
 	}
-	// Still ours, its lease too short: mark and renew.
-	u = newUpdate().with(opts)
-	u.set("call_started_version", num(version))
-	u.set("call_started_ms", num(now.UnixMilli()))
-	renewLease(u, now, lease)
-	u.stamp(now)
-	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, u)
+	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, mark(true))
 }
 
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
-	Result string // JSON
-	// ResultRef, when set, is saved instead of Result: the result was
-	// placed in S3 (at results/<task>/<this assignment_version>) first.
-	ResultRef   *PayloadRef
+	Result      string      // JSON
+	ResultRef   *PayloadRef // saved instead of Result: placed in S3 first (results/<task>/<version>)
 	Provider    string
 	ProviderRef string
-	// ReadbackAt is set when the result came from a provider readback.
-	ReadbackAt time.Time
+	ReadbackAt  time.Time // set when the result came from a provider readback
 	// ApprovalTTL > 0 says the task has an approval gate (Task.ApprovalTTL):
-	// the result is saved the same way, fenced the same way, but the task
-	// lands in awaiting_approval, due at now + ApprovalTTL (DESIGN §10).
-	// Every completion is conditioned on the item agreeing; a caller that
-	// got it wrong is corrected once from the item.
+	// the task lands in awaiting_approval, due at now + ApprovalTTL (DESIGN
+	// §10). The write is conditioned on the item agreeing.
 	ApprovalTTL time.Duration
-	// FollowUps are the tasks the completion creates with it, by the state
-	// it leaves the task in (see WithFollowUps): a plan's deliveries and
-	// the requester's notification for completed, the approvers' for
-	// awaiting_approval. Every completion of the result — Complete,
-	// CompleteFromReadback, CompleteCancelled, CompleteLapsed — sends them.
+	// FollowUps are the tasks every completion of the result creates with
+	// it, by the state it leaves the task in (see WithFollowUps).
 	FollowUps map[State][]NewTask
 }
 
 // Complete saves the result of the caller's assignment, running or
 // unknown at its version, with no result yet. Unknown at the caller's own
 // version means the reconciler expired the lease of a worker that was slow
-// but alive: the assignment is still the caller's, no other attempt has
-// started, and saving the result it holds settles the uncertainty.
+// but alive: no other attempt has started, and the result settles it.
 //
 // Errors: *FencedError with Why = already_completed / taken_over /
 // not_running / gone (never retry it blindly); *ItemTooLargeError when the
@@ -295,8 +265,7 @@ func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c C
 }
 
 // CompleteFromReadback completes a task in state unknown with a result the
-// provider returned on Lookup, conditioned on the version the reconciler read.
-// WithFollowUps creates its follow-ups with it.
+// provider returned on Lookup, at the version the reconciler read.
 func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
@@ -304,15 +273,15 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	return l.complete(ctx, "complete_readback", taskID, version, c, opts)
 }
 
-// complete sends the completion op (or its approval-gated twin, as c
-// says) of the caller's assignment.
+// complete sends the completion op (or its "_gated" twin, as c says) of
+// the caller's assignment. A caller that misjudged the approval gate —
+// the item satisfies the twin — is corrected once from the item.
 func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	call := &Call{Now: now, Version: version}
-	t, err := l.write(ctx, "complete", gated(op, c.ApprovalTTL > 0), taskID, call, l.completion(taskID, c, opts, now))
-	// A caller that misjudged the task's approval gate
-	// (Completion.ApprovalTTL) — the item satisfies the twin — is
-	// corrected once from the item.
+	u := newUpdate().with(opts)
+	l.completion(u, taskID, c, now)
+	t, err := l.write(ctx, "complete", gated(op, c.ApprovalTTL > 0), taskID, call, u)
 	var fe *FencedError
 	if errors.As(err, &fe) && gated(op, c.ApprovalTTL <= 0).Allows(fe.Current, *call) {
 		c.ApprovalTTL = fe.Current.ApprovalTTL()
@@ -324,31 +293,37 @@ func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64,
 // gated is the completion op, or its "_gated" twin for a task with an
 // approval gate.
 func gated(op string, gate bool) *Transition {
-	if gate {
-		return row(op + "_gated")
-	}
-	return row(op)
+	return row(op + pick(gate, "_gated", ""))
 }
 
-// completion starts the update that saves c (the result or its reference,
-// its hash, the gate, the provider fields), stamped now.
-func (l *Ledger) completion(taskID string, c Completion, opts []WriteOption, now time.Time) *update {
-	u := newUpdate().with(opts)
+// completion sets on u what saves c: the result (inline or its
+// reference), its hash, completed_ms, the state — completed, or behind an
+// approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
+// = the approval deadline — and the provider fields; c's follow-ups.
+func (l *Ledger) completion(u *update, taskID string, c Completion, now time.Time) {
 	if c.FollowUps != nil {
 		u.followUps = c.FollowUps
 	}
-	l.settleResult(u, taskID, c, now)
-	if c.Provider != "" {
-		u.set("provider", str(c.Provider))
+	u.result = setResult(u, c)
+	u.set("result_sha256", str(c.resultSHA256()))
+	u.set("completed_ms", num(now.UnixMilli()))
+	if c.ApprovalTTL > 0 {
+		deadline := now.Add(c.ApprovalTTL).UnixMilli()
+		l.live(u, StateAwaitingApproval, taskID, deadline)
+		u.remove("lease_owner", "lease_until", "not_before")
+		u.set("approval_state", str(ApprovalPending))
+		u.set("approval_deadline_ms", num(deadline))
+	} else {
+		l.off(u, StateCompleted, now)
 	}
-	if c.ProviderRef != "" {
-		u.set("provider_ref", str(c.ProviderRef))
+	for attr, v := range map[string]string{"provider": c.Provider, "provider_ref": c.ProviderRef} {
+		if v != "" {
+			u.set(attr, str(v))
+		}
 	}
 	if !c.ReadbackAt.IsZero() {
 		u.set("readback_at", str(rfc3339(c.ReadbackAt)))
 	}
-	u.stamp(now)
-	return u
 }
 
 // fits returns an *ItemTooLargeError (op) when u saves a result
@@ -369,56 +344,51 @@ func (u *update) fits(table, taskID, op string) error {
 // with AfterRefusal, from unknown at the caller's version too.
 // Errors: *FencedError.
 func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	nb := notBefore.UnixMilli()
-	u := newUpdate().with(opts)
-	l.live(u, StateRetryWait, taskID, nb)
-	u.set("not_before", num(nb))
-	setError(u, errClass, errMsg)
-	recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "retry", u.refusal("retry"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "retry", taskID, version, opts, func(u *update, now time.Time) {
+		l.retryWait(u, taskID, notBefore)
+		setError(u, errClass, errMsg)
+		recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
+		u.remove("lease_owner", "lease_until")
+	})
+}
+
+// retryWait sets u to wait in retry_wait until notBefore (due then).
+func (l *Ledger) retryWait(u *update, taskID string, notBefore time.Time) {
+	l.live(u, StateRetryWait, taskID, notBefore.UnixMilli())
+	u.set("not_before", num(notBefore.UnixMilli()))
 }
 
 // Fail ends the caller's assignment as failed (the caller's input is at
 // fault); with AfterRefusal, from unknown at the caller's version too.
 // Errors: *FencedError.
 func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.off(u, StateFailed, now)
-	setError(u, errClass, errMsg)
-	u.stamp(now)
-	return l.write(ctx, "fail", u.refusal("fail"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "fail", taskID, version, opts, func(u *update, now time.Time) {
+		l.off(u, StateFailed, now)
+		setError(u, errClass, errMsg)
+	})
 }
 
 // MarkUnknown records that the attempt's outcome is uncertain; the
 // reconciler resolves it by provider readback. Errors: *FencedError.
 func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.live(u, StateUnknown, taskID, now.UnixMilli())
-	setError(u, errClass, errMsg)
-	recordAttempt(u, OutcomeUnknown, errClass, now.UnixMilli())
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "unknown", row("unknown"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "unknown", taskID, version, opts, func(u *update, now time.Time) {
+		l.live(u, StateUnknown, taskID, now.UnixMilli())
+		setError(u, errClass, errMsg)
+		recordAttempt(u, OutcomeUnknown, errClass, now.UnixMilli())
+		u.remove("lease_owner", "lease_until")
+	})
 }
 
 // Release gives back the caller's assignment before the provider was called
-// (for example when the Lambda deadline is near, or a request that provably
-// never left the process): the task is queued again, due for dispatch, and
-// the attempt is given back (attempts - 1), since no provider call was
-// made. The assignment version stays incremented, so the released holder
-// stays fenced. Errors: *FencedError.
+// (the Lambda deadline is near, or a request provably never left the
+// process): the task is queued again, due for dispatch, and the attempt
+// given back (attempts - 1: no provider call was made). The assignment
+// version stays incremented, so the holder stays fenced. Errors: *FencedError.
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.giveBack(u, taskID, now)
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "release", row("release"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "release", taskID, version, opts, func(u *update, now time.Time) {
+		l.giveBack(u, taskID, now)
+		u.remove("lease_owner", "lease_until")
+	})
 }
 
 // ErrorCallNotStarted is the error class of a task whose assignment was
@@ -431,25 +401,21 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 
 // ReleaseUnknown gives back the caller's assignment from unknown: the
 // reconciler expired its lease (the worker was slow, not gone) before the
-// worker made its provider call, and the worker knows that no call was
-// made under it — only the holder of an assignment calls the provider for
-// it. The uncertainty the expiry recorded is void: the task is queued
-// again, due for dispatch, its attempt given back like Release, its error
-// ErrorCallNotStarted (not unknown_outcome, which a later park would repeat
-// as "may have reached the provider"). Errors: *FencedError.
+// worker's provider call, and the worker knows none was made under it.
+// The uncertainty is void: queued again like Release, with error
+// ErrorCallNotStarted (not unknown_outcome, which a later park would
+// repeat as "may have reached the provider"). Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	l.giveBack(u, taskID, now)
-	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "release_unknown", row("release_unknown"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
+		l.giveBack(u, taskID, now)
+		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+		u.remove("lease_owner", "lease_until")
+	})
 }
 
 // giveBack sets u to queue the task again, due for dispatch; its row
 // gives the attempt back: no provider call was made under the assignment
-// (Release, ReleaseClaim, ReleaseUnknown, ReleaseLapsed).
+// (Release, ReleaseClaim, ReleaseUnknown, ReleaseLapsed, Requeue).
 func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 }
@@ -457,12 +423,10 @@ func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 // ReleaseClaim gives back a claim the caller could not confirm: its reply
 // was lost and the read that would recognise it (write_nonce) failed, so
 // the caller does not know the version it may hold. Found running under
-// owner (at version, when version > 0), the task is queued again, due for
-// dispatch, its attempt given back: no provider call was made under that
-// claim. owner must be unique to the claim ("<request id>/<message id>").
-//
-// ok=false with a nil error: the task is not running under owner (the
-// claim was never applied, or the task moved on); nothing was written.
+// owner (at version, when version > 0), the task is queued again, its
+// attempt given back. owner must be unique to the claim ("<request
+// id>/<message id>"). ok=false with a nil error: the task is not running
+// under owner; nothing was written.
 func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version int64) (t *Task, ok bool, err error) {
 	if owner == "" {
 		return nil, false, fmt.Errorf("ledger: ReleaseClaim %s: owner is required", taskID)
@@ -475,18 +439,16 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 	if t, _, err = l.attempt(ctx, "release_claim", taskID, row("release_claim").condition(u, &Call{Now: now, Version: version, Owner: owner})); t == nil {
 		return nil, false, err
 	}
-	// Released; a failed clamp only leaves due_at at the dispatch timeout.
-	if ct, cerr := l.clampDue(ctx, t); cerr == nil {
+	if ct, cerr := l.clampDue(ctx, t); cerr == nil { // failed: due_at stays at the dispatch timeout
 		t = ct
 	}
 	return t, true, nil
 }
 
 // Requeue moves a task from state `from` at assignment version `version`
-// back to queued, due for dispatch now: used by the reconciler for an expired
-// lease (from running: also requires the lease to have expired) and for an
-// unknown outcome the provider credibly never saw. Errors: *FencedError when
-// the task moved on in between.
+// back to queued, due for dispatch: the reconciler's move for an expired
+// lease (from running: the lease must have expired) and for an unknown
+// outcome the provider credibly never saw. Errors: *FencedError.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
 	if op, ok := map[State]string{StateRunning: "requeue", StateUnknown: "requeue_readback_absent"}[from]; ok {
 		return l.requeue(ctx, taskID, op, version)
@@ -495,12 +457,10 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 }
 
 // RequeueUnstarted re-queues a running task whose lease expired and whose
-// assignment recorded no call start (call_started_version <> version): the
-// reconciler's move for a worker that died after its claim but before its
-// provider call. Conditioned like Requeue from running, and on the mark
-// still being absent, so a worker that marked its call in between is never
-// re-queued under it. Errors: *FencedError when the task moved on or its
-// call started.
+// assignment recorded no call start: a worker that died after its claim
+// but before its provider call. Conditioned like Requeue from running and
+// on the mark still being absent, so a worker that marked its call in
+// between is never re-queued under it. Errors: *FencedError.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
@@ -513,26 +473,20 @@ const ErrorReadbackAbsent = "readback_absent"
 func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
-	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
+	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until", "not_before")
-	u.stamp(now)
-	tr := row(op)
-	if tr.From[0] == StateUnknown {
-		// Re-queued after a readback credibly found no record: the
-		// uncertainty is resolved, so the stored error must no longer say
-		// unknown_outcome (a later budget park would repeat "may have
-		// reached the provider").
+	if tr := row(op); tr.From[0] == StateUnknown {
+		// The uncertainty is resolved: the error must no longer say
+		// unknown_outcome (a later park would repeat "may have acted").
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
 	}
-	return l.write(ctx, "requeue", tr, taskID, &Call{Now: now, Version: version}, u)
+	return l.write(ctx, "requeue", row(op), taskID, &Call{Now: now, Version: version}, u)
 }
 
 // clampDue pulls a queued task's dispatch deadline (due_at) forward to its
 // age deadline when the dispatch timeout would overshoot it, so the
-// reconciler sees — and parks — a task that runs out of age budget within
-// one period instead of up to DispatchTimeout later. It costs a second
-// write only on that rare edge; a failed condition means the task moved on,
-// which is fine.
+// reconciler parks a task out of age budget within one period. A second
+// write only on that edge; a failed condition means the task moved on.
 func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	if t.State != StateQueued || t.DeadlineMs <= 0 || t.DueAt <= t.DeadlineMs {
 		return t, nil
@@ -550,11 +504,9 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 }
 
 // DispatchBackoff is how long the outbox waits for the message of the
-// dispatch numbered n (0: the submit's own send, n: the n-th re-send) to be
-// consumed before the next re-send: DispatchTimeout × 2^n, capped at
-// DispatchBackoffCap. A queue backlog older than DispatchTimeout therefore
-// costs a logarithmic number of duplicate messages, not one per
-// DispatchTimeout.
+// dispatch numbered n (0: the submit's own send) to be consumed before the
+// next re-send: DispatchTimeout × 2^n, capped at DispatchBackoffCap, so a
+// backlog costs a logarithmic number of duplicate messages.
 func (l *Ledger) DispatchBackoff(n int) time.Duration {
 	d := l.cfg.DispatchTimeout
 	for range max(n, 0) {
@@ -567,16 +519,13 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 }
 
 // ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or
-// retry_wait task from the value t (the reconciler's consistent read) holds
-// to now + DispatchBackoff(t.Dispatches+1), clamped to the age deadline
-// (deadline_ms) so an age-budget park still happens within one reconciler
-// period, and counts the dispatch. The update is conditioned on t's state,
-// due_at and dispatch count: only the caller whose update succeeds sends
-// the SQS message, so two racing reconcilers send it once. ok=false means
-// someone else moved it, or it was not in t's state (t may come from the
-// index, which does not project the state: an active entry is tried as
-// queued); nt is then the task as the refusal found it (the engine's
-// ALL_OLD, else a consistent read), nil when it is gone.
+// retry_wait task from the value t (as read) holds to now +
+// DispatchBackoff(t.Dispatches+1), clamped to the age deadline, and counts
+// the dispatch, conditioned on t's state, due_at and dispatch count: only
+// the caller whose update succeeds sends the SQS message. ok=false: someone
+// else moved it, or it was not in t's state (t may come from the index,
+// which does not project the state: an active entry is tried as queued);
+// nt is then the task as the refusal found it, nil when it is gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
 	next := t.Dispatches + 1
@@ -587,9 +536,8 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 	u := newUpdate()
 	u.set("due_at", num(due))
 	u.set("dispatches", num(int64(next)))
-	row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches})
 	u.stamp(now)
-	nt, old, err := l.attempt(ctx, "dispatch", t.TaskID, u)
+	nt, old, err := l.attempt(ctx, "dispatch", t.TaskID, row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches}))
 	switch {
 	case err != nil:
 		return nil, false, wrapErr("UpdateItem dispatch", err)
@@ -605,17 +553,27 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.off(u, StateCancelled, now)
-	u.stamp(now)
-	t, old, err := l.attempt(ctx, "cancel", taskID, row("cancel").condition(u, &Call{Now: now}))
+	t, _, err := l.decideOne(ctx, "cancel", taskID, &Call{Now: now}, u)
+	return t, err
+}
+
+// decideOne stamps u and sends it as row op for c: a write by another
+// actor than the assignment's holder. Refused, it returns ErrNotFound, the
+// task as found with repeat=true when a Repeat row finds its to-state
+// already, else a *ConflictError.
+func (l *Ledger) decideOne(ctx context.Context, op, taskID string, c *Call, u *update) (t *Task, repeat bool, err error) {
+	tr := row(op)
+	u.stamp(c.Now)
+	t, old, err := l.attempt(ctx, op, taskID, tr.condition(u, c))
 	switch {
 	case t != nil || err != nil:
-		return t, err
+		return t, false, err
 	case old == nil:
-		return nil, &notFound{taskID}
-	case old.State == StateCancelled:
-		return old, nil
+		return nil, false, &notFound{taskID}
+	case tr.Repeat && old.State == tr.To:
+		return old, true, nil
 	}
-	return nil, &ConflictError{TaskID: taskID, Op: "cancel", State: old.State, Task: old}
+	return nil, false, conflict(op, taskID, old)
 }
 
 type notFound struct{ id string }
@@ -643,25 +601,20 @@ func truncate(s string, n int) string {
 }
 
 // ExpireToUnknown moves a running task whose lease expired (the worker is
-// gone, maybe mid-call) to unknown, for a step with external side effects
-// whose provider does not honour idempotency keys: re-running it blindly
-// could act twice, so the reconciler reads the provider back instead.
-// Errors: *FencedError when the task moved on.
+// gone, maybe mid-call) to unknown, for a step whose provider does not
+// honour idempotency keys: re-running it could act twice, so the
+// reconciler reads the provider back instead. Errors: *FencedError.
 func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate()
-	l.live(u, StateUnknown, taskID, now.UnixMilli())
-	setError(u, "unknown_outcome", LeaseExpiredMessage)
-	u.remove("lease_owner", "lease_until")
-	u.stamp(now)
-	return l.write(ctx, "expire", row("expire"), taskID, &Call{Now: now, Version: version}, u)
+	return l.fenced(ctx, "expire", taskID, version, nil, func(u *update, now time.Time) {
+		l.live(u, StateUnknown, taskID, now.UnixMilli())
+		setError(u, "unknown_outcome", LeaseExpiredMessage)
+		u.remove("lease_owner", "lease_until")
+	})
 }
 
-// CheckCompletion computes the size of the item t would become when
-// completed with c (t as the caller read it: the claimed task, or the
-// unknown task the reconciler read) and returns an *ItemTooLargeError when
-// it exceeds DynamoDB's 400 KB item limit. Check before Complete: an
-// oversized result cannot be saved, and sending it would only fail.
+// CheckCompletion returns an *ItemTooLargeError when the item t (as the
+// caller read it) would become when completed with c exceeds DynamoDB's
+// item limit: check before Complete, which could only fail.
 func CheckCompletion(t *Task, c Completion) error {
 	n, err := CompletedItemSize(t, c)
 	if err != nil {
@@ -677,29 +630,20 @@ func CheckCompletion(t *Task, c Completion) error {
 // of the item t would become when completed with c.
 func CompletedItemSize(t *Task, c Completion) (int, error) {
 	x := *t
-	now := "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
-	x.State = StateCompleted
-	x.Result, x.ResultRef = c.Result, c.ResultRef
+	x.State, x.Result, x.ResultRef, x.ResultSHA256 = StateCompleted, c.Result, c.ResultRef, c.resultSHA256()
 	if c.ResultRef != nil {
 		x.Result = ""
 	}
-	x.ResultSHA256 = c.resultSHA256()
 	if c.ApprovalTTL > 0 {
 		x.State, x.ApprovalState, x.ApprovalDeadlineMs = StateAwaitingApproval, ApprovalPending, 1<<41-1
 	}
-	x.CompletedMs, x.UpdatedMs = 1<<41-1, 1<<41-1
-	x.ExpiresAt = 1<<33 - 1
-	if c.Provider != "" {
-		x.Provider = c.Provider
-	}
-	if c.ProviderRef != "" {
-		x.ProviderRef = c.ProviderRef
-	}
+	x.CompletedMs, x.UpdatedMs, x.ExpiresAt = 1<<41-1, 1<<41-1, 1<<33-1
+	x.Provider, x.ProviderRef = cmp.Or(c.Provider, x.Provider), cmp.Or(c.ProviderRef, x.ProviderRef)
 	if !c.ReadbackAt.IsZero() {
-		x.ReadbackAt = now
+		x.ReadbackAt = "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
 	}
 	x.StateShard, x.DueAt, x.LeaseOwner, x.LeaseUntil, x.NotBefore = "", 0, "", 0, 0
-	x.WriteNonce = newNonce()
+	x.WriteNonce = NewNonce()
 	item, err := attributevalue.MarshalMap(&x)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: encode task: %w", err)

@@ -310,9 +310,6 @@ func (c *cell) fixture(t *testing.T, s ledger.State) *ledger.Task {
 	}
 	if c.tr.Fence != ledger.FenceNone && !c.tr.Manual {
 		x.AssignmentVersion = matrixVersion
-		if c.tr.Fence == ledger.AtCancelVersion {
-			x.AssignmentVersion = matrixVersion + 1
-		}
 	}
 	for _, g := range c.tr.Guards {
 		satisfy(t, g, x, c, now)
@@ -350,8 +347,8 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 		x.Result, x.ResultRef = "", nil
 	case "cancelled while running":
 		x.CancelVersion = matrixVersion - 1
-	case "cancel at my version":
-		x.CancelVersion = matrixVersion
+	case "cancel of the version before":
+		x.CancelVersion = matrixVersion - 1
 	case "running, or no cancel pending":
 		x.CancelVersion = 0
 	case "parked unknown_outcome":
