@@ -28,12 +28,12 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 	if !h.needsCallMark(t) {
 		return 0, result{}, true
 	}
-	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {
+	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		m, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
 		if err == nil {
 			leaseUntil, t.CallStartedMs = m.LeaseUntil, m.CallStartedMs // the attempt history's call start
 		}
-		return err
+		return m, err
 	}, log)
 	if err == nil {
 		return leaseUntil, result{}, true
@@ -49,9 +49,7 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		}
 		return 0, ack(OutcomeFenced), false
 	}
-	h.releaseUncalled(ctx, rec, t, "call-start mark failed", log, "error", err.Error())
-	h.setVisibility(ctx, rec, 0, log)
-	return 0, deferred, false
+	return 0, h.giveBackUncalled(ctx, rec, t, "call-start mark failed", log, "error", err.Error()), false
 }
 
 // errLeaseShort: the renewal before a marked call left less than a

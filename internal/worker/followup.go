@@ -24,10 +24,3 @@ func (h *Handler) withParked(t *ledger.Task, o ledger.ParkOptions) ledger.ParkOp
 	}
 	return o
 }
-
-// completionFollowUps are the follow-ups of t's completion with result
-// (a plan's deliveries, the notifications). Errors:
-// *followup.NotDeliverableError.
-func (h *Handler) completionFollowUps(t *ledger.Task, result []byte) (map[ledger.State][]ledger.NewTask, error) {
-	return h.Notify.Completion(t, string(result))
-}

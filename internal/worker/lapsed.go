@@ -46,12 +46,15 @@ func (k known) why() string {
 // settleRefused sends what settle decides when a write settling t's
 // assignment was refused: err, a *ledger.FencedError or *ledger.ConflictError,
 // carries the task as the refusal found it. ok=false when settle sends
-// nothing or err is no refusal: the caller reports its own outcome.
-func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn known, log *slog.Logger) (result, bool) {
+// nothing, err is no refusal or kn is nil: the caller reports its own
+// outcome.
+func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn *known, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
 	var ce *ledger.ConflictError
 	var read *ledger.Task
 	switch {
+	case kn == nil:
+		return result{}, false
 	case errors.As(err, &fe):
 		read = fe.Current
 	case errors.As(err, &ce):
@@ -63,7 +66,7 @@ func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *l
 	if d == sendNothing {
 		return result{}, false
 	}
-	return h.send(ctx, rec, t, read, d, kn, log), true
+	return h.send(ctx, rec, t, read, d, *kn, log), true
 }
 
 // send writes d for t's assignment (read: the task as the refused write
@@ -75,7 +78,7 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	switch d {
 	case sendParkUnknown:
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
-		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, log)
+		return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, nil, log)
 	case sendReviseLapsed:
 		return h.reviseLapsed(ctx, rec, t, read, kn.review, log)
 	case sendCompleteCancelled, sendCompleteCancelPark:
@@ -83,13 +86,13 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// (cancel_too_late), from the cancel or from its park.
 		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
 		res.Note = "a cancel while running landed after the provider replied; " + res.Note
-		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (err error) {
+		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
 			if d == sendCompleteCancelled {
 				_, err = h.Ledger.CompleteCancelled(ctx, t.TaskID, v, c, o...)
 			} else {
 				_, err = h.Ledger.CompleteLapsed(ctx, t.TaskID, v+1, c, res, o...)
 			}
-			return err
+			return nil, err
 		}, log)
 		if err != nil {
 			log.WarnContext(ctx, "saving the result after a cancel failed; result discarded, the reconciler's rule decides", "error", err.Error(), "result_bytes", x.ResultBytes)
@@ -101,13 +104,13 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	case sendCancelUnknown, sendCancelLapsed:
 		why := kn.why()
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: "resolved by the worker: " + why}
-		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (err error) {
+		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
 			if d == sendCancelUnknown {
 				_, err = h.Ledger.CancelUnknown(ctx, t.TaskID, v+1, why)
 			} else {
 				_, err = h.Ledger.CancelLapsed(ctx, t.TaskID, v+1, why, res, o...)
 			}
-			return err
+			return nil, err
 		}, log)
 		if err != nil {
 			log.WarnContext(ctx, "ending the cancelled task failed; the reconciler's rule decides", "error", err.Error())
@@ -119,9 +122,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// Discarding the result would leave the operator a "retry" that
 		// makes the provider act twice.
 		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
-		err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.CompleteLapsed(ctx, t.TaskID, v, c, res, o...)
-			return err
+		err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.CompleteLapsed(ctx, t.TaskID, v, c, res, o...)
 		}, log)
 		var fe *ledger.FencedError
 		switch {
@@ -139,9 +141,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// performed (and billed)" is false.
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
 			"the task failed: its input was rejected")
-		err := h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
-			return err
+		err := h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
 		}, log)
 		if r, done := h.settled(ctx, err, "fail lapsed", log); done {
 			return r
@@ -152,9 +153,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		now := h.Ledger.Now()
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), now, t.LeaseOwner,
 			"a retry is scheduled for "+kn.notBefore.UTC().Format(time.RFC3339))
-		err := h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
-			return err
+		err := h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
 		}, log)
 		if r, done := h.settled(ctx, err, "retry lapsed", log); done {
 			return r
@@ -179,9 +179,8 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 	case sendNothing:
 		return d, nil
 	case sendReleaseUnknown:
-		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
-			return err
+		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
 		}, log)
 		if err == nil {
 			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
@@ -196,9 +195,8 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
 			"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
 			t.Attempts, t.MaxAttempts)}
-		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
-			return err
+		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
 		}, log)
 		if err == nil {
 			log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
@@ -229,9 +227,8 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 // that keeps failing, the review item alone is revised, so what the worker
 // knows reaches the operator even when the task item cannot follow.
 func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, r ledger.Review, log *slog.Logger) result {
-	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)
-		return err
+	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)
 	}, log)
 	var fe *ledger.FencedError
 	switch {
@@ -243,8 +240,8 @@ func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *le
 		return ack(OutcomeFenced)
 	}
 	log.ErrorContext(ctx, "revising the lapsed review kept failing; revising the review item alone", "error", err.Error())
-	err = h.save(ctx, rec, t, "revise lapsed review item", func(...ledger.WriteOption) error {
-		return h.Ledger.ReviseLapsedReview(ctx, t.TaskID, cur.ParkCount, r)
+	err = h.save(ctx, rec, t, "revise lapsed review item", func(...ledger.WriteOption) (*ledger.Task, error) {
+		return nil, h.Ledger.ReviseLapsedReview(ctx, t.TaskID, cur.ParkCount, r)
 	}, log)
 	var ce *ledger.ConflictError
 	switch {

@@ -53,9 +53,8 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 		log.WarnContext(ctx, "payload bucket unavailable while reading "+what+"; released, provider not called", attrs...)
 		return h.giveBack(ctx, rec, t, c, log)
 	}
-	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
-		return err
+	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
 	}, log)
 	if r, done := h.settled(ctx, ferr, "fail", log); done {
 		return r

@@ -81,9 +81,8 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !h.admitted(work) {
 		// The claim itself ate the time: give the attempt back rather than
 		// let the lease expire.
-		h.releaseUncalled(ctx, rec, t, "too little time left after the claim", log,
+		h.giveBackUncalled(ctx, rec, t, "too little time left after the claim", log,
 			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
-		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
 
@@ -131,9 +130,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 			return ack(OutcomeFenced)
 		}
 		// From unknown too, when the reconciler expired the lease meanwhile.
-		h.releaseUncalled(ctx, rec, t, "the lease ran short before the call", log)
-		h.setVisibility(ctx, rec, 0, log)
-		return deferred
+		return h.giveBackUncalled(ctx, rec, t, "the lease ran short before the call", log)
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
 	defer closeStream(a.stream) // no done frame unless complete saved the result
@@ -147,7 +144,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// The call cut by the fence may have acted: settle sends nothing,
 		// but ends cancelled now a retry-safe call cut by a cancel of this
 		// assignment (nothing to wait for or read back).
-		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
+		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, &known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
 			return r
 		}
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
@@ -179,8 +176,6 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-type hookFunc = func(context.Context, string) error
-
 func (h *Handler) hooks() Hooks {
 	if h.Hooks == nil {
 		return Hooks{}
@@ -191,7 +186,7 @@ func (h *Handler) hooks() Hooks {
 // died runs a hook with the work context (which ends at the deadline
 // margin, so a hook that pauses can wait for it); true means "the worker
 // died here".
-func (h *Handler) died(ctx, work context.Context, f hookFunc, taskID string, log *slog.Logger) bool {
+func (h *Handler) died(ctx, work context.Context, f func(context.Context, string) error, taskID string, log *slog.Logger) bool {
 	if f == nil {
 		return false
 	}
@@ -281,10 +276,9 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	// sending a write that can only fail.
 	var done *ledger.Task // the task as the completion left it
 	// The deliveries of a plan without approval and the notifications are
-	// created with the completion (followup.go).
-	fu, err := h.completionFollowUps(t, res.Output)
-	c.FollowUps = fu
-	if err == nil {
+	// created with the completion (package followup).
+	var err error
+	if c.FollowUps, err = h.Notify.Completion(t, string(res.Output)); err == nil {
 		c, err = h.placeResult(ctx, t, c, log)
 	}
 	if err == nil {
@@ -294,12 +288,9 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		// A Complete whose reply was lost is recognised by the ledger as
 		// saved (write_nonce): a FencedError here really means not saved.
 		// A throttled or failed send is repeated with the same nonce.
-		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) error {
-			saved, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
-			if err == nil && saved != nil {
-				done = saved
-			}
-			return err
+		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
+			done, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
+			return done, err
 		}, log)
 	}
 	var fe *ledger.FencedError
@@ -310,7 +301,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		return ack(OutcomeCompleted)
 	case errors.As(err, &fe):
 		// Parked at this version, or a cancel of it: settle decides.
-		if r, ok := h.settleRefused(ctx, rec, t, err, known{kind: knowResult, c: c}, log); ok {
+		if r, ok := h.settleRefused(ctx, rec, t, err, &known{kind: knowResult, c: c}, log); ok {
 			return r
 		}
 		// Never retried: someone else owns the task or it is settled.
@@ -356,9 +347,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if notSent(perr) {
 			// Provably never left the process: give the attempt back
 			// (settle charged it nothing).
-			h.releaseUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
-			h.setVisibility(ctx, rec, 0, log)
-			return deferred
+			return h.giveBackUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
@@ -382,35 +371,31 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
 		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
-		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
-			return err
+		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
 		}, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed: the input was rejected")
 		return ack(OutcomeFailed)
-	case retrypolicy.PermanentConfig:
-		r := h.configReview(t, review.FailureOf(c, perr, msg))
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
-	default: // Transient, and anything unclassified
-		return h.retry(ctx, rec, t, c, msg, refused, log)
 	}
-}
-
-// retry schedules the next attempt, or parks the task when it would not fit
-// its budgets. refused: the provider refused the call in so many words
-// (retrypolicy.Refused).
-func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, refused bool, log *slog.Logger) result {
-	now := h.Ledger.Now()
-	notBefore, budget := h.nextRetry(t, c, now)
-	if budget != "" {
-		r := review.BudgetExhaustedAfterClass(t, budget, review.FailureOf(c, nil, msg), notBefore, h.retrySafe(t))
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
+	// A configuration refusal parks; anything else (transient, or
+	// unclassified) is retried, or parked when that would not fit the
+	// task's budgets.
+	var r ledger.Review
+	if c.Class == retrypolicy.PermanentConfig {
+		r = h.configReview(t, review.FailureOf(c, perr, msg))
+	} else {
+		now := h.Ledger.Now()
+		notBefore, budget := h.nextRetry(t, c, now)
+		if budget == "" {
+			return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
+		}
+		r = review.BudgetExhaustedAfterClass(t, budget, review.FailureOf(c, nil, msg), notBefore, h.retrySafe(t))
 	}
-	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
+	return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 }
 
 // nextRetry returns when the next attempt may start, or which budget rules
@@ -423,16 +408,12 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 	notBefore := h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter)
 	deadline := t.DeadlineMs
 	if deadline <= 0 { // tasks always carry it; fall back to the policy's age budget
-		deadline = t.Created().Add(h.policyMaxAge()).UnixMilli()
+		deadline = t.Created().Add(orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)).UnixMilli()
 	}
 	if notBefore.UnixMilli() >= deadline {
 		return notBefore, retrypolicy.ReasonMaxAge
 	}
 	return notBefore, ""
-}
-
-func (h *Handler) policyMaxAge() time.Duration {
-	return orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
@@ -441,9 +422,8 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	// per delivery) and drop not_before (Retry-After ignored by any other
 	// copy of the message); the message comes back and the lease decides.
 	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
-	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
-		return err
+	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 	}, log); done {
 		return r
 	}
@@ -469,9 +449,8 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 			return h.scheduleRetry(ctx, rec, t, c, msg+why, notBefore, now, false, log)
 		}
 	}
-	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
-		return err
+	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 	}, log)
 	if r, done := h.settled(ctx, err, "unknown", log); done {
 		return r
@@ -485,14 +464,14 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 // so many words (ledger.AfterRefusal) — repeated like every settling
 // write. A write refused because the reconciler or a cancel got there
 // first is settled by kn (settle). done=false: saved.
-func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) error, log *slog.Logger) (result, bool) {
-	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) error {
+func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) (result, bool) {
+	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		if refused {
 			o = append(o, ledger.AfterRefusal())
 		}
 		return write(o...)
 	}, log)
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+	if r, ok := h.settleRefused(ctx, rec, t, err, &kn, log); ok {
 		return r, true
 	}
 	return h.settled(ctx, err, op, log)
@@ -512,23 +491,19 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 	return deferred, true
 }
 
-// park moves the task to needs_review with its review item, repeated like
-// every settling write (save): the worker may be the only one that knows
-// what the park records. A repeat after a first send that did apply is
-// answered "already parked".
-func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	return h.parked(ctx, h.parkOnce(ctx, t, o, r, log), r, log)
-}
-
-func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
-	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
-		_, err := h.Ledger.Park(ctx, t, h.withParked(t, o), r)
-		return err
+// park moves the task to needs_review (from where o says) with its review
+// item, repeated like every settling write (save): the worker may be the
+// only one that knows what the park records. A repeat after a first send
+// that did apply is answered "already parked". With kn, what the worker
+// knows of its own assignment settles a park refused because the
+// reconciler or a cancel got there first.
+func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, kn *known, log *slog.Logger) result {
+	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Park(ctx, t, h.withParked(t, o), r)
 	}, log)
-}
-
-// parked interprets the error of a park.
-func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *slog.Logger) result {
+	if res, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return res
+	}
 	var ce *ledger.ConflictError
 	switch {
 	case err == nil:
@@ -537,17 +512,36 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 	case ledger.IsAlreadyParked(err):
 		log.InfoContext(ctx, "already parked by someone else", "review_reason", r.Reason)
 		return ack(OutcomeAckedDuplicate)
-	case errors.As(err, &ce):
-		// The task moved on (another owner, or a terminal state): not ours.
-		log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
-		if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
-			return ack(OutcomeFenced)
-		}
-		return deferred
-	default:
+	case !errors.As(err, &ce):
 		log.ErrorContext(ctx, "park failed; the message will come back", "error", err.Error())
 		return deferred
 	}
+	// The task moved on (another owner, or a terminal state): not ours.
+	log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
+	if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
+		return ack(OutcomeFenced)
+	}
+	return deferred
+}
+
+// giveBackUncalled releases t (releaseUncalled) and makes the message
+// visible again at once.
+func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) result {
+	h.releaseUncalled(ctx, rec, t, why, log, attrs...)
+	h.setVisibility(ctx, rec, 0, log)
+	return deferred
+}
+
+// parkKnown parks the worker's own running assignment with what it knows
+// (kn: a result that cannot be saved, or a refusal that parks), rather
+// than leave it to an unknown_outcome park.
+func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
+	return h.park(ctx, rec, t, running(t), kn.review, &kn, log)
+}
+
+// running is the park of t's running assignment.
+func running(t *ledger.Task) ledger.ParkOptions {
+	return ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 }
 
 // release gives back an assignment under which no provider call was made
@@ -555,9 +549,8 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // leave the task leased with no call behind it. Refused, the task is given
 // back from where the reconciler put it, or ends cancelled (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
-	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
-		return err
+	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
 	}, log)
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
@@ -580,18 +573,6 @@ func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t 
 	return true
 }
 
-// parkKnown parks the worker's own running assignment with what it knows
-// (kn: a result that cannot be saved, or a refusal that parks), rather
-// than leave it to an unknown_outcome park. A park refused because the
-// reconciler or a cancel got there first is settled by what it knows.
-func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
-	err := h.parkOnce(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, log)
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-		return r
-	}
-	return h.parked(ctx, err, kn.review, log)
-}
-
 // unconfirmedClaim gives back, conditioned on this record's owner, a
 // claim that may have been applied although the worker could not confirm
 // it (doc.go, "Failed settling writes"): the redelivery would take it for
@@ -606,10 +587,9 @@ func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, i
 	// task leased with no call behind it.
 	var t *ledger.Task
 	var ok bool
-	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) error {
-		var e error
-		t, ok, e = h.Ledger.ReleaseClaim(ctx, id, owner, 0)
-		return e
+	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) (_ *ledger.Task, err error) {
+		t, ok, err = h.Ledger.ReleaseClaim(ctx, id, owner, 0)
+		return t, err
 	}, log)
 	switch {
 	case rerr != nil:
@@ -661,7 +641,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			return ack(OutcomeAckedDuplicate)
 		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
-		return h.park(ctx, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), log)
+		return h.park(ctx, rec, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), nil, log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")
 		return deferred

@@ -98,10 +98,9 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	if !t.HasBudget() && !quota {
 		return nil, result{}, true
 	}
-	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	parkConfig := func(reason, msg string) result {
 		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: reason, Message: clip(msg, MaxErrorMessage)}
-		return h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log)
+		return h.parkUncalled(ctx, t, review.ProviderConfig(t, h.Provider.Name(), f), log)
 	}
 	if s == nil {
 		// Never run a budgeted task unbudgeted.
@@ -134,12 +133,12 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
 	h.settleEarlierAttempts(ctx, t, rs, quota, log)
 	if t.HasBudget() {
-		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
+		if r, ok := h.reserveBudget(ctx, rec, t, rs, log); !ok {
 			return nil, r, false
 		}
 	}
 	if quota {
-		if r, ok := h.reserveQuota(ctx, rec, t, rs, po, log); !ok {
+		if r, ok := h.reserveQuota(ctx, rec, t, rs, log); !ok {
 			return nil, r, false
 		}
 	}
@@ -148,7 +147,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 
 // reserveBudget is reserve's part on the chain's and the task's budget
 // items (rs.budget once both hold it).
-func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	s := h.Spend
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
 	_, err := s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
@@ -158,7 +157,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
 			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
 		h.countMetric(t, "BudgetExhausted")
-		return h.parkUncalled(ctx, t, po, review.SpendExhausted(t, be), log), false
+		return h.parkUncalled(ctx, t, review.SpendExhausted(t, be), log), false
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
@@ -169,7 +168,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		// reservation, and a failed write that may have landed all the same
 		// (a lost reply, then a refused repeat).
 		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
-		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
+		return h.giveBackUncalled(ctx, rec, t, "budget reservation failed", log, "error", err.Error()), false
 	}
 	rs.budget = true
 	return result{}, true
@@ -182,13 +181,15 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 // budget_exhausted when the settled usage leaves none (review.QuotaExceeded
 // says until when); a failed write may have landed all the same (a lost
 // reply, then a refused repeat), so it is given back, then the task.
-func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
 		rs.quota = &hold
 		return result{}, true
 	}
-	h.giveBackBudget(ctx, t, rs, log)
+	if rs.budget {
+		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, false, "giving back a budget reservation", log)
+	}
 	var qe *spend.QuotaExceededError
 	if errors.As(err, &qe) {
 		log = log.With("quota_day", qe.Day, "quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved,
@@ -199,14 +200,14 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 		}
 		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "never_fits", qe.NeverFits())
 		h.countMetric(t, "QuotaExceeded")
-		return h.parkUncalled(ctx, t, po, review.QuotaExceeded(t, qe), log), false
+		return h.parkUncalled(ctx, t, review.QuotaExceeded(t, qe), log), false
 	}
 	// Without the give-back it would hold the caller's quota as a call in
 	// flight until the task's next attempt, or all day were it cancelled.
 	if _, serr := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); serr != nil {
 		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", serr.Error())
 	}
-	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
+	return h.giveBackUncalled(ctx, rec, t, "daily quota reservation failed", log, "error", err.Error()), false
 }
 
 // QuotaWait is a task's first wait, plus up to as much again of jitter,
@@ -247,15 +248,6 @@ func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledge
 		"calls in flight hold the caller's daily quota; waiting for them without consuming an attempt", log, "kept_ms", kept.Milliseconds())
 }
 
-// giveBackBudget settles the budget reservations of a call that will not be
-// made at nothing.
-func (h *Handler) giveBackBudget(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if rs.budget {
-		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, false, "giving back a budget reservation", log)
-		rs.budget = false
-	}
-}
-
 // settleBudgets settles r at used on the chain's and the task's budget
 // items (with ifReserved, only where it is still reserved). A failure is
 // logged as what failed and leaves the reservation counted: the safe side.
@@ -271,14 +263,6 @@ func (h *Handler) settleBudgets(ctx context.Context, t *ledger.Task, r spend.Res
 			log.WarnContext(ctx, what+" did not succeed; the reservation stays counted", "budget_key", key, "error", err.Error())
 		}
 	}
-}
-
-// reservationFailed gives the assignment and its attempt back after a
-// reservation write failed (no call made), and defers the message.
-func (h *Handler) reservationFailed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, err error, log *slog.Logger) result {
-	h.releaseUncalled(ctx, rec, t, what+" reservation failed", log, "error", err.Error())
-	h.setVisibility(ctx, rec, 0, log)
-	return deferred
 }
 
 // settleEarlierAttempts settles, in full (the provider may have billed
@@ -466,14 +450,14 @@ func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.
 // call-start mark was refused): nothing is charged.
 var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.ErrRequestNotSent)
 
-// parkUncalled parks t before its attempt called the provider (a budget,
-// quota, price or admission refusal), then settles what the run's earlier
-// attempts still hold (spend.Accountant.SettleAbandoned; see
-// settleEarlierAttempts): nothing runs the task again until an operator
-// acts. After the park, as the reconciler does: its success proves the
-// run is over. Best effort, logged.
-func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, po ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	res := h.park(ctx, t, po, r, log)
+// parkUncalled parks t's running assignment before its attempt called the
+// provider (a budget, quota, price or admission refusal), then settles
+// what the run's earlier attempts still hold (spend.Accountant.SettleAbandoned;
+// see settleEarlierAttempts): nothing runs the task again until an
+// operator acts. After the park, as the reconciler does: its success
+// proves the run is over. Best effort, logged.
+func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, r ledger.Review, log *slog.Logger) result {
+	res := h.park(ctx, events.SQSMessage{}, t, running(t), r, nil, log)
 	if res.outcome != OutcomeParked || h.Spend == nil || h.Spend.Budgets == nil || t.Attempts <= 1 {
 		return res
 	}
