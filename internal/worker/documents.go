@@ -37,11 +37,18 @@ func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t
 	}
 	done, fits := h.holdDocuments(t)
 	if !fits {
-		return nil, nil, h.documentsDoNotFit(ctx, rec, t, log), false
+		// The instance holds as many document bytes as its memory allows:
+		// another instance, or this one a little later, takes the task.
+		if !h.releaseUncalled(ctx, rec, t, "documents do not fit beside those this instance holds", log,
+			"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds()) {
+			return nil, nil, deferred, false
+		}
+		h.setVisibility(ctx, rec, DocumentMemoryRetry, log)
+		return nil, nil, notAdmitted, false
 	}
 	docs = make([]provider.Document, 0, len(t.Documents))
 	for i, d := range t.Documents {
-		b, err := h.Payloads.Get(ctx, payloadRef(d.Ref))
+		b, err := h.Payloads.Get(ctx, payload.Ref(d.Ref))
 		if err == nil {
 			docs = append(docs, provider.Document{Name: fmt.Sprintf("document-%d", i+1), Format: d.Format, ContentType: d.ContentType, SHA256: d.Ref.SHA256, Bytes: b})
 			continue

@@ -53,20 +53,17 @@ func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *l
 	var ce *ledger.ConflictError
 	var read *ledger.Task
 	switch {
-	case kn == nil:
-		return result{}, false
-	case errors.As(err, &fe):
+	case kn != nil && errors.As(err, &fe):
 		read = fe.Current
-	case errors.As(err, &ce):
+	case kn != nil && errors.As(err, &ce):
 		read = ce.Task
 	default:
 		return result{}, false
 	}
-	d := settle(read, t.AssignmentVersion, kn.kind)
-	if d == sendNothing {
-		return result{}, false
+	if d := settle(read, t.AssignmentVersion, kn.kind); d != sendNothing {
+		return h.send(ctx, rec, t, read, d, *kn, log), true
 	}
-	return h.send(ctx, rec, t, read, d, *kn, log), true
+	return result{}, false
 }
 
 // send writes d for t's assignment (read: the task as the refused write

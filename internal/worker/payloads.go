@@ -30,7 +30,7 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET); released")
 		return "", h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
 	}
-	b, err := h.Payloads.Get(ctx, payloadRef(*t.InputRef))
+	b, err := h.Payloads.Get(ctx, payload.Ref(*t.InputRef))
 	if err == nil {
 		log.DebugContext(ctx, "input read from the payload bucket", "input_bytes", len(b))
 		return string(b), result{}, true
@@ -100,7 +100,8 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		err = h.repeat(ctx, "putting the result in the payload bucket failed; repeating", err, put, mayPass, log)
 	}
 	if err == nil {
-		c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
+		ref := ledger.PayloadRef(*v.Ref) // the same fields: a conversion
+		c.ResultRef, c.Result = &ref, ""
 		return c, nil
 	}
 	cerr := ledger.CheckCompletion(t, c)
@@ -114,14 +115,6 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		return c, cerr
 	}
 	return c, err
-}
-
-func ledgerRef(r payload.Ref) *ledger.PayloadRef {
-	return &ledger.PayloadRef{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
-}
-
-func payloadRef(r ledger.PayloadRef) payload.Ref {
-	return payload.Ref{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
 }
 
 // completionBytes is the size of a completion's result, inline or placed.

@@ -86,7 +86,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return notAdmitted
 	}
 
-	input, r, ok := h.resolveInput(ctx, rec, t, log) // S3 claim-check (payload.go)
+	input, r, ok := h.resolveInput(ctx, rec, t, log) // S3 claim-check (payloads.go)
 	if !ok {
 		return r
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Bounds of repeat: at most saveRepeats more sends (by default about 5 s
+// Bounds of repeat: at most saveRepeats more sends (by default about 7 s
 // of waits in all on average, 9 s at most), never past saveReserve before
 // the invocation's deadline.
 const (

@@ -75,9 +75,6 @@ func callMaximumOf(input string, docs []contract.DocumentSize) (in, out int64) {
 
 // documentSizes is what the token bound needs of a task's documents.
 func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
-	if len(docs) == 0 {
-		return nil
-	}
 	out := make([]contract.DocumentSize, len(docs))
 	for i, d := range docs {
 		out[i] = contract.DocumentSize{Format: d.Format, Size: d.Ref.Size}
@@ -112,8 +109,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	maxUse, err := s.Prices.Usage(model, in, out)
 	priced := err == nil
 	if !priced {
-		usdQuota := quota && s.Quotas.Quota().Unit == spend.UnitUSD
-		if t.HasBudget() || usdQuota {
+		if t.HasBudget() || quota && s.Quotas.Quota().Unit == spend.UnitUSD {
 			msg := err.Error()
 			if !t.HasBudget() {
 				msg += "; the caller's daily quota counts USD, so the call cannot be charged to it"

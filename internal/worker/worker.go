@@ -194,13 +194,7 @@ func (h *Handler) margin() time.Duration { return orDefault(h.DeadlineMargin, De
 
 // callTimeout is the bound of one provider call (see Handler.CallTimeout).
 func (h *Handler) callTimeout() time.Duration {
-	if h.CallTimeout > 0 {
-		return h.CallTimeout
-	}
-	if d := provider.CallTimeout(h.Provider); d > 0 {
-		return d
-	}
-	return DefaultCallTimeout
+	return orDefault(h.CallTimeout, orDefault(provider.CallTimeout(h.Provider), DefaultCallTimeout))
 }
 
 // admitted reports whether a provider call started now could run its whole
