@@ -118,8 +118,8 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 		// After the call-start mark (a re-admission, freshTicket) the lease
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
-		if !h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log) {
-			return ack(OutcomeFenced)
+		if r := h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log); !r.retry {
+			return r
 		}
 	case err != nil:
 		// Give the assignment back anyway (no call was made): queued, and

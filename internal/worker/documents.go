@@ -11,7 +11,6 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
-	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // ErrorClassDocumentUnavailable is the error class of a task failed
@@ -32,8 +31,8 @@ func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t
 		return nil, func() {}, result{}, true
 	}
 	if h.Payloads == nil {
-		log.ErrorContext(ctx, "the task references documents but the worker has no payload bucket configured (PAYLOAD_BUCKET); released")
-		return nil, nil, h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+		log.ErrorContext(ctx, "the task references documents but the worker has no payload bucket configured (PAYLOAD_BUCKET)")
+		return nil, nil, h.giveBackUncalled(ctx, rec, t, h.backoff(t, 0), "no payload bucket", log), false
 	}
 	done, fits := h.holdDocuments(t)
 	if !fits {

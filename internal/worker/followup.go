@@ -15,12 +15,3 @@ import (
 func (h *Handler) withFailed(t *ledger.Task, o []ledger.WriteOption) []ledger.WriteOption {
 	return append(o, ledger.WithFollowUps(h.Notify.Failed(t)))
 }
-
-// withParked sets the requester's notification of a park (unless the
-// caller chose the park's follow-ups).
-func (h *Handler) withParked(t *ledger.Task, o ledger.ParkOptions) ledger.ParkOptions {
-	if o.FollowUps == nil {
-		o.FollowUps = h.Notify.Parked(t)
-	}
-	return o
-}

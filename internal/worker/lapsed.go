@@ -205,10 +205,10 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 }
 
 // uncalledRefusal settles, by uncalled, what (a write of the no-call path)
-// refused with fe, and logs it. true: the assignment and its attempt were
-// given back (or that failed, and the lease will expire), and the message
-// should come back; false: the record is acknowledged as fenced.
-func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) bool {
+// refused with fe, and logs it. The record is deferred when the
+// assignment and its attempt were given back (or that failed, and the
+// lease will expire), else acknowledged as fenced.
+func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) result {
 	d, err := h.uncalled(ctx, rec, t, fe.Current, log)
 	switch {
 	case d.givesBack() && err != nil:
@@ -216,7 +216,10 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 	case d == sendNothing:
 		log.WarnContext(ctx, what+" rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
 	}
-	return d.givesBack()
+	if d.givesBack() {
+		return deferred
+	}
+	return ack(OutcomeFenced)
 }
 
 // reviseLapsed replaces the open unknown_outcome review of the park (cur,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -27,8 +28,8 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		return t.Input, result{}, true
 	}
 	if h.Payloads == nil {
-		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET); released")
-		return "", h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET)")
+		return "", h.giveBackUncalled(ctx, rec, t, h.backoff(t, 0), "no payload bucket", log), false
 	}
 	b, err := h.Payloads.Get(ctx, payload.Ref(*t.InputRef))
 	if err == nil {
@@ -50,8 +51,7 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 	attrs = append(attrs, "error", err.Error())
 	c := retrypolicy.DefaultClassifier(err)
 	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
-		log.WarnContext(ctx, "payload bucket unavailable while reading "+what+"; released, provider not called", attrs...)
-		return h.giveBack(ctx, rec, t, c, log)
+		return h.giveBackUncalled(ctx, rec, t, h.backoff(t, c.RetryAfter), "payload bucket unavailable while reading "+what, log, attrs...)
 	}
 	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
@@ -63,15 +63,11 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 	return ack(OutcomeFailed)
 }
 
-// giveBack releases the claim (no provider call was made, so the attempt
-// is given back) and hides the message for a backoff.
-func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, log *slog.Logger) result {
-	if err := h.release(ctx, rec, t, log); err != nil {
-		log.WarnContext(ctx, "release failed; the lease will expire", "error", err.Error())
-	}
+// backoff is how long t waits after a failure before its next attempt:
+// the Policy's backoff, at least retryAfter.
+func (h *Handler) backoff(t *ledger.Task, retryAfter time.Duration) time.Duration {
 	now := h.Ledger.Now()
-	h.setVisibility(ctx, rec, h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter).Sub(now), log)
-	return deferred
+	return h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), retryAfter).Sub(now)
 }
 
 // placeResult turns a provider's output into the completion to save: a

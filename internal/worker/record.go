@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -81,7 +82,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !h.admitted(work) {
 		// The claim itself ate the time: give the attempt back rather than
 		// let the lease expire.
-		h.giveBackUncalled(ctx, rec, t, "too little time left after the claim", log,
+		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log,
 			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
 		return notAdmitted
 	}
@@ -124,13 +125,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
 		noCall()
 		if fe != nil {
-			// A cancel of this assignment ends the task; anything else is
-			// not ours.
-			h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
-			return ack(OutcomeFenced)
+			// Never unknown or parked at this assignment (leaseForCall):
+			// nothing to give back. A cancel of it ends the task; anything
+			// else is not ours.
+			return h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
 		}
 		// From unknown too, when the reconciler expired the lease meanwhile.
-		return h.giveBackUncalled(ctx, rec, t, "the lease ran short before the call", log)
+		return h.giveBackUncalled(ctx, rec, t, 0, "the lease ran short before the call", log)
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
 	defer closeStream(a.stream) // no done frame unless complete saved the result
@@ -260,16 +261,12 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	return a
 }
 
-// errCallTimeout is the cause of a call context that ran out of its call
-// timeout.
+// errCallTimeout is the cause of a call context ended by its call timeout.
 var errCallTimeout = errors.New("worker: provider call timeout")
 
 // complete saves the result, fenced on the assignment version.
 func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, st StreamAttempt, log *slog.Logger) result {
-	name := res.Provider
-	if name == "" {
-		name = h.step(t).Name()
-	}
+	name := cmp.Or(res.Provider, h.step(t).Name())
 	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef, ApprovalTTL: t.ApprovalTTL()}
 	// A large result goes to the payload bucket first (placeResult), then
 	// an item over DynamoDB's limit cannot be saved: decide now, without
@@ -347,7 +344,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if notSent(perr) {
 			// Provably never left the process: give the attempt back
 			// (settle charged it nothing).
-			return h.giveBackUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
+			return h.giveBackUncalled(ctx, rec, t, 0, "the call was cut by "+cutBy+" before it was sent", log)
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
@@ -433,11 +430,10 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	return retryRec(OutcomeRetried)
 }
 
-// uncertain settles an attempt whose outcome is unknown. With a provider
-// that deduplicates by operation id, re-sending is safe and the next attempt
-// returns the recorded result; a retry-safe generation's repeat costs only
-// money: schedule a retry. Otherwise (or with no budget
-// left) the task goes to unknown for the reconciler's readback.
+// uncertain settles an attempt whose outcome is unknown: a retry when a
+// repeat is safe (the step deduplicates by operation id and returns the
+// recorded result, or a retry-safe generation's repeat costs only money)
+// and the budgets allow; else unknown, for the reconciler's readback.
 func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
 	if h.repeatable(t) {
 		now := h.Ledger.Now()
@@ -449,10 +445,11 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 			return h.scheduleRetry(ctx, rec, t, c, msg+why, notBefore, now, false, log)
 		}
 	}
-	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+	// Refused, it is the reconciler's: settle sends nothing for a call
+	// that may have acted.
+	if r, done := h.saveAfterError(ctx, rec, t, "unknown", false, known{kind: knowMayHaveActed}, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
-	}, log)
-	if r, done := h.settled(ctx, err, "unknown", log); done {
+	}, log); done {
 		return r
 	}
 	log.WarnContext(ctx, "outcome unknown; left for the reconciler's readback")
@@ -498,8 +495,9 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 // knows of its own assignment settles a park refused because the
 // reconciler or a cancel got there first.
 func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, kn *known, log *slog.Logger) result {
+	o.FollowUps = h.Notify.Parked(t) // the requester's notification (followup.go)
 	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
-		return h.Ledger.Park(ctx, t, h.withParked(t, o), r)
+		return h.Ledger.Park(ctx, t, o, r)
 	}, log)
 	if res, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
 		return res
@@ -525,10 +523,10 @@ func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 }
 
 // giveBackUncalled releases t (releaseUncalled) and makes the message
-// visible again at once.
-func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) result {
+// visible again after d (0: at once).
+func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, d time.Duration, why string, log *slog.Logger, attrs ...any) result {
 	h.releaseUncalled(ctx, rec, t, why, log, attrs...)
-	h.setVisibility(ctx, rec, 0, log)
+	h.setVisibility(ctx, rec, d, log)
 	return deferred
 }
 

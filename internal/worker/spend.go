@@ -82,13 +82,12 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	return out
 }
 
-// reserve reserves the call's maximum before the call (doc.go, step 3):
-// on the chain's budget item, which enforces the budget with one
-// conditional UpdateItem, and the task's own, when the task has a budget;
-// on the caller's day item when a quota is configured. ok=false means the
-// provider must not be called and r is the record's result. A price that
-// is not configured parks the task provider_config (a token quota alone
-// reserves an unpriced call by its tokens).
+// reserve reserves the call's maximum before the call (doc.go, "Spend"):
+// the chain's budget item enforces the budget with one conditional
+// UpdateItem. ok=false means the provider must not be called and r is the
+// record's result. A price that is not configured parks the task
+// provider_config (a token quota alone reserves an unpriced call by its
+// tokens).
 func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
 	quota := s != nil && s.Quotas != nil && t.Kind != deliver.Kind
@@ -164,7 +163,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		// reservation, and a failed write that may have landed all the same
 		// (a lost reply, then a refused repeat).
 		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
-		return h.giveBackUncalled(ctx, rec, t, "budget reservation failed", log, "error", err.Error()), false
+		return h.giveBackUncalled(ctx, rec, t, 0, "budget reservation failed", log, "error", err.Error()), false
 	}
 	rs.budget = true
 	return result{}, true
@@ -203,7 +202,7 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 	if _, serr := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); serr != nil {
 		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", serr.Error())
 	}
-	return h.giveBackUncalled(ctx, rec, t, "daily quota reservation failed", log, "error", err.Error()), false
+	return h.giveBackUncalled(ctx, rec, t, 0, "daily quota reservation failed", log, "error", err.Error()), false
 }
 
 // QuotaWait is a task's first wait, plus up to as much again of jitter,
@@ -296,14 +295,15 @@ func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs 
 
 // settle replaces the reservation by what the call used (usedBy), on the
 // budget items and on the caller's daily quota, each where it was
-// reserved; a task that reserved nothing is accounted. Settle is
-// idempotent per reservation id; one that fails leaves the reservation
+// reserved; a task that reserved nothing is accounted (account). Settle
+// is idempotent per reservation id; one that fails leaves the reservation
 // counted (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
-		h.account(ctx, t, input, a, log)
-		return
+		if rs = h.account(t, input, a); rs == nil {
+			return
+		}
 	}
 	used := h.usedBy(rs, a, log)
 	if rs.budget {
@@ -314,8 +314,8 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 			log.WarnContext(ctx, "daily quota settle failed; the reservation stays counted in the caller's quota", "error", err.Error())
 		}
 	}
-	// Charged to the quota alone, a call is recorded like account does:
-	// only when it used something. A budgeted call is always priced.
+	// Charged to the quota alone, or to nothing, a call is recorded only
+	// when it used something. A budgeted call is always priced.
 	if rs.budget || used != (spend.Usage{}) {
 		h.recordUsage(ctx, t, used, rs.priced, log)
 	}
@@ -327,27 +327,25 @@ func (h *Handler) recordUsage(ctx context.Context, t *ledger.Task, used spend.Us
 	h.usageMetric(t, used, priced)
 }
 
-// account records the tokens and cost of a call that reserved nothing, so
-// spend is visible for every task, charged as usedBy says; without a price
-// for the model, only the reported tokens. Deliveries call destinations,
-// not models: nothing to account.
-func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
+// account is what a call that reserved nothing is settled against (on no
+// item), so spend is visible for every task: its priced maximum; nil
+// without a price (only the reported tokens are counted) or for a delivery
+// (a destination, not a model).
+func (h *Handler) account(t *ledger.Task, input string, a attempt) *reservation {
 	if t.Kind == deliver.Kind || notSent(a.err) {
-		return
+		return nil
 	}
 	if h.Spend != nil {
 		model := h.model()
 		in, out := callMaximum(t, input)
 		if maxUse, err := h.Spend.Prices.Usage(model, in, out); err == nil {
-			if used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log); used.Tokens() != 0 || used.Cost != 0 {
-				h.recordUsage(ctx, t, used, true, log)
-			}
-			return
+			return &reservation{max: maxUse, model: model, priced: true}
 		}
 	}
 	if a.err == nil && a.res.Usage != nil {
 		h.usageMetric(t, reported(a), false)
 	}
+	return nil
 }
 
 // reported is the usage a successful call reported, a negative count read
