@@ -138,10 +138,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// performed (and billed)" is false.
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
 			"the task failed: its input was rejected")
-		err := h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		if r, done := h.saveAfterError(ctx, rec, t, "fail lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
-		}, log)
-		if r, done := h.settled(ctx, err, "fail lapsed", log); done {
+		}, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed after the park: the input was rejected and the unknown_outcome review resolved")
@@ -150,10 +149,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		now := h.Ledger.Now()
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), now, t.LeaseOwner,
 			"a retry is scheduled for "+kn.notBefore.UTC().Format(time.RFC3339))
-		err := h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		if r, done := h.saveAfterError(ctx, rec, t, "retry lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
-		}, log)
-		if r, done := h.settled(ctx, err, "retry lapsed", log); done {
+		}, log); done {
 			return r
 		}
 		delay := kn.notBefore.Sub(now)

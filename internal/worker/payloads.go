@@ -53,10 +53,7 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
 		return h.giveBackUncalled(ctx, rec, t, h.backoff(t, c.RetryAfter), "payload bucket unavailable while reading "+what, log, attrs...)
 	}
-	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) (*ledger.Task, error) {
-		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
-	}, log)
-	if r, done := h.settled(ctx, ferr, "fail", log); done {
+	if r, done := h.fail(ctx, rec, t, class, clip(msg, MaxErrorMessage), false, nil, log); done {
 		return r
 	}
 	log.ErrorContext(ctx, "failed: "+what+" in the payload bucket is unusable; provider not called", attrs...)

@@ -367,10 +367,8 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	case retrypolicy.PermanentInput:
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
-		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
-		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
-			return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
-		}, log); done {
+		kn := &known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
+		if r, done := h.fail(ctx, rec, t, c.Class.String(), msg, refused, kn, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed: the input was rejected")
@@ -419,7 +417,7 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	// per delivery) and drop not_before (Retry-After ignored by any other
 	// copy of the message); the message comes back and the lease decides.
 	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
-	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, &kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 	}, log); done {
 		return r
@@ -447,7 +445,7 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 	}
 	// Refused, it is the reconciler's: settle sends nothing for a call
 	// that may have acted.
-	if r, done := h.saveAfterError(ctx, rec, t, "unknown", false, known{kind: knowMayHaveActed}, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+	if r, done := h.saveAfterError(ctx, rec, t, "unknown", false, &known{kind: knowMayHaveActed}, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 	}, log); done {
 		return r
@@ -460,24 +458,20 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 // accepted from unknown at this version too when the provider refused in
 // so many words (ledger.AfterRefusal) — repeated like every settling
 // write. A write refused because the reconciler or a cancel got there
-// first is settled by kn (settle). done=false: saved.
-func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) (result, bool) {
+// first is settled by kn (settle; nil: by nothing), else acknowledged as
+// fenced; one that kept failing defers the message. done=false: saved.
+func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn *known, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) (result, bool) {
 	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		if refused {
 			o = append(o, ledger.AfterRefusal())
 		}
 		return write(o...)
 	}, log)
-	if r, ok := h.settleRefused(ctx, rec, t, err, &kn, log); ok {
-		return r, true
-	}
-	return h.settled(ctx, err, op, log)
-}
-
-// settled interprets the error of a fenced write that ends an attempt.
-func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.Logger) (result, bool) {
 	if err == nil {
 		return result{}, false
+	}
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r, true
 	}
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
@@ -488,6 +482,17 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 	return deferred, true
 }
 
+// fail fails t's assignment with class and msg (saveAfterError), and
+// creates the requester's notification with it: package followup words
+// the follow-ups of a settling write from the task the worker holds, and
+// the ledger writes them in the same transaction (ledger.WithFollowUps;
+// with Notify nil there are none, and the write is one UpdateItem).
+func (h *Handler) fail(ctx context.Context, rec events.SQSMessage, t *ledger.Task, class, msg string, refused bool, kn *known, log *slog.Logger) (result, bool) {
+	return h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, msg, append(o, ledger.WithFollowUps(h.Notify.Failed(t)))...)
+	}, log)
+}
+
 // park moves the task to needs_review (from where o says) with its review
 // item, repeated like every settling write (save): the worker may be the
 // only one that knows what the park records. A repeat after a first send
@@ -495,7 +500,7 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 // knows of its own assignment settles a park refused because the
 // reconciler or a cancel got there first.
 func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, kn *known, log *slog.Logger) result {
-	o.FollowUps = h.Notify.Parked(t) // the requester's notification (followup.go)
+	o.FollowUps = h.Notify.Parked(t) // the requester's notification, as with fail
 	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Park(ctx, t, o, r)
 	}, log)

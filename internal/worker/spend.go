@@ -452,11 +452,10 @@ var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.
 // proves the run is over. Best effort, logged.
 func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, r ledger.Review, log *slog.Logger) result {
 	res := h.park(ctx, events.SQSMessage{}, t, running(t), r, nil, log)
-	if res.outcome != OutcomeParked || h.Spend == nil || h.Spend.Budgets == nil || t.Attempts <= 1 {
-		return res
-	}
-	if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
-		log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
+	if res.outcome == OutcomeParked && h.Spend != nil && h.Spend.Budgets != nil && t.Attempts > 1 {
+		if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
+			log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
+		}
 	}
 	return res
 }
