@@ -68,10 +68,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		TakeoverKind:  provider.KindGenerate,
 	})
 	if err != nil {
-		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
-			return r
-		}
-		return h.notClaimed(ctx, rec, id, err, log)
+		return h.notClaimed(ctx, rec, id, owner, err, log)
 	}
 	log = log.With("version", t.AssignmentVersion, "attempt", t.Attempts)
 	log.DebugContext(ctx, "claimed", "max_attempts", t.MaxAttempts, "input_bytes", len(t.Input))
@@ -579,12 +576,11 @@ func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t 
 // unconfirmedClaim gives back, conditioned on this record's owner, a
 // claim that may have been applied although the worker could not confirm
 // it (doc.go, "Failed settling writes"): the redelivery would take it for
-// a live lease. done=false when err is not such an error.
-func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
-	var nc *ledger.NotClaimableError
+// a live lease. false when err (no refusal) is not such an error.
+func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) bool {
 	var th *ledger.ThrottledError
-	if errors.As(err, &nc) || errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
-		return result{}, false // refused, or certainly not applied
+	if errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
+		return false // certainly not applied
 	}
 	// Repeated like a settling write: a release that is lost leaves the
 	// task leased with no call behind it.
@@ -603,26 +599,25 @@ func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, i
 	default:
 		log.ErrorContext(ctx, "claim failed and was not applied; the message will come back", "error", err.Error())
 	}
-	return deferred, true
+	return true
 }
 
-// notClaimed decides what a refused claim means for the message.
-func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id string, err error, log *slog.Logger) result {
+// notClaimed decides what a failed or refused claim means for the message.
+func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) result {
 	var nc *ledger.NotClaimableError
 	if !errors.As(err, &nc) {
-		log.ErrorContext(ctx, "claim failed; the message will come back", "error", err.Error())
+		if !h.unconfirmedClaim(ctx, rec, id, owner, err, log) {
+			log.ErrorContext(ctx, "claim failed; the message will come back", "error", err.Error())
+		}
 		return deferred
 	}
+	// nc.Task, the task as the claim found it, is nil only when not found.
 	log = log.With("reason", nc.Reason)
-	if nc.Task == nil && (nc.Reason == ledger.ReasonNotDue || nc.Reason == ledger.ReasonBudgetExhausted) {
-		log.ErrorContext(ctx, "claim refused without the task; the message will come back")
-		return deferred
-	}
 	switch nc.Reason {
 	case ledger.ReasonTerminal, ledger.ReasonParked, ledger.ReasonUnknown, ledger.ReasonLeased, ledger.ReasonExpiredLease:
 		// Done, or someone else (a live worker, the reconciler) is
 		// responsible: a duplicate delivery costs no provider call.
-		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", stateOf(nc.Task))
+		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", string(nc.Task.State))
 		return ack(OutcomeAckedDuplicate)
 	case ledger.ReasonNotFound:
 		log.WarnContext(ctx, "message names a task that does not exist; acknowledged")
@@ -640,7 +635,7 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			// may have acted and may offer a readback. The reconciler
 			// decides (unknown → readback, or park with what it knows);
 			// parking budget_exhausted here would skip the readback.
-			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
+			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", string(t.State))
 			return ack(OutcomeAckedDuplicate)
 		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
@@ -649,13 +644,6 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 		log.InfoContext(ctx, "claim contended; the message will come back")
 		return deferred
 	}
-}
-
-func stateOf(t *ledger.Task) string {
-	if t == nil {
-		return ""
-	}
-	return string(t.State)
 }
 
 // poison records a message that is not a task reference and acknowledges it.
