@@ -536,12 +536,7 @@ func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t
 // (kn: a result that cannot be saved, or a refusal that parks), rather
 // than leave it to an unknown_outcome park.
 func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
-	return h.park(ctx, rec, t, running(t), kn.review, &kn, log)
-}
-
-// running is the park of t's running assignment.
-func running(t *ledger.Task) ledger.ParkOptions {
-	return ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
+	return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, &kn, log)
 }
 
 // release gives back an assignment under which no provider call was made

@@ -170,12 +170,10 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 }
 
 // reserveQuota is reserve's part on the caller's daily quota (rs.quota
-// once it holds). A refusal or a failed write gives the budget
-// reservations back first: no call is made. The task waits when only
-// calls in flight hold the room (waitQuota), and is parked
-// budget_exhausted when the settled usage leaves none (review.QuotaExceeded
-// says until when); a failed write may have landed all the same (a lost
-// reply, then a refused repeat), so it is given back, then the task.
+// once it holds; doc.go, "Spend"). A refusal or a failed write gives the
+// budget reservations back first: no call is made. A failed write may have
+// landed all the same (a lost reply, then a refused repeat), so it is
+// given back, then the task.
 func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
@@ -451,7 +449,7 @@ var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.
 // operator acts. After the park, as the reconciler does: its success
 // proves the run is over. Best effort, logged.
 func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, r ledger.Review, log *slog.Logger) result {
-	res := h.park(ctx, events.SQSMessage{}, t, running(t), r, nil, log)
+	res := h.park(ctx, events.SQSMessage{}, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, nil, log)
 	if res.outcome == OutcomeParked && h.Spend != nil && h.Spend.Budgets != nil && t.Attempts > 1 {
 		if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
 			log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
