@@ -63,8 +63,7 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 			log, "model", a.Model), false
 	case errors.As(err, &um), errors.As(err, &tl):
 		log.ErrorContext(ctx, "admission can never admit this call; parking", "model", a.Model, "estimated_tokens", est, "error", err.Error())
-		return nil, h.parkUncalled(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion},
-			review.AdmissionRefused(t, a.Model, err.Error()), log), false
+		return nil, h.parkUncalled(ctx, t, review.AdmissionRefused(t, a.Model, err.Error()), log), false
 	}
 	h.releaseUncalled(ctx, rec, t, "admission failed", log, "error", err.Error())
 	return nil, deferred, false
@@ -110,9 +109,8 @@ func (h *Handler) releaseTicket(ctx context.Context, tk *admission.Ticket, log *
 // ("admission", "daily quota"). A wait that could not be written still
 // gives the task back; nothing is logged when the task is someone else's.
 func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, what, msg string, log *slog.Logger, attrs ...any) result {
-	err := h.save(ctx, rec, t, "wait_admission", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.WaitAdmission(ctx, t.TaskID, t.AssignmentVersion, retryAt, o...)
-		return err
+	err := h.save(ctx, rec, t, "wait_admission", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.WaitAdmission(ctx, t.TaskID, t.AssignmentVersion, retryAt, o...)
 	}, log)
 	var fe *ledger.FencedError
 	switch {
@@ -120,8 +118,8 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 		// After the call-start mark (a re-admission, freshTicket) the lease
 		// may have expired to unknown at this assignment: no call was made,
 		// the task is given back (uncalled) and the message waits.
-		if !h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log) {
-			return ack(OutcomeFenced)
+		if r := h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log); !r.retry {
+			return r
 		}
 	case err != nil:
 		// Give the assignment back anyway (no call was made): queued, and

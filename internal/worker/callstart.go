@@ -11,11 +11,10 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// needsCallMark reports whether the provider call must be preceded by the
-// call-start mark (doc.go, step 3): the step does not deduplicate by
-// operation id. A retry-safe generation is marked too, for a reconciler
-// that still treats generation as an effect while a deployment changes
-// the class: it reads a missing mark as "no call was started".
+// needsCallMark reports whether the call must be preceded by the
+// call-start mark (doc.go, "The call-start mark"): the step does not
+// deduplicate by operation id. A retry-safe generation is marked too
+// (doc.go, "Uncertain outcomes and effect classes").
 func (h *Handler) needsCallMark(t *ledger.Task) bool {
 	return !provider.HonoursIdempotency(h.step(t))
 }
@@ -28,12 +27,12 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 	if !h.needsCallMark(t) {
 		return 0, result{}, true
 	}
-	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) error {
+	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		m, err := h.Ledger.MarkCallStarted(ctx, t.TaskID, t.AssignmentVersion, h.lease(), append(o, ledger.WithAgeDeadline(t.DeadlineMs))...)
 		if err == nil {
 			leaseUntil, t.CallStartedMs = m.LeaseUntil, m.CallStartedMs // the attempt history's call start
 		}
-		return err
+		return m, err
 	}, log)
 	if err == nil {
 		return leaseUntil, result{}, true
@@ -43,29 +42,23 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 		// The mark's repeat may find its own first send applied and the
 		// lease expired since (unknown, or parked, at this assignment):
 		// no call was made, the task is given back.
-		if h.uncalledRefusal(ctx, rec, t, "call-start mark", fe, log) {
+		r := h.uncalledRefusal(ctx, rec, t, "call-start mark", fe, log)
+		if r.retry {
 			h.setVisibility(ctx, rec, 0, log)
-			return 0, deferred, false
 		}
-		return 0, ack(OutcomeFenced), false
+		return 0, r, false
 	}
-	h.releaseUncalled(ctx, rec, t, "call-start mark failed", log, "error", err.Error())
-	h.setVisibility(ctx, rec, 0, log)
-	return 0, deferred, false
+	return 0, h.giveBackUncalled(ctx, rec, t, 0, "call-start mark failed", log, "error", err.Error()), false
 }
 
 // errLeaseShort: the renewal before a marked call left less than a
 // heartbeat of lease by the time it was answered.
 var errLeaseShort = errors.New("worker: the lease renewed before the call ends within a heartbeat")
 
-// leaseForCall makes sure a marked call starts inside its lease: the
-// reconciler trusts a readback's "not found" for a marked call once the
-// lease end plus the call timeout has passed, so a call started after the
-// lease end could still run when a second worker is sent the task. When
-// under a heartbeat of the mark's lease (leaseUntil; 0: no mark) is left,
-// the lease is renewed first. A refused or failed renewal, or one that
-// leaves under a heartbeat by the time it is answered, means no call: err
-// is set, and fe when the refusal shows the task neither unknown nor
+// leaseForCall makes sure a marked call starts inside its lease (doc.go,
+// "The call-start mark"): with under a heartbeat of the mark's lease
+// (leaseUntil; 0: no mark) left, the lease is renewed first. err means no
+// call; fe is set when the refusal shows the task neither unknown nor
 // parked at this assignment (stillOurs).
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()

@@ -26,18 +26,16 @@
 //     call admitted (Provider admission), its spend reserved (Spend) and,
 //     where needed, its start marked (The call-start mark). A heartbeat,
 //     every Lease/3, renews the lease (fenced on the assignment version;
-//     by_state's due_at moves by whole leases, so two renewals in three
-//     leave the index key alone: ledger.Renew) and extends the message's
-//     visibility to 2×Lease. A fenced renewal means another worker owns
-//     the task (or it is settled): the call's context is cancelled at once
-//     (cause [ErrFenced]) and nothing is saved — except when the refusal
-//     shows the task unknown, or parked unknown_outcome, at this worker's
-//     own version (the reconciler expired a lease whose renewals did not
-//     get through): renewals stop, the call goes on, and its result can
-//     still settle the task. A cancel of the running task (POST
-//     /tasks/{id}/cancel, ledger.CancelRunning) bumps the assignment
-//     version, so it is met like a takeover; what the worker already knows
-//     may still settle it (see Settling after the lease is lost);
+//     ledger.Renew) and extends the message's visibility to 2×Lease. A
+//     fenced renewal means another worker owns the task (or it is
+//     settled): the call's context is cancelled at once (cause
+//     [ErrFenced]) and nothing is saved — unless the task is unknown, or
+//     parked unknown_outcome, at this worker's own version (the reconciler
+//     expired a lease whose renewals did not get through): renewals stop,
+//     the call goes on, and its result can still settle the task. A cancel
+//     of the running task (POST /tasks/{id}/cancel, ledger.CancelRunning)
+//     bumps the assignment version, so it is met like a takeover (see
+//     Settling after the lease is lost);
 //  4. completes the task conditioned on the assignment version (state
 //     running, or unknown at the same version when the reconciler expired a
 //     slow worker's lease). A rejected completion is never retried: the
@@ -60,48 +58,43 @@
 //
 // # The call-start mark
 //
-// When the provider does not honour idempotency keys, the call start is
-// recorded before the call (ledger.MarkCallStarted: one fenced UpdateItem
-// conditioned on at least half a lease left, which then changes nothing
-// the by_state index holds, or, with less left, a second one that also
-// renews the lease; repeated like a settling write). Without it the
-// reconciler could not tell a worker that died after its claim from one
-// that died mid-call, or one whose call still runs while its renewals
-// fail. A fenced mark is acknowledged; one that keeps failing releases the
-// task and its attempt; either way nothing is called. The reconciler
-// trusts a readback's "not found" for a marked call once the lease end
-// plus the call timeout has passed, so a marked call starts only inside
-// its lease (leaseForCall): when what ran since the mark (a re-admission)
-// left under a heartbeat of it, the lease is renewed first, and a refused
-// renewal, or one answered too late, means no call. A task given back
-// without a call after the mark is given back from where the reconciler
-// put it (see Settling after the lease is lost).
+// When the step does not honour idempotency keys, the call start is
+// recorded before the call (ledger.MarkCallStarted, repeated like a
+// settling write). Without it the reconciler could not tell a worker that
+// died after its claim from one that died mid-call, or one whose call
+// still runs while its renewals fail. A fenced mark is acknowledged; one
+// that keeps failing releases the task and its attempt; either way nothing
+// is called. The reconciler trusts a readback's "not found" for a marked
+// call once the lease end plus the call timeout has passed, so a marked
+// call starts only inside its lease (leaseForCall): with under a heartbeat
+// of it left, the lease is renewed first, and a refused renewal, or one
+// answered too late, means no call. A task given back without a call after
+// the mark is given back from where the reconciler put it (see Settling
+// after the lease is lost).
 //
 // # Spend
 //
 // A task with a spend budget (spend.go) reserves the call's maximum
-// (contract.CallMaximumWith: prompt bytes, each document's bound, output;
-// the input as read for the call, also when offloaded) on its regenerate
-// chain's budget item and its own before the call — a budget that cannot
-// cover it parks the task budget_exhausted with no call made. With a daily
-// quota configured, every generate call (budgeted or not) reserves the same
-// maximum on its caller's day item. Both are settled after the call with
-// the provider's reported usage; a call sent and failed with anything but
-// a definite refusal (a 5xx included) is charged the full reservation, a
-// call never sent, whatever ended it, nothing. A quota without room makes
-// no call: when only the reservations of calls in flight keep it out (the
-// day's settled usage leaves room), the task waits for them like an
-// admission wait (retry_wait, attempt given back, QuotaWait plus jitter at
-// first, longer as the task ages, up to a minute; bounded by its age
-// budget); when the settled usage leaves no room, or the call is larger
-// than the whole quota, it is parked budget_exhausted (error class
-// quota_exceeded; the review says the next UTC day, or never). A caller's
-// burst overruns the quota by at most what its calls in flight use beyond
-// their reservations. A crashed attempt's reservation is settled in full
-// by the task's next attempt, or — when there is none — by the
-// reconciler's park or cancel, or an operator's action on the parked task;
-// one whose write failed is given back. A provider reporting more tokens
-// than the call's bound is logged and counted (MetricBoundExceeded).
+// (callMaximum: prompt bytes, each document's bound, output; the input as
+// read for the call) on its regenerate chain's budget item and its own
+// before the call — a budget that cannot cover it parks the task
+// budget_exhausted with no call made. With a daily quota configured, every
+// generate call (budgeted or not) reserves the same maximum on its
+// caller's day item. Both are settled after the call with the provider's
+// reported usage; a call sent and failed with anything but a definite
+// refusal (a 5xx included) is charged the full reservation, a call never
+// sent nothing. A quota without room makes no call: when only the
+// reservations of calls in flight keep it out, the task waits for them
+// like an admission wait (quotaWaitFor; bounded by its age budget); when
+// the settled usage leaves no room, or the call is larger than the whole
+// quota, it is parked budget_exhausted (error class quota_exceeded; the
+// review says the next UTC day, or never). A caller's burst overruns the
+// quota by at most what its calls in flight use beyond their
+// reservations. A crashed attempt's reservation is settled in full by the
+// task's next attempt, or — when there is none — by the reconciler's park
+// or cancel, or an operator's action on the parked task; one whose write
+// failed is given back. A provider reporting more tokens than the call's
+// bound is logged and counted (MetricBoundExceeded).
 //
 // # Uncertain outcomes and effect classes
 //
@@ -161,8 +154,6 @@
 // first is followed by ReleaseLapsed; a CompleteLapsed that cannot save the
 // result revises the review to result_too_large or result_not_saved
 // (ledger.ReviseLapsed, or the review item alone when that keeps failing).
-// A renewal refused with the task unknown or parked at v lets the call go
-// on (stillOurs); any other refusal cancels it.
 //
 // # Payloads in S3 (Handler.Payloads)
 //

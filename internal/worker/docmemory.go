@@ -1,13 +1,9 @@
 package worker
 
 import (
-	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -56,17 +52,4 @@ func (h *Handler) holdDocuments(t *ledger.Task) (release func(), ok bool) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { atomic.AddInt64(&h.docUsed, -n) }) }, true
-}
-
-// documentsDoNotFit gives the claim and its attempt back (no call was
-// made) and delays the message by DocumentMemoryRetry: the instance holds
-// as many document bytes as its memory allows, and another instance, or
-// this one a little later, takes the task.
-func (h *Handler) documentsDoNotFit(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
-	if !h.releaseUncalled(ctx, rec, t, "documents do not fit beside those this instance holds", log,
-		"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds()) {
-		return deferred
-	}
-	h.setVisibility(ctx, rec, DocumentMemoryRetry, log)
-	return notAdmitted
 }

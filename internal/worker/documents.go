@@ -11,7 +11,6 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/pkg/ledger"
-	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // ErrorClassDocumentUnavailable is the error class of a task failed
@@ -32,16 +31,23 @@ func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t
 		return nil, func() {}, result{}, true
 	}
 	if h.Payloads == nil {
-		log.ErrorContext(ctx, "the task references documents but the worker has no payload bucket configured (PAYLOAD_BUCKET); released")
-		return nil, nil, h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+		log.ErrorContext(ctx, "the task references documents but the worker has no payload bucket configured (PAYLOAD_BUCKET)")
+		return nil, nil, h.giveBackUncalled(ctx, rec, t, h.backoff(t, 0), "no payload bucket", log), false
 	}
 	done, fits := h.holdDocuments(t)
 	if !fits {
-		return nil, nil, h.documentsDoNotFit(ctx, rec, t, log), false
+		// The instance holds as many document bytes as its memory allows:
+		// another instance, or this one a little later, takes the task.
+		if !h.releaseUncalled(ctx, rec, t, "documents do not fit beside those this instance holds", log,
+			"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds()) {
+			return nil, nil, deferred, false
+		}
+		h.setVisibility(ctx, rec, DocumentMemoryRetry, log)
+		return nil, nil, notAdmitted, false
 	}
 	docs = make([]provider.Document, 0, len(t.Documents))
 	for i, d := range t.Documents {
-		b, err := h.Payloads.Get(ctx, payloadRef(d.Ref))
+		b, err := h.Payloads.Get(ctx, payload.Ref(d.Ref))
 		if err == nil {
 			docs = append(docs, provider.Document{Name: fmt.Sprintf("document-%d", i+1), Format: d.Format, ContentType: d.ContentType, SHA256: d.Ref.SHA256, Bytes: b})
 			continue

@@ -13,9 +13,6 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// minBeat keeps a tiny Lease from spinning the heartbeat.
-const minBeat = 10 * time.Millisecond
-
 // heartbeat keeps one assignment alive while the provider works.
 type heartbeat struct {
 	cancel context.CancelFunc
@@ -36,7 +33,7 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 	lease := h.lease()
 	go func() {
 		defer close(hb.done)
-		tick := time.NewTicker(max(lease/3, minBeat))
+		tick := time.NewTicker(max(lease/3, 10*time.Millisecond)) // a tiny Lease must not spin it
 		defer tick.Stop()
 		for {
 			select {

@@ -46,24 +46,24 @@ func (k known) why() string {
 // settleRefused sends what settle decides when a write settling t's
 // assignment was refused: err, a *ledger.FencedError or *ledger.ConflictError,
 // carries the task as the refusal found it. ok=false when settle sends
-// nothing or err is no refusal: the caller reports its own outcome.
-func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn known, log *slog.Logger) (result, bool) {
+// nothing, err is no refusal or kn is nil: the caller reports its own
+// outcome.
+func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn *known, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
 	var ce *ledger.ConflictError
 	var read *ledger.Task
 	switch {
-	case errors.As(err, &fe):
+	case kn != nil && errors.As(err, &fe):
 		read = fe.Current
-	case errors.As(err, &ce):
+	case kn != nil && errors.As(err, &ce):
 		read = ce.Task
 	default:
 		return result{}, false
 	}
-	d := settle(read, t.AssignmentVersion, kn.kind)
-	if d == sendNothing {
-		return result{}, false
+	if d := settle(read, t.AssignmentVersion, kn.kind); d != sendNothing {
+		return h.send(ctx, rec, t, read, d, *kn, log), true
 	}
-	return h.send(ctx, rec, t, read, d, kn, log), true
+	return result{}, false
 }
 
 // send writes d for t's assignment (read: the task as the refused write
@@ -75,7 +75,7 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	switch d {
 	case sendParkUnknown:
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
-		return h.park(ctx, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, log)
+		return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, nil, log)
 	case sendReviseLapsed:
 		return h.reviseLapsed(ctx, rec, t, read, kn.review, log)
 	case sendCompleteCancelled, sendCompleteCancelPark:
@@ -83,13 +83,13 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// (cancel_too_late), from the cancel or from its park.
 		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
 		res.Note = "a cancel while running landed after the provider replied; " + res.Note
-		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (err error) {
+		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
 			if d == sendCompleteCancelled {
 				_, err = h.Ledger.CompleteCancelled(ctx, t.TaskID, read.AssignmentVersion, c, o...)
 			} else {
 				_, err = h.Ledger.CompleteLapsed(ctx, t.TaskID, read.AssignmentVersion, c, res, o...)
 			}
-			return err
+			return nil, err
 		}, log)
 		if err != nil {
 			log.WarnContext(ctx, "saving the result after a cancel failed; result discarded, the reconciler's rule decides", "error", err.Error(), "result_bytes", x.ResultBytes)
@@ -101,13 +101,13 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	case sendCancelUnknown, sendCancelLapsed:
 		why := kn.why()
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: "resolved by the worker: " + why}
-		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (err error) {
+		err := h.save(ctx, rec, t, "cancel by what the worker knew", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
 			if d == sendCancelUnknown {
 				_, err = h.Ledger.CancelUnknown(ctx, t.TaskID, read.AssignmentVersion, why)
 			} else {
 				_, err = h.Ledger.CancelLapsed(ctx, t.TaskID, read.AssignmentVersion, why, res, o...)
 			}
-			return err
+			return nil, err
 		}, log)
 		if err != nil {
 			log.WarnContext(ctx, "ending the cancelled task failed; the reconciler's rule decides", "error", err.Error())
@@ -119,9 +119,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// Discarding the result would leave the operator a "retry" that
 		// makes the provider act twice.
 		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
-		err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.CompleteLapsed(ctx, t.TaskID, v, c, res, o...)
-			return err
+		err := h.save(ctx, rec, t, "complete lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.CompleteLapsed(ctx, t.TaskID, v, c, res, o...)
 		}, log)
 		var fe *ledger.FencedError
 		switch {
@@ -139,11 +138,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		// performed (and billed)" is false.
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
 			"the task failed: its input was rejected")
-		err := h.save(ctx, rec, t, "fail lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
-			return err
-		}, log)
-		if r, done := h.settled(ctx, err, "fail lapsed", log); done {
+		if r, done := h.saveAfterError(ctx, rec, t, "fail lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
+		}, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed after the park: the input was rejected and the unknown_outcome review resolved")
@@ -152,11 +149,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		now := h.Ledger.Now()
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), now, t.LeaseOwner,
 			"a retry is scheduled for "+kn.notBefore.UTC().Format(time.RFC3339))
-		err := h.save(ctx, rec, t, "retry lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
-			return err
-		}, log)
-		if r, done := h.settled(ctx, err, "retry lapsed", log); done {
+		if r, done := h.saveAfterError(ctx, rec, t, "retry lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.RetryLapsed(ctx, t.TaskID, v, kn.notBefore, kn.class.Class.String(), kn.msg, res, o...)
+		}, log); done {
 			return r
 		}
 		delay := kn.notBefore.Sub(now)
@@ -179,9 +174,8 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 	case sendNothing:
 		return d, nil
 	case sendReleaseUnknown:
-		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
-			return err
+		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
 		}, log)
 		if err == nil {
 			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
@@ -196,9 +190,8 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
 			"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
 			t.Attempts, t.MaxAttempts)}
-		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
-			return err
+		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
 		}, log)
 		if err == nil {
 			log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
@@ -210,10 +203,10 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 }
 
 // uncalledRefusal settles, by uncalled, what (a write of the no-call path)
-// refused with fe, and logs it. true: the assignment and its attempt were
-// given back (or that failed, and the lease will expire), and the message
-// should come back; false: the record is acknowledged as fenced.
-func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) bool {
+// refused with fe, and logs it. The record is deferred when the
+// assignment and its attempt were given back (or that failed, and the
+// lease will expire), else acknowledged as fenced.
+func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) result {
 	d, err := h.uncalled(ctx, rec, t, fe.Current, log)
 	switch {
 	case d.givesBack() && err != nil:
@@ -221,7 +214,10 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 	case d == sendNothing:
 		log.WarnContext(ctx, what+" rejected: the assignment was fenced; provider not called", "why", fe.Why, "current_version", currentVersion(fe))
 	}
-	return d.givesBack()
+	if d.givesBack() {
+		return deferred
+	}
+	return ack(OutcomeFenced)
 }
 
 // reviseLapsed replaces the open unknown_outcome review of the park (cur,
@@ -229,9 +225,8 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 // that keeps failing, the review item alone is revised, so what the worker
 // knows reaches the operator even when the task item cannot follow.
 func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, r ledger.Review, log *slog.Logger) result {
-	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)
-		return err
+	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)
 	}, log)
 	var fe *ledger.FencedError
 	switch {
@@ -243,8 +238,8 @@ func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *le
 		return ack(OutcomeFenced)
 	}
 	log.ErrorContext(ctx, "revising the lapsed review kept failing; revising the review item alone", "error", err.Error())
-	err = h.save(ctx, rec, t, "revise lapsed review item", func(...ledger.WriteOption) error {
-		return h.Ledger.ReviseLapsedReview(ctx, t.TaskID, cur.ParkCount, r)
+	err = h.save(ctx, rec, t, "revise lapsed review item", func(...ledger.WriteOption) (*ledger.Task, error) {
+		return nil, h.Ledger.ReviseLapsedReview(ctx, t.TaskID, cur.ParkCount, r)
 	}, log)
 	var ce *ledger.ConflictError
 	switch {

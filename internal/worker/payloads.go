@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -27,10 +28,10 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 		return t.Input, result{}, true
 	}
 	if h.Payloads == nil {
-		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET); released")
-		return "", h.giveBack(ctx, rec, t, retrypolicy.Classification{Class: retrypolicy.Transient}, log), false
+		log.ErrorContext(ctx, "the task's input is in the payload bucket but the worker has none configured (PAYLOAD_BUCKET)")
+		return "", h.giveBackUncalled(ctx, rec, t, h.backoff(t, 0), "no payload bucket", log), false
 	}
-	b, err := h.Payloads.Get(ctx, payloadRef(*t.InputRef))
+	b, err := h.Payloads.Get(ctx, payload.Ref(*t.InputRef))
 	if err == nil {
 		log.DebugContext(ctx, "input read from the payload bucket", "input_bytes", len(b))
 		return string(b), result{}, true
@@ -50,29 +51,20 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 	attrs = append(attrs, "error", err.Error())
 	c := retrypolicy.DefaultClassifier(err)
 	if c.Class == retrypolicy.Transient || c.Class == retrypolicy.UnknownOutcome {
-		log.WarnContext(ctx, "payload bucket unavailable while reading "+what+"; released, provider not called", attrs...)
-		return h.giveBack(ctx, rec, t, c, log)
+		return h.giveBackUncalled(ctx, rec, t, h.backoff(t, c.RetryAfter), "payload bucket unavailable while reading "+what, log, attrs...)
 	}
-	ferr := h.save(ctx, rec, t, "fail", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, clip(msg, MaxErrorMessage), h.withFailed(t, o)...)
-		return err
-	}, log)
-	if r, done := h.settled(ctx, ferr, "fail", log); done {
+	if r, done := h.fail(ctx, rec, t, class, clip(msg, MaxErrorMessage), false, nil, log); done {
 		return r
 	}
 	log.ErrorContext(ctx, "failed: "+what+" in the payload bucket is unusable; provider not called", attrs...)
 	return ack(OutcomeFailed)
 }
 
-// giveBack releases the claim (no provider call was made, so the attempt
-// is given back) and hides the message for a backoff.
-func (h *Handler) giveBack(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, log *slog.Logger) result {
-	if err := h.release(ctx, rec, t, log); err != nil {
-		log.WarnContext(ctx, "release failed; the lease will expire", "error", err.Error())
-	}
+// backoff is how long t waits after a failure before its next attempt:
+// the Policy's backoff, at least retryAfter.
+func (h *Handler) backoff(t *ledger.Task, retryAfter time.Duration) time.Duration {
 	now := h.Ledger.Now()
-	h.setVisibility(ctx, rec, h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter).Sub(now), log)
-	return deferred
+	return h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), retryAfter).Sub(now)
 }
 
 // placeResult turns a provider's output into the completion to save: a
@@ -101,7 +93,8 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		err = h.repeat(ctx, "putting the result in the payload bucket failed; repeating", err, put, mayPass, log)
 	}
 	if err == nil {
-		c.ResultRef, c.Result = ledgerRef(*v.Ref), ""
+		ref := ledger.PayloadRef(*v.Ref) // the same fields: a conversion
+		c.ResultRef, c.Result = &ref, ""
 		return c, nil
 	}
 	cerr := ledger.CheckCompletion(t, c)
@@ -115,14 +108,6 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		return c, cerr
 	}
 	return c, err
-}
-
-func ledgerRef(r payload.Ref) *ledger.PayloadRef {
-	return &ledger.PayloadRef{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
-}
-
-func payloadRef(r ledger.PayloadRef) payload.Ref {
-	return payload.Ref{Bucket: r.Bucket, Key: r.Key, SHA256: r.SHA256, Size: r.Size}
 }
 
 // completionBytes is the size of a completion's result, inline or placed.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -67,10 +68,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		TakeoverKind:  provider.KindGenerate,
 	})
 	if err != nil {
-		if r, done := h.unconfirmedClaim(ctx, rec, id, owner, err, log); done {
-			return r
-		}
-		return h.notClaimed(ctx, rec, id, err, log)
+		return h.notClaimed(ctx, rec, id, owner, err, log)
 	}
 	log = log.With("version", t.AssignmentVersion, "attempt", t.Attempts)
 	log.DebugContext(ctx, "claimed", "max_attempts", t.MaxAttempts, "input_bytes", len(t.Input))
@@ -81,13 +79,12 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !h.admitted(work) {
 		// The claim itself ate the time: give the attempt back rather than
 		// let the lease expire.
-		h.releaseUncalled(ctx, rec, t, "too little time left after the claim", log,
+		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log,
 			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
-		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
 
-	input, r, ok := h.resolveInput(ctx, rec, t, log) // S3 claim-check (payload.go)
+	input, r, ok := h.resolveInput(ctx, rec, t, log) // S3 claim-check (payloads.go)
 	if !ok {
 		return r
 	}
@@ -125,15 +122,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if fe, err := h.leaseForCall(ctx, t, leaseUntil, log); err != nil {
 		noCall()
 		if fe != nil {
-			// A cancel of this assignment ends the task; anything else is
-			// not ours.
-			h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
-			return ack(OutcomeFenced)
+			// Never unknown or parked at this assignment (leaseForCall):
+			// nothing to give back. A cancel of it ends the task; anything
+			// else is not ours.
+			return h.uncalledRefusal(ctx, rec, t, "the renewal before the call", fe, log)
 		}
 		// From unknown too, when the reconciler expired the lease meanwhile.
-		h.releaseUncalled(ctx, rec, t, "the lease ran short before the call", log)
-		h.setVisibility(ctx, rec, 0, log)
-		return deferred
+		return h.giveBackUncalled(ctx, rec, t, 0, "the lease ran short before the call", log)
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
 	defer closeStream(a.stream) // no done frame unless complete saved the result
@@ -147,7 +142,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// The call cut by the fence may have acted: settle sends nothing,
 		// but ends cancelled now a retry-safe call cut by a cancel of this
 		// assignment (nothing to wait for or read back).
-		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
+		if r, ok := h.settleRefused(ctx, rec, t, a.fenced, &known{kind: refusal(false, h.retrySafe(t), knowMayHaveActed)}, log); ok {
 			return r
 		}
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
@@ -179,8 +174,6 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-type hookFunc = func(context.Context, string) error
-
 func (h *Handler) hooks() Hooks {
 	if h.Hooks == nil {
 		return Hooks{}
@@ -191,7 +184,7 @@ func (h *Handler) hooks() Hooks {
 // died runs a hook with the work context (which ends at the deadline
 // margin, so a hook that pauses can wait for it); true means "the worker
 // died here".
-func (h *Handler) died(ctx, work context.Context, f hookFunc, taskID string, log *slog.Logger) bool {
+func (h *Handler) died(ctx, work context.Context, f func(context.Context, string) error, taskID string, log *slog.Logger) bool {
 	if f == nil {
 		return false
 	}
@@ -265,26 +258,21 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	return a
 }
 
-// errCallTimeout is the cause of a call context that ran out of its call
-// timeout.
+// errCallTimeout is the cause of a call context ended by its call timeout.
 var errCallTimeout = errors.New("worker: provider call timeout")
 
 // complete saves the result, fenced on the assignment version.
 func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, st StreamAttempt, log *slog.Logger) result {
-	name := res.Provider
-	if name == "" {
-		name = h.step(t).Name()
-	}
+	name := cmp.Or(res.Provider, h.step(t).Name())
 	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef, ApprovalTTL: t.ApprovalTTL()}
 	// A large result goes to the payload bucket first (placeResult), then
 	// an item over DynamoDB's limit cannot be saved: decide now, without
 	// sending a write that can only fail.
 	var done *ledger.Task // the task as the completion left it
 	// The deliveries of a plan without approval and the notifications are
-	// created with the completion (followup.go).
-	fu, err := h.completionFollowUps(t, res.Output)
-	c.FollowUps = fu
-	if err == nil {
+	// created with the completion (package followup).
+	var err error
+	if c.FollowUps, err = h.Notify.Completion(t, string(res.Output)); err == nil {
 		c, err = h.placeResult(ctx, t, c, log)
 	}
 	if err == nil {
@@ -294,12 +282,9 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		// A Complete whose reply was lost is recognised by the ledger as
 		// saved (write_nonce): a FencedError here really means not saved.
 		// A throttled or failed send is repeated with the same nonce.
-		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) error {
-			saved, err := h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
-			if err == nil && saved != nil {
-				done = saved
-			}
-			return err
+		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
+			done, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
+			return done, err
 		}, log)
 	}
 	var fe *ledger.FencedError
@@ -310,7 +295,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		return ack(OutcomeCompleted)
 	case errors.As(err, &fe):
 		// Parked at this version, or a cancel of it: settle decides.
-		if r, ok := h.settleRefused(ctx, rec, t, err, known{kind: knowResult, c: c}, log); ok {
+		if r, ok := h.settleRefused(ctx, rec, t, err, &known{kind: knowResult, c: c}, log); ok {
 			return r
 		}
 		// Never retried: someone else owns the task or it is settled.
@@ -356,9 +341,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		if notSent(perr) {
 			// Provably never left the process: give the attempt back
 			// (settle charged it nothing).
-			h.releaseUncalled(ctx, rec, t, "the call was cut by "+cutBy+" before it was sent", log)
-			h.setVisibility(ctx, rec, 0, log)
-			return deferred
+			return h.giveBackUncalled(ctx, rec, t, 0, "the call was cut by "+cutBy+" before it was sent", log)
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
@@ -381,36 +364,30 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	case retrypolicy.PermanentInput:
 		// An input refused after the provider acted (a content filter:
 		// retrypolicy.ErrActed) is no refusal: the reconciler's rule decides.
-		kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
-		if r, done := h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) error {
-			_, err := h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, h.withFailed(t, o)...)
-			return err
-		}, log); done {
+		kn := &known{kind: refusal(refused, h.retrySafe(t), knowRefusedInput), class: c, perr: perr, msg: msg}
+		if r, done := h.fail(ctx, rec, t, c.Class.String(), msg, refused, kn, log); done {
 			return r
 		}
 		log.InfoContext(ctx, "failed: the input was rejected")
 		return ack(OutcomeFailed)
-	case retrypolicy.PermanentConfig:
-		r := h.configReview(t, review.FailureOf(c, perr, msg))
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
-	default: // Transient, and anything unclassified
-		return h.retry(ctx, rec, t, c, msg, refused, log)
 	}
-}
-
-// retry schedules the next attempt, or parks the task when it would not fit
-// its budgets. refused: the provider refused the call in so many words
-// (retrypolicy.Refused).
-func (h *Handler) retry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, refused bool, log *slog.Logger) result {
-	now := h.Ledger.Now()
-	notBefore, budget := h.nextRetry(t, c, now)
-	if budget != "" {
-		r := review.BudgetExhaustedAfterClass(t, budget, review.FailureOf(c, nil, msg), notBefore, h.retrySafe(t))
-		return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
+	// A configuration refusal parks; anything else (transient, or
+	// unclassified) is retried, or parked when that would not fit the
+	// task's budgets.
+	var r ledger.Review
+	if c.Class == retrypolicy.PermanentConfig {
+		r = h.configReview(t, review.FailureOf(c, perr, msg))
+	} else {
+		now := h.Ledger.Now()
+		notBefore, budget := h.nextRetry(t, c, now)
+		if budget == "" {
+			return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
+		}
+		r = review.BudgetExhaustedAfterClass(t, budget, review.FailureOf(c, nil, msg), notBefore, h.retrySafe(t))
 	}
-	return h.scheduleRetry(ctx, rec, t, c, msg, notBefore, now, refused, log)
+	return h.parkKnown(ctx, rec, t, known{kind: refusal(refused, h.retrySafe(t), knowRefusedPark), class: c, review: r}, log)
 }
 
 // nextRetry returns when the next attempt may start, or which budget rules
@@ -423,16 +400,12 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 	notBefore := h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), c.RetryAfter)
 	deadline := t.DeadlineMs
 	if deadline <= 0 { // tasks always carry it; fall back to the policy's age budget
-		deadline = t.Created().Add(h.policyMaxAge()).UnixMilli()
+		deadline = t.Created().Add(orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)).UnixMilli()
 	}
 	if notBefore.UnixMilli() >= deadline {
 		return notBefore, retrypolicy.ReasonMaxAge
 	}
 	return notBefore, ""
-}
-
-func (h *Handler) policyMaxAge() time.Duration {
-	return orDefault(h.Policy.MaxAge, retrypolicy.DefaultMaxAge)
 }
 
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
@@ -441,9 +414,8 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	// per delivery) and drop not_before (Retry-After ignored by any other
 	// copy of the message); the message comes back and the lease decides.
 	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
-	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, kn, func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
-		return err
+	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, &kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
 	}, log); done {
 		return r
 	}
@@ -453,11 +425,10 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	return retryRec(OutcomeRetried)
 }
 
-// uncertain settles an attempt whose outcome is unknown. With a provider
-// that deduplicates by operation id, re-sending is safe and the next attempt
-// returns the recorded result; a retry-safe generation's repeat costs only
-// money: schedule a retry. Otherwise (or with no budget
-// left) the task goes to unknown for the reconciler's readback.
+// uncertain settles an attempt whose outcome is unknown: a retry when a
+// repeat is safe (the step deduplicates by operation id and returns the
+// recorded result, or a retry-safe generation's repeat costs only money)
+// and the budgets allow; else unknown, for the reconciler's readback.
 func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
 	if h.repeatable(t) {
 		now := h.Ledger.Now()
@@ -469,11 +440,11 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 			return h.scheduleRetry(ctx, rec, t, c, msg+why, notBefore, now, false, log)
 		}
 	}
-	err := h.save(ctx, rec, t, "unknown", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
-		return err
-	}, log)
-	if r, done := h.settled(ctx, err, "unknown", log); done {
+	// Refused, it is the reconciler's: settle sends nothing for a call
+	// that may have acted.
+	if r, done := h.saveAfterError(ctx, rec, t, "unknown", false, &known{kind: knowMayHaveActed}, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
+	}, log); done {
 		return r
 	}
 	log.WarnContext(ctx, "outcome unknown; left for the reconciler's readback")
@@ -484,24 +455,20 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 // accepted from unknown at this version too when the provider refused in
 // so many words (ledger.AfterRefusal) — repeated like every settling
 // write. A write refused because the reconciler or a cancel got there
-// first is settled by kn (settle). done=false: saved.
-func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn known, write func(...ledger.WriteOption) error, log *slog.Logger) (result, bool) {
-	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) error {
+// first is settled by kn (settle; nil: by nothing), else acknowledged as
+// fenced; one that kept failing defers the message. done=false: saved.
+func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn *known, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) (result, bool) {
+	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		if refused {
 			o = append(o, ledger.AfterRefusal())
 		}
 		return write(o...)
 	}, log)
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-		return r, true
-	}
-	return h.settled(ctx, err, op, log)
-}
-
-// settled interprets the error of a fenced write that ends an attempt.
-func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.Logger) (result, bool) {
 	if err == nil {
 		return result{}, false
+	}
+	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return r, true
 	}
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
@@ -512,23 +479,31 @@ func (h *Handler) settled(ctx context.Context, err error, op string, log *slog.L
 	return deferred, true
 }
 
-// park moves the task to needs_review with its review item, repeated like
-// every settling write (save): the worker may be the only one that knows
-// what the park records. A repeat after a first send that did apply is
-// answered "already parked".
-func (h *Handler) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	return h.parked(ctx, h.parkOnce(ctx, t, o, r, log), r, log)
-}
-
-func (h *Handler) parkOnce(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, log *slog.Logger) error {
-	return h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) error {
-		_, err := h.Ledger.Park(ctx, t, h.withParked(t, o), r)
-		return err
+// fail fails t's assignment with class and msg (saveAfterError), and
+// creates the requester's notification with it: package followup words
+// the follow-ups of a settling write from the task the worker holds, and
+// the ledger writes them in the same transaction (ledger.WithFollowUps;
+// with Notify nil there are none, and the write is one UpdateItem).
+func (h *Handler) fail(ctx context.Context, rec events.SQSMessage, t *ledger.Task, class, msg string, refused bool, kn *known, log *slog.Logger) (result, bool) {
+	return h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, msg, append(o, ledger.WithFollowUps(h.Notify.Failed(t)))...)
 	}, log)
 }
 
-// parked interprets the error of a park.
-func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *slog.Logger) result {
+// park moves the task to needs_review (from where o says) with its review
+// item, repeated like every settling write (save): the worker may be the
+// only one that knows what the park records. A repeat after a first send
+// that did apply is answered "already parked". With kn, what the worker
+// knows of its own assignment settles a park refused because the
+// reconciler or a cancel got there first.
+func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, kn *known, log *slog.Logger) result {
+	o.FollowUps = h.Notify.Parked(t) // the requester's notification, as with fail
+	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Park(ctx, t, o, r)
+	}, log)
+	if res, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
+		return res
+	}
 	var ce *ledger.ConflictError
 	switch {
 	case err == nil:
@@ -537,17 +512,31 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 	case ledger.IsAlreadyParked(err):
 		log.InfoContext(ctx, "already parked by someone else", "review_reason", r.Reason)
 		return ack(OutcomeAckedDuplicate)
-	case errors.As(err, &ce):
-		// The task moved on (another owner, or a terminal state): not ours.
-		log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
-		if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
-			return ack(OutcomeFenced)
-		}
-		return deferred
-	default:
+	case !errors.As(err, &ce):
 		log.ErrorContext(ctx, "park failed; the message will come back", "error", err.Error())
 		return deferred
 	}
+	// The task moved on (another owner, or a terminal state): not ours.
+	log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
+	if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
+		return ack(OutcomeFenced)
+	}
+	return deferred
+}
+
+// giveBackUncalled releases t (releaseUncalled) and makes the message
+// visible again after d (0: at once).
+func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, d time.Duration, why string, log *slog.Logger, attrs ...any) result {
+	h.releaseUncalled(ctx, rec, t, why, log, attrs...)
+	h.setVisibility(ctx, rec, d, log)
+	return deferred
+}
+
+// parkKnown parks the worker's own running assignment with what it knows
+// (kn: a result that cannot be saved, or a refusal that parks), rather
+// than leave it to an unknown_outcome park.
+func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
+	return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, &kn, log)
 }
 
 // release gives back an assignment under which no provider call was made
@@ -555,9 +544,8 @@ func (h *Handler) parked(ctx context.Context, err error, r ledger.Review, log *s
 // leave the task leased with no call behind it. Refused, the task is given
 // back from where the reconciler put it, or ends cancelled (uncalled).
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
-	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) error {
-		_, err := h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
-		return err
+	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		return h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
 	}, log)
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
@@ -580,36 +568,22 @@ func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t 
 	return true
 }
 
-// parkKnown parks the worker's own running assignment with what it knows
-// (kn: a result that cannot be saved, or a refusal that parks), rather
-// than leave it to an unknown_outcome park. A park refused because the
-// reconciler or a cancel got there first is settled by what it knows.
-func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
-	err := h.parkOnce(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, log)
-	if r, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
-		return r
-	}
-	return h.parked(ctx, err, kn.review, log)
-}
-
 // unconfirmedClaim gives back, conditioned on this record's owner, a
 // claim that may have been applied although the worker could not confirm
 // it (doc.go, "Failed settling writes"): the redelivery would take it for
-// a live lease. done=false when err is not such an error.
-func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) (result, bool) {
-	var nc *ledger.NotClaimableError
+// a live lease. false when err (no refusal) is not such an error.
+func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) bool {
 	var th *ledger.ThrottledError
-	if errors.As(err, &nc) || errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
-		return result{}, false // refused, or certainly not applied
+	if errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
+		return false // certainly not applied
 	}
 	// Repeated like a settling write: a release that is lost leaves the
 	// task leased with no call behind it.
 	var t *ledger.Task
 	var ok bool
-	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) error {
-		var e error
-		t, ok, e = h.Ledger.ReleaseClaim(ctx, id, owner, 0)
-		return e
+	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) (_ *ledger.Task, err error) {
+		t, ok, err = h.Ledger.ReleaseClaim(ctx, id, owner, 0)
+		return t, err
 	}, log)
 	switch {
 	case rerr != nil:
@@ -620,26 +594,25 @@ func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, i
 	default:
 		log.ErrorContext(ctx, "claim failed and was not applied; the message will come back", "error", err.Error())
 	}
-	return deferred, true
+	return true
 }
 
-// notClaimed decides what a refused claim means for the message.
-func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id string, err error, log *slog.Logger) result {
+// notClaimed decides what a failed or refused claim means for the message.
+func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) result {
 	var nc *ledger.NotClaimableError
 	if !errors.As(err, &nc) {
-		log.ErrorContext(ctx, "claim failed; the message will come back", "error", err.Error())
+		if !h.unconfirmedClaim(ctx, rec, id, owner, err, log) {
+			log.ErrorContext(ctx, "claim failed; the message will come back", "error", err.Error())
+		}
 		return deferred
 	}
+	// nc.Task, the task as the claim found it, is nil only when not found.
 	log = log.With("reason", nc.Reason)
-	if nc.Task == nil && (nc.Reason == ledger.ReasonNotDue || nc.Reason == ledger.ReasonBudgetExhausted) {
-		log.ErrorContext(ctx, "claim refused without the task; the message will come back")
-		return deferred
-	}
 	switch nc.Reason {
 	case ledger.ReasonTerminal, ledger.ReasonParked, ledger.ReasonUnknown, ledger.ReasonLeased, ledger.ReasonExpiredLease:
 		// Done, or someone else (a live worker, the reconciler) is
 		// responsible: a duplicate delivery costs no provider call.
-		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", stateOf(nc.Task))
+		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", string(nc.Task.State))
 		return ack(OutcomeAckedDuplicate)
 	case ledger.ReasonNotFound:
 		log.WarnContext(ctx, "message names a task that does not exist; acknowledged")
@@ -657,22 +630,15 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id stri
 			// may have acted and may offer a readback. The reconciler
 			// decides (unknown → readback, or park with what it knows);
 			// parking budget_exhausted here would skip the readback.
-			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", stateOf(t))
+			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", string(t.State))
 			return ack(OutcomeAckedDuplicate)
 		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
-		return h.park(ctx, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), log)
+		return h.park(ctx, rec, t, o, review.BudgetExhaustedAfterClass(t, nc.Budget, review.Failure{}, time.Time{}, h.retrySafe(t)), nil, log)
 	default: // contended, or a reason this worker does not know
 		log.InfoContext(ctx, "claim contended; the message will come back")
 		return deferred
 	}
-}
-
-func stateOf(t *ledger.Task) string {
-	if t == nil {
-		return ""
-	}
-	return string(t.State)
 }
 
 // poison records a message that is not a task reference and acknowledges it.

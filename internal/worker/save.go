@@ -12,7 +12,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Bounds of repeat: at most saveRepeats more sends (by default about 5 s
+// Bounds of repeat: at most saveRepeats more sends (by default about 7 s
 // of waits in all on average, 9 s at most), never past saveReserve before
 // the invocation's deadline.
 const (
@@ -37,18 +37,18 @@ func (h *Handler) saveWait(i int) time.Duration {
 // heartbeat keeps the lease and the message alive. save returns the last
 // error: nil, a definitive one (*ledger.FencedError, an invalid or
 // oversized write), or the transient one that outlasted the repeats.
-func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) error, log *slog.Logger) error {
+func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) error {
 	// The attempt's own task, so a write that ends it with another to
 	// follow records it in the task's attempt history (ledger.InAttempt).
 	nonce, attempt := ledger.WithNonce(ledger.NewNonce()), ledger.InAttempt(t)
-	err := write(nonce, attempt)
+	try := func() error { _, err := write(nonce, attempt); return err }
+	err := try()
 	if !transient(ctx, err) {
 		return err
 	}
 	hb := h.startHeartbeat(ctx, func(error) {}, rec, t, log)
 	defer hb.stop()
-	return h.repeat(ctx, op+" failed; repeating the same write", err, func() error { return write(nonce, attempt) },
-		func(err error) bool { return transient(ctx, err) }, log)
+	return h.repeat(ctx, op+" failed; repeating the same write", err, try, func(err error) bool { return transient(ctx, err) }, log)
 }
 
 // repeat sends try again after it failed with err while mayPass says its

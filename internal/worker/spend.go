@@ -75,9 +75,6 @@ func callMaximumOf(input string, docs []contract.DocumentSize) (in, out int64) {
 
 // documentSizes is what the token bound needs of a task's documents.
 func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
-	if len(docs) == 0 {
-		return nil
-	}
 	out := make([]contract.DocumentSize, len(docs))
 	for i, d := range docs {
 		out[i] = contract.DocumentSize{Format: d.Format, Size: d.Ref.Size}
@@ -85,23 +82,21 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	return out
 }
 
-// reserve reserves the call's maximum before the call (doc.go, step 3):
-// on the chain's budget item, which enforces the budget with one
-// conditional UpdateItem, and the task's own, when the task has a budget;
-// on the caller's day item when a quota is configured. ok=false means the
-// provider must not be called and r is the record's result. A price that
-// is not configured parks the task provider_config (a token quota alone
-// reserves an unpriced call by its tokens).
+// reserve reserves the call's maximum before the call (doc.go, "Spend"):
+// the chain's budget item enforces the budget with one conditional
+// UpdateItem. ok=false means the provider must not be called and r is the
+// record's result. A price that is not configured parks the task
+// provider_config (a token quota alone reserves an unpriced call by its
+// tokens).
 func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
 	quota := s != nil && s.Quotas != nil && t.Kind != deliver.Kind
 	if !t.HasBudget() && !quota {
 		return nil, result{}, true
 	}
-	po := ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}
 	parkConfig := func(reason, msg string) result {
 		f := review.Failure{Class: retrypolicy.PermanentConfig.String(), Reason: reason, Message: clip(msg, MaxErrorMessage)}
-		return h.parkUncalled(ctx, t, po, review.ProviderConfig(t, h.Provider.Name(), f), log)
+		return h.parkUncalled(ctx, t, review.ProviderConfig(t, h.Provider.Name(), f), log)
 	}
 	if s == nil {
 		// Never run a budgeted task unbudgeted.
@@ -113,8 +108,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	maxUse, err := s.Prices.Usage(model, in, out)
 	priced := err == nil
 	if !priced {
-		usdQuota := quota && s.Quotas.Quota().Unit == spend.UnitUSD
-		if t.HasBudget() || usdQuota {
+		if t.HasBudget() || quota && s.Quotas.Quota().Unit == spend.UnitUSD {
 			msg := err.Error()
 			if !t.HasBudget() {
 				msg += "; the caller's daily quota counts USD, so the call cannot be charged to it"
@@ -134,12 +128,12 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	log = log.With("reserve_tokens", rs.r.Tokens, "reserve_usd", rs.r.Cost.String())
 	h.settleEarlierAttempts(ctx, t, rs, quota, log)
 	if t.HasBudget() {
-		if r, ok := h.reserveBudget(ctx, rec, t, rs, po, log); !ok {
+		if r, ok := h.reserveBudget(ctx, rec, t, rs, log); !ok {
 			return nil, r, false
 		}
 	}
 	if quota {
-		if r, ok := h.reserveQuota(ctx, rec, t, rs, po, log); !ok {
+		if r, ok := h.reserveQuota(ctx, rec, t, rs, log); !ok {
 			return nil, r, false
 		}
 	}
@@ -148,7 +142,7 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 
 // reserveBudget is reserve's part on the chain's and the task's budget
 // items (rs.budget once both hold it).
-func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	s := h.Spend
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
 	_, err := s.Budgets.Reserve(ctx, spend.ChainKeyOf(t), budget, rs.r)
@@ -158,7 +152,7 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		log.WarnContext(ctx, "spend budget exhausted; provider not called", "spent_tokens", be.State.Spent.Tokens(),
 			"spent_usd", be.State.Spent.Cost.String(), "remaining_tokens", rt, "remaining_usd", rc.String())
 		h.countMetric(t, "BudgetExhausted")
-		return h.parkUncalled(ctx, t, po, review.SpendExhausted(t, be), log), false
+		return h.parkUncalled(ctx, t, review.SpendExhausted(t, be), log), false
 	}
 	if err == nil {
 		// The task's own item only records its usage: no limit.
@@ -169,26 +163,26 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		// reservation, and a failed write that may have landed all the same
 		// (a lost reply, then a refused repeat).
 		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
-		return h.reservationFailed(ctx, rec, t, "budget", err, log), false
+		return h.giveBackUncalled(ctx, rec, t, 0, "budget reservation failed", log, "error", err.Error()), false
 	}
 	rs.budget = true
 	return result{}, true
 }
 
 // reserveQuota is reserve's part on the caller's daily quota (rs.quota
-// once it holds). A refusal or a failed write gives the budget
-// reservations back first: no call is made. The task waits when only
-// calls in flight hold the room (waitQuota), and is parked
-// budget_exhausted when the settled usage leaves none (review.QuotaExceeded
-// says until when); a failed write may have landed all the same (a lost
-// reply, then a refused repeat), so it is given back, then the task.
-func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, po ledger.ParkOptions, log *slog.Logger) (result, bool) {
+// once it holds; doc.go, "Spend"). A refusal or a failed write gives the
+// budget reservations back first: no call is made. A failed write may have
+// landed all the same (a lost reply, then a refused repeat), so it is
+// given back, then the task.
+func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
 		rs.quota = &hold
 		return result{}, true
 	}
-	h.giveBackBudget(ctx, t, rs, log)
+	if rs.budget {
+		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, false, "giving back a budget reservation", log)
+	}
 	var qe *spend.QuotaExceededError
 	if errors.As(err, &qe) {
 		log = log.With("quota_day", qe.Day, "quota_unit", string(qe.Unit), "quota_used", qe.Used, "quota_reserved", qe.Reserved,
@@ -199,14 +193,14 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 		}
 		log.WarnContext(ctx, "the caller's daily quota has no room for the call; provider not called", "never_fits", qe.NeverFits())
 		h.countMetric(t, "QuotaExceeded")
-		return h.parkUncalled(ctx, t, po, review.QuotaExceeded(t, qe), log), false
+		return h.parkUncalled(ctx, t, review.QuotaExceeded(t, qe), log), false
 	}
 	// Without the give-back it would hold the caller's quota as a call in
 	// flight until the task's next attempt, or all day were it cancelled.
 	if _, serr := h.Spend.Quotas.SettleIfReserved(ctx, t.Scope, hold, rs.r, spend.Usage{}); serr != nil {
 		log.WarnContext(ctx, "giving back a daily quota reservation whose write failed did not succeed; it stays counted", "error", serr.Error())
 	}
-	return h.reservationFailed(ctx, rec, t, "daily quota", err, log), false
+	return h.giveBackUncalled(ctx, rec, t, 0, "daily quota reservation failed", log, "error", err.Error()), false
 }
 
 // QuotaWait is a task's first wait, plus up to as much again of jitter,
@@ -247,15 +241,6 @@ func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledge
 		"calls in flight hold the caller's daily quota; waiting for them without consuming an attempt", log, "kept_ms", kept.Milliseconds())
 }
 
-// giveBackBudget settles the budget reservations of a call that will not be
-// made at nothing.
-func (h *Handler) giveBackBudget(ctx context.Context, t *ledger.Task, rs *reservation, log *slog.Logger) {
-	if rs.budget {
-		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, false, "giving back a budget reservation", log)
-		rs.budget = false
-	}
-}
-
 // settleBudgets settles r at used on the chain's and the task's budget
 // items (with ifReserved, only where it is still reserved). A failure is
 // logged as what failed and leaves the reservation counted: the safe side.
@@ -271,14 +256,6 @@ func (h *Handler) settleBudgets(ctx context.Context, t *ledger.Task, r spend.Res
 			log.WarnContext(ctx, what+" did not succeed; the reservation stays counted", "budget_key", key, "error", err.Error())
 		}
 	}
-}
-
-// reservationFailed gives the assignment and its attempt back after a
-// reservation write failed (no call made), and defers the message.
-func (h *Handler) reservationFailed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, err error, log *slog.Logger) result {
-	h.releaseUncalled(ctx, rec, t, what+" reservation failed", log, "error", err.Error())
-	h.setVisibility(ctx, rec, 0, log)
-	return deferred
 }
 
 // settleEarlierAttempts settles, in full (the provider may have billed
@@ -316,14 +293,15 @@ func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs 
 
 // settle replaces the reservation by what the call used (usedBy), on the
 // budget items and on the caller's daily quota, each where it was
-// reserved; a task that reserved nothing is accounted. Settle is
-// idempotent per reservation id; one that fails leaves the reservation
+// reserved; a task that reserved nothing is accounted (account). Settle
+// is idempotent per reservation id; one that fails leaves the reservation
 // counted (the safe side).
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
-		h.account(ctx, t, input, a, log)
-		return
+		if rs = h.account(t, input, a); rs == nil {
+			return
+		}
 	}
 	used := h.usedBy(rs, a, log)
 	if rs.budget {
@@ -334,8 +312,8 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 			log.WarnContext(ctx, "daily quota settle failed; the reservation stays counted in the caller's quota", "error", err.Error())
 		}
 	}
-	// Charged to the quota alone, a call is recorded like account does:
-	// only when it used something. A budgeted call is always priced.
+	// Charged to the quota alone, or to nothing, a call is recorded only
+	// when it used something. A budgeted call is always priced.
 	if rs.budget || used != (spend.Usage{}) {
 		h.recordUsage(ctx, t, used, rs.priced, log)
 	}
@@ -347,27 +325,25 @@ func (h *Handler) recordUsage(ctx context.Context, t *ledger.Task, used spend.Us
 	h.usageMetric(t, used, priced)
 }
 
-// account records the tokens and cost of a call that reserved nothing, so
-// spend is visible for every task, charged as usedBy says; without a price
-// for the model, only the reported tokens. Deliveries call destinations,
-// not models: nothing to account.
-func (h *Handler) account(ctx context.Context, t *ledger.Task, input string, a attempt, log *slog.Logger) {
+// account is what a call that reserved nothing is settled against (on no
+// item), so spend is visible for every task: its priced maximum; nil
+// without a price (only the reported tokens are counted) or for a delivery
+// (a destination, not a model).
+func (h *Handler) account(t *ledger.Task, input string, a attempt) *reservation {
 	if t.Kind == deliver.Kind || notSent(a.err) {
-		return
+		return nil
 	}
 	if h.Spend != nil {
 		model := h.model()
 		in, out := callMaximum(t, input)
 		if maxUse, err := h.Spend.Prices.Usage(model, in, out); err == nil {
-			if used := h.usedBy(&reservation{max: maxUse, model: model, priced: true}, a, log); used.Tokens() != 0 || used.Cost != 0 {
-				h.recordUsage(ctx, t, used, true, log)
-			}
-			return
+			return &reservation{max: maxUse, model: model, priced: true}
 		}
 	}
 	if a.err == nil && a.res.Usage != nil {
 		h.usageMetric(t, reported(a), false)
 	}
+	return nil
 }
 
 // reported is the usage a successful call reported, a negative count read
@@ -466,19 +442,18 @@ func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.
 // call-start mark was refused): nothing is charged.
 var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.ErrRequestNotSent)
 
-// parkUncalled parks t before its attempt called the provider (a budget,
-// quota, price or admission refusal), then settles what the run's earlier
-// attempts still hold (spend.Accountant.SettleAbandoned; see
-// settleEarlierAttempts): nothing runs the task again until an operator
-// acts. After the park, as the reconciler does: its success proves the
-// run is over. Best effort, logged.
-func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, po ledger.ParkOptions, r ledger.Review, log *slog.Logger) result {
-	res := h.park(ctx, t, po, r, log)
-	if res.outcome != OutcomeParked || h.Spend == nil || h.Spend.Budgets == nil || t.Attempts <= 1 {
-		return res
-	}
-	if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
-		log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
+// parkUncalled parks t's running assignment before its attempt called the
+// provider (a budget, quota, price or admission refusal), then settles
+// what the run's earlier attempts still hold (spend.Accountant.SettleAbandoned;
+// see settleEarlierAttempts): nothing runs the task again until an
+// operator acts. After the park, as the reconciler does: its success
+// proves the run is over. Best effort, logged.
+func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, r ledger.Review, log *slog.Logger) result {
+	res := h.park(ctx, events.SQSMessage{}, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, nil, log)
+	if res.outcome == OutcomeParked && h.Spend != nil && h.Spend.Budgets != nil && t.Attempts > 1 {
+		if _, err := h.Spend.Budgets.SettleAbandoned(ctx, t, t.Attempts); err != nil {
+			log.WarnContext(ctx, "settling the parked run's earlier reservations failed; they stay counted until an operator acts on the review", "error", err.Error())
+		}
 	}
 	return res
 }

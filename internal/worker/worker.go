@@ -95,7 +95,7 @@ type Handler struct {
 	// Notify is who is notified of a task's completion, failure, park or
 	// wait for approval (package followup; nil: nobody). The notifications,
 	// and a plan's deliveries, are created with the write that causes them
-	// (followup.go).
+	// (fail, park, complete).
 	Notify *followup.Config
 	// SQS and QueueURL are used for heartbeats and retry delays (optional:
 	// without them, visibility is left to the queue's default).
@@ -162,10 +162,11 @@ const (
 	OutcomeUnknown        = "unknown"
 	OutcomeAckedDuplicate = "acked_duplicate" // someone else owns the task (or it is done): no provider call
 	OutcomePoison         = "poison"
-	OutcomeFenced         = "fenced"   // lost the assignment during the attempt: nothing saved
+	OutcomeFenced         = "fenced"   // lost the assignment during the attempt: its result not saved (a cancel may end by what the worker knew)
 	OutcomeDeferred       = "deferred" // back to the queue without an outcome (not due, contended, deadline, AWS error, hook)
-	// OutcomeNotAdmitted: too little invocation time left for a provider call;
-	// back to the queue at once, with no attempt consumed.
+	// OutcomeNotAdmitted: no call now (too little invocation time left, the
+	// model's admission window or the caller's quota full, documents over
+	// the instance's memory); back to the queue with no attempt consumed.
 	OutcomeNotAdmitted = "not_admitted"
 )
 
@@ -194,13 +195,7 @@ func (h *Handler) margin() time.Duration { return orDefault(h.DeadlineMargin, De
 
 // callTimeout is the bound of one provider call (see Handler.CallTimeout).
 func (h *Handler) callTimeout() time.Duration {
-	if h.CallTimeout > 0 {
-		return h.CallTimeout
-	}
-	if d := provider.CallTimeout(h.Provider); d > 0 {
-		return d
-	}
-	return DefaultCallTimeout
+	return orDefault(h.CallTimeout, orDefault(provider.CallTimeout(h.Provider), DefaultCallTimeout))
 }
 
 // admitted reports whether a provider call started now could run its whole
