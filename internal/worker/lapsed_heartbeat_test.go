@@ -33,7 +33,10 @@ func TestHeartbeatKeepsTheCallAParkedUnknownOutcomeWaitsFor(t *testing.T) {
 		renewed := make(chan struct{}, 64)
 		throttled := make(chan struct{}, 64)
 		b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 3 { // 1: the claim, 2: the call-start mark
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 4 {
+				// 1: the claim, 2: its renewal at once (the 30 s dispatch
+				// deadline it keeps lies far past a 60 ms lease), 3: the
+				// call-start mark
 				if !renewals.Load() {
 					select {
 					case throttled <- struct{}{}:
