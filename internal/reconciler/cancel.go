@@ -7,7 +7,10 @@ import (
 )
 
 // A cancel while running (ledger.CancelRunning) leaves the task unknown
-// with cancel_version = the fenced assignment. The unknown rule resolves it
+// with cancel_version = the fenced assignment, the version before its own
+// (Task.CancelledWhileRunning; an operator's retry of its park and the claim
+// after it start an attempt no cancel fenced, although cancel_version stays
+// on the item). The unknown rule resolves it
 // like any uncertain attempt, except that "the provider did not act" ends
 // it cancelled instead of re-queuing it:
 //
@@ -24,7 +27,7 @@ import (
 // and the call-start mark proves no provider call had started under the
 // cancelled assignment. It reports whether it handled t.
 func (r *run) cancelledUnstarted(ctx context.Context, t *ledger.Task) bool {
-	if t.CancelVersion <= 0 || !r.h.callMarked(t) || t.CallStartedVersion == t.CancelVersion {
+	if !t.CancelledWhileRunning() || !r.h.callMarked(t) || t.CallStartedVersion == t.CancelVersion {
 		return false
 	}
 	r.cancel(ctx, t, "cancelled while running before its provider call started (no call-start mark under the cancelled assignment)")
@@ -37,7 +40,7 @@ func (r *run) cancelledUnstarted(ctx context.Context, t *ledger.Task) bool {
 // reservation is charged in full (the provider may have billed it). It
 // reports whether it handled t.
 func (r *run) cancelledRetrySafe(ctx context.Context, t *ledger.Task) bool {
-	if t.CancelVersion <= 0 || !r.h.retrySafe(t) {
+	if !t.CancelledWhileRunning() || !r.h.retrySafe(t) {
 		return false
 	}
 	r.cancelCharged(ctx, t, "cancelled while running; the generation is retry-safe, so its call was abandoned and charged", 0)

@@ -43,8 +43,10 @@
 //     send, or park budget_exhausted when no budget is left.
 //     contract.ErrNoReadback, or no Looker → park unknown_outcome. A failed
 //     lookup is retried next run, and parked once the task is past its age
-//     budget. A task cancelled while running (cancel_version set,
-//     ledger.CancelRunning; due when the fenced lease would have ended) is
+//     budget. A task cancelled while running (Task.CancelledWhileRunning:
+//     cancel_version is the version before its own — an operator's retry
+//     of the cancel's park and a new claim leave an attempt no cancel
+//     fenced; ledger.CancelRunning; due when the fenced lease would have ended) is
 //     resolved the same way, except that "the provider did not act" ends it
 //     cancelled (ledger.CancelUnknown) instead of re-queuing it: no
 //     call-start mark at the cancelled version (a provider whose calls are

@@ -262,13 +262,13 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
-		if t.CancelVersion > 0 && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
+		if t.CancelledWhileRunning() && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
 			// A re-send would be harmless (an idempotent destination), but
 			// nothing proves the cancelled delivery did not happen.
 			r.park(ctx, t, opts, h.unknownReview(t, name, at, "cancelled while running; "+err.Error()+", but its absence is not proven"))
 			return
 		}
-		if t.CancelVersion > 0 { // cancelled while running, and the provider never acted: cancel.go
+		if t.CancelledWhileRunning() { // cancelled while running, and the provider never acted: cancel.go
 			r.cancel(ctx, t, "cancelled while running; the provider's readback found no record of the operation, so it did not act")
 			return
 		}

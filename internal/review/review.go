@@ -272,7 +272,7 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
 		resolveFailed(id),
 	)
-	if t.CancelVersion > 0 {
+	if t.CancelledWhileRunning() {
 		cancelledReview(&r, id) // cancel.go
 	}
 	return r
@@ -286,7 +286,7 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 // after its claim).
 func sentLine(t *ledger.Task, provider string) string {
 	line := fmt.Sprintf("attempt %d of %d %%s to %s with operation id %s", t.Attempts, t.MaxAttempts, provider, t.OperationID())
-	if t.CancelVersion > 0 { // cancelled while running (ledger.CancelRunning): see cancelLine
+	if t.CancelledWhileRunning() { // cancelled while running (ledger.CancelRunning): see cancelLine
 		return cancelLine(t, provider)
 	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage && t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {

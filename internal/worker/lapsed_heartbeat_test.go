@@ -29,14 +29,14 @@ func TestHeartbeatKeepsTheCallAParkedUnknownOutcomeWaitsFor(t *testing.T) {
 		b.h.Provider = g
 		b.h.Lease = 60 * time.Millisecond // a heartbeat every 20 ms of real time
 		task := b.create(t, "parked-heartbeat", prompt)
-		var renewals atomic.Bool
+		// Only the heartbeat's renewals while the provider call runs are
+		// throttled: the writes before the call (the claim, the renewal a
+		// claim may make at once, the call-start mark) go through.
+		var calling, renewals atomic.Bool
 		renewed := make(chan struct{}, 64)
 		throttled := make(chan struct{}, 64)
 		b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
-			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && c.N >= 4 {
-				// 1: the claim, 2: its renewal at once (the 30 s dispatch
-				// deadline it keeps lies far past a 60 ms lease), 3: the
-				// call-start mark
+			if c.Key() == "DynamoDB.UpdateItem" && c.TaskID == task.TaskID && calling.Load() {
 				if !renewals.Load() {
 					select {
 					case throttled <- struct{}{}:
@@ -56,6 +56,7 @@ func TestHeartbeatKeepsTheCallAParkedUnknownOutcomeWaitsFor(t *testing.T) {
 		done := make(chan events.SQSEventResponse, 1)
 		go func() { resp, _ := b.h.Handle(ctx, ev); done <- resp }()
 		g.waitStarted(t)
+		calling.Store(true)
 		select {
 		case <-throttled:
 		case <-time.After(hangBound):

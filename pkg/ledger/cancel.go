@@ -43,7 +43,10 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 
 // CancelUnknown ends cancelled a task whose running attempt was cancelled
 // (CancelRunning), once it is known the provider did not act; why says how
-// (the error message, class cancelled_while_running). Errors: *FencedError.
+// (the error message, class cancelled_while_running): version is the one
+// the cancel left (cancel_version = version-1, Task.CancelledWhileRunning);
+// an attempt claimed after the cancel was decided is refused. Errors:
+// *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
 	return l.fenced(ctx, "cancel_unknown", taskID, version, nil, func(u *update, now time.Time) {
 		l.off(u, StateCancelled, now)

@@ -73,10 +73,10 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 }
 
 // CancelLapsed ends cancelled a task parked unknown_outcome after a cancel
-// while running (version: the park's, as the worker's refused write read it) when the worker of
-// the cancelled assignment knows the provider did not act; why is the
-// error message (class cancelled_while_running). The review is resolved as
-// cancelled.
+// while running (version: the park's, as the worker's refused write read
+// it; cancel_version = version-1) when the worker of the cancelled
+// assignment knows the provider did not act; why is the error message
+// (class cancelled_while_running). The review is resolved as cancelled.
 func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64, why string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	return l.lapsed(ctx, row("cancel_lapsed"), taskID, version, r, ResolutionCancelled, opts, func(u *update, now time.Time) {
 		l.off(u, StateCancelled, now)

@@ -164,7 +164,6 @@ var (
 		func(t *Task, _ *Call) bool { return !t.ApprovalRequired })
 	gGateOn       = guard("approval gate", "#approval_required = :gate_on", func(t *Task, _ *Call) bool { return t.ApprovalRequired })
 	gNoResult     = guard("no result yet", "attribute_not_exists(#result) AND attribute_not_exists(#result_ref)", func(t *Task, _ *Call) bool { return !t.HasResult() })
-	gCancelExists = guard("cancelled while running", "attribute_exists(#cancel_version)", func(t *Task, _ *Call) bool { return t.CancelVersion != 0 })
 	gCancelOfPrev = guard("cancel of the version before", "#cancel_version = :cancelled", func(t *Task, c *Call) bool {
 		return t.CancelVersion != 0 && t.CancelVersion == c.Version-1
 	})
@@ -308,7 +307,7 @@ var transitions = []Transition{
 	{Op: "cancel_running", Method: "CancelRunning", Actors: byRequester, From: fromRunOrUnknown, Fence: AtVersion, Guards: guards(atMine, inFrom, gNoCancelPending),
 		To: StateUnknown, Version: Up, Refusal: RefusedConflict},
 	{Op: "cancel_unknown", Method: "CancelUnknown", Actors: byEither, From: fromUnknown, Fence: AtVersion,
-		Guards: guards(atMine, inFrom, gCancelExists), To: StateCancelled, Refusal: RefusedFenced},
+		Guards: guards(atMine, inFrom, gCancelOfPrev), To: StateCancelled, Refusal: RefusedFenced},
 	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult),
 		To: StateCompleted, Refusal: RefusedFenced},
 	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtVersion,
@@ -325,7 +324,7 @@ var transitions = []Transition{
 		Guards: gLapsed, To: StateRetryWait, Refusal: RefusedFenced, Review: ReviewResolves},
 	{Op: "release_lapsed", Method: "ReleaseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
 		To: StateQueued, Attempts: Down, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "cancel_lapsed", Method: "CancelLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gCancelExists, atMine, inFrom, gParkedUnknown, gReviewLapsed),
+	{Op: "cancel_lapsed", Method: "CancelLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gCancelOfPrev, atMine, inFrom, gParkedUnknown, gReviewLapsed),
 		To: StateCancelled, Refusal: RefusedFenced, Review: ReviewResolves},
 	{Op: "revise_lapsed", Method: "ReviseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
 		Guards: gLapsed, To: StateNeedsReview, Refusal: RefusedFenced, Review: ReviewRevises},

@@ -133,7 +133,9 @@ type Task struct {
 	// Dispatches counts outbox re-sends by the reconciler.
 	Dispatches int `dynamodbav:"dispatches,omitempty"`
 	// CancelVersion is the assignment version a cancel while running
-	// fenced (CancelRunning); 0 when no such cancel was requested.
+	// fenced (CancelRunning); 0 when no such cancel was requested. It
+	// stays after that cancel is decided: CancelledWhileRunning tells
+	// whether it is the current assignment's.
 	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
 	// BudgetMaxTokens and BudgetMaxMicros are the task's spend budget
 	// (total tokens; micro-dollars), 0 where unlimited (DESIGN §13). A
@@ -262,4 +264,13 @@ func msString(ms int64) string {
 		return ""
 	}
 	return rfc3339(time.UnixMilli(ms))
+}
+
+// CancelledWhileRunning reports whether t's current assignment is the one
+// a cancel while running left (CancelRunning: cancel_version = the version
+// before), so that cancel is what t's unknown or unknown_outcome state is
+// about. An operator's retry of its park and the claim after it start an
+// attempt no cancel fenced: false, though cancel_version stays.
+func (t *Task) CancelledWhileRunning() bool {
+	return gCancelOfPrev.holds(t, &Call{Version: t.AssignmentVersion})
 }
