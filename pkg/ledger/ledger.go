@@ -196,18 +196,27 @@ func taskKey(id string) map[string]types.AttributeValue {
 
 // Get reads a task with a strongly consistent read.
 func (l *Ledger) Get(ctx context.Context, taskID string) (*Task, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &l.cfg.TasksTable,
-		Key:            taskKey(taskID),
-		ConsistentRead: aws.Bool(true),
-	})
+	var t Task
+	if err := l.getItem(ctx, l.cfg.TasksTable, taskID, "task", &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// getItem reads the item id of table (what names it in errors) into out
+// with a consistent read. Errors: ErrNotFound.
+func (l *Ledger) getItem(ctx context.Context, table, id, what string, out any) error {
+	o, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: taskKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return nil, wrapErr("GetItem task", err)
+		return wrapErr("GetItem "+what, err)
 	}
-	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	if len(o.Item) == 0 {
+		return fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
 	}
-	return decodeTask(out.Item)
+	if err := attributevalue.UnmarshalMap(o.Item, out); err != nil {
+		return fmt.Errorf("ledger: decode %s: %w", what, err)
+	}
+	return nil
 }
 
 func decodeTask(item map[string]types.AttributeValue) (*Task, error) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -224,17 +223,7 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 		in.ExpressionAttributeNames["#due"] = "due_at"
 		in.ExpressionAttributeValues[":before"] = num(q.DueBefore)
 	}
-	if in.ExclusiveStartKey, err = decodeCursor(q.Cursor); err != nil {
-		return nil, "", err
-	}
-	out, err := l.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", wrapErr("Query by_state", err)
-	}
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
-		return nil, "", fmt.Errorf("ledger: decode live refs: %w", err)
-	}
-	next, err = encodeCursor(out.LastEvaluatedKey)
+	next, err = l.page(ctx, in, q.Cursor, "live refs", &refs)
 	return refs, next, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -81,18 +82,9 @@ type Review struct {
 
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &l.cfg.ReviewTable, Key: taskKey(taskID), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return nil, wrapErr("GetItem review", err)
-	}
-	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("review %s: %w", taskID, ErrNotFound)
-	}
 	var r Review
-	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
-		return nil, fmt.Errorf("ledger: decode review: %w", err)
+	if err := l.getItem(ctx, l.cfg.ReviewTable, taskID, "review", &r); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -103,25 +95,14 @@ func (l *Ledger) ListOpenReviews(ctx context.Context, limit int32, cursor string
 	if limit <= 0 {
 		limit = 50
 	}
-	in := &dynamodb.QueryInput{
+	next, err = l.page(ctx, &dynamodb.QueryInput{
 		TableName:                 &l.cfg.ReviewTable,
 		IndexName:                 aws.String(OpenReviewsIndex),
 		KeyConditionExpression:    aws.String("#rs = :open"),
 		ExpressionAttributeNames:  map[string]string{"#rs": "review_status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(ReviewOpen)},
 		Limit:                     aws.Int32(limit),
-	}
-	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
-		return nil, "", err
-	}
-	out, err := l.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", wrapErr("Query open_reviews", err)
-	}
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
-		return nil, "", fmt.Errorf("ledger: decode reviews: %w", err)
-	}
-	next, err = encodeCursor(out.LastEvaluatedKey)
+	}, cursor, "reviews", &items)
 	return items, next, err
 }
 
@@ -234,18 +215,31 @@ func nilToEmpty(r *Review) {
 	}
 }
 
-func isTxConditionFailed(err error) bool {
+// txReasons returns the cancellation reasons' codes of a cancelled
+// transaction; ok=false when err is none.
+func txReasons(err error) (codes []string, ok bool) {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		return false
+		return nil, false
 	}
 	for _, r := range tce.CancellationReasons {
-		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
-			return true
-		}
+		codes = append(codes, aws.ToString(r.Code))
 	}
+	return codes, true
+}
+
+func isTxConditionFailed(err error) bool {
+	codes, ok := txReasons(err)
 	// Some emulators omit the reasons: the caller re-reads.
-	return len(tce.CancellationReasons) == 0
+	return ok && (len(codes) == 0 || slices.Contains(codes, "ConditionalCheckFailed"))
+}
+
+// isTxConflict reports a transaction cancelled only because another
+// request was writing one of its items (TransactionConflict), with no
+// failed condition.
+func isTxConflict(err error) bool {
+	codes, _ := txReasons(err)
+	return slices.Contains(codes, "TransactionConflict") && !isTxConditionFailed(err)
 }
 
 // PutPoison records a poison message (a body that is not a task reference)
@@ -277,12 +271,24 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 // PoisonID is the review-table key of a poison message.
 func PoisonID(messageID string) string { return "msg_" + messageID }
 
-func encodeCursor(k map[string]types.AttributeValue) (string, error) {
-	if len(k) == 0 {
+// page sends the query in from cursor and decodes its items into out
+// (what names them in errors); next is "" after the last page.
+func (l *Ledger) page(ctx context.Context, in *dynamodb.QueryInput, cursor, what string, out any) (next string, err error) {
+	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
+		return "", err
+	}
+	o, err := l.db.Query(ctx, in)
+	if err != nil {
+		return "", wrapErr("Query "+*in.IndexName, err)
+	}
+	if err := attributevalue.UnmarshalListOfMaps(o.Items, out); err != nil {
+		return "", fmt.Errorf("ledger: decode %s: %w", what, err)
+	}
+	if len(o.LastEvaluatedKey) == 0 {
 		return "", nil
 	}
 	var m map[string]any
-	if err := attributevalue.UnmarshalMap(k, &m); err != nil {
+	if err := attributevalue.UnmarshalMap(o.LastEvaluatedKey, &m); err != nil {
 		return "", fmt.Errorf("ledger: encode cursor: %w", err)
 	}
 	b, err := json.Marshal(m)
