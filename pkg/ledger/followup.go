@@ -70,7 +70,7 @@ func (l *Ledger) newTaskPut(op string, n NewTask, now time.Time) (*Task, types.T
 }
 
 // writeTx sends u as the transition tr for c in one TransactWriteItems
-// with the update of the review item (u.review) and the puts of the
+// with u.tx (a lapsed settlement's review item) and the puts of the
 // follow-up tasks fs. A lost reply is recognised by u's write_nonce, as
 // apply recognises it; a refusal is a *FencedError as write returns it,
 // or — the task would have taken the write, so a follow-up's id was
@@ -81,9 +81,7 @@ func (l *Ledger) writeTx(ctx context.Context, label string, tr *Transition, task
 	if err != nil {
 		return nil, err
 	}
-	if u.review != nil {
-		items = append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, u.review.input(l.cfg.ReviewTable, taskID))}}, items...)
-	}
+	items = append(u.tx, items...)
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
@@ -91,7 +89,7 @@ func (l *Ledger) writeTx(ctx context.Context, label string, tr *Transition, task
 	switch {
 	case err != nil:
 		return nil, err
-	case refused && cur != nil && u.review == nil && tr.Allows(cur, *c):
+	case refused && cur != nil && u.tx == nil && tr.Allows(cur, *c):
 		return nil, conflict(op+": a follow-up task's id is taken", taskID, cur)
 	case refused:
 		return nil, fencedBy(taskID, c.Version, cur)

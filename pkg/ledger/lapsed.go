@@ -214,7 +214,7 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 // one TransactWriteItems (write).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	tr.reviewCondition(ru, 0)
-	u.review = ru
+	u.tx = []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
 	u.setNonce() // before the size check (update.fits): the nonce is part of the item
 	return l.write(ctx, strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " "), tr, taskID, &Call{Now: now, Version: version}, u)
 }

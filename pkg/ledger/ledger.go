@@ -196,27 +196,18 @@ func taskKey(id string) map[string]types.AttributeValue {
 
 // Get reads a task with a strongly consistent read.
 func (l *Ledger) Get(ctx context.Context, taskID string) (*Task, error) {
-	var t Task
-	if err := l.getItem(ctx, l.cfg.TasksTable, taskID, "task", &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-// getItem reads the item id of table (what names it in errors) into out
-// with a consistent read. Errors: ErrNotFound.
-func (l *Ledger) getItem(ctx context.Context, table, id, what string, out any) error {
-	o, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: taskKey(id), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &l.cfg.TasksTable,
+		Key:            taskKey(taskID),
+		ConsistentRead: aws.Bool(true),
+	})
 	if err != nil {
-		return wrapErr("GetItem "+what, err)
+		return nil, wrapErr("GetItem task", err)
 	}
-	if len(o.Item) == 0 {
-		return fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
 	}
-	if err := attributevalue.UnmarshalMap(o.Item, out); err != nil {
-		return fmt.Errorf("ledger: decode %s: %w", what, err)
-	}
-	return nil
+	return decodeTask(out.Item)
 }
 
 func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
@@ -312,7 +303,7 @@ type update struct {
 	result               int    // the bytes of the result it saves (fits); -1: none
 	attempt              *Task  // the caller's task (InAttempt), nil: not given
 	followUps            map[State][]NewTask
-	review               *update // the review item's, in the same transaction (lapsed.go)
+	tx                   []types.TransactWriteItem // other items of its transaction (lapsed.go: the review item's update)
 }
 
 // WriteOption adjusts one write of the caller's assignment.

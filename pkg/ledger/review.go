@@ -82,9 +82,18 @@ type Review struct {
 
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &l.cfg.ReviewTable, Key: taskKey(taskID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, wrapErr("GetItem review", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("review %s: %w", taskID, ErrNotFound)
+	}
 	var r Review
-	if err := l.getItem(ctx, l.cfg.ReviewTable, taskID, "review", &r); err != nil {
-		return nil, err
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return nil, fmt.Errorf("ledger: decode review: %w", err)
 	}
 	return &r, nil
 }
@@ -95,14 +104,25 @@ func (l *Ledger) ListOpenReviews(ctx context.Context, limit int32, cursor string
 	if limit <= 0 {
 		limit = 50
 	}
-	next, err = l.page(ctx, &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:                 &l.cfg.ReviewTable,
 		IndexName:                 aws.String(OpenReviewsIndex),
 		KeyConditionExpression:    aws.String("#rs = :open"),
 		ExpressionAttributeNames:  map[string]string{"#rs": "review_status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(ReviewOpen)},
 		Limit:                     aws.Int32(limit),
-	}, cursor, "reviews", &items)
+	}
+	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
+		return nil, "", err
+	}
+	out, err := l.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", wrapErr("Query open_reviews", err)
+	}
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
+		return nil, "", fmt.Errorf("ledger: decode reviews: %w", err)
+	}
+	next, err = encodeCursor(out.LastEvaluatedKey)
 	return items, next, err
 }
 
@@ -271,24 +291,12 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 // PoisonID is the review-table key of a poison message.
 func PoisonID(messageID string) string { return "msg_" + messageID }
 
-// page sends the query in from cursor and decodes its items into out
-// (what names them in errors); next is "" after the last page.
-func (l *Ledger) page(ctx context.Context, in *dynamodb.QueryInput, cursor, what string, out any) (next string, err error) {
-	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
-		return "", err
-	}
-	o, err := l.db.Query(ctx, in)
-	if err != nil {
-		return "", wrapErr("Query "+*in.IndexName, err)
-	}
-	if err := attributevalue.UnmarshalListOfMaps(o.Items, out); err != nil {
-		return "", fmt.Errorf("ledger: decode %s: %w", what, err)
-	}
-	if len(o.LastEvaluatedKey) == 0 {
+func encodeCursor(k map[string]types.AttributeValue) (string, error) {
+	if len(k) == 0 {
 		return "", nil
 	}
 	var m map[string]any
-	if err := attributevalue.UnmarshalMap(o.LastEvaluatedKey, &m); err != nil {
+	if err := attributevalue.UnmarshalMap(k, &m); err != nil {
 		return "", fmt.Errorf("ledger: encode cursor: %w", err)
 	}
 	b, err := json.Marshal(m)
