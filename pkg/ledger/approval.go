@@ -433,19 +433,3 @@ func strList(ss []string) types.AttributeValue {
 	}
 	return &types.AttributeValueMemberL{Value: l}
 }
-
-// isTxConflict reports a transaction cancelled only because another
-// request was writing one of its items (TransactionConflict), with no
-// failed condition.
-func isTxConflict(err error) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || isTxConditionFailed(err) {
-		return false
-	}
-	for _, r := range tce.CancellationReasons {
-		if r.Code != nil && *r.Code == "TransactionConflict" {
-			return true
-		}
-	}
-	return false
-}

@@ -69,17 +69,19 @@ func (l *Ledger) newTaskPut(op string, n NewTask, now time.Time) (*Task, types.T
 		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}}}, nil
 }
 
-// writeWithFollowUps sends u as the transition tr for c together with the
-// puts of the follow-up tasks fs, in one TransactWriteItems. A lost reply
-// is recognised by u's write_nonce, as apply recognises it; a refusal is a
-// *FencedError as write returns it, or — the task would have taken the
-// write, so a follow-up's id was already taken — a *ConflictError.
-func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
-	op := label + " with follow-ups"
+// writeTx sends u as the transition tr for c in one TransactWriteItems
+// with u.tx (a lapsed settlement's review item) and the puts of the
+// follow-up tasks fs. A lost reply is recognised by u's write_nonce, as
+// apply recognises it; a refusal is a *FencedError as write returns it,
+// or — the task would have taken the write, so a follow-up's id was
+// already taken — a *ConflictError.
+func (l *Ledger) writeTx(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
+	op := label + pick(len(fs) > 0, " with follow-ups", "")
 	items, err := l.followUpItems(op, taskID, fs, c.Now, u)
 	if err != nil {
 		return nil, err
 	}
+	items = append(u.tx, items...)
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, op); err != nil {
 		return nil, err
 	}
@@ -87,7 +89,7 @@ func (l *Ledger) writeWithFollowUps(ctx context.Context, label string, tr *Trans
 	switch {
 	case err != nil:
 		return nil, err
-	case refused && cur != nil && tr.Allows(cur, *c):
+	case refused && cur != nil && u.tx == nil && tr.Allows(cur, *c):
 		return nil, conflict(op+": a follow-up task's id is taken", taskID, cur)
 	case refused:
 		return nil, fencedBy(taskID, c.Version, cur)

@@ -122,35 +122,30 @@ func encodeAttempt(r AttemptRecord, createdMs int64) string {
 // decodeAttempt reads an attempt_log entry (encodeAttempt).
 func decodeAttempt(s string, createdMs int64) (AttemptRecord, bool) {
 	f := strings.SplitN(s, " ", 9)
+	f = append(f, make([]string, 9-len(f))...) // the trailing fields left out
 	var r AttemptRecord
 	n, err := strconv.Atoi(f[0])
 	if err != nil {
 		return r, false
 	}
 	r.Attempt = n
-	field := func(i int) string {
-		if i < len(f) {
-			return f[i]
-		}
-		return ""
-	}
 	at := func(i int) int64 {
-		v, err := strconv.ParseInt(field(i), 36, 64)
-		if err != nil || field(i) == "" {
+		v, err := strconv.ParseInt(f[i], 36, 64)
+		if err != nil {
 			return 0
 		}
 		return createdMs + v
 	}
 	tok := func(i int) *int64 {
-		v, err := strconv.ParseInt(field(i), 10, 64)
+		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
 			return nil
 		}
 		return &v
 	}
 	r.ClaimedMs, r.CallStartedMs, r.EndedMs = at(1), at(2), at(3)
-	r.Outcome, r.ErrorClass = field(4), field(5)
-	r.InputTokens, r.OutputTokens, r.ProviderRef = tok(6), tok(7), field(8)
+	r.Outcome, r.ErrorClass = f[4], f[5]
+	r.InputTokens, r.OutputTokens, r.ProviderRef = tok(6), tok(7), f[8]
 	return r, true
 }
 

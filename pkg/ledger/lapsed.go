@@ -209,33 +209,14 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 	}
 }
 
-// lapsedTx conditions u (the task item's update) and ru (the review
-// item's) as tr — the park of the caller's assignment and its open
-// unknown_outcome review — and sends both in one TransactWriteItems
-// (txWrite). A completion's size is checked first (update.fits); a task
-// it leaves queued is due no later than its age deadline (clampDue).
+// lapsedTx sends u as tr, the settlement of the park of the caller's
+// assignment, with ru, its open unknown_outcome review item's update, in
+// one TransactWriteItems (write).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
-	op := strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " ")
-	follow, err := l.followUpItems(op, taskID, u.followUps[tr.To], now, u)
-	if err != nil {
-		return nil, err
-	}
-	u.stamp(now)
-	tr.condition(u, &Call{Now: now, Version: version})
 	tr.reviewCondition(ru, 0)
-	u.setNonce() // before fits: the nonce is part of the item
-	if err := u.fits(l.cfg.TasksTable, taskID, op); err != nil {
-		return nil, err
-	}
-	reviewItem := types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}
-	cur, refused, err := l.txWrite(ctx, op, taskID, u, append([]types.TransactWriteItem{reviewItem}, follow...))
-	switch {
-	case refused:
-		return nil, fencedBy(taskID, version, cur)
-	case err == nil && tr.To == StateQueued:
-		return l.clampDue(ctx, cur)
-	}
-	return cur, err
+	u.tx = []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
+	u.setNonce() // before the size check (update.fits): the nonce is part of the item
+	return l.write(ctx, strings.ReplaceAll(strings.TrimSuffix(tr.Op, "_gated"), "_", " "), tr, taskID, &Call{Now: now, Version: version}, u)
 }
 
 // ParkedAt reports whether t is parked unknown_outcome at assignment

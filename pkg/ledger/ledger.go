@@ -303,6 +303,7 @@ type update struct {
 	result               int    // the bytes of the result it saves (fits); -1: none
 	attempt              *Task  // the caller's task (InAttempt), nil: not given
 	followUps            map[State][]NewTask
+	tx                   []types.TransactWriteItem // other items of its transaction (lapsed.go: the review item's update)
 }
 
 // WriteOption adjusts one write of the caller's assignment.
@@ -447,9 +448,9 @@ func (u *update) setNonce() string {
 }
 
 // apply sends one conditional UpdateItem of the task, setting write_nonce
-// so a lost reply is recognised (doc.go, "Lost replies"). Errors:
-// *conditionFailed when the condition failed for another reason (see
-// attempt); otherwise the AWS error labelled by op.
+// so a lost reply is recognised (doc.go, "Lost replies"). Errors: the
+// ConditionalCheckFailedException when the condition failed for another
+// reason (see attempt); otherwise the AWS error labelled by op.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
 	nonce := u.setNonce()
 	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
@@ -465,7 +466,7 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
 	// engine that omits it (kumo) leaves the read to callers that need the
 	// item anyway (attempt), so a caller that only wants "not applied"
-	// (ClaimDispatch, clampDue) never pays for a read.
+	// (clampDue) never pays for a read.
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
 		cur, derr := decodeTask(ccf.Item)
@@ -476,7 +477,7 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 			return cur, nil // our own write; its reply was lost
 		}
 	}
-	return nil, &conditionFailed{op: op, nonce: nonce, err: err}
+	return nil, err
 }
 
 // attempt sends u (apply) and, when its condition failed, looks at the
@@ -484,12 +485,10 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 // written (also when the item carries the write's nonce), old the task
 // that refused it (nil: gone), err any other error as apply labelled it.
 func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (t, old *Task, err error) {
-	t, err = l.apply(ctx, label, taskID, u)
-	var cf *conditionFailed
-	if !errors.As(err, &cf) {
+	if t, err = l.apply(ctx, label, taskID, u); !isConditionFailed(err) {
 		return t, nil, err
 	}
-	if old, err = l.oldOrRead(ctx, taskID, err); old != nil && old.WriteNonce == cf.nonce {
+	if old, err = l.oldOrRead(ctx, taskID, err); old != nil && old.WriteNonce == u.nonce {
 		return old, nil, nil
 	}
 	return nil, old, err
@@ -505,8 +504,13 @@ func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) 
 		return nil, false
 	}
 	for i := range ownWriteReads {
-		if i > 0 && !sleepCtx(ctx, jitter(ownWriteBackoff<<(i-1))) {
-			return nil, false
+		if i > 0 {
+			d := ownWriteBackoff << (i - 1)
+			select {
+			case <-ctx.Done():
+				return nil, false
+			case <-time.After(d/2 + mrand.N(d/2+1)): // jitter in [d/2, d]
+			}
 		}
 		cur, gerr := l.Get(ctx, taskID)
 		switch {
@@ -573,32 +577,11 @@ func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
 }
 
 // ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
-// first wait between them (doubled each time, full jitter).
+// first wait between them (doubled each time, jittered).
 const (
 	ownWriteReads   = 4
 	ownWriteBackoff = 50 * time.Millisecond
 )
-
-// jitter returns a uniformly random duration in [d/2, d] (never zero for
-// d > 0, so a retry never spins).
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + mrand.N(d/2+1)
-}
-
-// sleepCtx waits d or until ctx ends; false when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // MayHaveApplied reports whether a write that returned err may nevertheless
 // have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
@@ -619,15 +602,3 @@ func MayHaveApplied(err error) bool {
 	var tce *types.TransactionCanceledException
 	return !errors.As(err, &tce)
 }
-
-// conditionFailed is apply's failed condition, with the write's nonce.
-type conditionFailed struct {
-	op    string
-	nonce string
-	err   error
-}
-
-func (e *conditionFailed) Error() string {
-	return "ledger: UpdateItem " + e.op + ": condition failed: " + e.err.Error()
-}
-func (e *conditionFailed) Unwrap() error { return e.err }

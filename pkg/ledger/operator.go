@@ -217,19 +217,20 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	in := l.byState(q.State, q.Shard)
-	in.Limit = aws.Int32(q.Limit)
-	if q.DueBefore > 0 {
-		in.KeyConditionExpression = aws.String("#ss = :ss AND #due < :before")
-		in.ExpressionAttributeNames["#due"] = "due_at"
-		in.ExpressionAttributeValues[":before"] = num(q.DueBefore)
-	}
-	if in.ExclusiveStartKey, err = decodeCursor(q.Cursor); err != nil {
+	start, err := decodeCursor(q.Cursor)
+	if err != nil {
 		return nil, "", err
 	}
-	out, err := l.db.Query(ctx, in)
+	out, err := l.queryByState(ctx, "Query by_state", q.State, q.Shard, func(in *dynamodb.QueryInput) {
+		in.Limit, in.ExclusiveStartKey = aws.Int32(q.Limit), start
+		if q.DueBefore > 0 {
+			in.KeyConditionExpression = aws.String("#ss = :ss AND #due < :before")
+			in.ExpressionAttributeNames["#due"] = "due_at"
+			in.ExpressionAttributeValues[":before"] = num(q.DueBefore)
+		}
+	})
 	if err != nil {
-		return nil, "", wrapErr("Query by_state", err)
+		return nil, "", err
 	}
 	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
 		return nil, "", fmt.Errorf("ledger: decode live refs: %w", err)
@@ -241,29 +242,33 @@ func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, ne
 // CountLive counts the tasks in one shard of s's by_state partition (Select
 // COUNT, paging): of queued and running together for either.
 func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error) {
-	in := l.byState(s, shard)
-	in.Select = types.SelectCount
-	n := 0
-	for {
-		out, err := l.db.Query(ctx, in)
+	var start map[string]types.AttributeValue
+	for n := 0; ; {
+		out, err := l.queryByState(ctx, "Query by_state count", s, shard, func(in *dynamodb.QueryInput) {
+			in.Select, in.ExclusiveStartKey = types.SelectCount, start
+		})
 		if err != nil {
-			return n, wrapErr("Query by_state count", err)
+			return n, err
 		}
 		n += int(out.Count)
-		if len(out.LastEvaluatedKey) == 0 {
+		if start = out.LastEvaluatedKey; len(start) == 0 {
 			return n, nil
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
 
-// byState queries one shard of s's by_state partition.
-func (l *Ledger) byState(s State, shard int) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
+// queryByState sends one Query (label: op in errors) of one shard of s's
+// by_state partition, as set adjusts it. The input is a literal here, so
+// internal/templatetest sees which table and index the Query reads.
+func (l *Ledger) queryByState(ctx context.Context, op string, s State, shard int, set func(*dynamodb.QueryInput)) (*dynamodb.QueryOutput, error) {
+	in := &dynamodb.QueryInput{
 		TableName:                 &l.cfg.TasksTable,
 		IndexName:                 aws.String(ByStateIndex),
 		KeyConditionExpression:    aws.String("#ss = :ss"),
 		ExpressionAttributeNames:  map[string]string{"#ss": "state_shard"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":ss": str(ShardKey(s, shard))},
 	}
+	set(in)
+	out, err := l.db.Query(ctx, in)
+	return out, wrapErr(op, err)
 }

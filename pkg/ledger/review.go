@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -234,18 +235,31 @@ func nilToEmpty(r *Review) {
 	}
 }
 
-func isTxConditionFailed(err error) bool {
+// txReasons returns the cancellation reasons' codes of a cancelled
+// transaction; ok=false when err is none.
+func txReasons(err error) (codes []string, ok bool) {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		return false
+		return nil, false
 	}
 	for _, r := range tce.CancellationReasons {
-		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
-			return true
-		}
+		codes = append(codes, aws.ToString(r.Code))
 	}
+	return codes, true
+}
+
+func isTxConditionFailed(err error) bool {
+	codes, ok := txReasons(err)
 	// Some emulators omit the reasons: the caller re-reads.
-	return len(tce.CancellationReasons) == 0
+	return ok && (len(codes) == 0 || slices.Contains(codes, "ConditionalCheckFailed"))
+}
+
+// isTxConflict reports a transaction cancelled only because another
+// request was writing one of its items (TransactionConflict), with no
+// failed condition.
+func isTxConflict(err error) bool {
+	codes, _ := txReasons(err)
+	return slices.Contains(codes, "TransactionConflict") && !isTxConditionFailed(err)
 }
 
 // PutPoison records a poison message (a body that is not a task reference)

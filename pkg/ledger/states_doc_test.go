@@ -160,9 +160,8 @@ func renderStates(trs []ledger.Transition) string {
 	p("- **from**: the states the write is accepted from; `retry_wait (due)` means from that state only")
 	p("  while the guard in brackets holds. Park and ClaimDispatch are conditioned on the state the")
 	p("  caller read, which must be one of these.")
-	p("- **fence**: `at version` — the item's assignment_version must be the caller's (or the one it")
-	p("  read): a worker that lost its assignment cannot write. `at cancel version` — the caller's + 1,")
-	p("  the version a cancel while running moved the task to.")
+	p("- **fence**: `at version` — the item's assignment_version must be the version the caller")
+	p("  names (its claim's, or the one it read): a worker that lost its assignment cannot write.")
 	p("- **guards**: the rest of the condition, in words (their DynamoDB expressions are listed under")
 	p("  [Guards](#guards)). Guards of the review item are checked in the same transaction.")
 	p("- **to**: the state the write leaves; **attempts / version**: how it changes `attempts` and")
@@ -247,7 +246,6 @@ func renderStates(trs []ledger.Transition) string {
 		}
 	}
 	p("| fence `at version` | `#assignment_version = :mine` (`:ver` in Park and Act) |")
-	p("| fence `at cancel version` | `#assignment_version = :mine`, :mine the caller's version + 1 |")
 	return b.String()
 }
 

@@ -222,11 +222,14 @@ var (
 	fromRunning, fromUnknown         = states(StateRunning), states(StateUnknown)
 	fromRunOrUnknown, fromParked     = states(StateRunning, StateUnknown), states(StateNeedsReview)
 	fromAwaiting                     = states(StateAwaitingApproval)
+	fromUnsettled                    = states(StateQueued, StateRetryWait, StateRunning, StateUnknown)
 	claimWhen                        = map[State][]Guard{StateRetryWait: {gDue}, StateRunning: {gLeaseExpired, gTakeoverKind}}
 	claimGuards                      = guards(gExists, gAttemptsLeft, gBeforeDeadline, inFromC)
 	gFenced                          = guards(atMine, inFrom)
+	gComplete, gCompleteGated        = guards(gGateOff, atMine, inFrom, gNoResult), guards(gGateOn, atMine, inFrom, gNoResult)
 	gLapsed                          = guards(atMine, inFrom, gParkedUnknown, gReviewLapsed)
 	gOperator                        = guards(fromAs("parked"), atVer, gReviewAt)
+	gPark                            = guards(atVer, readState("expect"), gNoOpenReview)
 )
 
 // transitions is the task state machine: every write of a task item.
@@ -241,58 +244,38 @@ var transitions = []Transition{
 		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
 	{Op: "claim_takeover", Method: "Claim (AllowTakeover)", Actors: byWorker, From: states(StateQueued, StateRetryWait, StateRunning), When: claimWhen,
 		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable, Effect: EffectRetrySafe},
-	{Op: "renew", Method: "Renew", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateRunning, Refusal: RefusedFenced},
-	{Op: "call_started", Method: "MarkCallStarted", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: guards(atMine, inFrom, gLeaseFresh),
-		To: StateRunning, Refusal: RefusedFenced, Effect: EffectEffect},
-	{Op: "call_started_renew", Method: "MarkCallStarted (lease too short: renewed)", Actors: byWorker, From: fromRunning,
-		Fence: AtVersion, Guards: gFenced, To: StateRunning, Refusal: RefusedFenced, Effect: EffectEffect},
-	{Op: "complete", Method: "Complete", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion, Guards: guards(gGateOff, atMine, inFrom, gNoResult),
-		To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_gated", Method: "Complete (approval gate)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
-	{Op: "complete_follow_ups", Method: "Complete (WithFollowUps: a plan's deliveries, notifications)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
-		Guards: guards(gGateOff, atMine, inFrom, gNoResult), To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_gated_follow_ups", Method: "Complete (approval gate, WithFollowUps: the approvers' notification)", Actors: byWorker, From: fromRunOrUnknown, Fence: AtVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
-	{Op: "retry", Method: "ScheduleRetry", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateRetryWait, Refusal: RefusedFenced},
-	{Op: "retry_after_refusal", Method: "ScheduleRetry (AfterRefusal)", Actors: byWorker, From: fromRunOrUnknown,
-		Fence: AtVersion, Guards: gFenced, To: StateRetryWait, Refusal: RefusedFenced},
-	{Op: "fail", Method: "Fail", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateFailed, Refusal: RefusedFenced},
-	{Op: "fail_follow_ups", Method: "Fail (WithFollowUps: the requester's notification)", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced,
-		To: StateFailed, Refusal: RefusedFenced},
-	{Op: "fail_after_refusal", Method: "Fail (AfterRefusal)", Actors: byWorker, From: fromRunOrUnknown,
-		Fence: AtVersion, Guards: gFenced, To: StateFailed, Refusal: RefusedFenced},
-	{Op: "unknown", Method: "MarkUnknown", Actors: byWorker, From: fromRunning, Fence: AtVersion,
-		Guards: gFenced, To: StateUnknown, Refusal: RefusedFenced, Effect: EffectEffect},
-	{Op: "release", Method: "Release", Actors: byWorker, From: fromRunning, Fence: AtVersion, Guards: gFenced, To: StateQueued, Attempts: Down, Refusal: RefusedFenced},
-	{Op: "release_unknown", Method: "ReleaseUnknown", Actors: byWorker, From: fromUnknown, Fence: AtVersion,
-		Guards: gFenced, To: StateQueued, Attempts: Down, Refusal: RefusedFenced},
+	fencedRow("renew", "Renew", byWorker, fromRunning, gFenced, StateRunning),
+	fencedRow("call_started", "MarkCallStarted", byWorker, fromRunning, guards(atMine, inFrom, gLeaseFresh), StateRunning, effectOnly),
+	fencedRow("call_started_renew", "MarkCallStarted (lease too short: renewed)", byWorker, fromRunning, gFenced, StateRunning, effectOnly),
+	fencedRow("complete", "Complete", byWorker, fromRunOrUnknown, gComplete, StateCompleted),
+	fencedRow("complete_gated", "Complete (approval gate)", byWorker, fromRunOrUnknown, gCompleteGated, StateAwaitingApproval),
+	fencedRow("complete_follow_ups", "Complete (WithFollowUps: a plan's deliveries, notifications)", byWorker, fromRunOrUnknown, gComplete, StateCompleted),
+	fencedRow("complete_gated_follow_ups", "Complete (approval gate, WithFollowUps: the approvers' notification)", byWorker, fromRunOrUnknown, gCompleteGated,
+		StateAwaitingApproval),
+	fencedRow("retry", "ScheduleRetry", byWorker, fromRunning, gFenced, StateRetryWait),
+	fencedRow("retry_after_refusal", "ScheduleRetry (AfterRefusal)", byWorker, fromRunOrUnknown, gFenced, StateRetryWait),
+	fencedRow("fail", "Fail", byWorker, fromRunning, gFenced, StateFailed),
+	fencedRow("fail_follow_ups", "Fail (WithFollowUps: the requester's notification)", byWorker, fromRunning, gFenced, StateFailed),
+	fencedRow("fail_after_refusal", "Fail (AfterRefusal)", byWorker, fromRunOrUnknown, gFenced, StateFailed),
+	fencedRow("unknown", "MarkUnknown", byWorker, fromRunning, gFenced, StateUnknown, effectOnly),
+	fencedRow("release", "Release", byWorker, fromRunning, gFenced, StateQueued, givesBack),
+	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, gFenced, StateQueued, givesBack),
 	{Op: "release_claim", Method: "ReleaseClaim", Actors: byWorker, From: fromRunning, Guards: guards(gOwner, fromAs("running"), gVersionGiven),
 		To: StateQueued, Attempts: Down, Refusal: NotApplied},
-	{Op: "wait_admission", Method: "WaitAdmission", Actors: actors(ActorAdmission), From: fromRunning, Fence: AtVersion,
-		Guards: gFenced, To: StateRetryWait, Attempts: Down, Refusal: RefusedFenced},
+	fencedRow("wait_admission", "WaitAdmission", actors(ActorAdmission), fromRunning, gFenced, StateRetryWait, givesBack),
 
 	// The reconciler.
-	{Op: "requeue", Method: "Requeue (from running)", Actors: byReconciler, From: fromRunning, Fence: AtVersion, Guards: guards(atMine, inFrom, gLeaseExpired),
-		To: StateQueued, Refusal: RefusedFenced, Effect: EffectRetrySafe},
-	{Op: "requeue_unstarted", Method: "RequeueUnstarted", Actors: byReconciler, From: fromRunning, Fence: AtVersion,
-		Guards: guards(atMine, inFrom, gLeaseExpired, gNotStarted), To: StateQueued, Refusal: RefusedFenced},
-	{Op: "expire", Method: "ExpireToUnknown", Actors: byReconciler, From: fromRunning, Fence: AtVersion, Guards: guards(atMine, inFrom, gLeaseExpired),
-		To: StateUnknown, Refusal: RefusedFenced, Effect: EffectEffect},
-	{Op: "complete_readback", Method: "CompleteFromReadback", Actors: byReconciler, From: fromUnknown, Fence: AtVersion,
-		Guards: guards(gGateOff, atMine, inFrom, gNoResult), To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_readback_gated", Method: "CompleteFromReadback (approval gate)", Actors: byReconciler, From: fromUnknown, Fence: AtVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
-	{Op: "requeue_readback_absent", Method: "Requeue (from unknown)", Actors: byReconciler, From: fromUnknown,
-		Fence: AtVersion, Guards: gFenced, To: StateQueued, Refusal: RefusedFenced},
+	fencedRow("requeue", "Requeue (from running)", byReconciler, fromRunning, guards(atMine, inFrom, gLeaseExpired), StateQueued, retrySafe),
+	fencedRow("requeue_unstarted", "RequeueUnstarted", byReconciler, fromRunning, guards(atMine, inFrom, gLeaseExpired, gNotStarted), StateQueued),
+	fencedRow("expire", "ExpireToUnknown", byReconciler, fromRunning, guards(atMine, inFrom, gLeaseExpired), StateUnknown, effectOnly),
+	fencedRow("complete_readback", "CompleteFromReadback", byReconciler, fromUnknown, gComplete, StateCompleted),
+	fencedRow("complete_readback_gated", "CompleteFromReadback (approval gate)", byReconciler, fromUnknown, gCompleteGated, StateAwaitingApproval),
+	fencedRow("requeue_readback_absent", "Requeue (from unknown)", byReconciler, fromUnknown, gFenced, StateQueued),
 	{Op: "dispatch", Method: "ClaimDispatch", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
 		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},
-	{Op: "park", Method: "Park", Actors: byEither, From: states(StateQueued, StateRetryWait, StateRunning, StateUnknown), Fence: AtVersion, Guards: guards(atVer, readState("expect"), gNoOpenReview),
-		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
-	{Op: "park_expired_lease", Method: "Park (LeaseExpired)", Actors: byEither, From: fromRunning, Fence: AtVersion, Guards: guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview),
-		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
-	{Op: "park_follow_ups", Method: "Park (FollowUps: the requester's notification)", Actors: byEither, From: states(StateQueued, StateRetryWait, StateRunning, StateUnknown), Fence: AtVersion,
-		Guards: guards(atVer, readState("expect"), gNoOpenReview), To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+	fencedRow("park", "Park", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
+	fencedRow("park_expired_lease", "Park (LeaseExpired)", byEither, fromRunning, guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview), StateNeedsReview, conflicts, opens),
+	fencedRow("park_follow_ups", "Park (FollowUps: the requester's notification)", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
 	// Each follow-up task a write with follow-ups creates (followup.go):
 	// a plan's delivery or a notification, put in the write's transaction.
 	{Op: "follow_up", Method: "Complete (and Fail, Park and the other settling writes: each follow-up task, in the same transaction)", Actors: byEither,
@@ -306,28 +289,21 @@ var transitions = []Transition{
 		To: StateCancelled, Refusal: RefusedConflict, Repeat: true},
 	{Op: "cancel_running", Method: "CancelRunning", Actors: byRequester, From: fromRunOrUnknown, Fence: AtVersion, Guards: guards(atMine, inFrom, gNoCancelPending),
 		To: StateUnknown, Version: Up, Refusal: RefusedConflict},
-	{Op: "cancel_unknown", Method: "CancelUnknown", Actors: byEither, From: fromUnknown, Fence: AtVersion,
-		Guards: guards(atMine, inFrom, gCancelOfPrev), To: StateCancelled, Refusal: RefusedFenced},
-	{Op: "complete_cancelled", Method: "CompleteCancelled", Actors: byWorker, From: fromUnknown, Fence: AtVersion, Guards: guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult),
-		To: StateCompleted, Refusal: RefusedFenced},
-	{Op: "complete_cancelled_gated", Method: "CompleteCancelled (approval gate)", Actors: byWorker, From: fromUnknown, Fence: AtVersion,
-		Guards: guards(gGateOn, atMine, inFrom, gCancelOfPrev, gNoResult), To: StateAwaitingApproval, Refusal: RefusedFenced},
+	fencedRow("cancel_unknown", "CancelUnknown", byEither, fromUnknown, guards(atMine, inFrom, gCancelOfPrev), StateCancelled),
+	fencedRow("complete_cancelled", "CompleteCancelled", byWorker, fromUnknown, guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult), StateCompleted),
+	fencedRow("complete_cancelled_gated", "CompleteCancelled (approval gate)", byWorker, fromUnknown, guards(gGateOn, atMine, inFrom, gCancelOfPrev, gNoResult),
+		StateAwaitingApproval),
 
 	// A lapsed attempt settles its unknown_outcome park (lapsed.go).
-	{Op: "complete_lapsed", Method: "CompleteLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gGateOff, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed),
-		To: StateCompleted, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "complete_lapsed_gated", Method: "CompleteLapsed (approval gate)", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gGateOn, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed),
-		To: StateAwaitingApproval, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "fail_lapsed", Method: "FailLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
-		Guards: gLapsed, To: StateFailed, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "retry_lapsed", Method: "RetryLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
-		Guards: gLapsed, To: StateRetryWait, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "release_lapsed", Method: "ReleaseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: gLapsed,
-		To: StateQueued, Attempts: Down, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "cancel_lapsed", Method: "CancelLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion, Guards: guards(gCancelOfPrev, atMine, inFrom, gParkedUnknown, gReviewLapsed),
-		To: StateCancelled, Refusal: RefusedFenced, Review: ReviewResolves},
-	{Op: "revise_lapsed", Method: "ReviseLapsed", Actors: byWorker, From: fromParked, Fence: AtVersion,
-		Guards: gLapsed, To: StateNeedsReview, Refusal: RefusedFenced, Review: ReviewRevises},
+	fencedRow("complete_lapsed", "CompleteLapsed", byWorker, fromParked, guards(gGateOff, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed), StateCompleted,
+		resolves),
+	fencedRow("complete_lapsed_gated", "CompleteLapsed (approval gate)", byWorker, fromParked, guards(gGateOn, gNoResult, atMine, inFrom, gParkedUnknown, gReviewLapsed),
+		StateAwaitingApproval, resolves),
+	fencedRow("fail_lapsed", "FailLapsed", byWorker, fromParked, gLapsed, StateFailed, resolves),
+	fencedRow("retry_lapsed", "RetryLapsed", byWorker, fromParked, gLapsed, StateRetryWait, resolves),
+	fencedRow("release_lapsed", "ReleaseLapsed", byWorker, fromParked, gLapsed, StateQueued, givesBack, resolves),
+	fencedRow("cancel_lapsed", "CancelLapsed", byWorker, fromParked, guards(gCancelOfPrev, atMine, inFrom, gParkedUnknown, gReviewLapsed), StateCancelled, resolves),
+	fencedRow("revise_lapsed", "ReviseLapsed", byWorker, fromParked, gLapsed, StateNeedsReview, revises),
 	{Op: "revise_lapsed_review", Method: "ReviseLapsedReview", Actors: byWorker, Guards: guards(gReviewRevise), Refusal: RefusedConflict, Review: ReviewRevises, Manual: true},
 
 	// Approval gates (approval.go).
@@ -341,17 +317,39 @@ var transitions = []Transition{
 		To: StateAwaitingApproval, Refusal: RefusedConflict},
 	{Op: "withdraw_delivery", Method: "Withdraw (each delivery)", Actors: byApprover, From: states(StateQueued), Guards: guards(fromAs("queued"), gUnstarted, gParent),
 		To: StateCancelled, Refusal: RefusedDeliveriesStarted},
-	{Op: "expire_approval", Method: "ExpireApproval", Actors: byReconciler, From: fromAwaiting, Fence: AtVersion, Guards: guards(atVer, readState("expect"), gNoOpenReview),
-		To: StateNeedsReview, Refusal: RefusedConflict, Review: ReviewOpens},
+	fencedRow("expire_approval", "ExpireApproval", byReconciler, fromAwaiting, gPark, StateNeedsReview, conflicts, opens),
 
 	// An operator's decision on the review item (operator.go).
-	{Op: "operator_retry", Method: "Act (retry)", Actors: byOperator, From: fromParked, Fence: AtVersion, Guards: gOperator,
-		To: StateQueued, Attempts: Reset, Refusal: RefusedConflict, Review: ReviewResolves},
-	{Op: "operator_completed", Method: "Act (completed)", Actors: byOperator, From: fromParked, Fence: AtVersion,
-		Guards: gOperator, To: StateCompleted, Refusal: RefusedConflict, Review: ReviewResolves},
-	{Op: "operator_failed", Method: "Act (failed)", Actors: byOperator, From: fromParked, Fence: AtVersion,
-		Guards: gOperator, To: StateFailed, Refusal: RefusedConflict, Review: ReviewResolves},
+	fencedRow("operator_retry", "Act (retry)", byOperator, fromParked, gOperator, StateQueued, conflicts, resolves, freshBudget),
+	fencedRow("operator_completed", "Act (completed)", byOperator, fromParked, gOperator, StateCompleted, conflicts, resolves),
+	fencedRow("operator_failed", "Act (failed)", byOperator, fromParked, gOperator, StateFailed, conflicts, resolves),
 }
+
+// rowOpt sets a field of a row.
+type rowOpt func(*Transition)
+
+// fencedRow is a row fenced at version, refused (unless opts say
+// otherwise) with *FencedError: mostly the writes of the assignment's
+// holder.
+func fencedRow(op, method string, by []Actor, from []State, g []Guard, to State, opts ...rowOpt) Transition {
+	tr := Transition{Op: op, Method: method, Actors: by, From: from, Fence: AtVersion, Guards: g, To: to, Refusal: RefusedFenced}
+	for _, o := range opts {
+		o(&tr)
+	}
+	return tr
+}
+
+// The rows' options.
+var (
+	conflicts   rowOpt = func(tr *Transition) { tr.Refusal = RefusedConflict }
+	opens       rowOpt = func(tr *Transition) { tr.Review = ReviewOpens }
+	givesBack   rowOpt = func(tr *Transition) { tr.Attempts = Down }
+	freshBudget rowOpt = func(tr *Transition) { tr.Attempts = Reset }
+	retrySafe   rowOpt = func(tr *Transition) { tr.Effect = EffectRetrySafe }
+	effectOnly  rowOpt = func(tr *Transition) { tr.Effect = EffectEffect }
+	resolves    rowOpt = func(tr *Transition) { tr.Review = ReviewResolves }
+	revises     rowOpt = func(tr *Transition) { tr.Review = ReviewRevises }
+)
 
 // Transitions returns a copy of the task state machine's table.
 func Transitions() []Transition {

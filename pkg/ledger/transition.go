@@ -137,17 +137,18 @@ func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, o
 
 // write stamps u and sends it as the transition tr for c (its
 // "_after_refusal" twin after AfterRefusal; with follow-ups, its
-// "_follow_ups" twin in a transaction); label names it in errors. A
-// refusal is a *FencedError at the version the fence compares. A
-// completion that cannot fit (update.fits) is refused before it is sent;
-// a task left queued is due no later than its age deadline (clampDue).
+// "_follow_ups" twin, and with u.tx, in a transaction: writeTx); label
+// names it in errors. A refusal is a *FencedError at the version the
+// fence compares. A completion that cannot fit (update.fits) is refused
+// before it is sent; a task left queued is due no later than its age
+// deadline (clampDue).
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
 	u.stamp(c.Now)
 	if tw, ok := byOp[tr.Op+"_after_refusal"]; ok && u.refused {
 		tr = tw
 	}
-	if fs := u.followUps[tr.To]; len(fs) > 0 {
-		return l.writeWithFollowUps(ctx, label, followUpTwin(tr), taskID, c, u, fs)
+	if fs := u.followUps[tr.To]; len(fs) > 0 || u.tx != nil {
+		return l.writeTx(ctx, label, followUpTwin(tr), taskID, c, u, fs)
 	}
 	if err := tr.condition(u, c).fits(l.cfg.TasksTable, taskID, strings.ReplaceAll(label, "_", " ")); err != nil {
 		return nil, err
