@@ -32,9 +32,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // hangBound is how long a test waits for something that must happen (a
 // handler returning, a call starting, a message arriving) before it calls
-// it hung. A bound, not a speed check: the worker's tests run in parallel
-// against one serialised moto_server, where a handler that repeats its
-// saves can take tens of seconds.
+// it hung. A bound, not a speed check: the worker's tests run in parallel,
+// their moto legs sharing testenv's few moto_servers, each serving one
+// DynamoDB request at a time, where a handler that repeats its saves can
+// take tens of seconds.
 const hangBound = 90 * time.Second
 
 func newClock(t time.Time) *testenv.Clock {
