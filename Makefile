@@ -63,9 +63,10 @@ staticcheck:
 # alone at the end (a package named twice runs once). -parallel 8: most
 # parallel tests wait on an emulator, a browser or a timer rather than use a
 # core, and the default (GOMAXPROCS) let only two of them wait at once; the
-# soak tests bound their own concurrency (soak.HoldSoakSlot).
-TEST_FIRST := ./internal/worker ./internal/soak ./web ./internal/demo \
-              ./internal/reconciler ./internal/bench ./internal/api ./pkg/ledger ./internal/e2e
+# soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
+# of one package share a few moto_servers (internal/testenv's pool).
+TEST_FIRST := ./internal/worker ./internal/soak ./web ./internal/reconciler ./internal/demo \
+              ./cmd/taskledger-local ./internal/bench ./internal/api ./pkg/ledger ./internal/e2e
 test-go:
 	$(GO) test -count=1 -timeout 20m -parallel 8 $(if $(filter ./...,$(PKGS)),$(TEST_FIRST)) $(PKGS)
 
