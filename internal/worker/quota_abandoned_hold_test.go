@@ -210,7 +210,7 @@ func TestParkedUnstartedAttemptsQuotaHoldIsGivenBack(t *testing.T) {
 		ctx := context.Background()
 		task := b.create(t, "abandoned-unstarted", budgetedPrompt, func(n *ledger.NewTask) { n.MaxAttempts = 1 })
 
-		l, err := ledger.New(markCrash{e.DDB}, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: b.clock.Now})
+		l, err := ledger.New(markCrash{e.DDB}, b.l.Config())
 		if err != nil {
 			t.Fatal(err)
 		}
