@@ -347,6 +347,12 @@ func runTaskledger(ctx context.Context, b *soak.Backend, w Workload, tasks int, 
 	}
 	defer g.drop()
 	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable}
+	if o.lease > 0 {
+		// A deployment keeps the dispatch timeout near its lease (the
+		// default is the default lease): a dispatch deadline more than a
+		// lease past the claim's lease end costs every claim a renewal.
+		lcfg.DispatchTimeout = o.lease
+	}
 	submitLedger, err := ledger.New(awsclient.DynamoDB(g.cfg["submit"]), lcfg)
 	if err != nil {
 		return CostRow{}, err
