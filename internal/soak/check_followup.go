@@ -281,7 +281,17 @@ func (c *checker) notifications(t *task, p *ledger.Task, ds []*ledger.Task, revi
 			c.add(t.kind, d.TaskID, "notification_completed_without_send", "completed after %d sends", sends)
 		case d.State == ledger.StateNeedsReview && reason == ledger.ReviewUnknownOutcome:
 			st.ParkedUnknown++
-			if sends == 0 {
+			s.fu.mu.Lock()
+			maybe := s.fu.maybeSent[d.TaskID]
+			s.fu.mu.Unlock()
+			switch {
+			case sends > 0:
+			case maybe > 0 || (d.CallStartedVersion > 0 && d.CallStartedVersion == d.AssignmentVersion):
+				// A send that failed after its request may have left, or
+				// a worker that stopped between the call-start mark and
+				// the send: unknowable, so the park is genuine.
+				c.uncertain.Genuine++
+			default:
 				c.add(t.kind, d.TaskID, "false_uncertainty", "parked unknown_outcome, but nothing was sent")
 			}
 		case lost:

@@ -12,6 +12,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/taskledger/taskledger/internal/destination"
@@ -21,6 +22,7 @@ import (
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // Follow-up tasks in the soak (issue 22; package followup): tasks a
@@ -110,6 +112,10 @@ type fuState struct {
 	sends   map[string]int           // SES SendEmail calls that reached the emulator, per operation id
 	parent  map[string]string        // operation id → the task whose follow-up it is
 	lost    map[string]bool          // operation ids whose reply was dropped
+	// maybeSent counts SendEmail calls that failed after their request may
+	// have left (a timeout, a reset: destination.TransportFailure's
+	// uncertain): nobody can tell whether they reached the emulator.
+	maybeSent map[string]int
 	// mailBefore is how many mails the emulator had recorded as sent when
 	// the run began (sentMail).
 	mailBefore int
@@ -199,6 +205,8 @@ func (c soakSES) SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns
 	fu.mu.Lock()
 	if err == nil {
 		fu.sends[op]++
+	} else if mayHaveLeft(err) {
+		fu.maybeSent[op]++
 	}
 	fu.parent[op] = parentID
 	parent := s.byID[parentID]
@@ -220,7 +228,7 @@ func (c soakSES) SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns
 // follow-up kinds, and the notification configuration (wire, before the
 // handlers).
 func (s *soak) followUpDestinations(ctx context.Context) ([]destination.Destination, error) {
-	s.fu = fuState{store: example.NewMemory(), invokes: map[string][]invokeEvent{}, sends: map[string]int{}, parent: map[string]string{}, lost: map[string]bool{}}
+	s.fu = fuState{store: example.NewMemory(), invokes: map[string][]invokeEvent{}, sends: map[string]int{}, parent: map[string]string{}, lost: map[string]bool{}, maybeSent: map[string]int{}}
 	s.fu.fn = &example.Handler{Store: s.fu.store}
 	fn, err := lambda.New(lambda.Options{Client: soakLambda{s: s}, Functions: map[string]lambda.Function{
 		ExampleFunction: {FunctionName: "soak-example-destination", Lookup: true, NotFoundCredible: true, Timeout: s.cfg.CallTimeout},
@@ -249,4 +257,16 @@ func (s *soak) followUpDestinations(ctx context.Context) ([]destination.Destinat
 		return nil, err
 	}
 	return []destination.Destination{fn, mail}, nil
+}
+
+// mayHaveLeft reports whether a failed call's request may have reached the
+// service: no reply from it (a service error is a definite answer), and
+// not refused before sending — the email destination's own steering
+// (destination.TransportFailure) calls such a failure uncertain.
+func mayHaveLeft(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return false
+	}
+	return !errors.Is(destination.TransportFailure(err, err), retrypolicy.ErrRequestNotSent)
 }

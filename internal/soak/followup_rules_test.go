@@ -27,7 +27,7 @@ func fuSetup(t *testing.T) *fuBundle {
 	t.Helper()
 	s := &soak{cfg: Config{Seed: 1}, byID: map[string]*task{}, injected: map[Kind]int{}, fired: map[string]bool{},
 		saves: map[string]int{}, maybeSav: map[string]int{}}
-	s.fu = fuState{store: example.NewMemory(), invokes: map[string][]invokeEvent{}, sends: map[string]int{}, parent: map[string]string{}, lost: map[string]bool{}}
+	s.fu = fuState{store: example.NewMemory(), invokes: map[string][]invokeEvent{}, sends: map[string]int{}, parent: map[string]string{}, lost: map[string]bool{}, maybeSent: map[string]int{}}
 	s.fu.fn = &example.Handler{Store: s.fu.store}
 	return &fuBundle{s: s, stored: map[string]*ledger.Task{}}
 }
@@ -184,6 +184,32 @@ func TestNotificationRules(t *testing.T) {
 		b.s.fu.lost[k.TaskID] = true
 		if got := b.rules(map[string]int{n.TaskID: 1, m.TaskID: 1, k.TaskID: 1}); len(got) != 0 {
 			t.Fatalf("clean notifications: %v", got)
+		}
+	})
+	// A SendEmail that failed after its request may have left (a timeout,
+	// a reset) is a send nobody can place: the park saying so is genuine,
+	// and so is one after the delivery's call-start mark with no send.
+	// Only a park with neither is false uncertainty.
+	t.Run("unknowable sends", func(t *testing.T) {
+		b := fuSetup(t)
+		p := b.parent("t_timeout", NotifyCompleted, ledger.StateCompleted)
+		n := b.notification(p, followup.EventCompleted, p.AssignmentVersion, ledger.StateNeedsReview)
+		n.ReviewReason = ledger.ReviewUnknownOutcome
+		b.s.fu.parent[n.TaskID] = n.ParentTaskID
+		b.s.fu.maybeSent[n.TaskID] = 1
+		q := b.parent("t_marked", NotifyCompleted, ledger.StateCompleted)
+		m := b.notification(q, followup.EventCompleted, q.AssignmentVersion, ledger.StateNeedsReview)
+		m.ReviewReason = ledger.ReviewUnknownOutcome
+		m.AssignmentVersion, m.CallStartedVersion = 1, 1
+		b.s.fu.parent[m.TaskID] = m.ParentTaskID
+		if got := b.rules(map[string]int{}); len(got) != 0 {
+			t.Fatalf("genuinely uncertain notifications reported: %v", got)
+		}
+		r := b.parent("t_nothing", NotifyCompleted, ledger.StateCompleted)
+		k := b.notification(r, followup.EventCompleted, r.AssignmentVersion, ledger.StateNeedsReview)
+		k.ReviewReason = ledger.ReviewUnknownOutcome
+		if got := b.rules(map[string]int{}); !slices.Contains(got, "false_uncertainty") {
+			t.Fatalf("a park with no send and no mark not reported: %v", got)
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
