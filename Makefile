@@ -63,13 +63,9 @@ staticcheck:
 # alone at the end (a package named twice runs once). -parallel 8: most
 # parallel tests wait on an emulator, a browser or a timer rather than use a
 # core, and the default (GOMAXPROCS) let only two of them wait at once; the
-# soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
-# of one package share a few moto_servers (internal/testenv's pool). The
-# soak, the longest, starts beside the demo, which mostly waits: the soak's
-# rules on deadlines assume a process that keeps up, and the worker's
-# parallel tests, next, keep both cores busy.
-TEST_FIRST := ./internal/soak ./internal/demo ./web ./internal/worker ./internal/reconciler \
-              ./pkg/ledger ./internal/bench ./cmd/taskledger-local ./internal/api ./internal/e2e
+# soak tests bound their own concurrency (soak.HoldSoakSlot).
+TEST_FIRST := ./internal/worker ./internal/soak ./web ./internal/demo \
+              ./internal/reconciler ./internal/bench ./internal/api ./pkg/ledger ./internal/e2e
 test-go:
 	$(GO) test -count=1 -timeout 20m -parallel 8 $(if $(filter ./...,$(PKGS)),$(TEST_FIRST)) $(PKGS)
 

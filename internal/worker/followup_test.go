@@ -69,7 +69,6 @@ func requester(n *ledger.NewTask) { n.RequesterEmail = "alice@example.com" }
 // own write — the task completed once, each delivery exists once, one
 // generation.
 func TestPlanDeliveriesAreCreatedOnceWithTheCompletionUnderALostReply(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -107,7 +106,6 @@ func TestPlanDeliveriesAreCreatedOnceWithTheCompletionUnderALostReply(t *testing
 // create exactly one notification (the requester's, by email), and the
 // message coming back after the task settled creates none.
 func TestEachSettlementNotifiesTheRequesterOnce(t *testing.T) {
-	t.Parallel()
 	cases := []struct {
 		name  string
 		fault simulated.Fault
@@ -155,7 +153,6 @@ func TestEachSettlementNotifiesTheRequesterOnce(t *testing.T) {
 // A gated task's completion notifies the approvers (not the requester:
 // nothing is completed yet).
 func TestAwaitingApprovalNotifiesTheApprovers(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *worker.Handler) { h.Notify = notifyConfig(t) }))
 		task := b.create(t, "notify-gated", prompt, requester, func(n *ledger.NewTask) { n.ApprovalTTL = time.Hour })
@@ -173,7 +170,6 @@ func TestAwaitingApprovalNotifiesTheApprovers(t *testing.T) {
 // completion is the one UpdateItem it always was: no transaction, no
 // other task.
 func TestNothingIsWrittenForNotificationsWhenNoneAreConfigured(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := b.create(t, "notify-none", prompt, requester)
@@ -267,7 +263,6 @@ func sentEmails(t *testing.T, e *testenv.Env, needle string) int {
 // effect: SES has no readback, so it is parked unknown_outcome for a
 // person — one email, and the message coming back never sends another.
 func TestNotificationWithALostSESReplyIsSentOnceAndParked(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *worker.Handler) { h.Notify = notifyConfig(t) }))
 		ctx := context.Background()

@@ -36,7 +36,6 @@ import (
 //
 // Provider: NoIdempotency (the readback rule needs Lookup).
 func TestFreshTicketNeverStartsTheCallAfterItsLease(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()

@@ -53,7 +53,6 @@ const conditionsGolden = "testdata/conditions.golden"
 //
 // and the golden file's diff then shows the change for review.
 func TestConditionExpressionsAreUnchanged(t *testing.T) {
-	t.Parallel()
 	backends := []string{"kumo"}
 	var (
 		mu  sync.Mutex

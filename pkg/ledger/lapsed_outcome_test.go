@@ -14,7 +14,6 @@ import (
 // the input fails the task and resolves its unknown_outcome review as
 // failed by the worker, in one transaction.
 func TestFailLapsedFailsAndResolves(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -40,7 +39,6 @@ func TestFailLapsedFailsAndResolves(t *testing.T) {
 // transiently (the provider did not act) goes to retry_wait until
 // notBefore, indexed for dispatch, and its review is resolved as retry.
 func TestRetryLapsedSchedulesAndResolves(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -73,7 +71,6 @@ func TestRetryLapsedSchedulesAndResolves(t *testing.T) {
 // recognised, and a revised park is no longer unknown_outcome, so a second
 // settlement is fenced.
 func TestReviseLapsedRevisesTaskAndReview(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -112,7 +109,6 @@ func TestReviseLapsedRevisesTaskAndReview(t *testing.T) {
 // the review item alone, only while it is the open unknown_outcome review
 // of the park the caller read (park_count); a repeat is recognised.
 func TestReviseLapsedReviewRevisesTheOpenItemOfThatPark(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -141,7 +137,6 @@ func TestReviseLapsedReviewRevisesTheOpenItemOfThatPark(t *testing.T) {
 // TestLapsedSettlementsAreFenced: after an operator resolved the park,
 // FailLapsed and RetryLapsed change nothing.
 func TestLapsedSettlementsAreFenced(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -49,7 +49,6 @@ func mustCreate(t *testing.T, b *bundle, key string) *ledger.Task {
 }
 
 func TestCreateConcurrentSameKey(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 50
@@ -97,7 +96,6 @@ func TestCreateConcurrentSameKey(t *testing.T) {
 }
 
 func TestCreateRaceDifferentPayloads(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 12
@@ -143,7 +141,6 @@ func TestCreateRaceDifferentPayloads(t *testing.T) {
 }
 
 func TestClaimConcurrentOneHolder(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := mustCreate(t, b, "k3")
@@ -183,7 +180,6 @@ func TestClaimConcurrentOneHolder(t *testing.T) {
 }
 
 func TestStaleHolderFencedAfterTakeover(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -240,7 +236,6 @@ func isReason(err error, reason string) bool {
 }
 
 func TestRetryWaitAndBudget(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -285,7 +280,6 @@ func TestRetryWaitAndBudget(t *testing.T) {
 }
 
 func TestFailUnknownCancel(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -330,7 +324,6 @@ func TestFailUnknownCancel(t *testing.T) {
 }
 
 func TestParkAllOrNothing(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -386,7 +379,6 @@ func TestParkAllOrNothing(t *testing.T) {
 }
 
 func TestOperatorActions(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -446,7 +438,6 @@ func TestOperatorActions(t *testing.T) {
 }
 
 func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, func(c *ledger.Config) { c.Shards = 2 })
 		ctx := context.Background()
@@ -508,7 +499,6 @@ func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
 }
 
 func TestDueAtNeverPastAgeDeadline(t *testing.T) {
-	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
