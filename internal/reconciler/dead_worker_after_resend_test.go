@@ -38,19 +38,28 @@ func TestWorkerDeadBeforeFirstHeartbeatAfterResendsIsFoundAtItsLeaseEnd(t *testi
 		queued := get(t, b, task.TaskID)
 		t.Logf("after %d re-sends: due_at now%+.0fs", queued.Dispatches, float64(queued.DueAt-b.clock.Now().UnixMilli())/1000)
 		c := claim(t, b, task.TaskID) // …and the worker dies before its first heartbeat
-		found := time.UnixMilli(c.LeaseUntil).Add(reconciler.DefaultGrace + period)
-		var s reconciler.Summary
-		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
-			b.clock.Set(at)
-			s = handle(t, b.handler())
-			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c.AssignmentVersion {
-				return // recovered
-			}
-		}
-		got := get(t, b, task.TaskID)
-		t.Fatalf("a dead worker's claim (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now: found only at the dispatch deadline its task was re-sent with (last run %+v)",
-			b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000, s)
+		awaitRecoveredByLeaseEnd(t, b, c, period, "found only at the dispatch deadline its task was re-sent with")
 	})
+}
+
+// awaitRecoveredByLeaseEnd runs the reconciler every period until the claim
+// c of a dead worker is recovered (the task no longer running at c's
+// version), and fails if it is not by the first run after c's lease end
+// plus grace plus one period.
+func awaitRecoveredByLeaseEnd(t *testing.T, b *bundle, c *ledger.Task, period time.Duration, why string) {
+	t.Helper()
+	found := time.UnixMilli(c.LeaseUntil).Add(reconciler.DefaultGrace + period)
+	var s reconciler.Summary
+	for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
+		b.clock.Set(at)
+		s = handle(t, b.handler())
+		if got := get(t, b, c.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c.AssignmentVersion {
+			return
+		}
+	}
+	got := get(t, b, c.TaskID)
+	t.Fatalf("a dead worker's claim (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now: %s (last run %+v)",
+		b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000, why, s)
 }
 
 // TestWorkerDeadBeforeFirstHeartbeatOfAResentRetryIsFoundAtItsLeaseEnd:
@@ -78,17 +87,7 @@ func TestWorkerDeadBeforeFirstHeartbeatOfAResentRetryIsFoundAtItsLeaseEnd(t *tes
 			e.DrainTaskIDs(t, e.Names.TaskQueueURL)
 		}
 		c2 := claim(t, b, task.TaskID) // from retry_wait; the worker dies before its first heartbeat
-		found := time.UnixMilli(c2.LeaseUntil).Add(reconciler.DefaultGrace + period)
-		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
-			b.clock.Set(at)
-			handle(t, b.handler())
-			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c2.AssignmentVersion {
-				return // recovered
-			}
-		}
-		got := get(t, b, task.TaskID)
-		t.Fatalf("a dead worker's claim from retry_wait (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now",
-			b.clock.Now().Sub(time.UnixMilli(c2.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000)
+		awaitRecoveredByLeaseEnd(t, b, c2, period, "a claim from retry_wait found only at its re-sent dispatch deadline")
 	})
 }
 
@@ -115,16 +114,6 @@ func TestWorkerDeadBeforeFirstHeartbeatIsFoundAtItsLeaseEndWhateverTheDispatchTi
 		b.l = l
 		task := create(t, b, "dead-long-dispatch-timeout")
 		c := claim(t, b, task.TaskID) // at once; the worker dies before its first heartbeat
-		found := time.UnixMilli(c.LeaseUntil).Add(reconciler.DefaultGrace + period)
-		for at := b.clock.Now().Add(period); !at.After(found); at = at.Add(period) {
-			b.clock.Set(at)
-			handle(t, b.handler())
-			if got := get(t, b, task.TaskID); got.State != ledger.StateRunning || got.AssignmentVersion != c.AssignmentVersion {
-				return // recovered
-			}
-		}
-		got := get(t, b, task.TaskID)
-		t.Fatalf("a dead worker's claim (lease ended %s ago) is still %s at version %d, due_at %+.0fs from now: found only at its dispatch deadline",
-			b.clock.Now().Sub(time.UnixMilli(c.LeaseUntil)), got.State, got.AssignmentVersion, float64(got.DueAt-b.clock.Now().UnixMilli())/1000)
+		awaitRecoveredByLeaseEnd(t, b, c, period, "found only at its dispatch deadline")
 	})
 }
