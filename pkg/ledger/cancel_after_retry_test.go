@@ -21,11 +21,7 @@ func TestCancelEndingsRefuseAnAttemptNoCancelFenced(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		task := mustCreate(t, b, "cancel-then-retry")
-		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := claimed(t, b, "cancel-then-retry")
 		u, err := b.l.CancelRunning(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -37,14 +33,14 @@ func TestCancelEndingsRefuseAnAttemptNoCancelFenced(t *testing.T) {
 			ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "cancelled; no readback"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops"}); err != nil {
+		if _, _, _, err := b.l.Act(ctx, c.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops"}); err != nil {
 			t.Fatal(err)
 		}
-		c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second})
+		c2, err := b.l.Claim(ctx, c.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		u2, err := b.l.MarkUnknown(ctx, task.TaskID, c2.AssignmentVersion, "unknown_outcome", "reply lost")
+		u2, err := b.l.MarkUnknown(ctx, c.TaskID, c2.AssignmentVersion, "unknown_outcome", "reply lost")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,17 +48,17 @@ func TestCancelEndingsRefuseAnAttemptNoCancelFenced(t *testing.T) {
 			t.Fatalf("the retried attempt (version %d, cancel_version %d): CancelledWhileRunning = true", u2.AssignmentVersion, u2.CancelVersion)
 		}
 		var fe *ledger.FencedError
-		if _, err := b.l.CancelUnknown(ctx, task.TaskID, u2.AssignmentVersion, "x"); !errors.As(err, &fe) {
+		if _, err := b.l.CancelUnknown(ctx, c.TaskID, u2.AssignmentVersion, "x"); !errors.As(err, &fe) {
 			t.Fatalf("CancelUnknown of the retried attempt = %v, want *FencedError", err)
 		}
 		if _, err := b.l.Park(ctx, u2, ledger.ParkOptions{State: ledger.StateUnknown, Version: u2.AssignmentVersion},
 			ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "no readback"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.l.CancelLapsed(ctx, task.TaskID, u2.AssignmentVersion, "x", ledger.LapsedResolution{By: "worker w2", Note: "x"}); !errors.As(err, &fe) {
+		if _, err := b.l.CancelLapsed(ctx, c.TaskID, u2.AssignmentVersion, "x", ledger.LapsedResolution{By: "worker w2", Note: "x"}); !errors.As(err, &fe) {
 			t.Fatalf("CancelLapsed of the retried attempt's park = %v, want *FencedError", err)
 		}
-		if got, err := b.l.Get(ctx, task.TaskID); err != nil || got.State != ledger.StateNeedsReview {
+		if got, err := b.l.Get(ctx, c.TaskID); err != nil || got.State != ledger.StateNeedsReview {
 			t.Fatalf("after the refused cancels: %v, %v; want needs_review", got, err)
 		}
 	})
