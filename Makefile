@@ -63,7 +63,8 @@ staticcheck:
 # alone at the end (a package named twice runs once). -parallel 8: most
 # parallel tests wait on an emulator, a browser or a timer rather than use a
 # core, and the default (GOMAXPROCS) let only two of them wait at once; the
-# soak tests bound their own concurrency (soak.HoldSoakSlot). With ./..., the
+# soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
+# of one package share a few moto_servers (internal/testenv's pool). With ./..., the
 # soak package runs first and alone: its rules are wall-clock rules (a call
 # cut by its invocation's deadline, finality within the age budget), and
 # beside the worker's tests on two cores its moto leg starved and failed

@@ -98,11 +98,22 @@ func (m *Moto) removeScript() {
 	}
 }
 
+// motoPython is the python3 that can import moto, looked for once per
+// process ("" if none): the look imports moto, about a second of CPU, and
+// a test process may start several servers (internal/testenv's pool).
+var motoPython = sync.OnceValue(func() string {
+	py, err := exec.LookPath("python3")
+	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
+		return ""
+	}
+	return py
+})
+
 // serialLauncher writes moto_serial.py to a temporary file and returns a
 // python3 that can import moto.
 func serialLauncher() (python, script string, ok bool) {
-	py, err := exec.LookPath("python3")
-	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
+	py := motoPython()
+	if py == "" {
 		return "", "", false
 	}
 	f, err := os.CreateTemp("", "moto_serial-*.py")

@@ -15,6 +15,8 @@
 // TASKLEDGER_BACKENDS (comma-separated, default "kumo,moto") selects legs.
 // Every test gets its own tables and queues, created from template.yaml by
 // internal/stack under a unique prefix and deleted at the end. Servers are
-// shared per test binary and stopped by Main (call it from TestMain); a
-// moto_server child also dies with the test process (Pdeathsig).
+// shared per test binary and stopped by Main (call it from TestMain): one
+// kumo, and a pool of up to MotoServers moto_servers (moto serves one
+// DynamoDB request at a time), each Env on the least used; a moto_server
+// child also dies with the test process (Pdeathsig).
 package testenv

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,7 +71,12 @@ func Each(t *testing.T, fn func(t *testing.T, e *Env)) {
 // New creates a fresh Env on the named backend, or skips/fails as documented.
 func New(t testing.TB, backend string) *Env {
 	t.Helper()
-	endpoint, err := endpointFor(backend)
+	endpoint, release, err := endpointFor(backend)
+	if release != nil {
+		// Registered first, so it runs last: after the resources below are
+		// deleted through the server.
+		t.Cleanup(release)
+	}
 	if err != nil {
 		if s, ok := err.(skip); ok {
 			if os.Getenv("TASKLEDGER_REQUIRE_MOTO") == "1" && backend == "moto" {
@@ -130,11 +137,33 @@ func (s skip) Error() string { return string(s) }
 var (
 	mu      sync.Mutex
 	kumoSrv *kumo.Server
-	moto    *emulator.Moto
+	motos   []*motoServer
 	motoErr error
 )
 
-func endpointFor(backend string) (string, error) {
+// motoServer is one moto_server of the pool and the number of Envs using it.
+type motoServer struct {
+	m    *emulator.Moto
+	live int
+}
+
+// MotoServers is how many moto_servers a test process may run at once
+// (TASKLEDGER_MOTO_SERVERS, default GOMAXPROCS, at least 2). moto is one
+// Python process that serves DynamoDB one request at a time: every test
+// of a package queued behind one server, and a package's parallel tests
+// waited on each other's moto legs. Each Env's moto leg goes to the server
+// with the fewest Envs, and a new server starts only when every running
+// one is in use; an Env keeps its server to the end of its test.
+func MotoServers() int {
+	if n, err := strconv.Atoi(os.Getenv("TASKLEDGER_MOTO_SERVERS")); err == nil && n > 0 {
+		return n
+	}
+	return max(2, runtime.GOMAXPROCS(0))
+}
+
+// endpointFor returns the backend's endpoint and, for a moto leg, the
+// release of its server (nil otherwise).
+func endpointFor(backend string) (string, func(), error) {
 	mu.Lock()
 	defer mu.Unlock()
 	switch backend {
@@ -142,26 +171,57 @@ func endpointFor(backend string) (string, error) {
 		if kumoSrv == nil {
 			kumoSrv = kumo.NewServer()
 		}
-		return kumoSrv.URL, nil
+		return kumoSrv.URL, nil, nil
 	case "moto":
-		if moto == nil && motoErr == nil {
-			moto, motoErr = emulator.StartMoto(context.Background(), os.Getenv("TASKLEDGER_MOTO_LOG"))
-			if errors.Is(motoErr, emulator.ErrMotoUnavailable) {
-				motoErr = skip(motoErr.Error())
+		if motoErr != nil {
+			return "", nil, motoErr
+		}
+		var s *motoServer
+		for _, c := range motos {
+			if s == nil || c.live < s.live {
+				s = c
 			}
 		}
-		if motoErr != nil {
-			return "", motoErr
+		if s == nil || (s.live > 0 && len(motos) < MotoServers()) {
+			m, err := emulator.StartMoto(context.Background(), motoLog(len(motos)))
+			switch {
+			case errors.Is(err, emulator.ErrMotoUnavailable):
+				motoErr = skip(err.Error())
+				return "", nil, motoErr
+			case err != nil && len(motos) == 0:
+				motoErr = err
+				return "", nil, err
+			case err == nil:
+				s = &motoServer{m: m}
+				motos = append(motos, s)
+			}
+			// A further server that did not start: the Env shares a
+			// running one.
 		}
-		return moto.URL, nil
+		s.live++
+		return s.m.URL, func() {
+			mu.Lock()
+			s.live--
+			mu.Unlock()
+		}, nil
 	case "external":
 		ep := os.Getenv("AWS_ENDPOINT_URL")
 		if ep == "" {
-			return "", skip("AWS_ENDPOINT_URL is not set")
+			return "", nil, skip("AWS_ENDPOINT_URL is not set")
 		}
-		return ep, nil
+		return ep, nil, nil
 	}
-	return "", fmt.Errorf("unknown backend %q (want kumo, moto or external)", backend)
+	return "", nil, fmt.Errorf("unknown backend %q (want kumo, moto or external)", backend)
+}
+
+// motoLog is where the i-th moto server's output goes: TASKLEDGER_MOTO_LOG
+// for the first, with ".i" appended for the others ("" discards it).
+func motoLog(i int) string {
+	p := os.Getenv("TASKLEDGER_MOTO_LOG")
+	if p == "" || i == 0 {
+		return p
+	}
+	return fmt.Sprintf("%s.%d", p, i)
 }
 
 // Shutdown stops the servers this process started.
@@ -172,10 +232,10 @@ func Shutdown() {
 		kumoSrv.Close()
 		kumoSrv = nil
 	}
-	if moto != nil {
-		moto.Stop()
-		moto = nil
+	for _, s := range motos {
+		s.m.Stop()
 	}
+	motos = nil
 }
 
 // Main runs the package's tests and stops the servers afterwards. Use it

@@ -45,6 +45,7 @@ func (a *arrivals) Generate(ctx context.Context, req contract.Request) (contract
 // provider would see 2 calls 58.5 s apart — twice its limit in a rolling
 // minute. The provider must never see more than the limit in any 60 s.
 func TestAdmittedCallSentLateStaysWithinTheRequestLimit(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		w := time.Unix(b.clock.Now().Unix()/60*60+60, 0)

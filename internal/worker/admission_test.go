@@ -37,6 +37,7 @@ func withAdmission(b *bundle, t *testing.T, lim admission.Limit) *admission.Admi
 // has left the last minute (its 5 s slot at :30..:35, so at :95); then it
 // completes on its first attempt.
 func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		// Mid-window: the first call lands in the slot :30..:35.
@@ -121,6 +122,7 @@ func TestAdmissionWaitWithoutAnAttempt(t *testing.T) {
 // without admission configured there is no admission call at all (the
 // floor stays claim + complete).
 func TestAdmissionCostAndSettle(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -173,6 +175,7 @@ func TestAdmissionCostAndSettle(t *testing.T) {
 // provider_config with a review naming the limit, and the provider is not
 // called.
 func TestAdmissionNeverPossibleParks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 100})
@@ -204,6 +207,7 @@ func TestAdmissionNeverPossibleParks(t *testing.T) {
 // admission back, so the model's window does not count a call the
 // provider never saw.
 func TestAdmissionGivenBackWithoutACall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)

@@ -20,6 +20,7 @@ import (
 // estimate would put at 110 tokens uses 210: the per-minute token limit
 // DESIGN §13 promises never to exceed must hold for a single admitted call.
 func TestAdmittedCallStaysWithinTheTokenLimit(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // and lands in awaiting_approval, due at the approval deadline; a
 // redelivered message changes nothing.
 func TestGatedTaskAwaitsApproval(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

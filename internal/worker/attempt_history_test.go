@@ -17,6 +17,7 @@ import (
 // marks the call) and its end, the second completed — also when the first
 // claim's reply was lost and recognised as the worker's own.
 func TestWorkerRecordsRetriedAndCompletedAttempts(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{ThrottleRetryAfter: 2 * time.Second, NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -45,6 +45,7 @@ func (c *malformedConverser) Converse(ctx context.Context, in *bedrockruntime.Co
 // unknown_outcome (Bedrock has no readback): "whether bedrock performed
 // (and billed) the generation" — the truth.
 func TestBedrockMalformedOutputThenCancelIsNotCalledARefusal(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -75,6 +75,7 @@ func throttlingBedrock(t *testing.T) (*bedrock.Provider, *atomic.Int64) {
 //	        model had generated, until the task parks budget_exhausted for
 //	        spend that never happened (DESIGN §1.5, §13).
 func TestBedrockThrottleIsADefiniteRefusal(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"lapsed", "cancel"} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

@@ -44,6 +44,7 @@ func sweepExpired(t *testing.T, b *bundle, key string, now time.Time) {
 // budget_exhausted with no provider call, exactly as without the wait. A
 // budget item that expired in between would have admitted the second.
 func TestSpendChainBudgetSurvivesApprovalWait(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)

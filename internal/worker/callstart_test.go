@@ -20,6 +20,7 @@ import (
 // unknown_outcome, and the next worker completes it with exactly one side
 // effect at the provider.
 func TestCrashAfterClaimIsRetriedNotParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -65,6 +66,7 @@ func TestCrashAfterClaimIsRetriedNotParked(t *testing.T) {
 // more, the call-start mark (with a readback it tells the reconciler
 // whether a "not found" could still be overtaken by a running call).
 func TestCallMarkOnlyWhenTheCallIsNotDeduplicated(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		opts    simulated.Options
@@ -103,6 +105,7 @@ func TestCallMarkOnlyWhenTheCallIsNotDeduplicated(t *testing.T) {
 // the claim and the call-start mark; the mark is fenced, the provider is not
 // called and the record is acknowledged.
 func TestFencedCallMarkSkipsTheCall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -133,6 +136,7 @@ func TestFencedCallMarkSkipsTheCall(t *testing.T) {
 // without calling the provider, and reports the record for redelivery,
 // which completes it with one generation.
 func TestCallMarkThatKeepsFailingReleasesTheTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

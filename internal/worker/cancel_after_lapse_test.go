@@ -20,6 +20,7 @@ import (
 // bumps the version (unknown at v+1, cancel_version v): the worker's writes
 // at v are fenced.
 func TestRefusalAfterLapseDoesNotUndoACancel(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []simulated.Fault{simulated.Throttle, simulated.BadRequest} {
 		t.Run(string(fault), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

@@ -23,6 +23,7 @@ import (
 // may have acted"): the caller who cancelled a task that provably had no
 // effect would get a review item for a person instead of cancelled.
 func TestCancelAfterADefiniteRefusalEndsCancelled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

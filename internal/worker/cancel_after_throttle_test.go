@@ -21,6 +21,7 @@ import (
 // acted, the worker knew; DESIGN §1.6 and the cancel contract ("ends
 // cancelled once it is known that the provider did not act").
 func TestThrottleRefusalThenCancelEndsCancelled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -42,6 +42,7 @@ import (
 // would say the provider did not act while it did (§1.6), against the
 // spend ledger's charge.
 func TestTransientErrorThenCancelIsLeftToTheReconciler(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		readback    bool

@@ -49,6 +49,7 @@ import (
 // handles the park at v for an expired lease and cancelledInHand this very
 // park for a reply in hand (cancelParkedAt).
 func TestCancelBeforeTheCallEndsCancelled(t *testing.T) {
+	t.Parallel()
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) { cancelBeforeTheCall(t, e, parked) })
 	})

@@ -21,6 +21,7 @@ import (
 // task ends cancelled without the result: nothing has used it yet, and no
 // delivery can follow the cancel.
 func TestCancelledGatedTaskEndsCancelledWithoutItsResult(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -22,6 +22,7 @@ import (
 // resolves this park too (cancel_version = version AND assignment_version
 // = version+1) and the task ends completed with the result, not discarded.
 func TestResultInHandIsSavedOverTheCancelledTasksPark(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 // assignment_version = version+1) completes from that state, like the
 // readback path does in TestCancelAfterTheProviderActed.
 func TestCancelAfterTheReplyKeepsTheResultInHand(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

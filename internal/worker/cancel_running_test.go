@@ -36,6 +36,7 @@ func awaitStarted(t *testing.T, sim *simulated.Provider, id string) {
 // provider cannot be read back and the call had started (plain). Never a
 // side effect, never a second call.
 func TestCancelWhileRunning(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		opts simulated.Options
@@ -115,6 +116,7 @@ func TestCancelWhileRunning(t *testing.T) {
 // mark, so the provider is never called, and the reconciler ends the task
 // cancelled because no call started under the cancelled assignment.
 func TestCancelBeforeTheCallStarts(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -151,6 +153,7 @@ func TestCancelBeforeTheCallStarts(t *testing.T) {
 // and the reconciler's readback finds the one result and completes the
 // task with it — the cancel came too late, and no second call is made.
 func TestCancelAfterTheProviderActed(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()

@@ -34,6 +34,7 @@ import (
 // record ("our lost write landed") and succeed without checking room (40
 // left, 110 needed), nor settle over the dead billed call's 110.
 func TestRegenerateKeyReusedAfterRetentionDoesNotTakeTheChainReservation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
@@ -96,6 +97,7 @@ func TestRegenerateKeyReusedAfterRetentionDoesNotTakeTheChainReservation(t *test
 // (29 tokens each, 150 budget, 110 reserved per call): 92 left, so a third
 // task of the chain parks budget_exhausted without a call.
 func TestRegenerateRecordedBeforeChainEpochSharesItsRootsChainRecord(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
@@ -145,6 +147,7 @@ func TestRegenerateRecordedBeforeChainEpochSharesItsRootsChainRecord(t *testing.
 // next regenerate (10 tokens left, a call needs 110) parks
 // budget_exhausted without a call.
 func TestChainSpendRecordedBeforeTheRenameStillCounts(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e)

@@ -62,6 +62,7 @@ func (c *filteredConverser) Converse(ctx context.Context, in *bedrockruntime.Con
 // flight) holds, and the budget item records what was spent. (OpenAI's
 // finish_reason content_filter takes the same path.)
 func TestContentFilteredCallsAreChargedTheirUsage(t *testing.T) {
+	t.Parallel()
 	for _, stop := range []types.StopReason{types.StopReasonContentFiltered, types.StopReasonGuardrailIntervened} {
 		t.Run(string(stop), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

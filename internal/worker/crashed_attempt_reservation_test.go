@@ -24,6 +24,7 @@ import (
 // regenerates are parked budget_exhausted with a review that says to retry
 // "once the reservations in flight have settled", which never happens.
 func TestCrashedAttemptsReservationIsSettled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // idempotent provider with readback
 		withBudgets(t, b, e.DDB, nil)

@@ -40,6 +40,7 @@ func (b *bundle) withDocument(t *testing.T, doc []byte, format string) func(*led
 // reservation (prompt 28 + 32, document 100,000 + 64, output 50); after
 // the call both are settled with the provider's report.
 func TestSpendReservesDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, false)...)
 		withBudgets(t, b, e.DDB, nil)
@@ -80,6 +81,7 @@ func TestSpendReservesDocuments(t *testing.T) {
 // task with a pdf, bounded by the context window, can never fit a
 // 150,000-token minute and is parked provider_config without a call.
 func TestAdmissionEstimateCountsDocuments(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, false)...)
 		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 10, TokensPerWindow: 150_000})
@@ -136,6 +138,7 @@ func (p overReporter) Generate(ctx context.Context, req contract.Request) (contr
 // is logged (bound and reported tokens, no task text) and counted, and is
 // still settled with the report.
 func TestBoundExceededIsCounted(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
@@ -168,6 +171,7 @@ func TestBoundExceededIsCounted(t *testing.T) {
 // (over 4 KiB; the item's input is empty) reserves its prompt's bytes, as
 // read for the call — not the empty item attribute's.
 func TestSpendReservesOffloadedInput(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, false)...)
 		withBudgets(t, b, e.DDB, nil)

@@ -20,6 +20,7 @@ import (
 // DocumentMemoryRetry; once the first call ends, the memory is free and
 // the second record runs.
 func TestDocumentsWaitForTheInstancesDocumentMemory(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		st := e.Payloads(t, 0)
 		b := setup(t, e, withHandler(func(h *worker.Handler) { h.Payloads = st; h.DocumentMemory = 100 }))

@@ -50,6 +50,7 @@ func (b *throttledBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsI
 //	cancel: a cancel while running lands before the write → ended
 //	        cancelled "refused, did not act", not parked unknown_outcome.
 func TestEventBridgeEntryThrottleIsARefusal(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"lapsed", "cancel"} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

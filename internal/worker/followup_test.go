@@ -69,6 +69,7 @@ func requester(n *ledger.NewTask) { n.RequesterEmail = "alice@example.com" }
 // own write — the task completed once, each delivery exists once, one
 // generation.
 func TestPlanDeliveriesAreCreatedOnceWithTheCompletionUnderALostReply(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -106,6 +107,7 @@ func TestPlanDeliveriesAreCreatedOnceWithTheCompletionUnderALostReply(t *testing
 // create exactly one notification (the requester's, by email), and the
 // message coming back after the task settled creates none.
 func TestEachSettlementNotifiesTheRequesterOnce(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		fault simulated.Fault
@@ -153,6 +155,7 @@ func TestEachSettlementNotifiesTheRequesterOnce(t *testing.T) {
 // A gated task's completion notifies the approvers (not the requester:
 // nothing is completed yet).
 func TestAwaitingApprovalNotifiesTheApprovers(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *worker.Handler) { h.Notify = notifyConfig(t) }))
 		task := b.create(t, "notify-gated", prompt, requester, func(n *ledger.NewTask) { n.ApprovalTTL = time.Hour })
@@ -170,6 +173,7 @@ func TestAwaitingApprovalNotifiesTheApprovers(t *testing.T) {
 // completion is the one UpdateItem it always was: no transaction, no
 // other task.
 func TestNothingIsWrittenForNotificationsWhenNoneAreConfigured(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := b.create(t, "notify-none", prompt, requester)
@@ -263,6 +267,7 @@ func sentEmails(t *testing.T, e *testenv.Env, needle string) int {
 // effect: SES has no readback, so it is parked unknown_outcome for a
 // person — one email, and the message coming back never sends another.
 func TestNotificationWithALostSESReplyIsSentOnceAndParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withHandler(func(h *worker.Handler) { h.Notify = notifyConfig(t) }))
 		ctx := context.Background()

@@ -36,6 +36,7 @@ import (
 //
 // Provider: NoIdempotency (the readback rule needs Lookup).
 func TestFreshTicketNeverStartsTheCallAfterItsLease(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()

@@ -36,6 +36,7 @@ import (
 // old ticket is given back, other callers fill the window, the new admit is
 // refused → WaitAdmission refused (unknown at this version) → uncalled.
 func TestRefusedAdmissionWaitGivesTheTaskBackAsNoCall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var (
 			filled     atomic.Bool

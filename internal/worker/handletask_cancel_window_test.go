@@ -32,6 +32,7 @@ import (
 // a review whose only remedy is another call.
 // Provider: no idempotency, no readback (the project standard).
 func TestReconcilerLeavesTheCancelWindowToTheFencedWorker(t *testing.T) {
+	t.Parallel()
 	for _, a := range []struct {
 		name      string
 		refused   bool // the provider refused the call (400): no side effect

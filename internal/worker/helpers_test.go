@@ -32,9 +32,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // hangBound is how long a test waits for something that must happen (a
 // handler returning, a call starting, a message arriving) before it calls
-// it hung. A bound, not a speed check: the worker's tests run in parallel
-// against one serialised moto_server, where a handler that repeats its
-// saves can take tens of seconds.
+// it hung. A bound, not a speed check: the worker's tests run in parallel,
+// their moto legs sharing testenv's few moto_servers, each serving one
+// DynamoDB request at a time, where a handler that repeats its saves can
+// take tens of seconds.
 const hangBound = 90 * time.Second
 
 func newClock(t time.Time) *testenv.Clock {
@@ -130,12 +131,22 @@ func (b *bundle) handler(l *ledger.Ledger, p contract.Provider) *worker.Handler 
 	}
 }
 
+// testShards is the by_state shard count of the tests' ledgers, as in the
+// reconciler's tests: every reconciler run a test makes queries each
+// (partition, shard) stream, whatever the tables hold — 64 queries at the
+// default 16 shards, 16 at 4, most of the moto legs' requests. The rules
+// under test see a handful of tasks and do not depend on the count; four
+// shards still spread them over several streams. Every ledger of a test
+// shares it (a task indexed in a shard the walk does not query is never
+// found).
+const testShards = 4
+
 func newLedger(t *testing.T, e *testenv.Env, c *testenv.Clock, reviewTable string) *ledger.Ledger {
 	t.Helper()
 	if reviewTable == "" {
 		reviewTable = e.Names.ReviewTable
 	}
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: reviewTable, Now: c.Now})
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: reviewTable, Now: c.Now, Shards: testShards})
 	if err != nil {
 		t.Fatal(err)
 	}

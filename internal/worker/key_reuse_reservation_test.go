@@ -30,6 +30,7 @@ import (
 // the fresh task has records of its own, and the old record is left as it
 // was.
 func TestKeyReusedAfterRetentionDoesNotTakeTheOldReservation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))

@@ -22,6 +22,7 @@ import (
 // call, because its result is exactly what the open review is uncertain
 // about: CompleteLapsed saves it and resolves the review.
 func TestHeartbeatKeepsTheCallAParkedUnknownOutcomeWaitsFor(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -22,6 +22,7 @@ import (
 // the review resolved as failed by the worker, with a note saying what the
 // provider answered — never left saying the provider may have billed.
 func TestLapsedRejectionFailsTheTaskAndResolvesItsReview(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		g := newGate(b.sim)
@@ -59,6 +60,7 @@ func TestLapsedRejectionFailsTheTaskAndResolvesItsReview(t *testing.T) {
 // so the worker settles the park with ledger.RetryLapsed: the task waits
 // for its retry and the review is resolved as retry by the worker.
 func TestLapsedTransientRefusalSchedulesTheRetry(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		g := newGate(b.sim)
@@ -131,6 +133,7 @@ func lapsedOutcomeRun(t *testing.T, e *testenv.Env, key string, prep func(b *bun
 // reference, as the in-running path parks it — not an uncertainty whose
 // "retry" makes the provider act twice.
 func TestLapsedResultWhoseSaveKeepsFailingRevisesTheReviewWithItsReference(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b, got, r := lapsedOutcomeRun(t, e, "lapsed-throttled", func(*bundle, string) {},
 			func(c faultinject.Call) faultinject.Kind {
@@ -160,6 +163,7 @@ func TestLapsedResultWhoseSaveKeepsFailingRevisesTheReviewWithItsReference(t *te
 // revises the park (ReviseLapsed): task and review say result_too_large
 // with the facts, as from running or unknown.
 func TestLapsedOversizedResultRevisesTheReviewToResultTooLarge(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b, got, r := lapsedOutcomeRun(t, e, "lapsed-oversized",
 			func(b *bundle, id string) { b.sim.Script(id, simulated.Oversized) },

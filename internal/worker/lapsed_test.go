@@ -51,6 +51,7 @@ func lapsedRun(t *testing.T, e *testenv.Env, key string, decide func(c faultinje
 // recognised as applied: the result is saved once and the review resolved
 // by the worker.
 func TestLapsedResultSurvivesThrottleAndLostReply(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b, got, r, inj := lapsedRun(t, e, "lapsed-faults", func(c faultinject.Call) faultinject.Kind {
 			if c.Key() != "DynamoDB.TransactWriteItems" {

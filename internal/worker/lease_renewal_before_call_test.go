@@ -44,6 +44,7 @@ import (
 //	        provider → the first call lands too: two side effects for one
 //	        attempt whose outcome was uncertain (DESIGN §1.4).
 func TestLateRenewalNeverStartsTheCallAfterItsLease(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()

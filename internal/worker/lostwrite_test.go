@@ -22,6 +22,7 @@ import (
 // task is queued again with its attempt returned and no provider call; the
 // redelivery then runs it to completion with one generation.
 func TestUnconfirmedClaimIsReleasedByItsOwner(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -61,6 +62,7 @@ func TestUnconfirmedClaimIsReleasedByItsOwner(t *testing.T) {
 // task result_not_saved with the provider's reference: the operator learns
 // the call succeeded, never "the provider may have acted".
 func TestCompletionThatKeepsFailingParksTheResultNotSaved(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -96,6 +98,7 @@ func TestCompletionThatKeepsFailingParksTheResultNotSaved(t *testing.T) {
 // Release that would give back an attempt the provider was called for and
 // drop not_before (a loop past max_attempts).
 func TestRetryThatKeepsFailingIsRepeatedUntilScheduled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()

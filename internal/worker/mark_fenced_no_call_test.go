@@ -41,6 +41,7 @@ import (
 // uncertain, and no review states a started call as known, with "retry
 // accepting a possible duplicate" among the operator's actions.
 func TestFencedMarkRepeatGivesTheTaskBackAsNoCall(t *testing.T) {
+	t.Parallel()
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 			noCallAfterExpiry(t, e, "mark-fenced", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {

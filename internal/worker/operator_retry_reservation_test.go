@@ -31,6 +31,7 @@ import (
 // called again, and the settle would replace the dead call's reservation
 // with the new call's usage: one call counted for two billed.
 func TestOperatorRetryDoesNotReuseTheHeldReservation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))

@@ -22,6 +22,7 @@ import (
 // by the budget again); past it, with the records gone, it is refused with
 // a *spend.RecordExpiredError and nothing changes.
 func TestOperatorRetryOfAParkedTaskKeepsTheChainsSpend(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		after time.Duration

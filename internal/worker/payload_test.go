@@ -66,6 +66,7 @@ func promptTag(input string) string {
 // reference, whose SHA-256 and size match the stored object and the
 // provider's output.
 func TestLargeInputAndResultRoundTrip(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		ctx := context.Background()
@@ -103,6 +104,7 @@ func TestLargeInputAndResultRoundTrip(t *testing.T) {
 // TestSmallTaskMakesNoS3Call: with a store configured, a small input and
 // a small result stay inline and the worker makes no S3 call at all.
 func TestSmallTaskMakesNoS3Call(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, false)...)
 		task := b.create(t, "small", prompt)
@@ -131,6 +133,7 @@ func TestSmallTaskMakesNoS3Call(t *testing.T) {
 // completed it. A's large result is put under A's own assignment version
 // (an orphan, left to the lifecycle rule); the item references B's.
 func TestFencedOutWorkersResultIsAnOrphan(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		ctx := context.Background()
@@ -197,6 +200,7 @@ func faultyStore(t *testing.T, e *testenv.Env, sched faultinject.ScheduleFunc) (
 // (the put is idempotent) and completes with the reference. Nothing is
 // lost, the provider was called once.
 func TestResultPutFaultsAreRetried(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		st, inj := faultyStore(t, e, func(c faultinject.Call) faultinject.Kind {
@@ -238,6 +242,7 @@ func TestResultPutFaultsAreRetried(t *testing.T) {
 // gives the claim and its attempt back without calling the provider, and
 // the redelivery completes the task.
 func TestInputReadFaultReleasesTheTask(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		task := b.createOffloaded(t, "getfault", largeInput(6000))
@@ -269,6 +274,7 @@ func TestInputReadFaultReleasesTheTask(t *testing.T) {
 // input reference holds other bytes; the task fails input_unavailable and
 // the provider is never called.
 func TestInputIntegrityFailureNeverReachesTheProvider(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		ctx := context.Background()
@@ -294,6 +300,7 @@ func TestInputIntegrityFailureNeverReachesTheProvider(t *testing.T) {
 // repeats it, then saves the 20 KB result inline (it fits the item) rather
 // than lose it: completed, with the provider's result, no reference.
 func TestResultPutDownFallsBackInline(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		st, inj := faultyStore(t, e, func(c faultinject.Call) faultinject.Kind {
@@ -325,6 +332,7 @@ func TestResultPutDownFallsBackInline(t *testing.T) {
 // store's 8 MiB object limit fits neither S3 nor the item: parked
 // result_too_large, nothing put.
 func TestResultOverTheObjectLimitIsTooLarge(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		g := newGate(b.sim)

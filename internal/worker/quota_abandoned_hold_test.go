@@ -106,6 +106,7 @@ func parkByReconciler(t *testing.T, b *bundle, rc *reconciler.Handler, id string
 // call, which is parked at once, quota_exceeded, instead of waiting for a
 // call that will never settle; the budgets show the call as spent.
 func TestParkedAttemptsQuotaHoldIsChargedNotLeftReserved(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		sim    simulated.Options
@@ -202,13 +203,14 @@ func (m markCrash) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 // caller's next task — whose 110 tokens fit the day's 150 — would wait in
 // cycles for it until its age budget parked it. It runs.
 func TestParkedUnstartedAttemptsQuotaHoldIsGivenBack(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 150})
 		ctx := context.Background()
 		task := b.create(t, "abandoned-unstarted", budgetedPrompt, func(n *ledger.NewTask) { n.MaxAttempts = 1 })
 
-		l, err := ledger.New(markCrash{e.DDB}, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: b.clock.Now})
+		l, err := ledger.New(markCrash{e.DDB}, b.l.Config())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,6 +251,7 @@ func TestParkedUnstartedAttemptsQuotaHoldIsGivenBack(t *testing.T) {
 // on the caller's day and on the budgets, and the task's next run's ids
 // (a retry) never meet it.
 func TestOperatorResolveSettlesAParkedAttemptsQuotaHold(t *testing.T) {
+	t.Parallel()
 	for _, resolution := range []string{ledger.ResolutionFailed, ledger.ResolutionRetry} {
 		t.Run(resolution, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -287,6 +290,7 @@ func TestOperatorResolveSettlesAParkedAttemptsQuotaHold(t *testing.T) {
 // (a call in flight settles in seconds), and the wait grows with the time
 // the task has been kept: a task waiting for two minutes waits 30–60 s.
 func TestQuotaWaitGrowsWithTheTimeATaskHasWaited(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 100})

@@ -28,6 +28,7 @@ import (
 // as a call in flight all day and every other task of the caller that
 // fits only without it waits in cycles until its age budget parks it.
 func TestCancelledRequeuedTasksQuotaHoldIsSettled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 200})
@@ -83,6 +84,7 @@ func TestCancelledRequeuedTasksQuotaHoldIsSettled(t *testing.T) {
 // and an operator only settle the runs they end or act on), so it stays
 // held on the caller's day as a call in flight.
 func TestWorkerParkedTasksCrashedQuotaHoldIsSettled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 200})

@@ -26,6 +26,7 @@ import (
 // day as a call in flight after the run is over, all day — the very hold
 // the settle-on-end fixes exist to clear, left by the run's ordinary end.
 func TestCompletedRunSettlesEveryCrashedAttemptsQuotaHold(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1000})

@@ -45,6 +45,7 @@ func (p *notSentOnce) Generate(ctx context.Context, req contract.Request) (contr
 // reservation instead, the caller's day pays for one real call twice —
 // the phantom reservation and then the call that did run.
 func TestQuotaChargesNothingForACallCutBeforeItWasSent(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		b.h.Provider = &notSentOnce{Provider: b.sim}
@@ -84,6 +85,7 @@ func TestQuotaChargesNothingForACallCutBeforeItWasSent(t *testing.T) {
 // a Settle at nothing is conditional on the reservation, so it could give
 // it back.
 func TestQuotaReservationOfAFailedReserveIsGivenBackWhenNoCallIsMade(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		key := quotaKey(b, "anonymous")
@@ -136,6 +138,7 @@ func TestQuotaReservationOfAFailedReserveIsGivenBackWhenNoCallIsMade(t *testing.
 // person although nothing but timing stopped it; it should wait for the
 // calls in flight (like admission, without an attempt) and then run.
 func TestQuotaHeldByCallsInFlightDoesNotParkATaskThatFits(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		g := newGate(b.sim)
@@ -188,6 +191,7 @@ func TestQuotaHeldByCallsInFlightDoesNotParkATaskThatFits(t *testing.T) {
 // will fit "after the quota frees (the next UTC day)": a retry tomorrow is
 // refused the same way, and the task comes back to review.
 func TestQuotaRefusalOfACallLargerThanTheQuotaDoesNotPromiseTheNextDay(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1000})

@@ -74,6 +74,7 @@ func (p *inFlight) Peak() int {
 // without a call. Read only at submit, the quota let all 40 run: 480
 // tokens charged against 100.
 func TestDailyQuotaBoundsABurstOfHeldTasks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const n, quota = 40, 100
 		b := setup(t, e, withSim(simulated.Options{Latency: 20 * time.Millisecond}))
@@ -194,6 +195,7 @@ func quotaKey(b *bundle, scope string) string {
 // budget_exhausted (quota_exceeded) with no call — the review saying what
 // the day used and what the call needed.
 func TestQuotaRefusalGivesTheBudgetReservationBack(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 200})
@@ -231,6 +233,7 @@ func TestQuotaRefusalGivesTheBudgetReservationBack(t *testing.T) {
 // be written, the provider is not called, the budget reservation is given
 // back, and so are the assignment and its attempt; the message is retried.
 func TestQuotaReserveFailureMakesNoCall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		key := quotaKey(b, "anonymous")
@@ -266,6 +269,7 @@ func TestQuotaReserveFailureMakesNoCall(t *testing.T) {
 // is reserved and settled by tokens. Uncounted, it was a way around the
 // quota.
 func TestUnpricedCallsAreHeldToATokenQuota(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		s := withPrices(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000}, spendDocFor("another-model"))
@@ -281,6 +285,7 @@ func TestUnpricedCallsAreHeldToATokenQuota(t *testing.T) {
 // TestUnpricedCallsUnderAUSDQuotaPark: a USD quota cannot hold a call the
 // price table does not price, so the call is not made: provider_config.
 func TestUnpricedCallsUnderAUSDQuotaPark(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withPrices(t, b, e.DDB, &spend.Quota{Unit: spend.UnitUSD, Limit: 25_000_000}, spendDocFor("another-model"))

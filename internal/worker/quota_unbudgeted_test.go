@@ -18,6 +18,7 @@ import (
 // (Quotas.Check) would never refuse it. (The spend metrics — tokens and
 // cost per minute on the overview — count the same calls.)
 func TestUnbudgetedCallsAreChargedToTheQuota(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		quota := &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000}

@@ -13,6 +13,7 @@ import (
 // states), and every wait lies between its base and twice it: 5–10 s for
 // a fresh task, never more than a minute.
 func TestQuotaWaitBoundsTheClaimsOfATaskAHoldNeverFrees(t *testing.T) {
+	t.Parallel()
 	none := func(time.Duration) time.Duration { return 0 }
 	most := func(d time.Duration) time.Duration { return d - 1 }
 	if d := quotaWaitFor(0, none); d != QuotaWait {

@@ -37,6 +37,7 @@ import (
 // the attempt would end budget_exhausted without a call. The next delivery
 // makes the one call.
 func TestRefusedRenewalGivesTheTaskBackAsNoCall(t *testing.T) {
+	t.Parallel()
 	eachParked(t, func(t *testing.T, parked bool) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 			noCallAfterExpiry(t, e, "refused-renewal", parked, func(b *bundle, task *ledger.Task, expire func(time.Duration)) {

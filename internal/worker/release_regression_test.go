@@ -27,6 +27,7 @@ import (
 // and the reconciler (no readback) parks it unknown_outcome — false
 // uncertainty, exactly defect 1 of issue 11 reached by another road.
 func TestReleaseAfterAdmissionThrottledIsRetriedNotParked(t *testing.T) {
+	t.Parallel()
 	const margin = 500 * time.Millisecond
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
@@ -82,6 +83,7 @@ func TestReleaseAfterAdmissionThrottledIsRetriedNotParked(t *testing.T) {
 // counter never advances, so max_attempts (5) never stops the loop: the
 // provider is called once per delivery until the age budget ends.
 func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: time.Second}))
 		task := b.create(t, "release-loop", prompt)
@@ -130,6 +132,7 @@ func TestRetryWriteFailuresKeepTheAttemptBudget(t *testing.T) {
 // and the reconciler would park the task unknown_outcome although no
 // provider call was ever made.
 func TestThrottledReleaseClaimIsRetriedNotParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		task := b.create(t, "releaseclaim-throttled", prompt)
@@ -174,6 +177,7 @@ func TestThrottledReleaseClaimIsRetriedNotParked(t *testing.T) {
 // duplicate delivery) claims the task at once and calls the provider again
 // inside its Retry-After window.
 func TestRetryWriteFailuresHonourRetryAfter(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const retryAfter = 30 * time.Second
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: retryAfter}))

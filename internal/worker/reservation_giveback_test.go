@@ -23,6 +23,7 @@ import (
 // day, and every other task of the caller it kept out would wait for a
 // call that never settles.
 func TestQuotaHoldOfACrashedAttemptIsSettledByTheNextAttempt(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // idempotent provider with readback
 		const limit = 1_000_000
@@ -69,6 +70,7 @@ func TestQuotaHoldOfACrashedAttemptIsSettledByTheNextAttempt(t *testing.T) {
 // held), so a task cancelled before its next attempt leaves nothing
 // reserved on its chain's budget.
 func TestBudgetReservationOfAFailedReserveIsGivenBack(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

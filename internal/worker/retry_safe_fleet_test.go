@@ -21,6 +21,7 @@ import (
 // saying nothing was generated (budget gone). The retry-safe worker marks
 // its calls for that reconciler.
 func TestEffectReconcilerSeesTheCallOfARetrySafeWorker(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		maxAttempts int

@@ -25,6 +25,7 @@ import (
 // uncertainties (what a person is asked to weigh) name the policy, not a
 // possible duplicate; its known facts may quote the stored error.
 func TestRetrySafeBudgetParksDoNotClaimAPossibleDuplicate(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"relay", "claim", "last"} {
 		t.Run(path, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

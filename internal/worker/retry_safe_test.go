@@ -19,6 +19,7 @@ import (
 // only money — where an effect is left unknown for the reconciler and a
 // person.
 func TestLostReplyOfRetrySafeGenerationIsRetried(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		retrySafe bool
@@ -53,6 +54,7 @@ func TestLostReplyOfRetrySafeGenerationIsRetried(t *testing.T) {
 // the reconciler's settle time or a readback — where an effect's is left
 // unknown for the reconciler.
 func TestCancelOfRunningRetrySafeGenerationEndsCancelledByTheWorker(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		retrySafe bool

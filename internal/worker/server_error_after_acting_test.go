@@ -39,6 +39,7 @@ func (p *actsThen502) Generate(ctx context.Context, req contract.Request) (contr
 // ErrRequestNotSent are charged zero. Here one attempt generated (a
 // provider side effect) and the chain must record spend or a reservation.
 func TestServerErrorAfterActingIsCharged(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		b.h.Provider = &actsThen502{inner: b.sim}

@@ -88,6 +88,7 @@ func (b *bundle) settleByReconciler(t *testing.T, id string) *ledger.Task {
 // telling the operator it is uncertain whether the provider acted — when
 // the provider did act and its result was in hand.
 func TestThrottledCompleteIsRepeatedNotDiscarded(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -128,6 +129,7 @@ func TestThrottledCompleteIsRepeatedNotDiscarded(t *testing.T) {
 // parks it unknown_outcome, with a review saying the attempt "was sent"
 // to the provider.
 func TestUnconfirmedClaimIsNeverParkedAsUncertain(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -170,6 +172,7 @@ func TestUnconfirmedClaimIsNeverParkedAsUncertain(t *testing.T) {
 // "the call succeeded, the result is too large" is gone, and the reconciler
 // (no readback) parks unknown_outcome instead.
 func TestOversizedResultFromUnknownIsParkedTooLarge(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -212,6 +215,7 @@ func TestOversizedResultFromUnknownIsParkedTooLarge(t *testing.T) {
 // leave a review whose suggested retry makes the non-idempotent provider
 // act a second time.
 func TestLapsedResultSavedAfterUnknownPark(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -262,6 +266,7 @@ func TestLapsedResultSavedAfterUnknownPark(t *testing.T) {
 // unknown and parks unknown_outcome: "the provider may have acted". A
 // definite, retryable failure became false uncertainty and a park.
 func TestThrottledRetryWriteNeverTurnsA429IntoUnknown(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true, ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()
@@ -309,6 +314,7 @@ func TestThrottledRetryWriteNeverTurnsA429IntoUnknown(t *testing.T) {
 // to unknown (a worker whose heartbeats did not get through); the next
 // renewal is refused on state unknown at the worker's version.
 func TestHeartbeatKeepsTheCallThatCanSettleUnknown(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()

@@ -137,6 +137,7 @@ func settleRead(state, at, variant string) *ledger.Task {
 }
 
 func TestSettleSendsTheTablesTransitionInEveryCell(t *testing.T) {
+	t.Parallel()
 	want := map[string]decision{}
 	key := func(state, at, variant string, k knowledge) string {
 		return fmt.Sprintf("%s / %s / %s / %s", state, at, variant, knowledgeNames[k])
@@ -232,6 +233,7 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 }
 
 func TestOnlyUnknownOrItsParkAtMineLetAFencedCallRunOn(t *testing.T) {
+	t.Parallel()
 	for _, state := range settleStates {
 		for _, at := range settleVersions {
 			read := settleRead(state, at, plain)

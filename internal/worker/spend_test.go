@@ -143,6 +143,7 @@ func (b *bundle) run(t *testing.T, ids ...string) {
 // settles the provider's reported usage (priced) on its own and its
 // chain's item and the quota, and writes the tokens and cost as metrics.
 func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		quota := &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000}
@@ -200,6 +201,7 @@ func TestSpendCallsOnlyForBudgetedTasks(t *testing.T) {
 // is parked budget_exhausted before any provider call, its review saying
 // what the chain spent and what remains.
 func TestSpendChainBudgetSharedAcrossRegenerates(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
@@ -255,6 +257,7 @@ func (modelGate) Model() string { return simulated.DefaultModel }
 // first to reserve is held inside the provider; the other is refused and
 // parked without a provider call; then the first completes.
 func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withBudgets(t, b, e.DDB, nil)
@@ -297,6 +300,7 @@ func TestSpendConcurrentAttemptsCannotOverspend(t *testing.T) {
 // The repeats recognise their own reservation (and its absence after the
 // settle), so each item counts the call exactly once.
 func TestSpendLostRepliesDoNotDoubleCount(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := b.create(t, "spend-lost", budgetedPrompt, budget(10_000, nil))
@@ -329,6 +333,7 @@ func TestSpendLostRepliesDoNotDoubleCount(t *testing.T) {
 // full reservation: the provider may have generated and billed it — on
 // its budget and on its caller's daily quota.
 func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 1_000_000})
@@ -346,6 +351,7 @@ func TestSpendUnknownOutcomeChargesTheReservation(t *testing.T) {
 // TestSpendWithoutPriceTableParks: a budgeted task is never run unbudgeted;
 // a worker without a price table parks it provider_config, with no call.
 func TestSpendWithoutPriceTableParks(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := b.create(t, "spend-unpriced", budgetedPrompt, budget(10_000, nil))

@@ -69,6 +69,7 @@ func (s *recordedStreams) Begin(_ context.Context, taskID string, attempt int) w
 // A streamed generation's deltas are its saved text, and the done frame
 // is asked for once, after the save, naming the saved state and hash.
 func TestStreamedCallEndsWithTheSavedResult(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		rs := &recordedStreams{read: func(id string) *ledger.Task { return b.get(t, id) }}
@@ -105,6 +106,7 @@ func TestStreamedCallEndsWithTheSavedResult(t *testing.T) {
 // An attempt whose reply was streamed but not saved ends without a done
 // frame.
 func TestStreamedCallNotSavedHasNoDoneFrame(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		rs := &recordedStreams{read: func(id string) *ledger.Task { return b.get(t, id) }}

@@ -43,6 +43,7 @@ func (b *bundle) loseReply(t *testing.T, taskID string, n int) *faultinject.Inje
 // is this worker's claim: the provider is called once, the task completes,
 // nothing is parked — with a provider that does not honour idempotency keys.
 func TestClaimReplyLost(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
 		ctx := context.Background()
@@ -70,6 +71,7 @@ func TestClaimReplyLost(t *testing.T) {
 // TestCompleteReplyLost: the result was saved although the reply was lost:
 // outcome completed, saved once, no "result discarded".
 func TestCompleteReplyLost(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()
@@ -100,6 +102,7 @@ func TestCompleteReplyLost(t *testing.T) {
 // was lost: the record is reported as a batch item failure with the
 // backoff as its visibility, not acknowledged.
 func TestScheduleRetryReplyLost(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()
@@ -134,6 +137,7 @@ func (p *bigProvider) Generate(ctx context.Context, req contract.Request) (contr
 // TestOversizedResultParked: a result that cannot fit the item is parked
 // result_too_large, deterministically, with what is known; never unknown.
 func TestOversizedResultParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		p := &bigProvider{size: itemsize.MaxItemBytes}
@@ -167,6 +171,7 @@ func TestOversizedResultParked(t *testing.T) {
 // idempotency keys, acknowledges without parking: the provider may have
 // acted and may have a readback, which only the reconciler tries.
 func TestExpiredLastAttemptLeftToTheReconciler(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()
@@ -193,6 +198,7 @@ func TestExpiredLastAttemptLeftToTheReconciler(t *testing.T) {
 // version); when its provider call returns, its fenced Complete still
 // saves the result, and the provider is called once.
 func TestLapsedWorkerSavesItsResultFromUnknown(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true}))
 		ctx := context.Background()
@@ -228,6 +234,7 @@ func TestLapsedWorkerSavesItsResultFromUnknown(t *testing.T) {
 // unknown_outcome review (the soak's oversized_result in plain mode found
 // this). The park is repeated in-process and lands result_too_large.
 func TestParkThrottledIsRepeatedNotDeferred(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		p := &bigProvider{size: itemsize.MaxItemBytes}

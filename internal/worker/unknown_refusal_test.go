@@ -29,6 +29,7 @@ import (
 // nothing said about what needs fixing. A 5xx is not such a refusal and is
 // left to the reconciler.
 func TestRefusalAfterTheLeaseLapsedIsRecorded(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		fault       simulated.Fault

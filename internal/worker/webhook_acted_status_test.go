@@ -47,6 +47,7 @@ import (
 // the status; its readback (immediately consistent) shows the delivery.
 // Want: completed from the readback, one delivery (DESIGN §1.4, §1.6).
 func TestWebhookActedThenNonRefusalStatusCompletesFromTheReadback(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		mode   string
 		status int

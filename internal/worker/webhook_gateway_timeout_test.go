@@ -75,6 +75,7 @@ func webhookRegistryNoReadback(t *testing.T, rcv *webhookReceiver, now func() ti
 // Want: one delivery; the task unknown → parked unknown_outcome (no
 // readback, not idempotent).
 func TestWebhookGatewayTimeoutIsNotResent(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{504, 524} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

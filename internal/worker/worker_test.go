@@ -31,6 +31,7 @@ import (
 // with its receipt, one provider side effect each, and exactly one claim
 // and one completion per task (no extra read).
 func TestHappyPathBatch(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -107,6 +108,7 @@ func TestHappyPathBatch(t *testing.T) {
 // batch makes one provider call; a later re-delivery of the completed task
 // makes none.
 func TestDuplicateDelivery(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -152,6 +154,7 @@ func TestDuplicateDelivery(t *testing.T) {
 // fenced, its provider context cancelled with ErrFenced, it saves nothing,
 // and the provider performed the operation once.
 func TestPausedWorkerIsFenced(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -203,6 +206,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 // cancellation comes back with its own result after another worker
 // completed the task: its completion is fenced and the saved result stays.
 func TestLateResultCannotOverwrite(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -245,6 +249,7 @@ func TestLateResultCannotOverwrite(t *testing.T) {
 // 2s, the provider works for longer; the heartbeat (lease 3s, every 1s)
 // keeps extending the visibility, so nobody receives it meanwhile.
 func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -294,6 +299,7 @@ func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 // message by 2s; a delivery before not_before is delayed again; the one
 // after completes.
 func TestTransientRetryThenComplete(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{ThrottleRetryAfter: 2 * time.Second}))
 		ctx := context.Background()
@@ -351,6 +357,7 @@ func TestTransientRetryThenComplete(t *testing.T) {
 // TestPermanentInputFails: a 400 from the provider and an input the schema
 // rejects both end failed, with the class and a message for the caller.
 func TestPermanentInputFails(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -380,6 +387,7 @@ func TestPermanentInputFails(t *testing.T) {
 // TestCredentialFailureParked: a 401 parks the task with a specific,
 // actionable review item and acknowledges the message.
 func TestCredentialFailureParked(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -416,6 +424,7 @@ func TestCredentialFailureParked(t *testing.T) {
 // attempt completes from its idempotency ledger; without, the task goes to
 // unknown for readback. Never two side effects.
 func TestAcceptThenLoseReply(t *testing.T) {
+	t.Parallel()
 	t.Run("Idempotent", func(t *testing.T) {
 		testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 			b := setup(t, e)
@@ -474,6 +483,7 @@ func TestAcceptThenLoseReply(t *testing.T) {
 // TestPoisonMessage: bodies that are not task references go to the review
 // table and are acknowledged; if that write fails, the record is retried.
 func TestPoisonMessage(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -525,6 +535,7 @@ func TestPoisonMessage(t *testing.T) {
 // start after the age budget, and a delivery after the age budget all park
 // the task (budget_exhausted) instead of looping.
 func TestBudgetExhausted(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withSim(simulated.Options{ThrottleRetryAfter: 30 * time.Second}))
 		ctx := context.Background()
@@ -593,6 +604,7 @@ func containsAny(list []string, sub string) bool {
 // that runs past its call timeout is uncertain, never failed. Nothing is
 // saved for any of them.
 func TestDeadlineMargin(t *testing.T) {
+	t.Parallel()
 	const margin = time.Second
 	t.Run("CallTimeout", func(t *testing.T) {
 		for _, idem := range []bool{true, false} {
@@ -718,6 +730,7 @@ func TestDeadlineMargin(t *testing.T) {
 // deadline cuts short (unknown, an attempt spent); with it every record either
 // completes or is handed back untouched.
 func TestAdmissionNeverCutsACall(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const (
 			margin  = 500 * time.Millisecond
@@ -765,6 +778,7 @@ func TestAdmissionNeverCutsACall(t *testing.T) {
 // completes once. A worker that dies after saving leaves a completed task,
 // whose redelivery makes no provider call.
 func TestHooksSimulateCrash(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-crash"})
@@ -838,6 +852,7 @@ func TestHandlerNeedsDependencies(t *testing.T) {
 // TestConcurrencyBound: with Concurrency 2, a batch of four runs at most two
 // provider calls at a time, and every record is accounted for.
 func TestConcurrencyBound(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		g := newGate(b.sim)

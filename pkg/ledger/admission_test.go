@@ -14,6 +14,7 @@ import (
 // to retry_wait until the next admission window with its attempt given
 // back; a claim before then is refused not_due; a stale holder is fenced.
 func TestWaitAdmission(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // would still deliver (and the reconciler's park would lose the race and
 // be counted "raced").
 func TestApproveAfterTheApprovalDeadlineIsRefused(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -50,6 +51,7 @@ func TestApproveAfterTheApprovalDeadlineIsRefused(t *testing.T) {
 // artifact would be lost: neither result (now the edit) nor
 // generated_result would hold it.
 func TestRetriedExpiredApprovalKeepsTheNewGeneratedArtifact(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

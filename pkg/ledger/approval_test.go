@@ -81,6 +81,7 @@ func deliveriesOf(t *testing.T, b *bundle, parent *ledger.Task, sha string, n, r
 }
 
 func TestCompletionOfAGatedTaskAwaitsApproval(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -105,6 +106,7 @@ func TestCompletionOfAGatedTaskAwaitsApproval(t *testing.T) {
 }
 
 func TestApproveCreatesEveryDeliveryAtomically(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -183,6 +185,7 @@ func TestApproveCreatesEveryDeliveryAtomically(t *testing.T) {
 }
 
 func TestApproveEditedKeepsTheGeneratedArtifact(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -221,6 +224,7 @@ func TestApproveEditedKeepsTheGeneratedArtifact(t *testing.T) {
 // TestApproveLostReplyIsRecognised: the transaction applied, its reply was
 // lost; the approval still answers with the task as approved.
 func TestApproveLostReplyIsRecognised(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := awaiting(t, b, "approve-lost-"+mode)
@@ -242,6 +246,7 @@ func TestApproveLostReplyIsRecognised(t *testing.T) {
 // TestApproveRacingRejectAndWithdraw: concurrent decisions; exactly one
 // outcome holds and the deliveries agree with it.
 func TestApproveRacingRejectAndWithdraw(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -301,6 +306,7 @@ func TestApproveRacingRejectAndWithdraw(t *testing.T) {
 }
 
 func TestWithdrawThenApproveAgain(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -350,6 +356,7 @@ func TestWithdrawThenApproveAgain(t *testing.T) {
 }
 
 func TestRejectAndExpire(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -381,6 +388,7 @@ func TestRejectAndExpire(t *testing.T) {
 // lapsed attempt's completion of a gated task land in awaiting_approval
 // too, with the result hash, due at the approval deadline.
 func TestEveryCompletionPathHonoursTheGate(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -436,6 +444,7 @@ func TestEveryCompletionPathHonoursTheGate(t *testing.T) {
 // MaxApprovalTTL (which the spend package's budget retention is derived
 // from) is refused and writes nothing; MaxApprovalTTL itself is accepted.
 func TestCreateRefusesApprovalBeyondMax(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 // lease, and is left alone by the next Claim, so it equals the assignment
 // version only when the current assignment's call started.
 func TestMarkCallStartedIsFenced(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -81,6 +82,7 @@ func TestMarkCallStartedIsFenced(t *testing.T) {
 // (inside the SDK's retries, or after them) is returned as written, never
 // as a fence.
 func TestMarkCallStartedRecognisesALostReply(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := mustCreate(t, b, "call-started-lost-"+mode)
@@ -114,6 +116,7 @@ func TestMarkCallStartedRecognisesALostReply(t *testing.T) {
 // its condition on the lease alone), and a lost reply of that second write
 // is still recognised as the caller's own.
 func TestMarkCallStartedLeavesTheIndexEntry(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -171,6 +174,7 @@ func TestMarkCallStartedLeavesTheIndexEntry(t *testing.T) {
 // heartbeat's renewals every lease/3 change the index key once a lease,
 // never to before the lease's end.
 func TestRenewMovesDueAtByWholeLeases(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -220,6 +224,7 @@ func TestRenewMovesDueAtByWholeLeases(t *testing.T) {
 // expired lease without a call start is refused once the assignment
 // recorded its call start, and applied while it has not.
 func TestRequeueUnstartedNeedsTheMarkAbsent(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // CancelUnknown then ends it cancelled. A repeat, a stale version or a
 // task in another state is refused.
 func TestCancelRunning(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -75,6 +76,7 @@ func TestCancelRunning(t *testing.T) {
 // TestCancelRacingCompletion: a cancel and the worker's completion race at
 // the same version; exactly one wins and the task is consistent with it.
 func TestCancelRacingCompletion(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

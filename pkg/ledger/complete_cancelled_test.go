@@ -15,6 +15,7 @@ import (
 // stale version, a task the reconciler already decided, or a second save
 // are refused and change nothing.
 func TestCompleteCancelled(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -76,6 +77,7 @@ func TestCompleteCancelled(t *testing.T) {
 // is recognised as applied (by the ledger's own repeat, or the
 // caller's with the same nonce), never refused as fenced.
 func TestCompleteCancelledLostReply(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := mustCreate(t, b, "complete-cancelled-lost-"+mode)
@@ -110,6 +112,7 @@ func TestCompleteCancelledLostReply(t *testing.T) {
 // version); a task already unknown because of a cancel cannot be cancelled
 // again.
 func TestCancelUnknownAttempt(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

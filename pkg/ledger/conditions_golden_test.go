@@ -53,6 +53,7 @@ const conditionsGolden = "testdata/conditions.golden"
 //
 // and the golden file's diff then shows the change for review.
 func TestConditionExpressionsAreUnchanged(t *testing.T) {
+	t.Parallel()
 	backends := []string{"kumo"}
 	var (
 		mu  sync.Mutex

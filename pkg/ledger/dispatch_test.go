@@ -40,6 +40,7 @@ func TestDispatchBackoffDoublesUpToTheCap(t *testing.T) {
 // consumed doubles the wait for the next one, so a backlog older than the
 // dispatch timeout does not re-send every task every DispatchTimeout.
 func TestClaimDispatchBacksOff(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, func(c *ledger.Config) { c.DispatchTimeout = time.Minute; c.DispatchBackoffCap = 5 * time.Minute })
 		ctx := context.Background()
@@ -77,6 +78,7 @@ func TestClaimDispatchBacksOff(t *testing.T) {
 // TestClaimDispatchClampsToTheAgeDeadline: the next dispatch deadline never
 // lies past the task's age deadline, so the reconciler parks it in time.
 func TestClaimDispatchClampsToTheAgeDeadline(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -104,6 +106,7 @@ func TestClaimDispatchClampsToTheAgeDeadline(t *testing.T) {
 // TestClaimDispatchRaceHasOneWinner: of many relays that read the same due
 // task, exactly one wins the right to send.
 func TestClaimDispatchRaceHasOneWinner(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -145,6 +148,7 @@ func TestClaimDispatchRaceHasOneWinner(t *testing.T) {
 // call, so it does not count against the attempt budget; the released
 // holder stays fenced.
 func TestReleaseGivesTheAttemptBack(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

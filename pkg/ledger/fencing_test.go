@@ -22,6 +22,7 @@ import (
 // saves the old prompt's result as the new task's. Retention is the
 // shortest the ledger accepts (MinRetention).
 func TestReplacementKeepsTheFencingToken(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, func(c *ledger.Config) { c.Retention = ledger.MinRetention })
 		ctx := context.Background()
@@ -75,6 +76,7 @@ func TestReplacementKeepsTheFencingToken(t *testing.T) {
 // item after the ambiguous error. The old nonce must not be taken for the
 // new write's: Complete returns an error and the item has no result.
 func TestUnappliedWriteIsNotMistakenForOurs(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []faultinject.Kind{faultinject.SendFailure, faultinject.Throttle} {
 		t.Run(string(kind), func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {

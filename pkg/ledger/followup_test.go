@@ -61,6 +61,7 @@ func wantNoFollowUps(t *testing.T, b *bundle, fs []ledger.NewTask) {
 // every follow-up exists once. A repeat with the same nonce (the worker's
 // save after an error) is recognised too and creates nothing more.
 func TestCompleteWithFollowUpsIsOneWriteUnderALostReply(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := claimed(t, b, "fu-lost-"+mode)
@@ -94,6 +95,7 @@ func TestCompleteWithFollowUpsIsOneWriteUnderALostReply(t *testing.T) {
 // A completion refused by its fence creates no follow-up; one whose
 // follow-up id is taken is refused whole: no result, no other follow-up.
 func TestCompleteWithFollowUpsIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -123,6 +125,7 @@ func TestCompleteWithFollowUpsIsAllOrNothing(t *testing.T) {
 // The follow-ups are chosen by the state the write leaves: a gated task's
 // completion creates the awaiting_approval ones, never the completed ones.
 func TestCompleteCreatesTheFollowUpsOfItsToState(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -151,6 +154,7 @@ func TestCompleteCreatesTheFollowUpsOfItsToState(t *testing.T) {
 // A park with follow-ups whose transaction reply is lost is recognised as
 // applied; its follow-up exists once.
 func TestParkWithFollowUpsIsOneWriteUnderALostReply(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := claimed(t, b, "park-fu-lost-"+mode)

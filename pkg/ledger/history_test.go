@@ -24,6 +24,7 @@ func claimAt(t *testing.T, l *ledger.Ledger, id string) *ledger.Task {
 // both, with their claim, call start and end times and outcomes — written
 // by the claims, the mark, the retry and the completion, no other write.
 func TestRetriedThenCompletedTaskShowsBothAttempts(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -69,6 +70,7 @@ func TestRetriedThenCompletedTaskShowsBothAttempts(t *testing.T) {
 // A claim whose reply was lost, and which the ledger recognises as its own
 // (write_nonce), is one attempt: the history holds it once.
 func TestLostReplyClaimIsOneAttempt(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -103,6 +105,7 @@ func TestLostReplyClaimIsOneAttempt(t *testing.T) {
 // operator's retry gives the task a fresh budget; an attempt given back
 // (no provider call made) is no attempt and leaves nothing.
 func TestHistoryNeverExceedsMaxAttempts(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -157,6 +160,7 @@ func TestHistoryNeverExceedsMaxAttempts(t *testing.T) {
 // reconciler re-queued the task — still shows its number once the next
 // attempt is claimed, as not recorded.
 func TestLapsedAttemptShowsAsNotRecorded(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -195,6 +199,7 @@ func assertHistory(t *testing.T, got, want []ledger.AttemptRecord) {
 // Two claims of one task in the same millisecond are still two attempts
 // (a frozen clock, or a retry due at once on a fast engine).
 func TestAttemptsClaimedInOneMillisecondStayApart(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestOversizedCompletionIsRefusedBeforeTheWrite(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

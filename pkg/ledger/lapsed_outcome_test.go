@@ -14,6 +14,7 @@ import (
 // the input fails the task and resolves its unknown_outcome review as
 // failed by the worker, in one transaction.
 func TestFailLapsedFailsAndResolves(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -39,6 +40,7 @@ func TestFailLapsedFailsAndResolves(t *testing.T) {
 // transiently (the provider did not act) goes to retry_wait until
 // notBefore, indexed for dispatch, and its review is resolved as retry.
 func TestRetryLapsedSchedulesAndResolves(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -71,6 +73,7 @@ func TestRetryLapsedSchedulesAndResolves(t *testing.T) {
 // recognised, and a revised park is no longer unknown_outcome, so a second
 // settlement is fenced.
 func TestReviseLapsedRevisesTaskAndReview(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -109,6 +112,7 @@ func TestReviseLapsedRevisesTaskAndReview(t *testing.T) {
 // the review item alone, only while it is the open unknown_outcome review
 // of the park the caller read (park_count); a repeat is recognised.
 func TestReviseLapsedReviewRevisesTheOpenItemOfThatPark(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -137,6 +141,7 @@ func TestReviseLapsedReviewRevisesTheOpenItemOfThatPark(t *testing.T) {
 // TestLapsedSettlementsAreFenced: after an operator resolved the park,
 // FailLapsed and RetryLapsed change nothing.
 func TestLapsedSettlementsAreFenced(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -40,6 +40,7 @@ var lapsedBy = ledger.LapsedResolution{By: "worker w", Note: "the result of atte
 // and the review item is resolved as completed by the worker, in one
 // transaction. An operator acting afterwards sees it resolved.
 func TestCompleteLapsedSavesAndResolves(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -77,6 +78,7 @@ func TestCompleteLapsedSavesAndResolves(t *testing.T) {
 // TestCompleteLapsedIsFenced: the lapsed save applies only to a task parked
 // unknown_outcome at the caller's version with its review still open.
 func TestCompleteLapsedIsFenced(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
 		t.Run("operator_first", func(t *testing.T) {

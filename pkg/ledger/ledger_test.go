@@ -49,6 +49,7 @@ func mustCreate(t *testing.T, b *bundle, key string) *ledger.Task {
 }
 
 func TestCreateConcurrentSameKey(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 50
@@ -96,6 +97,7 @@ func TestCreateConcurrentSameKey(t *testing.T) {
 }
 
 func TestCreateRaceDifferentPayloads(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		const n = 12
@@ -141,6 +143,7 @@ func TestCreateRaceDifferentPayloads(t *testing.T) {
 }
 
 func TestClaimConcurrentOneHolder(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := mustCreate(t, b, "k3")
@@ -180,6 +183,7 @@ func TestClaimConcurrentOneHolder(t *testing.T) {
 }
 
 func TestStaleHolderFencedAfterTakeover(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -236,6 +240,7 @@ func isReason(err error, reason string) bool {
 }
 
 func TestRetryWaitAndBudget(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -280,6 +285,7 @@ func TestRetryWaitAndBudget(t *testing.T) {
 }
 
 func TestFailUnknownCancel(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -324,6 +330,7 @@ func TestFailUnknownCancel(t *testing.T) {
 }
 
 func TestParkAllOrNothing(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -379,6 +386,7 @@ func TestParkAllOrNothing(t *testing.T) {
 }
 
 func TestOperatorActions(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -438,6 +446,7 @@ func TestOperatorActions(t *testing.T) {
 }
 
 func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, func(c *ledger.Config) { c.Shards = 2 })
 		ctx := context.Background()
@@ -499,6 +508,7 @@ func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
 }
 
 func TestDueAtNeverPastAgeDeadline(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

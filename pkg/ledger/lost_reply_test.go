@@ -96,6 +96,7 @@ func eachLoss(t *testing.T, fn func(t *testing.T, b *bundle, mode string)) {
 }
 
 func TestClaimRecognisesItsOwnWriteAfterALostReply(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := mustCreate(t, b, "claim-lost-"+mode)
@@ -121,6 +122,7 @@ func TestClaimRecognisesItsOwnWriteAfterALostReply(t *testing.T) {
 // TestSettlingWritesRecogniseTheirOwnWrite: every fenced write that settles
 // an assignment returns its own effect after a lost reply, never a fence.
 func TestSettlingWritesRecogniseTheirOwnWrite(t *testing.T) {
+	t.Parallel()
 	type write struct {
 		name string
 		do   func(ctx context.Context, l *ledger.Ledger, task *ledger.Task, now time.Time) (*ledger.Task, error)
@@ -191,6 +193,7 @@ func TestSettlingWritesRecogniseTheirOwnWrite(t *testing.T) {
 // TestNonConditionErrorsAreLabelledByOperation: a validation error from a
 // fenced write says which write failed and is not a fence.
 func TestNonConditionErrorsAreLabelledByOperation(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -231,6 +234,7 @@ func TestNonConditionErrorsAreLabelledByOperation(t *testing.T) {
 // reconciler expired (running → unknown) still saves its result; a stale
 // version cannot.
 func TestCompleteFromUnknownAtTheSameVersion(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -263,6 +267,7 @@ func TestCompleteFromUnknownAtTheSameVersion(t *testing.T) {
 // TestCreateReplacesAnItemPastItsTTL: an item whose expires_at passed but
 // which DynamoDB's sweeper has not deleted yet is treated as absent.
 func TestCreateReplacesAnItemPastItsTTL(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -34,6 +34,7 @@ func loseFirstPutResponse(lost *atomic.Int32) func(*middleware.Stack) error {
 }
 
 func TestCreateRecognisesItsOwnWriteAfterALostResponse(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		var lost atomic.Int32
 		cfg := e.AWS.Copy()

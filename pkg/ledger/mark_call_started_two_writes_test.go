@@ -18,6 +18,7 @@ import (
 // retried by the SDK, or the retries exhausted — is the caller's own:
 // marked, the lease and the index entry untouched, no second write.
 func TestMarkOnlyWriteWithALostReplyIsTheCallersOwn(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{sdkRetry, exhausted} {
 		t.Run(mode, func(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -71,6 +72,7 @@ func (d *raceDDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 // assignment (RequeueUnstarted). The second write must be fenced and the
 // task left queued without a mark.
 func TestMarkRequeuedBetweenItsWritesIsFenced(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // be those a read derives from it (a client comparing a park's view with
 // a later GET must not see updated_at move).
 func TestParkReturnsTheItemAReadReturnsAtSubMillisecondTimes(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

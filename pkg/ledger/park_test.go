@@ -17,6 +17,7 @@ import (
 // and a second park give counts 1 and 2, and the park itself makes no
 // GetItem.
 func TestParkReturnsTheItemWithoutARead(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

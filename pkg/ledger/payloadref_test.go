@@ -16,6 +16,7 @@ import (
 // a saved result (a second completion is fenced already_completed), and
 // the completed item stays small whatever the result's size.
 func TestPayloadRefs(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

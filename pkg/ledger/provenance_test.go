@@ -15,6 +15,7 @@ import (
 // name another decider or round. A re-approval after a withdrawal says
 // round 1.
 func TestApprovalRecordsItsProvenanceOnEveryDelivery(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

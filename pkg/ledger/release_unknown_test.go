@@ -16,6 +16,7 @@ import (
 // for another assignment, nor twice — and a lost reply (in the SDK's
 // retry loop, or after it) is recognised as the caller's own write.
 func TestReleaseUnknownGivesBackAnUncalledAssignment(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := mustCreate(t, b, "release-unknown-"+mode)
@@ -74,6 +75,7 @@ func TestReleaseUnknownGivesBackAnUncalledAssignment(t *testing.T) {
 // resolved as retry — in one transaction, recognised after a lost reply,
 // never for another version, never twice.
 func TestReleaseLapsedResolvesTheParkAndGivesTheAttemptBack(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		task := mustCreate(t, b, "release-lapsed-"+mode)
@@ -121,6 +123,7 @@ func TestReleaseLapsedResolvesTheParkAndGivesTheAttemptBack(t *testing.T) {
 // expired knows its call was refused), never without it (a 5xx may hide a
 // generation: the reconciler's to read back), never at another version.
 func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -166,6 +169,7 @@ func TestRetryAndFailFromUnknownAtMine(t *testing.T) {
 // review as cancelled — recognised after a lost reply, never twice, never
 // for a park that no cancel made.
 func TestCancelLapsedEndsACancelledPark(t *testing.T) {
+	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
 		res := ledger.LapsedResolution{By: "worker w1", Note: "no call was made"}

@@ -15,6 +15,7 @@ import (
 // would let TTL delete a task (and its fencing token) while a worker of it
 // may still run; New refuses it with an error naming the minimum.
 func TestNewRejectsShortRetention(t *testing.T) {
+	t.Parallel()
 	for _, r := range []time.Duration{time.Minute, ledger.MinRetention - time.Second} {
 		_, err := ledger.New(nil, ledger.Config{TasksTable: "t", ReviewTable: "r", Retention: r})
 		if err == nil || !strings.Contains(err.Error(), "MinRetention") {
@@ -32,6 +33,7 @@ func TestNewRejectsShortRetention(t *testing.T) {
 // expired item (keeping its version), the second meets the replacement and
 // is rejected as a payload mismatch rather than replacing it again.
 func TestReplacementIsCreatedOnce(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, func(c *ledger.Config) { c.Retention = ledger.MinRetention })
 		ctx := context.Background()

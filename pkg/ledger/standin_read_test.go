@@ -17,6 +17,7 @@ import (
 // counted apart from the design's own reads, so call budgets measure the
 // design, not the emulator.
 func TestRefusalReadIsCountedAsAStandInForTheOldItem(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()

@@ -19,6 +19,7 @@ const statesDoc = "../../docs/states.md"
 //
 //	go test ./pkg/ledger -run TestStatesDocIsCurrent -update
 func TestStatesDocIsCurrent(t *testing.T) {
+	t.Parallel()
 	got := renderStates(ledger.Transitions())
 	if *updateGolden {
 		if err := os.WriteFile(statesDoc, []byte(got), 0o644); err != nil {

@@ -16,6 +16,7 @@ import (
 // variant" blocks); each must be some row's Method, and each row's Method
 // must be a method of *Ledger.
 func TestEveryWritingMethodHasATransition(t *testing.T) {
+	t.Parallel()
 	golden, err := os.ReadFile(conditionsGolden)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestEveryWritingMethodHasATransition(t *testing.T) {
 // on: unique ops, a fence guard exactly where the row declares a fence,
 // from-states on every derived row, valid states and a declared refusal.
 func TestTransitionRowsAreConsistent(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, tr := range ledger.Transitions() {
 		if seen[tr.Op] {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestTaskItemDecodesItsTimestampsFromEpochMs(t *testing.T) {
+	t.Parallel()
 	item, err := attributevalue.MarshalMap(&ledger.Task{TaskID: "t", CreatedMs: 1000, UpdatedMs: 2500, CompletedMs: 2500, CreatedAt: "ignored"})
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ import (
 // write applied), and clamp_due, a second write of Release and
 // the other writes to queued.
 func TestEveryTransitionFromEveryState(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		start := time.Now()
 		m := &matrix{env: e, clock: testenv.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))}

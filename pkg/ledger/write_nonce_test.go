@@ -32,6 +32,7 @@ func faulty(t *testing.T, b *bundle, decide func(c faultinject.Call) faultinject
 // nonce (WithNonce) returns the task as that first send wrote it; a write
 // with another nonce is fenced (already_completed).
 func TestRepeatedWriteWithItsNonceRecognisesALateApply(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -79,6 +80,7 @@ func TestRepeatedWriteWithItsNonceRecognisesALateApply(t *testing.T) {
 // first read that would recognise it is throttled; the ledger reads again
 // and returns the claim as taken.
 func TestOwnWriteRereadsAfterAFailedRead(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
@@ -107,6 +109,7 @@ func TestOwnWriteRereadsAfterAFailedRead(t *testing.T) {
 // released; the release queues it and gives the attempt back, and the
 // fencing token stays incremented.
 func TestReleaseClaimIsConditionedOnTheOwner(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
