@@ -210,8 +210,10 @@
 // only when work has at least the call timeout left: checked before the
 // claim (a record turned away is not claimed, consumes no attempt, is made
 // visible again at once and reported as a failure: outcome not_admitted),
-// and again after it (if the claim itself ate the time, the task and its
-// attempt are released and the message made visible again). A call that
+// again after it, and once more just before the call, after the writes
+// between (the call-start mark, a renewal) which a slow DynamoDB can
+// stretch to seconds (if they ate the time, the task and its attempt are
+// released and the message made visible again). A call that
 // runs past its call timeout is an uncertain attempt, never a failed one.
 // Records run concurrently, at most Concurrency at a time; with
 // Concurrency at least the batch size (docs/timing.md) every admitted

@@ -130,6 +130,15 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// From unknown too, when the reconciler expired the lease meanwhile.
 		return h.giveBackUncalled(ctx, rec, t, 0, "the lease ran short before the call", log)
 	}
+	if !h.admitted(work) {
+		// The writes since the claim's check (a slow mark, a renewal) ate
+		// the time: a call started now would be cut by the deadline, an
+		// uncertain outcome of our own making.
+		noCall()
+		h.giveBackUncalled(ctx, rec, t, 0, "too little time left before the call", log,
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
+		return notAdmitted
+	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
 	defer closeStream(a.stream) // no done frame unless complete saved the result
 	h.settleAdmission(ctx, tk, a, log)
