@@ -64,17 +64,14 @@ staticcheck:
 # parallel tests wait on an emulator, a browser or a timer rather than use a
 # core, and the default (GOMAXPROCS) let only two of them wait at once; the
 # soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
-# of one package share a few moto_servers (internal/testenv's pool). With ./..., the
-# soak package runs first and alone: its rules are wall-clock rules (a call
-# cut by its invocation's deadline, finality within the age budget), and
-# beside the worker's tests on two cores its moto leg starved and failed
-# them on fresh clones.
-TEST_FIRST := ./internal/worker ./web ./internal/demo \
-              ./internal/reconciler ./internal/bench ./internal/api ./pkg/ledger ./internal/e2e
+# of one package share a few moto_servers (internal/testenv's pool). The
+# soak, the longest, starts first, beside the browser tests, which mostly
+# wait on chromium.
+TEST_FIRST := ./internal/soak ./web ./internal/worker ./internal/demo ./internal/reconciler \
+              ./pkg/ledger ./internal/bench ./internal/api ./internal/e2e ./cmd/taskledger-local
 test-go:
 ifeq ($(PKGS),./...)
-	$(GO) test -count=1 -timeout 20m -parallel 8 ./internal/soak
-	$(GO) test -count=1 -timeout 20m -parallel 8 $(TEST_FIRST) $$($(GO) list ./... | grep -v '/internal/soak$$')
+	$(GO) test -count=1 -timeout 20m -parallel 8 $(TEST_FIRST) $$($(GO) list ./...)
 else
 	$(GO) test -count=1 -timeout 20m -parallel 8 $(PKGS)
 endif
