@@ -58,9 +58,11 @@ staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 ## test-go: the unit and integration tests (kumo and moto legs, browser, RIE).
-# go test starts the packages in the order named, -p at a time (GOMAXPROCS,
-# 2 here): the slowest are named first, so that none starts late and runs on
-# alone at the end (a package named twice runs once). -parallel 8: most
+# go test starts the packages in the order named, 3 at a time (-p 3; the
+# default is GOMAXPROCS, 2 here, but the soak, the browser and the demo
+# mostly wait on their own clocks): the slowest are named first, so that
+# none starts late and runs on alone at the end (a package named twice runs
+# once). -parallel 8: most
 # parallel tests wait on an emulator, a browser or a timer rather than use a
 # core, and the default (GOMAXPROCS) let only two of them wait at once; the
 # soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
@@ -71,7 +73,7 @@ TEST_FIRST := ./internal/soak ./web ./internal/worker ./internal/demo ./internal
               ./pkg/ledger ./internal/bench ./internal/api ./internal/e2e ./cmd/taskledger-local
 test-go:
 ifeq ($(PKGS),./...)
-	$(GO) test -count=1 -timeout 20m -parallel 8 $(TEST_FIRST) $$($(GO) list ./...)
+	$(GO) test -count=1 -timeout 20m -p 3 -parallel 8 $(TEST_FIRST) $$($(GO) list ./...)
 else
 	$(GO) test -count=1 -timeout 20m -parallel 8 $(PKGS)
 endif
