@@ -65,8 +65,7 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 		log.ErrorContext(ctx, "admission can never admit this call; parking", "model", a.Model, "estimated_tokens", est, "error", err.Error())
 		return nil, h.parkUncalled(ctx, t, review.AdmissionRefused(t, a.Model, err.Error()), log), false
 	}
-	h.releaseUncalled(ctx, rec, t, "admission failed", log, "error", err.Error())
-	return nil, deferred, false
+	return nil, h.giveBackUncalled(ctx, rec, t, 0, "admission failed", log, "error", err.Error()), false
 }
 
 // freshTicket admits the call again when its ticket's slot ended before
