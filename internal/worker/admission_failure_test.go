@@ -21,6 +21,7 @@ import (
 // (15 min deployed), the queued task would wait for the reconciler's
 // re-send, one SendMessage more, though a worker could take it now.
 func TestAdmissionErrorGivesTheTaskAndItsMessageBackAtOnce(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		task := b.create(t, "admission-error", prompt)

@@ -23,6 +23,7 @@ import (
 // checked again just before the call, and when it has run short the task
 // is given back, uncalled, with its attempt.
 func TestSlowWritesBeforeTheCallGiveTheAttemptBack(t *testing.T) {
+	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const (
 			margin      = 200 * time.Millisecond
