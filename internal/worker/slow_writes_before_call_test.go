@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,10 @@ func TestSlowWritesBeforeTheCallGiveTheAttemptBack(t *testing.T) {
 		const (
 			margin      = 200 * time.Millisecond
 			callTimeout = time.Second
-			slowMark    = 900 * time.Millisecond
+			// The claim has up to 2 s (a loaded moto) and still leaves a
+			// call timeout; the mark then leaves at most 0.5 s.
+			slack    = 2 * time.Second
+			slowMark = 2500 * time.Millisecond
 		)
 		b := setup(t, e, withSim(simulated.Options{Latency: 600 * time.Millisecond, NoIdempotency: true, NoReadback: true}),
 			withHandler(func(h *worker.Handler) { h.DeadlineMargin = margin; h.CallTimeout = callTimeout }))
@@ -50,12 +54,15 @@ func TestSlowWritesBeforeTheCallGiveTheAttemptBack(t *testing.T) {
 
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
-		// Work has 1.5 s after the margin: enough for the call at the
-		// claim, not after the mark.
-		ctx, cancel := context.WithTimeout(context.Background(), margin+callTimeout*3/2)
+		// Work has a call timeout and the slack after the margin: enough
+		// for the call at the claim, not after the mark.
+		ctx, cancel := context.WithTimeout(context.Background(), margin+callTimeout+slack)
 		defer cancel()
 		wantFailures(t, handle(t, b.h, ctx, ev), ev.Records[0].MessageId)
 		got := b.get(t, task.TaskID)
+		if !strings.Contains(b.logs.String(), "too little time left before the call") {
+			t.Fatalf("setup: the worker did not stop for lack of time just before the call (task %s):\n%s", got.State, b.logs.String())
+		}
 		if calls := b.sim.Calls(task.TaskID); calls != 0 {
 			t.Fatalf("the provider was called %d time(s) with less than its call timeout left (task %s, error %q)", calls, got.State, got.ErrorClass)
 		}

@@ -41,7 +41,10 @@ func tooLittleTimeRace(t *testing.T, e *testenv.Env, mode string) {
 	const (
 		margin      = 2 * time.Second
 		callTimeout = 2 * time.Second
-		slowMark    = 1500 * time.Millisecond
+		// The claim has up to 2.5 s (a loaded moto) and still leaves a
+		// call timeout; the mark then leaves at most 1.5 s.
+		slack    = 2500 * time.Millisecond
+		slowMark = 3 * time.Second
 	)
 	b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}),
 		withHandler(func(h *worker.Handler) { h.DeadlineMargin = margin; h.CallTimeout = callTimeout }))
@@ -99,9 +102,9 @@ func tooLittleTimeRace(t *testing.T, e *testenv.Env, mode string) {
 
 	b.send(t, task.TaskID)
 	ev := b.deliver(t, 1, 60)
-	// Work has 3 s after the margin: enough for the call at the claim,
-	// not after the mark.
-	ctx, stop := context.WithTimeout(context.Background(), margin+callTimeout*3/2)
+	// Work has a call timeout and the slack after the margin: enough for
+	// the call at the claim, not after the mark.
+	ctx, stop := context.WithTimeout(context.Background(), margin+callTimeout+slack)
 	defer stop()
 	handle(t, b.h, ctx, ev)
 	if !raced || raceErr != nil {
