@@ -50,7 +50,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// before the claim, so a record turned away consumes no attempt.
 	if !h.admitted(work) {
 		log.WarnContext(ctx, "too little time left for a provider call; leaving the record for another invocation",
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
 		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
@@ -80,7 +80,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// The claim itself ate the time: give the attempt back rather than
 		// let the lease expire.
 		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log,
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
 		return notAdmitted
 	}
 
@@ -136,7 +136,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// uncertain outcome of our own making.
 		noCall()
 		h.giveBackUncalled(ctx, rec, t, 0, "too little time left before the call", log,
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(ctx).Milliseconds())
+			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
 		return notAdmitted
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
