@@ -7,9 +7,7 @@ import (
 	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/faultinject"
-	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -33,14 +31,7 @@ func TestAdmissionErrorGivesTheTaskAndItsMessageBackAtOnce(t *testing.T) {
 		}))
 		cfg := e.AWS.Copy()
 		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
-		a, err := admission.New(admission.Config{
-			DB: awsclient.DynamoDB(cfg), TasksTable: e.Names.TasksTable, Now: b.clock.Now,
-			Limits: map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 100, TokensPerWindow: 10_000_000}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+		withAdmissionOn(b, t, awsclient.DynamoDB(cfg), admission.Limit{RequestsPerWindow: 100, TokensPerWindow: 10_000_000})
 
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 600)

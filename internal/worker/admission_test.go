@@ -19,8 +19,14 @@ import (
 // on the bundle's clock, with lim for the simulated provider's model.
 func withAdmission(b *bundle, t *testing.T, lim admission.Limit) *admission.Admitter {
 	t.Helper()
+	return withAdmissionOn(b, t, b.e.DDB, lim)
+}
+
+// withAdmissionOn is withAdmission through db (a client with faults).
+func withAdmissionOn(b *bundle, t *testing.T, db admission.DB, lim admission.Limit) *admission.Admitter {
+	t.Helper()
 	a, err := admission.New(admission.Config{
-		DB: b.e.DDB, TasksTable: b.e.Names.TasksTable, Now: b.clock.Now,
+		DB: db, TasksTable: b.e.Names.TasksTable, Now: b.clock.Now,
 		Limits: map[string]admission.Limit{simulated.DefaultModel: lim},
 	})
 	if err != nil {

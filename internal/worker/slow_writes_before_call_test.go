@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
@@ -37,20 +36,13 @@ func TestSlowWritesBeforeTheCallGiveTheAttemptBack(t *testing.T) {
 		b := setup(t, e, withSim(simulated.Options{Latency: 600 * time.Millisecond, NoIdempotency: true, NoReadback: true}),
 			withHandler(func(h *worker.Handler) { h.DeadlineMargin = margin; h.CallTimeout = callTimeout }))
 		task := b.create(t, "slow-mark", prompt)
-		inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+		b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 			// 1: the claim, 2: the call-start mark, answered slowly.
 			if c.TaskID == task.TaskID && c.Key() == "DynamoDB.UpdateItem" && c.N == 2 {
 				time.Sleep(slowMark)
 			}
 			return ""
-		}))
-		cfg := e.AWS.Copy()
-		cfg.APIOptions = append(cfg.APIOptions, inj.Register)
-		l, err := ledger.New(awsclient.DynamoDB(cfg), b.l.Config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.h.Ledger = l
+		})
 
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/faultinject"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
@@ -57,7 +56,7 @@ func tooLittleTimeRace(t *testing.T, e *testenv.Env, mode string) {
 		raceErr  error
 		sum, psm reconciler.Summary
 	)
-	inj := faultinject.New(faultinject.ScheduleFunc(func(c faultinject.Call) faultinject.Kind {
+	b.faultLedger(t, func(c faultinject.Call) faultinject.Kind {
 		if c.TaskID != task.TaskID || c.Key() != "DynamoDB.UpdateItem" {
 			return ""
 		}
@@ -91,14 +90,7 @@ func tooLittleTimeRace(t *testing.T, e *testenv.Env, mode string) {
 			}
 		}
 		return ""
-	}))
-	cfg := e.AWS.Copy()
-	cfg.APIOptions = append(cfg.APIOptions, inj.Register)
-	l, err := ledger.New(awsclient.DynamoDB(cfg), b.l.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.h.Ledger = l
+	})
 
 	b.send(t, task.TaskID)
 	ev := b.deliver(t, 1, 60)
