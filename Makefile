@@ -59,16 +59,14 @@ staticcheck:
 
 ## test-go: the unit and integration tests (kumo and moto legs, browser, RIE).
 # go test starts the packages in the order named, 3 at a time (-p 3; the
-# default is GOMAXPROCS, 2 here, but the soak, the browser and the demo
-# mostly wait on their own clocks): the slowest are named first, so that
-# none starts late and runs on alone at the end (a package named twice runs
-# once). -parallel 8: most
-# parallel tests wait on an emulator, a browser or a timer rather than use a
-# core, and the default (GOMAXPROCS) let only two of them wait at once; the
-# soak tests bound their own concurrency (soak.HoldSoakSlot). The moto legs
-# of one package share a few moto_servers (internal/testenv's pool). The
-# soak, the longest, starts first, beside the browser tests, which mostly
-# wait on chromium.
+# default is GOMAXPROCS, 2 here, but the soak, the browser tests and the
+# demo mostly wait on their own clocks): the slowest are named first, so
+# that none starts late and runs on alone at the end (a package named twice
+# runs once). -parallel 8: most parallel tests wait on an emulator, a
+# browser or a timer rather than use a core. The soak tests bound their own
+# concurrency (soak.HoldSoakSlot), and the moto legs of one package share a
+# few moto_servers (internal/testenv's pool). docs/testing.md: where the
+# time goes.
 TEST_FIRST := ./internal/soak ./web ./internal/worker ./internal/demo ./internal/reconciler \
               ./pkg/ledger ./internal/bench ./internal/api ./internal/e2e ./cmd/taskledger-local
 test-go:
