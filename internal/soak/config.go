@@ -96,11 +96,6 @@ type Config struct {
 	// MaxAge and MaxAttempts are the task budgets (default 60 s and 5).
 	MaxAge      time.Duration
 	MaxAttempts int
-	// Shards is the by_state shard count per partition (default
-	// ledger.DefaultShards, as deployed). Every reconciler walk queries
-	// each one, found or not: on moto, which serves one request at a
-	// time, fewer shards leave more of the engine to the tasks.
-	Shards int
 	// DispatchTimeout is the outbox deadline of a queued task (default 10 s).
 	DispatchTimeout time.Duration
 	// FunctionTimeout is the worker invocation's deadline (default

@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -163,7 +162,7 @@ func (c Config) PacedTo(p Pace) Config {
 		scale = max(1, float64(w*paceLeaseWrites)/float64(c.Lease))
 	}
 	if p.Query > 0 {
-		walk := float64(p.Query) * float64(5*cmp.Or(c.Shards, ledger.DefaultShards)) * (1 + c.RaceShare)
+		walk := float64(p.Query) * float64(5*ledger.DefaultShards) * (1 + c.RaceShare)
 		scale = max(scale, walk/paceShare/float64(c.ReconcileEvery))
 	}
 	scale = min(math.Ceil(scale), paceMaxScale)

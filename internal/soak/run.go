@@ -262,7 +262,7 @@ func (s *soak) wire(ctx context.Context) error {
 
 	lcfg := ledger.Config{
 		TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable,
-		MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge, DispatchTimeout: cfg.DispatchTimeout, Shards: cfg.Shards,
+		MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge, DispatchTimeout: cfg.DispatchTimeout,
 	}
 	led, err := ledger.New(ddb, lcfg)
 	if err != nil {
