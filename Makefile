@@ -58,24 +58,20 @@ staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 ## test-go: the unit and integration tests (kumo and moto legs, browser, RIE).
-# Two go test runs, each 3 packages at a time (-p 3), the slowest named
-# first so that none starts late and runs on alone at the end (a package
-# named twice runs once). First the soak beside the browser tests and the
-# demo, which mostly wait on chromium and their own clocks: the soak's
-# rules are real-time rules, and its moto leg (moto serves one request at a
-# time) starved beside the CPU-bound worker and reconciler tests. Then the
-# rest. -parallel 8: most parallel tests wait on an emulator, a browser or
-# a timer rather than use a core. The soak tests bound their own
-# concurrency (soak.HoldSoakSlot), and the moto legs of one package share
-# a few moto_servers (internal/testenv's pool). docs/testing.md: where the
+# go test starts the packages in the order named, 3 at a time (-p 3; the
+# default is GOMAXPROCS, 2 here, but the soak, the browser tests and the
+# demo mostly wait on their own clocks): the slowest are named first, so
+# that none starts late and runs on alone at the end (a package named twice
+# runs once). -parallel 8: most parallel tests wait on an emulator, a
+# browser or a timer rather than use a core. The soak tests bound their own
+# concurrency (soak.HoldSoakSlot), and the moto legs of one package share a
+# few moto_servers (internal/testenv's pool). docs/testing.md: where the
 # time goes.
-TEST_WAITING := ./internal/soak ./web ./internal/demo
-TEST_FIRST   := ./internal/worker ./internal/reconciler ./pkg/ledger ./internal/bench ./internal/api \
-                ./internal/e2e ./internal/local ./cmd/taskledger-local
+TEST_FIRST := ./internal/soak ./web ./internal/worker ./internal/demo ./internal/reconciler \
+              ./pkg/ledger ./internal/bench ./internal/api ./internal/e2e ./cmd/taskledger-local
 test-go:
 ifeq ($(PKGS),./...)
-	$(GO) test -count=1 -timeout 20m -p 3 -parallel 8 $(TEST_WAITING)
-	$(GO) test -count=1 -timeout 20m -p 3 -parallel 8 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' -e '/web$$' -e '/internal/demo$$')
+	$(GO) test -count=1 -timeout 20m -p 3 -parallel 8 $(TEST_FIRST) $$($(GO) list ./...)
 else
 	$(GO) test -count=1 -timeout 20m -parallel 8 $(PKGS)
 endif
