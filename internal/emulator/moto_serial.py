@@ -36,7 +36,7 @@ responses.method_names_from_class = functools.lru_cache(maxsize=None)(utils.meth
 # booleans, lists and maps: no bytes, timestamps or nulls, which need the
 # output shape) is sent as it is. moto's generic serializer walks the
 # botocore output shape for every value only to produce the same JSON; it
-# was about 30% of moto's CPU in the test suite (a third of an UpdateItem).
+# was 32 of 112 profiled seconds of moto's CPU over the worker tests.
 # Conditions, updates and errors are still moto's own.
 def _wire(v):
     t = type(v)

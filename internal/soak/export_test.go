@@ -22,9 +22,9 @@ func Split(vs []Violation) (pending, other []Violation) {
 // -parallel allows: a soak is a real-time stress run (leases of seconds,
 // invocation deadlines), and its rules on deadlines and uncertainty
 // (call_cut_by_deadline, false_uncertainty) assume a process that keeps up
-// with them. Each run mostly waits on its own clock (two at once used 0.84
-// of a core), so three at once fit beside the other packages' tests; more
-// starve each other.
+// with them. make test runs this package alone (Makefile); each run mostly
+// waits on its own clock (two at once used 0.84 of a core), so three at
+// once fit on two cores; more starve each other.
 var soakSlots = make(chan struct{}, 3)
 
 // HoldSoakSlot waits for a soak slot, held until t ends.
