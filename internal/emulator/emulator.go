@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ type Moto struct {
 	URL string
 
 	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has ended
 	script string
 	once   sync.Once
 }
@@ -60,6 +62,8 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		m.removeScript()
 		return nil, fmt.Errorf("emulator: start moto: %w", err)
 	}
+	m.exited = make(chan struct{})
+	go func() { _ = m.cmd.Wait(); close(m.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
@@ -67,6 +71,12 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		if err == nil {
 			resp.Body.Close()
 			return m, nil
+		}
+		select {
+		case <-m.exited:
+			m.removeScript()
+			return nil, fmt.Errorf("emulator: moto exited before it answered on %s (%s; its output: %s)", m.URL, m.cmd.ProcessState, orNone(logPath))
+		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			m.Stop()
@@ -80,16 +90,21 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 func (m *Moto) Stop() {
 	m.once.Do(func() {
 		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = m.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-m.exited:
 		case <-time.After(5 * time.Second):
 			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-m.exited
 		}
 		m.removeScript()
 	})
+}
+
+func orNone(path string) string {
+	if path == "" {
+		return "not kept"
+	}
+	return path
 }
 
 func (m *Moto) removeScript() {
@@ -98,13 +113,26 @@ func (m *Moto) removeScript() {
 	}
 }
 
-// motoPython is the python3 that can import moto, looked for once per
-// process ("" if none): the look imports moto, about a second of CPU, and
-// a test process may start several servers (internal/testenv's pool).
+// motoPython is the interpreter behind python3 when it has moto and the
+// server's packages, looked for once per process ("" if none). The look
+// finds the packages without importing them (an import of moto is most of
+// a second of CPU, in every test process), and names the interpreter
+// itself: a version manager's python3 shim costs a shell per start. A
+// launcher that cannot import them after all exits at once (StartMoto
+// says so).
 var motoPython = sync.OnceValue(func() string {
 	py, err := exec.LookPath("python3")
-	if err != nil || exec.Command(py, "-c", "import moto.moto_server.werkzeug_app").Run() != nil {
+	if err != nil {
 		return ""
+	}
+	out, err := exec.Command(py, "-c", "import importlib.util as u, sys\n"+
+		"all(u.find_spec(m) for m in ('moto', 'flask', 'flask_cors', 'werkzeug')) or sys.exit(1)\n"+
+		"print(sys.executable)").Output()
+	if err != nil {
+		return ""
+	}
+	if exe := strings.TrimSpace(string(out)); exe != "" {
+		return exe
 	}
 	return py
 })

@@ -22,7 +22,8 @@ func Split(vs []Violation) (pending, other []Violation) {
 // -parallel allows: a soak is a real-time stress run (leases of seconds,
 // invocation deadlines), and its rules on deadlines and uncertainty
 // (call_cut_by_deadline, false_uncertainty) assume a process that keeps up
-// with them. make test runs this package alone (Makefile); each run mostly
+// with them. make test runs the other packages beside it at a lower CPU
+// priority (Makefile); each run mostly
 // waits on its own clock (two at once used 0.84 of a core), so three at
 // once fit on two cores; more starve each other.
 var soakSlots = make(chan struct{}, 3)
