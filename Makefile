@@ -36,8 +36,10 @@ demo:
 test-rie:
 	TASKLEDGER_REQUIRE_RIE=1 $(GO) test -count=1 -v -run TestArtifactsMatchInProcess ./internal/rietest
 
-## test: everything CI runs (lint, unit + integration on kumo and moto)
-test: lint test-go
+## test: everything CI runs (lint, unit + integration on kumo and moto);
+## lint runs beside the tests (-j2), one lint step at a time
+test:
+	@$(MAKE) --no-print-directory -j2 lint test-go
 
 lint: vet fmt-check cfn-lint
 

@@ -99,6 +99,10 @@ type Options struct {
 	// ReconcileEvery overrides the reconciler's period (default: the
 	// template's ScheduleV2 rate).
 	ReconcileEvery time.Duration
+	// Shards overrides the by_state shard count (default
+	// ledger.DefaultShards, as deployed): every reconciler run queries
+	// each (partition, shard) stream twice.
+	Shards int
 	// Lease is the worker's lease (DefaultLease).
 	Lease time.Duration
 	// PollWait overrides the SQS poller's long-poll wait (default:
@@ -309,7 +313,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("local: task id key: %w", err)
 		}
 	}
-	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, IDKey: idKey})
+	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, IDKey: idKey, Shards: o.Shards})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}

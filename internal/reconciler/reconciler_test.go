@@ -40,11 +40,12 @@ type bundle struct {
 // testShards is the by_state shard count of the tests' ledgers. Every
 // reconciler run queries each (state, shard) stream twice, to walk and to
 // count, whatever the tables hold: 161 queries at the default 16 shards,
-// 41 at 4. The rules under test see a handful of tasks and do not depend on
-// the count; four shards still spread them over several streams.
+// 21 at 2, and on moto a query costs milliseconds of its one-at-a-time
+// CPU. The rules under test see a handful of tasks and do not depend on
+// the count; two shards still spread them over more than one stream.
 // TestReadsIndependentOfHistory, which measures a run's reads, keeps
 // ledger.DefaultShards.
-const testShards = 4
+const testShards = 2
 
 func setup(t *testing.T, e *testenv.Env, popts ...simulated.Options) *bundle {
 	t.Helper()

@@ -35,7 +35,10 @@ import (
 //   - admission_wait_consumed_attempt: the first provider call of a task
 //     made to wait for admission carries the attempt number of the claim
 //     that waited (the wait gave its attempt back), unless background AWS
-//     faults touched the task.
+//     faults touched the task or the reconciler re-queued it at a lease's
+//     expiry: an expired lease costs its attempt (a worker that dies
+//     before every call must not loop), and a saturated engine's slow or
+//     failed give-back writes leave the lease to expire.
 func (c *checker) spendTask(ctx context.Context, t *task, st *ledger.Task, rv *ledger.Review) {
 	s := c.s
 	if t.kind == QuotaExceeded {
@@ -50,7 +53,7 @@ func (c *checker) spendTask(ctx context.Context, t *task, st *ledger.Task, rv *l
 	if at, ok := s.sp.cancelAt[t.id]; ok {
 		c.cancelledTask(t, st, rv, at)
 	}
-	if claim, ok := s.sp.waitClaim[t.id]; ok && s.sp.waited[t.id] > 0 && s.sp.touched[t.id] == 0 {
+	if claim, ok := s.sp.waitClaim[t.id]; ok && s.sp.waited[t.id] > 0 && s.sp.touched[t.id] == 0 && s.sp.expired[t.id] == 0 {
 		for _, e := range s.prov.Events(t.id) {
 			if e.Kind != simulated.EventCall {
 				continue

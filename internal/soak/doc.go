@@ -254,7 +254,8 @@
 // admission_window_over_limit (no window saw more provider calls start than
 // its limit, counted at the provider); admission_wait_consumed_attempt
 // (the first call after the wait carries the attempt number of the claim
-// that waited, unless background AWS faults touched the task);
+// that waited, unless background AWS faults touched the task or the
+// reconciler re-queued it at a lease's expiry);
 // quota_429_wrote and quota_429_without_retry_after; call_after_cancel (no
 // call of a later attempt than the one the cancel fenced started after the
 // cancel answered), cancelled_with_result, cancel_not_by_unknown_rules

@@ -15,6 +15,9 @@ const (
 	retryFencedLog = "retry rejected: the assignment was fenced"
 	// notAdmittedLog: the worker put a task back to wait for admission.
 	notAdmittedLog = "not admitted: the model's window is full"
+	// requeuedLog: the reconciler re-queued a task whose lease expired
+	// (with or without a call started under it).
+	requeuedLog = "reconciler: expired lease re-queued"
 )
 
 // watchLog wraps the handlers' log handler and reports every record whose
@@ -71,7 +74,7 @@ func (h *watchLog) WithGroup(name string) slog.Handler {
 
 // watched returns which watched message m is, or "".
 func watched(m string) string {
-	for _, w := range []string{discardedLog, retryFencedLog, notAdmittedLog} {
+	for _, w := range []string{discardedLog, retryFencedLog, notAdmittedLog, requeuedLog} {
 		if strings.Contains(m, w) {
 			return w
 		}

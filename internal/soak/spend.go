@@ -111,6 +111,7 @@ type spendState struct {
 	armed      map[string]int64     // admission_wait: the estimate of each task whose admit is to be refused (fullWindows)
 	waited     map[string]int       // "not admitted" logs per task
 	touched    map[string]int       // background AWS faults per task
+	expired    map[string]int       // the reconciler's re-queues of an expired lease, per task
 }
 
 // callMax is the tokens one call of input reserves (the worker's
@@ -183,7 +184,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	s.sp = spendState{
 		prices: prices, model: simulated.DefaultModel,
 		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{}, armed: map[string]int64{},
-		waited: map[string]int{}, touched: map[string]int{},
+		waited: map[string]int{}, touched: map[string]int{}, expired: map[string]int{},
 	}
 	if s.sp.budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: s.cleanDB, TasksTable: table}); err != nil {
 		return err

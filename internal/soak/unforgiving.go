@@ -311,6 +311,8 @@ func (s *soak) onWatched(msg, taskID string, version, current int64) {
 		s.discarded[taskID] = append(s.discarded[taskID], version)
 	case notAdmittedLog:
 		s.notAdmitted(taskID)
+	case requeuedLog:
+		s.sp.expired[taskID]++
 	case retryFencedLog:
 		if s.retryPending[taskID] && current <= version {
 			s.retryDropped[taskID]++

@@ -134,12 +134,12 @@ func (b *bundle) handler(l *ledger.Ledger, p contract.Provider) *worker.Handler 
 // testShards is the by_state shard count of the tests' ledgers, as in the
 // reconciler's tests: every reconciler run a test makes queries each
 // (partition, shard) stream, whatever the tables hold — 64 queries at the
-// default 16 shards, 16 at 4, most of the moto legs' requests. The rules
-// under test see a handful of tasks and do not depend on the count; four
-// shards still spread them over several streams. Every ledger of a test
+// default 16 shards, 8 at 2; they were most of the moto legs' requests.
+// The rules under test see a handful of tasks and do not depend on the
+// count; two shards still spread them over more than one stream. Every ledger of a test
 // shares it (a task indexed in a shard the walk does not query is never
 // found).
-const testShards = 4
+const testShards = 2
 
 func newLedger(t *testing.T, e *testenv.Env, c *testenv.Clock, reviewTable string) *ledger.Ledger {
 	t.Helper()
