@@ -36,10 +36,9 @@ demo:
 test-rie:
 	TASKLEDGER_REQUIRE_RIE=1 $(GO) test -count=1 -v -run TestArtifactsMatchInProcess ./internal/rietest
 
-## test: everything CI runs (lint, unit + integration on kumo and moto);
-## lint runs beside the tests (-j2), one lint step at a time
+## test: everything CI runs (lint, unit + integration on kumo and moto)
 test:
-	@$(MAKE) --no-print-directory -j2 lint test-go
+	@$(MAKE) --no-print-directory test-go WITH_LINT=1
 
 lint: vet fmt-check cfn-lint
 
@@ -60,32 +59,41 @@ staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 ## test-go: the unit and integration tests (kumo and moto legs, browser, RIE).
-# With ./..., the soak package runs beside the rest, and the rest runs at a
-# lower CPU priority (nice): the soak's rules are real-time rules (leases
-# of seconds, invocation deadlines) and its moto leg, moto serving one
-# request at a time, is the suite's most load-sensitive test. Beside the
-# others at the same priority it missed fault kinds in three fresh-clone
-# runs of seven; alone first it left most of a core idle for two minutes.
-# Its output is printed when it ends. The rest runs three packages at a
-# time (-p 3; the browser tests and the demo mostly wait on their own
-# clocks), the slowest named first so that none starts late and runs on
-# alone at the end (a package named twice runs once). -parallel 8: most
-# parallel tests wait on an emulator, a browser or a timer rather than use
-# a core. The moto legs of one package share a few moto_servers
-# (internal/testenv's pool). docs/testing.md: where the time goes.
-TEST_FIRST := ./web ./internal/worker ./internal/demo ./internal/reconciler ./pkg/ledger \
-              ./internal/bench ./internal/api ./internal/e2e ./internal/local ./cmd/taskledger-local
+# With ./..., in two phases (docs/testing.md: where the time goes):
+#  1. The soak package, whose rules are real-time rules (leases of seconds,
+#     invocation deadlines; its moto leg is the suite's most load-sensitive
+#     test), beside packages that keep none (BESIDE_SOAK) and, under make
+#     test, the lint: those at the lowest CPU priority (nice 19) and one
+#     package at a time, in the core the soak leaves idle. Beside the other
+#     packages at the same priority the soak's moto leg missed fault kinds;
+#     alone it left most of a core idle for two minutes. Its output is
+#     printed when it ends.
+#  2. The rest, three packages at a time (-p 3; the browser tests and the
+#     demo mostly wait on their own clocks), the slowest named first so that
+#     none starts late and runs on alone at the end (a package named twice
+#     runs once).
+# -parallel 8: most parallel tests wait on an emulator, a browser or a timer
+# rather than use a core. The moto legs of one package share a few
+# moto_servers (internal/testenv's pool).
+BESIDE_SOAK := ./pkg/ledger ./internal/api ./internal/modeltest ./internal/templatetest \
+               ./internal/tasklist ./internal/spend ./internal/stack
+TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
+               ./internal/bench ./internal/e2e ./internal/local ./cmd/taskledger-local
+GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8
 test-go:
 ifeq ($(PKGS),./...)
 	@soaklog=$$(mktemp); \
-	echo "$(GO) test ./internal/soak (beside the rest; its output when it ends)"; \
-	$(GO) test -count=1 -timeout 20m -parallel 8 ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
-	echo "nice -n 10 $(GO) test -p 3 (every other package)"; \
-	nice -n 10 $(GO) test -count=1 -timeout 20m -p 3 -parallel 8 $(TEST_FIRST) $$($(GO) list ./... | grep -v '/internal/soak$$'); rest=$$?; \
+	echo "$(GOTEST) ./internal/soak (its output when it ends), beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK)"; \
+	$(GOTEST) ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
+	lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=$$?;) \
+	nice -n 19 $(GOTEST) -p 1 $(BESIDE_SOAK); beside=$$?; \
 	wait $$soak; soakrc=$$?; cat $$soaklog; rm -f $$soaklog; \
-	test $$rest -eq 0 && test $$soakrc -eq 0
+	echo "$(GOTEST) -p 3 (the rest)"; \
+	$(GOTEST) -p 3 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(BESIDE_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); rest=$$?; \
+	test $$lint -eq 0 && test $$beside -eq 0 && test $$soakrc -eq 0 && test $$rest -eq 0
 else
-	$(GO) test -count=1 -timeout 20m -parallel 8 $(PKGS)
+	$(if $(WITH_LINT),$(MAKE) --no-print-directory lint)
+	$(GOTEST) $(PKGS)
 endif
 
 ## deps: test dependencies that are not Go modules (browser tests): Debian

@@ -3,7 +3,6 @@ package soak_test
 import (
 	"bytes"
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -21,44 +20,30 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // two tasks per kind, all faulted, longer invocations and a reconciler
 // budget long enough to walk its streams. The dispatch deadline is 4 s, so a backlog window (6 s)
 // outlives it.
-//
-// The legs run one after the other, moto's first: the moto leg's one
-// DynamoDB process is the soak's most load-sensitive part (its clock is
-// scaled to the latency measured when it starts), and kumo's legs beside
-// it, at the same CPU priority, starved it (fault kinds never reached).
-// make test runs the other packages beside this one at a lower priority.
 func TestSoak(t *testing.T) {
-	backends := testenv.Backends()
-	if i := slices.Index(backends, "moto"); i > 0 {
-		backends = append([]string{"moto"}, slices.Delete(backends, i, i+1)...)
-	}
-	for _, b := range backends {
-		t.Run(b, func(t *testing.T) { soakLeg(t, testenv.New(t, b)) })
-	}
-}
-
-func soakLeg(t *testing.T, e *testenv.Env) {
-	modes := soak.Modes()
-	base := soak.Config{N: 4 * len(soak.TaskKinds()), Seed: 7, DispatchTimeout: 4 * time.Second}
-	if e.Backend == "moto" {
-		modes = []soak.Mode{soak.ModePlain}
-		// Invocations of 30 s with a 2 s margin (20 s were too few
-		// once admission added its writes to every call): moto's serialised
-		// writes would otherwise miss deadlines the handlers meet
-		// everywhere else (a stale worker's pause does not wait for
-		// the slow reconciler walk: it reconciles its task itself). The
-		// visibility stays short, or every redelivery would wait 20 s.
-		base = soak.Config{N: 2 * len(soak.TaskKinds()), Seed: 7, FaultShare: 1, SubmitRate: 10, DispatchTimeout: 4 * time.Second,
-			FunctionTimeout: 30 * time.Second, DeadlineMargin: 2 * time.Second, Visibility: 6 * time.Second,
-			ReconcileEvery: 2 * time.Second, ReconcileBudget: 20 * time.Second, MaxAge: 2 * time.Minute}
-	}
-	for i, m := range modes {
-		cfg := base
-		cfg.Mode = m
-		// A fresh stack for every mode after the first: the checker
-		// reads whole tables.
-		t.Run(string(m), func(t *testing.T) { soakOnce(t, e, cfg, i > 0) })
-	}
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		modes := soak.Modes()
+		base := soak.Config{N: 4 * len(soak.TaskKinds()), Seed: 7, DispatchTimeout: 4 * time.Second}
+		if e.Backend == "moto" {
+			modes = []soak.Mode{soak.ModePlain}
+			// Invocations of 30 s with a 2 s margin (20 s were too few
+			// once admission added its writes to every call): moto's serialised
+			// writes would otherwise miss deadlines the handlers meet
+			// everywhere else (a stale worker's pause does not wait for
+			// the slow reconciler walk: it reconciles its task itself). The
+			// visibility stays short, or every redelivery would wait 20 s.
+			base = soak.Config{N: 2 * len(soak.TaskKinds()), Seed: 7, FaultShare: 1, SubmitRate: 10, DispatchTimeout: 4 * time.Second,
+				FunctionTimeout: 30 * time.Second, DeadlineMargin: 2 * time.Second, Visibility: 6 * time.Second,
+				ReconcileEvery: 2 * time.Second, ReconcileBudget: 20 * time.Second, MaxAge: 2 * time.Minute}
+		}
+		for i, m := range modes {
+			cfg := base
+			cfg.Mode = m
+			// A fresh stack for every mode after the first: the checker
+			// reads whole tables.
+			t.Run(string(m), func(t *testing.T) { soakOnce(t, e, cfg, i > 0) })
+		}
+	})
 }
 
 func soakOnce(t *testing.T, e *testenv.Env, cfg soak.Config, fresh bool) {
