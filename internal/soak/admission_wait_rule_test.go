@@ -45,7 +45,7 @@ func TestAdmissionWaitRuleExcusesOnlyAttemptsTheReconcilerTookBack(t *testing.T)
 			id := "t_admission_wait_" + string(rune('a'+i))
 			prov := simulated.New(simulated.Options{})
 			s := &soak{prov: prov, byID: map[string]*task{}, injected: map[Kind]int{}}
-			s.sp = spendState{waitClaim: map[string]int{}, waited: map[string]int{}, touched: map[string]int{}, expired: map[string]int{}}
+			s.sp = spendState{waitClaim: map[string]int{}, waited: map[string]int{}, touched: map[string]int{}, expired: map[string]map[int]bool{}}
 			s.log = slog.New(&watchLog{inner: logging.Discard().Handler(), seen: s.onWatched})
 			tk := &task{id: id, kind: AdmissionWait}
 			s.byID[id] = tk

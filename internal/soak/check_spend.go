@@ -35,10 +35,13 @@ import (
 //   - admission_wait_consumed_attempt: the first provider call of a task
 //     made to wait for admission carries the attempt number of the claim
 //     that waited (the wait gave its attempt back), unless background AWS
-//     faults touched the task or the reconciler re-queued it at a lease's
-//     expiry: an expired lease costs its attempt (a worker that dies
-//     before every call must not loop), and a saturated engine's slow or
-//     failed give-back writes leave the lease to expire.
+//     faults touched the task; each attempt between the two must be one
+//     the reconciler re-queued at its lease's expiry (logged with the
+//     assignment's attempts): an expired lease costs its attempt (a worker
+//     that dies before every call must not loop), and a saturated engine's
+//     slow or failed give-back writes leave the lease to expire. Any other
+//     re-queue (a later attempt's, one after the first call) excuses
+//     nothing.
 func (c *checker) spendTask(ctx context.Context, t *task, st *ledger.Task, rv *ledger.Review) {
 	s := c.s
 	if t.kind == QuotaExceeded {
@@ -53,17 +56,33 @@ func (c *checker) spendTask(ctx context.Context, t *task, st *ledger.Task, rv *l
 	if at, ok := s.sp.cancelAt[t.id]; ok {
 		c.cancelledTask(t, st, rv, at)
 	}
-	if claim, ok := s.sp.waitClaim[t.id]; ok && s.sp.waited[t.id] > 0 && s.sp.touched[t.id] == 0 && s.sp.expired[t.id] == 0 {
+	if claim, ok := s.sp.waitClaim[t.id]; ok && s.sp.waited[t.id] > 0 && s.sp.touched[t.id] == 0 {
 		for _, e := range s.prov.Events(t.id) {
 			if e.Kind != simulated.EventCall {
 				continue
 			}
-			if e.Attempt != claim {
+			if e.Attempt != claim && !takenBack(s.sp.expired[t.id], claim, e.Attempt) {
 				c.add(t.kind, t.id, "admission_wait_consumed_attempt", "the claim that waited for admission had attempt %d, the first provider call came with attempt %d", claim, e.Attempt)
 			}
 			break
 		}
 	}
+}
+
+// takenBack reports whether every attempt from claim up to (not
+// including) first was consumed by an expired lease the reconciler
+// re-queued (requeued: the attempts it logged): then the first call's
+// attempt first is explained by them alone.
+func takenBack(requeued map[int]bool, claim, first int) bool {
+	if first <= claim {
+		return false
+	}
+	for a := claim; a < first; a++ {
+		if !requeued[a] {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *checker) quotaTask(ctx context.Context, t *task, st *ledger.Task) {

@@ -111,12 +111,12 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		}
 		tampered = append(tampered, "recall_after_uncertain", "duplicate_side_effect")
 		// A completed task whose worker said its result was discarded.
-		s.onWatched(discardedLog, completed[5].TaskID, completed[5].AssignmentVersion, completed[5].AssignmentVersion)
+		s.onWatched(discardedLog, completed[5].TaskID, completed[5].AssignmentVersion, completed[5].AssignmentVersion, 0)
 		tampered = append(tampered, "saved_result_reported_discarded")
 		// A task whose replayed schedule-retry the worker reported as
 		// rejected (and so acknowledged the record carrying the retry).
 		s.retryPending[completed[7].TaskID] = true
-		s.onWatched(retryFencedLog, completed[7].TaskID, completed[7].AssignmentVersion, completed[7].AssignmentVersion)
+		s.onWatched(retryFencedLog, completed[7].TaskID, completed[7].AssignmentVersion, completed[7].AssignmentVersion, 0)
 		tampered = append(tampered, "scheduled_retry_acknowledged")
 		// A call cut short by the invocation's deadline.
 		s.cut[completed[6].TaskID]++

@@ -254,8 +254,9 @@
 // admission_window_over_limit (no window saw more provider calls start than
 // its limit, counted at the provider); admission_wait_consumed_attempt
 // (the first call after the wait carries the attempt number of the claim
-// that waited, unless background AWS faults touched the task or the
-// reconciler re-queued it at a lease's expiry);
+// that waited, unless background AWS faults touched the task, or one more
+// for each attempt in between that the reconciler re-queued at its lease's
+// expiry);
 // quota_429_wrote and quota_429_without_retry_after; call_after_cancel (no
 // call of a later attempt than the one the cancel fenced started after the
 // cancel answered), cancelled_with_result, cancel_not_by_unknown_rules

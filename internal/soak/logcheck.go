@@ -21,12 +21,12 @@ const (
 )
 
 // watchLog wraps the handlers' log handler and reports every record whose
-// message says a result was discarded or a retry rejected, with its
-// task_id and version attributes (from the record or the logger's With).
+// message is watched, with its task_id, version, current_version and
+// attempts attributes (from the record or the logger's With).
 type watchLog struct {
 	inner slog.Handler
 	attrs []slog.Attr
-	seen  func(msg, taskID string, version, current int64)
+	seen  func(msg, taskID string, version, current, attempts int64)
 }
 
 func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
@@ -36,7 +36,7 @@ func (h *watchLog) Enabled(ctx context.Context, l slog.Level) bool {
 func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 	if msg := watched(r.Message); msg != "" {
 		var id string
-		var version, current int64
+		var version, current, attempts int64
 		look := func(a slog.Attr) bool {
 			switch a.Key {
 			case "task_id":
@@ -49,6 +49,10 @@ func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 				if a.Value.Kind() == slog.KindInt64 {
 					current = a.Value.Int64()
 				}
+			case "attempts":
+				if a.Value.Kind() == slog.KindInt64 {
+					attempts = a.Value.Int64()
+				}
 			}
 			return true
 		}
@@ -56,7 +60,7 @@ func (h *watchLog) Handle(ctx context.Context, r slog.Record) error {
 			look(a)
 		}
 		r.Attrs(look)
-		h.seen(msg, id, version, current)
+		h.seen(msg, id, version, current, attempts)
 	}
 	if !h.inner.Enabled(ctx, r.Level) {
 		return nil

@@ -104,14 +104,14 @@ type spendState struct {
 	model       string
 	opened      bool // the first quota caller went ahead
 
-	retryAfter map[string]string    // quota_exceeded: Retry-After of each 429, per task
-	cancelAt   map[string]time.Time // a cancel while running: when it answered 202
-	cancelAtt  map[string]int       // and the attempt of the assignment it fenced
-	waitClaim  map[string]int       // admission_wait: attempts of the claim the fault made wait
-	armed      map[string]int64     // admission_wait: the estimate of each task whose admit is to be refused (fullWindows)
-	waited     map[string]int       // "not admitted" logs per task
-	touched    map[string]int       // background AWS faults per task
-	expired    map[string]int       // the reconciler's re-queues of an expired lease, per task
+	retryAfter map[string]string       // quota_exceeded: Retry-After of each 429, per task
+	cancelAt   map[string]time.Time    // a cancel while running: when it answered 202
+	cancelAtt  map[string]int          // and the attempt of the assignment it fenced
+	waitClaim  map[string]int          // admission_wait: attempts of the claim the fault made wait
+	armed      map[string]int64        // admission_wait: the estimate of each task whose admit is to be refused (fullWindows)
+	waited     map[string]int          // "not admitted" logs per task
+	touched    map[string]int          // background AWS faults per task
+	expired    map[string]map[int]bool // the attempts of the assignments the reconciler re-queued at their lease's expiry, per task
 }
 
 // callMax is the tokens one call of input reserves (the worker's
@@ -184,7 +184,7 @@ func (s *soak) wireSpend(ddb *dynamodb.Client) error {
 	s.sp = spendState{
 		prices: prices, model: simulated.DefaultModel,
 		retryAfter: map[string]string{}, cancelAt: map[string]time.Time{}, cancelAtt: map[string]int{}, waitClaim: map[string]int{}, armed: map[string]int64{},
-		waited: map[string]int{}, touched: map[string]int{}, expired: map[string]int{},
+		waited: map[string]int{}, touched: map[string]int{}, expired: map[string]map[int]bool{},
 	}
 	if s.sp.budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: s.cleanDB, TasksTable: table}); err != nil {
 		return err

@@ -300,7 +300,7 @@ func cutEq(part string) (lhs, rhs string, ok bool) {
 // A retry rejected because another worker took the task over (a newer
 // assignment version: a second copy of the message claimed it once the
 // retry came due) is not one: that copy carries the work.
-func (s *soak) onWatched(msg, taskID string, version, current int64) {
+func (s *soak) onWatched(msg, taskID string, version, current, attempts int64) {
 	if taskID == "" {
 		return
 	}
@@ -312,7 +312,10 @@ func (s *soak) onWatched(msg, taskID string, version, current int64) {
 	case notAdmittedLog:
 		s.notAdmitted(taskID)
 	case requeuedLog:
-		s.sp.expired[taskID]++
+		if s.sp.expired[taskID] == nil {
+			s.sp.expired[taskID] = map[int]bool{}
+		}
+		s.sp.expired[taskID][int(attempts)] = true
 	case retryFencedLog:
 		if s.retryPending[taskID] && current <= version {
 			s.retryDropped[taskID]++
