@@ -82,15 +82,18 @@ TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
 GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8
 test-go:
 ifeq ($(PKGS),./...)
-	@soaklog=$$(mktemp); \
+	@soaklog=$$(mktemp); trap 'rm -f $$soaklog' EXIT; \
 	echo "$(GOTEST) ./internal/soak (its output when it ends), beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK)"; \
 	$(GOTEST) ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
 	lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=$$?;) \
 	nice -n 19 $(GOTEST) -p 1 $(BESIDE_SOAK); beside=$$?; \
-	wait $$soak; soakrc=$$?; cat $$soaklog; rm -f $$soaklog; \
+	wait $$soak; soakrc=$$?; cat $$soaklog; \
 	echo "$(GOTEST) -p 3 (the rest)"; \
 	$(GOTEST) -p 3 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(BESIDE_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); rest=$$?; \
-	test $$lint -eq 0 && test $$beside -eq 0 && test $$soakrc -eq 0 && test $$rest -eq 0
+	failed=""; \
+	for r in "lint $$lint" "soak $$soakrc" "beside-the-soak $$beside" "rest $$rest"; do \
+	  set -- $$r; test "$$2" -eq 0 || failed="$$failed $$1"; done; \
+	if [ -n "$$failed" ]; then echo "make test-go: failed:$$failed (each phase ran to its end; their output is above)"; exit 1; fi
 else
 	$(if $(WITH_LINT),$(MAKE) --no-print-directory lint)
 	$(GOTEST) $(PKGS)

@@ -7,8 +7,12 @@
 // requests behind a lock. Plain moto_server evaluates a DynamoDB condition
 // and applies the write without a lock, so two concurrent conditional puts
 // on one item can both succeed — which DynamoDB never allows. SQS requests
-// stay outside the lock so a long poll does not stall other calls. When no
-// python3 on PATH can import moto, plain moto_server is started instead.
+// stay outside the lock so a long poll does not stall other calls. When
+// python3 on PATH has no moto (or no flask, flask_cors or werkzeug), plain
+// moto_server is started instead. The packages are found, not imported (an
+// import costs most of a second in every test process), so a moto whose
+// own dependencies are broken is not skipped: its launcher exits at once
+// and StartMoto returns the start of its output.
 //
 // [LegEndpoint], [LegFor] and [StopLegs] are the shared per-process legs
 // for test suites that need no tables or queues (internal/payload's S3

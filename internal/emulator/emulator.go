@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,10 +27,11 @@ var motoSerial []byte
 type Moto struct {
 	URL string
 
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has ended
-	script string
-	once   sync.Once
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has ended
+	script  string
+	tempLog string // moto's output when the caller keeps none
+	once    sync.Once
 }
 
 // StartMoto starts moto on a free 127.0.0.1 port and waits until it answers
@@ -53,17 +55,23 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	m.cmd.Env = append(os.Environ(), "MOTO_ALLOW_NONEXISTENT_REGION=true")
-	if logPath != "" {
-		if f, err := os.Create(logPath); err == nil {
-			m.cmd.Stdout, m.cmd.Stderr = f, f
+	// Without a log path the output still goes to a file of its own, read
+	// back if moto exits before it answers (an import error says why) and
+	// removed when it stops.
+	out, err := openLog(logPath)
+	if err == nil {
+		m.cmd.Stdout, m.cmd.Stderr = out, out
+		if logPath == "" {
+			m.tempLog = out.Name()
 		}
 	}
 	if err := m.cmd.Start(); err != nil {
-		m.removeScript()
+		m.removeFiles()
+		closeLog(out)
 		return nil, fmt.Errorf("emulator: start moto: %w", err)
 	}
 	m.exited = make(chan struct{})
-	go func() { _ = m.cmd.Wait(); close(m.exited) }()
+	go func() { _ = m.cmd.Wait(); closeLog(out); close(m.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
@@ -74,8 +82,9 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		}
 		select {
 		case <-m.exited:
-			m.removeScript()
-			return nil, fmt.Errorf("emulator: moto exited before it answered on %s (%s; its output: %s)", m.URL, m.cmd.ProcessState, orNone(logPath))
+			head := m.outputHead(logPath)
+			m.removeFiles()
+			return nil, fmt.Errorf("emulator: moto exited before it answered on %s (%s); its output begins:\n%s", m.URL, m.cmd.ProcessState, head)
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -96,15 +105,44 @@ func (m *Moto) Stop() {
 			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
 			<-m.exited
 		}
-		m.removeScript()
+		m.removeFiles()
 	})
 }
 
-func orNone(path string) string {
+func openLog(path string) (*os.File, error) {
 	if path == "" {
-		return "not kept"
+		return os.CreateTemp("", "moto-*.log")
 	}
-	return path
+	return os.Create(path)
+}
+
+func closeLog(f *os.File) {
+	if f != nil {
+		_ = f.Close()
+	}
+}
+
+// outputHead returns the first 2 KB moto wrote (to logPath, or to its
+// temporary log).
+func (m *Moto) outputHead(logPath string) string {
+	if logPath == "" {
+		logPath = m.tempLog
+	}
+	f, err := os.Open(logPath)
+	if err != nil {
+		return "(not kept)"
+	}
+	defer f.Close()
+	b := make([]byte, 2048)
+	n, _ := io.ReadFull(f, b)
+	return string(b[:n])
+}
+
+func (m *Moto) removeFiles() {
+	m.removeScript()
+	if m.tempLog != "" {
+		_ = os.Remove(m.tempLog)
+	}
 }
 
 func (m *Moto) removeScript() {
