@@ -20,6 +20,7 @@ from werkzeug.serving import run_simple
 from moto import backends
 from moto.core import responses, utils
 from moto.dynamodb import responses as dynamodb_responses
+from moto.dynamodb.models import table as dynamodb_table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 # Two lookups moto makes on every request, computed once: the list of its
@@ -61,6 +62,42 @@ def _execute_wire(self, context):
 
 
 dynamodb_responses.DynamoResult.execute_result = _execute_wire
+
+
+# A Query reads the table through all_items(), which sorts every item of
+# the table by its key (Python comparisons of moto's typed values, most of
+# a millisecond per hundred items) before matching the hash key; the
+# matches are then sorted again by the whole key of the table or the index,
+# which orders them whatever order they came in. Inside a Query the first
+# sort is skipped: with a few hundred tasks in the table, the reconciler's
+# by_state queries (160 per run at 16 shards) kept moto busy by themselves
+# and a 400-task soak on moto stalled. Scan keeps the sorted order its
+# pagination walks.
+_in_query = threading.local()
+_all_items = dynamodb_table.Table.all_items
+
+
+def _all_items_for(self):
+    if not getattr(_in_query, "on", False):
+        return _all_items(self)
+    if self.range_key_attr:
+        return [item for hash_set in self.items.values() for item in hash_set.values()]
+    return list(self.items.values())
+
+
+_query = dynamodb_table.Table.query
+
+
+def _query_unsorted(self, *args, **kwargs):
+    _in_query.on = True
+    try:
+        return _query(self, *args, **kwargs)
+    finally:
+        _in_query.on = False
+
+
+dynamodb_table.Table.all_items = _all_items_for
+dynamodb_table.Table.query = _query_unsorted
 
 app = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
