@@ -212,6 +212,11 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped before recording a call start: no provider call was started under assignment %d", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil), t.AssignmentVersion))
 	case leaseLost:
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped renewing the lease", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil)))
+		if t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
+			// The mark precedes the call: a worker that stopped between
+			// the two never sent it, and nothing tells the two apart.
+			r.Known = append(r.Known, fmt.Sprintf("its worker recorded that the call with operation id %s was starting (the mark is written right before the call); whether the call reached the provider cannot be known: a worker that stopped between the mark and the call never sent it", t.OperationID()))
+		}
 	case !ended && !markedUnknown && earlierUnknown:
 		r.Known = append(r.Known, "no attempt was in flight when the task was parked")
 	case !ended && !markedUnknown:

@@ -286,6 +286,24 @@ func TestUnknownOutcomeOfAMarkedExpiredLease(t *testing.T) {
 	check(t, review.UnknownOutcome(x, "simulated", at, "no readback"), ledger.ReviewUnknownOutcome, "may have been sent", "whether its call had started is not recorded")
 }
 
+// TestBudgetExhaustedOnAMarkedExpiredLease: the age budget ends on a
+// running task whose lease expired after the call-start mark at its
+// version; the review says the call may have reached the provider and that
+// whether it was sent cannot be known (the worker may have stopped between
+// the mark and the call).
+func TestBudgetExhaustedOnAMarkedExpiredLease(t *testing.T) {
+	t.Parallel()
+	x := task(ledger.StateRunning)
+	x.AssignmentVersion, x.CallStartedVersion = 5, 5
+	r := review.BudgetExhaustedAfterClass(x, review.BudgetAge, review.Failure{}, time.Time{}, false)
+	check(t, r, ledger.ReviewBudgetExhausted, "may have reached the provider", "was starting (the mark is written right before the call)",
+		"whether the call reached the provider cannot be known")
+	x.CallStartedVersion = 4 // an earlier assignment's mark says nothing about this one
+	if text := all(review.BudgetExhaustedAfterClass(x, review.BudgetAge, review.Failure{}, time.Time{}, false)); strings.Contains(text, "cannot be known") {
+		t.Errorf("an earlier assignment's mark is worded as this attempt's:\n%s", text)
+	}
+}
+
 // TestBudgetExhaustedReadBackAbsent: a task whose unknown outcome was read
 // back as credibly absent is parked without claiming the provider may have
 // acted (the soak's false-uncertainty invariant at 10,000 tasks).
