@@ -212,10 +212,8 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped before recording a call start: no provider call was started under assignment %d", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil), t.AssignmentVersion))
 	case leaseLost:
 		r.Known = append(r.Known, fmt.Sprintf("attempt %d was leased to %q until %s and its worker stopped renewing the lease", t.Attempts, t.LeaseOwner, stamp(t.LeaseUntil)))
-		if t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
-			// The mark precedes the call: a worker that stopped between
-			// the two never sent it, and nothing tells the two apart.
-			r.Known = append(r.Known, fmt.Sprintf("its worker recorded that the call with operation id %s was starting (the mark is written right before the call); whether the call reached the provider cannot be known: a worker that stopped between the mark and the call never sent it", t.OperationID()))
+		if markedAtLease(t) {
+			r.Known = append(r.Known, fmt.Sprintf("its worker recorded that the call with operation id %s was starting (the mark is written right before the call); %s", t.OperationID(), unknowableSend("the provider")))
 		}
 	case !ended && !markedUnknown && earlierUnknown:
 		r.Known = append(r.Known, "no attempt was in flight when the task was parked")
@@ -283,6 +281,19 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 	return r
 }
 
+// markedAtLease reports whether t's call-start mark (ledger.MarkCallStarted)
+// is at its current assignment: the call was about to start under it.
+func markedAtLease(t *ledger.Task) bool {
+	return t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion
+}
+
+// unknowableSend says why a marked call whose worker then went silent may
+// or may not have been sent: the mark precedes the call, and nothing
+// tells a worker that stopped between the two from one that sent it.
+func unknowableSend(provider string) string {
+	return "whether the call reached " + provider + " cannot be known: a worker that stopped between the mark and the call never sent it"
+}
+
 // sentLine says what is known about the attempt's send: a worker that
 // marked the outcome unknown had sent the call; a lease the reconciler
 // expired (ledger.LeaseExpiredMessage) with the call-start mark at its
@@ -294,9 +305,9 @@ func sentLine(t *ledger.Task, provider string) string {
 	if t.CancelledWhileRunning() { // cancelled while running (ledger.CancelRunning): see cancelLine
 		return cancelLine(t, provider)
 	}
-	if t.ErrorMessage == ledger.LeaseExpiredMessage && t.CallStartedVersion > 0 && t.CallStartedVersion == t.AssignmentVersion {
-		return fmt.Sprintf("attempt %d of %d: its worker recorded that its call to %s with operation id %s was starting (the mark is written right before the call), then its lease expired with nothing else recorded — whether the call reached %s cannot be known: a worker that stopped between the mark and the call never sent it",
-			t.Attempts, t.MaxAttempts, provider, t.OperationID(), provider)
+	if t.ErrorMessage == ledger.LeaseExpiredMessage && markedAtLease(t) {
+		return fmt.Sprintf("attempt %d of %d: its worker recorded that its call to %s with operation id %s was starting (the mark is written right before the call), then its lease expired with nothing else recorded — %s",
+			t.Attempts, t.MaxAttempts, provider, t.OperationID(), unknowableSend(provider))
 	}
 	if t.ErrorMessage == ledger.LeaseExpiredMessage {
 		return fmt.Sprintf(line, "may have been sent") + " (the worker's lease expired; whether its call had started is not recorded)"
