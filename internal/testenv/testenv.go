@@ -71,6 +71,11 @@ func Each(t *testing.T, fn func(t *testing.T, e *Env)) {
 // New creates a fresh Env on the named backend, or skips/fails as documented.
 func New(t testing.TB, backend string) *Env {
 	t.Helper()
+	if !inMain.Load() {
+		// The servers live for the whole test process; without Main nothing
+		// stops them, and a moto server's script and log stay behind.
+		t.Fatal("testenv: the package needs func TestMain(m *testing.M) { testenv.Main(m) }")
+	}
 	endpoint, release, err := endpointFor(backend)
 	if release != nil {
 		// Registered first, so it runs last: after the resources below are
@@ -135,6 +140,7 @@ type skip string
 func (s skip) Error() string { return string(s) }
 
 var (
+	inMain  atomic.Bool // Main runs the tests
 	mu      sync.Mutex
 	kumoSrv *kumo.Server
 	motos   []*motoServer
@@ -241,6 +247,7 @@ func Shutdown() {
 // Main runs the package's tests and stops the servers afterwards. Use it
 // as: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
+	inMain.Store(true)
 	code := m.Run()
 	Shutdown()
 	os.Exit(code)
