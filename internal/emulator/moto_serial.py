@@ -3,23 +3,32 @@
 moto_server's werkzeug server is threaded and moto evaluates a DynamoDB
 condition and applies the write without a lock, so two concurrent
 conditional puts can both succeed — which real DynamoDB never allows for one
-item. This launcher serves the same moto WSGI app (the one moto_server
-builds) with DynamoDB requests behind a global lock, keeping moto's
-validation fidelity and giving the per-item atomicity the ledger relies on.
+item. This launcher serves moto's own handlers (DynamoDB and SQS directly,
+the rest through the WSGI app moto_server builds) with DynamoDB requests
+behind a global lock, keeping moto's validation fidelity and giving the
+per-item atomicity the ledger relies on.
 Only DynamoDB is serialised: an SQS long poll (ReceiveMessage with
 WaitTimeSeconds) waits inside its request and must not stall other calls.
 Usage: moto_serial.py HOST PORT
 """
+import contextlib
 import functools
+import itertools
 import json
+import logging
 import signal
 import sys
 import threading
 
-from werkzeug.serving import run_simple
+from botocore.awsrequest import AWSPreparedRequest
+from botocore.exceptions import ClientError
+from werkzeug.serving import WSGIRequestHandler, run_simple
 from moto import backends
 from moto.core import responses, utils
 from moto.dynamodb import responses as dynamodb_responses
+from moto.dynamodb.responses import DynamoHandler
+from moto.sqs.responses import SQSResponse
+from moto.utilities import aws_headers
 from moto.dynamodb.models import table as dynamodb_table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -99,8 +108,68 @@ def _query_unsorted(self, *args, **kwargs):
 dynamodb_table.Table.all_items = _all_items_for
 dynamodb_table.Table.query = _query_unsorted
 
-app = DomainDispatcherApplication(create_backend_app)
+# moto names every response with a fresh 52-character request id, drawn
+# one random character at a time, twice per request (a tenth of a
+# millisecond each); a counter names them as uniquely.
+_ids = itertools.count(1)
+
+
+def _request_id(headerdict=None):
+    rid = "%052d" % next(_ids)
+    if isinstance(headerdict, dict):
+        headerdict["x-amzn-requestid"] = rid
+    return rid
+
+
+aws_headers.gen_amzn_requestid_long = _request_id
+responses.gen_amzn_requestid_long = _request_id
+
+# werkzeug writes a line per request ("POST / 200") to the log: a quarter
+# of a millisecond each, and nothing a failing test could use.
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+# A DynamoDB or SQS request (JSON protocol: its X-Amz-Target names the
+# operation) goes straight to moto's handler of that service, the entry
+# moto's own in-process mock uses, instead of through the Flask app, whose
+# routing, request objects and CORS headers were a fifth of moto's CPU per
+# DynamoDB call; and its connection stays open for the next request
+# (werkzeug's WSGI path closes every connection, so each request cost the
+# client a new connection and the server a new thread). Responses are
+# moto's own: status, headers and body. Every other request (S3, SES, SNS,
+# EventBridge, moto's API) takes werkzeug's WSGI path to the whole moto
+# app, as moto_server serves it.
+class Handler(WSGIRequestHandler):
+    def run_wsgi(self):
+        target = self.headers.get("X-Amz-Target", "")
+        service = next((v for k, v in _direct.items() if target.startswith(k)), None)
+        if service is None or "Content-Length" not in self.headers:
+            return super().run_wsgi()
+        response_class, service_lock = service
+        headers = {k.title(): v for k, v in self.headers.items()}
+        body = self.rfile.read(int(headers["Content-Length"]))
+        url = "http://" + headers.get("Host", "localhost") + self.path
+        request = AWSPreparedRequest(self.command, url, headers, body, False)
+        try:
+            with service_lock:
+                status, out_headers, content = response_class.dispatch(request, url, headers)
+        except ClientError as e:
+            status, out_headers, content = 400, {}, e.response["Error"]["Message"]
+        if isinstance(content, str):
+            content = content.encode()
+        self.send_response_only(int(status))
+        for k, v in out_headers.items():
+            if k.lower() not in ("status", "content-length"):
+                self.send_header(k, str(v))
+        self.send_header("Content-Length", str(len(content)))
+        # Headers and body in one write: a second small write waits for
+        # the client's delayed ACK (Nagle), 40 ms a response.
+        self._headers_buffer.append(b"\r\n" + content)
+        self.flush_headers()
+
+
 lock = threading.Lock()
+app = DomainDispatcherApplication(create_backend_app)
+_direct = {"DynamoDB": (DynamoHandler, lock), "AmazonSQS": (SQSResponse, contextlib.nullcontext())}
 
 
 def serial(environ, start_response):
@@ -111,4 +180,4 @@ def serial(environ, start_response):
 
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True)
+run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=Handler)

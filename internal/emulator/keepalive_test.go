@@ -1,0 +1,75 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/taskledger/taskledger/internal/awsclient"
+)
+
+// TestMotoServesDynamoDBAndSQSOnOneConnection: the launcher answers
+// DynamoDB and SQS calls on a kept connection (one dial for many calls)
+// with moto's own answers, a refused condition included.
+func TestMotoServesDynamoDBAndSQSOnOneConnection(t *testing.T) {
+	m, err := StartMoto(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	var dials atomic.Int32
+	d := &net.Dialer{}
+	client := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		}
+	})
+	ctx := context.Background()
+	cfg, err := awsclient.Load(ctx, awsclient.Options{Endpoint: m.URL, StaticCredentials: true, Region: "us-east-1", HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, q := awsclient.DynamoDB(cfg), sqs.NewFromConfig(cfg)
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("t"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	put := func() error {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"),
+			Item:                map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "a"}},
+			ConditionExpression: aws.String("attribute_not_exists(k)")})
+		return err
+	}
+	if err := put(); err != nil {
+		t.Fatal(err)
+	}
+	var refused *types.ConditionalCheckFailedException
+	if err := put(); !errors.As(err, &refused) {
+		t.Fatalf("second conditional put: %v, want ConditionalCheckFailedException", err)
+	}
+	qu, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: qu.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: qu.QueueUrl, WaitTimeSeconds: 1})
+	if err != nil || len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "m" {
+		t.Fatalf("receive: %v, %+v", err, got)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for 6 calls, want 1 kept open", n)
+	}
+}
