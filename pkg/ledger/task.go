@@ -177,12 +177,7 @@ func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMic
 // a task's retention, after which its id names a new task (Create): named
 // by the id alone, the new task would count its predecessor's spend. A
 // root created before BudgetNamesSince keeps the id alone (budgetName).
-func (t *Task) ChainBudget() string {
-	if t.ChainRoot != "" {
-		return budgetName(t.ChainRoot, t.ChainEpochMs)
-	}
-	return t.OwnBudget()
-}
+func (t *Task) ChainBudget() string { return budgetName(t.Chain(), t.ChainEpoch()) }
 
 // OwnBudget names the task's own budget record — "<task id>.<creation,
 // epoch ms, base 36>", the task id alone for a task created before
@@ -227,11 +222,6 @@ func (t *Task) OperationID() string { return t.TaskID }
 
 // Created returns the creation time.
 func (t *Task) Created() time.Time { return time.UnixMilli(t.CreatedMs).UTC() }
-
-// LeaseExpired reports whether a running task's lease is over at now.
-func (t *Task) LeaseExpired(now time.Time) bool {
-	return t.State == StateRunning && t.LeaseUntil < now.UnixMilli()
-}
 
 // BudgetLeft reports whether another attempt is allowed at now, and if not,
 // which budget ran out ("max_attempts" or "max_age").
