@@ -174,8 +174,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if r.EditedResult != "" {
 		approved = SHA256Hex(r.EditedResult)
 	}
-	if done, ok := approvedAlready(t, r, approved); ok {
-		return done, true, nil
+	if approvedAlready(t, r, approved) {
+		return t, true, nil
 	}
 	now := l.cfg.Now().UTC()
 	tr, c := row("approve"), &Call{Now: now, SHA256: r.ArtifactSHA256, Round: t.ApprovalRound}
@@ -246,8 +246,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	}
 	var ce *ConflictError
 	if errors.As(err, &ce) && ce.Task != nil {
-		if done, ok := approvedAlready(ce.Task, r, approved); ok {
-			return done, true, nil // a racing identical approval won
+		if approvedAlready(ce.Task, r, approved) {
+			return ce.Task, true, nil // a racing identical approval won
 		}
 		if slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c) {
 			return nil, false, artifactChanged(r, ce.Task)
@@ -258,10 +258,9 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 
 // approvedAlready reports whether t already records this approval: the
 // same basis hash approved to the same artifact.
-func approvedAlready(t *Task, r ApproveRequest, approved string) (*Task, bool) {
-	ok := t.State == StateCompleted && t.ApprovalState == ApprovalApproved &&
+func approvedAlready(t *Task, r ApproveRequest, approved string) bool {
+	return t.State == StateCompleted && t.ApprovalState == ApprovalApproved &&
 		t.ApprovalBasisSHA256 == r.ArtifactSHA256 && t.ApprovalSHA256 == approved
-	return t, ok
 }
 
 // Reject records that a person rejected t's result (t as the caller read
@@ -295,15 +294,12 @@ func (e *DeliveriesStartedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: cannot withdraw the approval, %d deliveries have started", e.TaskID, len(Started(e.Deliveries)))
 }
 
-// Unstarted reports whether a deliver task never started: queued and never
-// claimed (assignment_version 0).
-func Unstarted(d *Task) bool { return d.State == StateQueued && d.AssignmentVersion == 0 }
-
-// Started returns the deliveries that are not Unstarted.
+// Started returns the deliveries that started: claimed at least once
+// (assignment_version > 0), or no longer queued.
 func Started(ds []*Task) []*Task {
 	var out []*Task
 	for _, d := range ds {
-		if !Unstarted(d) {
+		if d.State != StateQueued || d.AssignmentVersion != 0 {
 			out = append(out, d)
 		}
 	}

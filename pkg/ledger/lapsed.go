@@ -180,8 +180,7 @@ func reviseUpdate(op string, rev Review) (*update, error) {
 		ru.set("provider_ref", str(rev.ProviderRef))
 	}
 	if rev.ErrorClass != "" {
-		ru.set("error_class", str(rev.ErrorClass))
-		ru.set("error_message", str(truncate(rev.ErrorMessage, MaxErrorMessage)))
+		setError(ru, rev.ErrorClass, rev.ErrorMessage)
 	}
 	return ru, nil
 }

@@ -14,15 +14,9 @@ const MaxItemBytes = 400 * 1024
 func Item(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
-		n += Attribute(name, v)
+		n += len(name) + Value(v)
 	}
 	return n
-}
-
-// Attribute returns the size of one top-level attribute: its name's bytes
-// plus its value's size.
-func Attribute(name string, v types.AttributeValue) int {
-	return len(name) + Value(v)
 }
 
 // Value returns the size of a value without a name.
@@ -114,7 +108,7 @@ func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names ma
 		if _, isKey := key[name]; isKey {
 			continue
 		}
-		n += Attribute(name, v)
+		n += len(name) + Value(v)
 	}
 	return n
 }
