@@ -196,14 +196,7 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 			continue
 		}
 		for _, e := range strings.Split(g.Expr, " AND ") {
-			for _, p := range placeholder.FindAllString(e, -1) {
-				if p[0] == '#' {
-					ru.n(p[1:])
-				} else {
-					ru.v(p[1:], vals[p])
-				}
-			}
-			ru.cond(e)
+			ru.conds = append(ru.conds, ru.placeholders(e, func(p string) types.AttributeValue { return vals[p] }))
 		}
 	}
 }

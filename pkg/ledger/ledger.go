@@ -377,10 +377,6 @@ func (u *update) remove(attrs ...string) {
 	}
 }
 
-func (u *update) cond(c string) {
-	u.conds = append(u.conds, c)
-}
-
 func (u *update) input(table, taskID string) *dynamodb.UpdateItemInput {
 	var clauses []string
 	for i, c := range [][]string{u.sets, u.removes} {

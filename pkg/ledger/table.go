@@ -431,13 +431,26 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 	}
 	for i := range tr.Guards {
 		if e := tr.fragment(&tr.Guards[i], u, c); e != "" {
-			u.cond(e)
+			u.conds = append(u.conds, e)
 		}
 	}
 	return u
 }
 
 var placeholder = regexp.MustCompile(`[#:][a-z0-9_]+`)
+
+// placeholders registers on u the #names and :values expression e names
+// (a value, value(p), once) and returns e.
+func (u *update) placeholders(e string, value func(p string) types.AttributeValue) string {
+	for _, p := range placeholder.FindAllString(e, -1) {
+		if p[0] == '#' {
+			u.n(p[1:])
+		} else if _, ok := u.values[p]; !ok {
+			u.values[p] = value(p)
+		}
+	}
+	return e
+}
 
 // fragment renders g for c, registering its names and values on u.
 func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
@@ -472,14 +485,7 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 	if g.expr != nil {
 		e = g.expr(c)
 	}
-	for _, p := range placeholder.FindAllString(e, -1) {
-		if p[0] == '#' {
-			u.n(p[1:])
-		} else if _, ok := u.values[p]; !ok {
-			u.values[p] = c.value(p)
-		}
-	}
-	return e
+	return u.placeholders(e, c.value)
 }
 
 // value is the value of a guard's placeholder p for c.
