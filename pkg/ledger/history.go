@@ -123,12 +123,10 @@ func encodeAttempt(r AttemptRecord, createdMs int64) string {
 func decodeAttempt(s string, createdMs int64) (AttemptRecord, bool) {
 	f := strings.SplitN(s, " ", 9)
 	f = append(f, make([]string, 9-len(f))...) // the trailing fields left out
-	var r AttemptRecord
 	n, err := strconv.Atoi(f[0])
 	if err != nil {
-		return r, false
+		return AttemptRecord{}, false
 	}
-	r.Attempt = n
 	at := func(i int) int64 {
 		v, err := strconv.ParseInt(f[i], 36, 64)
 		if err != nil {
@@ -143,10 +141,8 @@ func decodeAttempt(s string, createdMs int64) (AttemptRecord, bool) {
 		}
 		return &v
 	}
-	r.ClaimedMs, r.CallStartedMs, r.EndedMs = at(1), at(2), at(3)
-	r.Outcome, r.ErrorClass = f[4], f[5]
-	r.InputTokens, r.OutputTokens, r.ProviderRef = tok(6), tok(7), f[8]
-	return r, true
+	return AttemptRecord{Attempt: n, ClaimedMs: at(1), CallStartedMs: at(2), EndedMs: at(3), Outcome: f[4], ErrorClass: f[5],
+		InputTokens: tok(6), OutputTokens: tok(7), ProviderRef: f[8]}, true
 }
 
 // History returns the task's attempts, oldest first, at most max_attempts

@@ -39,12 +39,9 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		o.Lease = 30 * time.Second
 	}
 	now := l.cfg.Now().UTC()
-	// due_at and, from queued, state_shard stay as they are: queued and
-	// running share the by_state partition and the index projects nothing
-	// a claim changes, so the claim bills no index write. A worker that
-	// dies before its first heartbeat is found at the dispatch deadline
-	// (from retry_wait: at once); the first renewal puts due_at on the
-	// lease's grid (runningDue).
+	// due_at, and from queued state_shard, stay as they are: no index write
+	// (doc.go, "States and retention"; DefaultDispatchTimeout). From
+	// retry_wait, a worker dead before its first heartbeat is found at once.
 	u := newUpdate()
 	u.set("state", strState(StateRunning))
 	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
