@@ -1,8 +1,10 @@
 package stack
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -43,7 +45,28 @@ var shortForms = map[string]string{
 // parseYAML decodes a CloudFormation/SAM YAML document into plain Go values
 // (map[string]any, []any, string, int, float64, bool, nil), rewriting
 // short-form intrinsic tags into their long form.
+//
+// A document parsed before is not parsed again: its values are copied
+// from the first parse. A test process loads template.yaml for every
+// fresh stack, and decoding it was a sixth of the worker tests' own CPU.
 func parseYAML(data []byte) (any, error) {
+	key := sha256.Sum256(data)
+	if v, ok := parsed.Load(key); ok {
+		return deepCopy(v), nil
+	}
+	v, err := decodeYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	parsed.Store(key, v)
+	return deepCopy(v), nil
+}
+
+// parsed holds each document parseYAML decoded, by its SHA-256; nobody
+// holds its values, only copies.
+var parsed sync.Map
+
+func decodeYAML(data []byte) (any, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, err

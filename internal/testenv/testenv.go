@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,6 +249,13 @@ func Shutdown() {
 // as: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	inMain.Store(true)
+	if !slices.Contains(Backends(), "external") {
+		// The emulators are plain HTTP on loopback: no certificate is ever
+		// checked, yet with AWS_CA_BUNDLE set (as on CI's machines) the SDK
+		// parses the whole bundle in every config load, a tenth of a
+		// package's CPU.
+		os.Unsetenv("AWS_CA_BUNDLE")
+	}
 	code := m.Run()
 	Shutdown()
 	os.Exit(code)
