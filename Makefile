@@ -74,12 +74,13 @@ staticcheck:
 #     runs once).
 # -parallel 8: most parallel tests wait on an emulator, a browser or a timer
 # rather than use a core. The moto legs of one package share a few
-# moto_servers (internal/testenv's pool).
+# moto_servers (internal/testenv's pool). Under make test the lint runs the
+# whole of go vet, so go test skips its own subset (-vet=off).
 BESIDE_SOAK := ./pkg/ledger ./internal/api ./internal/modeltest ./internal/templatetest \
                ./internal/tasklist ./internal/spend ./internal/stack
 TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
                ./internal/bench ./internal/e2e ./internal/local ./cmd/taskledger-local
-GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8
+GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8$(if $(WITH_LINT), -vet=off)
 test-go:
 ifeq ($(PKGS),./...)
 	@soaklog=$$(mktemp); trap 'rm -f $$soaklog' EXIT; \
