@@ -19,6 +19,7 @@ import logging
 import signal
 import sys
 import threading
+import traceback
 
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import ClientError
@@ -154,6 +155,10 @@ class Handler(WSGIRequestHandler):
                 status, out_headers, content = response_class.dispatch(request, url, headers)
         except ClientError as e:
             status, out_headers, content = 400, {}, e.response["Error"]["Message"]
+        except Exception as e:  # what the WSGI path answers: a 500 that says why
+            traceback.print_exc()
+            status, out_headers, content = 500, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(
+                {"__type": "InternalFailure", "message": "moto: %s: %s" % (type(e).__name__, e)})
         if isinstance(content, str):
             content = content.encode()
         self.send_response_only(int(status))
