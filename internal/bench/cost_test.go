@@ -337,7 +337,7 @@ func TestCost(t *testing.T) {
 		if !near(inbox.Calls["DynamoDB.Query"], 16) || !near(inbox.Calls["DynamoDB.BatchGetItem"], 1) || len(inbox.Calls) != 2 || inbox.RRU < list.RRU {
 			t.Errorf("GET /approvals page: calls %v, %g RRU; want 16 Query (one per shard) + 1 BatchGetItem, ≥ the list's %g RRU", inbox.Calls, inbox.RRU, list.RRU)
 		}
-		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys", "global secondary index write units per task", "GET /tasks (the caller's tasks", "GET /approvals"} {
+		for _, s := range []string{"taskledger/baseline", "(taskledger ×2)/SFN", "n/a, exceeds item limit", "target ≤ 8", "taskledger/floor", "floor of §1", "with a requester's list", "ConsumedCapacity as " + e.Backend, "Generate → WaitForApproval → Deliver → Done", "call-start mark", "a 30 s call to a provider without idempotency keys", "global secondary index write units per task", "GET /tasks (the caller's tasks", "GET /approvals"} {
 			if !strings.Contains(table.String(), s) {
 				t.Errorf("the table lacks %q:\n%s", s, table.String())
 			}

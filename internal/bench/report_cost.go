@@ -104,13 +104,22 @@ func (c *CostResult) WriteTable(w io.Writer) {
 		if wl.Document {
 			scope += ", a document: the target covers inputs up to the 32 KB cap"
 		}
-		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s%s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s); %.2f× the floor of §1\n",
+		fmt.Fprintf(w, "   %-14s %s: write units %.2f/task (target ≤ 8: %s%s); S3 requests %.2f/task; USD/M %.2f vs baseline %.2f (%s) and ½ SFN workflow %.2f (%s); %.2f× the floor of §1, %.2f× with a requester's list\n",
 			wl.Name, label, tl.WRU, verdict(tl.WRU <= 8), scope, s3, t, b, vsBase,
-			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2), div(t, f))
+			sfn.USDPerMillion(c.Prices)/2, below(t, sfn.USDPerMillion(c.Prices)/2), div(t, f), div(t, f+ListingWriteUnits*c.Prices.WriteRequestUnit*1e6))
 	}
 	c.writeExtras(w)
 	c.writePages(w)
 }
+
+// ListingWriteUnits is what listing a requester's tasks newest first
+// (GET /tasks, DESIGN's HTTP API) adds to the floor of §1: one write unit
+// at submit. The submit's conditional write must land at a key its
+// idempotency key decides, which says nothing of when the task was made;
+// a list in creation order needs the task at a second key, and one item
+// holds one key, so any design writes that second entry (an index's or an
+// item's) once per task.
+const ListingWriteUnits = 1
 
 // writeIndexes prints the write units per task billed in each global
 // secondary index (part of WRU above).
