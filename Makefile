@@ -83,14 +83,16 @@ TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
 GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8$(if $(WITH_LINT), -vet=off)
 test-go:
 ifeq ($(PKGS),./...)
-	@soaklog=$$(mktemp); trap 'rm -f $$soaklog' EXIT; \
+	@soaklog=$$(mktemp); trap 'rm -f $$soaklog' EXIT; t0=$$(date +%s); \
 	echo "$(GOTEST) ./internal/soak (its output when it ends), beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK)"; \
 	$(GOTEST) ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
 	lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=$$?;) \
 	nice -n 19 $(GOTEST) -p 1 $(BESIDE_SOAK); beside=$$?; \
+	echo "make test-go: beside the soak done at $$(( $$(date +%s) - t0 )) s"; \
 	wait $$soak; soakrc=$$?; cat $$soaklog; \
-	echo "$(GOTEST) -p 3 (the rest)"; \
+	echo "make test-go: phase 1 done at $$(( $$(date +%s) - t0 )) s; $(GOTEST) -p 3 (the rest)"; \
 	$(GOTEST) -p 3 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(BESIDE_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); rest=$$?; \
+	echo "make test-go: phase 2 done at $$(( $$(date +%s) - t0 )) s"; \
 	failed=""; \
 	for r in "lint $$lint" "soak $$soakrc" "beside-the-soak $$beside" "rest $$rest"; do \
 	  set -- $$r; test "$$2" -eq 0 || failed="$$failed $$1"; done; \
