@@ -21,7 +21,7 @@ import sys
 import threading
 import traceback
 
-from botocore.awsrequest import AWSPreparedRequest
+from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 from botocore.exceptions import ClientError
 from werkzeug.serving import WSGIRequestHandler, run_simple
 from moto import backends
@@ -146,7 +146,9 @@ class Handler(WSGIRequestHandler):
         if service is None or "Content-Length" not in self.headers:
             return super().run_wsgi()
         response_class, service_lock = service
-        headers = {k.title(): v for k, v in self.headers.items()}
+        # Case-insensitive, as moto's own mock passes them (moto reads some
+        # names in lower case: x-moto-account-id).
+        headers = HeadersDict(self.headers.items())
         body = self.rfile.read(int(headers["Content-Length"]))
         url = "http://" + headers.get("Host", "localhost") + self.path
         request = AWSPreparedRequest(self.command, url, headers, body, False)
@@ -174,7 +176,9 @@ class Handler(WSGIRequestHandler):
 
 lock = threading.Lock()
 app = DomainDispatcherApplication(create_backend_app)
-_direct = {"DynamoDB": (DynamoHandler, lock), "AmazonSQS": (SQSResponse, contextlib.nullcontext())}
+# Whole prefixes: DynamoDB Streams ("DynamoDBStreams_20120810.") is another
+# handler, served by the WSGI path.
+_direct = {"DynamoDB_20120810.": (DynamoHandler, lock), "AmazonSQS.": (SQSResponse, contextlib.nullcontext())}
 
 
 def serial(environ, start_response):
