@@ -62,16 +62,18 @@ staticcheck:
 # With ./..., in two phases (docs/testing.md: where the time goes):
 #  1. The soak package, whose rules are real-time rules (leases of seconds,
 #     invocation deadlines; its moto leg is the suite's most load-sensitive
-#     test), beside packages that keep none (BESIDE_SOAK) and, under make
-#     test, the lint: those at the lowest CPU priority (nice 19) and one
-#     package at a time, in the core the soak leaves idle. Beside the other
-#     packages at the same priority the soak's moto leg missed fault kinds;
-#     alone it left most of a core idle for two minutes. Its output is
-#     printed when it ends.
-#  2. The rest, three packages at a time (-p 3; the browser tests and the
-#     demo mostly wait on their own clocks), the slowest named first so that
-#     none starts late and runs on alone at the end (a package named twice
-#     runs once).
+#     test), beside its companions: under make test the lint, then the
+#     packages that keep no clock of their own (BESIDE_SOAK), two at a
+#     time, all at the lowest CPU priority (nice 19), so they take only the
+#     CPU the soak leaves. Beside the other packages at the same priority
+#     the soak's moto leg missed fault kinds; alone it left most of a core
+#     idle for two minutes.
+#  2. When the soak ends, the rest, three packages at a time (-p 3; the
+#     browser tests and the demo mostly wait on their own clocks), the
+#     slowest named first so that none starts late and runs on alone at
+#     the end (a package named twice runs once). Companions still running
+#     go on at nice 19 in the CPU the rest leaves.
+# Each part's output is printed when it ends, the companions' last.
 # -parallel 8: most parallel tests wait on an emulator, a browser or a timer
 # rather than use a core. The moto legs of one package share a few
 # moto_servers (internal/testenv's pool). Under make test the lint runs the
@@ -83,20 +85,22 @@ TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
 GOTEST      := $(GO) test -count=1 -timeout 20m -parallel 8$(if $(WITH_LINT), -vet=off)
 test-go:
 ifeq ($(PKGS),./...)
-	@soaklog=$$(mktemp); trap 'rm -f $$soaklog' EXIT; t0=$$(date +%s); \
-	echo "$(GOTEST) ./internal/soak (its output when it ends), beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK)"; \
+	@soaklog=$$(mktemp); besidelog=$$(mktemp); trap 'rm -f $$soaklog $$besidelog' EXIT; t0=$$(date +%s); \
+	echo "$(GOTEST) ./internal/soak, beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK) (their output when they end)"; \
 	$(GOTEST) ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
-	lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=$$?;) \
-	nice -n 19 $(GOTEST) -p 1 $(BESIDE_SOAK); beside=$$?; \
-	echo "make test-go: beside the soak done at $$(( $$(date +%s) - t0 )) s"; \
+	( lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=1;) \
+	  nice -n 19 $(GOTEST) -p 2 $(BESIDE_SOAK); beside=$$?; \
+	  echo "make test-go: beside the soak done at $$(( $$(date +%s) - t0 )) s"; \
+	  exit $$(( lint * 2 + (beside != 0) )) ) > $$besidelog 2>&1 & companions=$$!; \
 	wait $$soak; soakrc=$$?; cat $$soaklog; \
-	echo "make test-go: phase 1 done at $$(( $$(date +%s) - t0 )) s; $(GOTEST) -p 3 (the rest)"; \
+	echo "make test-go: soak done at $$(( $$(date +%s) - t0 )) s; $(GOTEST) -p 3 (the rest)"; \
 	$(GOTEST) -p 3 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(BESIDE_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); rest=$$?; \
-	echo "make test-go: phase 2 done at $$(( $$(date +%s) - t0 )) s"; \
+	echo "make test-go: the rest done at $$(( $$(date +%s) - t0 )) s"; \
+	wait $$companions; c=$$?; cat $$besidelog; lint=$$(( c / 2 )); beside=$$(( c % 2 )); \
 	failed=""; \
 	for r in "lint $$lint" "soak $$soakrc" "beside-the-soak $$beside" "rest $$rest"; do \
 	  set -- $$r; test "$$2" -eq 0 || failed="$$failed $$1"; done; \
-	if [ -n "$$failed" ]; then echo "make test-go: failed:$$failed (each phase ran to its end; their output is above)"; exit 1; fi
+	if [ -n "$$failed" ]; then echo "make test-go: failed:$$failed (each ran to its end; their output is above)"; exit 1; fi
 else
 	$(if $(WITH_LINT),$(MAKE) --no-print-directory lint)
 	$(GOTEST) $(PKGS)
