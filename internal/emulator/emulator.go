@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,19 +39,24 @@ type Moto struct {
 // (30 s at most). The child dies with this process (Pdeathsig); Stop ends
 // it earlier. If logPath is not empty, moto's output goes there.
 func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	m := &Moto{}
 	if py, script, ok := serialLauncher(); ok {
+		// The launcher binds a free port itself and names it in its
+		// output: a port chosen here and bound there could be taken in
+		// between by another process's server, which the readiness probe
+		// would then mistake for this one.
 		m.script = script
-		m.cmd = exec.Command(py, script, "127.0.0.1", fmt.Sprint(port))
+		m.cmd = exec.Command(py, script, "127.0.0.1", "0")
 	} else {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
 		bin, err := exec.LookPath("moto_server")
 		if err != nil {
 			return nil, ErrMotoUnavailable
 		}
+		m.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
 		m.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -64,6 +70,9 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		if logPath == "" {
 			m.tempLog = out.Name()
 		}
+	} else if m.URL == "" {
+		m.removeFiles()
+		return nil, fmt.Errorf("emulator: moto's output, which names its port: %w", err)
 	}
 	if err := m.cmd.Start(); err != nil {
 		m.removeFiles()
@@ -74,22 +83,28 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	go func() { _ = m.cmd.Wait(); closeLog(out); close(m.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			return m, nil
+		err := errors.New("its port not named yet")
+		if m.URL == "" {
+			m.URL = m.listening(logPath)
+		}
+		if m.URL != "" {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				return m, nil
+			}
 		}
 		select {
 		case <-m.exited:
 			head := m.outputHead(logPath)
 			m.removeFiles()
-			return nil, fmt.Errorf("emulator: moto exited before it answered on %s (%s); its output begins:\n%s", m.URL, m.cmd.ProcessState, head)
+			return nil, fmt.Errorf("emulator: moto exited before it answered%s (%s); its output begins:\n%s", m.on(), m.cmd.ProcessState, head)
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			m.Stop()
-			return nil, fmt.Errorf("emulator: moto did not answer on %s within 30s: %v", m.URL, err)
+			return nil, fmt.Errorf("emulator: moto did not answer%s within 30s: %v", m.on(), err)
 		}
 		time.Sleep(50 * time.Millisecond) // a starting server: no event to wait on
 	}
@@ -107,6 +122,26 @@ func (m *Moto) Stop() {
 		}
 		m.removeFiles()
 	})
+}
+
+// on names where moto was to answer, if it is known yet.
+func (m *Moto) on() string {
+	if m.URL == "" {
+		return ""
+	}
+	return " on " + m.URL
+}
+
+// listenLine is the launcher's first line of output (moto_serial.py).
+var listenLine = regexp.MustCompile(`moto_serial: listening on (127\.0\.0\.1:[0-9]+)\n`)
+
+// listening returns the URL the launcher named in its output, or "" if it
+// has named none yet.
+func (m *Moto) listening(logPath string) string {
+	if hit := listenLine.FindStringSubmatch(m.outputHead(logPath)); hit != nil {
+		return "http://" + hit[1]
+	}
+	return ""
 }
 
 func openLog(path string) (*os.File, error) {

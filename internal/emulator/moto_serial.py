@@ -9,7 +9,8 @@ behind a global lock, keeping moto's validation fidelity and giving the
 per-item atomicity the ledger relies on.
 Only DynamoDB is serialised: an SQS long poll (ReceiveMessage with
 WaitTimeSeconds) waits inside its request and must not stall other calls.
-Usage: moto_serial.py HOST PORT
+Usage: moto_serial.py HOST PORT (0 for a free one; the first line of output
+names the port taken)
 """
 import contextlib
 import functools
@@ -23,7 +24,7 @@ import traceback
 
 from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 from botocore.exceptions import ClientError
-from werkzeug.serving import WSGIRequestHandler, run_simple
+from werkzeug.serving import WSGIRequestHandler, make_server
 from moto import backends
 from moto.core import responses, utils
 from moto.dynamodb import responses as dynamodb_responses
@@ -189,4 +190,9 @@ def serial(environ, start_response):
 
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-run_simple(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=Handler)
+server = make_server(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=Handler)
+# StartMoto reads the port from this line: with port 0 the server takes a
+# free port itself, leaving no gap between choosing a port and binding it
+# in which another process could take it.
+print("moto_serial: listening on %s:%d" % (sys.argv[1], server.port), flush=True)
+server.serve_forever()
