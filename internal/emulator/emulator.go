@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,11 +28,12 @@ var motoSerial []byte
 type Moto struct {
 	URL string
 
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the process has ended
-	script  string
-	tempLog string // moto's output when the caller keeps none
-	once    sync.Once
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the process has ended
+	script   string
+	tempLog  string // moto's output when the caller keeps none
+	portFile string // where the launcher names the port it took
+	once     sync.Once
 }
 
 // StartMoto starts moto on a free 127.0.0.1 port and waits until it answers
@@ -41,12 +42,20 @@ type Moto struct {
 func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	m := &Moto{}
 	if py, script, ok := serialLauncher(); ok {
-		// The launcher binds a free port itself and names it in its
-		// output: a port chosen here and bound there could be taken in
-		// between by another process's server, which the readiness probe
-		// would then mistake for this one.
+		// The launcher binds a free port itself and names it in a file of
+		// this start's own (a log path may be shared by several starts): a
+		// port chosen here and bound there could be taken in between by
+		// another process's server, which the readiness probe would then
+		// mistake for this one.
 		m.script = script
-		m.cmd = exec.Command(py, script, "127.0.0.1", "0")
+		f, err := os.CreateTemp("", "moto-port-*")
+		if err != nil {
+			m.removeFiles()
+			return nil, fmt.Errorf("emulator: moto's port file: %w", err)
+		}
+		_ = f.Close()
+		m.portFile = f.Name()
+		m.cmd = exec.Command(py, script, "127.0.0.1", "0", m.portFile)
 	} else {
 		port, err := FreePort()
 		if err != nil {
@@ -70,9 +79,6 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		if logPath == "" {
 			m.tempLog = out.Name()
 		}
-	} else if m.URL == "" {
-		m.removeFiles()
-		return nil, fmt.Errorf("emulator: moto's output, which names its port: %w", err)
 	}
 	if err := m.cmd.Start(); err != nil {
 		m.removeFiles()
@@ -85,7 +91,7 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	for {
 		err := errors.New("its port not named yet")
 		if m.URL == "" {
-			m.URL = m.listening(logPath)
+			m.URL = m.listening()
 		}
 		if m.URL != "" {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+"/moto-api/", nil)
@@ -104,7 +110,7 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			m.Stop()
-			return nil, fmt.Errorf("emulator: moto did not answer%s within 30s: %v", m.on(), err)
+			return nil, fmt.Errorf("emulator: moto did not answer%s within 30s: %v; its output begins:\n%s", m.on(), err, m.outputHead(logPath))
 		}
 		time.Sleep(50 * time.Millisecond) // a starting server: no event to wait on
 	}
@@ -132,16 +138,18 @@ func (m *Moto) on() string {
 	return " on " + m.URL
 }
 
-// listenLine is the launcher's first line of output (moto_serial.py).
-var listenLine = regexp.MustCompile(`moto_serial: listening on (127\.0\.0\.1:[0-9]+)\n`)
-
-// listening returns the URL the launcher named in its output, or "" if it
-// has named none yet.
-func (m *Moto) listening(logPath string) string {
-	if hit := listenLine.FindStringSubmatch(m.outputHead(logPath)); hit != nil {
-		return "http://" + hit[1]
+// listening returns the URL of the port the launcher named in its port
+// file ("PORT\n"), or "" if it has named none yet.
+func (m *Moto) listening() string {
+	b, err := os.ReadFile(m.portFile)
+	if err != nil || len(b) < 2 || b[len(b)-1] != '\n' {
+		return ""
 	}
-	return ""
+	port, err := strconv.Atoi(string(b[:len(b)-1]))
+	if err != nil || port <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
 }
 
 func openLog(path string) (*os.File, error) {
@@ -175,6 +183,9 @@ func (m *Moto) outputHead(logPath string) string {
 
 func (m *Moto) removeFiles() {
 	m.removeScript()
+	if m.portFile != "" {
+		_ = os.Remove(m.portFile)
+	}
 	if m.tempLog != "" {
 		_ = os.Remove(m.tempLog)
 	}

@@ -9,8 +9,8 @@ behind a global lock, keeping moto's validation fidelity and giving the
 per-item atomicity the ledger relies on.
 Only DynamoDB is serialised: an SQS long poll (ReceiveMessage with
 WaitTimeSeconds) waits inside its request and must not stall other calls.
-Usage: moto_serial.py HOST PORT (0 for a free one; the first line of output
-names the port taken)
+Usage: moto_serial.py HOST PORT [PORT_FILE] (PORT 0 for a free one, written
+to PORT_FILE as "PORT\n")
 """
 import contextlib
 import functools
@@ -191,8 +191,12 @@ def serial(environ, start_response):
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 server = make_server(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=Handler)
-# StartMoto reads the port from this line: with port 0 the server takes a
-# free port itself, leaving no gap between choosing a port and binding it
-# in which another process could take it.
+# With port 0 the server takes a free port itself, leaving no gap between
+# choosing a port and binding it in which another process could take it;
+# StartMoto reads the port from the file it named (its own: a log may be
+# shared by several servers).
 print("moto_serial: listening on %s:%d" % (sys.argv[1], server.port), flush=True)
+if len(sys.argv) > 3:
+    with open(sys.argv[3], "w") as f:
+        f.write("%d\n" % server.port)
 server.serve_forever()
