@@ -109,8 +109,9 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
+			head := m.outputHead(logPath) // before Stop removes a temporary log
 			m.Stop()
-			return nil, fmt.Errorf("emulator: moto did not answer%s within 30s: %v; its output begins:\n%s", m.on(), err, m.outputHead(logPath))
+			return nil, fmt.Errorf("emulator: moto did not answer%s within 30s: %v; its output begins:\n%s", m.on(), err, head)
 		}
 		time.Sleep(50 * time.Millisecond) // a starting server: no event to wait on
 	}

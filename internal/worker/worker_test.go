@@ -246,8 +246,10 @@ func TestLateResultCannotOverwrite(t *testing.T) {
 }
 
 // TestHeartbeatKeepsMessageInvisible: the queue hides a received message for
-// 2s, the provider works for longer; the heartbeat (lease 3s, every 1s)
-// keeps extending the visibility, so nobody receives it meanwhile.
+// 3s, the provider works for twice that; the heartbeat (lease 3s, every 1s)
+// keeps extending the visibility, so nobody receives it meanwhile. The
+// first extension comes after the claim, a tick and a renewal, three
+// writes' latency: a loaded moto took more than a 2s visibility's slack.
 func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -260,15 +262,15 @@ func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 		task := b.create(t, "heartbeat", prompt)
 		b.send(t, task.TaskID)
 		received := time.Now()
-		ev := b.event(t, loadEvent(t, "sqs-batch.json"), b.receive(t, 1, 2))
+		ev := b.event(t, loadEvent(t, "sqs-batch.json"), b.receive(t, 1, 3))
 		done := make(chan events.SQSEventResponse, 1)
 		go func() { resp, _ := h.Handle(ctx, ev); done <- resp }()
 		g.waitStarted(t)
 
-		// Poll until well past the 2s visibility the message was received with.
+		// Poll until well past the 3s visibility the message was received with.
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for time.Since(received) < 5*time.Second {
+		for time.Since(received) < 6*time.Second {
 			if msgs := b.poll(t, 1, 2); len(msgs) > 0 {
 				close(g.release)
 				t.Fatalf("message redelivered %v after receipt while the worker was still running", time.Since(received))
@@ -286,7 +288,7 @@ func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 			}
 		}
 		if beats < 3 {
-			t.Fatalf("%d visibility extensions to 6s (2×lease), want at least 3 in 5s: %v\n%s", beats, b.sqs.Calls(), b.logs.String())
+			t.Fatalf("%d visibility extensions to 6s (2×lease), want at least 3 in 6s: %v\n%s", beats, b.sqs.Calls(), b.logs.String())
 		}
 		if n := b.sim.SideEffects(task.TaskID); n != 1 {
 			t.Fatalf("%d side effects, want 1", n)
