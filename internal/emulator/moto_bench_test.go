@@ -20,7 +20,7 @@ import (
 func BenchmarkMotoUpdateItem(b *testing.B) {
 	m, err := StartMoto(context.Background(), "")
 	if err != nil {
-		b.Skip(err)
+		needMoto(b, err)
 	}
 	defer m.Stop()
 	ctx := context.Background()

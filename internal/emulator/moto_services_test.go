@@ -20,7 +20,7 @@ func motoConfig(t *testing.T) aws.Config {
 	t.Helper()
 	m, err := StartMoto(context.Background(), "")
 	if err != nil {
-		t.Skip(err)
+		needMoto(t, err)
 	}
 	t.Cleanup(m.Stop)
 	cfg, err := awsclient.Load(context.Background(), awsclient.Options{Endpoint: m.URL, StaticCredentials: true,

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -18,7 +19,7 @@ import (
 // is not in the other.
 func TestMotoServersStartedTogetherOnOneLogPathAreEachTheirOwn(t *testing.T) {
 	if motoPython() == "" {
-		t.Skip("no python3 with moto")
+		needMoto(t, fmt.Errorf("%w: no python3 with moto for the launcher", ErrMotoUnavailable))
 	}
 	logPath := filepath.Join(t.TempDir(), "moto.log")
 	const n = 2
