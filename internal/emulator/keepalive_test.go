@@ -41,11 +41,7 @@ func TestMotoServesDynamoDBAndSQSOnOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, q := awsclient.DynamoDB(cfg), sqs.NewFromConfig(cfg)
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("t"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}}}); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, db, "t", false)
 	put := func() error {
 		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"),
 			Item:                map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "a"}},

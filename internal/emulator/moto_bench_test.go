@@ -29,12 +29,7 @@ func BenchmarkMotoUpdateItem(b *testing.B) {
 		b.Fatal(err)
 	}
 	db := awsclient.DynamoDB(cfg)
-	_, err = db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("t"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	createTable(b, db, "t", false)
 	key := map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "a"}}
 	cpu0 := procCPU(b, m.cmd.Process.Pid)
 	b.ResetTimer()

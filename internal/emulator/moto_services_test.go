@@ -31,7 +31,9 @@ func motoConfig(t *testing.T) aws.Config {
 	return cfg
 }
 
-func createTable(t *testing.T, db *dynamodb.Client, name string, stream bool) *types.TableDescription {
+// createTable creates a table keyed by the string "k" (with a stream when
+// asked) and returns its description.
+func createTable(t testing.TB, db *dynamodb.Client, name string, stream bool) *types.TableDescription {
 	t.Helper()
 	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
