@@ -20,8 +20,8 @@ type chatReport struct {
 }
 
 // TestChatBrowser holds a conversation on the Chat tab in headless
-// Chromium (web/test/chat.mjs) against a stack whose simulated provider
-// streams a word every 150 ms: three turns whose replies grow while they
+// Chromium (web/test/chat.mjs), the test's stream gate holding replies
+// where the script needs them: three turns whose replies grow while they
 // run and end as the saved result, the conversation read back after a
 // reload, a Regenerate, a Stop during a reply, and a re-press of Send after
 // the automatic retries gave up that gets the same task back, and a reply
@@ -32,15 +32,16 @@ func TestChatBrowser(t *testing.T) {
 	t.Parallel()
 	node := needBrowser(t)
 	ctx := browserCtx(t)
+	gate := newStreamGate()
 	s := startStack(ctx, t, local.Options{
-		Provider:   provider.Config{SimulatedStreamDelay: 150 * time.Millisecond},
+		Provider:   provider.Config{SimulatedStreamDelay: 20 * time.Millisecond, SimulatedStreamGate: gate.wait},
 		StreamPoll: 100 * time.Millisecond,
-		// A short lease makes the worker renew (and so see a cancel) every
-		// 2 s, well inside a streamed reply.
+		// A short lease makes the worker renew, and so see a Stop and cut
+		// the held reply, every 2 s.
 		Lease: 6 * time.Second,
 	})
 	var rep chatReport
-	runScript(ctx, t, node, "chat.mjs", &rep, s.URL, shotDir(t))
+	runGatedScript(ctx, t, node, "chat.mjs", gate, &rep, s.URL, shotDir(t))
 	checkScreenshots(t, rep.Screenshots, 4)
 	if rep.Conversation == "" {
 		t.Fatalf("report names no conversation: %+v", rep.Tasks)

@@ -140,11 +140,51 @@ type scriptReport interface{ base() *report }
 // its report into rep (see readReport).
 func runScript(ctx context.Context, t *testing.T, node, script string, rep scriptReport, args ...string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	runGatedScript(ctx, t, node, script, nil, rep, args...)
+}
+
+// runGatedScript is runScript for a script that sets gate (harness.mjs
+// streamGate): each of its gate lines on stdout sets gate, answered "ok"
+// on its stdin once set; a gate line when gate is nil fails t.
+func runGatedScript(ctx context.Context, t *testing.T, node, script string, gate *streamGate, rep scriptReport, args ...string) {
+	t.Helper()
+	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("test", script)}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", script, err)
+	}
+	var stdout bytes.Buffer
+	out := bufio.NewReader(stdoutPipe)
+	for {
+		line, err := out.ReadBytes('\n')
+		if prompt, allow, ok := parseGateLine(line); ok {
+			answer := "ok\n"
+			if gate == nil {
+				t.Errorf("%s set a stream gate, but its test has none", script)
+				answer = "this test has no stream gate\n"
+			} else {
+				gate.set(prompt, allow)
+			}
+			_, _ = io.WriteString(stdin, answer)
+		} else {
+			stdout.Write(line)
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = stdin.Close()
+	runErr := cmd.Wait()
 	t.Logf("%s stderr:\n%s", script, stderr.String())
 	readReport(t, script, stdout.Bytes(), runErr, rep)
 }

@@ -9,20 +9,21 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestBrowserStreamedReply: on a stack whose simulated provider streams a
-// word every 150 ms, the page shows the reply growing while the task runs
-// (web/test/stream.mjs), then the saved result; the ledger holds that task
-// completed.
+// TestBrowserStreamedReply: with the reply held by the test's stream gate
+// at one word, then at another, the page shows it growing while the task
+// runs (web/test/stream.mjs), then the saved result; the ledger holds that
+// task completed.
 func TestBrowserStreamedReply(t *testing.T) {
 	t.Parallel()
 	node := needBrowser(t)
 	ctx := browserCtx(t)
+	gate := newStreamGate()
 	s := startStack(ctx, t, local.Options{
-		Provider:   provider.Config{SimulatedStreamDelay: 150 * time.Millisecond},
+		Provider:   provider.Config{SimulatedStreamDelay: 20 * time.Millisecond, SimulatedStreamGate: gate.wait},
 		StreamPoll: 100 * time.Millisecond,
 	})
 	var rep report
-	runScript(ctx, t, node, "stream.mjs", &rep, s.URL, shotDir(t))
+	runGatedScript(ctx, t, node, "stream.mjs", gate, &rep, s.URL, shotDir(t))
 	checkScreenshots(t, rep.Screenshots, 2)
 	id := rep.Tasks["streamed"]
 	task, err := s.Ledger.Get(ctx, id)

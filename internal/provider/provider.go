@@ -214,6 +214,10 @@ type Config struct {
 	// streamed chunk (PROVIDER_SIMULATED_STREAM_MS, in milliseconds; 0: no
 	// pause).
 	SimulatedStreamDelay time.Duration
+	// SimulatedStreamGate holds the simulated provider's streamed chunks
+	// until it consents (simulated.Options.StreamGate); no environment
+	// variable sets it. Tests use it to hold a reply mid-stream.
+	SimulatedStreamGate simulated.StreamGate
 	// GenerationClass is generation's effect class: ClassRetrySafe when
 	// empty, or ClassEffect for a deployment that reviews every uncertain
 	// paid call. Deliveries are always effects.
@@ -400,6 +404,9 @@ func (c Config) Validate() error {
 		if c.SimulatedStreamDelay != 0 {
 			errs = append(errs, fmt.Errorf("%s is a setting of the simulated provider, not of %s", EnvSimulatedStreamMS, c.Name))
 		}
+		if c.SimulatedStreamGate != nil {
+			errs = append(errs, fmt.Errorf("a stream gate is a setting of the simulated provider, not of %s", c.Name))
+		}
 		if c.Model == "" {
 			errs = append(errs, fmt.Errorf("%s is required for provider %s", EnvModel, c.Name))
 		}
@@ -476,7 +483,7 @@ func newKeyless(ctx context.Context, cfg Config) (Provider, error) {
 	return simulated.New(simulated.Options{Seed: cfg.Seed, Faults: plan, Model: cfg.Model, CallTimeout: cfg.Timeout,
 		NoIdempotency:    cfg.SimulatedMode == ModePlain || cfg.SimulatedMode == ModePlainReadback,
 		NoReadback:       cfg.NoReadback || cfg.SimulatedMode == ModePlain,
-		StreamChunkDelay: cfg.SimulatedStreamDelay}), nil
+		StreamChunkDelay: cfg.SimulatedStreamDelay, StreamGate: cfg.SimulatedStreamGate}), nil
 }
 
 // NewReadback builds the provider the reconciler holds to read unknown

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 	}))
 	want := Config{Name: "openai", Seed: -42, Faults: "throttle=0.1", Model: "gpt-4o-mini", BaseURL: "http://127.0.0.1:8080/v1",
 		APIKeyEnv: "LLM_KEY", APIKeySecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:llm", Timeout: 90 * time.Second}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
 	if d := ConfigFromEnv(env(map[string]string{"PROVIDER_TIMEOUT": "1m30s"})).Timeout; d != 90*time.Second {

@@ -13,7 +13,7 @@
 // Prints one JSON report line on stdout (harness.mjs), with
 // "conversation" beside the tasks.
 import { createHash } from 'node:crypto';
-import { createRun, launch, run, mkdir, STEP_TIMEOUT } from './harness.mjs';
+import { createRun, launch, run, mkdir, streamGate, STEP_TIMEOUT } from './harness.mjs';
 
 const [, , stackURL, shotDirArg] = process.argv;
 if (!stackURL || !shotDirArg) {
@@ -23,7 +23,7 @@ if (!stackURL || !shotDirArg) {
 const origin = new URL(stackURL).origin;
 const h = createRun('chat', shotDirArg);
 const { report, step, check, shotDir } = h;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const allow = streamGate();
 
 // lastReply reads the shown reply of the last turn.
 async function lastReply(page) {
@@ -70,32 +70,35 @@ async function press(page, text) {
   }));
 }
 
-// growThenSave samples the last reply while its task runs: at least two
-// readings of streamed text, each longer than the last, while the reply
-// still says running; then waits for the saved result and checks the shown
-// text is exactly it.
-async function growThenSave(page, taskID, shotName) {
+// growThenSave reads the last reply, whose prompt the stream gate holds at
+// word 2 when it is pressed (the caller's allow): a first reading while it
+// streams, then, held at word 4, a longer one that continues it; then it
+// lets the rest stream, waits for the saved result and checks the shown
+// text is exactly it. Every reply has more than 4 words, so neither
+// reading can race the task's end.
+async function growThenSave(page, taskID, prompt, shotName) {
+  const streaming = (longer) => page.waitForFunction(([id, n]) => {
+    const li = document.querySelector(`#chat-log li.msg-assistant[data-task-id="${id}"]`);
+    return li && li.getAttribute('data-streaming') === 'true' && li.getAttribute('data-saved') !== 'true' &&
+      li.querySelector('.msg-text').textContent.length > n;
+  }, [taskID, longer]);
   const samples = [];
-  const deadline = Date.now() + STEP_TIMEOUT;
-  while (Date.now() < deadline) {
-    const r = await lastReply(page);
-    if (r.taskID === taskID && r.state === 'running' && r.streaming && !r.saved && r.text !== '' &&
-      (samples.length === 0 || r.text.length > samples[samples.length - 1].text.length)) {
-      samples.push(r);
-      if (samples.length === 2 && shotName) await h.shot(page, shotName);
-      if (samples.length >= 3) break;
-    }
-    if (r.saved || ['completed', 'failed', 'cancelled'].includes(r.state)) break;
-    await sleep(40);
-  }
-  check(samples.length >= 2, `the reply grew at least twice while running (readings: ${JSON.stringify(samples.map((s) => [s.state, s.text.length]))})`);
-  for (let i = 1; i < samples.length; i++) check(samples[i].text.startsWith(samples[i - 1].text), 'each reading continues the one before');
+  await streaming(0);
+  samples.push(await lastReply(page));
+  await allow(prompt, 4);
+  await streaming(samples[0].text.length);
+  samples.push(await lastReply(page));
+  if (shotName) await h.shot(page, shotName);
+  await allow(prompt, -1);
+  check(samples.every((s) => s.taskID === taskID && !s.saved && !['completed', 'failed', 'cancelled'].includes(s.state)),
+    `both readings were taken while the reply ran (readings: ${JSON.stringify(samples.map((s) => [s.state, s.text.length]))})`);
+  check(samples[1].text.startsWith(samples[0].text), 'the later reading continues the earlier one');
   await page.waitForSelector(`#chat-log li.msg-assistant[data-task-id="${taskID}"][data-saved="true"][data-state="completed"]`);
   const shown = (await lastReply(page)).text;
   const saved = await savedText(page, taskID);
   check(shown === saved, `the shown reply is the saved result (shown ${shown.length} chars, saved ${saved.length})`);
-  check(saved.startsWith(samples[samples.length - 1].text), 'the saved result continues the streamed text');
-  return { lengths: samples.map((s) => s.text.length), savedChars: saved.length };
+  check(saved.startsWith(samples[1].text), 'the saved result continues the streamed text');
+  return { lengths: samples.map((s) => s.text.length), states: samples.map((s) => s.state), savedChars: saved.length };
 }
 
 run(report, h.log, 200_000, async () => {
@@ -127,6 +130,7 @@ run(report, h.log, 200_000, async () => {
     for (let i = 0; i < turns.length; i++) {
       await step(`turn ${i + 1}: the reply streams in and ends as the saved result`, async () => {
         const n = posted.length;
+        await allow(turns[i], 2);
         const st = await press(page, turns[i]);
         check(st.status === '202', `202 (got ${st.status}: ${st.text})`);
         report.tasks['turn' + (i + 1)] = st.taskID;
@@ -135,7 +139,7 @@ run(report, h.log, 200_000, async () => {
         const msgs = body.input.messages;
         check(msgs.length === 2 * i + 1 && msgs[msgs.length - 1].content === turns[i], `the conversation so far and the new turn (${msgs.length} messages)`);
         check(msgs.filter((m) => m.role === 'user').map((m) => m.content).join('|') === turns.slice(0, i + 1).join('|'), 'every user turn, in order');
-        const detail = await growThenSave(page, st.taskID, i === 1 ? 'chat-01-streaming.png' : '');
+        const detail = await growThenSave(page, st.taskID, turns[i], i === 1 ? 'chat-01-streaming.png' : '');
         if (i > 0) {
           const prev = await savedText(page, report.tasks['turn' + i]);
           check(msgs[msgs.length - 2].role === 'assistant' && msgs[msgs.length - 2].content === prev, 'the previous saved reply is in the history');
@@ -180,7 +184,10 @@ run(report, h.log, 200_000, async () => {
     });
 
     await step('Stop during a reply cancels its task', async () => {
-      const st = await press(page, 'Tell me a long story, then stop.');
+      // Held at word 2 and never let go: only the Stop ends this reply.
+      const story = 'Tell me a long story, then stop.';
+      await allow(story, 2);
+      const st = await press(page, story);
       check(st.status === '202', `202 (got ${st.status})`);
       report.tasks.stopped = st.taskID;
       await page.waitForFunction((id) => {
@@ -269,22 +276,24 @@ run(report, h.log, 200_000, async () => {
     await step('without a stream the reply shows the task\'s progress, then its saved result', async () => {
       // The stream refuses every connection from now on: the page polls.
       await page.routeWebSocket(() => true, (ws) => ws.close());
-      const st = await press(page, 'Answer without streaming, please.');
+      // Held before its first word until the page has shown the task's
+      // progress.
+      const unstreamed = 'Answer without streaming, please.';
+      await allow(unstreamed, 0);
+      const st = await press(page, unstreamed);
       check(st.status === '202', `202 (got ${st.status})`);
       report.tasks.polled = st.taskID;
-      const seen = [];
-      const deadline = Date.now() + STEP_TIMEOUT;
-      while (Date.now() < deadline) {
-        const r = await lastReply(page);
-        if (r.taskID === st.taskID && r.state === 'running' && !r.streaming && /attempt \d+ of \d+ running/.test(r.text)) seen.push(r.text);
-        if (r.saved) break;
-        await sleep(100);
-      }
-      check(seen.length > 0, 'the running reply showed progress.summary');
+      await page.waitForFunction((id) => {
+        const li = document.querySelector(`#chat-log li.msg-assistant[data-task-id="${id}"]`);
+        return li && li.getAttribute('data-state') === 'running' && li.getAttribute('data-streaming') !== 'true' &&
+          /attempt \d+ of \d+ running/.test(li.querySelector('.msg-text').textContent);
+      }, st.taskID);
+      const summary = (await lastReply(page)).text;
+      await allow(unstreamed, -1);
       await page.waitForSelector(`#chat-log li.msg-assistant[data-task-id="${st.taskID}"][data-saved="true"]`);
       const r = await lastReply(page);
       check(r.text === await savedText(page, st.taskID), 'then the saved result');
-      return { summary: seen[0] };
+      return { summary };
     });
 
     await step('screenshots, light and dark; no CSP violation, no foreign request', async () => {

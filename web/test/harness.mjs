@@ -117,3 +117,23 @@ export async function issuerHandshake(issuerServer, clientId) {
   rl.close();
   return { issuer, stackURL, origin: new URL(stackURL).origin };
 }
+
+// streamGate is a script's half of its Go test's stream gate
+// (web/gate_test.go): allow(prompt, words) lets the simulated provider
+// stream the first `words` words of replies to prompt (-1: all; a prompt
+// never named streams freely) and resolves once the test has set it. A
+// reply held at a word stays there, the task running, until the script
+// allows more (or stops the task): a check that the page shows a reply
+// growing, or offers Stop while it runs, does not race the provider.
+export function streamGate() {
+  const rl = createInterface({ input: process.stdin });
+  const waiting = [];
+  rl.on('line', (l) => { const w = waiting.shift(); if (w) w(l.trim()); });
+  rl.on('close', () => { while (waiting.length) waiting.shift()('stdin closed'); });
+  return async function allow(prompt, words) {
+    const answer = new Promise((res) => waiting.push(res));
+    process.stdout.write(JSON.stringify({ gate: { prompt, allow: words } }) + '\n');
+    const got = await answer;
+    if (got !== 'ok') throw new Error('stream gate: ' + got);
+  };
+}

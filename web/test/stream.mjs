@@ -3,11 +3,12 @@
 //
 //   node web/test/stream.mjs <stack URL> <screenshot dir>
 //
-// Submits a task to a stack whose simulated provider streams slowly and
-// checks that the "Reply so far" box shows text that grows while the task
-// is still running, then gives way to the saved result, which continues
-// the streamed text. Prints one JSON report line on stdout (harness.mjs).
-import { createRun, launch, run, mkdir, STEP_TIMEOUT } from './harness.mjs';
+// Submits a task whose reply the test's stream gate holds at word 2, then
+// at word 4, and checks that the "Reply so far" box shows text that grows
+// while the task is still running, then gives way to the saved result,
+// which continues the streamed text. Prints one JSON report line on stdout
+// (harness.mjs).
+import { createRun, launch, run, mkdir, streamGate } from './harness.mjs';
 
 const [, , stackURL, shotDirArg] = process.argv;
 if (!stackURL || !shotDirArg) {
@@ -17,6 +18,7 @@ if (!stackURL || !shotDirArg) {
 const origin = new URL(stackURL).origin;
 const h = createRun('stream', shotDirArg);
 const { report, log, step, check, shotDir } = h;
+const allow = streamGate();
 
 // sample reads the streamed text and the task's state at one moment.
 async function sample(page) {
@@ -37,26 +39,27 @@ run(report, log, 150_000, async () => {
     const samples = [];
 
     await step('streamed text grows while the task runs', async () => {
-      await page.fill('#prompt', 'Stream me a reply about ledgers.');
+      // The reply has more than 4 words (its header alone has 5): held at
+      // 2, then at 4, the task cannot end between the two readings.
+      const prompt = 'Stream me a reply about ledgers.';
+      await allow(prompt, 2);
+      await page.fill('#prompt', prompt);
       await page.click('#send');
-      await page.waitForSelector('#submit-status[data-status="202"]', { timeout: STEP_TIMEOUT });
+      await page.waitForSelector('#submit-status[data-status="202"]');
       taskID = await page.getAttribute('#submit-status', 'data-task-id');
       report.tasks.streamed = taskID;
-      // Two readings of the box while the task still runs, the second
-      // longer than the first.
-      const deadline = Date.now() + STEP_TIMEOUT;
-      while (Date.now() < deadline) {
-        const s = await sample(page);
-        if (s.state === 'completed') break;
-        if (!s.hidden && s.text !== '' && (samples.length === 0 || s.text.length > samples[samples.length - 1].text.length)) {
-          samples.push(s);
-          if (samples.length === 1) await h.shot(page, 'stream-01-growing.png');
-          if (samples.length >= 2) break;
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      check(samples.length >= 2, `the reply grew twice before completion (readings: ${JSON.stringify(samples)})`);
-      check(samples.every((s) => s.state !== 'completed'), 'every reading was taken before completion');
+      const shown = (longer) => page.waitForFunction((n) => {
+        const box = document.getElementById('task-stream');
+        return !box.hidden && document.getElementById('task-stream-text').textContent.length > n;
+      }, longer);
+      await shown(0);
+      samples.push(await sample(page));
+      await h.shot(page, 'stream-01-growing.png');
+      await allow(prompt, 4);
+      await shown(samples[0].text.length);
+      samples.push(await sample(page));
+      await allow(prompt, -1);
+      check(samples.every((s) => s.state !== 'completed'), `every reading was taken before completion (${samples.map((s) => s.state)})`);
       check(samples[1].text.startsWith(samples[0].text), 'the later text continues the earlier one');
       return { lengths: samples.map((s) => s.text.length), states: samples.map((s) => s.state) };
     });

@@ -82,7 +82,19 @@ type Options struct {
 	// StreamChunkDelay is the pause before each chunk (a word) of a
 	// streamed reply (GenerateStream); 0 streams without pauses.
 	StreamChunkDelay time.Duration
+	// StreamGate, if set, is asked before each chunk of a streamed reply
+	// (after StreamChunkDelay) with the call's input and the chunk's
+	// index from 0; the chunk is passed once it returns nil. An error cuts
+	// the stream as a cancelled call does. It lets a test hold a reply at a
+	// chosen word for as long as it needs, where a pause would only make
+	// holding likely.
+	StreamGate StreamGate
 }
+
+// StreamGate decides when chunk (from 0) of a streamed reply to in may be
+// passed (Options.StreamGate): it returns nil then, or an error (ctx's,
+// when ctx ends first).
+type StreamGate func(ctx context.Context, in contract.GenerateInput, chunk int) error
 
 // Record is what the ledger knows about one operation.
 type Record struct {
@@ -412,7 +424,7 @@ func (p *Provider) generate(ctx context.Context, req contract.Request, in contra
 
 	res := p.perform(req.OperationID, in, documentNote(req.Documents), fault == Oversized)
 	if onDelta != nil {
-		if err := p.stream(ctx, res, onDelta); err != nil {
+		if err := p.stream(ctx, in, res, onDelta); err != nil {
 			return contract.Result{}, OutcomeLostReply, retrypolicy.Uncertain(fmt.Errorf("simulated: stream for operation %s cut after the generation was performed: %w", req.OperationID, err))
 		}
 	}
@@ -423,15 +435,20 @@ func (p *Provider) generate(ctx context.Context, req contract.Request, in contra
 }
 
 // stream passes res's text to onDelta a word (with the space before it) at
-// a time, StreamChunkDelay before each.
-func (p *Provider) stream(ctx context.Context, res contract.Result, onDelta contract.DeltaFunc) error {
+// a time, StreamChunkDelay before each and then StreamGate's consent.
+func (p *Provider) stream(ctx context.Context, in contract.GenerateInput, res contract.Result, onDelta contract.DeltaFunc) error {
 	var out contract.GenerateOutput
 	if err := json.Unmarshal(res.Output, &out); err != nil {
 		return err
 	}
-	for _, chunk := range Chunks(out.Text) {
+	for i, chunk := range Chunks(out.Text) {
 		if err := wait(ctx, p.opts.StreamChunkDelay, nil); err != nil {
 			return err
+		}
+		if p.opts.StreamGate != nil {
+			if err := p.opts.StreamGate(ctx, in, i); err != nil {
+				return err
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err

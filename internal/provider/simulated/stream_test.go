@@ -81,6 +81,76 @@ func TestStreamCutMidwayIsUncertain(t *testing.T) {
 	}
 }
 
+// A gate holds the stream at the chunk it refuses for as long as it
+// refuses, whatever the pace, and sees the call's input; once it consents
+// the rest follows and the call ends with its result.
+func TestStreamGateHoldsTheReplyUntilItConsents(t *testing.T) {
+	t.Parallel()
+	const held = 2
+	release := make(chan struct{})
+	var prompts []string
+	p := simulated.New(simulated.Options{StreamGate: func(ctx context.Context, in contract.GenerateInput, chunk int) error {
+		prompts = append(prompts, in.Prompt)
+		if chunk < held {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	deltas := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.GenerateStream(t.Context(), req("op-gated", 1, `{"prompt":"hold me","max_tokens":8}`), func(d string) { deltas <- d })
+		done <- err
+	}()
+	for range held {
+		<-deltas
+	}
+	// The stream is at the gate: the call is in flight and nothing more
+	// is passed until the gate is opened.
+	select {
+	case d := <-deltas:
+		t.Fatalf("delta %q passed while the gate held the stream", d)
+	case err := <-done:
+		t.Fatalf("the call ended (%v) while the gate held the stream", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("after the gate opened: %v", err)
+	}
+	if len(prompts) == 0 || prompts[0] != "hold me" {
+		t.Fatalf("the gate saw prompts %q, want the call's", prompts)
+	}
+}
+
+// A gate's error cuts the stream like a cancelled call: uncertain, with
+// the generation performed.
+func TestStreamGateErrorCutsTheStream(t *testing.T) {
+	t.Parallel()
+	p := simulated.New(simulated.Options{StreamGate: func(_ context.Context, _ contract.GenerateInput, chunk int) error {
+		if chunk == 1 {
+			return context.Canceled
+		}
+		return nil
+	}})
+	n := 0
+	_, err := p.GenerateStream(t.Context(), req("op-gate-cut", 1, prompt), func(string) { n++ })
+	if classOf(err) != retrypolicy.UnknownOutcome {
+		t.Fatalf("error %v has class %v, want uncertain", err, classOf(err))
+	}
+	if n != 1 {
+		t.Fatalf("%d deltas passed, want the one before the refusal", n)
+	}
+	if evs := p.Events("op-gate-cut"); len(evs) != 1 || evs[0].Outcome != simulated.OutcomeLostReply {
+		t.Fatalf("events %+v, want one call with outcome lost_reply", evs)
+	}
+}
+
 func TestChunksConcatenateToTheText(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "a", " a", "a  b c ", "[x] y"} {
