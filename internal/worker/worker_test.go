@@ -730,31 +730,39 @@ func TestDeadlineMargin(t *testing.T) {
 // batch size) with calls long relative to the invocation. Without
 // admission the late waves start calls that the deadline cuts short
 // (unknown, an attempt spent); with it every record either completes or is
-// handed back untouched. The first wave has 1.8 s of work for the writes
-// before its call (claim, call-start mark) beyond the call's 1.2 s, so a
-// loaded moto still lets it call.
+// handed back untouched. The invocation's time is sized from the slowest
+// write the setup saw, so that on a loaded moto the first wave still has
+// room for its writes (claim, call-start mark, completion) around its
+// call, while five waves never fit.
 func TestAdmissionNeverCutsACall(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		const (
-			margin  = 3 * time.Second // the give-backs' writes: seconds on a loaded moto
-			latency = time.Second
-			records = 10
+			margin      = 3 * time.Second // the give-backs' writes: seconds on a loaded moto
+			latency     = time.Second
+			callTimeout = 1200 * time.Millisecond
+			records     = 10
 		)
 		b := setup(t, e, withSim(simulated.Options{Latency: latency, NoIdempotency: true}),
 			withHandler(func(h *worker.Handler) {
 				h.DeadlineMargin = margin
-				h.CallTimeout = 1200 * time.Millisecond
+				h.CallTimeout = callTimeout
 				h.Concurrency = 2
 			}))
 		ids := map[string]bool{}
+		var slowest time.Duration
 		for i := range records {
+			began := time.Now()
 			task := b.create(t, fmt.Sprintf("wave-%d", i), prompt)
 			ids[task.TaskID] = true
 			b.send(t, task.TaskID)
+			slowest = max(slowest, time.Since(began))
 		}
 		ev := b.deliver(t, records, 60)
-		// Five waves of 1 s need 5 s; work has 3 s.
-		ctx, cancel := context.WithTimeout(context.Background(), margin+3*time.Second)
+		// A wave is a call of 1 s and three writes: the first fits in
+		// work, the fifth cannot (5 × (1 s + 3 writes) > 1.2 s + 6 writes,
+		// however slow a write).
+		work := max(3*time.Second, callTimeout+6*slowest)
+		ctx, cancel := context.WithTimeout(context.Background(), margin+work)
 		defer cancel()
 		handle(t, b.h, ctx, ev)
 		completed, untouched := 0, 0
