@@ -1,6 +1,6 @@
 // Package admission is provider admission control: requests per minute and
 // tokens per minute per model, shared by every worker instance through
-// conditional writes on the existing tasks table (issue 14, DESIGN §13).
+// conditional writes on the existing tasks table (DESIGN §13).
 //
 // # Model
 //
@@ -23,8 +23,8 @@
 //
 // Counting calendar minutes alone admits the limit in the last second of
 // one minute and again in the first second of the next: twice the limit
-// within two seconds, which a provider counting a rolling minute refuses
-// (adversarial review of issue 14). So an admit in slot j of window W also
+// within two seconds, which a provider counting a rolling minute refuses.
+// So an admit in slot j of window W also
 // counts the previous window's slots j..end — every call that may lie in
 // the 60 s ending now:
 //

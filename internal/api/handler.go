@@ -363,8 +363,8 @@ func (h *Handler) regenerate(ctx context.Context, c *call) events.APIGatewayV2HT
 		return h.create(ctx, c, n)
 	}
 	// The chain's token budget is inherited: a regenerate whose input and
-	// inherited documents could never fit one call under it is refused like such a submit
-	// (adversarial review of issue 14), before anything is written.
+	// inherited documents could never fit one call under it is refused like such a submit,
+	// before anything is written.
 	if parent.BudgetMaxTokens > 0 {
 		if p := budgetCoversOneCall(&budgetSpec{tokens: parent.BudgetMaxTokens}, json.RawMessage(input), parent.Documents...); p != nil {
 			return h.reject(c, p)

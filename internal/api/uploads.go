@@ -18,7 +18,7 @@ import (
 )
 
 // Document upload problems (POST /uploads and the documents of a submit;
-// DESIGN §12, issue 13).
+// DESIGN §12).
 const (
 	// TypeUnsupportedDocument (415): the content type is not an accepted
 	// document format (payload.Formats).

@@ -48,7 +48,7 @@ type Workload struct {
 	Document bool
 }
 
-// Workloads are the cost table's rows: issue 13's input sizes and a large
+// Workloads are the cost table's rows: the cost targets' input sizes and a large
 // result.
 var Workloads = []Workload{
 	{Name: "100 B input", InputBytes: 100},

@@ -26,7 +26,7 @@ func TestUnits(t *testing.T) {
 	}{
 		{0, 0, false, 1}, {0, 1, false, 1}, {0, 1024, false, 1}, {0, 1025, false, 2},
 		{1055, 900, false, 2}, {900, 1055, false, 2}, // an update bills the larger of before and after
-		{30967, 30967, false, 31}, {8975, 8975, false, 9}, // issue 13's measured items
+		{30967, 30967, false, 31}, {8975, 8975, false, 9}, // items measured for the cost targets
 		{0, 1025, true, 4},
 	} {
 		if got := bench.WriteUnits(c.before, c.after, c.tx); !near(got, c.want) {
@@ -195,7 +195,7 @@ func TestCost(t *testing.T) {
 		}
 
 		// After the claim-check: the small task is unchanged (no S3 call),
-		// a large input or result costs at most 8 write units (issue 13's
+		// a large input or result costs at most 8 write units (the cost
 		// target) besides by_owner's one, and one S3 PUT, the input one GET.
 		if r := row(bench.SystemAfter, "100 B input"); !near(r.WRU, small.WRU) || r.S3Put+r.S3Get != 0 || len(r.Calls) != len(want) {
 			t.Errorf("taskledger after, 100 B: %g write units (before %g), %g/%g S3, calls %v", r.WRU, small.WRU, r.S3Put, r.S3Get, r.Calls)
@@ -222,7 +222,7 @@ func TestCost(t *testing.T) {
 		// The item keeps a ~300 B reference per document: the claimed and
 		// the completed item pass 1 KB, so the claim and the completion
 		// bill one unit more each than the small task's (9 with the index
-		// writes: over issue 13's ≤ 8, which covers inputs up to the 32 KB
+		// writes: over the cost target's ≤ 8, which covers inputs up to the 32 KB
 		// cap; the table says so); S3: the intent PUT, the client's presigned
 		// PUT, the CopyObject to inputs/ (PUT tier); HEADs (Resolve's,
 		// Adopt's re-check of the upload and of the content address) and

@@ -20,7 +20,7 @@
 //   - Reconciler read cost with 10 and with 10,000 completed tasks in the
 //     table: DynamoDB read calls and items read by one run, counted by SDK
 //     middleware. The sparse by_state index keeps completed tasks out of it.
-//   - Cost per task (issue 13), for a 100 B, 8 KB and 30 KB prompt, a 1 MB
+//   - Cost per task, for a 100 B, 8 KB and 30 KB prompt, a 1 MB
 //     document and a 100 KB result, tasks run one at a time through the
 //     real path on the emulator (RunCost): AWS calls by operation;
 //     DynamoDB write and read request units computed from item sizes by

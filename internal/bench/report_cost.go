@@ -15,7 +15,7 @@ import (
 
 // WriteTable prints the cost tables: billing units and USD per million
 // tasks per workload and system, calls per task by operation, the ratios,
-// and issue 13's targets.
+// and the cost targets.
 func (c *CostResult) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "cost per task on %s, %d tasks per workload and system, one at a time (DynamoDB units from item sizes by DynamoDB's rules, global secondary index writes included; prices us-east-1 on-demand, read %s, see docs/cost.md)\n",
 		c.Backend, c.Tasks, PricesRead)
@@ -77,7 +77,7 @@ func (c *CostResult) WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "   the SFN workflow includes an approval step between generate and deliver; taskledger's equivalent is priced as two tasks of the same size with the approval itself not priced.")
 	fmt.Fprintln(w, "   floor of §1: derived, not run — what any submit → SQS → worker design must bill to keep DESIGN §1, each forced call at its cheapest: the submit's conditional write (deduplicated and durable before the 202), SendMessage + receive + delete, the fenced claim and the conditional completion (1 write unit each, the record holding nothing else), one invocation each of submit and worker; a payload kept in the record while that still fits its write unit, else where it bills least (the record billing its size on every write, an S3 PUT, or a write-once item, the Lambda time of its call counted), read from the message while it fits in the first 64 KB chunk; a document's presigned PUT, one HEAD at submit, the worker's GET and the POST /uploads invocation. baseline/floor < 1: the baseline omits something §1 needs (a record before its message: no deduplicated submit and nothing to recover a lost message from; the input kept beyond the message; any check of an upload — its INPROGRESS put is a claim like the floor's, and fencing a completion is a condition that bills nothing), so no design that keeps the promise can cost less than it at these on-demand prices, one task per batch.")
 
-	fmt.Fprintln(w, "\nissue 13 targets (taskledger as measured in this run)")
+	fmt.Fprintln(w, "\ncost targets (taskledger as measured in this run)")
 	for _, wl := range Workloads {
 		tl := c.taskledger(wl.Name)
 		label := "before"

@@ -17,8 +17,9 @@ type BacklogSQS interface {
 // Backlog reads how many messages of a queue are waiting for a consumer.
 // The outbox relay asks it once per run: while visible messages wait, a
 // queued task's message is most likely among them, and a re-send would
-// only queue a duplicate behind the same backlog (DESIGN.md §5, issue 11
-// defect 4).
+// only queue a duplicate behind the same backlog, and re-sending every
+// queued task each DispatchTimeout would keep the queue from ever catching
+// up (DESIGN.md §5).
 type Backlog struct {
 	SQS      BacklogSQS
 	QueueURL string

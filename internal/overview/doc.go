@@ -1,5 +1,5 @@
-// Package overview computes the figures of the local page's Overview tab
-// (issue 14): live tasks per state, the age of the oldest task per live
+// Package overview computes the figures of the local page's Overview tab:
+// live tasks per state, the age of the oldest task per live
 // state, open review items by reason, and per-minute rates (completions,
 // failures, parks, retries, provider calls, tokens, cost). The same figures
 // are the CloudWatch dashboard in template.yaml, deployed.

@@ -1,4 +1,4 @@
-// Package payload is the S3 claim-check store (DESIGN §12, issue 13). The
+// Package payload is the S3 claim-check store (DESIGN §12). The
 // submit handler (internal/api) places large inputs and resolves offloaded
 // results for the task view; the worker reads offloaded inputs and places
 // large results before its fenced completion; both take a *Store as their

@@ -18,7 +18,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Workflow kinds (issue 12, DESIGN §10): the task is submitted with an
+// Workflow kinds (DESIGN §10): the task is submitted with an
 // approval gate and a deliver plan, and the soak plays the approver once
 // the result awaits approval.
 const (

@@ -15,7 +15,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Approval gates (issue 12, DESIGN §10): rules on workflow tasks and the
+// Approval gates (DESIGN §10): rules on workflow tasks and the
 // deliver tasks their approvals created. Each violation names its task and
 // rule.
 //

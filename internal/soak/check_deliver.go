@@ -9,7 +9,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The invariants of deliver tasks (issue 12, DESIGN §10). The soak's
+// The invariants of deliver tasks (DESIGN §10). The soak's
 // destinations are not idempotent, and every call they count acts (the
 // only scripted fault, accept_lose_reply, acts too), so:
 //

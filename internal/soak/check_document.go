@@ -23,7 +23,7 @@ import (
 // references only.
 const documentItemLimit = 4 << 10
 
-// Documents (issue 13, DESIGN §12): rules on the document kinds.
+// Documents (DESIGN §12): rules on the document kinds.
 //
 //   - document_not_referenced: the task references exactly the uploaded
 //     document (SHA-256 and size of the accepted bytes) under

@@ -19,7 +19,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The invariants of follow-up tasks (issue 22; followup.go). Each
+// The invariants of follow-up tasks (followup.go). Each
 // violation names its task and rule.
 //
 // Plan deliveries (plan_lambda, plan_lambda_lose_reply), to the example

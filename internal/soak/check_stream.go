@@ -9,7 +9,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The invariants of streamed tasks (issue 23; stream.go), on every frame
+// The invariants of streamed tasks (stream.go), on every frame
 // each connection of a stream kind's task received:
 //
 //   - stream_done_not_saved: a done frame names the saved result — the

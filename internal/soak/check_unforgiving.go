@@ -11,7 +11,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The invariants of issue 11's unforgiving path.
+// The invariants of the unforgiving path.
 
 // reasonResultTooLarge is the review reason of a result above the item
 // limit.

@@ -57,7 +57,7 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("soak: unknown provider mode %q (idempotent, plain, plain+readback)", s)
 }
 
-// Per-task AWS call budgets (issue 11; DESIGN.md §9): SQS SendMessage and
+// Per-task AWS call budgets (DESIGN.md §9): SQS SendMessage and
 // DynamoDB GetItem calls of the handlers per accepted task. They are
 // averages over a mixed run and are checked from CallBudgetMinTasks
 // accepted tasks on: a run of a few dozen tasks, each with a planned fault

@@ -44,7 +44,7 @@
 //     the same key); the outbox SendMessage failing, or performed with its
 //     reply lost;
 //   - a cancel racing the worker;
-//   - the unforgiving path (issue 11): the claim, the completion or the
+//   - the unforgiving path: the claim, the completion or the
 //     schedule-retry write applied with its reply lost and retried by the
 //     SDK, whose retry fails its condition on the first send's write
 //     (faultinject.Replayer; claim_lost_reply, complete_lost_reply,
@@ -57,7 +57,7 @@
 //     first drain, expires_at of each completed ttl_expired task is moved an
 //     hour into the past with a direct UpdateItem and its key submitted
 //     again: a fresh task is expected, then a second drain);
-//   - deliver tasks (issue 12; plan_deliver.go): direct deliver submits to
+//   - deliver tasks (DESIGN §10; plan_deliver.go): direct deliver submits to
 //     simulated destinations that are not idempotent — notify without a
 //     fault (deliver), notify accepting and losing its reply, to be read
 //     back by operation id (deliver_lose_reply), crm declared without
@@ -137,7 +137,7 @@
 //     gets a fresh task (202), not a replay;
 //   - final_too_late (above) holds on every path, including the new ones.
 //
-// The S3 claim-check (issue 13; the run's handlers have the Env's payload
+// The S3 claim-check (DESIGN §12; the run's handlers have the Env's payload
 // bucket, as deployed): large_input tasks submit an input above the 4 KiB
 // inline threshold, oversized_result tasks get a result above the item
 // limit, which is now saved through S3 (oversized_result_not_offloaded
@@ -150,7 +150,7 @@
 // small_input_offloaded; result_not_the_providers and
 // stored_payload_not_accepted compare the resolved bytes.
 //
-// Documents (issue 13; document.go, check_document.go): the document kinds
+// Documents (DESIGN §12; document.go, check_document.go): the document kinds
 // upload a 5-12 KiB text document as a client does — POST /uploads through
 // the submit handler, a PUT of the bytes to the presigned URL with
 // net/http — and submit a generate task naming it. document: the accepted
@@ -186,7 +186,7 @@
 // read back by content hash; unknown_outcome only after a call
 // (false_uncertainty).
 //
-// Approval gates (issue 12, DESIGN §10; approval.go, check_approval.go):
+// Approval gates (DESIGN §10; approval.go, check_approval.go):
 // workflow tasks are submitted with approval{required:true} and a deliver
 // plan of one to three simulated destinations (notify, publish, crm); once
 // a result awaits approval (woken by the worker's AfterSave hook, or read
@@ -216,7 +216,7 @@
 // approval's delivery does at its destination is not checked here (its
 // state only has to be final).
 //
-// Spend control (issue 14, DESIGN §13; spend.go, chain.go,
+// Spend control (DESIGN §13; spend.go, chain.go,
 // check_spend.go). The handlers run as deployed with SPEND_CONFIG and
 // PROVIDER_ADMISSION: a price table for the simulated model, a daily token
 // quota (QuotaTokens at submit: room for one quota_exceeded call; the
@@ -263,7 +263,7 @@
 // (completed only by a readback — never in plain mode — and needs_review
 // only as unknown_outcome).
 //
-// Follow-up tasks (issue 22; followup.go, check_followup.go): the
+// Follow-up tasks (followup.go, check_followup.go): the
 // handlers run with requester notifications by email
 // (TASKLEDGER_NOTIFICATIONS {"requester":{"email":true}}), the email
 // destination on the emulator's SES and the lambda destination's function
@@ -286,7 +286,7 @@
 // mail only). Follow-ups are not accepted tasks: no caller's 202 accepted
 // them, so their calls count against their parents' per-task budgets.
 //
-// Streamed tasks (issue 23; stream.go, check_stream.go): the stream kinds'
+// Streamed tasks (stream.go, check_stream.go): the stream kinds'
 // generations stream through stream.Fanout (the worker's own) to an
 // in-memory connections table and @connections; a client subscribes right
 // after the 202. Kinds: stream, stream_dropped (410 Gone after the first

@@ -25,7 +25,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// Follow-up tasks in the soak (issue 22; package followup): tasks a
+// Follow-up tasks in the soak (package followup): tasks a
 // transition creates in its own transaction — the deliveries of a plan
 // without approval, and notifications of the requester.
 //

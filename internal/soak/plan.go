@@ -41,7 +41,7 @@ const (
 	SQSSendLostReply   Kind = "sqs_send_lost_reply"
 	CancelRace         Kind = "cancel_race" // cancel right after the 202, racing the worker
 
-	// The unforgiving path (issue 11).
+	// The unforgiving path.
 	ClaimLostReply    Kind = "claim_lost_reply"    // the claim is applied, its reply lost; the SDK's retry fails its condition
 	CompleteLostReply Kind = "complete_lost_reply" // likewise the completion
 	RetryLostReply    Kind = "retry_lost_reply"    // a 503, then likewise the schedule-retry write
@@ -49,12 +49,12 @@ const (
 	OversizedResult   Kind = "oversized_result"    // the provider returns a result above DynamoDB's item limit (saved through the S3 claim-check)
 	LargeInput        Kind = "large_input"         // an input above the 4 KiB inline threshold (kept in S3)
 	TTLExpired        Kind = "ttl_expired"         // completed, expires_at set in the past (not yet deleted), resubmitted
-	// Documents (issue 13; document.go): uploaded through POST /uploads
+	// Documents (DESIGN §12; document.go): uploaded through POST /uploads
 	// and a PUT to the presigned URL, then named by the submit.
 	Document        Kind = "document"         // replayed with the same document, then the key with another version (422)
 	DocumentAltered Kind = "document_altered" // other bytes PUT than declared: 422 upload-mismatch, nothing written; then the right bytes
 
-	// Deliver tasks (issue 12, DESIGN §10; plan_deliver.go): a direct
+	// Deliver tasks (DESIGN §10; plan_deliver.go): a direct
 	// deliver submit to a simulated, non-idempotent destination.
 	DeliverOK              Kind = "deliver"                  // notify, no fault
 	DeliverLoseReply       Kind = "deliver_lose_reply"       // notify accepts and loses its reply: read back by operation id

@@ -9,7 +9,7 @@ import (
 	dsim "github.com/taskledger/taskledger/internal/destination/simulated"
 )
 
-// Deliver tasks in the soak (issue 12): direct deliver submits to three
+// Deliver tasks in the soak (DESIGN §10): direct deliver submits to three
 // simulated destinations, none of them idempotent — notify (readback by
 // operation id, "not found" credible), crm (declared without readback) and
 // publish (readback by canonical URL that shows a delivery only

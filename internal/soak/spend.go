@@ -23,7 +23,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Spend-control fault kinds (issue 14, DESIGN §13).
+// Spend-control fault kinds (DESIGN §13).
 const (
 	// BudgetTight: a budget covering one call's reservation (or two), with
 	// retries forced by scripted provider faults.

@@ -15,7 +15,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// Streamed tasks in the soak (issue 23; docs/streaming.md): the worker
+// Streamed tasks in the soak (docs/streaming.md): the worker
 // streams the generation of the stream kinds' tasks through
 // stream.Fanout — the code the worker runs deployed — to a client
 // subscribed right after the 202. The connections table and the

@@ -21,7 +21,7 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// The faults of issue 11's unforgiving path: lost replies the SDK retries,
+// The faults of the unforgiving path: lost replies the SDK retries,
 // deadline pressure, queue backlog and expired items still present.
 
 // replayKind is the per-task kind whose write is replayed (a lost reply the

@@ -1,6 +1,6 @@
 // Package spend is spend accounting: a per-model price table from
 // configuration, the cost of a usage, budget reservation for a task or a
-// regenerate chain, and a per-caller daily quota (issue 14, DESIGN §13).
+// regenerate chain, and a per-caller daily quota (DESIGN §13).
 // The submit handler (internal/api/spend.go) checks the quota and shows
 // usage; the worker (internal/worker/spend.go) reserves and settles around
 // each provider call: on the budget of a budgeted task, and on the

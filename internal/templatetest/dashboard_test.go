@@ -20,10 +20,10 @@ import (
 )
 
 // pendingMetrics are taskledger metrics the dashboard and alarms may name
-// before the code emits them (issue 14's spend metrics, added by its
-// budget/quota work): QuotaExceeded (a submit refused 429 over its caller's
-// daily quota) and BudgetExhausted (a task parked on its token or cost
-// budget). They are read only through Metrics Insights queries (SUM over
+// before the code emits them (the spend metrics of spend control's
+// budget/quota work, DESIGN §13): QuotaExceeded (a submit refused 429 over
+// its caller's daily quota) and BudgetExhausted (a task parked on its
+// token or cost budget). They are read only through Metrics Insights queries (SUM over
 // every dimension), so their dimensions do not matter.
 var pendingMetrics = map[string]bool{"QuotaExceeded": true, "BudgetExhausted": true}
 

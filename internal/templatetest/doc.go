@@ -65,6 +65,6 @@
 // variables naming real resources) and checks that every taskledger metric
 // it or an alarm names is one the code emits with those dimensions (a
 // static scan of the Record/Set/Add calls), except QuotaExceeded and
-// BudgetExhausted, the spend metrics issue 14 adds, read only through
+// BudgetExhausted, the spend metrics of spend control (DESIGN §13), read only through
 // dimension-free Metrics Insights queries.
 package templatetest

@@ -563,8 +563,9 @@ func TestLogGroups(t *testing.T) {
 	}
 }
 
-// The three alarms issue 7 asks for, with actions only when AlarmEmail is
-// set, and the open-reviews alarm on the metric the reconciler really emits.
+// The oldest-message, dead-letter and open-reviews alarms, with actions
+// only when AlarmEmail is set, and the open-reviews alarm on the metric the
+// reconciler really emits.
 func TestAlarms(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)

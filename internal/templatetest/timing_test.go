@@ -47,7 +47,7 @@ func TestWorkerTimingArithmetic(t *testing.T) {
 }
 
 // TestTimingArithmeticCatchesInconsistency: the rules reject the numbers
-// issue 11 found (a 60 s worker, 2-minute provider calls, a batch of 10
+// of the earlier template (a 60 s worker, 2-minute provider calls, a batch of 10
 // processed 4 at a time, a 360 s queue) and the other ways to break them.
 func TestTimingArithmeticCatchesInconsistency(t *testing.T) {
 	t.Parallel()
@@ -64,7 +64,7 @@ func TestTimingArithmeticCatchesInconsistency(t *testing.T) {
 		mod  func(*stack.Function, *stack.EventSourceMapping, *time.Duration)
 		want []string
 	}{
-		"issue 11": {func(f *stack.Function, _ *stack.EventSourceMapping, vt *time.Duration) {
+		"earlier template": {func(f *stack.Function, _ *stack.EventSourceMapping, vt *time.Duration) {
 			f.Timeout, f.Env["WORKER_CONCURRENCY"], *vt = 60*time.Second, "4", 360*time.Second
 		}, []string{"WORKER_CONCURRENCY 4 < BatchSize 10", "Timeout 1m0s < PROVIDER_TIMEOUT", "VisibilityTimeout 6m0s < 6 × Timeout"}},
 		"call timeout raised alone": {func(f *stack.Function, _ *stack.EventSourceMapping, _ *time.Duration) {

@@ -25,7 +25,8 @@ import (
 // the task stays running under the worker's lease with no provider call
 // behind it, the redelivery is acknowledged as "leased", the lease lapses
 // and the reconciler (no readback) parks it unknown_outcome — false
-// uncertainty, exactly defect 1 of issue 11 reached by another road.
+// uncertainty, as from a claim whose lost reply goes unrecognised, reached
+// by another road.
 func TestReleaseAfterAdmissionThrottledIsRetriedNotParked(t *testing.T) {
 	t.Parallel()
 	const margin = 500 * time.Millisecond
