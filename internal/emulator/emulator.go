@@ -1,8 +1,10 @@
 package emulator
 
 import (
+	"bufio"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,11 +26,20 @@ var ErrMotoUnavailable = errors.New("moto_server is not on PATH (install moto[se
 //go:embed moto_serial.py
 var motoSerial []byte
 
+// EnvMotoZygote names the Unix socket of a moto zygote (moto_serial.py
+// --zygote), which make test starts: StartMoto asks it to fork each server
+// with moto already imported instead of starting an interpreter, which
+// spent about a second of CPU on imports in each of the dozens of servers
+// a run starts. Unset, or a zygote that does not answer: StartMoto starts
+// a server of its own.
+const EnvMotoZygote = "TASKLEDGER_MOTO_ZYGOTE"
+
 // Moto is a running moto server.
 type Moto struct {
 	URL string
 
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd     // the server, when this process started it
+	pid      int           // the server's process (and process group)
 	exited   chan struct{} // closed when the process has ended
 	script   string
 	tempLog  string // moto's output when the caller keeps none
@@ -37,11 +48,13 @@ type Moto struct {
 }
 
 // StartMoto starts moto on a free 127.0.0.1 port and waits until it answers
-// (30 s at most). The child dies with this process (Pdeathsig); Stop ends
-// it earlier. If logPath is not empty, moto's output goes there.
+// (30 s at most). The server dies with this process (Pdeathsig), or, forked
+// by a zygote (EnvMotoZygote), with the zygote; Stop ends it earlier. If
+// logPath is not empty, moto's output goes there.
 func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	m := &Moto{}
-	if py, script, ok := serialLauncher(); ok {
+	py, script, ok := serialLauncher()
+	if ok {
 		// The launcher binds a free port itself and names it in a file of
 		// this start's own (a log path may be shared by several starts): a
 		// port chosen here and bound there could be taken in between by
@@ -55,6 +68,9 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		}
 		_ = f.Close()
 		m.portFile = f.Name()
+		if sock := os.Getenv(EnvMotoZygote); sock != "" && m.fork(sock, logPath) == nil {
+			return m.await(ctx, logPath)
+		}
 		m.cmd = exec.Command(py, script, "127.0.0.1", "0", m.portFile)
 	} else {
 		port, err := FreePort()
@@ -85,8 +101,63 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		closeLog(out)
 		return nil, fmt.Errorf("emulator: start moto: %w", err)
 	}
+	m.pid = m.cmd.Process.Pid
 	m.exited = make(chan struct{})
 	go func() { _ = m.cmd.Wait(); closeLog(out); close(m.exited) }()
+	return m.await(ctx, logPath)
+}
+
+// fork asks the zygote listening on sock for a server that names its port
+// in m.portFile and appends its output to logPath's file (or to a
+// temporary log), and watches for its end.
+func (m *Moto) fork(sock, logPath string) (err error) {
+	out, err := openLog(logPath)
+	if err != nil {
+		return err
+	}
+	closeLog(out)
+	if logPath == "" {
+		m.tempLog = out.Name()
+		defer func() {
+			if err != nil { // StartMoto starts a server of its own, with its own log
+				_ = os.Remove(m.tempLog)
+				m.tempLog = ""
+			}
+		}()
+	}
+	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req, _ := json.Marshal(map[string]string{"port_file": m.portFile, "log": out.Name()})
+	if _, err := conn.Write(append(req, '\n')); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("emulator: moto zygote answered %q", clip(line))
+	}
+	m.pid = pid
+	m.exited = make(chan struct{})
+	go func() {
+		// Not this process's child: nothing to wait on but its absence (the
+		// zygote reaps it at once).
+		for syscall.Kill(pid, 0) == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(m.exited)
+	}()
+	return nil
+}
+
+// await waits until the started server answers (30 s at most).
+func (m *Moto) await(ctx context.Context, logPath string) (*Moto, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := errors.New("its port not named yet")
@@ -105,7 +176,7 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		case <-m.exited:
 			head := m.outputHead(logPath)
 			m.removeFiles()
-			return nil, fmt.Errorf("emulator: moto exited before it answered%s (%s); its output begins:\n%s", m.on(), m.cmd.ProcessState, head)
+			return nil, fmt.Errorf("emulator: moto exited before it answered%s (%s); its output begins:\n%s", m.on(), m.exitState(), head)
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -117,18 +188,40 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	}
 }
 
+// exitState says how the server ended, as far as this process knows.
+func (m *Moto) exitState() string {
+	if m.cmd != nil && m.cmd.ProcessState != nil {
+		return m.cmd.ProcessState.String()
+	}
+	return "forked by the zygote; its status is the zygote's"
+}
+
 // Stop ends moto (SIGTERM, then SIGKILL after 5 s). Safe to call twice.
 func (m *Moto) Stop() {
 	m.once.Do(func() {
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
+		signal := func(sig syscall.Signal) {
+			// The group, or the process alone if it has none yet (a
+			// forked server makes its group first thing).
+			if syscall.Kill(-m.pid, sig) != nil {
+				_ = syscall.Kill(m.pid, sig)
+			}
+		}
+		signal(syscall.SIGTERM)
 		select {
 		case <-m.exited:
 		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+			signal(syscall.SIGKILL)
 			<-m.exited
 		}
 		m.removeFiles()
 	})
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // on names where moto was to answer, if it is known yet.

@@ -10,14 +10,19 @@ per-item atomicity the ledger relies on.
 Only DynamoDB is serialised: an SQS long poll (ReceiveMessage with
 WaitTimeSeconds) waits inside its request and must not stall other calls.
 Usage: moto_serial.py HOST PORT [PORT_FILE] (PORT 0 for a free one, written
-to PORT_FILE as "PORT\n")
+to PORT_FILE as "PORT\n"), or moto_serial.py --zygote SOCKET_PATH (see
+zygote: servers forked on request, moto already imported).
 """
 import contextlib
+import ctypes
 import functools
 import itertools
 import json
 import logging
+import os
+import random
 import signal
+import socket
 import sys
 import threading
 import traceback
@@ -189,14 +194,86 @@ def serial(environ, start_response):
         return list(app(environ, start_response))
 
 
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-server = make_server(sys.argv[1], int(sys.argv[2]), serial, threaded=True, request_handler=Handler)
-# With port 0 the server takes a free port itself, leaving no gap between
-# choosing a port and binding it in which another process could take it;
-# StartMoto reads the port from the file it named (its own: a log may be
-# shared by several servers).
-print("moto_serial: listening on %s:%d" % (sys.argv[1], server.port), flush=True)
-if len(sys.argv) > 3:
-    with open(sys.argv[3], "w") as f:
-        f.write("%d\n" % server.port)
-server.serve_forever()
+def serve(host, port, port_file):
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = make_server(host, port, serial, threaded=True, request_handler=Handler)
+    # With port 0 the server takes a free port itself, leaving no gap
+    # between choosing a port and binding it in which another process could
+    # take it; StartMoto reads the port from the file it named (its own: a
+    # log may be shared by several servers).
+    print("moto_serial: listening on %s:%d" % (host, server.port), flush=True)
+    if port_file:
+        with open(port_file, "w") as f:
+            f.write("%d\n" % server.port)
+    server.serve_forever()
+
+
+def _die_with_parent():
+    # The kernel kills this process when its parent ends (prctl
+    # PR_SET_PDEATHSIG), as Go's Pdeathsig does for a server it starts.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def zygote(path):
+    """Serve start requests on the Unix socket at path: a JSON line
+    {"port_file": ..., "log": ...} forks a server (serve, on a free
+    127.0.0.1 port named in port_file, its output appended to log or
+    discarded) and is answered with the server's pid. The fork starts with
+    moto imported: a fresh interpreter spends about a second of CPU on the
+    imports above, in each of the dozens of servers a test run starts. Each
+    server is its own process group and dies with the zygote, which dies
+    with its parent."""
+    _die_with_parent()
+    # As StartMoto sets it for a server it starts (moto reads it per call).
+    os.environ["MOTO_ALLOW_NONEXISTENT_REGION"] = "true"
+    # Children are reaped as they end, so a stopped server leaves no
+    # zombie and kill(pid, 0) tells the test process it is gone.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bound and listening before it has its name: a client that finds the
+    # path can connect.
+    listener.bind(path + ".tmp")
+    listener.listen(64)
+    os.rename(path + ".tmp", path)
+    while True:
+        conn, _ = listener.accept()
+        with conn:
+            try:
+                req = json.loads(conn.makefile("r").readline())
+                port_file, log = req["port_file"], req.get("log") or os.devnull
+            except (ValueError, KeyError, TypeError) as e:
+                conn.sendall(b"error %s\n" % str(e).encode())
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    listener.close()
+                    conn.close()
+                    os.setpgid(0, 0)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    _die_with_parent()
+                    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    os.close(fd)
+                    random.seed()
+                    serve("127.0.0.1", 0, port_file)
+                except SystemExit as e:
+                    code = e.code if isinstance(e.code, int) else 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            conn.sendall(b"%d\n" % pid)
+
+
+if sys.argv[1] == "--zygote":
+    zygote(sys.argv[2])
+else:
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
