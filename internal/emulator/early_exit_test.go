@@ -33,7 +33,8 @@ func TestMotoThatExitsAtOnceIsReportedWithItsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMotoThatExitsAtOnceIsReportedWithItsOutput$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EMULATOR_EARLY_EXIT_CHILD=1", "PATH="+dir)
+	// The launcher itself is under test, not a zygote's fork.
+	cmd.Env = append(os.Environ(), "EMULATOR_EARLY_EXIT_CHILD=1", "PATH="+dir, EnvMotoZygote+"=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
