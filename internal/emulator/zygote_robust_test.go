@@ -1,0 +1,111 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A client that goes before the zygote answers (a test process killed by
+// -timeout or Ctrl-C mid-request, or one whose 10 s deadline passed on a
+// loaded machine) must cost only its own server: the zygote keeps serving,
+// and the servers it forked for other test processes keep answering.
+func TestZygoteOutlivesAClientThatHangsUpBeforeItsAnswer(t *testing.T) {
+	sock, zygote := startZygote(t)
+	t.Setenv(EnvMotoZygote, sock)
+	m, err := StartMoto(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(map[string]string{"port_file": filepath.Join(t.TempDir(), "port"), "log": ""})
+	if _, err := conn.Write(append(req, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close() // gone before the answer
+
+	time.Sleep(time.Second) // the zygote forks and answers: no event to wait on
+	if err := syscall.Kill(zygote.Pid, 0); err != nil {
+		t.Fatalf("the zygote ended after a client hung up: %v", err)
+	}
+	select {
+	case <-m.exited:
+		t.Fatal("another test's server ended when a client hung up on the zygote")
+	default:
+	}
+	resp, err := http.Get(m.URL + "/moto-api/")
+	if err != nil {
+		t.Fatalf("another test's server no longer answers: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// A test process that ends without Stop (killed by go test's -timeout, a
+// crash) takes its moto servers with it, as a server it started itself
+// dies with it (Pdeathsig): they do not idle on for the rest of the run.
+func TestZygoteServerDiesWithTheTestProcessThatAskedForIt(t *testing.T) {
+	if os.Getenv("EMULATOR_ZYGOTE_CLIENT_CHILD") == "1" {
+		m, err := StartMoto(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("server-pid %d\n", m.pid)
+		time.Sleep(time.Hour) // killed by the parent
+		return
+	}
+	sock, _ := startZygote(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestZygoteServerDiesWithTheTestProcessThatAskedForIt$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "EMULATOR_ZYGOTE_CLIENT_CHILD=1", EnvMotoZygote+"="+sock)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	deadline := time.Now().Add(60 * time.Second)
+	for pid == 0 && time.Now().Before(deadline) {
+		n, err := out.Read(buf)
+		got.Write(buf[:n])
+		for _, l := range strings.Split(got.String(), "\n") {
+			if rest, ok := strings.CutPrefix(l, "server-pid "); ok {
+				pid, _ = strconv.Atoi(strings.TrimSpace(rest))
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if pid == 0 {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the child named no server:\n%s", got.String())
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+	}
+	t.Fatalf("server %d still runs 5 s after the test process that asked for it was killed", pid)
+}
