@@ -21,8 +21,10 @@ import json
 import logging
 import os
 import random
+import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import traceback
@@ -214,6 +216,45 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
+def _die_with(pid):
+    # The server ends when the test process that asked for it does (killed
+    # by go test's -timeout, a crash), as a server that process starts
+    # itself dies with it (Pdeathsig), instead of idling on to the end of
+    # the run. A pidfd is readable once the process has ended.
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):
+        def poll():
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    os._exit(0)
+                except OSError:
+                    pass
+                threading.Event().wait(0.5)
+        threading.Thread(target=poll, daemon=True).start()
+        return
+
+    def watch():
+        select.select([fd], [], [])
+        os._exit(0)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _answer(conn, b):
+    # A client that has gone (killed mid-request, or past its deadline)
+    # costs only its own request: the zygote, and every server it forked,
+    # go on.
+    try:
+        conn.sendall(b)
+        return True
+    except OSError:
+        return False
+
+
 def zygote(path):
     """Serve start requests on the Unix socket at path: a JSON line
     {"port_file": ..., "log": ...} forks a server (serve, on a free
@@ -239,11 +280,15 @@ def zygote(path):
     while True:
         conn, _ = listener.accept()
         with conn:
+            # A client that connects and says nothing cannot hold up the
+            # others' starts.
+            conn.settimeout(10)
             try:
+                client = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
                 req = json.loads(conn.makefile("r").readline())
                 port_file, log = req["port_file"], req.get("log") or os.devnull
-            except (ValueError, KeyError, TypeError) as e:
-                conn.sendall(b"error %s\n" % str(e).encode())
+            except (ValueError, KeyError, TypeError, OSError) as e:
+                _answer(conn, b"error %s\n" % str(e).encode())
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
@@ -256,6 +301,7 @@ def zygote(path):
                     os.setpgid(0, 0)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     _die_with_parent()
+                    _die_with(client)
                     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                     os.dup2(fd, 1)
                     os.dup2(fd, 2)
@@ -270,7 +316,10 @@ def zygote(path):
                     sys.stdout.flush()
                     sys.stderr.flush()
                     os._exit(code)
-            conn.sendall(b"%d\n" % pid)
+            if not _answer(conn, b"%d\n" % pid):
+                # Nobody will Stop it.
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 if sys.argv[1] == "--zygote":
