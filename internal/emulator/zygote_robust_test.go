@@ -109,3 +109,46 @@ func TestZygoteServerDiesWithTheTestProcessThatAskedForIt(t *testing.T) {
 	}
 	t.Fatalf("server %d still runs 5 s after the test process that asked for it was killed", pid)
 }
+
+// sqsCall makes one SQS JSON-protocol call on a moto server and decodes
+// its answer.
+func sqsCall(t *testing.T, url, op, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("X-Amz-Target", "AmazonSQS."+op)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20261203/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s %v", op, resp.Status, err)
+	}
+	return out
+}
+
+// Servers forked by one zygote draw their identifiers (SQS message ids
+// and receipt handles, DynamoDB stream event ids) from sources of their
+// own, as servers started each in a fresh interpreter do: two servers of
+// one run never hand out the same ids in the same order.
+func TestZygoteServersDrawDistinctIdentifiers(t *testing.T) {
+	sock, _ := startZygote(t)
+	t.Setenv(EnvMotoZygote, sock)
+	var ids []string
+	for range 2 {
+		m, err := StartMoto(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		q := sqsCall(t, m.URL, "CreateQueue", `{"QueueName":"q"}`)["QueueUrl"].(string)
+		sent := sqsCall(t, m.URL, "SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"x"}`)
+		ids = append(ids, sent["MessageId"].(string))
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("both servers named their first message %s", ids[0])
+	}
+}
