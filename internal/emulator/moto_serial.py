@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError
 from werkzeug.serving import WSGIRequestHandler, make_server
 from moto import backends
 from moto.core import responses, utils
+from moto.moto_api._internal import mock_random
 from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.responses import SQSResponse
@@ -306,7 +307,11 @@ def zygote(path):
                     os.dup2(fd, 1)
                     os.dup2(fd, 2)
                     os.close(fd)
+                    # Both sources of randomness, as a fresh interpreter
+                    # seeds them: moto draws its ids (SQS message ids and
+                    # receipt handles, stream event ids) from its own.
                     random.seed()
+                    mock_random.seed()
                     serve("127.0.0.1", 0, port_file)
                 except SystemExit as e:
                     code = e.code if isinstance(e.code, int) else 0
