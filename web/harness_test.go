@@ -148,6 +148,16 @@ func runScript(ctx context.Context, t *testing.T, node, script string, rep scrip
 // on its stdin once set; a gate line when gate is nil fails t.
 func runGatedScript(ctx context.Context, t *testing.T, node, script string, gate *streamGate, rep scriptReport, args ...string) {
 	t.Helper()
+	stdout, stderr, runErr := execGatedScript(ctx, t, node, script, gate, args...)
+	t.Logf("%s stderr:\n%s", script, stderr)
+	readReport(t, script, stdout, runErr, rep)
+}
+
+// execGatedScript runs node web/test/<script> args..., serving its gate
+// lines (runGatedScript), and returns its stdout without them, its stderr
+// and how it ended.
+func execGatedScript(ctx context.Context, t *testing.T, node, script string, gate *streamGate, args ...string) ([]byte, string, error) {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("test", script)}, args...)...)
 	cmd.Stderr = &stderr
@@ -185,8 +195,7 @@ func runGatedScript(ctx context.Context, t *testing.T, node, script string, gate
 	}
 	_ = stdin.Close()
 	runErr := cmd.Wait()
-	t.Logf("%s stderr:\n%s", script, stderr.String())
-	readReport(t, script, stdout.Bytes(), runErr, rep)
+	return stdout.Bytes(), stderr.String(), runErr
 }
 
 // readReport parses the last line of script's stdout into rep, logs its
