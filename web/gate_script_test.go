@@ -66,3 +66,53 @@ process.stdout.write(JSON.stringify({ ok: true, steps: [] }) + '\n');
 		t.Fatal("the script ended, but its test still waits on its stdout 25 s on (WaitDelay is 10 s)")
 	}
 }
+
+// A gated script's gate lines set the gate, each answered "ok" before the
+// script goes on, among stdout lines of any length, which are kept for its
+// report. The script here speaks harness.mjs's streamGate protocol itself
+// (harness.mjs needs playwright).
+func TestGatedScriptLinesSetTheGateAndAreAnswered(t *testing.T) {
+	t.Parallel()
+	node := needNode(t)
+	dir := t.TempDir()
+	src := `import { createInterface } from 'node:readline';
+const rl = createInterface({ input: process.stdin });
+const waiting = [];
+rl.on('line', (l) => { const w = waiting.shift(); if (w) w(l.trim()); });
+async function allow(prompt, words) {
+  const answer = new Promise((res) => waiting.push(res));
+  process.stdout.write(JSON.stringify({ gate: { prompt, allow: words } }) + '\n');
+  const got = await answer;
+  if (got !== 'ok') throw new Error('stream gate: ' + got);
+}
+process.stdout.write('x'.repeat(200000) + '\n');
+await allow('p', 2);
+await allow('q', -1);
+await allow('p', 4);
+process.stdout.write(JSON.stringify({ ok: true, steps: [] }) + '\n');
+process.exit(0);
+`
+	script := filepath.Join(dir, "gated.mjs")
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test, err := filepath.Abs("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(test, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newStreamGate()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var rep report
+	runGatedScript(ctx, t, node, rel, gate, &rep)
+	if gate.allow["p"] != 4 || gate.allow["q"] != -1 {
+		t.Fatalf("gate %v, want p 4 and q -1", gate.allow)
+	}
+	if !rep.OK {
+		t.Fatal("report not read")
+	}
+}

@@ -166,36 +166,61 @@ func execGatedScript(ctx context.Context, t *testing.T, node, script string, gat
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdoutPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", script, err)
-	}
-	var stdout bytes.Buffer
-	out := bufio.NewReader(stdoutPipe)
+	// Gate lines are served as they arrive, by the writer exec copies
+	// stdout to: so WaitDelay still bounds the wait on a stdout that an
+	// orphan of the script holds open (a pipe read here would not be).
+	w := &gateWriter{t: t, script: script, gate: gate, stdin: stdin}
+	cmd.Stdout = w
+	runErr := cmd.Run()
+	w.flush()
+	return w.out.Bytes(), stderr.String(), runErr
+}
+
+// gateWriter is a gated script's stdout: it answers each gate line on the
+// script's stdin and keeps every other line.
+type gateWriter struct {
+	t       *testing.T
+	script  string
+	gate    *streamGate
+	stdin   io.Writer
+	out     bytes.Buffer
+	partial []byte
+}
+
+func (w *gateWriter) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
 	for {
-		line, err := out.ReadBytes('\n')
-		if prompt, allow, ok := parseGateLine(line); ok {
-			answer := "ok\n"
-			if gate == nil {
-				t.Errorf("%s set a stream gate, but its test has none", script)
-				answer = "this test has no stream gate\n"
-			} else {
-				gate.set(prompt, allow)
-			}
-			_, _ = io.WriteString(stdin, answer)
-		} else {
-			stdout.Write(line)
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
 		}
-		if err != nil {
-			break
-		}
+		w.line(w.partial[:i+1])
+		w.partial = w.partial[i+1:]
 	}
-	_ = stdin.Close()
-	runErr := cmd.Wait()
-	return stdout.Bytes(), stderr.String(), runErr
+}
+
+// flush keeps a last line without its newline.
+func (w *gateWriter) flush() {
+	if len(w.partial) > 0 {
+		w.line(w.partial)
+		w.partial = nil
+	}
+}
+
+func (w *gateWriter) line(line []byte) {
+	prompt, allow, ok := parseGateLine(line)
+	if !ok {
+		w.out.Write(line)
+		return
+	}
+	answer := "ok\n"
+	if w.gate == nil {
+		w.t.Errorf("%s set a stream gate, but its test has none", w.script)
+		answer = "this test has no stream gate\n"
+	} else {
+		w.gate.set(prompt, allow)
+	}
+	_, _ = io.WriteString(w.stdin, answer)
 }
 
 // readReport parses the last line of script's stdout into rep, logs its
