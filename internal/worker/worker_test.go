@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -749,19 +750,16 @@ func TestAdmissionNeverCutsACall(t *testing.T) {
 				h.Concurrency = 2
 			}))
 		ids := map[string]bool{}
-		var slowest time.Duration
+		var writes []time.Duration
 		for i := range records {
 			began := time.Now()
 			task := b.create(t, fmt.Sprintf("wave-%d", i), prompt)
 			ids[task.TaskID] = true
 			b.send(t, task.TaskID)
-			slowest = max(slowest, time.Since(began))
+			writes = append(writes, time.Since(began))
 		}
 		ev := b.deliver(t, records, 60)
-		// A wave is a call of 1 s and three writes: the first fits in
-		// work, the fifth cannot (5 × (1 s + 3 writes) > 1.2 s + 6 writes,
-		// however slow a write).
-		work := max(3*time.Second, callTimeout+6*slowest)
+		work := admissionWork(callTimeout, writes)
 		ctx, cancel := context.WithTimeout(context.Background(), margin+work)
 		defer cancel()
 		handle(t, b.h, ctx, ev)
@@ -782,6 +780,38 @@ func TestAdmissionNeverCutsACall(t *testing.T) {
 			t.Errorf("completed %d, handed back %d: want both (the first wave fits, the last cannot)", completed, untouched)
 		}
 	})
+}
+
+// admissionWork sizes TestAdmissionNeverCutsACall's invocation (beyond
+// its margin) from the setup's writes (a create and a send each). A wave
+// is a call of 1 s and three writes: the first fits in the result, the
+// fifth cannot (5 × (1 s + 3 writes) > callTimeout + 6 writes, however
+// slow a write).
+func admissionWork(callTimeout time.Duration, writes []time.Duration) time.Duration {
+	slowest := slices.Max(writes)
+	return max(3*time.Second, callTimeout+6*slowest)
+}
+
+// One stalled setup write (a busy shared moto, a pause of the test
+// process) does not size the invocation for five waves of the typical
+// writes the handler then sees: the last wave must still not fit.
+func TestAdmissionWorkIsNotSizedByOneStalledWrite(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 1200 * time.Millisecond
+	typical := 20 * time.Millisecond
+	writes := []time.Duration{800 * time.Millisecond}
+	for range 9 {
+		writes = append(writes, typical)
+	}
+	work := admissionWork(callTimeout, writes)
+	// The fifth wave is admitted (CallTimeout left) once four waves of a
+	// 1 s call and three typical writes are done.
+	if fifth := 4 * (time.Second + 3*typical/2); fifth+callTimeout <= work {
+		t.Fatalf("work %v admits the fifth wave at %v", work, fifth)
+	}
+	if first := 2 * typical; first+time.Second > work {
+		t.Fatalf("work %v leaves the first wave no room", work)
+	}
 }
 
 // TestHooksSimulateCrash: a worker that dies after its claim leaves the lease
