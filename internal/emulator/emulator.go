@@ -61,15 +61,23 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 		// another process's server, which the readiness probe would then
 		// mistake for this one.
 		m.script = script
-		f, err := os.CreateTemp("", "moto-port-*")
-		if err != nil {
+		var err error
+		if m.portFile, err = newPortFile(); err != nil {
 			m.removeFiles()
-			return nil, fmt.Errorf("emulator: moto's port file: %w", err)
+			return nil, err
 		}
-		_ = f.Close()
-		m.portFile = f.Name()
-		if sock := os.Getenv(EnvMotoZygote); sock != "" && m.fork(sock, logPath) == nil {
-			return m.await(ctx, logPath)
+		if sock := os.Getenv(EnvMotoZygote); sock != "" {
+			if m.fork(sock, logPath) == nil {
+				return m.await(ctx, logPath)
+			}
+			// A fresh port file for the server of its own: a zygote that
+			// answered too late may still have forked one naming its port
+			// in the first.
+			_ = os.Remove(m.portFile)
+			if m.portFile, err = newPortFile(); err != nil {
+				m.removeFiles()
+				return nil, err
+			}
 		}
 		m.cmd = exec.Command(py, script, "127.0.0.1", "0", m.portFile)
 	} else {
@@ -105,6 +113,16 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	m.exited = make(chan struct{})
 	go func() { _ = m.cmd.Wait(); closeLog(out); close(m.exited) }()
 	return m.await(ctx, logPath)
+}
+
+// newPortFile creates the empty file a launcher names its port in.
+func newPortFile() (string, error) {
+	f, err := os.CreateTemp("", "moto-port-*")
+	if err != nil {
+		return "", fmt.Errorf("emulator: moto's port file: %w", err)
+	}
+	_ = f.Close()
+	return f.Name(), nil
 }
 
 // fork asks the zygote listening on sock for a server that names its port
