@@ -27,18 +27,7 @@ writeFileSync(process.argv[2], String(c.pid));
 c.unref();
 process.stdout.write(JSON.stringify({ ok: true, steps: [] }) + '\n');
 `
-	script := filepath.Join(dir, "orphan.mjs")
-	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	test, err := filepath.Abs("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(test, script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel := writeScript(t, dir, "orphan.mjs", src)
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(pidFile); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -92,18 +81,7 @@ await allow('p', 4);
 process.stdout.write(JSON.stringify({ ok: true, steps: [] }) + '\n');
 process.exit(0);
 `
-	script := filepath.Join(dir, "gated.mjs")
-	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	test, err := filepath.Abs("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(test, script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel := writeScript(t, dir, "gated.mjs", src)
 	gate := newStreamGate()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -115,4 +93,23 @@ process.exit(0);
 	if !rep.OK {
 		t.Fatal("report not read")
 	}
+}
+
+// writeScript writes src to dir/name and returns its path relative to
+// web/test, where runGatedScript looks for scripts.
+func writeScript(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	script := filepath.Join(dir, name)
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test, err := filepath.Abs("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(test, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }

@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -37,14 +36,7 @@ func TestStackCancelOfAReplyHeldMidStreamEndsCancelled(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the reply never reached the gate's word: the worker did not stream it")
 	}
-	resp, err := b.client.Post(b.st.URL+"/tasks/"+v.TaskID+"/cancel", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST cancel = %d", resp.StatusCode)
-	}
+	b.cancel(t, v.TaskID)
 	b.awaitState(t, v.TaskID, "cancelled", 10*time.Second)
 	task, err := b.st.Ledger.Get(t.Context(), v.TaskID)
 	if err != nil {

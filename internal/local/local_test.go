@@ -349,3 +349,16 @@ func TestStackRefusesForeignHosts(t *testing.T) {
 		t.Fatalf("POST /tasks with Host localhost:%s = %d %s, want 202 (a new task)", port, code, clipTo(body, 200))
 	}
 }
+
+// cancel asks the stack to cancel task id and fails t unless it accepted.
+func (b *stackBundle) cancel(t *testing.T, id string) {
+	t.Helper()
+	resp, err := b.client.Post(b.st.URL+"/tasks/"+id+"/cancel", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST cancel = %d", resp.StatusCode)
+	}
+}

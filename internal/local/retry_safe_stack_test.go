@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
@@ -19,14 +18,7 @@ func TestStackCancelOfRunningRetrySafeGenerationEndsCancelled(t *testing.T) {
 		Provider: provider.Config{SimulatedMode: provider.ModePlain}})
 	v := b.submit(t, "local-cancel-retry-safe", `{"prompt":"Say hello slowly","simulate":"slow"}`)
 	b.awaitState(t, v.TaskID, "running", 20*time.Second)
-	resp, err := b.client.Post(b.st.URL+"/tasks/"+v.TaskID+"/cancel", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST cancel = %d", resp.StatusCode)
-	}
+	b.cancel(t, v.TaskID)
 	// One heartbeat is a third of the lease; the reconciler's settle time
 	// and the call timeout are far longer than the wait allowed here.
 	got := b.awaitState(t, v.TaskID, "cancelled", 10*time.Second)
