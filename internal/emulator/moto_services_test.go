@@ -23,8 +23,15 @@ func motoConfig(t *testing.T) aws.Config {
 		needMoto(t, err)
 	}
 	t.Cleanup(m.Stop)
-	cfg, err := awsclient.Load(context.Background(), awsclient.Options{Endpoint: m.URL, StaticCredentials: true,
-		Region: "us-east-1", MaxAttempts: 1, HTTPClient: awsclient.DefaultHTTPClient()})
+	return sdkConfig(t, m.URL, "us-east-1")
+}
+
+// sdkConfig is an SDK configuration for the server at url in region (the
+// SDK's own retries bounded, so a failing call fails fast).
+func sdkConfig(t *testing.T, url, region string) aws.Config {
+	t.Helper()
+	cfg, err := awsclient.Load(context.Background(), awsclient.Options{Endpoint: url, StaticCredentials: true,
+		Region: region, MaxAttempts: 1, HTTPClient: awsclient.DefaultHTTPClient()})
 	if err != nil {
 		t.Fatal(err)
 	}

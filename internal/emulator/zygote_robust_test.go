@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // A client that goes before the zygote answers (a test process killed by
@@ -39,7 +43,16 @@ func TestZygoteOutlivesAClientThatHangsUpBeforeItsAnswer(t *testing.T) {
 	}
 	_ = conn.Close() // gone before the answer
 
-	time.Sleep(time.Second) // the zygote forks and answers: no event to wait on
+	// The zygote serves starts one at a time: a fork it answers now came
+	// after it dealt with the client that hung up.
+	after, err := StartMoto(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(after.Stop)
+	if after.cmd != nil {
+		t.Fatal("the start after the hang-up was not the zygote's fork")
+	}
 	if err := syscall.Kill(zygote.Pid, 0); err != nil {
 		t.Fatalf("the zygote ended after a client hung up: %v", err)
 	}
@@ -79,19 +92,12 @@ func TestZygoteServerDiesWithTheTestProcessThatAskedForIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pid int
-	buf := make([]byte, 4096)
 	var got strings.Builder
-	deadline := time.Now().Add(60 * time.Second)
-	for pid == 0 && time.Now().Before(deadline) {
-		n, err := out.Read(buf)
-		got.Write(buf[:n])
-		for _, l := range strings.Split(got.String(), "\n") {
-			if rest, ok := strings.CutPrefix(l, "server-pid "); ok {
-				pid, _ = strconv.Atoi(strings.TrimSpace(rest))
-			}
-		}
-		if err != nil {
-			break
+	lines := bufio.NewScanner(out)
+	for pid == 0 && lines.Scan() {
+		got.WriteString(lines.Text() + "\n")
+		if rest, ok := strings.CutPrefix(lines.Text(), "server-pid "); ok {
+			pid, _ = strconv.Atoi(strings.TrimSpace(rest))
 		}
 	}
 	if pid == 0 {
@@ -110,26 +116,6 @@ func TestZygoteServerDiesWithTheTestProcessThatAskedForIt(t *testing.T) {
 	t.Fatalf("server %d still runs 5 s after the test process that asked for it was killed", pid)
 }
 
-// sqsCall makes one SQS JSON-protocol call on a moto server and decodes
-// its answer.
-func sqsCall(t *testing.T, url, op, body string) map[string]any {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("X-Amz-Target", "AmazonSQS."+op)
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20261203/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s %v", op, resp.Status, err)
-	}
-	return out
-}
-
 // Servers forked by one zygote draw their identifiers (SQS message ids
 // and receipt handles, DynamoDB stream event ids) from sources of their
 // own, as servers started each in a fresh interpreter do: two servers of
@@ -144,9 +130,16 @@ func TestZygoteServersDrawDistinctIdentifiers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(m.Stop)
-		q := sqsCall(t, m.URL, "CreateQueue", `{"QueueName":"q"}`)["QueueUrl"].(string)
-		sent := sqsCall(t, m.URL, "SendMessage", `{"QueueUrl":"`+q+`","MessageBody":"x"}`)
-		ids = append(ids, sent["MessageId"].(string))
+		q := sqs.NewFromConfig(sdkConfig(t, m.URL, "us-east-1"))
+		created, err := q.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("q")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent, err := q.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: created.QueueUrl, MessageBody: aws.String("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, aws.ToString(sent.MessageId))
 	}
 	if ids[0] == ids[1] {
 		t.Fatalf("both servers named their first message %s", ids[0])

@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/taskledger/taskledger/internal/awsclient"
 )
 
 // startZygote runs moto_serial.py --zygote on a socket in a temporary
@@ -87,17 +91,9 @@ func TestZygoteForksServersThatStopAndDieWithIt(t *testing.T) {
 	if servers[0].URL == servers[1].URL {
 		t.Fatalf("both servers on %s", servers[0].URL)
 	}
-	req, _ := http.NewRequest(http.MethodPost, servers[0].URL, strings.NewReader("{}"))
-	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20261203/xx-nowhere-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("ListTables in xx-nowhere-1 answered %s", resp.Status)
+	db := awsclient.DynamoDB(sdkConfig(t, servers[0].URL, "xx-nowhere-1"))
+	if _, err := db.ListTables(context.Background(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("ListTables in xx-nowhere-1: %v", err)
 	}
 
 	servers[0].Stop()
