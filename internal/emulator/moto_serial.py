@@ -465,6 +465,11 @@ def zygote(path):
                     listener.close()
                     conn.close()
                     os.setpgid(0, 0)
+                    # At its client's priority, as a server the client
+                    # started itself would run: make test runs some
+                    # packages at nice 19 to leave the CPU to the soak.
+                    with contextlib.suppress(OSError):
+                        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, client))
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     _die_with_parent()
                     _die_with(client)

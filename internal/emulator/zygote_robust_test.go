@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,5 +144,43 @@ func TestZygoteServersDrawDistinctIdentifiers(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Fatalf("both servers named their first message %s", ids[0])
+	}
+}
+
+// A forked server runs at the priority of the test process that asked for
+// it, as a server that process started itself would: make test runs some
+// packages at nice 19 so that they take only the CPU the soak leaves, and
+// their moto servers must not take it at the zygote's priority instead.
+func TestZygoteServerRunsAtItsClientsPriority(t *testing.T) {
+	if os.Getenv("EMULATOR_ZYGOTE_NICE_CHILD") == "1" {
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, 7); err != nil {
+			t.Fatal(err)
+		}
+		m, err := StartMoto(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Stop()
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Field 19 is the nice value; the name (field 2) ends at the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		fmt.Printf("server-nice %s\n", fields[16])
+		return
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("skipped: no /proc to read a process's priority from: %v", err)
+	}
+	sock, _ := startZygote(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestZygoteServerRunsAtItsClientsPriority$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "EMULATOR_ZYGOTE_NICE_CHILD=1", EnvMotoZygote+"="+sock)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "server-nice 7\n") {
+		t.Fatalf("the server forked for a client at nice 7 does not run at nice 7:\n%s", out)
 	}
 }
