@@ -250,10 +250,16 @@ ConditionExpressionParser._lex_condition_expression = _lex_condition_once
 # copy is only of what the transaction can change: the table's item index
 # (new dicts holding the same items) with a deep copy of each item the
 # transaction names. A cancelled transaction restores that copy as moto
-# restores its own. A table with a stream (whose records a cancelled
-# transaction also takes back) and keys that cannot be read are copied
-# whole, as before. Requests are serialised (lock), so the class attribute
-# set for the call is seen by this transaction only.
+# restores its own, and then deep-copies it whole: moto's restored table
+# is a copy of every item, and a copy parts what moto can leave shared
+# (two attributes holding one set after SET a = :s, b = :s), so a later
+# ADD to one of them changes only it; the items it did not name are as
+# they were before the transaction, so this copy is moto's. A table with
+# a stream (whose records a cancelled transaction also takes back) is
+# copied whole, as before, and a transaction with a key that cannot be
+# read or looked up (moto cancels it, naming the error) is all moto's.
+# Requests are serialised (lock), so the class attribute set for the call
+# is seen by this transaction only.
 _transact_write = dynamodb_models.DynamoDBBackend.transact_write_items
 
 
@@ -271,9 +277,12 @@ def _transact_write_copying_less(self, transact_items):
             _, op = next(iter(item.items()))
             table = self.tables.get(op.get("TableName"))
             if table is not None:
-                keys.setdefault(table.name, []).append(_item_key(table, op))
-    except (KeyError, TypeError, AttributeError, StopIteration):
+                key = _item_key(table, op)
+                hash(key)
+                keys.setdefault(table.name, []).append(key)
+    except Exception:
         return _transact_write(self, transact_items)
+    snapshots = []
 
     def copy_touched(table, memo):
         if table.stream_shard is not None or table.name not in keys:
@@ -292,6 +301,7 @@ def _transact_write_copying_less(self, transact_items):
             elif r is not None and r in table.items.get(h, {}):
                 items[h][r] = copy.deepcopy(table.items[h][r])
         snapshot.items = items
+        snapshots.append(snapshot)
         return snapshot
 
     dynamodb_table.Table.__deepcopy__ = copy_touched
@@ -299,6 +309,9 @@ def _transact_write_copying_less(self, transact_items):
         return _transact_write(self, transact_items)
     finally:
         del dynamodb_table.Table.__deepcopy__
+        for name, table in list(self.tables.items()):
+            if any(table is s for s in snapshots):
+                self.tables[name] = copy.deepcopy(table)
 
 
 dynamodb_models.DynamoDBBackend.transact_write_items = _transact_write_copying_less
