@@ -254,17 +254,50 @@ ConditionExpressionParser._lex_condition_expression = _lex_condition_once
 # copy is only of what the transaction can change: the table's item index
 # (new dicts holding the same items) with a deep copy of each item the
 # transaction names. A cancelled transaction restores that copy as moto
-# restores its own, and then deep-copies it whole: moto's restored table
-# is a copy of every item, and a copy parts what moto can leave shared
-# (two attributes holding one set after SET a = :s, b = :s), so a later
-# ADD to one of them changes only it; the items it did not name are as
-# they were before the transaction, so this copy is moto's. A table with
-# a stream (whose records a cancelled transaction also takes back) is
-# copied whole, as before, and a transaction with a key that cannot be
-# read or looked up (moto cancels it, naming the error) is all moto's.
-# Requests are serialised (lock), so the class attribute set for the call
-# is seen by this transaction only.
+# restores its own, and then gives every value of the restored table a
+# list or dict of its own (_as_copied): moto's restored table is a deep
+# copy of every item, and a copy parts what moto can leave shared (two
+# attributes holding one set after SET a = :s, b = :s), so a later ADD to
+# one of them changes only it. A table with a stream (whose records a
+# cancelled transaction also takes back) is copied whole, as before, and a
+# transaction with a key that cannot be read or looked up (moto cancels
+# it, naming the error) is all moto's. Requests are serialised (lock), so
+# the class attribute set for the call is seen by this transaction only.
 _transact_write = dynamodb_models.DynamoDBBackend.transact_write_items
+
+
+def _own_containers(v, seen, memo):
+    # In place, what DynamoType.__deepcopy__ gives a copy of v: a list (a
+    # set's or a list's) or a map's dict of its own, members that are not
+    # typed values copied, and a value reached twice copied once (seen).
+    if id(v) in seen:
+        return
+    seen.add(id(v))
+    if v.type == "L":
+        v.value = [x if isinstance(x, dynamodb_models.DynamoType) else copy.deepcopy(x, memo) for x in v.value]
+        for x in v.value:
+            if isinstance(x, dynamodb_models.DynamoType):
+                _own_containers(x, seen, memo)
+    elif v.type == "M":
+        v.value = {k: x if isinstance(x, dynamodb_models.DynamoType) else copy.deepcopy(x, memo)
+                   for k, x in v.value.items()}
+        for x in v.value.values():
+            if isinstance(x, dynamodb_models.DynamoType):
+                _own_containers(x, seen, memo)
+    elif v.is_set():
+        v.value = list(v.value)
+
+
+def _as_copied(table):
+    # The restored table's items are the ones it held before the
+    # transaction (the ones it named, deep copies of them), no longer in
+    # any other table: made in place what moto's deep copy of the table
+    # would be, without copying every value.
+    seen, memo = set(), {}
+    for v in table.items.values():
+        for item in (v.values() if table.range_key_attr else (v,)):
+            for x in item.attrs.values():
+                _own_containers(x, seen, memo)
 
 
 def _item_key(table, op):
@@ -313,9 +346,9 @@ def _transact_write_copying_less(self, transact_items):
         return _transact_write(self, transact_items)
     finally:
         del dynamodb_table.Table.__deepcopy__
-        for name, table in list(self.tables.items()):
+        for table in self.tables.values():
             if any(table is s for s in snapshots):
-                self.tables[name] = copy.deepcopy(table)
+                _as_copied(table)
 
 
 dynamodb_models.DynamoDBBackend.transact_write_items = _transact_write_copying_less
