@@ -258,11 +258,11 @@ ConditionExpressionParser._lex_condition_expression = _lex_condition_once
 # list or dict of its own (_as_copied): moto's restored table is a deep
 # copy of every item, and a copy parts what moto can leave shared (two
 # attributes holding one set after SET a = :s, b = :s), so a later ADD to
-# one of them changes only it. A table with a stream (whose records a
-# cancelled transaction also takes back) is copied whole, as before, and a
-# transaction with a key that cannot be read or looked up (moto cancels
-# it, naming the error) is all moto's. Requests are serialised (lock), so
-# the class attribute set for the call is seen by this transaction only.
+# one of them changes only it. A transaction naming a table with a stream
+# (whose records a cancelled transaction also takes back) or a key that
+# cannot be read or looked up (moto cancels it, naming the error) is all
+# moto's. Requests are serialised (lock), so the class attribute set for
+# the call is seen by this transaction only.
 _transact_write = dynamodb_models.DynamoDBBackend.transact_write_items
 
 
@@ -319,15 +319,11 @@ def _transact_write_copying_less(self, transact_items):
                 keys.setdefault(table.name, []).append(key)
     except Exception:
         return _transact_write(self, transact_items)
+    if any(self.tables[name].stream_shard is not None for name in keys):
+        return _transact_write(self, transact_items)
     snapshots = []
 
     def copy_touched(table, memo):
-        if table.stream_shard is not None or table.name not in keys:
-            del dynamodb_table.Table.__deepcopy__
-            try:
-                return copy.deepcopy(table, memo)
-            finally:
-                dynamodb_table.Table.__deepcopy__ = copy_touched
         snapshot = copy.copy(table)
         items = collections.defaultdict(dict)
         for h, v in table.items.items():
