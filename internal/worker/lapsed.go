@@ -139,7 +139,8 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
 			"the task failed: its input was rejected")
 		if r, done := h.saveAfterError(ctx, rec, t, "fail lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
-			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, o...)
+			// The requester is told of the failure, as after Fail.
+			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, append(o, ledger.WithFollowUps(h.Notify.Failed(t)))...)
 		}, log); done {
 			return r
 		}

@@ -8,8 +8,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/faultinject"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -20,14 +22,17 @@ import (
 // answers 400: it certainly did not act. Fail is fenced on running, so the
 // worker settles the park with ledger.FailLapsed: the task is failed and
 // the review resolved as failed by the worker, with a note saying what the
-// provider answered — never left saying the provider may have billed.
-func TestLapsedRejectionFailsTheTaskAndResolvesItsReview(t *testing.T) {
+// provider answered — never left saying the provider may have billed —
+// and the requester told of the failure in the same transaction, as a
+// failure before the park would have told them.
+func TestLapsedRejectionFailsTheTaskResolvesItsReviewAndNotifiesTheRequester(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}))
+		b := setup(t, e, withSim(simulated.Options{NoIdempotency: true, NoReadback: true}),
+			withHandler(func(h *worker.Handler) { h.Notify = notifyConfig(t) }))
 		g := newGate(b.sim)
 		b.h.Provider = g
-		task := b.create(t, "lapsed-400", prompt)
+		task := b.create(t, "lapsed-400", prompt, requester)
 		b.sim.Script(task.TaskID, simulated.BadRequest)
 		b.send(t, task.TaskID)
 		ev := b.deliver(t, 1, 60)
@@ -51,6 +56,15 @@ func TestLapsedRejectionFailsTheTaskAndResolvesItsReview(t *testing.T) {
 		if got.State != ledger.StateFailed || r.ReviewStatus != ledger.ReviewResolved || r.Resolution != ledger.ResolutionFailed ||
 			!strings.HasPrefix(r.ResolvedBy, "worker ") || !strings.Contains(r.ResolutionNote, "did not act") {
 			t.Fatalf("task %s, review %s/%s by %q note %q; want failed, resolved failed by the worker", got.State, r.ReviewStatus, r.Resolution, r.ResolvedBy, r.ResolutionNote)
+		}
+		var failed []ledger.Task
+		for _, n := range b.children(t, task.TaskID) {
+			if n.Provenance != nil && n.Provenance.Event == followup.EventFailed {
+				failed = append(failed, n)
+			}
+		}
+		if len(failed) != 1 || failed[0].IdempotencyKey != followup.Key(task.TaskID, followup.EventFailed, got.AssignmentVersion, followup.EmailDestination) {
+			t.Fatalf("failure notifications %+v; want one, keyed for version %d", failed, got.AssignmentVersion)
 		}
 	})
 }
