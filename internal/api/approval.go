@@ -272,7 +272,7 @@ func (h *Handler) decide(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 		c.outcome = map[bool]string{false: "rejected_task", true: "reject_replayed"}[replay]
 		return h.taskResponse(ctx, c, http.StatusOK, got, nil)
 	}
-	got, err := h.Ledger.Withdraw(ctx, t.TaskID, c.scope, d.note, policy)
+	got, err := h.Ledger.Withdraw(ctx, t.TaskID, c.scope, d.note, policy, h.Notify.Withdrawn)
 	var se *ledger.DeliveriesStartedError
 	if errors.As(err, &se) {
 		c.outcome = "withdraw_too_late"

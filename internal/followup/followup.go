@@ -30,6 +30,9 @@ const (
 	EventFailed           = "failed"
 	EventParked           = "parked"
 	EventAwaitingApproval = "awaiting_approval"
+	// EventApprovalWithdrawn: a withdrawal returned the task to its
+	// approvers; numbered by the approval round it opens.
+	EventApprovalWithdrawn = "approval_withdrawn"
 )
 
 // KeyPrefix starts the idempotency keys of notifications; the HTTP API
@@ -187,7 +190,7 @@ func (c *Config) Completion(t *ledger.Task, result string) (map[ledger.State][]l
 	if len(done) > 0 {
 		out[ledger.StateCompleted] = done
 	}
-	if w := c.approvers(t, t.AssignmentVersion); len(w) > 0 {
+	if w := c.approvers(t, EventAwaitingApproval, t.AssignmentVersion); len(w) > 0 {
 		out[ledger.StateAwaitingApproval] = w
 	}
 	if len(out) == 0 {
@@ -211,6 +214,13 @@ func (c *Config) Parked(t *ledger.Task) []ledger.NewTask {
 	return c.requester(t, EventParked, int64(t.ParkCount)+1)
 }
 
+// Withdrawn is what a withdrawal of t's approval creates (t as read: the
+// withdrawal is conditioned on its round): the approvers' notification
+// that a decision is needed again, numbered by the round it opens.
+func (c *Config) Withdrawn(t *ledger.Task) []ledger.NewTask {
+	return c.approvers(t, EventApprovalWithdrawn, int64(t.ApprovalRound)+1)
+}
+
 // message is a notification's payload: what happened and the link; the
 // email destination mails "text".
 type message struct {
@@ -221,10 +231,11 @@ type message struct {
 }
 
 var eventText = map[string]string{
-	EventCompleted:        "has completed",
-	EventFailed:           "has failed",
-	EventParked:           "was parked for review: a person must decide what happens next",
-	EventAwaitingApproval: "needs a decision: its result awaits approval",
+	EventCompleted:         "has completed",
+	EventFailed:            "has failed",
+	EventParked:            "was parked for review: a person must decide what happens next",
+	EventAwaitingApproval:  "needs a decision: its result awaits approval",
+	EventApprovalWithdrawn: "needs a decision again: its approval was withdrawn",
 }
 
 func (c *Config) requester(t *ledger.Task, event string, n int64) []ledger.NewTask {
@@ -241,16 +252,16 @@ func (c *Config) requester(t *ledger.Task, event string, n int64) []ledger.NewTa
 	return out
 }
 
-func (c *Config) approvers(t *ledger.Task, n int64) []ledger.NewTask {
+func (c *Config) approvers(t *ledger.Task, event string, n int64) []ledger.NewTask {
 	if c == nil || c.Approvers == nil || !t.ApprovalRequired {
 		return nil
 	}
 	var out []ledger.NewTask
 	if len(c.Approvers.Email) > 0 {
-		out = append(out, c.notification(t, EventAwaitingApproval, n, EmailDestination, emailParams(c.Approvers.Email, t.TaskID, EventAwaitingApproval)))
+		out = append(out, c.notification(t, event, n, EmailDestination, emailParams(c.Approvers.Email, t.TaskID, event)))
 	}
 	if c.Approvers.SNSTopic != "" {
-		out = append(out, c.notification(t, EventAwaitingApproval, n, SNSDestination, snsParams(c.Approvers.SNSTopic, t.TaskID, EventAwaitingApproval)))
+		out = append(out, c.notification(t, event, n, SNSDestination, snsParams(c.Approvers.SNSTopic, t.TaskID, event)))
 	}
 	return out
 }

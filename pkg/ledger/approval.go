@@ -326,13 +326,17 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 // Withdraw withdraws the standing approval of a completed task while all
 // its deliveries are unstarted: in ONE TransactWriteItems the deliveries
 // become cancelled (rows withdraw_delivery) and the task returns to
-// awaiting_approval in the next approval round (row withdraw); a delivery
+// awaiting_approval in the next approval round (row withdraw), whose
+// window is the task's approval TTL again (nextRoundDeadline); a delivery
 // claimed in between fails it, and it is decided again from fresh reads.
-// Withdrawing a withdrawn approval returns the task unchanged.
+// Withdrawing a withdrawn approval returns the task unchanged. notify,
+// when given, names the follow-up tasks (row follow_up: the approvers'
+// notification) the withdrawal of the task as read creates, in the same
+// transaction.
 //
 // Errors: *DeliveriesStartedError (naming each delivery and its state),
 // *ConflictError (the task has no standing approval), ErrNotFound.
-func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) (*Task, error) {
+func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, notify ...func(*Task) []NewTask) (*Task, error) {
 	for try := 0; ; try++ {
 		t, err := l.Get(ctx, taskID)
 		if err != nil {
@@ -363,12 +367,17 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
 			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}
-		u := newUpdate()
-		deadline := t.ApprovalDeadlineMs
-		if deadline <= 0 {
-			deadline = now.UnixMilli()
+		for _, f := range notify {
+			fs, err := l.followUpItems("withdraw", taskID, f(t), now, nil)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, fs...)
 		}
+		u := newUpdate()
+		deadline := nextRoundDeadline(t, now)
 		l.live(u, StateAwaitingApproval, taskID, deadline)
+		u.set("approval_deadline_ms", num(deadline))
 		u.remove("expires_at", "delivery_ids")
 		u.set("approval_state", str(ApprovalWithdrawn))
 		decided(u, by, note, policy, now)
@@ -386,6 +395,17 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string) 
 		}
 		return cur, err
 	}
+}
+
+// nextRoundDeadline is the approval deadline of the round a withdrawal of
+// t at now opens: a window of the task's approval TTL from now, so the
+// approver who withdrew can decide again, but never earlier than the
+// round's own deadline nor later than MaxApprovalTTL after the result was
+// saved (how long a task that spent may wait, which the spend package's
+// retention assumes).
+func nextRoundDeadline(t *Task, now time.Time) int64 {
+	fresh := min(now.Add(t.ApprovalTTL()).UnixMilli(), t.CompletedMs+MaxApprovalTTL.Milliseconds())
+	return max(t.ApprovalDeadlineMs, fresh, now.UnixMilli())
 }
 
 // ExpireApproval parks t (read in awaiting_approval, its deadline passed)

@@ -91,3 +91,58 @@ func TestRetriedExpiredApprovalKeepsTheNewGeneratedArtifact(t *testing.T) {
 		}
 	})
 }
+
+// A withdrawal opens a new round with a window of its own: an approval
+// withdrawn after the first round's deadline (its deliveries held
+// unstarted) can be decided again, within the task's approval TTL from
+// the withdrawal. Keeping the first deadline would answer the withdrawal
+// 200 and then refuse every decision, leaving the task to be parked
+// approval_expired and generated again.
+func TestWithdrawalOpensAFreshApprovalWindow(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := awaiting(t, b, "withdraw-late")
+		if _, _, err := b.l.Approve(ctx, task, approveReq(task, task.ResultSHA256, "", 1)); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(90 * time.Minute) // past the first round's deadline (1 h)
+		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "wrong recipient", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := b.clock.Now().Add(time.Hour).UnixMilli()
+		if w.State != ledger.StateAwaitingApproval || w.ApprovalDeadlineMs != want || w.DueAt != want {
+			t.Fatalf("withdrawn: %s, deadline %d, due %d; want awaiting_approval due at the new deadline %d", w.State, w.ApprovalDeadlineMs, w.DueAt, want)
+		}
+		b.clock.Advance(30 * time.Minute)
+		again, _, err := b.l.Approve(ctx, w, approveReq(w, w.ResultSHA256, "", 1))
+		if err != nil || again.State != ledger.StateCompleted {
+			t.Fatalf("approval in the new round = %v; want completed", err)
+		}
+	})
+}
+
+// The new round's window never reaches past MaxApprovalTTL after the
+// result was saved: a task that spent waits no longer than the spend
+// package's retention assumes, however often it is withdrawn.
+func TestWithdrawalWindowEndsWithinMaxApprovalTTLOfTheResult(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := awaiting(t, b, "withdraw-capped")
+		if _, _, err := b.l.Approve(ctx, task, approveReq(task, task.ResultSHA256, "", 1)); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(ledger.MaxApprovalTTL - 30*time.Minute)
+		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if limit := task.CompletedMs + ledger.MaxApprovalTTL.Milliseconds(); w.ApprovalDeadlineMs != limit {
+			t.Fatalf("deadline %d, want the cap %d (result saved + MaxApprovalTTL)", w.ApprovalDeadlineMs, limit)
+		}
+	})
+}
