@@ -135,7 +135,7 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		if (st.Result == "" && st.ResultRef == nil) || st.CompletedAt == "" {
 			return "nothing final without a reason: completed without a result"
 		}
-		if st.ApprovalRequired && st.ApprovalState != ledger.ApprovalApproved && !t.operatorDone {
+		if st.ApprovalRequired && st.ApprovalState != ledger.ApprovalApproved {
 			return "nothing final without a reason: completed without the approval it requires (" + st.ApprovalState + ")"
 		}
 	case ledger.StateFailed:

@@ -441,6 +441,16 @@ func (m *model) operator(rt *rapid.T) {
 	t, st := m.pickTask(rt, func(_ *task, st *ledger.Task) bool { return st.State == ledger.StateNeedsReview })
 	res := rapid.SampledFrom([]string{ledger.ResolutionRetry, ledger.ResolutionCompleted, ledger.ResolutionFailed}).Draw(rt, "resolution")
 	out, err := opsapi.Apply(m.ctx, m.s.clean, m.s.sender, nil, t.id, ledger.OperatorAction{Resolution: res, Note: "model operator", By: "ops@example.com"})
+	if res == ledger.ResolutionCompleted && st.ApprovalRequired {
+		// A gated task completes only through an approval: refused, and
+		// nothing changes.
+		now, gerr := m.s.clean.Get(m.ctx, t.id)
+		if !errors.Is(err, ledger.ErrInvalidAction) || gerr != nil || now.WriteNonce != st.WriteNonce {
+			rt.Fatalf("operator completed on gated %s = %v (changed: %v, read: %v); want ErrInvalidAction, nothing written", t.id, err, gerr == nil && now.WriteNonce != st.WriteNonce, gerr)
+		}
+		rt.Logf("operator completed on gated %s: refused", t.id)
+		return
+	}
 	if err != nil {
 		rt.Fatalf("operator %s on %s (%s): %v", res, t.id, st.ReviewReason, err)
 	}

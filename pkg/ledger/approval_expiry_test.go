@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -143,6 +144,43 @@ func TestWithdrawalWindowEndsWithinMaxApprovalTTLOfTheResult(t *testing.T) {
 		}
 		if limit := task.CompletedMs + ledger.MaxApprovalTTL.Milliseconds(); w.ApprovalDeadlineMs != limit {
 			t.Fatalf("deadline %d, want the cap %d (result saved + MaxApprovalTTL)", w.ApprovalDeadlineMs, limit)
+		}
+	})
+}
+
+// A gated task completes only through an approval: an operator's
+// "completed" on a task parked approval_expired (or parked for any reason)
+// is refused as an invalid action and changes nothing — it would replace
+// the artifact with the operator's note and show a completed task whose
+// approval is still pending, with none of its plan delivered.
+func TestOperatorCannotCompleteAGatedTask(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := awaiting(t, b, "gated-operator")
+		b.clock.Advance(2 * time.Hour)
+		parked, err := b.l.ExpireApproval(ctx, task, ledger.Review{TaskID: task.TaskID, Summary: "expired"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, err = b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionCompleted, By: "op", Note: "looked fine"})
+		if !errors.Is(err, ledger.ErrInvalidAction) {
+			t.Fatalf("operator completed on a gated task = %v, want ErrInvalidAction", err)
+		}
+		got, err := b.l.Get(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.l.GetReview(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != ledger.StateNeedsReview || got.ResultSHA256 != parked.ResultSHA256 || r.ReviewStatus != ledger.ReviewOpen {
+			t.Fatalf("after the refused action: task %s (result %s, was %s), review %s", got.State, got.ResultSHA256, parked.ResultSHA256, r.ReviewStatus)
+		}
+		if _, _, _, err := b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionFailed, By: "op", Note: "nobody decided"}); err != nil {
+			t.Fatalf("operator failed on the same task = %v, want it allowed", err)
 		}
 	})
 }

@@ -64,6 +64,9 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 		if err != nil {
 			return nil, nil, false, err
 		}
+		if a.Resolution == ResolutionCompleted && !gGateOff.holds(cur, nil) {
+			return nil, nil, false, fmt.Errorf("%w: task %s has an approval gate and completes only through an approval; resolve it as retry (generated again, it awaits approval anew) or failed", ErrInvalidAction, taskID)
+		}
 		tu := newUpdate()
 		switch a.Resolution {
 		case ResolutionRetry:

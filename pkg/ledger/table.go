@@ -321,7 +321,8 @@ var transitions = []Transition{
 
 	// An operator's decision on the review item (operator.go).
 	fencedRow("operator_retry", "Act (retry)", byOperator, fromParked, gOperator, StateQueued, conflicts, resolves, freshBudget),
-	fencedRow("operator_completed", "Act (completed)", byOperator, fromParked, gOperator, StateCompleted, conflicts, resolves),
+	// A gated task completes only through an approval (DESIGN §10).
+	fencedRow("operator_completed", "Act (completed)", byOperator, fromParked, guards(gGateOff, fromAs("parked"), atVer, gReviewAt), StateCompleted, conflicts, resolves),
 	fencedRow("operator_failed", "Act (failed)", byOperator, fromParked, gOperator, StateFailed, conflicts, resolves),
 }
 
