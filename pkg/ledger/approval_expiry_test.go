@@ -184,3 +184,55 @@ func TestOperatorCannotCompleteAGatedTask(t *testing.T) {
 		}
 	})
 }
+
+// A withdrawal that succeeds opens a round its approvers can decide: the
+// API answers it 200 and tells them "a decision is needed again". Past the
+// cap (MaxApprovalTTL after the result was saved) nextRoundDeadline is the
+// withdrawal's own instant, so the round it opens is closed as it opens:
+// the approvers are told to decide and every approval is refused until the
+// reconciler parks the task approval_expired. Reachable while the approved
+// task is retained: an approval late in a long window with no deliveries
+// (nothing ever starts, so nothing blocks the withdrawal), withdrawn after
+// the cap. Either the withdrawal is refused (nothing written, nobody told)
+// or the round it opens can be decided.
+func TestWithdrawalPastTheCapOpensNoRoundNobodyCanDecide(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		n := newTask("withdraw-past-cap", "p")
+		n.ApprovalTTL = ledger.MaxApprovalTTL
+		n.Plan = `{"approval":{"expires_in_seconds":2592000,"required":true},"deliver":[]}`
+		task, err := b.l.Create(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.l.Complete(ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: gatedResult, ApprovalTTL: c.ApprovalTTL()})
+		if err != nil || got.State != ledger.StateAwaitingApproval {
+			t.Fatalf("gated completion = %v, %v", got, err)
+		}
+		b.clock.Advance(ledger.MaxApprovalTTL - time.Hour) // approved an hour before its deadline
+		approved, _, err := b.l.Approve(ctx, got, approveReq(got, got.ResultSHA256, "", 0))
+		if err != nil || approved.State != ledger.StateCompleted {
+			t.Fatalf("approval = %v, %v", approved, err)
+		}
+		b.clock.Advance(2 * time.Hour) // within the completed task's retention, past the cap
+		notified := 0
+		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "wrong recipient", "", func(*ledger.Task) []ledger.NewTask {
+			notified++
+			return nil
+		})
+		if err != nil {
+			return // refused: the approval stands, nobody is told to decide
+		}
+		again, _, aerr := b.l.Approve(ctx, w, approveReq(w, w.ResultSHA256, "", 0))
+		if aerr != nil || again.State != ledger.StateCompleted {
+			t.Fatalf("the withdrawal succeeded (round %d, deadline %d = now %d; approvers' notification built %d time(s)), and the approval that follows it is refused: %v",
+				w.ApprovalRound, w.ApprovalDeadlineMs, b.clock.Now().UnixMilli(), notified, aerr)
+		}
+	})
+}
