@@ -3,6 +3,7 @@ package review
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,7 +246,7 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.SafeActions = append(r.SafeActions, resolveCompleted(id))
 	}
 	r.SafeActions = append(r.SafeActions, resolveFailed(id))
-	return r
+	return gated(t, r)
 }
 
 // UnknownOutcome explains a task whose attempt may have produced a result at
@@ -278,7 +279,7 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 	if t.CancelledWhileRunning() {
 		cancelledReview(&r, id) // cancel.go
 	}
-	return r
+	return gated(t, r)
 }
 
 // markedAtLease reports whether t's call-start mark (ledger.MarkCallStarted)
@@ -380,7 +381,7 @@ func StaleLease(t *ledger.Task) ledger.Review {
 		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
 		resolveFailed(id),
 	)
-	return r
+	return gated(t, r)
 }
 
 // Queue says where a poison message was found.
@@ -524,7 +525,7 @@ func ResultTooLarge(t *ledger.Task, x Result) ledger.Review {
 		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<where the result is>\"` if the result was obtained from the provider another way (its reference is above)",
 		resolveFailed(id),
 	)
-	return r
+	return gated(t, r)
 }
 
 // ResultNotSaved explains a task whose result the provider returned but
@@ -561,11 +562,38 @@ func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<evidence>\"` citing the provider reference above",
 		resolveFailed(id),
 	)
-	return r
+	return gated(t, r)
 }
 
 func resolveCompleted(id string) string {
 	return "resolve as completed: `taskledger review resolve " + id + " --outcome completed --note \"<evidence>\"` only with evidence from the provider (its console, logs or request id) that the generation succeeded"
+}
+
+// gatedWords turn a summary's offer to resolve as completed into what a
+// task with an approval gate allows.
+var gatedWords = strings.NewReplacer(
+	"; safe: resolve as completed with evidence, or retry accepting a possible duplicate generation.",
+	"; safe: retry accepting a possible duplicate generation (the new result awaits approval), or resolve as failed.",
+	"retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.",
+	"retry it (accepting a possible duplicate generation; the new result awaits approval) or resolve it as failed.",
+	"; resolve it as completed with evidence, or retry accepting a possible duplicate generation.",
+	"; retry it accepting a possible duplicate generation (the new result awaits approval), or resolve it as failed.",
+	"; safe: resolve as failed (cancelled), or as completed with evidence that the provider acted.",
+	"; safe: resolve as failed (cancelled).",
+	"or resolve it with evidence.", "or resolve it as failed.",
+)
+
+// gated adapts r to a task with an approval gate, which completes only
+// through an approval (ledger.Act refuses "completed"): resolving it as
+// completed is neither summarised nor offered, and Known says why.
+func gated(t *ledger.Task, r ledger.Review) ledger.Review {
+	if !t.ApprovalRequired {
+		return r
+	}
+	r.Summary = gatedWords.Replace(r.Summary)
+	r.SafeActions = slices.DeleteFunc(slices.Clone(r.SafeActions), func(a string) bool { return strings.HasPrefix(a, "resolve as completed") })
+	r.Known = append(r.Known, "the task has an approval gate: only an approval completes it, so resolving it as completed is not offered; a retry generates the result again, and it awaits approval")
+	return r
 }
 
 func resolveFailed(id string) string {

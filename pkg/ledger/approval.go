@@ -332,7 +332,10 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 // Withdrawing a withdrawn approval returns the task unchanged. notify,
 // when given, names the follow-up tasks (row follow_up: the approvers'
 // notification) the withdrawal of the task as read creates, in the same
-// transaction.
+// transaction. Past the last window (MaxApprovalTTL after the result was
+// saved) a withdrawal still cancels the unstarted deliveries, but its
+// round is due at once (the reconciler parks the task approval_expired)
+// and notify is not called: nobody could decide it.
 //
 // Errors: *DeliveriesStartedError (naming each delivery and its state),
 // *ConflictError (the task has no standing approval), ErrNotFound.
@@ -367,7 +370,11 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
 			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}
+		deadline := nextRoundDeadline(t, now)
 		for _, f := range notify {
+			if deadline <= now.UnixMilli() {
+				break // no window left to decide in: nobody is asked to
+			}
 			fs, err := l.followUpItems("withdraw", taskID, f(t), now, nil)
 			if err != nil {
 				return nil, err
@@ -375,7 +382,6 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 			items = append(items, fs...)
 		}
 		u := newUpdate()
-		deadline := nextRoundDeadline(t, now)
 		l.live(u, StateAwaitingApproval, taskID, deadline)
 		u.set("approval_deadline_ms", num(deadline))
 		u.remove("expires_at", "delivery_ids")

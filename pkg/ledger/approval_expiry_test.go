@@ -185,24 +185,20 @@ func TestOperatorCannotCompleteAGatedTask(t *testing.T) {
 	})
 }
 
-// A withdrawal that succeeds opens a round its approvers can decide: the
-// API answers it 200 and tells them "a decision is needed again". Past the
-// cap (MaxApprovalTTL after the result was saved) nextRoundDeadline is the
-// withdrawal's own instant, so the round it opens is closed as it opens:
-// the approvers are told to decide and every approval is refused until the
-// reconciler parks the task approval_expired. Reachable while the approved
-// task is retained: an approval late in a long window with no deliveries
-// (nothing ever starts, so nothing blocks the withdrawal), withdrawn after
-// the cap. Either the withdrawal is refused (nothing written, nobody told)
-// or the round it opens can be decided.
-func TestWithdrawalPastTheCapOpensNoRoundNobodyCanDecide(t *testing.T) {
+// Past the last window (MaxApprovalTTL after the result was saved) a
+// withdrawal still stops what the approval started — its unstarted
+// deliveries are cancelled — but the round it opens is due at once, for the
+// reconciler to park approval_expired, and no approver is asked for a
+// decision nobody could make. Reachable while the approved task is
+// retained: an approval late in a 30-day window, withdrawn after it.
+func TestWithdrawalPastTheLastWindowStopsTheDeliveriesAndAsksNobody(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
 		n := newTask("withdraw-past-cap", "p")
 		n.ApprovalTTL = ledger.MaxApprovalTTL
-		n.Plan = `{"approval":{"expires_in_seconds":2592000,"required":true},"deliver":[]}`
+		n.Plan = `{"approval":{"expires_in_seconds":2592000,"required":true},"deliver":[{"destination":"notify","params":{}}]}`
 		task, err := b.l.Create(ctx, n)
 		if err != nil {
 			t.Fatal(err)
@@ -216,23 +212,26 @@ func TestWithdrawalPastTheCapOpensNoRoundNobodyCanDecide(t *testing.T) {
 			t.Fatalf("gated completion = %v, %v", got, err)
 		}
 		b.clock.Advance(ledger.MaxApprovalTTL - time.Hour) // approved an hour before its deadline
-		approved, _, err := b.l.Approve(ctx, got, approveReq(got, got.ResultSHA256, "", 0))
-		if err != nil || approved.State != ledger.StateCompleted {
+		approved, _, err := b.l.Approve(ctx, got, approveReq(got, got.ResultSHA256, "", 1))
+		if err != nil || approved.State != ledger.StateCompleted || len(approved.DeliveryIDs) != 1 {
 			t.Fatalf("approval = %v, %v", approved, err)
 		}
-		b.clock.Advance(2 * time.Hour) // within the completed task's retention, past the cap
+		b.clock.Advance(2 * time.Hour) // within the completed task's retention, past the last window
 		notified := 0
 		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "wrong recipient", "", func(*ledger.Task) []ledger.NewTask {
 			notified++
 			return nil
 		})
 		if err != nil {
-			return // refused: the approval stands, nobody is told to decide
+			t.Fatalf("withdrawal past the last window = %v; want the deliveries stopped", err)
 		}
-		again, _, aerr := b.l.Approve(ctx, w, approveReq(w, w.ResultSHA256, "", 0))
-		if aerr != nil || again.State != ledger.StateCompleted {
-			t.Fatalf("the withdrawal succeeded (round %d, deadline %d = now %d; approvers' notification built %d time(s)), and the approval that follows it is refused: %v",
-				w.ApprovalRound, w.ApprovalDeadlineMs, b.clock.Now().UnixMilli(), notified, aerr)
+		d, err := b.l.Get(ctx, approved.DeliveryIDs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.State != ledger.StateCancelled || notified != 0 || w.State != ledger.StateAwaitingApproval || w.DueAt > b.clock.Now().UnixMilli() {
+			t.Fatalf("delivery %s, approvers asked %d time(s), task %s due %d (now %d); want cancelled, none, due at once",
+				d.State, notified, w.State, w.DueAt, b.clock.Now().UnixMilli())
 		}
 	})
 }
