@@ -415,11 +415,13 @@ func nextRoundDeadline(t *Task, now time.Time) int64 {
 }
 
 // ExpireApproval parks t (read in awaiting_approval, its deadline passed)
-// with r (reason approval_expired): Park conditioned on the state and the
-// version read; followUps (notifications of the park) are created with it.
+// with r (reason approval_expired): Park conditioned on the state, the
+// version and the deadline (due_at) read, so a round a withdrawal opened
+// since is left to its approvers; followUps (notifications of the park)
+// are created with it.
 func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUps ...NewTask) (*Task, error) {
 	r.Reason = ReviewApprovalExpired
-	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, FollowUps: followUps}, r)
+	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, DueAt: t.DueAt, FollowUps: followUps}, r)
 }
 
 // decide sends the task update u (plus items) as one TransactWriteItems

@@ -235,3 +235,39 @@ func TestWithdrawalPastTheLastWindowStopsTheDeliveriesAndAsksNobody(t *testing.T
 		}
 	})
 }
+
+// The reconciler parks an expired approval conditioned on the deadline it
+// read (due_at), not only the state and version: a round a withdrawal
+// opened since its read is left to the approvers. The approval and the
+// withdrawal land between the read and the park only when the API's clock
+// runs behind the reconciler's; the test's clock plays both.
+func TestExpiredApprovalParkFromAStaleReadLeavesAReopenedRound(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := awaiting(t, b, "expire-stale-read")
+		deadline := time.UnixMilli(task.ApprovalDeadlineMs)
+		b.clock.Set(deadline.Add(time.Second))
+		stale, err := b.l.Get(ctx, task.TaskID) // the reconciler's read: the deadline has passed
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Set(deadline.Add(-time.Second)) // the API's clock, behind
+		approved, _, err := b.l.Approve(ctx, stale, approveReq(stale, stale.ResultSHA256, "", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := b.l.Withdraw(ctx, approved.TaskID, "jwt:bob", "wrong recipient", "")
+		if err != nil || w.DueAt == stale.DueAt {
+			t.Fatalf("withdrawal = %v (due %d, read %d); want a new round with its own deadline", err, w.DueAt, stale.DueAt)
+		}
+		b.clock.Set(deadline.Add(2 * time.Second))
+		if _, err := b.l.ExpireApproval(ctx, stale, ledger.Review{TaskID: stale.TaskID, Summary: "expired"}); !errors.As(err, new(*ledger.ConflictError)) {
+			t.Fatalf("park of the reopened round from the stale read = %v, want a ConflictError", err)
+		}
+		if got, err := b.l.Get(ctx, task.TaskID); err != nil || got.State != ledger.StateAwaitingApproval || got.ApprovalRound != 1 {
+			t.Fatalf("after the refused park: %v, %v; want awaiting_approval in round 1", got, err)
+		}
+	})
+}

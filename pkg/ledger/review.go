@@ -131,6 +131,9 @@ type ParkOptions struct {
 	State        State // as the caller read it; the park is conditioned on it
 	Version      int64 // as the caller read it (doc.go, "Versions")
 	LeaseExpired bool  // also require lease_until < now (an expired lease)
+	// DueAt, when set, also requires due_at as the caller read it (row
+	// expire_approval: a round a withdrawal reopened since is not parked).
+	DueAt int64
 	// FollowUps are tasks created in the park's transaction (row
 	// follow_up), each naming the task as ParentTaskID; at most MaxFollowUps.
 	FollowUps []NewTask
@@ -174,7 +177,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 		setError(u, r.ErrorClass, r.ErrorMessage)
 	}
 	u.stamp(now)
-	tr := row(pick(o.LeaseExpired, "park_expired_lease", "park"))
+	tr := row(pick(o.LeaseExpired, "park_expired_lease", pick(o.DueAt != 0, "expire_approval", "park")))
 	var follow []types.TransactWriteItem
 	if len(o.FollowUps) > 0 {
 		tr = followUpTwin(tr)
@@ -182,7 +185,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 			return nil, err
 		}
 	}
-	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State})
+	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State, DueAt: o.DueAt})
 	nonce := u.setNonce()
 	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, append([]types.TransactWriteItem{
 		{Put: &types.Put{TableName: &l.cfg.ReviewTable, Item: item, ConditionExpression: aws.String(gNoOpenReview.Expr),

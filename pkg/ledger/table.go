@@ -317,7 +317,7 @@ var transitions = []Transition{
 		To: StateAwaitingApproval, Refusal: RefusedConflict},
 	{Op: "withdraw_delivery", Method: "Withdraw (each delivery)", Actors: byApprover, From: states(StateQueued), Guards: guards(fromAs("queued"), gUnstarted, gParent),
 		To: StateCancelled, Refusal: RefusedDeliveriesStarted},
-	fencedRow("expire_approval", "ExpireApproval", byReconciler, fromAwaiting, gPark, StateNeedsReview, conflicts, opens),
+	fencedRow("expire_approval", "ExpireApproval", byReconciler, fromAwaiting, guards(atVer, readState("expect"), gDueAsRead, gNoOpenReview), StateNeedsReview, conflicts, opens),
 
 	// An operator's decision on the review item (operator.go).
 	fencedRow("operator_retry", "Act (retry)", byOperator, fromParked, gOperator, StateQueued, conflicts, resolves, freshBudget),
