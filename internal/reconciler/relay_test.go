@@ -78,8 +78,9 @@ func TestRelayClaimsFromTheIndexWithoutARead(t *testing.T) {
 }
 
 // TestRelayHeldBackByQueueBacklog: while the task queue holds a backlog, a
-// queued task's message is most likely in it, so the relay backs off
-// without a send; once the backlog is gone the next due run re-sends. A
+// queued task's message is most likely in it, so the relay backs off for
+// the longest re-send backoff without a send (an outage shorter than that
+// re-sends nothing); once the backlog is gone the next due run re-sends. A
 // task whose age deadline comes first is still parked in time (the backed
 // off deadline is clamped to it).
 func TestRelayHeldBackByQueueBacklog(t *testing.T) {
@@ -106,9 +107,10 @@ func TestRelayHeldBackByQueueBacklog(t *testing.T) {
 			t.Fatalf("queue backlog seen: %d / %d, want 3", s[0].QueueBacklog, s[1].QueueBacklog)
 		}
 		got := get(t, b, task.TaskID)
-		if got.Dispatches != 1 || got.DueAt != b.clock.Now().Add(2*dt).UnixMilli() {
-			t.Fatalf("held back task: dispatches %d, due in %v; want 1 and %v", got.Dispatches,
-				time.UnixMilli(got.DueAt).Sub(b.clock.Now()), 2*dt)
+		hold := b.l.Config().DispatchBackoffCap
+		if got.Dispatches != 1 || got.DueAt != b.clock.Now().Add(hold).UnixMilli() {
+			t.Fatalf("held back task: dispatches %d, due in %v; want 1 and the backoff cap %v", got.Dispatches,
+				time.UnixMilli(got.DueAt).Sub(b.clock.Now()), hold)
 		}
 		if sh := get(t, b, short.TaskID); sh.DueAt != sh.DeadlineMs {
 			t.Fatalf("short-lived task: due_at %d, want its age deadline %d", sh.DueAt, sh.DeadlineMs)
@@ -118,7 +120,7 @@ func TestRelayHeldBackByQueueBacklog(t *testing.T) {
 		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 3 {
 			t.Fatalf("drained %d messages, want the 3 of the backlog", len(ids))
 		}
-		b.clock.Advance(2*dt + time.Second)
+		b.clock.Advance(hold + time.Second)
 		s = runTwice(t, b, withThreshold)
 		if got := s[0].Resent + s[1].Resent; got != 1 {
 			t.Fatalf("without a backlog: summaries %+v, want exactly one re-send", s)

@@ -406,12 +406,17 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		r.raced()
 		return
 	}
-	// Held back at most once per task (its first relay decision): a send
-	// that was lost while the queue holds a backlog of other tasks'
-	// messages would otherwise wait for the backlog to drain, however long
-	// that takes; the next due run re-sends regardless.
+	// Held back at most once per task (its first relay decision), for the
+	// longest re-send backoff: a send that was lost while the queue holds a
+	// backlog of other tasks' messages would otherwise wait for the backlog
+	// to drain, however long that takes; the next due run re-sends
+	// regardless.
 	deferred := t.State == ledger.StateQueued && t.Dispatches == 0 && r.queueBacklogged(ctx)
-	u, won, err := h.Ledger.ClaimDispatch(ctx, t)
+	claim := h.Ledger.ClaimDispatch
+	if deferred {
+		claim = h.Ledger.DeferDispatch
+	}
+	u, won, err := claim(ctx, t)
 	switch {
 	case err != nil:
 		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)

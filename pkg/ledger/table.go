@@ -271,7 +271,7 @@ var transitions = []Transition{
 	fencedRow("complete_readback", "CompleteFromReadback", byReconciler, fromUnknown, gComplete, StateCompleted),
 	fencedRow("complete_readback_gated", "CompleteFromReadback (approval gate)", byReconciler, fromUnknown, gCompleteGated, StateAwaitingApproval),
 	fencedRow("requeue_readback_absent", "Requeue (from unknown)", byReconciler, fromUnknown, gFenced, StateQueued),
-	{Op: "dispatch", Method: "ClaimDispatch", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
+	{Op: "dispatch", Method: "ClaimDispatch (DeferDispatch: held back by a backlog)", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
 		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},
 	fencedRow("park", "Park", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
 	fencedRow("park_expired_lease", "Park (LeaseExpired)", byEither, fromRunning, guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview), StateNeedsReview, conflicts, opens),

@@ -525,9 +525,23 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 // which does not project the state: an active entry is tried as queued);
 // nt is then the task as the refusal found it, nil when it is gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
+	return l.claimDispatch(ctx, t, l.DispatchBackoff(t.Dispatches+1))
+}
+
+// DeferDispatch is ClaimDispatch for a re-send the relay holds back
+// because the queue's backlog most likely holds the task's message: the
+// dispatch deadline moves to now + DispatchBackoffCap (clamped to the age
+// deadline), so a consumer outage shorter than the cap re-sends nothing
+// (a re-send would only queue a duplicate behind the same backlog), and a
+// send that was really lost goes again at most the cap later.
+func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
+	return l.claimDispatch(ctx, t, l.cfg.DispatchBackoffCap)
+}
+
+func (l *Ledger) claimDispatch(ctx context.Context, t *Task, wait time.Duration) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
 	next := t.Dispatches + 1
-	due := now.Add(l.DispatchBackoff(next)).UnixMilli()
+	due := now.Add(wait).UnixMilli()
 	if t.DeadlineMs > 0 {
 		due = min(due, t.DeadlineMs)
 	}
