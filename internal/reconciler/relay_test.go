@@ -133,3 +133,33 @@ func TestRelayHeldBackByQueueBacklog(t *testing.T) {
 		}
 	})
 }
+
+// A task waiting to retry has its message in the queue too (the worker
+// delayed its visibility to not_before): under a backlog its first due
+// relay decision is held back like a queued task's, not re-sent behind
+// the same backlog.
+func TestRelayHoldsBackARetryBehindTheBacklog(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		task := create(t, b, "retry-behind-the-backlog")
+		c := claim(t, b, task.TaskID)
+		if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(time.Second), "transient", "503"); err != nil {
+			t.Fatal(err)
+		}
+		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
+		for range 3 {
+			if err := backlog.Send(ctx, task.TaskID, "", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.clock.Advance(time.Second + reconciler.DefaultRelaySlack + time.Second)
+		s := runTwice(t, b, func(h *reconciler.Handler) { h.BacklogThreshold = 3 })
+		got := get(t, b, task.TaskID)
+		if s[0].RelayDeferred+s[1].RelayDeferred != 1 || s[0].Resent+s[1].Resent != 0 || got.State != ledger.StateRetryWait ||
+			got.DueAt != b.clock.Now().Add(b.l.Config().DispatchBackoffCap).UnixMilli() {
+			t.Fatalf("summaries %+v; task %s due in %v; want it held back once for the backoff cap, nothing re-sent",
+				s, got.State, time.UnixMilli(got.DueAt).Sub(b.clock.Now()))
+		}
+	})
+}

@@ -411,7 +411,9 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	// backlog of other tasks' messages would otherwise wait for the backlog
 	// to drain, however long that takes; the next due run re-sends
 	// regardless.
-	deferred := t.State == ledger.StateQueued && t.Dispatches == 0 && r.queueBacklogged(ctx)
+	// A retry's message, like a queued task's, waits in the queue (the
+	// worker delayed its visibility to not_before).
+	deferred := (t.State == ledger.StateQueued || t.State == ledger.StateRetryWait) && t.Dispatches == 0 && r.queueBacklogged(ctx)
 	claim := h.Ledger.ClaimDispatch
 	if deferred {
 		claim = h.Ledger.DeferDispatch
