@@ -1,15 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/followup"
@@ -17,24 +11,11 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// notificationsOf are the notification tasks whose parent is id (a
-// consistent scan of the test's own table).
+// notificationsOf are the notification tasks whose parent is id.
 func notificationsOf(t *testing.T, b *bundle, id string) []ledger.Task {
 	t.Helper()
-	out, err := b.env.DDB.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName: aws.String(b.env.Names.TasksTable), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("#p = :p"),
-		ExpressionAttributeNames:  map[string]string{"#p": "parent_task_id"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: id}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kids, ns []ledger.Task
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &kids); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range kids {
+	var ns []ledger.Task
+	for _, k := range b.env.Children(t, id) {
 		if k.Provenance != nil && k.Provenance.Type == ledger.ProvenanceNotification {
 			ns = append(ns, k)
 		}

@@ -5,11 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
@@ -18,27 +13,8 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// children are the tasks whose parent is id (a consistent scan).
-func children(t *testing.T, b *bundle, id string) []ledger.Task {
-	t.Helper()
-	out, err := b.env.DDB.Scan(ctx, &dynamodb.ScanInput{
-		TableName: aws.String(b.env.Names.TasksTable), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("#p = :p"),
-		ExpressionAttributeNames:  map[string]string{"#p": "parent_task_id"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: id}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.LastEvaluatedKey != nil {
-		t.Fatal("the scan needs paging: use a paginator")
-	}
-	var ts []ledger.Task
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &ts); err != nil {
-		t.Fatal(err)
-	}
-	return ts
-}
+// children are the tasks whose parent is id.
+func children(t *testing.T, b *bundle, id string) []ledger.Task { return b.env.Children(t, id) }
 
 func notify(t *testing.T) *followup.Config {
 	t.Helper()

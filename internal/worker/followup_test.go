@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/taskledger/taskledger/internal/deliver"
@@ -28,29 +25,8 @@ import (
 
 const ungatedPlan = `{"deliver":[{"destination":"notify","params":{}},{"destination":"crm","params":{}}]}`
 
-// children are the tasks whose parent is id (a consistent scan).
-func (b *bundle) children(t *testing.T, id string) []ledger.Task {
-	t.Helper()
-	p := dynamodb.NewScanPaginator(b.e.DDB, &dynamodb.ScanInput{
-		TableName: aws.String(b.e.Names.TasksTable), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("#p = :p"),
-		ExpressionAttributeNames:  map[string]string{"#p": "parent_task_id"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: id}},
-	})
-	var out []ledger.Task
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ts []ledger.Task
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &ts); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ts...)
-	}
-	return out
-}
+// children are the tasks whose parent is id.
+func (b *bundle) children(t *testing.T, id string) []ledger.Task { return b.e.Children(t, id) }
 
 func notifyConfig(t *testing.T) *followup.Config {
 	t.Helper()

@@ -196,21 +196,7 @@ func TestWithdrawalPastTheLastWindowStopsTheDeliveriesAndAsksNobody(t *testing.T
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		n := newTask("withdraw-past-cap", "p")
-		n.ApprovalTTL = ledger.MaxApprovalTTL
-		n.Plan = `{"approval":{"expires_in_seconds":2592000,"required":true},"deliver":[{"destination":"notify","params":{}}]}`
-		task, err := b.l.Create(ctx, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := b.l.Complete(ctx, c.TaskID, c.AssignmentVersion, ledger.Completion{Result: gatedResult, ApprovalTTL: c.ApprovalTTL()})
-		if err != nil || got.State != ledger.StateAwaitingApproval {
-			t.Fatalf("gated completion = %v, %v", got, err)
-		}
+		got := awaitingFor(t, b, "withdraw-past-cap", ledger.MaxApprovalTTL, `[{"destination":"notify","params":{}}]`)
 		b.clock.Advance(ledger.MaxApprovalTTL - time.Hour) // approved an hour before its deadline
 		approved, _, err := b.l.Approve(ctx, got, approveReq(got, got.ResultSHA256, "", 1))
 		if err != nil || approved.State != ledger.StateCompleted || len(approved.DeliveryIDs) != 1 {
@@ -218,7 +204,7 @@ func TestWithdrawalPastTheLastWindowStopsTheDeliveriesAndAsksNobody(t *testing.T
 		}
 		b.clock.Advance(2 * time.Hour) // within the completed task's retention, past the last window
 		notified := 0
-		w, err := b.l.Withdraw(ctx, task.TaskID, "jwt:bob", "wrong recipient", "", func(*ledger.Task) []ledger.NewTask {
+		w, err := b.l.Withdraw(ctx, got.TaskID, "jwt:bob", "wrong recipient", "", func(*ledger.Task) []ledger.NewTask {
 			notified++
 			return nil
 		})

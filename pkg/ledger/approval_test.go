@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,10 +22,17 @@ const gatedResult = `{"text":"the summary"}`
 // lands in awaiting_approval with its result saved.
 func awaiting(t *testing.T, b *bundle, key string) *ledger.Task {
 	t.Helper()
+	return awaitingFor(t, b, key, time.Hour, `[{"destination":"notify","params":{}},{"destination":"crm","params":{}}]`)
+}
+
+// awaitingFor is awaiting with an approval window of ttl and the plan's
+// deliveries (a JSON list).
+func awaitingFor(t *testing.T, b *bundle, key string, ttl time.Duration, deliver string) *ledger.Task {
+	t.Helper()
 	ctx := context.Background()
 	n := newTask(key, "p")
-	n.ApprovalTTL = time.Hour
-	n.Plan = `{"approval":{"expires_in_seconds":3600,"required":true},"deliver":[{"destination":"notify","params":{}},{"destination":"crm","params":{}}]}`
+	n.ApprovalTTL = ttl
+	n.Plan = `{"approval":{"expires_in_seconds":` + strconv.Itoa(int(ttl/time.Second)) + `,"required":true},"deliver":` + deliver + `}`
 	task, err := b.l.Create(ctx, n)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +48,7 @@ func awaiting(t *testing.T, b *bundle, key string) *ledger.Task {
 	if got.State != ledger.StateAwaitingApproval || got.ResultSHA256 != ledger.SHA256Hex(gatedResult) || got.ApprovalState != ledger.ApprovalPending {
 		t.Fatalf("completed gated task = state %s sha %s approval %s", got.State, got.ResultSHA256, got.ApprovalState)
 	}
-	if got.DueAt != b.clock.Now().Add(time.Hour).UnixMilli() || got.StateShard == "" {
+	if got.DueAt != b.clock.Now().Add(ttl).UnixMilli() || got.StateShard == "" {
 		t.Fatalf("awaiting task not indexed at its approval deadline: due_at %d shard %q", got.DueAt, got.StateShard)
 	}
 	return got
