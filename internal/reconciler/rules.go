@@ -418,7 +418,16 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	if deferred {
 		claim = h.Ledger.DeferDispatch
 	}
-	u, won, err := claim(ctx, t)
+	ct := t
+	if t.State == ledger.StateRetryWait && t.DeadlineMs > 0 {
+		// The walk finds a retry_wait task RelaySlack after its due_at:
+		// clamp the dispatch deadline that much before the age deadline,
+		// so the first run past the age deadline still parks it.
+		c := *t
+		c.DeadlineMs -= durOr(h.RelaySlack, DefaultRelaySlack).Milliseconds()
+		ct = &c
+	}
+	u, won, err := claim(ctx, ct)
 	switch {
 	case err != nil:
 		r.fail(ctx, "claim dispatch", err, "task_id", t.TaskID)
