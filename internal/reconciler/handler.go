@@ -110,12 +110,13 @@ type Handler struct {
 	LookupTimeout time.Duration
 	// Backlog reports the task queue's visible backlog (optional; nil
 	// never defers). While at least BacklogThreshold messages wait there,
-	// the relay's first decision on a queued task is not to re-send: its
-	// message is most likely among them, and a re-send would only queue a
-	// duplicate behind the same backlog (each duplicate later costs a failed
-	// claim). The dispatch deadline backs off (2 × DispatchTimeout) and stays
-	// clamped to the age deadline; the next decision re-sends regardless, so
-	// a send lost during a backlog that never drains is still made.
+	// the relay's first decision on a queued or retry_wait task is not to
+	// re-send: its message is most likely among them, and a re-send would
+	// only queue a duplicate behind the same backlog (each duplicate later
+	// costs a failed claim). The dispatch deadline backs off by the ledger's
+	// DispatchBackoffCap and stays clamped to the age deadline (a retry's,
+	// RelaySlack before it); the next decision re-sends regardless, so a
+	// send lost during a backlog that never drains is still made.
 	Backlog Backlog
 	// BacklogThreshold is the visible-message count from which the relay
 	// defers (default DefaultBacklogThreshold).
@@ -325,7 +326,7 @@ type run struct {
 	firstErr error
 
 	// backlogOnce asks Backlog at most once per run, and only when a
-	// queued task is due for a re-send.
+	// queued or retry_wait task is due for a re-send.
 	backlogOnce sync.Once
 	backlog     int
 }

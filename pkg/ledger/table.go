@@ -230,6 +230,7 @@ var (
 	gLapsed                          = guards(atMine, inFrom, gParkedUnknown, gReviewLapsed)
 	gOperator                        = guards(fromAs("parked"), atVer, gReviewAt)
 	gPark                            = guards(atVer, readState("expect"), gNoOpenReview)
+	gExpireApproval                  = guards(atVer, readState("expect"), gDueAsRead, gNoOpenReview)
 )
 
 // transitions is the task state machine: every write of a task item.
@@ -317,7 +318,9 @@ var transitions = []Transition{
 		To: StateAwaitingApproval, Refusal: RefusedConflict},
 	{Op: "withdraw_delivery", Method: "Withdraw (each delivery)", Actors: byApprover, From: states(StateQueued), Guards: guards(fromAs("queued"), gUnstarted, gParent),
 		To: StateCancelled, Refusal: RefusedDeliveriesStarted},
-	fencedRow("expire_approval", "ExpireApproval", byReconciler, fromAwaiting, guards(atVer, readState("expect"), gDueAsRead, gNoOpenReview), StateNeedsReview, conflicts, opens),
+	fencedRow("expire_approval", "ExpireApproval", byReconciler, fromAwaiting, gExpireApproval, StateNeedsReview, conflicts, opens),
+	fencedRow("expire_approval_follow_ups", "ExpireApproval (followUps: the requester's notification)", byReconciler, fromAwaiting, gExpireApproval,
+		StateNeedsReview, conflicts, opens),
 
 	// An operator's decision on the review item (operator.go).
 	fencedRow("operator_retry", "Act (retry)", byOperator, fromParked, gOperator, StateQueued, conflicts, resolves, freshBudget),

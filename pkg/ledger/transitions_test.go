@@ -590,6 +590,9 @@ var driveRow = map[string]func(c *cell) error{
 	"expire_approval": func(c *cell) error {
 		return ignore(c.m.l.ExpireApproval(c.ctx, c.read, ledger.Review{Summary: "nobody decided in time"}))
 	},
+	"expire_approval_follow_ups": func(c *cell) error {
+		return ignore(c.m.l.ExpireApproval(c.ctx, c.read, ledger.Review{Summary: "nobody decided in time"}, c.followUpTask()))
+	},
 	"operator_retry":     act(ledger.ResolutionRetry),
 	"operator_completed": act(ledger.ResolutionCompleted),
 	"operator_failed":    act(ledger.ResolutionFailed),
