@@ -114,9 +114,10 @@ type Handler struct {
 	// re-send: its message is most likely among them, and a re-send would
 	// only queue a duplicate behind the same backlog (each duplicate later
 	// costs a failed claim). The dispatch deadline backs off by the ledger's
-	// DispatchBackoffCap and stays clamped to the age deadline (a retry's,
-	// RelaySlack before it); the next decision re-sends regardless, so a
-	// send lost during a backlog that never drains is still made.
+	// DispatchBackoffCap, or half the time left to the age deadline if that
+	// is sooner (ledger.DeferDispatch; a retry's age deadline is taken
+	// RelaySlack early); the next decision re-sends regardless, so a send
+	// lost during a backlog that never drains is still made.
 	Backlog Backlog
 	// BacklogThreshold is the visible-message count from which the relay
 	// defers (default DefaultBacklogThreshold).

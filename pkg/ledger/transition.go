@@ -530,12 +530,18 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 
 // DeferDispatch is ClaimDispatch for a re-send the relay holds back
 // because the queue's backlog most likely holds the task's message: the
-// dispatch deadline moves to now + DispatchBackoffCap (clamped to the age
-// deadline), so a consumer outage shorter than the cap re-sends nothing
-// (a re-send would only queue a duplicate behind the same backlog), and a
-// send that was really lost goes again at most the cap later.
+// dispatch deadline moves to now + DispatchBackoffCap, or half the time
+// left to the age deadline if that is sooner, so a consumer outage shorter
+// than that re-sends nothing (a re-send would only queue a duplicate
+// behind the same backlog), and a send that was really lost still goes
+// with half its age budget left for the attempt.
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
-	return l.claimDispatch(ctx, t, l.cfg.DispatchBackoffCap)
+	wait := l.cfg.DispatchBackoffCap
+	if t.DeadlineMs > 0 {
+		left := time.UnixMilli(t.DeadlineMs).Sub(l.cfg.Now())
+		wait = max(min(wait, left/2), 0)
+	}
+	return l.claimDispatch(ctx, t, wait)
 }
 
 func (l *Ledger) claimDispatch(ctx context.Context, t *Task, wait time.Duration) (nt *Task, ok bool, err error) {
