@@ -407,12 +407,11 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	// Held back at most once per task (its first relay decision), for the
-	// longest re-send backoff: a send that was lost while the queue holds a
-	// backlog of other tasks' messages would otherwise wait for the backlog
-	// to drain, however long that takes; the next due run re-sends
-	// regardless.
-	// A retry's message, like a queued task's, waits in the queue (the
-	// worker delayed its visibility to not_before).
+	// longest re-send backoff (ledger.DeferDispatch): a queued task's
+	// message, or a retry's (the worker delayed its visibility to
+	// not_before), most likely waits in the backlog. Held back run after
+	// run, a send that was really lost would wait for the backlog to drain,
+	// however long that takes; the next due run re-sends regardless.
 	deferred := (t.State == ledger.StateQueued || t.State == ledger.StateRetryWait) && t.Dispatches == 0 && r.queueBacklogged(ctx)
 	claim := h.Ledger.ClaimDispatch
 	if deferred {
