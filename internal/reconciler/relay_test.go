@@ -1,6 +1,9 @@
 package reconciler_test
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -163,6 +166,104 @@ func TestRelayHoldsBackARetryBehindTheBacklog(t *testing.T) {
 			got.DueAt != b.clock.Now().Add(b.l.Config().DispatchBackoffCap).UnixMilli() {
 			t.Fatalf("summaries %+v; task %s due in %v; want it held back once for the backoff cap, nothing re-sent",
 				s, got.State, time.UnixMilli(got.DueAt).Sub(b.clock.Now()))
+		}
+	})
+}
+
+// A first relay decision held back by a backlog never holds a task past
+// the point where the walk can still find and park it in time: over
+// remaining age budgets from none to twice the backoff cap, a queued
+// task's new dispatch deadline lies between now and its age deadline, a
+// retry's at most its age deadline less RelaySlack (the walk finds a
+// retry that much after its due_at) and never back before now less
+// RelaySlack (it would be found again at once); and the first run after
+// each age deadline parks the task.
+func TestRelayBacklogHoldStaysWithinTheAgeBudget(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		slack := reconciler.DefaultRelaySlack
+		hold := b.l.Config().DispatchBackoffCap
+		// Every task is created now; the first run is late enough for the
+		// queued tasks (due after DispatchTimeout) and the retries (due a
+		// second from now, found RelaySlack later) alike.
+		firstRun := slack + 2*time.Second
+		if dt := ledger.DefaultDispatchTimeout; firstRun <= dt {
+			t.Fatalf("first run %v must come after the queued tasks' dispatch deadline %v", firstRun, dt)
+		}
+		type tc struct {
+			name  string
+			retry bool
+			left  time.Duration // age budget left at the first run
+			task  *ledger.Task
+		}
+		var cases []*tc
+		for _, retry := range []bool{false, true} {
+			for _, left := range []time.Duration{0, time.Millisecond, slack - time.Second, slack + time.Second, 2 * hold} {
+				c := &tc{retry: retry, left: left, name: fmt.Sprintf("queued/%v", left)}
+				if retry {
+					c.name = fmt.Sprintf("retry_wait/%v", left)
+				}
+				c.task = create(t, b, "hold-"+c.name, func(n *ledger.NewTask) { n.MaxAge = firstRun + left })
+				if retry {
+					cl := claim(t, b, c.task.TaskID)
+					if _, err := b.l.ScheduleRetry(ctx, c.task.TaskID, cl.AssignmentVersion, b.clock.Now().Add(time.Second), "transient", "503"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cases = append(cases, c)
+			}
+		}
+		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
+		for range 3 {
+			if err := backlog.Send(ctx, cases[0].task.TaskID, "", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		withThreshold := func(h *reconciler.Handler) { h.BacklogThreshold = 3 }
+
+		b.clock.Advance(firstRun)
+		now := b.clock.Now().UnixMilli()
+		runTwice(t, b, withThreshold)
+		for _, c := range cases {
+			got := get(t, b, c.task.TaskID)
+			if c.left == 0 {
+				// Out of age budget at the run: parked, not held.
+				if got.State != ledger.StateNeedsReview {
+					t.Errorf("%s: state %s at its age deadline, want needs_review", c.name, got.State)
+				}
+				continue
+			}
+			// The latest dispatch deadline the walk still finds before the
+			// age deadline passes, and the earliest it may not find again
+			// at once.
+			latest, earliest := got.DeadlineMs, now
+			if c.retry {
+				latest -= slack.Milliseconds()
+				earliest = min(now, latest)
+			}
+			if got.Dispatches != 1 || got.DueAt < earliest || got.DueAt > latest {
+				t.Errorf("%s: dispatches %d, due in %v; want 1 and due in [%v, %v]", c.name, got.Dispatches,
+					time.Duration(got.DueAt-now)*time.Millisecond, time.Duration(earliest-now)*time.Millisecond,
+					time.Duration(latest-now)*time.Millisecond)
+			}
+			if hold := time.Duration(got.DueAt-now) * time.Millisecond; hold > max(c.left/2, 0) && hold > 0 {
+				t.Errorf("%s: held %v with %v of age budget left, want at most half", c.name, hold, c.left)
+			}
+		}
+
+		// The first run after each age deadline parks the task (runs in
+		// between may re-send it; none may leave it live past its deadline).
+		slices.SortFunc(cases, func(x, y *tc) int { return cmp.Compare(x.task.DeadlineMs, y.task.DeadlineMs) })
+		for _, c := range cases {
+			if d := time.UnixMilli(c.task.DeadlineMs + 1).Sub(b.clock.Now()); d > 0 {
+				b.clock.Advance(d)
+			}
+			runTwice(t, b, withThreshold)
+			if got := get(t, b, c.task.TaskID); got.State != ledger.StateNeedsReview {
+				t.Errorf("%s: state %s (due in %v) in the first run past its age deadline, want needs_review", c.name, got.State,
+					time.UnixMilli(got.DueAt).Sub(b.clock.Now()))
+			}
 		}
 	})
 }
