@@ -148,18 +148,7 @@ func TestRelayHoldsBackARetryBehindTheBacklog(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		task := create(t, b, "retry-behind-the-backlog")
-		c := claim(t, b, task.TaskID)
-		if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(time.Second), "transient", "503"); err != nil {
-			t.Fatal(err)
-		}
-		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
-		for range 3 {
-			if err := backlog.Send(ctx, task.TaskID, "", 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b.clock.Advance(time.Second + reconciler.DefaultRelaySlack + time.Second)
+		task := retryBehindBacklog(t, b, "retry-behind-the-backlog")
 		s := runTwice(t, b, func(h *reconciler.Handler) { h.BacklogThreshold = 3 })
 		got := get(t, b, task.TaskID)
 		if s[0].RelayDeferred+s[1].RelayDeferred != 1 || s[0].Resent+s[1].Resent != 0 || got.State != ledger.StateRetryWait ||
@@ -266,4 +255,25 @@ func TestRelayBacklogHoldStaysWithinTheAgeBudget(t *testing.T) {
 			}
 		}
 	})
+}
+
+// retryBehindBacklog creates a task waiting to retry in a second (its
+// first attempt claimed and refused), queues three messages (a backlog at
+// a BacklogThreshold of 3) and moves the clock to the retry's first due
+// relay decision.
+func retryBehindBacklog(t *testing.T, b *bundle, key string, opts ...func(*ledger.NewTask)) *ledger.Task {
+	t.Helper()
+	task := create(t, b, key, opts...)
+	c := claim(t, b, task.TaskID)
+	if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(time.Second), "transient", "503"); err != nil {
+		t.Fatal(err)
+	}
+	backlog := &dispatch.Sender{SQS: b.env.SQS, QueueURL: b.env.Names.TaskQueueURL}
+	for range 3 {
+		if err := backlog.Send(ctx, task.TaskID, "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(time.Second + reconciler.DefaultRelaySlack + time.Second)
+	return task
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -22,18 +21,7 @@ func TestHeldBackRetryIsParkedByTheFirstRunPastItsAgeDeadline(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		withThreshold := func(h *reconciler.Handler) { h.BacklogThreshold = 3 }
-		task := create(t, b, "held-retry-near-deadline", func(n *ledger.NewTask) { n.MaxAge = 3 * time.Minute })
-		c := claim(t, b, task.TaskID)
-		if _, err := b.l.ScheduleRetry(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(time.Second), "transient", "503"); err != nil {
-			t.Fatal(err)
-		}
-		backlog := &dispatch.Sender{SQS: e.SQS, QueueURL: e.Names.TaskQueueURL}
-		for range 3 {
-			if err := backlog.Send(ctx, task.TaskID, "", 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b.clock.Advance(time.Second + reconciler.DefaultRelaySlack + time.Second)
+		task := retryBehindBacklog(t, b, "held-retry-near-deadline", func(n *ledger.NewTask) { n.MaxAge = 3 * time.Minute })
 		s := runTwice(t, b, withThreshold)
 		held := get(t, b, task.TaskID)
 		if held.State != ledger.StateRetryWait {
