@@ -1,13 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/taskledger/taskledger/internal/followup"
-	"github.com/taskledger/taskledger/internal/provider/contract"
-	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -32,18 +29,10 @@ func TestReadbackCompletionCreatesThePlansDeliveriesAndTheNotification(t *testin
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		task := create(t, b, "rb-plan", func(n *ledger.NewTask) {
+		task := unknownTask(t, b, "rb-plan", true, func(n *ledger.NewTask) {
 			n.Plan = `{"deliver":[{"destination":"notify","params":{}},{"destination":"crm","params":{}}]}`
 			n.RequesterEmail = "alice@example.com"
 		})
-		c := claim(t, b, task.TaskID)
-		b.prov.Script(task.TaskID, simulated.AcceptLoseReply)
-		if _, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err == nil {
-			t.Fatal("scripted accept_lose_reply returned no error")
-		}
-		if _, err := b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "reply lost"); err != nil {
-			t.Fatal(err)
-		}
 		b.clock.Advance(2 * time.Minute)
 		h := b.handler()
 		h.Notify = notify(t)

@@ -2,13 +2,11 @@ package reconciler_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -25,18 +23,10 @@ func TestGatedUnknownOutcomeReviewOffersNoResolutionTheLedgerRefuses(t *testing.
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{NoReadback: true})
-		task := create(t, b, "gated-unknown", func(n *ledger.NewTask) {
+		task := unknownTask(t, b, "gated-unknown", true, func(n *ledger.NewTask) {
 			n.ApprovalTTL = 3 * time.Hour
 			n.Plan = `{"approval":{"expires_in_seconds":10800,"required":true},"deliver":[]}`
 		})
-		c := claim(t, b, task.TaskID)
-		b.prov.Script(task.TaskID, simulated.AcceptLoseReply)
-		if _, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err == nil {
-			t.Fatal("scripted accept_lose_reply returned no error")
-		}
-		if _, err := b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "reply lost"); err != nil {
-			t.Fatal(err)
-		}
 		b.clock.Advance(time.Minute)
 		if s := handle(t, b.handler()); s.Parked != 1 {
 			t.Fatalf("summary = %+v, want the gated task parked", s)

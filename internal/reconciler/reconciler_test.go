@@ -282,11 +282,12 @@ func TestExpiredLeaseWithSideEffectsGoesUnknownThenParks(t *testing.T) {
 	})
 }
 
-// unknownTask creates a task whose attempt ended unknown; with performed,
-// the provider really generated (and lost the reply).
-func unknownTask(t *testing.T, b *bundle, key string, performed bool) *ledger.Task {
+// unknownTask creates a task (opts adjust it) whose attempt ended
+// unknown; with performed, the provider really generated (and lost the
+// reply).
+func unknownTask(t *testing.T, b *bundle, key string, performed bool, opts ...func(*ledger.NewTask)) *ledger.Task {
 	t.Helper()
-	task := create(t, b, key)
+	task := create(t, b, key, opts...)
 	c := claim(t, b, task.TaskID)
 	if performed {
 		b.prov.Script(task.TaskID, simulated.AcceptLoseReply)
