@@ -231,6 +231,10 @@ func (h *Handler) decidable(ctx context.Context, c *call) (*ledger.Task, bool, *
 	switch {
 	case !owner && !(approver && t.ApprovalRequired):
 		return nil, false, notFound()
+	case !t.ApprovalRequired:
+		// The owner's own task with no gate: there is nothing to decide,
+		// whoever may decide (decide answers 409, not 403).
+		return t, owner, nil
 	case h.Approvals.Claim != "" && !approver:
 		return nil, owner, forbidden(fmt.Sprintf("Only approvers (authorizer claim %q) may decide on an approval.", h.Approvals.Claim))
 	case owner && h.Approvals.NoSelfApproval:
@@ -256,6 +260,9 @@ func (h *Handler) decide(ctx context.Context, c *call) events.APIGatewayV2HTTPRe
 	t, self, p := h.decidable(ctx, c)
 	if p != nil {
 		return h.reject(c, p)
+	}
+	if !t.ApprovalRequired {
+		return h.notAwaiting(c, t, map[routeID]string{routeApprove: "approved", routeReject: "rejected", routeWithdraw: "withdrawn"}[c.route.id])
 	}
 	policy := h.Approvals.name(self)
 	switch c.route.id {

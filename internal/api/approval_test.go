@@ -300,3 +300,35 @@ func TestApproveAnswers200AfterALostReply(t *testing.T) {
 		}
 	})
 }
+
+func TestDecisionsOnAnUngatedTaskAnswerThatThereIsNothingToDecide(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withHandler(func(h *api.Handler) {
+			h.Auth = api.AuthConfig{Mode: api.AuthJWT}
+			h.Approvals = api.ApprovalPolicy{Claim: "cognito:groups", Value: "approvers", NoSelfApproval: true}
+		}))
+		// Alice is no approver, and self-approval is off: neither is why
+		// her own ungated task cannot be decided.
+		alice := asJWT("alice")
+		id := view(t, b.do(t, submitReq("no-gate", body("x"), alice))).TaskID
+		generateAs(t, b, id)
+		before, err := b.l.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for verb, req := range map[string]string{"approve": `{"artifact_sha256":"` + before.ResultSHA256 + `"}`, "reject": `{}`, "withdraw": `{}`} {
+			p := wantProblem(t, b.do(t, decisionReq(verb, id, req, alice)), http.StatusConflict, api.TypeStateConflict)
+			if !strings.Contains(p.Detail, "no approval gate") || p.State != string(ledger.StateCompleted) {
+				t.Errorf("%s: problem = %+v, want the missing gate named and state completed", verb, p)
+			}
+		}
+		after, err := b.l.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.State != ledger.StateCompleted || after.UpdatedMs != before.UpdatedMs || after.ApprovalState != "" {
+			t.Fatalf("a refused decision changed the task: %+v", after)
+		}
+	})
+}
