@@ -1,7 +1,7 @@
 package worker_test
 
-// Regression tests of what the worker does when its own DynamoDB writes
-// keep failing (the follow-ups of settle_regression_test.go), on kumo and moto
+// What the worker does when its own DynamoDB writes
+// keep failing (the follow-ups of settle_under_write_faults_test.go), on kumo and moto
 // with a Bedrock-like provider (no idempotency, no readback).
 
 import (
