@@ -87,10 +87,7 @@ func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
 		}
 	}
 	log = append(log, str(encodeAttempt(r, t.CreatedMs)))
-	if n := max(t.MaxAttempts, 1); len(log) > n {
-		log = log[len(log)-n:]
-	}
-	u.set("attempt_log", &types.AttributeValueMemberL{Value: log})
+	u.set("attempt_log", &types.AttributeValueMemberL{Value: lastOf(log, t.MaxAttempts)})
 }
 
 // encodeAttempt is r as one attempt_log entry: space-separated fields
@@ -169,12 +166,12 @@ func (t *Task) History() []AttemptRecord {
 		}
 		t.settled(&out[i])
 	}
-	out = fillGaps(out)
-	if n := max(t.MaxAttempts, 1); len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out
+	return lastOf(fillGaps(out), t.MaxAttempts)
 }
+
+// lastOf keeps the last n (at least one) elements of s: a task's history
+// holds at most max_attempts attempts.
+func lastOf[T any](s []T, n int) []T { return s[max(len(s)-max(n, 1), 0):] }
 
 // of reports whether r records t's latest attempt: its claim time and
 // number (two claims of one task in the same millisecond keep their
