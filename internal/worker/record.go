@@ -510,6 +510,9 @@ func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Park(ctx, t, o, r)
 	}, log)
+	if o.State == ledger.StateUnknown && !ledger.IsAlreadyParked(err) {
+		kn = nil // refused at unknown (a cancel, an open review): this park again cannot help
+	}
 	if res, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
 		return res
 	}
