@@ -225,11 +225,12 @@ type attempt struct {
 	stream StreamAttempt
 }
 
-// call runs the provider under a heartbeat, bounded by the call timeout.
+// call runs the provider under a heartbeat, bounded by the call timeout
+// and the task's age deadline (claimed late in its budget, it is still final in time).
 func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, input string, docs []provider.Document, log *slog.Logger) attempt {
 	fenceable, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
-	callCtx, stop := context.WithTimeoutCause(fenceable, h.callTimeout(), errCallTimeout)
+	callCtx, stop := context.WithTimeoutCause(fenceable, min(h.callTimeout(), time.UnixMilli(t.DeadlineMs).Sub(h.Ledger.Now())), errCallTimeout)
 	defer stop()
 	hb := h.startHeartbeat(callCtx, cancel, rec, t, log)
 
@@ -356,7 +357,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		c = retrypolicy.Classification{Class: retrypolicy.UnknownOutcome, Reason: cutBy}
 		msg = "the worker's deadline cut the provider call short after it was sent; the provider may have acted"
 		if cutBy == "call_timeout" {
-			msg = fmt.Sprintf("the provider call ran past its %s call timeout after it was sent; the provider may have acted", h.callTimeout())
+			msg = fmt.Sprintf("the provider call ran past its %s call timeout, or the task's age deadline, after it was sent; the provider may have acted", h.callTimeout())
 		}
 		r := h.uncertain(ctx, rec, t, c, msg, log)
 		r.retry = r.retry || cutBy == "deadline_margin" // unfinished in this invocation: report it
