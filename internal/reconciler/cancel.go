@@ -17,7 +17,11 @@ import (
 //   - a provider whose calls the worker marks (neither idempotency nor
 //     readback) without the mark at the cancelled version: no call had
 //     started — cancelled (cancelledUnstarted);
-//   - a readback that credibly finds nothing — cancelled (rules.go);
+//   - a readback that credibly finds nothing — cancelled (rules.go); for a
+//     call marked at the cancelled version, "not found" is credible only
+//     once the fenced lease's end plus the call timeout has passed, as
+//     after an expired lease (callMayRun): until then the task waits, and
+//     past its age budget it is parked;
 //   - a readback that finds the result — completed from it: the provider
 //     acted before the cancel took hold, and its one result is saved;
 //   - no readback possible — parked unknown_outcome, like any uncertain

@@ -50,7 +50,12 @@
 //     resolved the same way, except that "the provider did not act" ends it
 //     cancelled (ledger.CancelUnknown) instead of re-queuing it: no
 //     call-start mark at the cancelled version (a provider whose calls are
-//     marked), or a readback that finds nothing (cancel.go).
+//     marked), or a readback that finds nothing (cancel.go) — for a call
+//     marked at the cancelled version only once the fenced lease's end
+//     plus the call timeout has passed: the fenced worker may not have
+//     learnt of the cancel, and its call runs on as after an expired
+//     lease (callMayRun; until then it waits, past the age budget it is
+//     parked).
 //   - a deliver task (DESIGN §10) follows the same rules with its
 //     destination in the provider's place (deliver.go, package deliver):
 //     side effects unless the destination is idempotent, readback through

@@ -248,11 +248,13 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.count(func(s *Summary) { s.Completed++ })
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound) && r.callMayRun(t):
-		// The expired assignment's worker may still be in its call: a
-		// worker whose renewals fail lets the call run on, up to the call
-		// timeout. "Not found" now is no evidence that nothing will be
-		// generated: wait for it to be credible, or — the age budget over —
-		// park saying the call may still reach the provider.
+		// The fenced assignment's worker (its lease expired, or a cancel
+		// while running fenced it) may still be in its call: a worker whose
+		// renewals fail lets the call run on, up to the call timeout. "Not
+		// found" now is no evidence that nothing will be generated — nor,
+		// after a cancel, that the provider did not act: wait for it to be
+		// credible, or — the age budget over — park saying the call may
+		// still reach the provider.
 		r.count(func(s *Summary) { s.ReadbackInFlight++ })
 		if !r.pastDeadline(t) {
 			r.raced()
@@ -345,26 +347,38 @@ func isRace(err error) bool {
 	return errors.As(err, &fe) || errors.As(err, &ce) || errors.Is(err, ledger.ErrNotFound)
 }
 
-// unknownSince is when the outcome became uncertain: the end of the lease
-// for an attempt whose worker vanished, else when it was marked unknown.
-// callMayRun reports whether a provider call of t's expired assignment may
-// still be running and matter: the reconciler expired its lease (the task
-// is unknown with ledger.LeaseExpiredMessage) less than the step's call
-// timeout ago, the provider does not deduplicate, and the worker marked the
-// call's start under this assignment.
-// The call started while the lease held, so it ends by the time the lease
-// was expired plus the call timeout (the longest of the step's and the
-// provider's contract.CallTimer; DefaultCallTimeout when neither declares
-// one).
+// callMayRun reports whether a provider call of t's fenced assignment may
+// still be running and matter: the provider does not deduplicate, the
+// worker marked the call's start under that assignment, and the call
+// timeout has not passed since the assignment's lease ended
+// (unknownSince). The fenced assignment is either
+//   - t's own, whose lease the reconciler expired (the task is unknown
+//     with ledger.LeaseExpiredMessage), or
+//   - the one a cancel while running fenced (Task.CancelledWhileRunning:
+//     cancel_version, the version before t's). The fenced worker learns of
+//     the cancel only at a renewal that reaches the table; while its
+//     renewals fail its call runs on exactly as after an expired lease, so
+//     a "not found" read back before then does not prove that the
+//     provider did not act.
+//
+// The call started while the lease held, so it ends by the lease's end
+// plus the call timeout (the longest of the step's and the provider's
+// contract.CallTimer; DefaultCallTimeout when neither declares one).
 func (r *run) callMayRun(t *ledger.Task) bool {
-	if t.ErrorMessage != ledger.LeaseExpiredMessage {
+	var fenced int64
+	switch {
+	case t.CancelledWhileRunning():
+		fenced = t.CancelVersion
+	case t.ErrorMessage == ledger.LeaseExpiredMessage:
+		fenced = t.AssignmentVersion
+	default:
 		return false // the worker itself recorded the outcome unknown: its call had ended
 	}
 	if !r.h.callMarked(t) {
 		return false // the provider deduplicates: a second call cannot act twice
 	}
-	if t.CallStartedVersion != t.AssignmentVersion {
-		return false // no call-start mark under this assignment: no call was started
+	if t.CallStartedVersion != fenced {
+		return false // no call-start mark under the fenced assignment: no call was started
 	}
 	// The longest bound any side may use: the step's own, the provider's
 	// (the worker bounds a delivery's call by it), or the default.
@@ -380,6 +394,11 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	return r.now.Before(unknownSince(t).Add(timeout))
 }
 
+// unknownSince is when the outcome became uncertain: the end of the lease
+// for an attempt whose worker vanished, else when it was marked unknown.
+// After a cancel while running, due_at is the fenced lease's end (or the
+// cancel's time, if that lease had already ended): ledger.CancelRunning
+// removes lease_until.
 func unknownSince(t *ledger.Task) time.Time {
 	if t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt {
 		return time.UnixMilli(t.LeaseUntil).UTC()
