@@ -35,7 +35,7 @@ func TestOffloadedGatedResultCanBeSeenAndApproved(t *testing.T) {
 			t.Fatal(err)
 		}
 		result, _ := json.Marshal(map[string]string{"text": strings.Repeat("word ", 1800)})
-		v, err := st.PlaceResult(ctx, id, c.AssignmentVersion, result)
+		v, err := st.PlaceResult(ctx, id, c.CreatedMs, c.AssignmentVersion, result)
 		if err != nil || v.Ref == nil {
 			t.Fatalf("place result: %+v %v", v, err)
 		}

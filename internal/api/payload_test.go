@@ -132,7 +132,7 @@ func TestTaskViewResolvesOffloadedResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		result, _ := json.Marshal(map[string]string{"text": strings.Repeat("word ", 3000)})
-		v, err := st.PlaceResult(ctx, id, claimed.AssignmentVersion, result)
+		v, err := st.PlaceResult(ctx, id, claimed.CreatedMs, claimed.AssignmentVersion, result)
 		if err != nil || v.Ref == nil {
 			t.Fatalf("place result: %+v %v", v, err)
 		}

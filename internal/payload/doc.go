@@ -37,10 +37,15 @@
 //     safe). A put that finds the object there renews it ([Store.Renew]: a
 //     copy onto itself), so the lifecycle counts from the newest task that
 //     references those bytes, not the first.
-//   - results/<task_id>/<assignment_version>: written by the worker holding
-//     that assignment BEFORE its fenced completion update. A fenced-out
-//     worker's object is never referenced by the item: an orphan, not the
-//     answer. The same bytes again succeed; other bytes are [ErrConflict].
+//   - results/<task_id>/<created_ms>/<assignment_version>: written by the
+//     worker holding that assignment BEFORE its fenced completion update.
+//     created_ms (Task.CreatedMs) tells apart two tasks with one id: once
+//     TTL has deleted a finished item, the same idempotency key re-creates
+//     the task at assignment_version 0 while the old results stay 38 days,
+//     so without it the new task's first result would meet the old one's
+//     object (ErrConflict). A fenced-out worker's object is never
+//     referenced by the item: an orphan, not the answer. The same bytes
+//     again succeed; other bytes are [ErrConflict].
 //   - upload-intents/<scope_hash>/<upload_id>: a caller's declaration of
 //     a presigned upload (caller-scope hash, sha256, size, content type),
 //     If-None-Match: *. Upload ids are per caller: another caller using the

@@ -62,10 +62,10 @@ func TestS3FaultsAreSteered(t *testing.T) {
 			}
 			return ""
 		})
-		if _, err := st.PutResult(ctx, "task-9", 3, body); !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.Transient}) {
+		if _, err := st.PutResult(ctx, "task-9", 1700000000000, 3, body); !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.Transient}) {
 			t.Fatalf("PutResult lost reply: %v, want Retryable", err)
 		}
-		if _, err := st.PutResult(ctx, "task-9", 3, body); err != nil {
+		if _, err := st.PutResult(ctx, "task-9", 1700000000000, 3, body); err != nil {
 			t.Fatalf("PutResult retry after lost reply: %v", err)
 		}
 

@@ -32,7 +32,7 @@ type SizeFunc func(item map[string]types.AttributeValue) int
 // offloaded attribute when sizing the item.
 var worstRef = Ref{
 	Bucket: strings.Repeat("b", 63),
-	Key:    "results/" + strings.Repeat("t", 128) + "/9223372036854775807",
+	Key:    "results/" + strings.Repeat("t", 128) + "/9223372036854775807/9223372036854775807",
 	SHA256: strings.Repeat("0", 64),
 	Size:   math.MaxInt64,
 }

@@ -109,12 +109,13 @@ func (s *Store) PlaceInput(ctx context.Context, body []byte) (Value, error) {
 	return Value{Ref: &r}, nil
 }
 
-// PlaceResult is PlaceInput for a result of one assignment.
-func (s *Store) PlaceResult(ctx context.Context, taskID string, assignmentVersion int64, body []byte) (Value, error) {
+// PlaceResult is PlaceInput for a result of one assignment of the task
+// created at createdMs (Task.CreatedMs).
+func (s *Store) PlaceResult(ctx context.Context, taskID string, createdMs, assignmentVersion int64, body []byte) (Value, error) {
 	if s.Inline(len(body)) {
 		return Value{Inline: body}, nil
 	}
-	r, err := s.PutResult(ctx, taskID, assignmentVersion, body)
+	r, err := s.PutResult(ctx, taskID, createdMs, assignmentVersion, body)
 	if err != nil {
 		return Value{}, err
 	}
@@ -132,9 +133,15 @@ func (s *Store) Load(ctx context.Context, v Value) ([]byte, error) {
 // InputKey is where an input with the given hex SHA-256 lives.
 func InputKey(sha string) string { return "inputs/" + sha }
 
-// ResultKey is where the result of one assignment of a task lives.
-func ResultKey(taskID string, assignmentVersion int64) string {
-	return "results/" + taskID + "/" + strconv.FormatInt(assignmentVersion, 10)
+// ResultKey is where the result of one assignment of a task lives:
+// results/<task_id>/<created_ms>/<assignment_version>. The task id alone
+// does not name one task: once TTL has deleted a finished item, the same
+// idempotency key re-creates the task under the same id at
+// assignment_version 0, while the old task's results stay for 38 days. The
+// creation time (Task.CreatedMs, set by every create) tells the two apart,
+// so a re-created task's first assignment never meets the old one's object.
+func ResultKey(taskID string, createdMs, assignmentVersion int64) string {
+	return "results/" + taskID + "/" + strconv.FormatInt(createdMs, 10) + "/" + strconv.FormatInt(assignmentVersion, 10)
 }
 
 // PutInput writes body to inputs/<sha256>, content-addressed, with the
@@ -206,14 +213,18 @@ func isPreconditionFailed(err error) bool {
 	return statusOf(err) == http.StatusPreconditionFailed || codeOf(err) == "PreconditionFailed"
 }
 
-// PutResult writes body to results/<task_id>/<assignment_version>. Only
-// the worker holding that assignment writes that key; a fenced-out worker's
-// object is an orphan no item references. A repeated put of the same bytes
-// (a retry after a lost reply) succeeds; different bytes at the same key
-// are ErrConflict (steered PermanentConfig).
-func (s *Store) PutResult(ctx context.Context, taskID string, assignmentVersion int64, body []byte) (Ref, error) {
+// PutResult writes body to results/<task_id>/<created_ms>/<assignment_version>
+// (ResultKey; createdMs is the task's Task.CreatedMs). Only the worker
+// holding that assignment of that task writes that key; a fenced-out
+// worker's object is an orphan no item references. A repeated put of the
+// same bytes (a retry after a lost reply) succeeds; different bytes at the
+// same key are ErrConflict (steered PermanentConfig).
+func (s *Store) PutResult(ctx context.Context, taskID string, createdMs, assignmentVersion int64, body []byte) (Ref, error) {
 	if !validID(taskID) {
 		return Ref{}, retrypolicy.Permanent(fmt.Errorf("payload: task id %q must be 1-128 of [A-Za-z0-9_-]", taskID))
+	}
+	if createdMs < 1 {
+		return Ref{}, retrypolicy.Permanent(fmt.Errorf("payload: task creation time %d must be positive", createdMs))
 	}
 	if assignmentVersion < 1 {
 		return Ref{}, retrypolicy.Permanent(fmt.Errorf("payload: assignment version %d must be positive", assignmentVersion))
@@ -221,7 +232,7 @@ func (s *Store) PutResult(ctx context.Context, taskID string, assignmentVersion 
 	if len(body) > MaxObjectSize {
 		return Ref{}, retrypolicy.Permanent(fmt.Errorf("%w: %d bytes, max %d", ErrTooLarge, len(body), MaxObjectSize))
 	}
-	r := Ref{Bucket: s.bucket, Key: ResultKey(taskID, assignmentVersion), SHA256: Digest(body), Size: int64(len(body))}
+	r := Ref{Bucket: s.bucket, Key: ResultKey(taskID, createdMs, assignmentVersion), SHA256: Digest(body), Size: int64(len(body))}
 	exists, err := s.putNew(ctx, r, body)
 	if err != nil {
 		return Ref{}, err

@@ -17,12 +17,13 @@ func TestPlaceSmallMakesNoS3Call(t *testing.T) {
 	t.Parallel()
 	eachLeg(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
+		const created = 1700000000000
 		small := bytes.Repeat([]byte("a"), DefaultInlineLimit)
 		v, err := b.store.PlaceInput(ctx, small)
 		if err != nil || v.Ref != nil || !bytes.Equal(v.Inline, small) {
 			t.Fatalf("PlaceInput(small) = %+v, %v; want inline", v, err)
 		}
-		r, err := b.store.PlaceResult(ctx, "task1", 1, []byte("ok"))
+		r, err := b.store.PlaceResult(ctx, "task1", created, 1, []byte("ok"))
 		if err != nil || r.Ref != nil {
 			t.Fatalf("PlaceResult(small) = %+v, %v; want inline", r, err)
 		}
@@ -76,36 +77,74 @@ func TestPutResultKeyedByAssignment(t *testing.T) {
 	t.Parallel()
 	eachLeg(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
+		const created = 1700000000000 // the task's created_ms
 		stale := bytes.Repeat([]byte("stale "), 1000)
 		fresh := bytes.Repeat([]byte("fresh "), 1000)
-		rs, err := b.store.PutResult(ctx, "task-1", 1, stale)
+		rs, err := b.store.PutResult(ctx, "task-1", created, 1, stale)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rf, err := b.store.PutResult(ctx, "task-1", 2, fresh)
+		rf, err := b.store.PutResult(ctx, "task-1", created, 2, fresh)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rs.Key != "results/task-1/1" || rf.Key != "results/task-1/2" {
+		if rs.Key != "results/task-1/1700000000000/1" || rf.Key != "results/task-1/1700000000000/2" {
 			t.Fatalf("keys %q %q", rs.Key, rf.Key)
 		}
 		if got, err := b.store.Get(ctx, rf); err != nil || !bytes.Equal(got, fresh) {
 			t.Fatalf("Get(assignment 2) = %q…, %v", got[:min(len(got), 10)], err)
 		}
 		// A retry after a lost reply: same bytes, same key → success.
-		if again, err := b.store.PutResult(ctx, "task-1", 2, fresh); err != nil || again != rf {
+		if again, err := b.store.PutResult(ctx, "task-1", created, 2, fresh); err != nil || again != rf {
 			t.Fatalf("repeat PutResult = %+v, %v", again, err)
 		}
 		// Other bytes at the same assignment's key never replace the object.
-		_, err = b.store.PutResult(ctx, "task-1", 2, stale)
+		_, err = b.store.PutResult(ctx, "task-1", created, 2, stale)
 		if !errors.Is(err, ErrConflict) || !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.PermanentConfig}) {
 			t.Fatalf("conflicting PutResult: %v, want ErrConflict (PermanentConfig)", err)
 		}
 		if got, err := b.store.Get(ctx, rf); err != nil || !bytes.Equal(got, fresh) {
 			t.Fatalf("after conflict, Get = %v", err)
 		}
-		if _, err := b.store.PutResult(ctx, "../x", 1, fresh); !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.PermanentInput}) {
+		if _, err := b.store.PutResult(ctx, "../x", created, 1, fresh); !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.PermanentInput}) {
 			t.Fatalf("bad task id: %v", err)
+		}
+		if _, err := b.store.PutResult(ctx, "task-1", 0, 1, fresh); !errors.Is(err, &retrypolicy.Error{Class: retrypolicy.PermanentInput}) {
+			t.Fatalf("no creation time: %v", err)
+		}
+	})
+}
+
+// A task id names one task only while its item exists: after TTL deletes a
+// finished task, the same idempotency key re-creates it under the same id,
+// starting again at assignment_version 0, while the old task's results stay
+// for 38 days. Keyed by creation time as well, the new incarnation's first
+// result is a new object, not a conflict with the old one's.
+func TestPutResultOfARecreatedTaskDoesNotMeetTheOldTasksObject(t *testing.T) {
+	t.Parallel()
+	eachLeg(t, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		const first, second = 1700000000000, 1700000000000 + 8*24*3600*1000
+		old := bytes.Repeat([]byte("old "), 2000)
+		cur := bytes.Repeat([]byte("new "), 2000)
+		ro, err := b.store.PutResult(ctx, "task-again", first, 1, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn, err := b.store.PutResult(ctx, "task-again", second, 1, cur)
+		if err != nil {
+			t.Fatalf("the re-created task's first result: %v, want it saved beside the old task's", err)
+		}
+		if ro.Key == rn.Key || rn.Key != ResultKey("task-again", second, 1) {
+			t.Fatalf("keys %q and %q, want %q for the re-created task", ro.Key, rn.Key, ResultKey("task-again", second, 1))
+		}
+		for _, c := range []struct {
+			r    Ref
+			want []byte
+		}{{ro, old}, {rn, cur}} {
+			if got, err := b.store.Get(ctx, c.r); err != nil || !bytes.Equal(got, c.want) {
+				t.Fatalf("Get(%s) = %d bytes, %v; want its own %d", c.r.Key, len(got), err, len(c.want))
+			}
 		}
 	})
 }

@@ -34,8 +34,8 @@
 //     provider Lookup. Found →
 //     CompleteFromReadback (readback_at; with Handler.Payloads a result
 //     above the inline threshold is first put in S3 at
-//     results/<task>/<assignment_version> and the reference saved); a
-//     result too large for the item
+//     results/<task>/<created_ms>/<assignment_version> and the reference
+//     saved); a result too large for the item
 //     (ledger.CheckCompletion, ledger.ItemTooLargeError) → park
 //     result_too_large; a save refused as invalid, or failing on every run
 //     until the age budget ends → park result_not_saved with the readback

@@ -137,8 +137,9 @@ type Handler struct {
 	RetrySafeGeneration bool
 	// Payloads is the S3 claim-check store (DESIGN §12): a read-back
 	// result above its inline threshold is put at
-	// results/<task>/<assignment_version> before CompleteFromReadback,
-	// which saves the reference. nil keeps read-back results inline.
+	// results/<task>/<created_ms>/<assignment_version> before
+	// CompleteFromReadback, which saves the reference. nil keeps read-back
+	// results inline.
 	Payloads *payload.Store
 	// Spend settles, after a park or a cancel of a running or unknown
 	// attempt (or of a task whose crashed attempt was re-queued), what the

@@ -13,8 +13,8 @@ import (
 
 // TestReadbackResultGoesThroughTheClaimCheck: with a payload store, a
 // read-back result above DynamoDB's item limit is put at
-// results/<task>/<version> and the task completes with the reference
-// (result_too_large is for when even that cannot happen).
+// results/<task>/<created_ms>/<version> and the task completes with the
+// reference (result_too_large is for when even that cannot happen).
 func TestReadbackResultGoesThroughTheClaimCheck(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -30,7 +30,7 @@ func TestReadbackResultGoesThroughTheClaimCheck(t *testing.T) {
 		}
 		got := get(t, b, task.TaskID)
 		if got.State != ledger.StateCompleted || got.Result != "" || got.ResultRef == nil || got.ReadbackAt == "" ||
-			got.ResultRef.Key != payload.ResultKey(task.TaskID, got.AssignmentVersion) {
+			got.ResultRef.Key != payload.ResultKey(task.TaskID, got.CreatedMs, got.AssignmentVersion) {
 			t.Fatalf("task %s result %d bytes ref %+v readback %q", got.State, len(got.Result), got.ResultRef, got.ReadbackAt)
 		}
 		body, err := h.Payloads.Get(context.Background(), payload.Ref(*got.ResultRef))

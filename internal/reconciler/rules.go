@@ -216,7 +216,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			// failed put is handled like a failed save (below): tried again
 			// next run (it is idempotent), parked past the age budget.
 			var v payload.Value
-			if v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, res.Output); err == nil {
+			if v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.CreatedMs, t.AssignmentVersion, res.Output); err == nil {
 				ref := ledger.PayloadRef(*v.Ref)
 				c.Result, c.ResultRef = "", &ref
 			}

@@ -12,8 +12,8 @@ import (
 // lives in the payload bucket.
 //
 //   - result_ref_not_winner: a completed task's result reference names
-//     results/<task>/<assignment_version> of the item's own (winning)
-//     assignment — never a fenced-out worker's object;
+//     results/<task>/<created_ms>/<assignment_version> of the item's own
+//     (winning) assignment — never a fenced-out worker's object;
 //   - result_ref_unreadable: the object behind a result or input reference
 //     exists and its size and SHA-256 are the reference's (payload.Get
 //     verifies both);
@@ -28,7 +28,7 @@ func (c *checker) claimCheck(t *task, st *ledger.Task) {
 		return
 	}
 	if r := st.ResultRef; r != nil {
-		if want := payload.ResultKey(st.TaskID, st.AssignmentVersion); r.Key != want || r.Bucket != s.payloads.Bucket() {
+		if want := payload.ResultKey(st.TaskID, st.CreatedMs, st.AssignmentVersion); r.Key != want || r.Bucket != s.payloads.Bucket() {
 			c.add(t.kind, t.id, "result_ref_not_winner", "the result reference names %s/%s, want %s (the item's assignment %d)", r.Bucket, r.Key, want, st.AssignmentVersion)
 		}
 		if _, err := s.load(r); err != nil {

@@ -146,7 +146,7 @@ func TestCheckerCatchesBrokenPromises(t *testing.T) {
 		// readable (and so not the provider's result either).
 		o := offloaded[0]
 		ref := *o.ResultRef
-		ref.Key = payload.ResultKey(o.TaskID, o.AssignmentVersion+1)
+		ref.Key = payload.ResultKey(o.TaskID, o.CreatedMs, o.AssignmentVersion+1)
 		av, _ := attributevalue.Marshal(ref)
 		set(o.TaskID, "result_ref", av)
 		tampered = append(tampered, "result_ref_not_winner", "result_ref_unreadable")

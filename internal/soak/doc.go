@@ -144,10 +144,10 @@
 // replaces oversized_result_not_parked), and background faults fail S3
 // puts and throttle S3 reads. Rules (check_payload.go):
 // result_ref_not_winner (a completed task's result reference is
-// results/<task>/<its own assignment_version>, never a fenced-out worker's
-// object), result_ref_unreadable (the object behind every reference has
-// the reference's size and SHA-256), large_input_inline and
-// small_input_offloaded; result_not_the_providers and
+// results/<task>/<created_ms>/<its own assignment_version>, never a
+// fenced-out worker's object), result_ref_unreadable (the object behind
+// every reference has the reference's size and SHA-256),
+// large_input_inline and small_input_offloaded; result_not_the_providers and
 // stored_payload_not_accepted compare the resolved bytes.
 //
 // Documents (DESIGN §12; document.go, check_document.go): the document kinds

@@ -11,8 +11,8 @@ import (
 // TestPayloadsOutliveAnApprovalWait (the claim-check paths): the payload
 // bucket's lifecycle keeps an object "at least as long as the task item
 // that may reference it". A task with an approval gate references its
-// objects longest: the worker writes results/<task>/<version> when the
-// task enters awaiting_approval, and the task waits there up to
+// objects longest: the worker writes results/<task>/<created_ms>/<version>
+// when the task enters awaiting_approval, and the task waits there up to
 // api.MaxApprovalSeconds (30 days) before it is completed and then kept
 // ledger.DefaultRetention (7 days). So results/, inputs/ and the catch-all
 // rule keep objects for that whole life plus a day; a shorter rule would

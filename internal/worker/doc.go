@@ -167,12 +167,12 @@
 // DocumentMemory bytes of documents at once (docmemory.go): a record whose
 // documents do not fit is given back and returns after
 // DocumentMemoryRetry. A result above the inline threshold is put at
-// results/<task>/<assignment_version> before the fenced completion, which
-// saves only the reference (result_ref): a worker fenced out later leaves
-// an orphan under its own version. The put is repeated like a settling
-// write; if S3 stays down, a result that fits the item is saved inline,
-// else the task is parked result_not_saved. Without a store no S3 call is
-// made.
+// results/<task>/<created_ms>/<assignment_version> (a re-created task has
+// a new created_ms) before the fenced completion, which saves only the
+// reference: a worker fenced out later leaves an orphan under its own
+// version. The put is repeated like a settling write; if S3 stays down, a
+// result that fits the item is saved inline, else the task is parked
+// result_not_saved. Without a store no S3 call is made.
 //
 // # Deliver tasks
 //

@@ -62,9 +62,9 @@ func promptTag(input string) string {
 
 // TestLargeInputAndResultRoundTrip: an input kept in S3 reaches the
 // provider byte for byte (its reply names the prompt's hash); a 20 KB
-// result is put at results/<task>/<version> and the item keeps only the
-// reference, whose SHA-256 and size match the stored object and the
-// provider's output.
+// result is put at results/<task>/<created_ms>/<version> and the item
+// keeps only the reference, whose SHA-256 and size match the stored object
+// and the provider's output.
 func TestLargeInputAndResultRoundTrip(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -84,7 +84,7 @@ func TestLargeInputAndResultRoundTrip(t *testing.T) {
 		if got.Result != "" || got.ResultRef == nil {
 			t.Fatalf("completed item keeps result %d bytes, ref %v; want only the reference", len(got.Result), got.ResultRef)
 		}
-		if want := payload.ResultKey(task.TaskID, got.AssignmentVersion); got.ResultRef.Key != want || got.ResultRef.Bucket != e.Names.PayloadBucket {
+		if want := payload.ResultKey(task.TaskID, got.CreatedMs, got.AssignmentVersion); got.ResultRef.Key != want || got.ResultRef.Bucket != e.Names.PayloadBucket {
 			t.Fatalf("result ref %+v, want key %s in %s", got.ResultRef, want, e.Names.PayloadBucket)
 		}
 		body, err := b.h.Payloads.Get(ctx, payload.Ref(*got.ResultRef))
@@ -157,8 +157,8 @@ func TestFencedOutWorkersResultIsAnOrphan(t *testing.T) {
 		wantNoFailures(t, handle(t, b.h, ctx, b.event(t, loadEvent(t, "sqs-batch.json"), msgs[1:])))
 		won := b.get(t, task.TaskID)
 		wantState(t, won, ledger.StateCompleted)
-		if won.AssignmentVersion != 2 || won.ResultRef == nil || won.ResultRef.Key != payload.ResultKey(task.TaskID, 2) {
-			t.Fatalf("winner: version %d, ref %+v; want version 2 referencing %s", won.AssignmentVersion, won.ResultRef, payload.ResultKey(task.TaskID, 2))
+		if won.AssignmentVersion != 2 || won.ResultRef == nil || won.ResultRef.Key != payload.ResultKey(task.TaskID, won.CreatedMs, 2) {
+			t.Fatalf("winner: version %d, ref %+v; want version 2 referencing %s", won.AssignmentVersion, won.ResultRef, payload.ResultKey(task.TaskID, won.CreatedMs, 2))
 		}
 
 		close(gA.release)
@@ -168,7 +168,7 @@ func TestFencedOutWorkersResultIsAnOrphan(t *testing.T) {
 			t.Fatalf("the stale worker changed the saved reference: %+v", final.ResultRef)
 		}
 		// A's object exists under its own version and is referenced by nothing.
-		orphan, err := e.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(payload.ResultKey(task.TaskID, 1))})
+		orphan, err := e.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(e.Names.PayloadBucket), Key: aws.String(payload.ResultKey(task.TaskID, won.CreatedMs, 1))})
 		if err != nil {
 			t.Fatalf("the fenced-out worker's result object is missing: %v", err)
 		}

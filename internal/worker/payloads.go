@@ -81,7 +81,7 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 	body := []byte(c.Result)
 	var v payload.Value
 	put := func() (err error) {
-		v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.AssignmentVersion, body)
+		v, err = h.Payloads.PlaceResult(ctx, t.TaskID, t.CreatedMs, t.AssignmentVersion, body)
 		return err
 	}
 	mayPass := func(err error) bool {

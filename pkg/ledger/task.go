@@ -148,7 +148,7 @@ type Task struct {
 	ChainEpochMs    int64  `dynamodbav:"chain_epoch_ms,omitempty"`
 
 	// InputRef and ResultRef replace Input and Result kept in S3 (DESIGN
-	// §12, the claim check; a result at results/<task>/<version>).
+	// §12, the claim check; a result's key: internal/payload.ResultKey).
 	InputRef  *PayloadRef `dynamodbav:"input_ref,omitempty"`
 	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
 	// Documents are a generate task's uploaded documents, by reference.

@@ -237,7 +237,7 @@ func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int
 // Completion is the saved outcome of a successful generation.
 type Completion struct {
 	Result      string      // JSON
-	ResultRef   *PayloadRef // saved instead of Result: placed in S3 first (results/<task>/<version>)
+	ResultRef   *PayloadRef // saved instead of Result: placed in S3 first (results/<task>/<created_ms>/<version>)
 	Provider    string
 	ProviderRef string
 	ReadbackAt  time.Time // set when the result came from a provider readback
