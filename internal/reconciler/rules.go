@@ -348,10 +348,12 @@ func isRace(err error) bool {
 }
 
 // callMayRun reports whether a provider call of t's fenced assignment may
-// still be running and matter: the provider does not deduplicate, the
-// worker marked the call's start under that assignment, and the call
-// timeout has not passed since the assignment's lease ended
-// (unknownSince). The fenced assignment is either
+// still be running and matter: the call timeout has not passed since the
+// assignment's lease ended (unknownSince), and either the provider does
+// not deduplicate and the worker marked the call's start under that
+// assignment, or a cancel fenced it (a deduplicating provider's call is
+// never marked, and after a cancel what matters is whether it acted at
+// all). The fenced assignment is either
 //   - t's own, whose lease the reconciler expired (the task is unknown
 //     with ledger.LeaseExpiredMessage), or
 //   - the one a cancel while running fenced (Task.CancelledWhileRunning:
@@ -374,10 +376,13 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	default:
 		return false // the worker itself recorded the outcome unknown: its call had ended
 	}
-	if !r.h.callMarked(t) {
-		return false // the provider deduplicates: a second call cannot act twice
-	}
-	if t.CallStartedVersion != fenced {
+	switch marked := r.h.callMarked(t); {
+	case !marked && !t.CancelledWhileRunning():
+		// The provider deduplicates: a second call cannot act twice. After a
+		// cancel nothing is sent again, but the question is whether the
+		// provider acted at all, and an unmarked call may still be running.
+		return false
+	case marked && t.CallStartedVersion != fenced:
 		return false // no call-start mark under the fenced assignment: no call was started
 	}
 	// The longest bound any side may use: the step's own, the provider's

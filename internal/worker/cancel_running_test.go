@@ -80,8 +80,11 @@ func TestCancelWhileRunning(t *testing.T) {
 						got.State, got.Result, got.AssignmentVersion, cancelled.AssignmentVersion)
 				}
 
-				// The reconciler waits for the cancelled lease to end, then settles.
-				b.clock.Advance(time.Minute)
+				// The reconciler cannot tell a fenced worker whose call ended
+				// from one whose renewals fail while its call runs on: it
+				// waits for the fenced lease's end plus the call timeout (the
+				// simulated provider's minute), then settles.
+				b.clock.Advance(2 * time.Minute)
 				s := b.reconcile(t, b.sim)
 				final := b.get(t, task.TaskID)
 				wantState(t, final, c.want)
