@@ -511,13 +511,13 @@ func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Park(ctx, t, o, r)
 	}, log)
-	if o.State == ledger.StateUnknown && !ledger.IsAlreadyParked(err) {
-		kn = nil // refused at unknown (a cancel, an open review): this park again cannot help
+	var ce *ledger.ConflictError
+	if o.State == ledger.StateUnknown && errors.As(err, &ce) && where(ce.Task, t.AssignmentVersion) == atUnknown {
+		kn = nil // still unknown at mine (an open review refused it): this park again cannot help
 	}
 	if res, ok := h.settleRefused(ctx, rec, t, err, kn, log); ok {
 		return res
 	}
-	var ce *ledger.ConflictError
 	switch {
 	case err == nil:
 		log.WarnContext(ctx, "parked for review", "review_reason", r.Reason)
