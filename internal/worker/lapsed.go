@@ -36,7 +36,7 @@ func (k known) why() string {
 	case knowResult:
 		return "cancelled while running after the provider replied: the task needs an approval, so the result was not kept and nothing can be approved or delivered"
 	case knowNoCall:
-		return "cancelled while running after its call-start mark and before the provider call; no call was made"
+		return "cancelled while running before the provider call; no call was made"
 	case knowCharged:
 		return "cancelled while running; the generation is retry-safe, so its call was abandoned and charged"
 	}

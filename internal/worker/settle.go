@@ -64,10 +64,7 @@ func settle(read *ledger.Task, mine int64, k knowledge) decision {
 		// Opening the gate after the caller's cancel would let an approval
 		// start deliveries nobody wants: cancelled, without the result.
 		return sendCancelUnknown
-	case k == knowResult && p == atCancelPark && read.ApprovalTTL() > 0,
-		// Without the call-start mark at mine the reconciler ends the
-		// cancel as never started itself.
-		k == knowNoCall && (p == atCancel || p == atCancelPark) && read.CallStartedVersion != mine:
+	case k == knowResult && p == atCancelPark && read.ApprovalTTL() > 0:
 		return sendNothing
 	}
 	return settleRows[p][k]

@@ -86,14 +86,15 @@ var settleTable = []struct {
 	// A cancel while running fenced mine and nothing has decided since:
 	// the reply in hand is saved (cancel_too_late), unless an approval
 	// would open on it; a refusal, or no call after the mark, ends it
-	// cancelled. Without the mark the reconciler ends it cancelled itself;
-	// with a result on the item it is decided already.
+	// cancelled — marked or not: a provider that deduplicates is never
+	// marked, so only the worker knows it made no call. With a result on
+	// the item it is decided already.
 	{"unknown", cancelAtMine, []string{plain, marked}, knowResult, sendCompleteCancelled},
 	{"unknown", cancelAtMine, []string{gated}, knowResult, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedInput, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{marked}, knowNoCall, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelUnknown},
 	// A retry-safe call cut by the cancel: what it did costs only money,
 	// so the cancel ends it without a readback.
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelUnknown},
@@ -104,7 +105,7 @@ var settleTable = []struct {
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedInput, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{marked}, knowNoCall, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelLapsed},
 }
 
@@ -228,6 +229,12 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 		}
 		if atMineNow && read.State == ledger.StateNeedsReview && read.ReviewReason == ledger.ReviewUnknownOutcome && d != sendReleaseLapsed {
 			t.Errorf("%s: %v leaves the unknown_outcome park of a call never made", name, d)
+		}
+		// A cancel of mine with nothing saved ends cancelled: the reconciler
+		// cannot tell an unmarked call that never started from one in flight.
+		if cancelOfMine && !read.HasResult() && (read.State == ledger.StateUnknown || read.ReviewReason == ledger.ReviewUnknownOutcome) &&
+			d != sendCancelUnknown && d != sendCancelLapsed {
+			t.Errorf("%s: %v for a cancel of an assignment that made no call", name, d)
 		}
 	}
 }
