@@ -136,5 +136,10 @@ func TestCancelWhileRunningWithCallInFlightPastDeadlineIsParked(t *testing.T) {
 		if known := strings.Join(r.Known, "\n"); strings.Contains(known, "nothing was generated") {
 			t.Fatalf("the fenced call may still reach the provider, yet the review (%s) lists as known that nothing was generated:\n%s", r.Reason, known)
 		}
+		// The caller cancelled it: the review says so and offers no re-run.
+		if r.Reason != ledger.ReviewUnknownOutcome || !strings.Contains(r.Summary, "cancelled by its caller") ||
+			strings.Contains(strings.Join(r.SafeActions, "\n"), "review retry") {
+			t.Fatalf("review %s %q, safe actions %q; want unknown_outcome saying the caller cancelled, without a retry", r.Reason, r.Summary, r.SafeActions)
+		}
 	})
 }

@@ -260,6 +260,11 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			r.raced()
 			return
 		}
+		if t.CancelledWhileRunning() {
+			// What is left to decide is the caller's cancel, not a retry.
+			r.park(ctx, t, opts, h.unknownReview(t, name, at, "cancelled while running; "+err.Error()+", but the fenced call may still reach the provider"))
+			return
+		}
 		_, budget := t.BudgetLeft(r.now)
 		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
 	case errors.Is(err, contract.ErrNotFound):
