@@ -473,10 +473,13 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64) 
 	u := newUpdate()
 	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until", "not_before")
-	if tr := row(op); tr.From[0] == StateUnknown {
+	switch op {
+	case "requeue_readback_absent":
 		// The uncertainty is resolved: the error must no longer say
 		// unknown_outcome (a later park would repeat "may have acted").
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
+	case "requeue": // a deduplicating provider's call may have generated: a later park must say so
+		setError(u, "unknown_outcome", LeaseExpiredMessage)
 	}
 	return l.write(ctx, "requeue", row(op), taskID, &Call{Now: now, Version: version}, u)
 }
