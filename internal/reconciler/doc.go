@@ -11,7 +11,11 @@
 // keeps a cursor between runs: whatever it did not reach is still due and
 // is found again next run. The walk is round-robin over all (state, shard)
 // streams, one page each, starting at a rotating shard, so one hot shard or
-// one crowded state cannot starve the others within the time budget.
+// one crowded state cannot starve the others within the time budget. The
+// budget holds within a page too, so the metrics are always reached: a due
+// task not started when the work budget ends is left for the next run, and
+// a provider Lookup still running then is cut and counts as no answer (a
+// readback error; the task stays unknown and due).
 //
 // For each due task it makes one consistent read of the task and applies the
 // rule of the task's current state:

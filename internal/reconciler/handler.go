@@ -534,8 +534,17 @@ func (r *run) walk(ctx context.Context) {
 					s.done = true
 					break
 				}
-				examined++
 				sem <- struct{}{}
+				// A task waits here for a slot, possibly past the budget
+				// (each one before it may hold a slot for a whole Lookup):
+				// one not started by then is left due for the next run, so
+				// the page ends within the budget and the metrics still run.
+				if ctx.Err() != nil || !r.workLeft() {
+					<-sem
+					r.count(func(s *Summary) { s.Partial = true })
+					break
+				}
+				examined++
 				wg.Add(1)
 				go func(ref ledger.LiveRef) {
 					defer wg.Done()

@@ -189,9 +189,26 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.park(ctx, t, opts, h.unknownReview(t, name, at, why))
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, durOr(h.LookupTimeout, DefaultLookupTimeout))
+	// The lookup is also cut where the run's work budget ends: a hung
+	// readback must not hold the run past it (the function would be killed
+	// before its metrics). A lookup that ends without a result once the
+	// budget is over is no answer, whatever it says — a provider may report
+	// its cancelled call as "not found" — so the task is left unknown and
+	// due for the next run, never re-queued, cancelled or parked on it.
+	bctx, cancelBudget := context.WithDeadline(ctx, r.workUntil)
+	lctx, cancel := context.WithTimeout(bctx, durOr(h.LookupTimeout, DefaultLookupTimeout))
 	res, err := lk.Lookup(lctx, t.OperationID())
+	cut := bctx.Err() != nil && (err != nil || len(res.Output) == 0)
 	cancel()
+	cancelBudget()
+	if cut {
+		if err == nil {
+			err = errors.New("the provider returned an empty result")
+		}
+		r.count(func(s *Summary) { s.ReadbackErrors++; s.Partial = true })
+		log.WarnContext(ctx, "reconciler: readback cut at the end of the run's time budget; retrying next run", "error", err.Error())
+		return
+	}
 	switch {
 	case err == nil && len(res.Output) > 0:
 		r.count(func(s *Summary) { s.ReadbackFound++ })
