@@ -23,8 +23,9 @@ const usage = `usage: taskledger [flags] <command> [args] [flags]
 commands:
   review list [--limit N] [--cursor C] [--all]   open review items, oldest first
   review show <id>                               one review item and its task
-  review retry <id> [--note TEXT] [--by NAME]    re-queue the task (same id, fresh budget) and send it
-  review resolve <id> --outcome completed|failed --note TEXT [--by NAME]
+  review retry <id> [--park N] [--note TEXT] [--by NAME]
+                                                 re-queue the task (same id, fresh budget) and send it
+  review resolve <id> --outcome completed|failed --note TEXT [--park N] [--by NAME]
   task get <id>                                  one task
   approve <id> --artifact-sha256 HEX [--edited-result JSON] [--note TEXT] [--by NAME]
                                                  approve a task awaiting approval; creates its deliveries
@@ -37,7 +38,18 @@ flags (anywhere):
   --stack NAME                                   read them from a deployed stack's outputs
   --endpoint URL, --region R                     (env AWS_ENDPOINT_URL, AWS_REGION)
   --json                                         JSON output
-exit status: 0 ok (a repeated action is a no-op), 1 error, 2 usage
+
+--park N names the park an action decides: the park count review show
+prints (default: the review item's as the command reads it). Repeat a
+command whose outcome you did not see with the same --park N:
+  - applied to park N already: nothing changes, it prints "already applied"
+    (exit 0); a retry also after the task was parked again since, if it has
+    no approval gate (only a retry lets a park be followed by another);
+  - the task parked again since (any other case): refused, nothing changes
+    (exit 1); read the new review (review show) and decide it.
+Without --park a repeat decides the review item open when it runs: after
+the task was parked again, that is the new park.
+exit status: 0 ok (also a repeat already applied), 1 error, 2 usage
 `
 
 // app carries the process environment and the replaceable clients.
@@ -83,6 +95,7 @@ type command struct {
 	outcome string
 	sha     string
 	edited  string
+	park    int
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {
@@ -98,6 +111,7 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	fs.StringVar(&c.outcome, "outcome", "", "completed or failed (resolve)")
 	fs.StringVar(&c.sha, "artifact-sha256", "", "the result_sha256 approved (approve)")
 	fs.StringVar(&c.edited, "edited-result", "", "the result as edited, one JSON object (approve)")
+	fs.IntVar(&c.park, "park", 0, "the park the action decides: its park count (review retry, resolve)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -162,6 +176,9 @@ func (a *app) withID(ctx context.Context, c *command, needQueue bool, f func(con
 }
 
 func (c *command) validate() error {
+	if c.park < 0 {
+		return usageErr("--park must be a park count (review show prints it)")
+	}
 	switch c.pos[0] + " " + c.pos[1] {
 	case "review retry":
 		if strings.TrimSpace(c.by) == "" {
@@ -233,14 +250,23 @@ func (a *app) reviewShow(ctx context.Context, c *command, d *deps, id string) er
 }
 
 func (a *app) reviewRetry(ctx context.Context, c *command, d *deps, id string) error {
-	return a.act(ctx, c, d, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, Note: c.note, By: c.by})
+	return a.act(ctx, c, d, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, Note: c.note, By: c.by, ParkCount: c.park})
 }
 
 func (a *app) reviewResolve(ctx context.Context, c *command, d *deps, id string) error {
-	return a.act(ctx, c, d, id, ledger.OperatorAction{Resolution: c.outcome, Note: c.note, By: c.by})
+	return a.act(ctx, c, d, id, ledger.OperatorAction{Resolution: c.outcome, Note: c.note, By: c.by, ParkCount: c.park})
 }
 
+// act applies act bound to the park it decides: --park, else the review
+// item's as read here, so the output can name it for a repeat.
 func (a *app) act(ctx context.Context, c *command, d *deps, id string, act ledger.OperatorAction) error {
+	if act.ParkCount == 0 {
+		rv, err := d.ledger.GetReview(ctx, id)
+		if err != nil {
+			return err
+		}
+		act.ParkCount = rv.ParkCount
+	}
 	res, err := opsapi.Apply(ctx, d.ledger, d.sender, d.budgets, id, act)
 	if err != nil {
 		return err
@@ -251,7 +277,7 @@ func (a *app) act(ctx context.Context, c *command, d *deps, id string, act ledge
 	if c.opts.json {
 		return writeJSON(a.stdout, res)
 	}
-	printAction(a.stdout, a.stderr, id, res)
+	printAction(a.stdout, a.stderr, id, act, res)
 	return nil
 }
 

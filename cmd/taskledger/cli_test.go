@@ -281,3 +281,44 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("-h: %+v", r)
 	}
 }
+
+// TestRepeatWithParkAfterReparkDecidesNothingNew: the operator's retry was
+// applied but its output lost, and the task was parked again. Repeating
+// the command with the park it printed must not decide the new park: the
+// retry says it was already applied, a different action is refused, and
+// the task stays parked with nothing sent.
+func TestRepeatWithParkAfterReparkDecidesNothingNew(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		x := parked(t, b, "repark")
+		r := b.must(t, nil, "review", "retry", x.TaskID)
+		if !strings.Contains(r.stdout, "decided park 1") || !strings.Contains(r.stdout, "--park 1") {
+			t.Fatalf("retry output does not name the park to repeat with:\n%s", r.stdout)
+		}
+		c, err := b.l.Claim(ctx, x.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: time.Minute})
+		if err == nil {
+			_, err = b.l.Park(ctx, c, ledger.ParkOptions{State: c.State, Version: c.AssignmentVersion},
+				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "the provider may have acted"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		r = b.must(t, nil, "review", "retry", x.TaskID, "--park", "1")
+		if !strings.Contains(r.stdout, "already applied") || !strings.Contains(r.stdout, "park 2") {
+			t.Fatalf("repeated retry of park 1 output:\n%s", r.stdout)
+		}
+		f := b.cli(nil, append([]string{"review", "resolve", x.TaskID, "--outcome", "failed", "--note", "n", "--park", "1"}, b.flags()...)...)
+		if f.code != 1 || !strings.Contains(f.stderr, "park 1") {
+			t.Fatalf("failed decided on park 1 after park 2: %+v", f)
+		}
+		task, _ := b.l.Get(ctx, x.TaskID)
+		rv, _ := b.l.GetReview(ctx, x.TaskID)
+		if task.State != ledger.StateNeedsReview || rv.ReviewStatus != ledger.ReviewOpen || rv.ParkCount != 2 {
+			t.Fatalf("park 2 was decided: task %s, review %s at park %d", task.State, rv.ReviewStatus, rv.ParkCount)
+		}
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 {
+			t.Fatalf("queue = %v, want the first retry's message alone", ids)
+		}
+	})
+}

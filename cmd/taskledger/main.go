@@ -6,8 +6,8 @@
 //
 //	taskledger review list [--limit N] [--cursor C] [--all]
 //	taskledger review show <id>
-//	taskledger review retry <id> [--note TEXT] [--by NAME]
-//	taskledger review resolve <id> --outcome completed|failed --note TEXT [--by NAME]
+//	taskledger review retry <id> [--park N] [--note TEXT] [--by NAME]
+//	taskledger review resolve <id> --outcome completed|failed --note TEXT [--park N] [--by NAME]
 //	taskledger task get <id>
 //	taskledger approve <id> --artifact-sha256 HEX [--edited-result JSON] [--note TEXT] [--by NAME]
 //	taskledger reject <id> [--note TEXT] [--by NAME]
@@ -18,8 +18,16 @@
 // outputs (--stack NAME: TasksTableName, ReviewTableName, TaskQueueUrl),
 // else from the environment (TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL);
 // the endpoint from --endpoint or AWS_ENDPOINT_URL. --by defaults to $USER.
+// --park N binds a review action to the park it was decided on (the park
+// count review show prints; default: the review item's as the command
+// reads it). A repeat of an action already applied to its park changes
+// nothing and says so (exit 0), as does a retry of a task with no
+// approval gate parked again since (only a retry lets a park be followed
+// by another); any other action given a park the task has since left is
+// refused and changes nothing (exit 1). A repeat without --park decides
+// the item open when it runs: after another park, the new one.
 // Output is an aligned table or text; --json prints JSON. Exit status: 0 ok
-// (a repeated action is a no-op, not an error), 1 error, 2 usage.
+// (also a repeat already applied), 1 error, 2 usage.
 package main
 
 import "os"

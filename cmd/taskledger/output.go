@@ -120,12 +120,18 @@ func printTask(w io.Writer, t *opsapi.Task) {
 	tw.Flush()
 }
 
-func printAction(w, errw io.Writer, id string, res opsapi.ActionResult) {
+func printAction(w, errw io.Writer, id string, act ledger.OperatorAction, res opsapi.ActionResult) {
 	r := res.Review
-	if res.Replayed {
-		fmt.Fprintf(w, "%s: already resolved as %s by %s at %s; nothing changed\n", id, r.Resolution, r.ResolvedBy, seconds(r.ResolvedAt))
+	switch {
+	case res.Replayed && r.ParkCount != act.ParkCount:
+		fmt.Fprintf(w, "%s: already applied: the %s of park %d; nothing changed. The task was parked again since (park %d, review %s): taskledger review show %s\n",
+			id, act.Resolution, act.ParkCount, r.ParkCount, r.ReviewStatus, id)
+		return
+	case res.Replayed:
+		fmt.Fprintf(w, "%s: already applied: park %d resolved as %s by %s at %s; nothing changed\n", id, r.ParkCount, r.Resolution, r.ResolvedBy, seconds(r.ResolvedAt))
 		return
 	}
+	fmt.Fprintf(w, "%s: decided park %d (to repeat this command safely, add --park %d)\n", id, act.ParkCount, act.ParkCount)
 	switch r.Resolution {
 	case ledger.ResolutionRetry:
 		fmt.Fprintf(w, "%s: re-queued with a fresh budget by %s\n", id, r.ResolvedBy)

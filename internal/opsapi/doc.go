@@ -6,8 +6,8 @@
 //
 //	GET  /reviews               open items, oldest first; ?limit=1..100 (50), ?cursor=
 //	GET  /reviews/{id}          one item (open or resolved) and its task
-//	POST /reviews/{id}/retry    {"by":"...","note":"..."}
-//	POST /reviews/{id}/resolve  {"outcome":"completed|failed","note":"...","by":"..."}
+//	POST /reviews/{id}/retry    {"by":"...","note":"...","park_count":N}
+//	POST /reviews/{id}/resolve  {"outcome":"completed|failed","note":"...","by":"...","park_count":N}
 //	GET  /overview              counts for the page's Overview tab (internal/overview):
 //	                            live tasks and oldest age per state, open reviews by
 //	                            reason, per-minute rates; no task text, no ids
@@ -29,9 +29,18 @@
 // the item (resolved_by, resolved_at, resolution, resolution_note). After a
 // retry that changed something, the handler sends the task's SQS message;
 // if that send fails the task is still queued with a dispatch deadline and
-// the reconciler's outbox relay sends it. Repeating an action that was
-// already applied is not an error: 200 with "replayed": true, and nothing
-// is sent again. A different action on a resolved item is 409. A retry of
+// the reconciler's outbox relay sends it. park_count (optional) is the
+// park the action was decided on, the item's park_count as read: the
+// action then decides that park alone. Repeating an action that was
+// already applied to its park is not an error: 200 with "replayed": true,
+// and nothing is sent again; so is a retry given an earlier park of a task
+// without an approval gate (only a retry lets such a park be followed by
+// another), whose "review" is the item as it is now. A different action on
+// a resolved item is 409, and so is any other action given an earlier park
+// than the item's: the task was parked again, nobody has decided the new
+// park, nothing changes. Without park_count the action decides the item
+// open now, so a repeat after the task was parked again decides the new
+// park. A retry of
 // a budgeted task first keeps its chain's and its own budget items alive
 // (Handler.Budgets, spend.Accountant.Keep); when one is gone though it may
 // have held spend (the task is older than the items' retention), the retry

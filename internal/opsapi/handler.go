@@ -179,15 +179,19 @@ func Show(ctx context.Context, l *ledger.Ledger, id string) (ReviewDetail, error
 	return d, nil
 }
 
+// ParkCount in a body is the park the action was decided on (the review
+// item's park_count as read; absent or 0: the review open now).
 type retryBody struct {
-	By   string `json:"by"`
-	Note string `json:"note"`
+	By        string `json:"by"`
+	Note      string `json:"note"`
+	ParkCount int    `json:"park_count"`
 }
 
 type resolveBody struct {
-	Outcome string `json:"outcome"`
-	Note    string `json:"note"`
-	By      string `json:"by"`
+	Outcome   string `json:"outcome"`
+	Note      string `json:"note"`
+	By        string `json:"by"`
+	ParkCount int    `json:"park_count"`
 }
 
 func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
@@ -199,7 +203,7 @@ func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &b) {
 		return
 	}
-	h.act(w, r, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, Note: b.Note, By: b.By})
+	h.act(w, r, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, Note: b.Note, By: b.By, ParkCount: b.ParkCount})
 }
 
 func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +219,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "invalid-action", "Invalid outcome", `outcome must be "completed" or "failed" (use /retry to re-queue)`)
 		return
 	}
-	h.act(w, r, id, ledger.OperatorAction{Resolution: b.Outcome, Note: b.Note, By: b.By})
+	h.act(w, r, id, ledger.OperatorAction{Resolution: b.Outcome, Note: b.Note, By: b.By, ParkCount: b.ParkCount})
 }
 
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, id string, a ledger.OperatorAction) {
@@ -274,8 +278,10 @@ func Apply(ctx context.Context, l *ledger.Ledger, d *dispatch.Sender, budgets *s
 		return ActionResult{}, err
 	}
 	res := ActionResult{Review: rv, Task: ViewTask(t), Replayed: replayed}
-	if parked != nil && parked.ParkCount > 0 {
-		// The parked run reserved under the park count it had then.
+	if parked != nil && parked.ParkCount > 0 && (a.ParkCount == 0 || a.ParkCount == parked.ParkCount) {
+		// The parked run reserved under the park count it had then. A
+		// replay of an action on an earlier park leaves the park open
+		// now, and its run, undecided.
 		run := *parked
 		run.ParkCount--
 		if _, serr := budgets.SettleAbandoned(ctx, &run, 0); serr != nil {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,9 @@ type OperatorAction struct {
 	Note string
 	// By names the operator (IAM user, email); required.
 	By string
+	// ParkCount is the park the action was decided on (the park_count of
+	// the review item and the task); 0: the review open now.
+	ParkCount int
 }
 
 // ErrInvalidAction is returned (wrapped) for an operator action that is
@@ -38,7 +42,12 @@ const MaxNote = 2000
 // completed completes it with the note as evidence; failed fails it with
 // the note as its error. Repeating an applied action is a no-op
 // (replayed=true); another action on a resolved item is a *ConflictError.
-// A poison-message item has no task: completed or failed just close it.
+// An action given its park (a.ParkCount) decides that park alone: after
+// the task was parked again it is a *ConflictError, nothing changed — a
+// replay only for a retry of a task with no approval gate, which leaves a
+// park for a later one only through a retry (an operator's, RetryLapsed,
+// ReleaseLapsed). A poison-message item has no task: completed or failed
+// just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -47,8 +56,9 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if r.ReviewStatus == ReviewResolved {
-		return l.replayOrConflict(ctx, r, a)
+	pc := cmp.Or(a.ParkCount, r.ParkCount)
+	if r.ReviewStatus == ReviewResolved || r.ParkCount != pc {
+		return l.replayOrConflict(ctx, r, a, pc)
 	}
 	poison := r.Reason == ReviewPoisonMessage
 	if poison && a.Resolution == ResolutionRetry {
@@ -56,7 +66,7 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	}
 	now := l.cfg.Now().UTC()
 	ru := l.resolveUpdate(LapsedResolution{By: a.By, Note: a.Note}, a.Resolution, now)
-	row("operator_"+a.Resolution).reviewCondition(ru, r.ParkCount)
+	row("operator_"+a.Resolution).reviewCondition(ru, pc)
 	items := []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
 
 	if !poison {
@@ -105,11 +115,11 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			return nil, nil, false, wrapErr("TransactWriteItems operator "+a.Resolution, err)
 		}
 		// Someone acted in between: decide from what is there now.
-		if r, err = l.GetReview(ctx, taskID); err != nil || r.ReviewStatus == ReviewResolved {
+		if r, err = l.GetReview(ctx, taskID); err != nil || r.ReviewStatus == ReviewResolved || r.ParkCount != pc {
 			if err != nil {
 				return nil, nil, false, err
 			}
-			return l.replayOrConflict(ctx, r, a)
+			return l.replayOrConflict(ctx, r, a, pc)
 		}
 		cur, _ := l.Get(ctx, taskID)
 		return nil, nil, false, conflict("operator "+a.Resolution, taskID, cur)
@@ -122,7 +132,9 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	return r, t, false, err
 }
 
-func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorAction) (*Review, *Task, bool, error) {
+// replayOrConflict answers action a decided on park pc, which the review
+// item r no longer offers (resolved, or at another park).
+func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorAction, pc int) (*Review, *Task, bool, error) {
 	var t *Task
 	if r.Reason != ReviewPoisonMessage {
 		var err error
@@ -130,8 +142,12 @@ func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorActi
 			return nil, nil, false, err
 		}
 	}
-	if r.Resolution == a.Resolution {
+	if r.ParkCount == pc && r.Resolution == a.Resolution ||
+		r.ParkCount > pc && a.Resolution == ResolutionRetry && t != nil && gGateOff.holds(t, nil) {
 		return r, t, true, nil
+	}
+	if r.ParkCount != pc {
+		return nil, nil, false, conflict(fmt.Sprintf("operator %s decided on park %d (the review item is at park %d, %s)", a.Resolution, pc, r.ParkCount, r.ReviewStatus), r.TaskID, t)
 	}
 	return nil, nil, false, conflict("operator "+a.Resolution+" (already resolved as "+r.Resolution+")", r.TaskID, t)
 }

@@ -831,12 +831,14 @@
     q('ri-note').id = noteId;
     q('ri-retry').setAttribute('aria-label', 'Retry ' + it.task_id);
     q('ri-resolve').setAttribute('aria-label', 'Resolve ' + it.task_id);
-    q('ri-retry').addEventListener('click', function () { act(li, it.task_id, 'retry'); });
-    q('ri-resolve').addEventListener('click', function () { act(li, it.task_id, 'resolve'); });
+    // Each action names the park it was decided on (the item shown): a
+    // resend after the task was parked again then decides nothing new.
+    q('ri-retry').addEventListener('click', function () { act(li, it.task_id, 'retry', it.park_count); });
+    q('ri-resolve').addEventListener('click', function () { act(li, it.task_id, 'resolve', it.park_count); });
     return li;
   }
 
-  function act(li, id, action) {
+  function act(li, id, action, parkCount) {
     var itemStatus = li.querySelector('.ri-status');
     var by = $('operator').value.trim();
     if (!by) {
@@ -846,7 +848,7 @@
     }
     set(window.localStorage, LS_OPERATOR, by);
     var note = li.querySelector('.ri-note').value;
-    var payload = { by: by, note: note };
+    var payload = { by: by, note: note, park_count: parkCount || 0 };
     if (action === 'resolve') payload.outcome = li.querySelector('.ri-outcome').value;
     var buttons = li.querySelectorAll('button');
     Array.prototype.forEach.call(buttons, function (b) { b.disabled = true; });
@@ -861,8 +863,8 @@
         if (r.status === 409 || r.status === 404) loadReviews(false);
         return;
       }
-      var done = action === 'retry' ? 'Re-queued ' + id + ' (same task, fresh budget)' :
-        'Resolved ' + id + ' as ' + payload.outcome;
+      var done = r.body && r.body.replayed ? 'Already applied to park ' + parkCount + ' of ' + id + ' (nothing changed)' :
+        action === 'retry' ? 'Re-queued ' + id + ' (same task, fresh budget)' : 'Resolved ' + id + ' as ' + payload.outcome;
       return call('GET', '/tasks/' + encodeURIComponent(id)).then(function (t) {
         var status = $('review-status');
         status.setAttribute('data-task-id', id);
