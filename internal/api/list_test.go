@@ -398,11 +398,15 @@ func TestApprovalsWithoutAClaimAreTheOwnersOnly(t *testing.T) {
 func TestListEntriesCarryTheTaskViewsProgress(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e)
+		// A millisecond apart: the list is newest first by creation time.
+		clock := testenv.NewClock(time.Now())
+		b := setup(t, e, withLedgerClock(clock.Now))
 		alice := asJWT("alice")
 		queued := submitAs(t, b, "p-queued", alice)
+		clock.Advance(time.Millisecond)
 		cancelled := submitAs(t, b, "p-cancelled", alice)
 		wantStatus(t, b.do(t, cancelReq(cancelled, alice)), http.StatusOK)
+		clock.Advance(time.Millisecond)
 		gated := gatedAs(t, b, "p-gated", 3600, alice)
 		l := taskList(t, b.do(t, listReq("/tasks", "", alice)))
 		a := approvalList(t, b.do(t, listReq("/approvals", "", alice)))
