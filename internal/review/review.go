@@ -562,6 +562,13 @@ func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<evidence>\"` citing the provider reference above",
 		resolveFailed(id),
 	)
+	if t.Kind == ledger.KindDeliver {
+		// The destination accepted it: a retry is a second delivery, and
+		// the delivery did happen, so it did not fail either.
+		r.Summary = fmt.Sprintf("Task %s: the destination accepted the delivery but saving its receipt kept failing, so it was not saved; resolve it as completed citing the destination's reference, after fixing the cause.", id)
+		r.Known = append(r.Known, "the destination accepted the delivery: a retry would deliver it a second time unless the destination deduplicates by operation id "+t.OperationID())
+		r.SafeActions = r.SafeActions[1:2]
+	}
 	return gated(t, r)
 }
 
