@@ -29,9 +29,11 @@
 // # Outcomes
 //
 // 2xx is a receipt (destination_identity is the endpoint's host;
-// provider_ref the body's "id" or X-Request-Id). 408, 429 and 5xx are
-// transient (Retry-After honoured); 401, 403, 404, 410 and redirects are
-// misconfiguration; other 4xx are the request's fault. A failure before the
+// provider_ref the body's "id" or X-Request-Id). 408, 429 and 503 are
+// transient (Retry-After honoured); any other 5xx (a 500 from a handler
+// that failed after acting, a 502, a gateway's 504) is Uncertain; 401,
+// 403, 404, 410 and redirects are misconfiguration (302, 303 and 409 are
+// Uncertain); other 4xx are the request's fault. A failure before the
 // request was fully written (refused connection, DNS) is transient and
 // provably not sent; one after it was written (timeout, reset, a lost
 // reply) is Uncertain. The POST is never replayed by Go's HTTP transport

@@ -281,7 +281,12 @@ func Sign(key []byte, id string, timestamp time.Time, body []byte) string {
 //	504, 524                    Uncertain: a gateway gave up waiting on a
 //	                            receiver that may have acted (the readback
 //	                            decides), as the providers' adapters do
-//	408, 429, other 5xx         Throttled (Retry-After honoured)
+//	408, 429, 503               Throttled (Retry-After honoured): the
+//	                            receiver did not handle the request
+//	other 5xx (500, 502, ...)   Uncertain: the receiver (or the backend
+//	                            behind its load balancer) may have acted
+//	                            and then failed, so the POST is never
+//	                            re-sent blind (the readback decides)
 //	401, 403                    Misconfigured (the cached secret is dropped)
 //	302, 303                    Uncertain: the redirect a receiver that
 //	                            processed a POST answers with (Rails,
@@ -345,7 +350,7 @@ func (w *Webhook) Deliver(ctx context.Context, req destination.Request) (destina
 	defer resp.Body.Close()
 	respBody, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return destination.Receipt{}, w.statusErr(ep, req.OperationID, resp)
+		return destination.Receipt{}, w.statusErr(ep, req.OperationID, resp, true)
 	}
 	_ = readErr // the status decided; a body cut short only loses the reference
 	return destination.Receipt{
@@ -357,14 +362,24 @@ func (w *Webhook) Deliver(ctx context.Context, req destination.Request) (destina
 	}, nil
 }
 
-func (w *Webhook) statusErr(ep endpoint, opID string, resp *http.Response) error {
+// statusErr steers a non-2xx answer. delivery: the answer is to the
+// delivery's POST, where a 5xx other than 503 means the receiver may have
+// acted before failing (a handler's unhandled exception after its commit, a
+// load balancer's 502 for a backend that died after it): Uncertain, never a
+// blind re-send. A readback GET is safe to repeat, so there those 5xx
+// stay Throttled.
+func (w *Webhook) statusErr(ep endpoint, opID string, resp *http.Response, delivery bool) error {
 	se := &retrypolicy.StatusError{StatusCode: resp.StatusCode, RetryAfter: retrypolicy.ParseRetryAfter(resp.Header.Get("Retry-After"), w.now())}
 	err := fmt.Errorf("webhook: endpoint %s: operation %s: %w", ep.name, opID, se)
 	switch code := resp.StatusCode; {
 	case code == http.StatusFound, code == http.StatusSeeOther, code == http.StatusConflict,
 		code == http.StatusGatewayTimeout, code == 524:
 		return retrypolicy.Uncertain(err)
-	case code == 408, code == 429, code >= 500:
+	case code == 408, code == 429, code == http.StatusServiceUnavailable:
+		return retrypolicy.Throttled(err, se.RetryAfter)
+	case code >= 500 && delivery:
+		return retrypolicy.Uncertain(err)
+	case code >= 500:
 		return retrypolicy.Throttled(err, se.RetryAfter)
 	case code == 401, code == 403:
 		if inv, ok := w.secrets.(Invalidator); ok {
@@ -442,7 +457,7 @@ func (w *Webhook) Lookup(ctx context.Context, req destination.Request) (destinat
 	case resp.StatusCode == http.StatusNotFound:
 		return destination.Receipt{}, fmt.Errorf("webhook: endpoint %s: readback of %s: %w", ep.name, req.OperationID, destination.ErrNotFound)
 	}
-	err = w.statusErr(ep, req.OperationID, resp)
+	err = w.statusErr(ep, req.OperationID, resp, false)
 	if c := retrypolicy.Classify(err).Class; c == retrypolicy.PermanentInput {
 		// A readback the receiver refuses is a configuration problem, not
 		// the delivery's.

@@ -323,10 +323,12 @@ func TestResponseClasses(t *testing.T) {
 		retryAfter time.Duration
 	}{
 		{"429", retrypolicy.Transient, 7 * time.Second},
-		{"503", retrypolicy.Transient, 0},
+		{"503", retrypolicy.Transient, 0},      // not handled: a refusal
 		{"504", retrypolicy.UnknownOutcome, 0}, // a gateway gave up waiting
 		{"524", retrypolicy.UnknownOutcome, 0},
-		{"500", retrypolicy.Transient, 0},
+		{"500", retrypolicy.UnknownOutcome, 0}, // a handler that failed after acting
+		{"502", retrypolicy.UnknownOutcome, 0}, // a backend that died after acting
+		{"507", retrypolicy.UnknownOutcome, 0}, // any 5xx but 503 may have acted
 		{"408", retrypolicy.Transient, 0},
 		{"400", retrypolicy.PermanentInput, 0},
 		{"422", retrypolicy.PermanentInput, 0},
