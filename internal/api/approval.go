@@ -343,6 +343,9 @@ func (h *Handler) approve(ctx context.Context, c *call, t *ledger.Task, d decisi
 		return newProblem(TypeArtifactNotDeliverable, http.StatusUnprocessableEntity, "Artifact cannot be delivered",
 			nd.Error()+"; nothing was written.").withField("edited_result").response()
 	}
+	// The approval completes the task: its requester is told, in the
+	// approval's transaction (DESIGN §15).
+	req.FollowUps = h.Notify.Approved(t)
 	got, replay, err := h.Ledger.Approve(ctx, t, req)
 	if err != nil {
 		return h.decisionFailure(ctx, c, "approve", err)

@@ -214,6 +214,18 @@ func (c *Config) Parked(t *ledger.Task) []ledger.NewTask {
 	return c.requester(t, EventParked, int64(t.ParkCount)+1)
 }
 
+// Approved is what the approval that completes t creates (t as read: the
+// approval is conditioned on its round): the requester's notification that
+// it completed, numbered by the approval round. A round is approved at
+// most once (only a withdrawal reopens the decision, in the next round), so
+// a replayed or racing identical approval creates none again and a
+// re-approval after a withdrawal tells the requester once more. A gated
+// task's worker completion (awaiting_approval) files no completed
+// notification, so these keys meet none of Completion's.
+func (c *Config) Approved(t *ledger.Task) []ledger.NewTask {
+	return c.requester(t, EventCompleted, int64(t.ApprovalRound))
+}
+
 // Withdrawn is what a withdrawal of t's approval creates (t as read: the
 // withdrawal is conditioned on its round): the approvers' notification
 // that a decision is needed again, numbered by the round it opens.

@@ -139,6 +139,9 @@ type ApproveRequest struct {
 	// DeliveryKey(task, approved sha, index, task.ApprovalRound), in the
 	// task's scope, ParentTaskID the task.
 	Deliveries []NewTask
+	// FollowUps (row follow_up, at most MaxFollowUps) are created with the
+	// approval: the requester's notification that the task completed.
+	FollowUps []NewTask
 }
 
 // ArtifactChangedError: the approved hash is not the task's current result.
@@ -160,8 +163,8 @@ func (e *ArtifactChangedError) Error() string {
 
 // Approve records the approval of t (as the caller read it) and creates
 // its deliver tasks in ONE TransactWriteItems: the task update (row
-// approve) and one conditional Put per delivery; the task becomes
-// completed. The same approval again returns the task with replay=true
+// approve) and one conditional Put per delivery and per follow-up; the
+// task becomes completed. The same approval again returns the task with replay=true
 // and writes nothing.
 //
 // Errors: *ArtifactChangedError, *ConflictError (not awaiting approval, or
@@ -204,6 +207,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		}
 		ids, items = append(ids, d.TaskID), append(items, put)
 	}
+	fs, err := l.followUpItems("approve", t.TaskID, r.FollowUps, now, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	items = append(items, fs...)
 
 	u := newUpdate()
 	l.off(u, StateCompleted, now)
