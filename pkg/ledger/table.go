@@ -279,7 +279,8 @@ var transitions = []Transition{
 	fencedRow("park_follow_ups", "Park (FollowUps: the requester's notification)", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
 	// Each follow-up task a write with follow-ups creates (followup.go):
 	// a plan's delivery or a notification, put in the write's transaction.
-	{Op: "follow_up", Method: "Complete (and Fail, Park and the other settling writes: each follow-up task, in the same transaction)", Actors: byEither,
+	{Op: "follow_up", Method: "Complete (and Fail, Park, Approve, Withdraw and the other settling writes: each follow-up task, in the same transaction)",
+		Actors: actors(ActorWorker, ActorReconciler, ActorApprover),
 		Guards: guards(gAbsent), To: StateQueued, Refusal: RefusedConflict, Manual: true},
 	{Op: "clamp_due", Method: "Release (and the other writes to queued: due_at clamped to the age deadline)", Actors: byEither,
 		From: states(StateQueued), Guards: guards(gDueAsRead, fromAs("queued")), Refusal: NotApplied},
