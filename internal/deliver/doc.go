@@ -25,7 +25,8 @@
 //	idempotent (no proof of absence)    contract.ErrNotFound: re-queue, send again (cancelled while running: park)
 //	no readback, not idempotent         contract.ErrNoReadback: park unknown_outcome
 //	not found, not credible (a lag)     ErrNotYetVisible: stay unknown, read back
-//	lookup failed                       the error: read back again next run
+//	lookup failed, no credible answer   the error: read back again next run
+//	  (a publish URL showing other content: maybe overwritten, not absent)
 //
 // The reconciler reads an unknown task back every run until its age budget
 // ends, then parks it unknown_outcome with what the last readback said: a

@@ -32,6 +32,13 @@
 // sleeps). Until then Lookup answers ErrNotFound — which is why the default
 // guarantees declare "not found" credible only without a delay.
 //
+// Only "nothing was delivered under the key" (for publish: no page at the
+// URL) is ErrNotFound. A publish URL showing other content answers
+// ErrOtherContent: a later delivery to the same slug may have overwritten
+// this one, so it is no evidence of absence, and an uncertain delivery read
+// back that way stays unknown and is parked, never published again over the
+// newer content.
+//
 // # Guarantees
 //
 // DefaultGuarantees: not idempotent; readback by operation id (notify) or

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -354,12 +355,21 @@ func (d *Destination) receipt(dl Delivery) destination.Receipt {
 	return rc
 }
 
+// ErrOtherContent is the publish readback of a canonical URL that shows
+// content other than the delivery's. It is no evidence that the delivery
+// never happened — a later delivery to the same slug may have overwritten
+// it — so it is not destination.ErrNotFound (which the default guarantees
+// declare credible): the lookup gave no answer, and the task stays unknown
+// and is parked when its readback runs out, never re-sent.
+var ErrOtherContent = errors.New("the canonical URL shows other content: the delivery may have been overwritten, its absence is not proven")
+
 // Lookup reads a delivery back: notify by operation id, publish by fetching
 // the canonical URL and comparing the content hash, crm by client
 // reference. A delivery is visible Options.ReadbackDelay after it happened;
-// before that, and for a URL showing other content, the answer is
-// destination.ErrNotFound. With readback "none" declared it is
-// destination.ErrNoReadback.
+// before that, and when nothing was delivered under the key (no page at the
+// URL), the answer is destination.ErrNotFound. A URL showing other content
+// is ErrOtherContent, never ErrNotFound. With readback "none" declared it
+// is destination.ErrNoReadback.
 func (d *Destination) Lookup(ctx context.Context, req destination.Request) (destination.Receipt, error) {
 	if d.g.Mode() == destination.ReadbackNone {
 		return destination.Receipt{}, destination.ErrNoReadback
@@ -388,7 +398,7 @@ func (d *Destination) Lookup(ctx context.Context, req destination.Request) (dest
 	switch d.name {
 	case Publish:
 		if dl.PayloadSHA256 != sum {
-			return destination.Receipt{}, fmt.Errorf("simulated publish: %s shows other content (sha256 %s…): %w", rc.PublicURL, dl.PayloadSHA256[:12], destination.ErrNotFound)
+			return destination.Receipt{}, fmt.Errorf("simulated publish: operation %s: %s shows sha256 %s…: %w", req.OperationID, rc.PublicURL, dl.PayloadSHA256[:12], ErrOtherContent)
 		}
 		rc.OperationID = req.OperationID
 		rc.ReadbackResult = destination.ReadbackContentMatch

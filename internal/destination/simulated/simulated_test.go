@@ -138,11 +138,12 @@ func TestDelayedReadback(t *testing.T) {
 	if d.SideEffects("op-1") != 1 {
 		t.Fatalf("side effects %d", d.SideEffects("op-1"))
 	}
-	// Other content at the URL is not this operation's publication.
+	// Other content at the URL is not this operation's publication, nor
+	// evidence that it never happened (it may have been overwritten).
 	other := req(simulated.Publish, "op-1")
 	other.Payload = json.RawMessage(`{"text":"another version"}`)
-	if _, err := d.Lookup(ctx, other); !errors.Is(err, destination.ErrNotFound) {
-		t.Fatalf("Lookup of other content: %v", err)
+	if _, err := d.Lookup(ctx, other); !errors.Is(err, simulated.ErrOtherContent) || errors.Is(err, destination.ErrNotFound) {
+		t.Fatalf("Lookup of other content: %v, want ErrOtherContent and no ErrNotFound", err)
 	}
 }
 
@@ -241,6 +242,39 @@ func TestCredibleNotFoundRequeues(t *testing.T) {
 	_, dec, err := destination.Resolve(context.Background(), d, req(simulated.CRM, "never-sent"), false)
 	if err != nil || dec.Action != destination.Requeue {
 		t.Fatalf("Resolve = %+v, %v", dec, err)
+	}
+}
+
+// TestPublishURLShowingOtherContentIsNoCredibleAbsence: without a readback
+// delay the publisher's "not found" is credible, but only an empty URL is
+// one. A URL showing a later delivery's content may hide an overwritten
+// publication of the uncertain one, so Resolve reads it back again and parks
+// it when the readback runs out — never re-queues it to publish twice.
+func TestPublishURLShowingOtherContentIsNoCredibleAbsence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := mustNew(t, simulated.Publish, simulated.Options{})
+	if _, dec, err := destination.Resolve(ctx, d, req(simulated.Publish, "never-sent"), false); err != nil || dec.Action != destination.Requeue {
+		t.Fatalf("Resolve of an empty URL = %+v, %v; want a credible absence (requeue)", dec, err)
+	}
+	d.Script("op-a", simulated.AcceptLoseReply)
+	if _, err := d.Deliver(ctx, req(simulated.Publish, "op-a")); class(err) != retrypolicy.UnknownOutcome {
+		t.Fatalf("A's lost reply: %v", err)
+	}
+	b := req(simulated.Publish, "op-b")
+	b.Payload = json.RawMessage(`{"text":"a newer version"}`)
+	if _, err := d.Deliver(ctx, b); err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	_, dec, err := destination.Resolve(ctx, d, req(simulated.Publish, "op-a"), false)
+	if dec.Action != destination.Readback || !errors.Is(err, simulated.ErrOtherContent) {
+		t.Fatalf("Resolve of A with B's content at the URL = %+v, %v; want readback later (ErrOtherContent)", dec, err)
+	}
+	if _, dec, _ := destination.Resolve(ctx, d, req(simulated.Publish, "op-a"), true); dec.Action != destination.Park || dec.Reason != destination.ReasonUnknownOutcome {
+		t.Fatalf("Resolve of A once the readback ran out = %+v; want park unknown_outcome", dec)
+	}
+	if n := d.SideEffects("op-a"); n != 1 {
+		t.Fatalf("A published %d times, want 1", n)
 	}
 }
 
