@@ -26,10 +26,14 @@
 // FailedEntryCount is read per entry: ThrottlingException is transient,
 // InternalFailure retryable, authorisation, not-found and KMS codes are
 // misconfiguration, anything else (MalformedDetail, InvalidArgument) the
-// request's fault. An error response from the service means it put
-// nothing and is classified by pkg/retrypolicy; a connection that was never
-// made is transient; any other transport failure (a timeout or reset after
-// sending, a lost reply) is Uncertain.
+// request's fault. An error response from the service is a refusal only
+// when it says so — a throttle is transient, an authorisation, not-found or
+// KMS code misconfiguration, another 4xx (validation) the request's fault —
+// while a server fault (a 5xx, InternalException, ServiceUnavailable) came
+// after the service received the call and may have put the event, so it is
+// Uncertain. A connection that was never made is transient; any other
+// transport failure (a timeout or reset after sending, a lost reply) is
+// Uncertain.
 //
 // IAM: the caller needs events:PutEvents on the bus ARN only.
 package eventbridge

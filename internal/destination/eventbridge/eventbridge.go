@@ -152,7 +152,11 @@ func (d *Destination) CheckParams(params json.RawMessage) error {
 //	entry InternalFailure           Retryable
 //	entry auth / not found / KMS    Misconfigured
 //	other entry error               Permanent
-//	service error response          classified by pkg/retrypolicy (it refused)
+//	service throttle (4xx)          Throttled
+//	service auth / not found / KMS  Misconfigured
+//	service 5xx, InternalException,
+//	  ServiceUnavailable            Uncertain (the event may be on the bus)
+//	other service 4xx               classified by pkg/retrypolicy (it refused)
 //	no reply after sending          Uncertain
 //	connection never made           Retryable (not sent)
 func (d *Destination) Deliver(ctx context.Context, req destination.Request) (destination.Receipt, error) {
@@ -235,29 +239,50 @@ func entryErr(opID, code, msg string) error {
 	return retrypolicy.Permanent(err)
 }
 
-// callErr steers an error of the PutEvents call itself.
+// callErr steers an error of the PutEvents call itself. A service answer
+// is a refusal only when it says so: a throttle (retried), a configuration
+// or permission code (parked), a 4xx validation error (failed). A server
+// fault — InternalException, InternalFailure, ServiceUnavailable, any 5xx
+// answer — came after the request reached the service, which may have put
+// the event: uncertain, as SES's and SNS's internal errors are (PutEvents is
+// neither idempotent nor readable back, so it is never re-sent).
 func (d *Destination) callErr(opID string, err error) error {
 	wrapped := fmt.Errorf("eventbridge: operation %s: PutEvents: %w", opID, err)
-	c := retrypolicy.Classify(err)
 	var ae smithy.APIError
-	switch {
-	case errors.As(err, &ae):
-		// The service answered: it refused the call and put nothing.
-		switch c.Class {
-		case retrypolicy.PermanentInput, retrypolicy.PermanentConfig:
-			return &retrypolicy.Error{Class: c.Class, Err: wrapped}
-		}
-		if entryConfigCodes[ae.ErrorCode()] {
-			return retrypolicy.Misconfigured(wrapped)
-		}
-		return retrypolicy.Throttled(wrapped, c.RetryAfter)
-	case c.Reason == "dial_error", c.Reason == "request_not_sent":
-		return retrypolicy.Retryable(fmt.Errorf("%w: %w", retrypolicy.ErrRequestNotSent, wrapped))
+	if !errors.As(err, &ae) {
+		return destination.TransportFailure(err, wrapped)
 	}
-	// A transport failure after the request may have been written (a lost
-	// reply, a timeout, a reset) or one nobody can place: the event may be
-	// on the bus.
-	return retrypolicy.Uncertain(wrapped)
+	c := retrypolicy.Classify(err)
+	switch {
+	case c.Throttle():
+		return retrypolicy.Throttled(wrapped, c.RetryAfter)
+	case entryConfigCodes[ae.ErrorCode()]:
+		return retrypolicy.Misconfigured(wrapped)
+	case serverFault(err, ae):
+		return retrypolicy.Uncertain(wrapped)
+	case c.Class == retrypolicy.PermanentInput, c.Class == retrypolicy.PermanentConfig:
+		return &retrypolicy.Error{Class: c.Class, Err: wrapped}
+	}
+	// Another 4xx answer (a 408 request timeout): turned away; retry.
+	return retrypolicy.Throttled(wrapped, c.RetryAfter)
+}
+
+// serverFaultCodes are the service errors of a call that reached
+// EventBridge and failed there.
+var serverFaultCodes = map[string]bool{
+	"InternalException":  true,
+	"InternalFailure":    true,
+	"ServiceUnavailable": true,
+}
+
+// serverFault reports whether a service answer is a failure on the service's
+// side: a 5xx status, a server fault the SDK models, or a server-fault code.
+func serverFault(err error, ae smithy.APIError) bool {
+	var hs interface{ HTTPStatusCode() int }
+	if errors.As(err, &hs) && hs.HTTPStatusCode() >= 500 {
+		return true
+	}
+	return ae.ErrorFault() == smithy.FaultServer || serverFaultCodes[ae.ErrorCode()]
 }
 
 func validDetailType(s string) bool {

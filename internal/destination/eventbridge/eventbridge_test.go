@@ -341,7 +341,11 @@ func TestResponseClasses(t *testing.T) {
 		{"api validation", 400, apiErr("ValidationException"), retrypolicy.PermanentInput},
 		{"api not found", 400, apiErr("ResourceNotFoundException"), retrypolicy.PermanentConfig},
 		{"api access denied", 400, apiErr("AccessDeniedException"), retrypolicy.PermanentConfig},
-		{"api internal", 500, apiErr("InternalException"), retrypolicy.Transient},
+		// A server fault follows the call's arrival: the event may be on
+		// the bus, and PutEvents is never re-sent blind.
+		{"api internal", 500, apiErr("InternalException"), retrypolicy.UnknownOutcome},
+		{"api service unavailable", 503, apiErr("ServiceUnavailable"), retrypolicy.UnknownOutcome},
+		{"api unmodelled 502", 502, apiErr("BadGateway"), retrypolicy.UnknownOutcome},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
