@@ -64,7 +64,10 @@ func settle(read *ledger.Task, mine int64, k knowledge) decision {
 		// Opening the gate after the caller's cancel would let an approval
 		// start deliveries nobody wants: cancelled, without the result.
 		return sendCancelUnknown
-	case k == knowResult && p == atCancelPark && read.ApprovalTTL() > 0:
+	case k == knowResult && p == atCancelPark && read.ApprovalTTL() > 0,
+		// Mine made no call, but an earlier attempt's may have acted (a
+		// deduplicating provider's is re-queued unread): the reconciler reads back.
+		k == knowNoCall && (p == atCancel || p == atCancelPark) && read.Attempts > 1:
 		return sendNothing
 	}
 	return settleRows[p][k]

@@ -32,13 +32,14 @@ var settleVersions = []string{atMine, pastMine, cancelAtMine, cancelAtOther}
 
 // Variants of the read.
 const (
-	plain  = "plain"
-	gated  = "gated"  // the task needs an approval
-	marked = "marked" // the call-start mark is at mine
-	saved  = "saved"  // a result is on the item
+	plain   = "plain"
+	gated   = "gated"   // the task needs an approval
+	marked  = "marked"  // the call-start mark is at mine
+	saved   = "saved"   // a result is on the item
+	retried = "retried" // an earlier attempt: mine is the second
 )
 
-var every = []string{plain, gated, marked, saved}
+var every = []string{plain, gated, marked, saved, retried}
 
 var knowledgeNames = [knowKinds]string{
 	knowResult: "result", knowUnsaved: "unsaved result", knowRefusedInput: "input refused",
@@ -89,24 +90,24 @@ var settleTable = []struct {
 	// cancelled — marked or not: a provider that deduplicates is never
 	// marked, so only the worker knows it made no call. With a result on
 	// the item it is decided already.
-	{"unknown", cancelAtMine, []string{plain, marked}, knowResult, sendCompleteCancelled},
+	{"unknown", cancelAtMine, []string{plain, marked, retried}, knowResult, sendCompleteCancelled},
 	{"unknown", cancelAtMine, []string{gated}, knowResult, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedInput, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedInput, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedRetry, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedPark, sendCancelUnknown},
 	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelUnknown},
 	// A retry-safe call cut by the cancel: what it did costs only money,
 	// so the cancel ends it without a readback.
-	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowCharged, sendCancelUnknown},
 
 	// The same cancel, parked unknown_outcome by the reconciler: the same,
 	// resolving the park — except a gated reply, which nothing may use.
-	{parkedUO, cancelAtMine, []string{plain, marked}, knowResult, sendCompleteCancelPark},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedInput, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedRetry, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowRefusedPark, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, marked, retried}, knowResult, sendCompleteCancelPark},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedInput, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedRetry, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedPark, sendCancelLapsed},
 	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowCharged, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowCharged, sendCancelLapsed},
 }
 
 // settleRead builds the task of one cell.
@@ -133,6 +134,8 @@ func settleRead(state, at, variant string) *ledger.Task {
 		t.CallStartedVersion = settleMine
 	case saved:
 		t.Result = `{"text":"saved"}`
+	case retried:
+		t.Attempts = 2
 	}
 	return t
 }
@@ -230,11 +233,16 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 		if atMineNow && read.State == ledger.StateNeedsReview && read.ReviewReason == ledger.ReviewUnknownOutcome && d != sendReleaseLapsed {
 			t.Errorf("%s: %v leaves the unknown_outcome park of a call never made", name, d)
 		}
-		// A cancel of mine with nothing saved ends cancelled: the reconciler
-		// cannot tell an unmarked call that never started from one in flight.
+		// A cancel of a first attempt with nothing saved ends cancelled: the
+		// reconciler cannot tell an unmarked call that never started from one
+		// in flight. After earlier attempts, their calls are the reconciler's.
 		if cancelOfMine && !read.HasResult() && (read.State == ledger.StateUnknown || read.ReviewReason == ledger.ReviewUnknownOutcome) &&
+			read.Attempts <= 1 &&
 			d != sendCancelUnknown && d != sendCancelLapsed {
 			t.Errorf("%s: %v for a cancel of an assignment that made no call", name, d)
+		}
+		if cancelOfMine && read.Attempts > 1 && d != sendNothing {
+			t.Errorf("%s: %v ends a cancel whose earlier attempts' calls only a readback can settle", name, d)
 		}
 	}
 }

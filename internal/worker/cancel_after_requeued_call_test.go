@@ -1,0 +1,92 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/internal/admission"
+	"github.com/taskledger/taskledger/internal/provider/contract"
+	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// TestCancelBeforeTheCallOfARequeuedAttemptKeepsTheEarlierCallsOutcome:
+// docs/protocol.md — a cancel while running of an effect ends "cancelled
+// when the call never started or a readback finds nothing ..., completed
+// (cancel_too_late) when the reply was in hand, else parked"; DESIGN §1.4:
+// an uncertain outcome is resolved by readback or parked. The provider
+// honours idempotency keys and reads back (the simulated provider; not
+// retry-safe), so an expired lease is re-queued, recording unknown_outcome
+// (a deduplicating provider's call may have generated). Attempt 1's worker
+// called the provider, which generated, then went silent; attempt 2's worker
+// learns of a cancel before its own call and ends the task cancelled,
+// "no call was made" — the worker knows only its own assignment. The
+// provider did act (attempt 1's generation, readable back by the shared
+// operation id), and the task's own record said so.
+//
+// Sequence: claim v1, provider generates (operation id = task id), lease
+// expires, reconciler re-queues (unknown_outcome) and sends; the model's
+// window fills; the worker claims v2, a cancel while running lands, the
+// admission wait is refused by it (knowNoCall) → CancelUnknown → cancelled.
+//
+// Want: not cancelled as if the provider never acted — completed from the
+// readback (cancel_too_late) or parked for a person.
+func TestCancelBeforeTheCallOfARequeuedAttemptKeepsTheEarlierCallsOutcome(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e) // the simulated provider: idempotency keys and readback
+		ctx := context.Background()
+		task := b.create(t, "cancel-after-requeued-call", prompt, func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
+		if _, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "worker-gone", Lease: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		// Attempt 1's call reaches the provider, which generates; its worker
+		// then stops.
+		if _, err := b.sim.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err != nil {
+			t.Fatalf("setup: attempt 1's call: %v", err)
+		}
+		b.clock.Advance(40 * time.Second) // lease + grace over
+		if s := b.reconcile(t, b.sim); s.Requeued != 1 {
+			t.Fatalf("setup: reconciler %+v; want the expired lease re-queued", s)
+		}
+		if got := b.get(t, task.TaskID); got.State != ledger.StateQueued || got.ErrorClass != "unknown_outcome" {
+			t.Fatalf("setup: task %s (%s); want queued, unknown_outcome", got.State, got.ErrorClass)
+		}
+		limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
+		a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Admit(ctx, simulated.DefaultModel, 100); err != nil { // another caller fills the window
+			t.Fatal(err)
+		}
+		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+		var hookErr error
+		b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
+			cur, err := b.l.Get(ctx, task.TaskID)
+			if err == nil {
+				_, err = b.l.CancelRunning(ctx, cur)
+			}
+			hookErr = err
+			return nil
+		}}
+		handle(t, b.h, ctx, b.deliver(t, 1, 60))
+		if hookErr != nil {
+			t.Fatalf("setup: cancel after the claim: %v", hookErr)
+		}
+		if n := b.sim.Calls(task.TaskID); n != 1 {
+			t.Fatalf("setup: %d provider calls, want 1 (attempt 1's; attempt 2 never called)", n)
+		}
+		b.clock.Advance(11 * time.Minute) // past the age budget: whatever is open is decided now
+		s := b.reconcile(t, b.sim)
+		got := b.get(t, task.TaskID)
+		if got.State == ledger.StateCancelled {
+			t.Fatalf("the provider generated under attempt 1 (readable back by operation id %s), yet the task ended cancelled: %q (reconciler %+v)",
+				task.TaskID, got.ErrorMessage, s)
+		}
+	})
+}
