@@ -129,13 +129,14 @@
 //	input refused      —                  FailLapsed       CancelUnknown        CancelLapsed
 //	retry refused      —                  RetryLapsed      CancelUnknown        CancelLapsed
 //	park refused       Park from unknown  ReviseLapsed     CancelUnknown        CancelLapsed
-//	no call            ReleaseUnknown     ReleaseLapsed    CancelUnknown        CancelLapsed
+//	no call            ReleaseUnknown     ReleaseLapsed    CancelUnknown ‡      CancelLapsed ‡
 //	charged            —                  —                CancelUnknown        CancelLapsed
 //	may have acted     —                  —                —                    —
 //
 //	(*) needs_review, reason unknown_outcome
 //	(**) unknown at v+1 with cancel_version v and no result: a cancel while running fenced v
 //	† behind an approval gate: CancelUnknown, and nothing from the park (no approval may open after a cancel)
+//	‡ on the task's first attempt: after earlier ones, whose calls may have acted, the reconciler reads back
 //	"charged": a retry-safe generation's call that may have acted (see Uncertain outcomes and effect classes)
 //
 // A refusal is one in so many words (retrypolicy.Refused: never sent, a
