@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/admission"
 	"github.com/taskledger/taskledger/internal/provider/contract"
-	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
-	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -56,28 +53,7 @@ func TestCancelBeforeTheCallOfARequeuedAttemptKeepsTheEarlierCallsOutcome(t *tes
 		if got := b.get(t, task.TaskID); got.State != ledger.StateQueued || got.ErrorClass != "unknown_outcome" {
 			t.Fatalf("setup: task %s (%s); want queued, unknown_outcome", got.State, got.ErrorClass)
 		}
-		limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
-		a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Admit(ctx, simulated.DefaultModel, 100); err != nil { // another caller fills the window
-			t.Fatal(err)
-		}
-		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
-		var hookErr error
-		b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
-			cur, err := b.l.Get(ctx, task.TaskID)
-			if err == nil {
-				_, err = b.l.CancelRunning(ctx, cur)
-			}
-			hookErr = err
-			return nil
-		}}
-		handle(t, b.h, ctx, b.deliver(t, 1, 60))
-		if hookErr != nil {
-			t.Fatalf("setup: cancel after the claim: %v", hookErr)
-		}
+		cancelAfterTheClaimInAFullWindow(t, b, e, task.TaskID)
 		if n := b.sim.Calls(task.TaskID); n != 1 {
 			t.Fatalf("setup: %d provider calls, want 1 (attempt 1's; attempt 2 never called)", n)
 		}

@@ -27,31 +27,9 @@ func TestCancelBeforeAnUnmarkedCallEndsCancelledWhenTheWorkerKnewNoCallWasMade(t
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // the simulated provider: idempotency keys and readback
-		ctx := context.Background()
-		limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
-		a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Admit(ctx, simulated.DefaultModel, 100); err != nil { // another caller fills the window
-			t.Fatal(err)
-		}
-		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
 		task := b.create(t, "cancel-before-unmarked-call", prompt, func(n *ledger.NewTask) { n.MaxAge = time.Minute })
-		var hookErr error
-		b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
-			cur, err := b.l.Get(ctx, task.TaskID)
-			if err == nil {
-				_, err = b.l.CancelRunning(ctx, cur)
-			}
-			hookErr = err
-			return nil
-		}}
 		b.send(t, task.TaskID)
-		handle(t, b.h, ctx, b.deliver(t, 1, 60))
-		if hookErr != nil {
-			t.Fatalf("setup: cancel after the claim: %v", hookErr)
-		}
+		cancelAfterTheClaimInAFullWindow(t, b, e, task.TaskID)
 		if n := len(b.sim.Events(task.TaskID)); n != 0 {
 			t.Fatalf("setup: the provider was called (%d events)", n)
 		}
@@ -61,7 +39,7 @@ func TestCancelBeforeAnUnmarkedCallEndsCancelledWhenTheWorkerKnewNoCallWasMade(t
 		s := b.reconcile(t, b.sim)
 		got := b.get(t, task.TaskID)
 		if got.State != ledger.StateCancelled || !strings.Contains(got.ErrorMessage, "no call was made") {
-			r, _ := b.l.GetReview(ctx, task.TaskID)
+			r, _ := b.l.GetReview(context.Background(), task.TaskID)
 			var summary, uncertain string
 			if r != nil {
 				summary, uncertain = r.Summary, strings.Join(r.Uncertain, " | ")
@@ -70,4 +48,35 @@ func TestCancelBeforeAnUnmarkedCallEndsCancelledWhenTheWorkerKnewNoCallWasMade(t
 				got.State, got.ReviewReason, got.ErrorMessage, summary, uncertain, s)
 		}
 	})
+}
+
+// cancelAfterTheClaimInAFullWindow delivers taskID's message to a worker
+// whose model's admission window another caller has filled, with a cancel
+// while running landing right after its claim: the worker's admission wait
+// is refused by the cancel, and it knows it made no call.
+func cancelAfterTheClaimInAFullWindow(t *testing.T, b *bundle, e *testenv.Env, taskID string) {
+	t.Helper()
+	ctx := context.Background()
+	limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
+	a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Admit(ctx, simulated.DefaultModel, 100); err != nil { // another caller fills the window
+		t.Fatal(err)
+	}
+	b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+	var hookErr error
+	b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
+		cur, err := b.l.Get(ctx, taskID)
+		if err == nil {
+			_, err = b.l.CancelRunning(ctx, cur)
+		}
+		hookErr = err
+		return nil
+	}}
+	handle(t, b.h, ctx, b.deliver(t, 1, 60))
+	if hookErr != nil {
+		t.Fatalf("setup: cancel after the claim: %v", hookErr)
+	}
 }
