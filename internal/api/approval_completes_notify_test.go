@@ -32,12 +32,7 @@ import (
 func TestApprovalThatCompletesAGatedTaskNotifiesTheRequester(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		notify, err := followup.Parse(`{"page_origin":"https://tasks.example.com","requester":{"sns_topic":"requests"}}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := setup(t, e, withHandler(func(h *api.Handler) { h.Notify = notify }))
-		id := view(t, b.do(t, submitReq("wf-requester-notify", planBody))).TaskID
+		b, notify, id := gatedWithRequesterNotifications(t, e, "wf-requester-notify")
 
 		// The worker's completion, with the follow-ups the worker builds.
 		ctx := context.Background()
@@ -61,13 +56,7 @@ func TestApprovalThatCompletesAGatedTaskNotifiesTheRequester(t *testing.T) {
 		if v.State != string(ledger.StateCompleted) {
 			t.Fatalf("approval left %s", v.State)
 		}
-		var completed []string
-		for _, n := range notificationsOf(t, b, id) {
-			if n.Provenance.Event == followup.EventCompleted {
-				completed = append(completed, n.IdempotencyKey)
-			}
-		}
-		if len(completed) != 1 {
+		if completed := completedNotifications(t, b, id); len(completed) != 1 {
 			t.Fatalf("the gated task completed (approved) and its requester got %d completed notifications %v, want 1 "+
 				"(DESIGN §15: notified when their task completes)", len(completed), completed)
 		}
@@ -82,12 +71,7 @@ func TestApprovalThatCompletesAGatedTaskNotifiesTheRequester(t *testing.T) {
 func TestApprovalNotifiesTheRequesterOncePerApprovalRound(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		notify, err := followup.Parse(`{"page_origin":"https://tasks.example.com","requester":{"sns_topic":"requests"}}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := setup(t, e, withHandler(func(h *api.Handler) { h.Notify = notify }))
-		id := view(t, b.do(t, submitReq("wf-requester-rounds", planBody))).TaskID
+		b, notify, id := gatedWithRequesterNotifications(t, e, "wf-requester-rounds")
 		generateAs(t, b, id)
 		ctx := context.Background()
 		awaiting, err := b.l.Get(ctx, id) // read before the approval that wins
@@ -95,16 +79,6 @@ func TestApprovalNotifiesTheRequesterOncePerApprovalRound(t *testing.T) {
 			t.Fatal(err)
 		}
 		sha := ledger.SHA256Hex(generated)
-		completedKeys := func() []string {
-			var ks []string
-			for _, n := range notificationsOf(t, b, id) {
-				if n.Provenance.Event == followup.EventCompleted {
-					ks = append(ks, n.IdempotencyKey)
-				}
-			}
-			slices.Sort(ks)
-			return ks
-		}
 		approve := `{"artifact_sha256":"` + sha + `"}`
 		wantStatus(t, b.do(t, decisionReq("approve", id, approve)), http.StatusOK)
 		wantStatus(t, b.do(t, decisionReq("approve", id, approve)), http.StatusOK) // a replay
@@ -117,15 +91,41 @@ func TestApprovalNotifiesTheRequesterOncePerApprovalRound(t *testing.T) {
 			t.Fatalf("an identical approval that lost the race: replay=%v err=%v, want a replay", replay, err)
 		}
 		round0 := followup.Key(id, followup.EventCompleted, 0, followup.SNSDestination)
-		if got := completedKeys(); !slices.Equal(got, []string{round0}) {
+		if got := completedNotifications(t, b, id); !slices.Equal(got, []string{round0}) {
 			t.Fatalf("after an approval, its replay and a racing identical approval: completed notifications %v, want [%s]", got, round0)
 		}
 
 		wantStatus(t, b.do(t, decisionReq("withdraw", id, `{"note":"wrong customer"}`)), http.StatusOK)
 		wantStatus(t, b.do(t, decisionReq("approve", id, approve)), http.StatusOK)
 		round1 := followup.Key(id, followup.EventCompleted, 1, followup.SNSDestination)
-		if got := completedKeys(); !slices.Equal(got, []string{round0, round1}) {
+		if got := completedNotifications(t, b, id); !slices.Equal(got, []string{round0, round1}) {
 			t.Fatalf("after a re-approval in round 1: completed notifications %v, want [%s %s]", got, round0, round1)
 		}
 	})
+}
+
+// gatedWithRequesterNotifications submits a gated plan (key) to an API
+// whose requester notifications go to an SNS topic.
+func gatedWithRequesterNotifications(t *testing.T, e *testenv.Env, key string) (*bundle, *followup.Config, string) {
+	t.Helper()
+	notify, err := followup.Parse(`{"page_origin":"https://tasks.example.com","requester":{"sns_topic":"requests"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, e, withHandler(func(h *api.Handler) { h.Notify = notify }))
+	return b, notify, view(t, b.do(t, submitReq(key, planBody))).TaskID
+}
+
+// completedNotifications are the keys, sorted, of task id's notifications
+// of event completed.
+func completedNotifications(t *testing.T, b *bundle, id string) []string {
+	t.Helper()
+	var ks []string
+	for _, n := range notificationsOf(t, b, id) {
+		if n.Provenance.Event == followup.EventCompleted {
+			ks = append(ks, n.IdempotencyKey)
+		}
+	}
+	slices.Sort(ks)
+	return ks
 }
