@@ -15,7 +15,11 @@
 // budget holds within a page too, so the metrics are always reached: a due
 // task not started when the work budget ends is left for the next run, and
 // a provider Lookup still running then is cut and counts as no answer (a
-// readback error; the task stays unknown and due).
+// readback error; the task stays unknown). A readback that gave no answer,
+// cut or failed, moves its task behind the others of its stream
+// (ledger.DeferReadback: due_at = now, due again after Settle), so
+// readbacks that hang cannot spend every run's budget before the tasks
+// behind them are started.
 //
 // For each due task it makes one consistent read of the task and applies the
 // rule of the task's current state:
@@ -45,9 +49,10 @@
 //     until the age budget ends → park result_not_saved with the readback
 //     facts. contract.ErrNotFound (credibly never happened) → Requeue and
 //     send, or park budget_exhausted when no budget is left.
-//     contract.ErrNoReadback, or no Looker → park unknown_outcome. A failed
-//     lookup is retried next run, and parked once the task is past its age
-//     budget. A task cancelled while running (Task.CancelledWhileRunning:
+//     contract.ErrNoReadback, or no Looker → park unknown_outcome (a
+//     retry-safe step instead: ledger.RequeueRetrySafe while budgets last).
+//     A failed lookup is deferred (DeferReadback) and retried after Settle,
+//     and parked once the task is past its age budget. A task cancelled while running (Task.CancelledWhileRunning:
 //     cancel_version is the version before its own — an operator's retry
 //     of the cancel's park and a new claim leave an attempt no cancel
 //     fenced; ledger.CancelRunning; due when the fenced lease would have ended) is

@@ -46,7 +46,9 @@ func TestExpiredLeaseOfRetrySafeGenerationIsRequeued(t *testing.T) {
 
 // An uncertain attempt of a retry-safe generation (the worker recorded its
 // outcome unknown) is never parked unknown_outcome: with no readback it is
-// re-queued while budgets last, and parked budget_exhausted after.
+// re-queued while budgets last, its error saying the outcome was not learnt
+// (not that a readback found nothing: none ran), and parked
+// budget_exhausted after.
 func TestUnknownRetrySafeGenerationIsRetriedThenParkedBudgetExhausted(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
@@ -61,8 +63,9 @@ func TestUnknownRetrySafeGenerationIsRetriedThenParkedBudgetExhausted(t *testing
 		}
 		b.clock.Advance(time.Minute) // past Settle
 		handle(t, h)
-		if got := get(t, b, task.TaskID); got.State != ledger.StateQueued {
-			t.Fatalf("first uncertain attempt left the task %s (%s), want queued", got.State, got.ReviewReason)
+		if got := get(t, b, task.TaskID); got.State != ledger.StateQueued || got.ErrorClass != ledger.ErrorUncertainRetried {
+			t.Fatalf("first uncertain attempt left the task %s (%s, error %s: %s), want queued (%s)",
+				got.State, got.ReviewReason, got.ErrorClass, got.ErrorMessage, ledger.ErrorUncertainRetried)
 		}
 
 		c = claim(t, b, task.TaskID) // the second and last attempt

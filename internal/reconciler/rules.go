@@ -166,7 +166,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		return
 	}
 	opts := ledger.ParkOptions{State: ledger.StateUnknown, Version: t.AssignmentVersion}
-	at := unknownSince(t)
+	at := t.UnknownSince()
 	name := ""
 	if p := h.step(t); p != nil {
 		name = p.Name()
@@ -207,6 +207,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		r.count(func(s *Summary) { s.ReadbackErrors++; s.Partial = true })
 		log.WarnContext(ctx, "reconciler: readback cut at the end of the run's time budget; retrying next run", "error", err.Error())
+		r.deferReadback(ctx, t)
 		return
 	}
 	switch {
@@ -334,8 +335,21 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			r.park(ctx, t, opts, h.unknownReview(t, name, at, readbackWhy(t, err)))
 			return
 		}
-		// Transient: the task stays unknown and due; the next run retries.
+		// Transient: the task stays unknown; a later run retries.
 		log.WarnContext(ctx, "reconciler: readback failed; retrying next run", "error", err.Error())
+		r.deferReadback(ctx, t)
+	}
+}
+
+// deferReadback moves an unknown task whose readback gave no answer behind
+// the other unknown tasks of its stream (ledger.DeferReadback): readbacks
+// that hang or fail at the head of a stream must not spend every run's
+// budget before the tasks due behind them are started. It is due again
+// after Settle, so a task near its age deadline is still reached within
+// one period after it.
+func (r *run) deferReadback(ctx context.Context, t *ledger.Task) {
+	if _, err := r.h.Ledger.DeferReadback(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince()); err != nil {
+		r.lost(ctx, "defer readback", t.TaskID, err)
 	}
 }
 
@@ -348,7 +362,7 @@ func (r *run) retryUncertain(ctx context.Context, t *ledger.Task, opts ledger.Pa
 		r.park(ctx, t, opts, r.h.budgetReview(t, budget))
 		return
 	}
-	u, err := r.h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
+	u, err := r.h.Ledger.RequeueRetrySafe(ctx, t.TaskID, t.AssignmentVersion)
 	if r.lost(ctx, "requeue a retry-safe uncertain attempt", t.TaskID, err) {
 		return
 	}
@@ -371,7 +385,7 @@ func isRace(err error) bool {
 
 // callMayRun reports whether a provider call of t's fenced assignment may
 // still be running and matter: the call timeout has not passed since the
-// assignment's lease ended (unknownSince), and either the provider does
+// assignment's lease ended (Task.UnknownSince), and either the provider does
 // not deduplicate and the worker marked the call's start under that
 // assignment, or a cancel fenced it (a deduplicating provider's call is
 // never marked, and after a cancel what matters is whether it acted at
@@ -418,22 +432,7 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
 	}
-	return r.now.Before(unknownSince(t).Add(timeout))
-}
-
-// unknownSince is when the outcome became uncertain: the end of the lease
-// for an attempt whose worker vanished, else when it was marked unknown.
-// After a cancel while running, due_at is the fenced lease's end (or the
-// cancel's time, if that lease had already ended): ledger.CancelRunning
-// removes lease_until.
-func unknownSince(t *ledger.Task) time.Time {
-	if t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt {
-		return time.UnixMilli(t.LeaseUntil).UTC()
-	}
-	if t.DueAt > 0 {
-		return time.UnixMilli(t.DueAt).UTC()
-	}
-	return time.UnixMilli(t.UpdatedMs).UTC()
+	return r.now.Before(t.UnknownSince().Add(timeout))
 }
 
 // relay is the outbox relay for queued and retry_wait tasks whose message

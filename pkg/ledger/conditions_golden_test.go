@@ -1106,6 +1106,15 @@ var goldenScenarios = []goldenScenario{
 		c := f.expired()
 		return c.TaskID, func() error { return ignore(f.l.ExpireToUnknown(f.ctx, c.TaskID, c.AssignmentVersion)) }
 	}},
+	{"RequeueRetrySafe", func(f *goldenFixture) (string, func() error) {
+		c := f.unknown()
+		return c.TaskID, func() error { return ignore(f.l.RequeueRetrySafe(f.ctx, c.TaskID, c.AssignmentVersion)) }
+	}},
+	{"DeferReadback", func(f *goldenFixture) (string, func() error) {
+		c := f.unknown()
+		u := f.get(c.TaskID)
+		return c.TaskID, func() error { return ignore(f.l.DeferReadback(f.ctx, c.TaskID, u.AssignmentVersion, u.UnknownSince())) }
+	}},
 
 	// admission.go
 	{"WaitAdmission", func(f *goldenFixture) (string, func() error) {

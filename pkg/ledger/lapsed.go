@@ -63,12 +63,12 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 }
 
 // ReleaseLapsed records that no provider call was made under the parked
-// assignment: queued again with its attempt given back, like
-// ReleaseUnknown; the review is resolved as retry.
+// assignment: queued again with its attempt given back and its error set
+// like ReleaseUnknown's; the review is resolved as retry.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
-		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+		setNoCallError(u)
 	})
 }
 

@@ -414,6 +414,9 @@ func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {
 	u.set("state", strState(s))
 	u.set("state_shard", str(l.StateShard(s, taskID)))
 	u.set("due_at", num(dueAt))
+	if s == StateUnknown {
+		u.remove("unknown_since") // a stale DeferReadback's: this uncertainty starts at dueAt
+	}
 }
 
 // off sets a state that leaves the index (terminal or parked).

@@ -99,20 +99,23 @@ type Task struct {
 	BudgetStartMs int64 `dynamodbav:"budget_start_ms"`
 	MaxAgeMs      int64 `dynamodbav:"max_age_ms"`
 	// DeadlineMs = BudgetStartMs + MaxAgeMs, stored so conditions can compare it.
-	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
-	Result        string `dynamodbav:"result,omitempty"` // JSON
-	ErrorClass    string `dynamodbav:"error_class,omitempty"`
-	ErrorMessage  string `dynamodbav:"error_message,omitempty"`
-	Provider      string `dynamodbav:"provider,omitempty"`
-	ProviderRef   string `dynamodbav:"provider_ref,omitempty"`
-	ReadbackAt    string `dynamodbav:"readback_at,omitempty"`
-	CompletedAt   string `dynamodbav:"-"`
-	CompletedMs   int64  `dynamodbav:"completed_ms,omitempty"`
-	ExpiresAt     int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
-	StateShard    string `dynamodbav:"state_shard,omitempty"`
-	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
-	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
-	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
+	DeadlineMs   int64  `dynamodbav:"deadline_ms"`
+	Result       string `dynamodbav:"result,omitempty"` // JSON
+	ErrorClass   string `dynamodbav:"error_class,omitempty"`
+	ErrorMessage string `dynamodbav:"error_message,omitempty"`
+	Provider     string `dynamodbav:"provider,omitempty"`
+	ProviderRef  string `dynamodbav:"provider_ref,omitempty"`
+	ReadbackAt   string `dynamodbav:"readback_at,omitempty"`
+	CompletedAt  string `dynamodbav:"-"`
+	CompletedMs  int64  `dynamodbav:"completed_ms,omitempty"`
+	ExpiresAt    int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
+	StateShard   string `dynamodbav:"state_shard,omitempty"`
+	DueAt        int64  `dynamodbav:"due_at,omitempty"` // epoch ms
+	// UnknownSinceMs keeps when an unknown task's outcome became uncertain
+	// (its due_at until then) once DeferReadback moved its due_at; 0 until.
+	UnknownSinceMs int64  `dynamodbav:"unknown_since,omitempty"`
+	ReviewReason   string `dynamodbav:"review_reason,omitempty"`
+	ReviewSummary  string `dynamodbav:"review_summary,omitempty"`
 	// ParkCount counts the task's parks (its review item carries the same
 	// count, for the operator's optimistic concurrency).
 	ParkCount int `dynamodbav:"park_count,omitempty"`

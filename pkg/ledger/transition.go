@@ -400,15 +400,30 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 // ReleaseUnknown gives back the caller's assignment from unknown: the
 // reconciler expired its lease (the worker was slow, not gone) before the
 // worker's provider call, and the worker knows none was made under it.
-// The uncertainty is void: queued again like Release, with error
-// ErrorCallNotStarted (not unknown_outcome, which a later park would
-// repeat as "may have reached the provider"). Errors: *FencedError.
+// This attempt's uncertainty is void: queued again like Release, with
+// error ErrorCallNotStarted (not unknown_outcome, which a later park would
+// repeat as "may have reached the provider") — unless an earlier attempt's
+// stands (setNoCallError). Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
-		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+		setNoCallError(u)
 		u.remove("lease_owner", "lease_until")
 	})
+}
+
+// setNoCallError sets the error a give-back of an attempt that made no
+// provider call leaves (ReleaseUnknown, ReleaseLapsed): ErrorCallNotStarted,
+// which voids the unknown_outcome its expired lease was given. But a task
+// claimed carrying an earlier attempt's unknown_outcome (the caller's task,
+// InAttempt) keeps that error, as Release would: that attempt may have
+// reached the provider, and a later park must still say so.
+func setNoCallError(u *update) {
+	if a := u.attempt; a != nil && a.ErrorClass == ReasonUnknown {
+		setError(u, a.ErrorClass, a.ErrorMessage)
+		return
+	}
+	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 }
 
 // giveBack sets u to queue the task again, due for dispatch; its row
@@ -463,6 +478,19 @@ func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version in
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
 
+// RequeueRetrySafe re-queues an unknown task whose step is retry-safe (a
+// generation, whose repetition costs only money) without a readback's
+// answer: the attempt stays given, and the error says its outcome was
+// not learnt (ErrorUncertainRetried), not that the provider did not act.
+// Errors: *FencedError.
+func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version int64) (*Task, error) {
+	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
+}
+
+// ErrorUncertainRetried is the error class of a retry-safe task re-queued
+// from unknown (RequeueRetrySafe).
+const ErrorUncertainRetried = "uncertain_retried"
+
 // ErrorReadbackAbsent is the error class a task re-queued from unknown
 // carries: its provider's readback credibly found no record of the
 // operation.
@@ -480,6 +508,8 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64) 
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
 	case "requeue": // a deduplicating provider's call may have generated: a later park must say so
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
+	case "requeue_retry_safe":
+		setError(u, ErrorUncertainRetried, "the attempt's outcome was not learnt; its step is retry-safe (a repeat costs only money), so it was re-queued for another attempt")
 	}
 	return l.write(ctx, "requeue", row(op), taskID, &Call{Now: now, Version: version}, u)
 }
@@ -631,6 +661,40 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
 		u.remove("lease_owner", "lease_until")
 	})
+}
+
+// DeferReadback moves an unknown task whose provider readback gave no
+// answer (it failed, or the run's budget cut it) behind the unknown tasks
+// still waiting for theirs: due_at becomes now, so the reconciler's walk,
+// which takes each stream in due_at order, reaches the others first and
+// returns to this one after Settle. Without it, readbacks that hang at the
+// head of a stream would spend every run's budget and starve the tasks
+// behind them past their age deadlines. since (the task's UnknownSince as
+// read) is kept in unknown_since, for the review and the wait on a fenced
+// call. The assignment version is unchanged: a slow worker may still save
+// its result. Errors: *FencedError.
+func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
+	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
+		u.set("due_at", num(now.UnixMilli()))
+		u.set("unknown_since", num(since.UnixMilli()))
+	})
+}
+
+// UnknownSince is when t's outcome became uncertain: the end of the lease
+// for an attempt whose worker vanished, else the due_at it entered unknown
+// with (unknown_since once DeferReadback moved it). After a cancel while
+// running that due_at is the fenced lease's end (or the cancel's time, if
+// that lease had already ended): CancelRunning removes lease_until.
+func (t *Task) UnknownSince() time.Time {
+	switch {
+	case t.UnknownSinceMs > 0:
+		return time.UnixMilli(t.UnknownSinceMs).UTC()
+	case t.LeaseUntil > 0 && t.LeaseUntil < t.DueAt:
+		return time.UnixMilli(t.LeaseUntil).UTC()
+	case t.DueAt > 0:
+		return time.UnixMilli(t.DueAt).UTC()
+	}
+	return time.UnixMilli(t.UpdatedMs).UTC()
 }
 
 // CheckCompletion returns an *ItemTooLargeError when the item t (as the

@@ -535,6 +535,10 @@ var driveRow = map[string]func(c *cell) error{
 	"requeue_readback_absent": func(c *cell) error {
 		return ignore(c.m.l.Requeue(c.ctx, c.id, ledger.StateUnknown, matrixVersion))
 	},
+	"requeue_retry_safe": func(c *cell) error { return ignore(c.m.l.RequeueRetrySafe(c.ctx, c.id, matrixVersion)) },
+	"defer_readback": func(c *cell) error {
+		return ignore(c.m.l.DeferReadback(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute)))
+	},
 	"dispatch": func(c *cell) error {
 		_, applied, err := c.m.l.ClaimDispatch(c.ctx, c.read)
 		return ok(applied, err)
