@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskledger/taskledger/internal/api"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -60,6 +61,9 @@ func (a *app) decide(ctx context.Context, c *command) error {
 		if rerr != nil {
 			return rerr
 		}
+		// The approval completes the task: its requester is told in the
+		// same transaction, as through the API.
+		req.FollowUps = d.notify.Approved(t)
 		t, replay, err = d.ledger.Approve(ctx, t, req)
 		if err == nil && !replay && d.sender != nil {
 			for _, did := range t.DeliveryIDs {
@@ -71,7 +75,7 @@ func (a *app) decide(ctx context.Context, c *command) error {
 	case "reject":
 		t, replay, err = d.ledger.Reject(ctx, t, by, c.note, api.OperatorPolicy)
 	case "withdraw":
-		t, err = d.ledger.Withdraw(ctx, id, by, c.note, api.OperatorPolicy)
+		t, err = d.ledger.Withdraw(ctx, id, by, c.note, api.OperatorPolicy, d.notify.Withdrawn)
 	}
 	var ac *ledger.ArtifactChangedError
 	var se *ledger.DeliveriesStartedError
@@ -86,6 +90,9 @@ func (a *app) decide(ctx context.Context, c *command) error {
 		return fmt.Errorf("cannot withdraw: deliveries already started: %s; nothing was changed", strings.Join(names, ", "))
 	case err != nil:
 		return err
+	}
+	if d.notify == nil && verb != "reject" && !replay {
+		fmt.Fprintf(a.stderr, "%s: nobody was notified: %s names no one (give the CLI the value the stack's functions run with)\n", id, followup.EnvVar)
 	}
 	ds, err := d.ledger.Deliveries(ctx, append(append([]string{}, t.DeliveryIDs...), t.WithdrawnDeliveryIDs...))
 	if err != nil {

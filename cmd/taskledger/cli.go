@@ -29,14 +29,18 @@ commands:
   task get <id>                                  one task
   approve <id> --artifact-sha256 HEX [--edited-result JSON] [--note TEXT] [--by NAME]
                                                  approve a task awaiting approval; creates its deliveries
+                                                 and the requester's notification
   reject <id> [--note TEXT] [--by NAME]          reject it (terminal, nothing delivered)
-  withdraw <id> [--note TEXT] [--by NAME]        withdraw an approval whose deliveries have not started
+  withdraw <id> [--note TEXT] [--by NAME]        withdraw an approval whose deliveries have not started;
+                                                 notifies the approvers again
 
 flags (anywhere):
   --tasks-table, --review-table, --queue-url     names (else --stack outputs, else env
                                                  TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL)
   --stack NAME                                   read them from a deployed stack's outputs
   --endpoint URL, --region R                     (env AWS_ENDPOINT_URL, AWS_REGION)
+  env TASKLEDGER_NOTIFICATIONS                   who approve and withdraw notify: the value the
+                                                 stack's functions run with (unset: nobody)
   --json                                         JSON output
 
 --park N names the park an action decides: the park count review show

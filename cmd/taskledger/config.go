@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/awsclient"
 	"github.com/taskledger/taskledger/internal/dispatch"
+	"github.com/taskledger/taskledger/internal/followup"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -67,6 +68,9 @@ type deps struct {
 	// budgets guards a retry of a budgeted task (opsapi.Apply): the budget
 	// items live in the tasks table.
 	budgets *spend.Accountant
+	// notify is who a decision notifies (TASKLEDGER_NOTIFICATIONS, the
+	// value the stack's functions run with); nil: nobody.
+	notify *followup.Config
 }
 
 // first returns the first non-empty value.
@@ -123,7 +127,11 @@ func (a *app) connect(ctx context.Context, o *options, needQueue bool) (*deps, e
 	if err != nil {
 		return nil, err
 	}
-	d := &deps{ledger: l, budgets: budgets}
+	notify, err := followup.Parse(a.env(followup.EnvVar))
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	d := &deps{ledger: l, budgets: budgets, notify: notify}
 	if queue != "" {
 		d.sender = &dispatch.Sender{SQS: awsclient.SQS(cfg), QueueURL: queue}
 	}
