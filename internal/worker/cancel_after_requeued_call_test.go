@@ -36,24 +36,8 @@ func TestCancelBeforeTheCallOfARequeuedAttemptKeepsTheEarlierCallsOutcome(t *tes
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // the simulated provider: idempotency keys and readback
-		ctx := context.Background()
-		task := b.create(t, "cancel-after-requeued-call", prompt, func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
-		if _, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "worker-gone", Lease: 30 * time.Second}); err != nil {
-			t.Fatal(err)
-		}
-		// Attempt 1's call reaches the provider, which generates; its worker
-		// then stops.
-		if _, err := b.sim.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err != nil {
-			t.Fatalf("setup: attempt 1's call: %v", err)
-		}
-		b.clock.Advance(40 * time.Second) // lease + grace over
-		if s := b.reconcile(t, b.sim); s.Requeued != 1 {
-			t.Fatalf("setup: reconciler %+v; want the expired lease re-queued", s)
-		}
-		if got := b.get(t, task.TaskID); got.State != ledger.StateQueued || got.ErrorClass != "unknown_outcome" {
-			t.Fatalf("setup: task %s (%s); want queued, unknown_outcome", got.State, got.ErrorClass)
-		}
-		cancelAfterTheClaimInAFullWindow(t, b, e, task.TaskID)
+		task := requeuedAfterAGeneration(t, b, "cancel-after-requeued-call", func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
+		cancelAfterTheClaimInAFullWindow(t, b, task.TaskID)
 		if n := b.sim.Calls(task.TaskID); n != 1 {
 			t.Fatalf("setup: %d provider calls, want 1 (attempt 1's; attempt 2 never called)", n)
 		}
@@ -65,4 +49,28 @@ func TestCancelBeforeTheCallOfARequeuedAttemptKeepsTheEarlierCallsOutcome(t *tes
 				task.TaskID, got.ErrorMessage, s)
 		}
 	})
+}
+
+// requeuedAfterAGeneration creates a task whose attempt 1 reached the
+// provider, which generated (operation id = task id), and whose worker
+// then stopped: the reconciler re-queued the expired lease, recording
+// unknown_outcome (a deduplicating provider's call may have generated).
+func requeuedAfterAGeneration(t *testing.T, b *bundle, key string, mods ...func(*ledger.NewTask)) *ledger.Task {
+	t.Helper()
+	ctx := context.Background()
+	task := b.create(t, key, prompt, mods...)
+	if _, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "worker-gone", Lease: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sim.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err != nil {
+		t.Fatalf("setup: attempt 1's call: %v", err)
+	}
+	b.clock.Advance(40 * time.Second) // lease + grace over
+	if s := b.reconcile(t, b.sim); s.Requeued != 1 {
+		t.Fatalf("setup: reconciler %+v; want the expired lease re-queued", s)
+	}
+	if got := b.get(t, task.TaskID); got.State != ledger.StateQueued || got.ErrorClass != "unknown_outcome" {
+		t.Fatalf("setup: task %s (%s); want queued, unknown_outcome", got.State, got.ErrorClass)
+	}
+	return task
 }

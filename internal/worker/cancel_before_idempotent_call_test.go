@@ -29,7 +29,7 @@ func TestCancelBeforeAnUnmarkedCallEndsCancelledWhenTheWorkerKnewNoCallWasMade(t
 		b := setup(t, e) // the simulated provider: idempotency keys and readback
 		task := b.create(t, "cancel-before-unmarked-call", prompt, func(n *ledger.NewTask) { n.MaxAge = time.Minute })
 		b.send(t, task.TaskID)
-		cancelAfterTheClaimInAFullWindow(t, b, e, task.TaskID)
+		cancelAfterTheClaimInAFullWindow(t, b, task.TaskID)
 		if n := len(b.sim.Events(task.TaskID)); n != 0 {
 			t.Fatalf("setup: the provider was called (%d events)", n)
 		}
@@ -54,18 +54,13 @@ func TestCancelBeforeAnUnmarkedCallEndsCancelledWhenTheWorkerKnewNoCallWasMade(t
 // whose model's admission window another caller has filled, with a cancel
 // while running landing right after its claim: the worker's admission wait
 // is refused by the cancel, and it knows it made no call.
-func cancelAfterTheClaimInAFullWindow(t *testing.T, b *bundle, e *testenv.Env, taskID string) {
+func cancelAfterTheClaimInAFullWindow(t *testing.T, b *bundle, taskID string) {
 	t.Helper()
 	ctx := context.Background()
-	limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
-	a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 1, TokensPerWindow: 10_000_000})
 	if _, err := a.Admit(ctx, simulated.DefaultModel, 100); err != nil { // another caller fills the window
 		t.Fatal(err)
 	}
-	b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
 	var hookErr error
 	b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
 		cur, err := b.l.Get(ctx, taskID)

@@ -2,13 +2,11 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskledger/taskledger/internal/admission"
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/internal/worker"
@@ -41,25 +39,10 @@ func TestParkAfterAReleasedAttemptStillSaysAnEarlierCallMayHaveGenerated(t *test
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e) // the simulated provider: idempotency keys and readback
 		ctx := context.Background()
-		task := b.create(t, "release-after-requeue", prompt, func(n *ledger.NewTask) {
+		task := requeuedAfterAGeneration(t, b, "release-after-requeue", func(n *ledger.NewTask) {
 			n.MaxAge, n.MaxAttempts = 10*time.Minute, 2
 		})
-		if _, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "worker-gone", Lease: 30 * time.Second}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.sim.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)}); err != nil {
-			t.Fatalf("setup: attempt 1's call: %v", err)
-		}
-		b.clock.Advance(40 * time.Second)
-		if s := b.reconcile(t, b.sim); s.Requeued != 1 {
-			t.Fatalf("setup: reconciler %+v; want the expired lease re-queued", s)
-		}
-		limits := map[string]admission.Limit{simulated.DefaultModel: {RequestsPerWindow: 1, TokensPerWindow: 10_000_000}}
-		a, err := admission.New(admission.Config{DB: e.DDB, TasksTable: e.Names.TasksTable, Now: b.clock.Now, Limits: limits})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.h.Admission = &worker.Admission{Admitter: a, Model: simulated.DefaultModel}
+		a := withAdmission(b, t, admission.Limit{RequestsPerWindow: 1, TokensPerWindow: 10_000_000})
 		var hookErr error
 		b.h.Hooks = &worker.Hooks{AfterClaim: func(context.Context, string) error {
 			b.clock.Advance(40 * time.Second) // the slow worker's lease ends
