@@ -161,7 +161,11 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		for _, c := range calls {
 			started = started || c.epoch == epoch || c.end == 0 || c.end > since
 		}
-		if !started {
+		// Unknowable, not false: a provider that deduplicates is never
+		// marked before a call (DESIGN §14), so only its readback can say
+		// that no call was made — and the last one failed.
+		unknowable := m.s.mode == modeIdem && len(lookups) > 0 && lookups[len(lookups)-1].failed
+		if !started && !unknowable {
 			return "false uncertainty: review " + rv.Reason + " says the call may have acted, but no call started"
 		}
 	}

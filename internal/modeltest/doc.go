@@ -47,7 +47,8 @@
 //     (ledger.Renew with the same fence as the worker's heartbeat);
 //   - advance: the clock moves by a grace, a settle, a lease, a call timeout
 //     or twenty minutes;
-//   - reconcile: one reconciler run;
+//   - reconcile: one reconciler run, one in four with every provider and
+//     destination readback failing (an outage: no answer);
 //   - cancel, approve (the result shown), withdraw: through the HTTP
 //     handler, as a caller and an approver do;
 //   - operator: retry, or resolve completed or failed, a parked task.
@@ -77,7 +78,10 @@
 //     error class, cancelled only after a cancel or a withdrawal asked for
 //     it, never rejected (no step rejects);
 //   - no false uncertainty: a review that is unknown_outcome, or says the
-//     provider may have acted, has a call behind it.
+//     provider may have acted, has a call behind it — unless the provider
+//     deduplicates (its calls are never marked, so only its readback can
+//     say none was made) and the task's last readback failed: that
+//     uncertainty is real.
 //
 // A worker dying between its call-start mark and its call is not a step:
 // the mark is the worker's word that a call may have started, and an

@@ -83,6 +83,7 @@ type lookupRec struct {
 	task     string
 	at       int64
 	notFound bool
+	failed   bool // no answer: the model held readback down
 }
 
 // ---- the invocation plan, carried on the worker's context ----
@@ -248,6 +249,12 @@ func (r *recorder) lookup(task string, notFound bool) {
 	r.mu.Unlock()
 }
 
+func (r *recorder) lookupFailed(task string) {
+	r.mu.Lock()
+	r.lookups = append(r.lookups, lookupRec{task: task, at: r.seq.next(), failed: true})
+	r.mu.Unlock()
+}
+
 // of returns copies of the calls and lookups of task.
 func (r *recorder) of(task string) ([]callRec, []lookupRec) {
 	r.mu.Lock()
@@ -270,10 +277,15 @@ func (r *recorder) of(task string) ([]callRec, []lookupRec) {
 // provider is the simulated provider behind the recorder and the plan's
 // pauses and answers. It declares what the simulated one does.
 type provider struct {
-	sim *simulated.Provider
-	rec *recorder
-	now func() time.Time
+	sim  *simulated.Provider
+	rec  *recorder
+	now  func() time.Time
+	down *atomic.Bool // readback unavailable: every Lookup fails
 }
+
+// errReadbackDown is a Lookup while the model holds readback down: no
+// answer, neither found nor absent.
+var errReadbackDown = errors.New("modeltest: readback unavailable")
 
 // errCut is a call held by the model past its call timeout: the worker's
 // timeout would have ended it, and the provider does not act after it.
@@ -319,6 +331,10 @@ func (p *provider) Generate(ctx context.Context, req contract.Request) (contract
 }
 
 func (p *provider) Lookup(ctx context.Context, op string) (contract.Result, error) {
+	if p.down.Load() {
+		p.rec.lookupFailed(op)
+		return contract.Result{}, errReadbackDown
+	}
 	res, err := p.sim.Lookup(ctx, op)
 	if !errors.Is(err, contract.ErrNoReadback) {
 		p.rec.lookup(op, errors.Is(err, contract.ErrNotFound))
@@ -328,9 +344,10 @@ func (p *provider) Lookup(ctx context.Context, op string) (contract.Result, erro
 
 // dest is a simulated destination behind the recorder and the plan.
 type dest struct {
-	sim *simdest.Destination
-	rec *recorder
-	now func() time.Time
+	sim  *simdest.Destination
+	rec  *recorder
+	now  func() time.Time
+	down *atomic.Bool
 }
 
 func (d *dest) Name() string                             { return d.sim.Name() }
@@ -371,6 +388,10 @@ func (d *dest) Deliver(ctx context.Context, req destination.Request) (destinatio
 }
 
 func (d *dest) Lookup(ctx context.Context, req destination.Request) (destination.Receipt, error) {
+	if d.down.Load() {
+		d.rec.lookupFailed(req.OperationID)
+		return destination.Receipt{}, errReadbackDown
+	}
 	rc, err := d.sim.Lookup(ctx, req)
 	if !errors.Is(err, destination.ErrNoReadback) {
 		d.rec.lookup(req.OperationID, errors.Is(err, destination.ErrNotFound))
@@ -541,9 +562,11 @@ type system struct {
 	sim    *simulated.Provider
 	dst    *dest
 	rec    *recorder
-	submit *api.Handler
-	work   *worker.Handler
-	recon  *reconciler.Handler
+	// readbackDown fails every provider and destination Lookup.
+	readbackDown atomic.Bool
+	submit       *api.Handler
+	work         *worker.Handler
+	recon        *reconciler.Handler
 
 	mu     sync.Mutex
 	epochs map[string]int         // operator retries per task
@@ -629,7 +652,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 		drop()
 		return nil, nil, err
 	}
-	s.dst = &dest{sim: sd, rec: s.rec, now: s.clock.Now}
+	s.dst = &dest{sim: sd, rec: s.rec, now: s.clock.Now, down: &s.readbackDown}
 	var dd destination.Destination = s.dst
 	if m == modePlain {
 		dd = noLookup{s.dst}
@@ -639,7 +662,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 		drop()
 		return nil, nil, err
 	}
-	p := &provider{sim: s.sim, rec: s.rec, now: s.clock.Now}
+	p := &provider{sim: s.sim, rec: s.rec, now: s.clock.Now, down: &s.readbackDown}
 	s.sender = &dispatch.Sender{SQS: s.queue, QueueURL: "model-queue"}
 	s.submit = &api.Handler{Ledger: s.clean, Dispatch: s.sender, Destinations: dests, Now: s.clock.Now}
 	s.work = &worker.Handler{

@@ -348,13 +348,19 @@ func (m *model) advance(rt *rapid.T) {
 	rt.Logf("clock +%s", d)
 }
 
+// reconcile runs the reconciler, in one run of four with every readback
+// failing (a provider or destination outage): such a task must still end
+// final by its age budget, and its review say what is unknown.
 func (m *model) reconcile(rt *rapid.T) {
+	down := rapid.IntRange(0, 3).Draw(rt, "readback_down") == 0
+	m.s.readbackDown.Store(down)
+	defer m.s.readbackDown.Store(false)
 	sum, err := m.s.recon.Handle(m.ctx, json.RawMessage(`{}`))
 	if err != nil {
 		rt.Fatalf("reconciler: %v", err)
 	}
-	rt.Logf("reconciler: examined=%d requeued=%d resent=%d expired_to_unknown=%d parked=%d completed=%d cancelled=%d readback_not_found=%d raced=%d",
-		sum.Examined, sum.Requeued, sum.Resent, sum.ExpiredToUnknown, sum.Parked, sum.Completed, sum.Cancelled, sum.ReadbackNotFound, sum.Raced)
+	rt.Logf("reconciler (readback down %v): examined=%d requeued=%d resent=%d expired_to_unknown=%d parked=%d completed=%d cancelled=%d readback_not_found=%d readback_errors=%d raced=%d",
+		down, sum.Examined, sum.Requeued, sum.Resent, sum.ExpiredToUnknown, sum.Parked, sum.Completed, sum.Cancelled, sum.ReadbackNotFound, sum.ReadbackErrors, sum.Raced)
 }
 
 func (m *model) pickTask(rt *rapid.T, ok func(*task, *ledger.Task) bool) (*task, *ledger.Task) {
