@@ -440,6 +440,19 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	h := r.h
 	if ok, budget := t.BudgetLeft(r.now); !ok {
+		if _, canReadBack := h.looker(t); canReadBack && t.ErrorClass == ledger.ReasonUnknown && !h.retrySafe(t) {
+			// An earlier attempt's outcome is unknown (its expired lease was
+			// re-queued): let the readback decide it, as from unknown,
+			// rather than park saying the provider may have acted.
+			u, err := h.Ledger.AwaitReadback(ctx, t.TaskID, t.AssignmentVersion)
+			if r.lost(ctx, "await readback", t.TaskID, err) {
+				return
+			}
+			if r.pastDeadline(u) {
+				r.unknown(ctx, u)
+			}
+			return
+		}
 		r.park(ctx, t, ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}, h.budgetReview(t, budget))
 		return
 	}

@@ -201,7 +201,11 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 			r.Known = append(r.Known, "an earlier attempt ended with "+t.ErrorClass)
 		}
 	} else {
-		r.Known = append(r.Known, lastError(t)...)
+		le := lastError(t)
+		if readBackAbsent && len(le) > 0 {
+			le[0] += "; the readback below settled it"
+		}
+		r.Known = append(r.Known, le...)
 	}
 	if t.ProviderRef != "" {
 		r.Known = append(r.Known, "provider reference: "+t.ProviderRef)

@@ -1110,6 +1110,10 @@ var goldenScenarios = []goldenScenario{
 		c := f.unknown()
 		return c.TaskID, func() error { return ignore(f.l.RequeueRetrySafe(f.ctx, c.TaskID, c.AssignmentVersion)) }
 	}},
+	{"AwaitReadback", func(f *goldenFixture) (string, func() error) {
+		c := f.queued()
+		return c.TaskID, func() error { return ignore(f.l.AwaitReadback(f.ctx, c.TaskID, c.AssignmentVersion)) }
+	}},
 	{"DeferReadback", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		u := f.get(c.TaskID)

@@ -273,6 +273,7 @@ var transitions = []Transition{
 	fencedRow("complete_readback_gated", "CompleteFromReadback (approval gate)", byReconciler, fromUnknown, gCompleteGated, StateAwaitingApproval),
 	fencedRow("requeue_readback_absent", "Requeue (from unknown)", byReconciler, fromUnknown, gFenced, StateQueued),
 	fencedRow("requeue_retry_safe", "RequeueRetrySafe", byReconciler, fromUnknown, gFenced, StateQueued, retrySafe),
+	fencedRow("await_readback", "AwaitReadback", byReconciler, states(StateQueued, StateRetryWait), gFenced, StateUnknown, effectOnly),
 	fencedRow("defer_readback", "DeferReadback", byReconciler, fromUnknown, gFenced, StateUnknown),
 	{Op: "dispatch", Method: "ClaimDispatch (DeferDispatch: held back by a backlog)", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
 		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},

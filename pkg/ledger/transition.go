@@ -663,6 +663,20 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	})
 }
 
+// AwaitReadback moves a queued or retry_wait task whose budgets are spent
+// to unknown, its error kept, when that error says an earlier attempt's
+// outcome is unknown (an expired lease re-queued for a provider that
+// deduplicates): the provider's readback then decides what a park would
+// otherwise leave open — a result found completes it, "not found" parks it
+// saying nothing was generated. No worker holds the task, so nothing is
+// fenced but the version read. Errors: *FencedError.
+func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64) (*Task, error) {
+	return l.fenced(ctx, "await_readback", taskID, version, nil, func(u *update, now time.Time) {
+		l.live(u, StateUnknown, taskID, now.UnixMilli())
+		u.remove("not_before")
+	})
+}
+
 // DeferReadback moves an unknown task whose provider readback gave no
 // answer (it failed, or the run's budget cut it) behind the unknown tasks
 // still waiting for theirs: due_at becomes now, so the reconciler's walk,
