@@ -17,7 +17,7 @@
 // a provider Lookup still running then is cut and counts as no answer (a
 // readback error; the task stays unknown). A readback that gave no answer,
 // cut or failed, moves its task behind the others of its stream
-// (ledger.DeferReadback: due_at = now, due again after Settle), so
+// (ledger.DeferReadback: due_at = the run's start, due again Settle after it), so
 // readbacks that hang cannot spend every run's budget before the tasks
 // behind them are started.
 //

@@ -345,10 +345,13 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 // the other unknown tasks of its stream (ledger.DeferReadback): readbacks
 // that hang or fail at the head of a stream must not spend every run's
 // budget before the tasks due behind them are started. It is due again
-// after Settle, so a task near its age deadline is still reached within
-// one period after it.
+// Settle after the run's start (r.now: every task this run found due was
+// due before it) — not after the deferral's own time, which for a readback
+// cut at the end of the run's work is too late for the next run to find
+// it — so a task near its age deadline is still reached within one period
+// after it.
 func (r *run) deferReadback(ctx context.Context, t *ledger.Task) {
-	if _, err := r.h.Ledger.DeferReadback(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince()); err != nil {
+	if _, err := r.h.Ledger.DeferReadback(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince(), r.now); err != nil {
 		r.lost(ctx, "defer readback", t.TaskID, err)
 	}
 }

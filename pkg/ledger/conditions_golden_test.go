@@ -1117,7 +1117,9 @@ var goldenScenarios = []goldenScenario{
 	{"DeferReadback", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		u := f.get(c.TaskID)
-		return c.TaskID, func() error { return ignore(f.l.DeferReadback(f.ctx, c.TaskID, u.AssignmentVersion, u.UnknownSince())) }
+		return c.TaskID, func() error {
+			return ignore(f.l.DeferReadback(f.ctx, c.TaskID, u.AssignmentVersion, u.UnknownSince(), f.clock.Now()))
+		}
 	}},
 
 	// admission.go

@@ -679,17 +679,21 @@ func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64
 
 // DeferReadback moves an unknown task whose provider readback gave no
 // answer (it failed, or the run's budget cut it) behind the unknown tasks
-// still waiting for theirs: due_at becomes now, so the reconciler's walk,
-// which takes each stream in due_at order, reaches the others first and
-// returns to this one after Settle. Without it, readbacks that hang at the
-// head of a stream would spend every run's budget and starve the tasks
-// behind them past their age deadlines. since (the task's UnknownSince as
-// read) is kept in unknown_since, for the review and the wait on a fenced
-// call. The assignment version is unchanged: a slow worker may still save
-// its result. Errors: *FencedError.
-func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
+// still waiting for theirs: due_at becomes due (the reconciler passes its
+// run's start, after every due_at that run found due), so the reconciler's
+// walk, which takes each stream in due_at order, reaches the others first
+// and returns to this one after Settle. due is the run's start, not the
+// time of this write: a readback is cut at the end of the run's work, and
+// a due_at that late would not be Settle old for the next run, which
+// would skip the task for a whole period. Without the deferral, readbacks
+// that hang at the head of a stream would spend every run's budget and
+// starve the tasks behind them past their age deadlines. since (the task's
+// UnknownSince as read) is kept in unknown_since, for the review and the
+// wait on a fenced call. The assignment version is unchanged: a slow
+// worker may still save its result. Errors: *FencedError.
+func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since, due time.Time) (*Task, error) {
 	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
-		u.set("due_at", num(now.UnixMilli()))
+		u.set("due_at", num(due.UnixMilli()))
 		u.set("unknown_since", num(since.UnixMilli()))
 	})
 }
