@@ -236,7 +236,9 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 			fmt.Sprintf("whether attempt %d reached the provider (operation id %s) and produced a result that was never saved before its worker's lease expired", t.Attempts, t.OperationID()))
 	case markedUnknown:
 		r.Uncertain = append(r.Uncertain,
-			fmt.Sprintf("whether the provider produced a result for operation %s around %s (the outcome was recorded as unknown)", t.OperationID(), stamp(t.UpdatedMs)))
+			// UnknownSince, not updated_ms: a deferred readback
+			// (ledger.DeferReadback) writes the task again later.
+			fmt.Sprintf("whether the provider produced a result for operation %s around %s (the outcome was recorded as unknown)", t.OperationID(), stamp(t.UnknownSince().UnixMilli())))
 	default:
 		r.Uncertain = append(r.Uncertain, "whether the cause of the failures (throttling, an outage, a slow provider) has cleared, so that another attempt would succeed")
 	}
