@@ -206,6 +206,7 @@ func (t *Task) settled(r *AttemptRecord) {
 		if r.Outcome == OutcomeRunning {
 			r.Outcome, r.ErrorClass = OutcomeUnknown, t.ErrorClass
 		}
+		end = t.UnknownSince().UnixMilli() // a deferred readback moves updated_ms
 	case StateRetryWait:
 		if r.Outcome == OutcomeRunning {
 			r.Outcome, r.ErrorClass = OutcomeRetry, t.ErrorClass

@@ -414,15 +414,13 @@ func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {
 	u.set("state", strState(s))
 	u.set("state_shard", str(l.StateShard(s, taskID)))
 	u.set("due_at", num(dueAt))
-	if s == StateUnknown {
-		u.remove("unknown_since") // a stale DeferReadback's: this uncertainty starts at dueAt
-	}
+	u.remove("unknown_since") // DeferReadback's: a new state (or uncertainty) starts at dueAt
 }
 
 // off sets a state that leaves the index (terminal or parked).
 func (l *Ledger) off(u *update, s State, now time.Time) {
 	u.set("state", strState(s))
-	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before")
+	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before", "unknown_since")
 	if s.Terminal() {
 		u.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	}

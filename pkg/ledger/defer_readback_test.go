@@ -1,0 +1,75 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// DeferReadback moves an unknown task's due_at (the reconciler's walk order)
+// and nothing a worker's fenced write depends on: the state and the
+// assignment version stay, and when the outcome became uncertain is kept
+// (UnknownSince) across deferrals — also when the deferral's reply is
+// lost and the write is recognised as the caller's own. Leaving unknown
+// clears it, and a new uncertainty starts its own.
+func TestDeferReadbackKeepsWhenTheOutcomeBecameUncertain(t *testing.T) {
+	t.Parallel()
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		task := mustCreate(t, b, "defer-readback-"+mode)
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "reply lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := u.UnknownSince()
+		for i := range 2 {
+			b.clock.Advance(time.Minute)
+			due := b.clock.Now().Add(-time.Second)
+			l, arm, lost := lossy(t, b, mode, "UpdateItem")
+			arm()
+			d, err := l.DeferReadback(ctx, task.TaskID, c.AssignmentVersion, u.UnknownSince(), due)
+			if !lost() {
+				t.Fatal("the fault was not injected")
+			}
+			if err != nil {
+				t.Fatalf("deferral %d after a lost reply = %v; want its own write recognised", i+1, err)
+			}
+			if u, err = b.l.Get(ctx, task.TaskID); err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range []*ledger.Task{d, u} {
+				if got.State != ledger.StateUnknown || got.AssignmentVersion != c.AssignmentVersion || got.DueAt != due.UnixMilli() || !got.UnknownSince().Equal(since) {
+					t.Fatalf("deferral %d: %s v%d due %d since %v; want unknown v%d due %d since %v",
+						i+1, got.State, got.AssignmentVersion, got.DueAt, got.UnknownSince(), c.AssignmentVersion, due.UnixMilli(), since)
+				}
+			}
+		}
+		if _, err := b.l.DeferReadback(ctx, task.TaskID, c.AssignmentVersion+1, since, b.clock.Now()); !isFenced(err) {
+			t.Fatalf("DeferReadback at another version = %v, want fenced", err)
+		}
+		r, err := b.l.Requeue(ctx, task.TaskID, ledger.StateUnknown, c.AssignmentVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.UnknownSinceMs != 0 {
+			t.Fatalf("re-queued from unknown, unknown_since %d stays; want it cleared", r.UnknownSinceMs)
+		}
+		b.clock.Advance(time.Minute)
+		c, err = b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, err = b.l.MarkUnknown(ctx, task.TaskID, c.AssignmentVersion, "unknown_outcome", "reply lost again"); err != nil {
+			t.Fatal(err)
+		}
+		if !u.UnknownSince().Equal(b.clock.Now().Truncate(time.Millisecond)) {
+			t.Fatalf("a second uncertainty since %v; want %v (its own)", u.UnknownSince(), b.clock.Now())
+		}
+	})
+}
