@@ -265,9 +265,19 @@ func (a *Admitter) Admit(ctx context.Context, model string, estimatedTokens int6
 					return nil, fmt.Errorf("admission: read back window %s after a lost reply: %w", key, rerr)
 				}
 				if s, ok := item["last_nonce"].(*types.AttributeValueMemberS); ok && s.Value == nonce {
-					// Our earlier write landed and nobody wrote since.
-					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: slot, EstimatedTokens: estimatedTokens, Writes: attempt,
-						ValidUntil: start.Add(time.Duration(slot+1) * a.slotLen())}, nil
+					// Our earlier write landed and nobody wrote since. It
+					// counted the call in the slot it was sent in
+					// (last_slot), which may be before this retry's:
+					// Release and Settle must correct that slot, and the
+					// call must start before it ends.
+					landed := slot
+					if n, ok := item["last_slot"].(*types.AttributeValueMemberN); ok {
+						if v, err := strconv.Atoi(n.Value); err == nil && v >= 0 && v < a.c.Slots {
+							landed = v
+						}
+					}
+					return &Ticket{Model: model, WindowStart: start, Key: key, Slot: landed, EstimatedTokens: estimatedTokens, Writes: attempt,
+						ValidUntil: start.Add(time.Duration(landed+1) * a.slotLen())}, nil
 				}
 			}
 			if len(item) == 0 {
@@ -343,12 +353,12 @@ func (a *Admitter) admitInput(table, key string, slot int, end time.Time, lim Li
 	return &dynamodb.UpdateItemInput{
 		TableName:           &table,
 		Key:                 itemKey(key),
-		UpdateExpression:    aws.String("ADD #req :one, #tok :est, #slotr :one, #slott :est SET #exp = if_not_exists(#exp, :exp), #non = :nonce"),
+		UpdateExpression:    aws.String("ADD #req :one, #tok :est, #slotr :one, #slott :est SET #exp = if_not_exists(#exp, :exp), #non = :nonce, #lsl = :slot"),
 		ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{
 			// No placeholder is a prefix of another: kumo substitutes
 			// them as text ("#s" would turn "#sr" into "sealedr").
-			"#req": "requests", "#tok": "tokens", "#exp": "expires_at", "#non": "last_nonce", "#seal": "sealed",
+			"#req": "requests", "#tok": "tokens", "#exp": "expires_at", "#non": "last_nonce", "#lsl": "last_slot", "#seal": "sealed",
 			"#slotr": slotAttr("r", slot), "#slott": slotAttr("k", slot),
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -356,6 +366,7 @@ func (a *Admitter) admitInput(table, key string, slot int, end time.Time, lim Li
 			":est":   num(est),
 			":exp":   num(end.Add(ttlAfterWindow).Unix()),
 			":nonce": &types.AttributeValueMemberS{Value: nonce},
+			":slot":  num(int64(slot)),
 			":rpm":   num(lim.RequestsPerWindow),
 			":room":  num(lim.TokensPerWindow - est),
 		},

@@ -13,7 +13,8 @@
 // which can never collide with a task ("t_" + 26 base32 characters, see
 // ledger.TaskID) nor with a poison-message review id ("msg_..."). The item
 // carries requests and tokens (N), the same per slot (r<slot>, k<slot>),
-// last_nonce (S), sealed (BOOL, once the window is over) and expires_at
+// last_nonce (S) and last_slot (N, the slot of the write that set it),
+// sealed (BOOL, once the window is over) and expires_at
 // (epoch seconds, the table's TTL attribute: one hour after the window
 // ends), and never state_shard or due_at, so it is not in the by_state
 // index and the reconciler never sees it. Code that Scans the tasks table
@@ -48,7 +49,7 @@
 // [Admitter.Admit] reserves one request and the call's estimated tokens with
 // ONE UpdateItem on the happy path:
 //
-//	ADD requests :1, tokens :est, r<j> :1, k<j> :est  SET expires_at = if_not_exists(...), last_nonce = :nonce
+//	ADD requests :1, tokens :est, r<j> :1, k<j> :est  SET expires_at = if_not_exists(...), last_nonce = :nonce, last_slot = j
 //	IF attribute_not_exists(sealed) AND (attribute_not_exists(requests) OR (requests < :rpm AND tokens <= :room))
 //
 // (:rpm and :room are the limits less the previous window's part and the
@@ -86,7 +87,11 @@
 // all) with the SAME nonce and the condition "last_nonce <> :nonce"; if that
 // condition is what failed, the returned (or consistently re-read) item
 // still carries our nonce, so the first write landed and nobody wrote since:
-// we are admitted, counted once. If another instance wrote in between, our
+// we are admitted, counted once — in the slot that write was sent in
+// (last_slot), which the ticket names even when the retry runs in a later
+// slot: Release and Settle correct that slot, and the call must start
+// before it ends (a ticket already past it is admitted again). If another
+// instance wrote in between, our
 // nonce is gone and the retry reserves again: the window over-counts by at
 // most ONE call's reservation per lost reply. Over-counting is the safe
 // side: the provider never sees more than the limit; we only lose capacity.
