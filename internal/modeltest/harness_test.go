@@ -322,8 +322,11 @@ func (p *provider) Generate(ctx context.Context, req contract.Request) (contract
 	performed := p.sim.SideEffects(req.OperationID) > before
 	var fe *simulated.FaultError
 	refused := err != nil && (errors.Is(err, retrypolicy.ErrRequestNotSent) || (errors.As(err, &fe) && fe.Fault != simulated.AcceptLoseReply))
-	pl.stop("call_after", "")
+	// The call has ended at the provider: record it before a pause of the
+	// worker that has its reply (call_after), whose outcome the checker
+	// must not take for a call still in flight.
 	p.rec.end(c, refused, performed)
+	pl.stop("call_after", "")
 	if err == nil && p.now().Sub(began) > callTimeout {
 		return contract.Result{}, retrypolicy.Uncertain(errCut)
 	}
@@ -379,8 +382,8 @@ func (d *dest) Deliver(ctx context.Context, req destination.Request) (destinatio
 	performed := d.sim.SideEffects(req.OperationID) > before
 	var fe *simdest.FaultError
 	refused := err != nil && (errors.Is(err, retrypolicy.ErrRequestNotSent) || (errors.As(err, &fe) && fe.Fault != simdest.AcceptLoseReply))
+	d.rec.end(c, refused, performed) // ended at the destination (the provider's Generate says why first)
 	pl.stop("call_after", "")
-	d.rec.end(c, refused, performed)
 	if err == nil && d.now().Sub(began) > callTimeout {
 		return destination.Receipt{}, retrypolicy.Uncertain(errCut)
 	}
