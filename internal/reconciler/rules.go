@@ -298,6 +298,13 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			return
 		}
 		if ok, budget := t.BudgetLeft(r.now); !ok {
+			if t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
+				// Only a re-send was proven harmless (an idempotent
+				// destination), not that the delivery did not happen:
+				// the review must not say nothing was delivered.
+				r.park(ctx, t, opts, h.unknownReview(t, name, at, err.Error()+", but its absence is not proven and the budget to send again is spent"))
+				return
+			}
 			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return
 		}
