@@ -42,10 +42,21 @@ func (a *app) decide(ctx context.Context, c *command) error {
 	if verb != "approve" && (c.sha != "" || c.edited != "") {
 		return usageErr("--artifact-sha256 and --edited-result belong to approve")
 	}
+	// Only approve and withdraw notify: an unparsable value must not stop
+	// a reject (or any other command) that tells nobody.
+	var notify *followup.Config
+	if verb != "reject" {
+		n, err := followup.Parse(a.env(followup.EnvVar))
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		notify = n
+	}
 	d, err := a.connect(ctx, &c.opts, false)
 	if err != nil {
 		return err
 	}
+	d.notify = notify
 	id, by := c.pos[1], "operator:"+c.by
 	t, err := d.ledger.Get(ctx, id)
 	if err != nil {

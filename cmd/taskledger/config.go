@@ -69,7 +69,8 @@ type deps struct {
 	// items live in the tasks table.
 	budgets *spend.Accountant
 	// notify is who a decision notifies (TASKLEDGER_NOTIFICATIONS, the
-	// value the stack's functions run with); nil: nobody.
+	// value the stack's functions run with; read by the decisions that
+	// notify, approve and withdraw, only); nil: nobody.
 	notify *followup.Config
 }
 
@@ -127,11 +128,7 @@ func (a *app) connect(ctx context.Context, o *options, needQueue bool) (*deps, e
 	if err != nil {
 		return nil, err
 	}
-	notify, err := followup.Parse(a.env(followup.EnvVar))
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	d := &deps{ledger: l, budgets: budgets, notify: notify}
+	d := &deps{ledger: l, budgets: budgets}
 	if queue != "" {
 		d.sender = &dispatch.Sender{SQS: awsclient.SQS(cfg), QueueURL: queue}
 	}
