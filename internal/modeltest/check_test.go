@@ -105,6 +105,12 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 				if e.epoch != epoch || (e.end != 0 && e.end < c.start && e.refused) {
 					continue
 				}
+				if e.cut || e.end == 0 && m.s.clock.Now().Sub(e.began) > callTimeout {
+					// Held before it was sent past the call timeout (only a
+					// call_before pause leaves a call open): the harness
+					// cuts it unsent (errCut), and it never acts.
+					continue
+				}
 				cleared := false
 				for _, l := range lookups {
 					cleared = cleared || (l.notFound && e.end != 0 && l.at > e.end && l.at < c.start)

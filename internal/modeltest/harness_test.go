@@ -73,9 +73,11 @@ func (s *seq) next() int64 { return s.n.Add(1) }
 type callRec struct {
 	task       string
 	epoch      int
-	start, end int64 // seq; end 0 while in flight
-	refused    bool  // a refusal in so many words: nothing was performed
-	performed  bool  // the provider (destination) acted: a side effect
+	start, end int64     // seq; end 0 while in flight
+	began      time.Time // on the model's clock
+	cut        bool      // held past the call timeout before it was sent: never reached the provider
+	refused    bool      // a refusal in so many words: nothing was performed
+	performed  bool      // the provider (destination) acted: a side effect
 }
 
 // lookupRec is one readback.
@@ -229,17 +231,25 @@ type recorder struct {
 	lookups []lookupRec
 }
 
-func (r *recorder) begin(task string) *callRec {
-	c := &callRec{task: task, epoch: r.epochOf(task), start: r.seq.next()}
+func (r *recorder) begin(task string, now time.Time) (*callRec, time.Time) {
+	c := &callRec{task: task, epoch: r.epochOf(task), start: r.seq.next(), began: now}
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
-	return c
+	return c, now
 }
 
 func (r *recorder) end(c *callRec, refused, performed bool) {
 	r.mu.Lock()
 	c.end, c.refused, c.performed = r.seq.next(), refused, performed
+	r.mu.Unlock()
+}
+
+// cut ends c, held before it was sent until past the call timeout: the
+// worker's timeout would have ended it unsent.
+func (r *recorder) cut(c *callRec) {
+	r.mu.Lock()
+	c.end, c.cut = r.seq.next(), true
 	r.mu.Unlock()
 }
 
@@ -311,10 +321,10 @@ func (p *provider) Generate(ctx context.Context, req contract.Request) (contract
 			p.sim.Script(req.OperationID, simulated.BadRequest)
 		}
 	}
-	c, began := p.rec.begin(req.OperationID), p.now()
+	c, began := p.rec.begin(req.OperationID, p.now())
 	pl.stop("call_before", "")
 	if p.now().Sub(began) > callTimeout {
-		p.rec.end(c, false, false)
+		p.rec.cut(c)
 		return contract.Result{}, retrypolicy.Uncertain(errCut)
 	}
 	before := p.sim.SideEffects(req.OperationID)
@@ -371,10 +381,10 @@ func (d *dest) Deliver(ctx context.Context, req destination.Request) (destinatio
 			d.sim.Script(req.OperationID, simdest.Reject)
 		}
 	}
-	c, began := d.rec.begin(req.OperationID), d.now()
+	c, began := d.rec.begin(req.OperationID, d.now())
 	pl.stop("call_before", "")
 	if d.now().Sub(began) > callTimeout {
-		d.rec.end(c, false, false)
+		d.rec.cut(c)
 		return destination.Receipt{}, retrypolicy.Uncertain(errCut)
 	}
 	before := d.sim.SideEffects(req.OperationID)
