@@ -327,11 +327,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.More() {
-		detail := "the body must be one JSON object"
-		if err != nil {
-			detail += ": " + err.Error()
+	err = dec.Decode(v)
+	if err == nil {
+		// Anything after the object, a stray ] or } included (which
+		// dec.More does not report), makes the body more than one object.
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("trailing data after the object")
 		}
+	}
+	if err != nil {
+		detail := "the body must be one JSON object: " + err.Error()
 		writeProblem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", detail)
 		return false
 	}
