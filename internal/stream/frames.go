@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -90,7 +91,9 @@ func ParseSubscribe(body []byte) (Subscribe, error) {
 	if err := dec.Decode(&s); err != nil {
 		return Subscribe{}, fmt.Errorf("%w: want {\"action\":\"subscribe\",\"task_id\":\"...\"}", ErrBadMessage)
 	}
-	if dec.More() {
+	// Anything after the object, a stray ] or } included (which dec.More
+	// does not report), is trailing data.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Subscribe{}, fmt.Errorf("%w: trailing data", ErrBadMessage)
 	}
 	if s.Action != ActionSubscribe {
