@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -61,7 +62,7 @@ func ParseRef(data []byte) (Ref, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return Ref{}, fmt.Errorf("%w: %v", ErrBadRef, err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // a stray ] or } too, which dec.More misses
 		return Ref{}, fmt.Errorf("%w: trailing data after the object", ErrBadRef)
 	}
 	if raw.Bucket == nil || raw.Key == nil || raw.SHA256 == nil || raw.Size == nil {

@@ -33,6 +33,7 @@ func TestParseRefStrict(t *testing.T) {
 		"unknown field":  `{"bucket":"bkt","key":"k","sha256":"` + sha + `","size":1,"extra":1}`,
 		"missing size":   `{"bucket":"bkt","key":"k","sha256":"` + sha + `"}`,
 		"trailing data":  `{"bucket":"bkt","key":"k","sha256":"` + sha + `","size":1} {}`,
+		"stray brace":    `{"bucket":"bkt","key":"k","sha256":"` + sha + `","size":1}}`,
 		"upper hex":      `{"bucket":"bkt","key":"k","sha256":"` + strings.ToUpper(sha) + `","size":1}`,
 		"short hex":      `{"bucket":"bkt","key":"k","sha256":"abc","size":1}`,
 		"negative size":  `{"bucket":"bkt","key":"k","sha256":"` + sha + `","size":-1}`,
