@@ -23,12 +23,15 @@ import (
 // completes the task — a "failed" task that actually succeeded is what
 // users are burned by —, and a provider with no record of it parks the
 // task saying nothing was generated, not that the provider may have acted.
+// A later attempt that ends with an error of its own (throttled: a retry)
+// does not close the earlier attempt's question.
 func TestRequeuedExpiredLeaseAtItsDeadlineIsDecidedByReadback(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		for _, generated := range []bool{true, false} {
+		for _, c := range []struct{ generated, throttledAfter bool }{{true, false}, {false, false}, {true, true}} {
+			generated := c.generated
 			b := setup(t, e)
-			task := create(t, b, fmt.Sprintf("requeued-at-deadline-%v", generated), func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
+			task := create(t, b, fmt.Sprintf("requeued-at-deadline-%v-%v", generated, c.throttledAfter), func(n *ledger.NewTask) { n.MaxAge = 10 * time.Minute })
 			deadline := time.UnixMilli(task.DeadlineMs)
 			b.clock.Set(deadline.Add(-2 * time.Minute))
 			claim(t, b, task.TaskID)
@@ -46,13 +49,20 @@ func TestRequeuedExpiredLeaseAtItsDeadlineIsDecidedByReadback(t *testing.T) {
 				t.Fatalf("summary = %+v, want the expired lease re-queued", s)
 			}
 			e.DrainTaskIDs(t, e.Names.TaskQueueURL) // the re-sent message is not consumed in time
+			if c.throttledAfter {
+				a2 := claim(t, b, task.TaskID)
+				if _, err := b.l.ScheduleRetry(ctx, task.TaskID, a2.AssignmentVersion, deadline.Add(-30*time.Second), "throttled", "429 from the provider"); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			b.clock.Set(deadline.Add(time.Minute))
 			s := handle(t, b.handler())
 			got := get(t, b, task.TaskID)
 			if generated {
 				if got.State != ledger.StateCompleted || got.ReadbackAt == "" || got.Result == "" {
-					t.Fatalf("generated: task %s (readback_at %q; run %+v); want completed from the provider's readback", got.State, got.ReadbackAt, s)
+					t.Fatalf("generated (then throttled: %v): task %s (readback_at %q; run %+v); want completed from the provider's readback",
+						c.throttledAfter, got.State, got.ReadbackAt, s)
 				}
 				continue
 			}

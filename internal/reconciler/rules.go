@@ -122,7 +122,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		r.park(ctx, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion, LeaseExpired: true},
 			review.BudgetExhaustedNoCall(t, budget))
 	case budgetLeft && !sideEffects:
-		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateRunning, t.AssignmentVersion)
+		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateRunning, t.AssignmentVersion, ledger.InAttempt(t))
 		if r.lost(ctx, "requeue expired lease", t.TaskID, err) {
 			return
 		}
@@ -263,6 +263,9 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		if r.lost(ctx, "complete from readback", t.TaskID, err) {
 			return
 		}
+		// The run is over: what a crashed attempt still holds on the
+		// budgets and the caller's quota is charged (its call generated).
+		r.settleAbandoned(ctx, t, 0)
 		r.count(func(s *Summary) { s.Completed++ })
 		log.InfoContext(ctx, "reconciler: completed from readback", "provider_ref", res.ProviderRef, "result_bytes", len(res.Output))
 	case errors.Is(err, contract.ErrNotFound) && r.callMayRun(t):
@@ -450,11 +453,12 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 func (r *run) relay(ctx context.Context, t *ledger.Task) {
 	h := r.h
 	if ok, budget := t.BudgetLeft(r.now); !ok {
-		if _, canReadBack := h.looker(t); canReadBack && t.ErrorClass == ledger.ReasonUnknown && !h.retrySafe(t) {
-			// An earlier attempt's outcome is unknown (its expired lease was
+		_, canReadBack := h.looker(t)
+		if since, open := t.OpenUncertainty(); open && canReadBack && !h.retrySafe(t) {
+			// An earlier attempt's outcome is open (its expired lease was
 			// re-queued): let the readback decide it, as from unknown,
 			// rather than park saying the provider may have acted.
-			u, err := h.Ledger.AwaitReadback(ctx, t.TaskID, t.AssignmentVersion)
+			u, err := h.Ledger.AwaitReadback(ctx, t.TaskID, t.AssignmentVersion, since)
 			if r.lost(ctx, "await readback", t.TaskID, err) {
 				return
 			}
@@ -575,7 +579,8 @@ func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv
 
 // settleAbandoned settles, on t's budgets and its caller's daily quota,
 // what the attempts of t's run still hold once the run is over (parked,
-// or cancelled: t as it was read, before that write): a crashed attempt's
+// cancelled or completed from readback: t as it was read, before that
+// write): a crashed attempt's
 // reservation, which only the task's next attempt settled — and there is
 // none. Left held all day on the quota, it kept every other task of the
 // caller that fits only without it waiting, in cycles, until its age

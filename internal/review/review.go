@@ -136,7 +136,7 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 	markedUnknown := !ended && !readBackAbsent && t.State == ledger.StateUnknown
 	// A readback by operation id that found nothing covers every attempt
 	// (they share the id): no earlier one acted either.
-	earlierUnknown := !markedUnknown && !readBackAbsent && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome)
+	earlierUnknown := !markedUnknown && !readBackAbsent && (f.Class == unknownOutcome || t.ErrorClass == unknownOutcome || t.OpenUnknownMs > 0)
 	if retrySafe {
 		leaseLost, markedUnknown, earlierUnknown = false, false, false
 	}

@@ -318,3 +318,19 @@ func TestBudgetExhaustedReadBackAbsent(t *testing.T) {
 		t.Fatalf("an unresolved unknown outcome must still say it may have reached the provider: %q", u.Summary)
 	}
 }
+
+// TestBudgetExhaustedKeepsAnEarlierOpenUncertainty: an earlier attempt's
+// outcome left open (its expired lease re-queued: OpenUnknownMs) is
+// reported as such although a later attempt recorded an error of its own
+// (throttled), and the review never says nothing was generated.
+func TestBudgetExhaustedKeepsAnEarlierOpenUncertainty(t *testing.T) {
+	t.Parallel()
+	tk := task(ledger.StateRetryWait)
+	tk.ErrorClass, tk.ErrorMessage = "throttled", "429 from the provider"
+	tk.OpenUnknownMs = time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC).UnixMilli()
+	r := review.BudgetExhausted(tk, review.BudgetAge)
+	check(t, r, ledger.ReviewBudgetExhausted, "an earlier attempt whose outcome was unknown may have reached the provider")
+	if strings.Contains(all(r), "nothing was generated") {
+		t.Errorf("an open earlier uncertainty is reviewed as nothing generated:\n%s", all(r))
+	}
+}

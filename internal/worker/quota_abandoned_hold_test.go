@@ -121,11 +121,12 @@ func TestParkedAttemptsQuotaHoldIsChargedNotLeftReserved(t *testing.T) {
 		}, func(n *ledger.NewTask) { n.MaxAttempts = 1 }, ledger.ReviewBudgetExhausted},
 		{"outcome unknown", simulated.Options{NoIdempotency: true, NoReadback: true}, func(*reconciler.Handler) {},
 			func(n *ledger.NewTask) { n.MaxAttempts = 1 }, ledger.ReviewUnknownOutcome},
-		// Re-queued (the provider honours idempotency keys), the task's age
-		// budget ends before it runs again: parked from queued, its crashed
-		// attempt's reservation still held.
-		{"age budget after a re-queue", simulated.Options{}, func(*reconciler.Handler) {},
-			func(n *ledger.NewTask) { n.MaxAge = 90 * time.Second }, ledger.ReviewBudgetExhausted},
+		// Re-queued (the provider honours idempotency keys and cannot be
+		// read back), the task's age budget ends before it runs again:
+		// parked from queued, its crashed attempt's reservation still held.
+		{"age budget after a re-queue", simulated.Options{}, func(h *reconciler.Handler) {
+			h.Provider, h.SideEffects = nil, func(string) bool { return false }
+		}, func(n *ledger.NewTask) { n.MaxAge = 90 * time.Second }, ledger.ReviewBudgetExhausted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,5 +322,35 @@ func TestQuotaWaitGrowsWithTheTimeATaskHasWaited(t *testing.T) {
 		if strings.Contains(b.logs.String(), `"level":"ERROR"`) {
 			t.Fatalf("errors logged:\n%s", b.logs.String())
 		}
+	})
+}
+
+// TestReadbackCompletionChargesTheCrashedAttemptsQuotaHold: as above, but
+// the provider can be read back: when the re-queued task's age budget
+// ends, the readback finds the crashed attempt's result and completes the
+// task. That ends the run too, so the hold no attempt will settle is
+// charged in full (the call generated), not left reserved all day.
+func TestReadbackCompletionChargesTheCrashedAttemptsQuotaHold(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e, withSim(simulated.Options{}))
+		s := withBudgets(t, b, e.DDB, &spend.Quota{Unit: spend.UnitTokens, Limit: 200})
+		task := b.create(t, "abandoned-read-back", budgetedPrompt, budget(10_000, nil), func(n *ledger.NewTask) { n.MaxAge = 90 * time.Second })
+		crashAfterBilledCall(t, b, task.TaskID)
+		rc := settlingReconciler(b, s.Budgets)
+		for range 3 {
+			b.clock.Advance(time.Minute)
+			if _, err := rc.Handle(context.Background(), json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := b.get(t, task.TaskID); got.State != ledger.StateCompleted || got.ReadbackAt == "" {
+			t.Fatalf("setup: task %s (readback_at %q); want completed from the readback", got.State, got.ReadbackAt)
+		}
+		if settled, reserved := quotaDay(t, b, "anonymous"); reserved != 0 || settled != reserveTokens {
+			t.Fatalf("completed from the readback, the caller's day holds %d tokens reserved (%d settled); want its %d charged as used",
+				reserved, settled, reserveTokens)
+		}
+		wantSpent(t, b, spend.TaskKeyOf(task), reserveTokens-50, 50)
 	})
 }

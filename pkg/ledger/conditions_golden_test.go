@@ -1073,7 +1073,9 @@ var goldenScenarios = []goldenScenario{
 	}},
 	{"Requeue/from running, lease expired", func(f *goldenFixture) (string, func() error) {
 		c := f.expired()
-		return c.TaskID, func() error { return ignore(f.l.Requeue(f.ctx, c.TaskID, ledger.StateRunning, c.AssignmentVersion)) }
+		return c.TaskID, func() error {
+			return ignore(f.l.Requeue(f.ctx, c.TaskID, ledger.StateRunning, c.AssignmentVersion, ledger.InAttempt(c)))
+		}
 	}},
 	{"Requeue/from unknown (readback found nothing)", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
@@ -1112,7 +1114,9 @@ var goldenScenarios = []goldenScenario{
 	}},
 	{"AwaitReadback", func(f *goldenFixture) (string, func() error) {
 		c := f.queued()
-		return c.TaskID, func() error { return ignore(f.l.AwaitReadback(f.ctx, c.TaskID, c.AssignmentVersion)) }
+		return c.TaskID, func() error {
+			return ignore(f.l.AwaitReadback(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(-time.Minute)))
+		}
 	}},
 	{"DeferReadback", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()

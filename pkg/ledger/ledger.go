@@ -12,6 +12,7 @@ import (
 	"github.com/taskledger/taskledger/internal/calltag"
 	"hash/fnv"
 	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -368,7 +369,21 @@ func (u *update) v(name string, val types.AttributeValue) string {
 }
 
 func (u *update) set(attr string, val types.AttributeValue) {
+	u.unremove(attr)
 	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
+}
+
+// setIfAbsent sets attr to val unless the item holds it already.
+func (u *update) setIfAbsent(attr string, val types.AttributeValue) {
+	u.unremove(attr)
+	n := u.n(attr)
+	u.sets = append(u.sets, n+" = if_not_exists("+n+", "+u.v(attr, val)+")")
+}
+
+// unremove drops a removal of attr that an earlier helper added (live's
+// of unknown_since): a write that sets it keeps it.
+func (u *update) unremove(attr string) {
+	u.removes = slices.DeleteFunc(u.removes, func(r string) bool { return r == "#"+attr })
 }
 
 func (u *update) remove(attrs ...string) {
@@ -420,7 +435,7 @@ func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {
 // off sets a state that leaves the index (terminal or parked).
 func (l *Ledger) off(u *update, s State, now time.Time) {
 	u.set("state", strState(s))
-	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before", "unknown_since")
+	u.remove("state_shard", "due_at", "lease_owner", "lease_until", "not_before", "unknown_since", "open_unknown_ms")
 	if s.Terminal() {
 		u.set("expires_at", num(now.Add(l.cfg.Retention).Unix()))
 	}

@@ -113,9 +113,14 @@ type Task struct {
 	DueAt        int64  `dynamodbav:"due_at,omitempty"` // epoch ms
 	// UnknownSinceMs keeps when an unknown task's outcome became uncertain
 	// (its due_at until then) once DeferReadback moved its due_at; 0 until.
-	UnknownSinceMs int64  `dynamodbav:"unknown_since,omitempty"`
-	ReviewReason   string `dynamodbav:"review_reason,omitempty"`
-	ReviewSummary  string `dynamodbav:"review_summary,omitempty"`
+	UnknownSinceMs int64 `dynamodbav:"unknown_since,omitempty"`
+	// OpenUnknownMs is when an earlier attempt's outcome became uncertain
+	// and stayed open (an expired lease re-queued for a provider that
+	// deduplicates: Requeue from running), kept whatever later attempts
+	// record, cleared when a readback or an end settles it; 0: none.
+	OpenUnknownMs int64  `dynamodbav:"open_unknown_ms,omitempty"`
+	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
+	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
 	// ParkCount counts the task's parks (its review item carries the same
 	// count, for the operator's optimistic concurrency).
 	ParkCount int `dynamodbav:"park_count,omitempty"`

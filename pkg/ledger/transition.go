@@ -462,9 +462,9 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 // back to queued, due for dispatch: the reconciler's move for an expired
 // lease (from running: the lease must have expired) and for an unknown
 // outcome the provider credibly never saw. Errors: *FencedError.
-func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64) (*Task, error) {
+func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64, opts ...WriteOption) (*Task, error) {
 	if op, ok := map[State]string{StateRunning: "requeue", StateUnknown: "requeue_readback_absent"}[from]; ok {
-		return l.requeue(ctx, taskID, op, version)
+		return l.requeue(ctx, taskID, op, version, opts...)
 	}
 	return nil, fmt.Errorf("ledger: Requeue %s from %s: only from running or unknown", taskID, from)
 }
@@ -496,18 +496,28 @@ const ErrorUncertainRetried = "uncertain_retried"
 // operation.
 const ErrorReadbackAbsent = "readback_absent"
 
-func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64) (*Task, error) {
+func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	u := newUpdate()
+	u := newUpdate().with(opts)
 	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until", "not_before")
 	switch op {
 	case "requeue_readback_absent":
-		// The uncertainty is resolved: the error must no longer say
-		// unknown_outcome (a later park would repeat "may have acted").
+		// The uncertainty is resolved, an earlier attempt's too (they share
+		// the operation id): the error must no longer say unknown_outcome
+		// (a later park would repeat "may have acted").
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
+		u.remove("open_unknown_ms")
 	case "requeue": // a deduplicating provider's call may have generated: a later park must say so
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
+		// Kept through later attempts' errors until a readback or an end
+		// settles it; since the lease's end (the caller's read, InAttempt).
+		since := now.UnixMilli()
+		if a := u.attempt; a != nil && a.LeaseUntil > 0 && a.LeaseUntil < since {
+			since = a.LeaseUntil
+		}
+		u.setIfAbsent("open_unknown_ms", num(since))
+		recordAttempt(u, OutcomeUnknown, ReasonUnknown, since) // its history says so, not "not recorded"
 	case "requeue_retry_safe":
 		setError(u, ErrorUncertainRetried, "the attempt's outcome was not learnt; its step is retry-safe (a repeat costs only money), so it was re-queued for another attempt")
 	}
@@ -664,17 +674,33 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 }
 
 // AwaitReadback moves a queued or retry_wait task whose budgets are spent
-// to unknown, its error kept, when that error says an earlier attempt's
-// outcome is unknown (an expired lease re-queued for a provider that
+// to unknown, its error kept, when an earlier attempt's outcome is open
+// (Task.OpenUncertainty: an expired lease re-queued for a provider that
 // deduplicates): the provider's readback then decides what a park would
 // otherwise leave open — a result found completes it, "not found" parks it
-// saying nothing was generated. No worker holds the task, so nothing is
-// fenced but the version read. Errors: *FencedError.
-func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64) (*Task, error) {
+// saying nothing was generated. since (OpenUncertainty's) becomes its
+// unknown_since. No worker holds the task, so nothing is fenced but the
+// version read. Errors: *FencedError.
+func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
 	return l.fenced(ctx, "await_readback", taskID, version, nil, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
 		u.remove("not_before")
+		u.set("unknown_since", num(since.UnixMilli()))
 	})
+}
+
+// OpenUncertainty reports whether an attempt of t's may have reached the
+// provider with no answer recorded since, and since when: its error says
+// unknown_outcome (since it became unknown), or an earlier attempt's
+// outcome stays open (OpenUnknownMs).
+func (t *Task) OpenUncertainty() (time.Time, bool) {
+	switch {
+	case t.OpenUnknownMs > 0:
+		return time.UnixMilli(t.OpenUnknownMs).UTC(), true
+	case t.ErrorClass == ReasonUnknown:
+		return t.UnknownSince(), true
+	}
+	return time.Time{}, false
 }
 
 // DeferReadback moves an unknown task whose provider readback gave no

@@ -536,7 +536,9 @@ var driveRow = map[string]func(c *cell) error{
 		return ignore(c.m.l.Requeue(c.ctx, c.id, ledger.StateUnknown, matrixVersion))
 	},
 	"requeue_retry_safe": func(c *cell) error { return ignore(c.m.l.RequeueRetrySafe(c.ctx, c.id, matrixVersion)) },
-	"await_readback":     func(c *cell) error { return ignore(c.m.l.AwaitReadback(c.ctx, c.id, matrixVersion)) },
+	"await_readback": func(c *cell) error {
+		return ignore(c.m.l.AwaitReadback(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute)))
+	},
 	"defer_readback": func(c *cell) error {
 		return ignore(c.m.l.DeferReadback(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute), c.m.clock.Now()))
 	},
