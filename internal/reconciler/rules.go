@@ -400,9 +400,11 @@ func isRace(err error) bool {
 // still be running and matter: the call timeout has not passed since the
 // assignment's lease ended (Task.UnknownSince), and either the provider does
 // not deduplicate and the worker marked the call's start under that
-// assignment, or a cancel fenced it (a deduplicating provider's call is
-// never marked, and after a cancel what matters is whether it acted at
-// all). The fenced assignment is either
+// assignment, or the provider deduplicates (its calls are never marked)
+// and either a cancel fenced the call (what matters then is whether it
+// acted at all) or the budget is spent (no second call will collect what
+// it generates: "not found" must not say nothing was). The fenced
+// assignment is either
 //   - t's own, whose lease the reconciler expired (the task is unknown
 //     with ledger.LeaseExpiredMessage), or
 //   - the one a cancel while running fenced (Task.CancelledWhileRunning:
@@ -427,10 +429,13 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	}
 	switch marked := r.h.callMarked(t); {
 	case !marked && !t.CancelledWhileRunning():
-		// The provider deduplicates: a second call cannot act twice. After a
-		// cancel nothing is sent again, but the question is whether the
-		// provider acted at all, and an unmarked call may still be running.
-		return false
+		// The provider deduplicates: a second call cannot act twice, and
+		// would collect what this one generates. After a cancel, or with
+		// the budget spent (ExpireToUnknown, AwaitReadback), there is no
+		// second call, and an unmarked call may still be running.
+		if ok, _ := t.BudgetLeft(r.now); ok {
+			return false
+		}
 	case marked && t.CallStartedVersion != fenced:
 		return false // no call-start mark under the fenced assignment: no call was started
 	}

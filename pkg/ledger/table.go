@@ -223,7 +223,7 @@ var (
 	fromRunOrUnknown, fromParked     = states(StateRunning, StateUnknown), states(StateNeedsReview)
 	fromAwaiting                     = states(StateAwaitingApproval)
 	fromUnsettled                    = states(StateQueued, StateRetryWait, StateRunning, StateUnknown)
-	claimWhen                        = map[State][]Guard{StateRetryWait: {gDue}, StateRunning: {gLeaseExpired, gTakeoverKind}}
+	claimWhen                        = map[State][]Guard{StateRetryWait: {gDue}}
 	claimGuards                      = guards(gExists, gAttemptsLeft, gBeforeDeadline, inFromC)
 	gFenced                          = guards(atMine, inFrom)
 	gComplete, gCompleteGated        = guards(gGateOff, atMine, inFrom, gNoResult), guards(gGateOn, atMine, inFrom, gNoResult)
@@ -243,8 +243,11 @@ var transitions = []Transition{
 	// The worker's attempt.
 	{Op: "claim", Method: "Claim", Actors: byWorker, From: states(StateQueued, StateRetryWait), When: claimWhen,
 		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
-	{Op: "claim_takeover", Method: "Claim (AllowTakeover)", Actors: byWorker, From: states(StateQueued, StateRetryWait, StateRunning), When: claimWhen,
-		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable, Effect: EffectRetrySafe},
+	// A second write, only once the claim was refused by an expired lease:
+	// the attempt it takes over is left with an open outcome.
+	{Op: "claim_takeover", Method: "Claim (AllowTakeover: a running task whose lease expired)", Actors: byWorker, From: fromRunning, Fence: AtVersion,
+		Guards: guards(atVer, gAttemptsLeft, gBeforeDeadline, fromAs("c_running"), gLeaseExpired, gTakeoverKind),
+		To:     StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable, Effect: EffectRetrySafe},
 	fencedRow("renew", "Renew", byWorker, fromRunning, gFenced, StateRunning),
 	fencedRow("call_started", "MarkCallStarted", byWorker, fromRunning, guards(atMine, inFrom, gLeaseFresh), StateRunning, effectOnly),
 	fencedRow("call_started_renew", "MarkCallStarted (lease too short: renewed)", byWorker, fromRunning, gFenced, StateRunning, effectOnly),

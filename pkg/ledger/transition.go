@@ -26,9 +26,11 @@ type ClaimOptions struct {
 }
 
 // Claim takes the task for one attempt with one conditional UpdateItem
-// returning ALL_NEW, as rows claim and claim_takeover (AllowTakeover)
-// allow: state=running, assignment_version (the fencing token) and
-// attempts +1, and the lease. A lost reply retried by the SDK is
+// returning ALL_NEW, as row claim allows: state=running,
+// assignment_version (the fencing token) and attempts +1, and the lease.
+// With AllowTakeover, a claim refused by a running task whose lease
+// expired is followed by a second write, row claim_takeover, at the
+// version that refusal read. A lost reply retried by the SDK is
 // recognised by write_nonce and returned as claimed, not as "leased".
 //
 // Errors: *NotClaimableError with the reason (terminal, parked, leased,
@@ -39,21 +41,41 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		o.Lease = 30 * time.Second
 	}
 	now := l.cfg.Now().UTC()
-	// due_at, and from queued state_shard, stay as they are: no index write
-	// (doc.go, "States and retention"; DefaultDispatchTimeout). From
-	// retry_wait, a worker dead before its first heartbeat is found at once.
-	u := newUpdate()
-	u.set("state", strState(StateRunning))
-	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
-	u.set("lease_owner", str(o.Owner))
-	u.set("lease_until", num(now.Add(o.Lease).UnixMilli()))
-	u.stamp(now)
-	u.remove("not_before")
 	tr, c := row("claim"), &Call{Now: now}
-	if o.AllowTakeover {
-		tr, c.Kind = row("claim_takeover"), o.TakeoverKind
+	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(l.claimUpdate(taskID, now, o), c))
+	if t == nil && err == nil && o.AllowTakeover && old != nil && old.State == StateRunning {
+		return l.TakeOver(ctx, old, o)
 	}
-	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, c))
+	return l.claimed(ctx, taskID, t, old, err, tr, c, o)
+}
+
+// TakeOver claims read — a running task whose lease expired, as read —
+// for a new attempt (row claim_takeover: at read's version, its lease
+// still expired), the refused claim's second write (Claim, AllowTakeover).
+// The attempt taken over may have reached the provider: its outcome stays
+// open (Task.OpenUncertainty, since its lease's end) whatever later
+// attempts record, until a readback or the task's end settles it, and its
+// history says unknown, not "not recorded". Errors: as Claim's.
+func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	now := l.cfg.Now().UTC()
+	tr, c := row("claim_takeover"), &Call{Now: now, Kind: o.TakeoverKind, Version: read.AssignmentVersion}
+	if !tr.Allows(read, *c) {
+		return nil, whyNotClaimable(read.TaskID, read, tr, c)
+	}
+	u := l.claimUpdate(read.TaskID, now, o)
+	u.setIfAbsent("open_unknown_ms", num(read.LeaseUntil))
+	u.attempt = read
+	recordAttempt(u, OutcomeUnknown, ReasonUnknown, read.LeaseUntil)
+	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, c))
+	return l.claimed(ctx, read.TaskID, t, old, err, tr, c, o)
+}
+
+// claimed is what a claim's write (tr for c) answers: the task claimed
+// (renewed when its dispatch deadline lies far past the lease), or why not.
+func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err error, tr *Transition, c *Call, o ClaimOptions) (*Task, error) {
 	switch {
 	case err != nil:
 		return nil, err
@@ -71,6 +93,22 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 		return t, nil
 	}
 	return nil, whyNotClaimable(taskID, old, tr, c)
+}
+
+// claimUpdate is a claim's update, without its row's changes and
+// condition. due_at, and from queued state_shard, stay as they are: no
+// index write (doc.go, "States and retention"; DefaultDispatchTimeout).
+// From retry_wait, a worker dead before its first heartbeat is found at
+// once.
+func (l *Ledger) claimUpdate(taskID string, now time.Time, o ClaimOptions) *update {
+	u := newUpdate()
+	u.set("state", strState(StateRunning))
+	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
+	u.set("lease_owner", str(o.Owner))
+	u.set("lease_until", num(now.Add(o.Lease).UnixMilli()))
+	u.stamp(now)
+	u.remove("not_before")
+	return u
 }
 
 // ReasonContended: the task looked claimable when re-read; another writer

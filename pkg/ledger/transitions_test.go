@@ -471,7 +471,7 @@ var driveRow = map[string]func(c *cell) error{
 		return ignore(c.m.l.Claim(c.ctx, c.id, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease}))
 	},
 	"claim_takeover": func(c *cell) error {
-		return ignore(c.m.l.Claim(c.ctx, c.id, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease, AllowTakeover: true, TakeoverKind: "generate"}))
+		return ignore(c.m.l.TakeOver(c.ctx, c.read, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease, TakeoverKind: "generate"}))
 	},
 	"renew": func(c *cell) error { return ignore(c.m.l.Renew(c.ctx, c.id, matrixVersion, matrixLease)) },
 	"call_started": func(c *cell) error {

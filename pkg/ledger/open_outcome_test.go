@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -72,4 +73,61 @@ func TestDeferReadbackKeepsWhenTheOutcomeBecameUncertain(t *testing.T) {
 			t.Fatalf("a second uncertainty since %v; want %v (its own)", u.UnknownSince(), b.clock.Now())
 		}
 	})
+}
+
+// A takeover (Claim with AllowTakeover, refused as a plain claim by a
+// running task whose lease expired) leaves the attempt it takes over with
+// an open outcome: open_unknown_ms at that lease's end, kept through a
+// later attempt's error, and the attempt in the history as unknown — also
+// when the takeover's reply is lost and the write is recognised as the
+// caller's own. A takeover of an unexpired lease, or at a version the
+// caller did not read, writes nothing.
+func TestTakeOverLeavesTheTakenAttemptsOutcomeOpen(t *testing.T) {
+	t.Parallel()
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		task := mustCreate(t, b, "takeover-open-"+mode)
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second, AllowTakeover: true}
+		if _, err := b.l.Claim(ctx, task.TaskID, opts); !isNotClaimable(err, ledger.ReasonLeased) {
+			t.Fatalf("takeover of a held lease = %v; want leased", err)
+		}
+		b.clock.Advance(31 * time.Second)
+		stale := *c
+		stale.AssignmentVersion--
+		if _, err := b.l.TakeOver(ctx, &stale, opts); err == nil {
+			t.Fatal("a takeover at a version the caller did not read was applied")
+		}
+		l, arm, lost := lossy(t, b, mode, "UpdateItem")
+		arm()
+		got, err := l.Claim(ctx, task.TaskID, opts)
+		if !lost() {
+			t.Fatal("the fault was not injected")
+		}
+		if err != nil {
+			t.Fatalf("takeover after a lost reply = %v; want its own write recognised", err)
+		}
+		if got.AssignmentVersion != c.AssignmentVersion+1 || got.Attempts != 2 || got.OpenUnknownMs != c.LeaseUntil {
+			t.Fatalf("taken over: v%d attempt %d open since %d; want v%d, attempt 2, open since %d (the lease's end)",
+				got.AssignmentVersion, got.Attempts, got.OpenUnknownMs, c.AssignmentVersion+1, c.LeaseUntil)
+		}
+		if h := got.History(); len(h) != 2 || h[0].Outcome != ledger.OutcomeUnknown || h[0].EndedMs != c.LeaseUntil {
+			t.Fatalf("history after the takeover: %+v; want attempt 1 unknown, ended at its lease's end", h)
+		}
+		r, err := b.l.ScheduleRetry(ctx, task.TaskID, got.AssignmentVersion, b.clock.Now().Add(time.Second), "throttled", "429", ledger.InAttempt(got))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if since, open := r.OpenUncertainty(); !open || since.UnixMilli() != c.LeaseUntil {
+			t.Fatalf("after attempt 2's retry: open %v since %v; want attempt 1's outcome still open since its lease's end", open, since)
+		}
+	})
+}
+
+func isNotClaimable(err error, reason string) bool {
+	var nc *ledger.NotClaimableError
+	return errors.As(err, &nc) && nc.Reason == reason
 }
