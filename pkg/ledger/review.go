@@ -219,6 +219,7 @@ func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	p.UpdatedAt = msString(p.UpdatedMs) // as a read derives it
 	p.WriteNonce = nonce
 	p.StateShard, p.DueAt, p.LeaseOwner, p.LeaseUntil, p.NotBefore = "", 0, "", 0, 0
+	p.UnknownSinceMs, p.OpenUnknownMs = 0, 0 // off's removals: the review carries the question now
 	return &p
 }
 

@@ -457,7 +457,12 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 // InAttempt) keeps that error, as Release would: that attempt may have
 // reached the provider, and a later park must still say so.
 func setNoCallError(u *update) {
-	if a := u.attempt; a != nil && a.ErrorClass == ReasonUnknown {
+	a := u.attempt
+	if a != nil && a.OpenUnknownMs > 0 {
+		// A park (ReleaseLapsed's) cleared it: the earlier question stands.
+		u.setIfAbsent("open_unknown_ms", num(a.OpenUnknownMs))
+	}
+	if a != nil && a.ErrorClass == ReasonUnknown {
 		setError(u, a.ErrorClass, a.ErrorMessage)
 		return
 	}
@@ -810,6 +815,7 @@ func CompletedItemSize(t *Task, c Completion) (int, error) {
 		x.ReadbackAt = "2006-01-02T15:04:05.999999999Z" // the widest RFC 3339 stamp
 	}
 	x.StateShard, x.DueAt, x.LeaseOwner, x.LeaseUntil, x.NotBefore = "", 0, "", 0, 0
+	x.UnknownSinceMs, x.OpenUnknownMs = 0, 0
 	x.WriteNonce = NewNonce()
 	item, err := attributevalue.MarshalMap(&x)
 	if err != nil {
