@@ -163,7 +163,10 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 		return "retry-safe generation parked " + rv.Reason + " saying the provider may have acted"
 	}
 	if rv != nil && (rv.Reason == ledger.ReviewUnknownOutcome || saysMayHaveActed(rv)) {
-		started := false
+		// A call-start mark is the worker's word that its call may start
+		// (it is written right before the call): a worker held between the
+		// two (a pause at write_after mark) may still call.
+		started := st.CallStartedVersion > 0
 		for _, c := range calls {
 			started = started || c.epoch == epoch || c.end == 0 || c.end > since
 		}

@@ -78,7 +78,8 @@
 //     error class, cancelled only after a cancel or a withdrawal asked for
 //     it, never rejected (no step rejects);
 //   - no false uncertainty: a review that is unknown_outcome, or says the
-//     provider may have acted, has a call behind it — unless the provider
+//     provider may have acted, has a call or a call-start mark (the
+//     worker's word, written right before its call) behind it — unless the provider
 //     deduplicates (its calls are never marked, so only its readback can
 //     say none was made) and the task's last readback failed: that
 //     uncertainty is real.

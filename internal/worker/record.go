@@ -637,13 +637,15 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, own
 		return deferred
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
-		if t.State == ledger.StateRunning {
+		_, open := t.OpenUncertainty()
+		if t.State == ledger.StateRunning || open && !h.retrySafe(t) {
 			// An expired lease on the last attempt (or past the age
-			// budget): that attempt may have reached the provider, which
-			// may have acted and may offer a readback. The reconciler
-			// decides (unknown → readback, or park with what it knows);
-			// parking budget_exhausted here would skip the readback.
-			log.InfoContext(ctx, "expired lease with no budget left; acknowledged, left to the reconciler", "state", string(t.State))
+			// budget), or an earlier attempt whose outcome is still open:
+			// that attempt may have reached the provider, which may have
+			// acted and may offer a readback. The reconciler decides
+			// (unknown → readback, or park with what it knows); parking
+			// budget_exhausted here would skip the readback.
+			log.InfoContext(ctx, "no budget left and an attempt's outcome open; acknowledged, left to the reconciler", "state", string(t.State))
 			return ack(OutcomeAckedDuplicate)
 		}
 		o := ledger.ParkOptions{State: t.State, Version: t.AssignmentVersion}
