@@ -134,6 +134,10 @@ func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaima
 		e.Reason, e.Budget = ReasonBudgetExhausted, "max_attempts"
 	case !gBeforeDeadline.holds(t, c):
 		e.Reason, e.Budget = ReasonBudgetExhausted, "max_age"
+	case t.State == StateRunning && c.Version != 0 && t.AssignmentVersion != c.Version:
+		// A takeover (TakeOver) at a version another takeover replaced, whose
+		// lease lapsed too: a lost race, not the reconciler's business.
+		e.Reason = ReasonContended
 	case t.State == StateRunning && !tr.Allows(t, *c):
 		e.Reason = ReasonExpiredLease // no takeover, or not of its kind
 	case t.State == StateRetryWait && !gDue.holds(t, c):
