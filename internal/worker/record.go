@@ -637,14 +637,11 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, own
 		return deferred
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
-		_, open := t.OpenUncertainty()
-		if t.State == ledger.StateRunning || open && !h.retrySafe(t) {
-			// An expired lease on the last attempt (or past the age
-			// budget), or an earlier attempt whose outcome is still open:
-			// that attempt may have reached the provider, which may have
-			// acted and may offer a readback. The reconciler decides
-			// (unknown → readback, or park with what it knows); parking
-			// budget_exhausted here would skip the readback.
+		if _, open := t.OpenUncertainty(); t.State == ledger.StateRunning || open && !h.retrySafe(t) {
+			// An expired lease on the last attempt (or past the age budget),
+			// or an earlier attempt's outcome still open, may have reached a
+			// provider that acted and offers a readback: the reconciler
+			// decides (readback, or park with what it knows).
 			log.InfoContext(ctx, "no budget left and an attempt's outcome open; acknowledged, left to the reconciler", "state", string(t.State))
 			return ack(OutcomeAckedDuplicate)
 		}
