@@ -153,34 +153,54 @@ func TestZygoteServersDrawDistinctIdentifiers(t *testing.T) {
 // their moto servers must not take it at the zygote's priority instead.
 func TestZygoteServerRunsAtItsClientsPriority(t *testing.T) {
 	if os.Getenv("EMULATOR_ZYGOTE_NICE_CHILD") == "1" {
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, 7); err != nil {
-			t.Fatal(err)
-		}
+		// Started at nice 7 (below): every thread of this process is. A
+		// Setpriority here would set only the calling thread's, and the
+		// zygote reads the process's (its main thread's) priority.
 		m, err := StartMoto(context.Background(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Stop()
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Field 19 is the nice value; the name (field 2) ends at the last ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
-		fmt.Printf("server-nice %s\n", fields[16])
+		fmt.Printf("server-nice %d\n", niceOf(t, strconv.Itoa(m.pid)))
 		return
 	}
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skipf("skipped: no /proc to read a process's priority from: %v", err)
 	}
+	// nice -n 7 is relative (and capped at 19): under make test's nice 19
+	// the client, the zygote and the server would all run at 19.
+	want := min(niceOf(t, "self")+7, 19)
+	if want == niceOf(t, "self") {
+		t.Fatalf("this test runs at nice %d: a client started 7 lower cannot be told from the zygote", want)
+	}
 	sock, _ := startZygote(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestZygoteServerRunsAtItsClientsPriority$", "-test.count=1", "-test.v")
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		t.Fatalf("nice (coreutils) is needed to start the client at a lower priority: %v", err)
+	}
+	cmd := exec.Command(nice, "-n", "7", os.Args[0], "-test.run=^TestZygoteServerRunsAtItsClientsPriority$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "EMULATOR_ZYGOTE_NICE_CHILD=1", EnvMotoZygote+"="+sock)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "server-nice 7\n") {
-		t.Fatalf("the server forked for a client at nice 7 does not run at nice 7:\n%s", out)
+	if w := fmt.Sprintf("server-nice %d\n", want); !strings.Contains(string(out), w) {
+		t.Fatalf("the server forked for a client at nice %d does not run at nice %d:\n%s", want, want, out)
 	}
+}
+
+// niceOf reads the nice value of process pid ("self": this one) from
+// /proc: field 19, counted after the name, which ends at the last ')'.
+func niceOf(t *testing.T, pid string) int {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	n, err := strconv.Atoi(fields[16])
+	if err != nil {
+		t.Fatalf("nice of %s: %q: %v", pid, fields[16], err)
+	}
+	return n
 }
