@@ -172,3 +172,16 @@ func TestReleaseLapsedKeepsAnEarlierOpenOutcome(t *testing.T) {
 		}
 	})
 }
+
+// expiredClaim creates a task, claims it for w1 with a 30 s lease and
+// moves the clock past that lease.
+func expiredClaim(t *testing.T, b *bundle, key string) (task, claimed *ledger.Task) {
+	t.Helper()
+	task = mustCreate(t, b, key)
+	claimed, err := b.l.Claim(context.Background(), task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(31 * time.Second)
+	return task, claimed
+}

@@ -138,12 +138,7 @@ func TestTakeOverRecognisesItsOwnWriteAfterALostReply(t *testing.T) {
 	t.Parallel()
 	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
 		ctx := context.Background()
-		task := mustCreate(t, b, "takeover-lost-"+mode)
-		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.clock.Advance(31 * time.Second)
+		task, c := expiredClaim(t, b, "takeover-lost-"+mode)
 		// sdkRetry counts only successful replies (the refused claim's is an
 		// error): the first it sees is the takeover's. exhausted counts every
 		// call: the takeover is the second.
@@ -177,12 +172,7 @@ func TestRacingTakeoversOfOneExpiredLeaseOneWins(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		task := mustCreate(t, b, "takeover-race")
-		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.clock.Advance(31 * time.Second)
+		task, c := expiredClaim(t, b, "takeover-race")
 		read, err := b.l.Get(ctx, task.TaskID)
 		if err != nil {
 			t.Fatal(err)
@@ -291,12 +281,7 @@ func TestTakeOverAfterTheReconcilersRequeueIsNotAcknowledged(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		task := mustCreate(t, b, "takeover-vs-requeue")
-		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.clock.Advance(31 * time.Second)
+		task, c := expiredClaim(t, b, "takeover-vs-requeue")
 		read, err := b.l.Get(ctx, task.TaskID)
 		if err != nil {
 			t.Fatal(err)
@@ -322,12 +307,7 @@ func TestGiveBackAfterATakeoverKeepsTheTakenAttemptOpen(t *testing.T) {
 		ctx := context.Background()
 		for _, how := range []string{"release", "release_claim"} {
 			t.Run(how, func(t *testing.T) {
-				task := mustCreate(t, b, "takeover-giveback-"+how)
-				c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.clock.Advance(31 * time.Second)
+				task, c := expiredClaim(t, b, "takeover-giveback-"+how)
 				a2, err := b.l.Claim(ctx, task.TaskID, takeoverOpts("w2/"+how))
 				if err != nil {
 					t.Fatal(err)
