@@ -352,14 +352,8 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 }
 
 // deferReadback moves an unknown task whose readback gave no answer behind
-// the other unknown tasks of its stream (ledger.DeferReadback): readbacks
-// that hang or fail at the head of a stream must not spend every run's
-// budget before the tasks due behind them are started. It is due again
-// Settle after the run's start (r.now: every task this run found due was
-// due before it) — not after the deferral's own time, which for a readback
-// cut at the end of the run's work is too late for the next run to find
-// it — so a task near its age deadline is still reached within one period
-// after it.
+// the other unknown tasks of its stream, due again Settle after this run's
+// start (ledger.DeferReadback says why both).
 func (r *run) deferReadback(ctx context.Context, t *ledger.Task) {
 	if _, err := r.h.Ledger.DeferReadback(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince(), r.now); err != nil {
 		r.lost(ctx, "defer readback", t.TaskID, err)
@@ -461,8 +455,8 @@ func (r *run) relay(ctx context.Context, t *ledger.Task) {
 		_, canReadBack := h.looker(t)
 		if since, open := t.OpenUncertainty(); open && canReadBack && !h.retrySafe(t) {
 			// An earlier attempt's outcome is open (its expired lease was
-			// re-queued): let the readback decide it, as from unknown,
-			// rather than park saying the provider may have acted.
+			// re-queued or taken over): let the readback decide it, as from
+			// unknown, rather than park saying the provider may have acted.
 			u, err := h.Ledger.AwaitReadback(ctx, t.TaskID, t.AssignmentVersion, since)
 			if r.lost(ctx, "await readback", t.TaskID, err) {
 				return
@@ -585,9 +579,8 @@ func (r *run) park(ctx context.Context, t *ledger.Task, o ledger.ParkOptions, rv
 // settleAbandoned settles, on t's budgets and its caller's daily quota,
 // what the attempts of t's run still hold once the run is over (parked,
 // cancelled or completed from readback: t as it was read, before that
-// write): a crashed attempt's
-// reservation, which only the task's next attempt settled — and there is
-// none. Left held all day on the quota, it kept every other task of the
+// write): a crashed attempt's reservation, which only the task's next
+// attempt settled — and there is none. Left held all day on the quota, it kept every other task of the
 // caller that fits only without it waiting, in cycles, until its age
 // budget parked it. In full (the provider may have billed it), except
 // attempt notCalled's (0: none), whose call provably never started or

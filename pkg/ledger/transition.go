@@ -752,18 +752,14 @@ func (t *Task) OpenUncertainty() (time.Time, bool) {
 
 // DeferReadback moves an unknown task whose provider readback gave no
 // answer (it failed, or the run's budget cut it) behind the unknown tasks
-// still waiting for theirs: due_at becomes due (the reconciler passes its
-// run's start, after every due_at that run found due), so the reconciler's
-// walk, which takes each stream in due_at order, reaches the others first
-// and returns to this one after Settle. due is the run's start, not the
-// time of this write: a readback is cut at the end of the run's work, and
-// a due_at that late would not be Settle old for the next run, which
-// would skip the task for a whole period. Without the deferral, readbacks
-// that hang at the head of a stream would spend every run's budget and
-// starve the tasks behind them past their age deadlines. since (the task's
-// UnknownSince as read) is kept in unknown_since, for the review and the
-// wait on a fenced call. The assignment version is unchanged: a slow
-// worker may still save its result. Errors: *FencedError.
+// still waiting for theirs, so that readbacks hanging at the head of a
+// stream cannot spend every run's budget and starve the tasks behind them:
+// due_at becomes due, the reconciler's run start — after every due_at that
+// run found due, and early enough (unlike this write's time, at the end of
+// the run's work) for the next run to find it Settle old. since (the
+// task's UnknownSince as read) is kept in unknown_since, for the review
+// and the wait on a fenced call. The assignment version is unchanged: a
+// slow worker may still save its result. Errors: *FencedError.
 func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since, due time.Time) (*Task, error) {
 	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
 		u.set("due_at", num(due.UnixMilli()))
