@@ -30,6 +30,12 @@ func TestMotoServesDynamoDBAndSQSOnOneConnection(t *testing.T) {
 	var dials atomic.Int32
 	d := &net.Dialer{}
 	client := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		// One connection at most: a request sent before the transport has
+		// put the previous response's connection back in its pool would
+		// otherwise race a new dial against it (a second dial under load,
+		// with the server keeping the first open). A server that closes
+		// the connection still costs a dial per request.
+		tr.MaxConnsPerHost = 1
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			return d.DialContext(ctx, network, addr)
