@@ -22,7 +22,9 @@
 // behind them are started.
 //
 // For each due task it makes one consistent read of the task and applies the
-// rule of the task's current state:
+// rule of the task's current state — except a queued or retry_wait task
+// within its budgets, relayed straight from its index entry (ClaimDispatch
+// is conditioned on what the entry carries; a refusal returns the item):
 //
 //   - running, lease_until more than Grace in the past: with budget left and
 //     a step that cannot cause a second side effect (SideEffects(kind) is
@@ -86,7 +88,10 @@
 //     fail and is counted as raced.
 //   - any other live state past its age or attempt budget → park budget_exhausted
 //     (running only once its lease expired, and only when no readback can
-//     say more).
+//     say more). A queued or retry_wait task whose earlier attempt's outcome
+//     is open (Task.OpenUncertainty), with a readback and a step that is
+//     not retry-safe, goes to unknown instead (ledger.AwaitReadback), for
+//     the readback to decide.
 //
 // After every park (and every cancel of a task cancelled while running),
 // Handler.Spend settles what the run's attempts still hold on the task's
@@ -131,7 +136,8 @@
 //
 // Reads grow with live work, never with history: per run, one Query per
 // (state, shard) stream page for the rules and one per stream for metrics,
-// one GetItem per due task, and a few Queries of the open_reviews index.
+// one GetItem per due task (none for a queued or retry_wait task within its
+// budgets), and a few Queries of the open_reviews index.
 //
 // # Age approximation
 //

@@ -11,7 +11,9 @@
 //     review table (poison_message, with the message id and the body's
 //     SHA-256 and size, never the body) and acknowledged;
 //  2. claims the task with one conditional UpdateItem returning ALL_NEW (the
-//     input comes back with it: no read on the happy path). When the claim
+//     input comes back with it: no read on the happy path); a generate
+//     claim refused by a running task whose lease expired is followed by a
+//     second write, the takeover (ledger.TakeOver). When the claim
 //     is refused the ledger says why: a terminal, parked, unknown or leased
 //     task is acknowledged without a provider call (the reconciler
 //     guarantees progress); a retry that is not due yet goes back to the

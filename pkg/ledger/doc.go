@@ -60,7 +60,9 @@
 // sparse by_state index; terminal and parked tasks REMOVE both, so the
 // reconciler's reads grow with live work, not history. queued and running
 // share the partition "active" (PartitionOf), and the index projects
-// nothing a claim or a renewal changes, so neither bills an index write.
+// nothing a claim or a renewal changes, so a claim from queued bills no
+// index write, nor does a renewal that keeps due_at (runningDue rounds it
+// to whole leases); a claim from retry_wait moves the key to "active".
 //
 // Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
 // Create treats an item past it as absent and writes a fresh task under
