@@ -134,7 +134,7 @@ func (r *run) expiredLease(ctx context.Context, t *ledger.Task) {
 		// happened: resolve it by readback (a later run, after Settle), or
 		// park from unknown — where a worker whose lease only lapsed can
 		// still save its result (CompleteLapsed).
-		u, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion)
+		u, err := h.Ledger.ExpireToUnknown(ctx, t.TaskID, t.AssignmentVersion, ledger.InAttempt(t))
 		if r.lost(ctx, "expire lease to unknown", t.TaskID, err) {
 			return
 		}

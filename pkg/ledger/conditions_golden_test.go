@@ -1106,7 +1106,9 @@ var goldenScenarios = []goldenScenario{
 	}},
 	{"ExpireToUnknown", func(f *goldenFixture) (string, func() error) {
 		c := f.expired()
-		return c.TaskID, func() error { return ignore(f.l.ExpireToUnknown(f.ctx, c.TaskID, c.AssignmentVersion)) }
+		return c.TaskID, func() error {
+			return ignore(f.l.ExpireToUnknown(f.ctx, c.TaskID, c.AssignmentVersion, ledger.InAttempt(c)))
+		}
 	}},
 	{"RequeueRetrySafe", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()

@@ -711,12 +711,19 @@ func truncate(s string, n int) string {
 // ExpireToUnknown moves a running task whose lease expired (the worker is
 // gone, maybe mid-call) to unknown, for a step whose provider does not
 // honour idempotency keys: re-running it could act twice, so the
-// reconciler reads the provider back instead. Errors: *FencedError.
-func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64) (*Task, error) {
-	return l.fenced(ctx, "expire", taskID, version, nil, func(u *update, now time.Time) {
+// reconciler reads the provider back instead. Given the task as read
+// (InAttempt), the outcome is uncertain since its lease's end
+// (unknown_since), not since this write, which may come long after: the
+// wait for a call that may still run counts from there. Errors:
+// *FencedError.
+func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
+	return l.fenced(ctx, "expire", taskID, version, opts, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
 		u.remove("lease_owner", "lease_until")
+		if a := u.attempt; a != nil && a.LeaseUntil > 0 && a.LeaseUntil < now.UnixMilli() {
+			u.set("unknown_since", num(a.LeaseUntil))
+		}
 	})
 }
 
