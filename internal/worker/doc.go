@@ -11,17 +11,16 @@
 //     review table (poison_message, with the message id and the body's
 //     SHA-256 and size, never the body) and acknowledged;
 //  2. claims the task with one conditional UpdateItem returning ALL_NEW (the
-//     input comes back with it: no read on the happy path); a generate
-//     claim refused by a running task whose lease expired is followed by a
-//     second write, the takeover (ledger.TakeOver). When the claim
-//     is refused the ledger says why: a terminal, parked, unknown or leased
+//     input comes back with it: no read on the happy path; a generate claim
+//     refused by an expired lease is followed by a takeover, ledger.TakeOver).
+//     Refused, the ledger says why: a terminal, parked, unknown or leased
 //     task is acknowledged without a provider call (the reconciler
-//     guarantees progress); a retry that is not due yet goes back to the
-//     queue with its visibility set to the remaining delay; a task past its
-//     budgets is parked (budget_exhausted) — except a running task whose
-//     lease expired on its last attempt, acknowledged and left to the
-//     reconciler's readback: that attempt may have reached the provider. A
-//     claim whose reply was lost is recognised by the ledger (write_nonce)
+//     guarantees progress); a retry not due yet goes back to the queue with
+//     its visibility set to the remaining delay; a task past its budgets is
+//     parked (budget_exhausted) — unless its last attempt's lease expired,
+//     or an earlier attempt's outcome is open: acknowledged and left to the
+//     reconciler's readback, as that attempt may have reached the provider.
+//     A claim whose reply was lost is recognised by the ledger (write_nonce)
 //     as this worker's claim, never as "leased" by someone else;
 //  3. calls the provider with the task id as operation id (its idempotency
 //     key), once the input and documents are read (Payloads in S3), the
