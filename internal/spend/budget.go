@@ -166,23 +166,49 @@ func (a *Accountant) reserve(ctx context.Context, key, name string, b Budget, r 
 		}
 		return nil, &BudgetExhaustedError{Key: name, Budget: b, State: decodeState(item), Wanted: r}
 	}
+	return a.hold(ctx, key, name, b, r, "")
+}
+
+// hold writes r under its id in place of old, the value held there (""
+// for none: a new reservation), with one conditional UpdateItem: used
+// grows by the difference, which must fit b. Found held as r already (our
+// lost write landed, or a redelivery), it reserves nothing more and
+// succeeds. Found held with other amounts — an attempt number reused after
+// a give-back or a crash, reserved by a worker that bounded the call
+// differently (another price table, model or input bound) — the hold is
+// resized to r once, if the difference fits: answering "already reserved"
+// would let a call of r's size run on a smaller hold whose Settle is
+// refused. Refused, any old hold stays (settled with its run:
+// SettleAbandoned) and nothing of r is reserved.
+func (a *Accountant) hold(ctx context.Context, key, name string, b Budget, r Reservation, old string) (*State, error) {
+	var prev Reservation
 	cond := "attribute_not_exists(#rsv)"
 	vals := map[string]types.AttributeValue{
-		":rt": num(r.Tokens), ":rc": num(int64(r.Cost)), ":r": str(r.value()),
-		":mt": num(b.MaxTokens), ":mc": num(int64(b.MaxCost)), ":exp": num(a.expiry()),
+		":r": str(r.value()), ":mt": num(b.MaxTokens), ":mc": num(int64(b.MaxCost)), ":exp": num(a.expiry()),
 	}
-	if b.MaxTokens > 0 {
+	if old != "" {
+		var ok bool
+		if prev, ok = parseReservation(r.ID, old); !ok {
+			return nil, fmt.Errorf("spend: reservation %s on %s holds %q, not tokens:micros", r.ID, key, old)
+		}
+		cond, vals[":old"] = "#rsv = :old", str(old)
+	}
+	dt, dc := r.Tokens-prev.Tokens, int64(r.Cost-prev.Cost)
+	vals[":dt"], vals[":dc"] = num(dt), num(dc)
+	// A new reservation must fit even at nothing (a budget already spent
+	// past its limit refuses it); a resize only by what it adds.
+	if b.MaxTokens > 0 && (old == "" || dt > 0) {
 		cond += " AND (attribute_not_exists(#ut) OR #ut <= :troom)"
-		vals[":troom"] = num(b.MaxTokens - r.Tokens)
+		vals[":troom"] = num(b.MaxTokens - dt)
 	}
-	if b.MaxCost > 0 {
+	if b.MaxCost > 0 && (old == "" || dc > 0) {
 		cond += " AND (attribute_not_exists(#uc) OR #uc <= :croom)"
-		vals[":croom"] = num(int64(b.MaxCost - r.Cost))
+		vals[":croom"] = num(int64(b.MaxCost) - dc)
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:           &a.c.TasksTable,
 		Key:                 keyOf(key),
-		UpdateExpression:    aws.String("ADD #ut :rt, #uc :rc SET #rsv = :r, #mt = :mt, #mc = :mc, #e = :exp"),
+		UpdateExpression:    aws.String("ADD #ut :dt, #uc :dc SET #rsv = :r, #mt = :mt, #mc = :mc, #e = :exp"),
 		ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{
 			"#ut": "used_tokens", "#uc": "used_micros", "#rsv": r.attr(),
@@ -200,67 +226,12 @@ func (a *Accountant) reserve(ctx context.Context, key, name string, b Budget, r 
 		s := decodeState(out.Attributes)
 		return &s, nil
 	}
-	if held, ok := item[r.attr()].(*types.AttributeValueMemberS); ok {
-		if held.Value != r.value() {
-			// Held under r.ID with other amounts: an attempt number reused
-			// after a give-back or a crash, reserved by a worker that
-			// bounded the call differently (another price table, model or
-			// input bound). Answering "already reserved" would let a call
-			// of r's size run on a smaller hold whose Settle is refused.
-			return a.resize(ctx, key, name, b, held.Value, r)
-		}
-		// Already reserved (our lost write landed, or a redelivery).
+	switch held, ok := item[r.attr()].(*types.AttributeValueMemberS); {
+	case ok && held.Value == r.value():
 		s := decodeState(item)
 		return &s, nil
-	}
-	return nil, &BudgetExhaustedError{Key: name, Budget: b, State: decodeState(item), Wanted: r}
-}
-
-// resize replaces the reservation held under r.ID as old (its value) by r
-// (one conditional UpdateItem): used grows by the difference, which must
-// fit b as a new reservation would. Refused, the old hold stays (settled
-// with its run: SettleAbandoned) and nothing of r is reserved.
-func (a *Accountant) resize(ctx context.Context, key, name string, b Budget, old string, r Reservation) (*State, error) {
-	prev, ok := parseReservation(r.ID, old)
-	if !ok {
-		return nil, fmt.Errorf("spend: reservation %s on %s holds %q, not tokens:micros", r.ID, key, old)
-	}
-	dt, dc := r.Tokens-prev.Tokens, int64(r.Cost-prev.Cost)
-	cond := "#rsv = :old"
-	vals := map[string]types.AttributeValue{
-		":dt": num(dt), ":dc": num(dc), ":r": str(r.value()), ":old": str(old), ":exp": num(a.expiry()),
-	}
-	if b.MaxTokens > 0 && dt > 0 {
-		cond += " AND #ut <= :troom"
-		vals[":troom"] = num(b.MaxTokens - dt)
-	}
-	if b.MaxCost > 0 && dc > 0 {
-		cond += " AND #uc <= :croom"
-		vals[":croom"] = num(int64(b.MaxCost) - dc)
-	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:           &a.c.TasksTable,
-		Key:                 keyOf(key),
-		UpdateExpression:    aws.String("ADD #ut :dt, #uc :dc SET #rsv = :r, #e = :exp"),
-		ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: map[string]string{
-			"#ut": "used_tokens", "#uc": "used_micros", "#rsv": r.attr(), "#e": "expires_at",
-		},
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	out, item, err := a.write(ctx, key, in)
-	if err != nil {
-		return nil, fmt.Errorf("spend: resize %s on %s: %w", r.ID, key, err)
-	}
-	if out != nil {
-		s := decodeState(out.Attributes)
-		return &s, nil
-	}
-	if held, ok := item[r.attr()].(*types.AttributeValueMemberS); ok && held.Value == r.value() {
-		s := decodeState(item) // our lost write landed
-		return &s, nil
+	case ok && old == "":
+		return a.hold(ctx, key, name, b, r, held.Value)
 	}
 	return nil, &BudgetExhaustedError{Key: name, Budget: b, State: decodeState(item), Wanted: r}
 }
