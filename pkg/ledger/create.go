@@ -68,7 +68,10 @@ type NewTask struct {
 
 // Create records a new queued task with one conditional PutItem. The task is
 // due for dispatch at now + DispatchTimeout: if the caller's SQS send is lost,
-// the reconciler re-sends it after that.
+// the reconciler re-sends it after that. With a watch table (watch.go) the
+// task's watch item is put first and the task is not indexed; a failure
+// after the watch put leaves a watch item whose task is absent, which the
+// reconciler passes over.
 //
 // Errors: *DuplicateError (same key and payload: the existing task, a
 // replay), *PayloadMismatchError (same key, other payload: nothing written),
@@ -78,6 +81,13 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	t, item, err := l.newTaskItem(n, now)
 	if err != nil {
 		return nil, err
+	}
+	if l.watched() {
+		t.StateShard = ""
+		delete(item, "state_shard")
+		if err := l.putWatch(ctx, t); err != nil {
+			return nil, err
+		}
 	}
 	// An item past its retention is absent (doc.go, "States and
 	// retention"): it is replaced, conditioned on being exactly the one

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/taskledger/taskledger/internal/calltag"
-	"hash/fnv"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
@@ -63,6 +62,11 @@ const LeaseExpiredMessage = "the worker's lease expired during the attempt; the 
 type Config struct {
 	TasksTable  string
 	ReviewTable string
+	// WatchTable, when set, is where Create records each submission for
+	// the reconciler (watch.go) instead of putting the task into by_state:
+	// a task that ends before its dispatch deadline bills no index write.
+	// Empty: Create indexes the task itself (tools and tests without it).
+	WatchTable string
 	// Shards per state in by_state (default 16). Changing it on a live table
 	// strands indexed tasks in shards nobody queries: treat it as fixed.
 	Shards int
@@ -183,9 +187,7 @@ func ValidTaskID(s string) bool {
 // StateShard returns the by_state partition value of a task in state s
 // (its shard: FNV-1a of the task id).
 func (l *Ledger) StateShard(s State, taskID string) string {
-	h := fnv.New32a()
-	h.Write([]byte(taskID))
-	return ShardKey(s, int(h.Sum32()%uint32(l.cfg.Shards)))
+	return ShardKey(s, l.Shard(taskID))
 }
 
 // ShardKey formats a by_state partition value of s (PartitionOf) and shard.

@@ -196,6 +196,7 @@ var (
 		func(t *Task, c *Call) bool { return t.ApprovalRound == c.Round })
 	gApproved  = guard("approved", "#approval_state = :approved", func(t *Task, _ *Call) bool { return t.ApprovalState == ApprovalApproved })
 	gUnstarted = guard("never claimed", "#assignment_version = :zero", func(t *Task, _ *Call) bool { return t.AssignmentVersion == 0 })
+	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
 
 	// Written out by Create.
@@ -224,7 +225,6 @@ var (
 	fromAwaiting                     = states(StateAwaitingApproval)
 	fromUnsettled                    = states(StateQueued, StateRetryWait, StateRunning, StateUnknown)
 	claimWhen                        = map[State][]Guard{StateRetryWait: {gDue}}
-	claimGuards                      = guards(gExists, gAttemptsLeft, gBeforeDeadline, inFromC)
 	gFenced                          = guards(atMine, inFrom)
 	gComplete, gCompleteGated        = guards(gGateOff, atMine, inFrom, gNoResult), guards(gGateOn, atMine, inFrom, gNoResult)
 	gLapsed                          = guards(atMine, inFrom, gParkedUnknown, gReviewLapsed)
@@ -241,8 +241,13 @@ var transitions = []Transition{
 		Guards: guards(gPastRetention), To: StateQueued, Attempts: Reset, Refusal: RefusedDuplicate, Manual: true},
 
 	// The worker's attempt.
-	{Op: "claim", Method: "Claim", Actors: byWorker, From: states(StateQueued, StateRetryWait), When: claimWhen,
-		Guards: claimGuards, To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
+	{Op: "claim", Method: "Claim", Actors: byWorker, From: states(StateQueued),
+		Guards: guards(gExists, gAttemptsLeft, gBeforeDeadline, fromAs("c_queued")), To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
+	// A second write, only once the claim was refused by a retry_wait
+	// task: it also moves the task's by_state entry to active (a queued
+	// task's entry, if it has one, is already there).
+	{Op: "claim_retry", Method: "Claim (a retry_wait task)", Actors: byWorker, From: states(StateRetryWait), When: claimWhen,
+		Guards: guards(gExists, gAttemptsLeft, gBeforeDeadline, fromAs("c_retry")), To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
 	// A second write, only once the claim was refused by an expired lease:
 	// the attempt it takes over is left with an open outcome.
 	{Op: "claim_takeover", Method: "Claim (AllowTakeover: a running task whose lease expired)", Actors: byWorker, From: fromRunning, Fence: AtVersion,
@@ -278,6 +283,8 @@ var transitions = []Transition{
 	fencedRow("requeue_retry_safe", "RequeueRetrySafe", byReconciler, fromUnknown, gFenced, StateQueued, retrySafe),
 	fencedRow("await_readback", "AwaitReadback", byReconciler, states(StateQueued, StateRetryWait), gFenced, StateUnknown, effectOnly),
 	fencedRow("defer_readback", "DeferReadback", byReconciler, fromUnknown, gFenced, StateUnknown),
+	// A submitted task the watch found still queued or running (watch.go).
+	{Op: "adopt", Method: "Adopt", Actors: byReconciler, From: states(StateQueued, StateRunning), Guards: guards(inFrom, gUnindexed), Refusal: NotApplied},
 	{Op: "dispatch", Method: "ClaimDispatch (DeferDispatch: held back by a backlog)", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
 		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},
 	fencedRow("park", "Park", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
@@ -486,7 +493,7 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 				}
 			}
 			alts[i] = strings.Join(conj, " AND ")
-			if len(conj) > 1 {
+			if len(conj) > 1 && len(tr.From) > 1 { // DynamoDB refuses redundant parentheses
 				alts[i] = "(" + alts[i] + ")"
 			}
 		}

@@ -28,7 +28,8 @@ type ClaimOptions struct {
 // Claim takes the task for one attempt with one conditional UpdateItem
 // returning ALL_NEW, as row claim allows: state=running,
 // assignment_version (the fencing token) and attempts +1, and the lease.
-// With AllowTakeover, a claim refused by a running task whose lease
+// A claim refused by a retry_wait task is followed by a second write, row
+// claim_retry, which also moves its by_state entry. With AllowTakeover, a claim refused by a running task whose lease
 // expired is followed by a second write, row claim_takeover, at the
 // version that refusal read. A lost reply retried by the SDK is
 // recognised by write_nonce and returned as claimed, not as "leased".
@@ -42,11 +43,34 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	}
 	now := l.cfg.Now().UTC()
 	tr, c := row("claim"), &Call{Now: now}
-	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(l.claimUpdate(taskID, now, o), c))
-	if t == nil && err == nil && o.AllowTakeover && old != nil && old.State == StateRunning {
+	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(l.claimUpdate(now, o), c))
+	switch {
+	case t != nil || err != nil || old == nil:
+	case old.State == StateRetryWait:
+		return l.ClaimRetry(ctx, old, o)
+	case o.AllowTakeover && old.State == StateRunning:
 		return l.TakeOver(ctx, old, o)
 	}
 	return l.claimed(ctx, taskID, t, old, err, tr, c, o)
+}
+
+// ClaimRetry claims read — a retry_wait task, as read — for its next
+// attempt (row claim_retry: the claim's changes, and its by_state entry
+// moved to active), the refused claim's second write (Claim). Errors: as
+// Claim's.
+func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	now := l.cfg.Now().UTC()
+	tr, c := row("claim_retry"), &Call{Now: now}
+	if !tr.Allows(read, *c) {
+		return nil, whyNotClaimable(read.TaskID, read, tr, c)
+	}
+	u := l.claimUpdate(now, o)
+	u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
+	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, c))
+	return l.claimed(ctx, read.TaskID, t, old, err, tr, c, o)
 }
 
 // TakeOver claims read — a running task whose lease expired, as read —
@@ -65,7 +89,7 @@ func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Tas
 	if !tr.Allows(read, *c) {
 		return nil, whyNotClaimable(read.TaskID, read, tr, c)
 	}
-	u := l.claimUpdate(read.TaskID, now, o)
+	u := l.claimUpdate(now, o)
 	u.setIfAbsent("open_unknown_ms", num(read.LeaseUntil))
 	u.attempt = read
 	recordAttempt(u, OutcomeUnknown, ReasonUnknown, read.LeaseUntil)
@@ -96,14 +120,13 @@ func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err e
 }
 
 // claimUpdate is a claim's update, without its row's changes and
-// condition. due_at, and from queued state_shard, stay as they are: no
-// index write (doc.go, "States and retention"; DefaultDispatchTimeout).
-// From retry_wait, a worker dead before its first heartbeat is found at
-// once.
-func (l *Ledger) claimUpdate(taskID string, now time.Time, o ClaimOptions) *update {
+// condition. due_at and state_shard stay as they are: no index write
+// (doc.go, "States and retention"; DefaultDispatchTimeout). claim_retry
+// adds the move of the entry to active, where a worker dead before its
+// first heartbeat is found at once.
+func (l *Ledger) claimUpdate(now time.Time, o ClaimOptions) *update {
 	u := newUpdate()
 	u.set("state", strState(StateRunning))
-	u.set("state_shard", str(l.StateShard(StateRunning, taskID)))
 	u.set("lease_owner", str(o.Owner))
 	u.set("lease_until", num(now.Add(o.Lease).UnixMilli()))
 	u.stamp(now)

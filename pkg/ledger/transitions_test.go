@@ -57,6 +57,9 @@ func TestEveryTransitionFromEveryState(t *testing.T) {
 				continue
 			}
 			for _, s := range allStates {
+				if tr.Op == "claim" && s == ledger.StateRetryWait {
+					continue // Claim's second write there: row claim_retry's cell
+				}
 				cells = append(cells, m.newCell(t, tr, s))
 			}
 		}
@@ -362,6 +365,8 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 		x.ApprovalDeadlineMs = ms + time.Hour.Milliseconds()
 	case "approved":
 		x.ApprovalState = ledger.ApprovalApproved
+	case "not in by_state":
+		x.StateShard = ""
 	case "never claimed":
 		x.AssignmentVersion = 0
 	case "of the approved task":
@@ -469,6 +474,13 @@ var driveRow = map[string]func(c *cell) error{
 	},
 	"claim": func(c *cell) error {
 		return ignore(c.m.l.Claim(c.ctx, c.id, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease}))
+	},
+	"claim_retry": func(c *cell) error {
+		return ignore(c.m.l.ClaimRetry(c.ctx, c.read, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease}))
+	},
+	"adopt": func(c *cell) error {
+		_, applied, err := c.m.l.Adopt(c.ctx, c.read)
+		return ok(applied, err)
 	},
 	"claim_takeover": func(c *cell) error {
 		return ignore(c.m.l.TakeOver(c.ctx, c.read, ledger.ClaimOptions{Owner: "w2", Lease: matrixLease, TakeoverKind: "generate"}))

@@ -1,0 +1,87 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The watch table (Config.WatchTable) is how the reconciler finds a
+// submitted task whose SQS message was lost, without the task paying for a
+// by_state entry it would put at submit and delete at its end. Create puts
+// one write-once watch item per task before the task itself:
+//
+//	pk "w#<nn>" (the task's shard), sk "<due_at, 13 digits>#<task id>",
+//	task_id, expires_at (TTL: WatchRetention past due_at)
+//
+// and the task without state_shard. The reconciler reads each watch item
+// once, when it comes due, in sk order behind a cursor per shard (the item
+// pk "c#<nn>", sk "cursor", its sk attribute the last one handled), reads
+// the task consistently, and puts a task still queued or running into
+// by_state (row adopt); from there every rule is as for any indexed task.
+// A task that ends first never enters the index, and TTL deletes its watch
+// item free of charge. Every other write into a live state indexes the
+// task as before.
+const (
+	WatchPrefix  = "w#"
+	CursorPrefix = "c#"
+	CursorSK     = "cursor"
+)
+
+// WatchRetention is how long a watch item outlives its due time: a
+// reconciler stopped for longer than this would never see the tasks
+// submitted before it stopped whose messages were lost.
+const WatchRetention = 14 * 24 * time.Hour
+
+// Shard returns the task's shard (FNV-1a of its id), of by_state and of
+// the watch table.
+func (l *Ledger) Shard(taskID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(taskID))
+	return int(h.Sum32() % uint32(l.cfg.Shards))
+}
+
+// WatchKey returns the watch table's partition (pk) of shard, and the sort
+// key (sk) of a task due at dueMs.
+func WatchKey(shard int, dueMs int64, taskID string) (pk, sk string) {
+	return fmt.Sprintf("%s%02d", WatchPrefix, shard), fmt.Sprintf("%013d#%s", dueMs, taskID)
+}
+
+// watched reports whether submissions go through the watch table.
+func (l *Ledger) watched() bool { return l.cfg.WatchTable != "" }
+
+// putWatch puts t's watch item. Unconditional: a repeat (a lost reply, a
+// resubmission in the same millisecond) writes the same item.
+func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
+	pk, sk := WatchKey(l.Shard(t.TaskID), t.DueAt, t.TaskID)
+	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &l.cfg.WatchTable,
+		Item: map[string]types.AttributeValue{
+			"pk": str(pk), "sk": str(sk), "task_id": str(t.TaskID),
+			"expires_at": num(time.UnixMilli(t.DueAt).Add(WatchRetention).Unix()),
+		},
+	})
+	return wrapErr("PutItem watch", err)
+}
+
+// Adopt puts t — a task the watch found queued or running and not in
+// by_state — into by_state at its due_at (row adopt; one index put), and
+// returns it as written. ok=false: when written it was not in either state
+// unindexed, so it had moved to an indexed state or left the live set and
+// nothing is left to do.
+func (l *Ledger) Adopt(ctx context.Context, t *Task) (*Task, bool, error) {
+	u := newUpdate()
+	u.set("state_shard", str(l.StateShard(t.State, t.TaskID)))
+	nt, err := l.apply(ctx, "adopt", t.TaskID, row("adopt").condition(u, &Call{}))
+	switch {
+	case err == nil:
+		return nt, true, nil
+	case isConditionFailed(err):
+		return nil, false, nil
+	}
+	return nil, false, err
+}
