@@ -185,6 +185,10 @@ type Summary struct {
 	ReadbackInFlight   int `json:"readback_in_flight"`
 	ReadbackNoReadback int `json:"readback_no_readback"`
 	ReadbackErrors     int `json:"readback_errors"`
+	// Watched counts watch items read (pkg/ledger/watch.go), Adopted the
+	// tasks among them put into by_state (still queued or running).
+	Watched int `json:"watched"`
+	Adopted int `json:"adopted"`
 	// Raced counts tasks another actor moved first (a no-op here).
 	Raced int `json:"raced"`
 	// SendErrors counts SQS sends that failed; the task stays due and is
@@ -241,6 +245,7 @@ func (h *Handler) Handle(ctx context.Context, ev json.RawMessage) (Summary, erro
 	}
 
 	r.drainDLQ(ctx)
+	r.watch(ctx)
 	r.walk(ctx)
 	r.measure(ctx)
 

@@ -56,7 +56,8 @@ func setup(t *testing.T, e *testenv.Env, popts ...simulated.Options) *bundle {
 func setupShards(t *testing.T, e *testenv.Env, shards int, popts ...simulated.Options) *bundle {
 	t.Helper()
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: c.Now, Shards: shards})
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable,
+		Now: c.Now, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}

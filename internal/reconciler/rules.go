@@ -70,7 +70,17 @@ func (r *run) apply(ctx context.Context, id string, t *ledger.Task, err error) {
 }
 
 // applyRead is the rule of t's state, t read consistently and examined.
+// A watched task not yet in by_state (HandleTask) is indexed first, so
+// whatever the rule leaves live is found again.
 func (r *run) applyRead(ctx context.Context, t *ledger.Task) {
+	if unindexed(t) {
+		nt, ok, err := r.adopt(ctx, t)
+		if err != nil || !ok {
+			r.raced()
+			return
+		}
+		t = nt
+	}
 	switch t.State {
 	case ledger.StateRunning:
 		r.expiredLease(ctx, t)

@@ -28,15 +28,21 @@ const maxBatchGet = 100
 const unprocessedTries = 4
 
 // getTasks reads the tasks ids name, eventually consistently (a list may
-// lag a write by a moment; every decision on a task reads it again), with
-// BatchGetItem where the client has it. A task that is not there is
-// absent from the map.
+// lag a write by a moment; every decision on a task reads it again).
 func (r *Reader) getTasks(ctx context.Context, ids []string) (map[string]*ledger.Task, error) {
+	return ReadTasks(ctx, r.led, ids, false)
+}
+
+// ReadTasks reads the tasks ids name from l's tasks table, with
+// BatchGetItem where l's client has it (else item by item), strongly
+// consistent or not. A task that is not there is absent from the map.
+func ReadTasks(ctx context.Context, l *ledger.Ledger, ids []string, consistent bool) (map[string]*ledger.Task, error) {
+	db, table := l.DB(), l.Config().TasksTable
 	out := make(map[string]*ledger.Task, len(ids))
-	bg, ok := r.db.(batchGetter)
+	bg, ok := db.(batchGetter)
 	if !ok {
 		for _, id := range ids {
-			g, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &r.cfg.TasksTable, Key: taskKey(id)})
+			g, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: taskKey(id), ConsistentRead: aws.Bool(consistent)})
 			if err != nil {
 				return nil, wrap("GetItem task", err)
 			}
@@ -61,7 +67,7 @@ func (r *Reader) getTasks(ctx context.Context, ids []string) (map[string]*ledger
 				keys = append(keys, taskKey(id))
 			}
 		}
-		req := map[string]types.KeysAndAttributes{r.cfg.TasksTable: {Keys: keys, ConsistentRead: aws.Bool(false)}}
+		req := map[string]types.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
 		wait := 20 * time.Millisecond
 		for try := 0; len(req) > 0; try++ {
 			if try == unprocessedTries {
@@ -79,7 +85,7 @@ func (r *Reader) getTasks(ctx context.Context, ids []string) (map[string]*ledger
 			if err != nil {
 				return nil, wrap("BatchGetItem tasks", err)
 			}
-			for _, item := range res.Responses[r.cfg.TasksTable] {
+			for _, item := range res.Responses[table] {
 				t, err := decodeTask(item)
 				if err != nil {
 					return nil, err

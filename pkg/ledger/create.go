@@ -88,6 +88,12 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		if err := l.putWatch(ctx, t); err != nil {
 			return nil, err
 		}
+		// The task's put must be over by the time the reconciler may read
+		// its watch item (due_at), or it would pass over the task as never
+		// put: half the way there, whatever the caller's deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(t.DueAt-now.UnixMilli())*time.Millisecond/2)
+		defer cancel()
 	}
 	// An item past its retention is absent (doc.go, "States and
 	// retention"): it is replaced, conditioned on being exactly the one

@@ -62,7 +62,15 @@
 // share the partition "active" (PartitionOf), and the index projects
 // nothing a claim or a renewal changes, so a claim from queued bills no
 // index write, nor does a renewal that keeps due_at (runningDue rounds it
-// to whole leases); a claim from retry_wait moves the key to "active".
+// to whole leases); a claim from retry_wait (row claim_retry) moves the
+// key to "active".
+//
+// With a watch table (Config.WatchTable, watch.go) a submitted task is
+// the exception: queued, then running, it has no state_shard until the
+// reconciler reads its watch item at its dispatch deadline and, finding it
+// still in either state, adopts it (row adopt). A task that ends before
+// then bills no index write at all; every other write into a live state
+// indexes the task.
 //
 // Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
 // Create treats an item past it as absent and writes a fresh task under

@@ -20,16 +20,15 @@ import (
 //
 // and the task without state_shard. The reconciler reads each watch item
 // once, when it comes due, in sk order behind a cursor per shard (the item
-// pk "c#<nn>", sk "cursor", its sk attribute the last one handled), reads
+// pk "cursor", sk "<nn>", its "at" the last sk handled), reads
 // the task consistently, and puts a task still queued or running into
 // by_state (row adopt); from there every rule is as for any indexed task.
 // A task that ends first never enters the index, and TTL deletes its watch
 // item free of charge. Every other write into a live state indexes the
 // task as before.
 const (
-	WatchPrefix  = "w#"
-	CursorPrefix = "c#"
-	CursorSK     = "cursor"
+	WatchPrefix = "w#"
+	CursorPK    = "cursor"
 )
 
 // WatchRetention is how long a watch item outlives its due time: a

@@ -1,0 +1,199 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/taskledger/taskledger/internal/tasklist"
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// watch is a run's first phase when the ledger has a watch table
+// (ledger.Config.WatchTable; pkg/ledger/watch.go): per shard, the watch
+// items that came due since the shard's cursor, in order, each task read
+// consistently (an eventually consistent read could miss a task just put,
+// and a task whose message was lost would then never be found). A task
+// still queued or running and not in by_state is adopted into it and, if
+// due, handled now by its state's rule; one that ended, is indexed, or is
+// absent (its submit failed between the two puts) needs nothing. The
+// cursor moves past an item only once its task was handled so: a failed
+// read or write stops the shard there, for the next run to repeat.
+func (r *run) watch(ctx context.Context) {
+	l := r.h.Ledger
+	if l.Config().WatchTable == "" {
+		return
+	}
+	cursors, err := r.cursors(ctx)
+	if err != nil {
+		r.fail(ctx, "read watch cursors", err)
+		return
+	}
+	sem := make(chan struct{}, intOr(r.h.Concurrency, DefaultConcurrency))
+	var wg sync.WaitGroup
+	for shard := range l.Config().Shards {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r.watchShard(ctx, shard, cursors[shard])
+		})
+	}
+	wg.Wait()
+}
+
+// watchShard reads one shard's due watch items after cursor and moves its
+// cursor past those handled.
+func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
+	l := r.h.Ledger
+	cfg := l.Config()
+	// Every sk due at or before now sorts under hi.
+	pk, hi := ledger.WatchKey(shard, r.now.UnixMilli()+1, "")
+	cond, vals := "pk = :pk AND sk < :hi", map[string]types.AttributeValue{":pk": attr(pk), ":hi": attr(hi)}
+	if cursor != "" { // a key condition takes no empty string
+		cond, vals[":lo"] = "pk = :pk AND sk BETWEEN :lo AND :hi", attr(cursor)
+	}
+	at := cursor
+	defer func() {
+		if at != cursor {
+			r.advance(ctx, shard, at)
+		}
+	}()
+	var start map[string]types.AttributeValue
+	for {
+		if ctx.Err() != nil || !r.workLeft() {
+			r.count(func(s *Summary) { s.Partial = true })
+			return
+		}
+		out, err := l.DB().Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &cfg.WatchTable,
+			KeyConditionExpression:    aws.String(cond),
+			ExpressionAttributeValues: vals,
+			ConsistentRead:            aws.Bool(true),
+			Limit:                     aws.Int32(r.h.pageLimit()),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			r.fail(ctx, "query watch", err, "shard", shard)
+			return
+		}
+		var sks, ids []string
+		for _, it := range out.Items {
+			sk, id := attrS(it, "sk"), attrS(it, "task_id")
+			if sk > cursor && sk < hi && id != "" {
+				sks, ids = append(sks, sk), append(ids, id)
+			}
+		}
+		tasks, err := tasklist.ReadTasks(ctx, l, ids, true)
+		if err != nil {
+			r.fail(ctx, "read watched tasks", err, "shard", shard)
+			return
+		}
+		for i, id := range ids {
+			if !r.watched(ctx, tasks[id]) {
+				return
+			}
+			at = sks[i]
+		}
+		if start = out.LastEvaluatedKey; len(start) == 0 {
+			return
+		}
+	}
+}
+
+// watched handles one watched task (nil: absent) and reports whether it
+// was handled, so the cursor may move past it.
+func (r *run) watched(ctx context.Context, t *ledger.Task) bool {
+	r.count(func(s *Summary) { s.Watched++ })
+	if !unindexed(t) {
+		return true
+	}
+	nt, ok, err := r.adopt(ctx, t)
+	if err != nil {
+		return false
+	}
+	if ok && r.h.Due(nt, r.now) && r.workLeft() {
+		r.count(func(s *Summary) { s.Examined++ })
+		r.applyRead(ctx, nt)
+	}
+	return true
+}
+
+// unindexed reports whether t is a watched task not yet in by_state:
+// queued or running without state_shard (every other write into a live
+// state indexes it).
+func unindexed(t *ledger.Task) bool {
+	return t != nil && t.StateShard == "" && (t.State == ledger.StateQueued || t.State == ledger.StateRunning)
+}
+
+// adopt puts t, queued or running and not in by_state, into it
+// (ledger.Adopt); ok=false: t had moved on, nothing is left to do.
+func (r *run) adopt(ctx context.Context, t *ledger.Task) (*ledger.Task, bool, error) {
+	nt, ok, err := r.h.Ledger.Adopt(ctx, t)
+	switch {
+	case err != nil:
+		r.fail(ctx, "adopt watched task", err, "task_id", t.TaskID)
+	case ok:
+		r.count(func(s *Summary) { s.Adopted++ })
+	}
+	return nt, ok, err
+}
+
+// cursors reads every shard's cursor ("" where none was written yet).
+func (r *run) cursors(ctx context.Context) (map[int]string, error) {
+	cfg := r.h.Ledger.Config()
+	out := map[int]string{}
+	var start map[string]types.AttributeValue
+	for {
+		page, err := r.h.Ledger.DB().Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &cfg.WatchTable,
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attr(ledger.CursorPK)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			if n, err := strconv.Atoi(attrS(it, "sk")); err == nil {
+				out[n] = attrS(it, "at")
+			}
+		}
+		if start = page.LastEvaluatedKey; len(start) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// advance moves shard's cursor to at, never back: two runs at once each
+// move it only past items they handled, and the further one stands.
+func (r *run) advance(ctx context.Context, shard int, at string) {
+	cfg := r.h.Ledger.Config()
+	_, err := r.h.Ledger.DB().UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &cfg.WatchTable,
+		Key:                       map[string]types.AttributeValue{"pk": attr(ledger.CursorPK), "sk": attr(fmt.Sprintf("%02d", shard))},
+		UpdateExpression:          aws.String("SET #at = :at"),
+		ConditionExpression:       aws.String("attribute_not_exists(#at) OR #at < :at"),
+		ExpressionAttributeNames:  map[string]string{"#at": "at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":at": attr(at)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		r.fail(ctx, "advance watch cursor", err, "shard", shard)
+	}
+}
+
+func attrS(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func attr(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
