@@ -252,7 +252,7 @@ func banner(st *local.Stack, o local.Options, example *local.ExampleDestination)
 		"  task API    " + st.URL + "/tasks      operator API " + st.URL + "/reviews",
 		"  stream      " + st.StreamURL + " (WebSocket: streamed replies, docs/streaming.md)",
 		"  emulator    " + emu,
-		"  tables      " + st.Names.TasksTable + ", " + st.Names.ReviewTable,
+		"  tables      " + st.Names.TasksTable + ", " + st.Names.ReviewTable + ", " + st.Names.WatchTable + " (watch)",
 		"  queues      " + queueName(st.Names.TaskQueueURL) + ", " + queueName(st.Names.DeadLetterQueueURL) + " (dead letters)",
 		"  provider    " + prov,
 		fmt.Sprintf("  worker      batches of up to %d, window %s, %d at a time, timeout %s, partial batch responses %t",

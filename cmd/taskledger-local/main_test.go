@@ -102,7 +102,7 @@ func TestBinaryRunsAndStopsOnInterrupt(t *testing.T) {
 	// the suite on two cores that alone has taken over a minute.
 	eventually(t, 3*time.Minute, "the banner", func() bool { return out.find(page) != nil })
 	base := out.find(page)[1]
-	for _, want := range []string{"emulator    http://127.0.0.1:", "tables      cmdtest-TasksTable, cmdtest-ReviewTable", "curl -si -X POST " + base + "/tasks"} {
+	for _, want := range []string{"emulator    http://127.0.0.1:", "tables      cmdtest-TasksTable, cmdtest-ReviewTable, cmdtest-WatchTable (watch)", "curl -si -X POST " + base + "/tasks"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("banner lacks %q", want)
 		}

@@ -37,6 +37,7 @@ commands:
 flags (anywhere):
   --tasks-table, --review-table, --queue-url     names (else --stack outputs, else env
                                                  TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL)
+  --watch-table                                  optional (no command writes it; env WATCH_TABLE)
   --stack NAME                                   read them from a deployed stack's outputs
   --endpoint URL, --region R                     (env AWS_ENDPOINT_URL, AWS_REGION)
   env TASKLEDGER_NOTIFICATIONS                   who approve and withdraw notify: the value the

@@ -29,7 +29,8 @@ type bundle struct {
 
 func setup(t *testing.T, e *testenv.Env) *bundle {
 	t.Helper()
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable})
+	// As the deployed submit function creates them: each with its watch item.
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,19 +20,21 @@ import (
 const (
 	OutputTasksTable  = "TasksTableName"
 	OutputReviewTable = "ReviewTableName"
+	OutputWatchTable  = "WatchTableName"
 	OutputTaskQueue   = "TaskQueueUrl"
 )
 
 // options are the global settings; every subcommand accepts them.
 type options struct {
-	tasksTable, reviewTable, queueURL string
-	endpoint, region, stack           string
-	json                              bool
+	tasksTable, reviewTable, watchTable, queueURL string
+	endpoint, region, stack                       string
+	json                                          bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tasksTable, "tasks-table", "", "tasks table name (env TASKS_TABLE)")
 	fs.StringVar(&o.reviewTable, "review-table", "", "review table name (env REVIEW_TABLE)")
+	fs.StringVar(&o.watchTable, "watch-table", "", "watch table name, optional (env WATCH_TABLE)")
 	fs.StringVar(&o.queueURL, "queue-url", "", "task queue URL, for retry (env TASK_QUEUE_URL)")
 	fs.StringVar(&o.endpoint, "endpoint", "", "AWS endpoint URL, e.g. an emulator (env AWS_ENDPOINT_URL)")
 	fs.StringVar(&o.region, "region", "", "AWS region (env AWS_REGION; us-east-1 with an endpoint)")
@@ -113,6 +115,11 @@ func (a *app) connect(ctx context.Context, o *options, needQueue bool) (*deps, e
 	}
 	tasks := first(o.tasksTable, outs[OutputTasksTable], a.env("TASKS_TABLE"))
 	reviews := first(o.reviewTable, outs[OutputReviewTable], a.env("REVIEW_TABLE"))
+	// The watch table is written only by Ledger.Create, which no command
+	// calls (approve's deliveries and notifications are follow-ups, indexed
+	// by the approval's own transaction), so it is optional: given, the
+	// ledger is configured as the deployed functions' is.
+	watch := first(o.watchTable, outs[OutputWatchTable], a.env("WATCH_TABLE"))
 	queue := first(o.queueURL, outs[OutputTaskQueue], a.env("TASK_QUEUE_URL"))
 	if tasks == "" || reviews == "" {
 		return nil, usageErr("the table names are not set: use --tasks-table and --review-table, TASKS_TABLE and REVIEW_TABLE, or --stack NAME")
@@ -120,7 +127,7 @@ func (a *app) connect(ctx context.Context, o *options, needQueue bool) (*deps, e
 	if needQueue && queue == "" {
 		return nil, usageErr("retry sends the task's message: set --queue-url, TASK_QUEUE_URL or --stack NAME")
 	}
-	l, err := ledger.New(awsclient.DynamoDB(cfg), ledger.Config{TasksTable: tasks, ReviewTable: reviews})
+	l, err := ledger.New(awsclient.DynamoDB(cfg), ledger.Config{TasksTable: tasks, ReviewTable: reviews, WatchTable: watch})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,9 @@
 // (--tasks-table, --review-table, --queue-url), else from a deployed stack's
 // outputs (--stack NAME: TasksTableName, ReviewTableName, TaskQueueUrl),
 // else from the environment (TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL);
-// the endpoint from --endpoint or AWS_ENDPOINT_URL. --by defaults to $USER.
+// the endpoint from --endpoint or AWS_ENDPOINT_URL. The watch table
+// (--watch-table, WatchTableName, WATCH_TABLE) is optional: only a
+// submission writes it, and no command submits. --by defaults to $USER.
 // --park N binds a review action to the park it was decided on (the park
 // count review show prints; default: the review item's as the command
 // reads it). A repeat of an action already applied to its park changes

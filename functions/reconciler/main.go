@@ -5,8 +5,9 @@
 // file reads the environment, builds the dependencies and starts the
 // runtime.
 //
-// Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL and
-// DEAD_LETTER_QUEUE_URL (required); PROVIDER and PROVIDER_* (the provider
+// Environment: TASKS_TABLE, REVIEW_TABLE, WATCH_TABLE (the submissions it
+// reads once each, to find a task whose message was lost), TASK_QUEUE_URL
+// and DEAD_LETTER_QUEUE_URL (required); PROVIDER and PROVIDER_* (the provider
 // read back for unknown outcomes; see internal/provider); PAYLOAD_BUCKET (the
 // S3 claim-check bucket for large read-back results; unset keeps them
 // inline); LOG_LEVEL (debug|info|warn|error).

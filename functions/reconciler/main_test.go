@@ -9,7 +9,7 @@ import (
 func TestBuildFromEnvironment(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "AWS_REGION": "us-east-1",
+		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "WATCH_TABLE": "watch", "AWS_REGION": "us-east-1",
 		"TASK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DEAD_LETTER_QUEUE_URL": "http://127.0.0.1:1/000000000000/dlq",
 	}
 	get := func(k string) string { return env[k] }
@@ -17,10 +17,10 @@ func TestBuildFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Ledger.Config().TasksTable != "tasks" || h.DLQURL != env["DEAD_LETTER_QUEUE_URL"] || h.Dispatch.QueueURL != env["TASK_QUEUE_URL"] || h.Provider == nil || h.Provider.Name() != "simulated" {
+	if h.Ledger.Config().TasksTable != "tasks" || h.Ledger.Config().WatchTable != "watch" || h.DLQURL != env["DEAD_LETTER_QUEUE_URL"] || h.Dispatch.QueueURL != env["TASK_QUEUE_URL"] || h.Provider == nil || h.Provider.Name() != "simulated" {
 		t.Fatalf("handler = %+v", h)
 	}
-	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL", "DEAD_LETTER_QUEUE_URL"} {
+	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "WATCH_TABLE", "TASK_QUEUE_URL", "DEAD_LETTER_QUEUE_URL"} {
 		saved := env[k]
 		env[k] = ""
 		if _, err := build(context.Background(), get); err == nil || !strings.Contains(err.Error(), k) {
@@ -40,7 +40,7 @@ func TestBuildFromEnvironment(t *testing.T) {
 func TestBuildReadsTheGenerationEffectClass(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "AWS_REGION": "us-east-1",
+		"TASKS_TABLE": "tasks", "REVIEW_TABLE": "reviews", "WATCH_TABLE": "watch", "AWS_REGION": "us-east-1",
 		"TASK_QUEUE_URL": "http://127.0.0.1:1/000000000000/q", "DEAD_LETTER_QUEUE_URL": "http://127.0.0.1:1/000000000000/dlq",
 	}
 	get := func(k string) string { return env[k] }

@@ -5,8 +5,8 @@
 // ("REQUEST"), a route event by its requestContext.routeKey. The logic
 // lives in internal/stream.
 //
-// Environment: CONNECTIONS_TABLE, TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL
-// (required, as every function's; a subscribe reads the task to check it
+// Environment: CONNECTIONS_TABLE, TASKS_TABLE, REVIEW_TABLE, WATCH_TABLE,
+// TASK_QUEUE_URL (required, as every function's; a subscribe reads the task to check it
 // is the caller's); AUTH_MODE (jwt, iam or none, as
 // the submit function's), with jwt OIDC_ISSUER and OIDC_AUDIENCE (comma
 // separated: the authorizer's audience); LOG_LEVEL.

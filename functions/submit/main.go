@@ -3,7 +3,8 @@
 // POST /tasks/{id}/cancel and POST /tasks/{id}/approve|reject|withdraw. The logic lives in internal/api; this file reads
 // the environment, builds the dependencies and starts the Lambda runtime.
 //
-// Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required),
+// Environment: TASKS_TABLE, REVIEW_TABLE, WATCH_TABLE (each submit puts
+// its task's watch item there first), TASK_QUEUE_URL (required),
 // TASK_ID_KEY_SECRET_ARN (required: the Secrets Manager secret task ids are
 // derived with, read once at init), AUTH_MODE (required: jwt, iam or none)
 // with OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_AUTHORIZATION_ENDPOINT (what GET

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // Not parallel: t.Setenv changes the process environment.
 func TestBuildRequiresEnvironment(t *testing.T) {
-	required := []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL", "TASK_ID_KEY_SECRET_ARN", "AUTH_MODE"}
+	required := []string{"TASKS_TABLE", "REVIEW_TABLE", "WATCH_TABLE", "TASK_QUEUE_URL", "TASK_ID_KEY_SECRET_ARN", "AUTH_MODE"}
 	for _, missing := range required {
 		t.Run(missing, func(t *testing.T) {
 			t.Setenv("AWS_REGION", "us-east-1")
@@ -50,6 +50,7 @@ func TestBuild(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("TASKS_TABLE", "tasks")
 	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("WATCH_TABLE", "watch")
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
 	t.Setenv("TASK_ID_KEY_SECRET_ARN", *sec.ARN)
 	t.Setenv("AUTH_MODE", "jwt")
@@ -63,7 +64,7 @@ func TestBuild(t *testing.T) {
 	if h.Ledger == nil || h.Dispatch == nil || h.Metrics == nil || len(h.AllowedOrigins) != 2 {
 		t.Fatalf("handler %+v", h)
 	}
-	if got := h.Ledger.Config(); got.TasksTable != "tasks" || got.ReviewTable != "review" || string(got.IDKey) != key {
+	if got := h.Ledger.Config(); got.TasksTable != "tasks" || got.ReviewTable != "review" || got.WatchTable != "watch" || string(got.IDKey) != key {
 		t.Fatalf("ledger config %+v", got)
 	}
 	if h.Ledger.TaskID(api.Anonymous, "k") == ledger.TaskID(api.Anonymous, "k") {

@@ -4,10 +4,11 @@
 // (ReportBatchItemFailures). The logic lives in internal/worker; this file
 // reads the environment, builds the dependencies and starts the runtime.
 //
-// Environment: TASKS_TABLE, REVIEW_TABLE, TASK_QUEUE_URL (required);
-// LEASE_SECONDS (the claim's lease, default 30; the heartbeat runs every
-// third of it); WORKER_CONCURRENCY (records of a batch processed at once,
-// default worker.DefaultConcurrency; keep it at least the event source's
+// Environment: TASKS_TABLE, REVIEW_TABLE, WATCH_TABLE, TASK_QUEUE_URL
+// (required, as every function's); LEASE_SECONDS (the claim's lease,
+// default 30; the heartbeat runs every third of it); WORKER_CONCURRENCY
+// (records of a batch processed at once, default
+// worker.DefaultConcurrency; keep it at least the event source's
 // BatchSize); PROVIDER and PROVIDER_* (see internal/provider; PROVIDER_TIMEOUT
 // is the call timeout the worker admits records by); PROVIDER_ADMISSION
 // (optional JSON of per-model requests and tokens per minute, shared by

@@ -13,6 +13,7 @@ func TestBuild(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("TASKS_TABLE", "tasks")
 	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("WATCH_TABLE", "watch")
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
 	t.Setenv("PROVIDER", "")
 	t.Setenv("LEASE_SECONDS", "45")
@@ -64,6 +65,7 @@ func TestBuildAdmission(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("TASKS_TABLE", "tasks")
 	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("WATCH_TABLE", "watch")
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
 	t.Setenv("PROVIDER", "")
 	t.Setenv("PROVIDER_ADMISSION", "")
@@ -94,6 +96,7 @@ func TestBuildReadsTheGenerationEffectClass(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("TASKS_TABLE", "tasks")
 	t.Setenv("REVIEW_TABLE", "review")
+	t.Setenv("WATCH_TABLE", "watch")
 	t.Setenv("TASK_QUEUE_URL", "http://127.0.0.1:1/000000000000/q")
 	for class, want := range map[string]bool{"": true, "retry-safe": true, "effect": false} {
 		t.Setenv("GENERATION_EFFECT_CLASS", class)

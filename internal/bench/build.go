@@ -70,7 +70,7 @@ func buildAll(ctx context.Context, b *soak.Backend, cfg Config) []BuildRow {
 		"AUTH_MODE=none", "TASK_ID_KEY_SECRET_ARN=" + aws.ToString(secret.ARN),
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 		"AWS_ENDPOINT_URL=" + b.Endpoint(),
-		"TASKS_TABLE=" + env.Names.TasksTable, "REVIEW_TABLE=" + env.Names.ReviewTable,
+		"TASKS_TABLE=" + env.Names.TasksTable, "REVIEW_TABLE=" + env.Names.ReviewTable, "WATCH_TABLE=" + env.Names.WatchTable,
 		"TASK_QUEUE_URL=" + env.Names.TaskQueueURL, "DEAD_LETTER_QUEUE_URL=" + env.Names.DeadLetterQueueURL,
 		"PROVIDER=simulated", "LEASE_SECONDS=30", "LOG_LEVEL=error", "ALLOWED_ORIGINS=",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST",

@@ -14,32 +14,34 @@ import (
 
 // Base is built from the environment every function has.
 type Base struct {
-	TasksTable, ReviewTable, TaskQueueURL string
-	AWS                                   aws.Config
-	Ledger                                *ledger.Ledger
+	TasksTable, ReviewTable, WatchTable, TaskQueueURL string
+	AWS                                               aws.Config
+	Ledger                                            *ledger.Ledger
 }
 
-// Load reads TASKS_TABLE, REVIEW_TABLE and TASK_QUEUE_URL (all required),
-// loads the AWS configuration and builds the ledger. getenv is os.Getenv in
-// the mains.
+// Load reads TASKS_TABLE, REVIEW_TABLE, WATCH_TABLE and TASK_QUEUE_URL
+// (all required), loads the AWS configuration and builds the ledger. getenv
+// is os.Getenv in the mains. Globals give every function WATCH_TABLE: the
+// submit function's ledger puts a watch item per task it creates
+// (Ledger.Create), the reconciler reads them.
 func Load(ctx context.Context, getenv func(string) string) (*Base, error) {
 	// A loop over literal names, so internal/templatetest can see which
 	// variables the functions read.
 	env := map[string]string{}
-	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "TASK_QUEUE_URL"} {
+	for _, k := range []string{"TASKS_TABLE", "REVIEW_TABLE", "WATCH_TABLE", "TASK_QUEUE_URL"} {
 		v := getenv(k)
 		if v == "" {
 			return nil, Missing(k)
 		}
 		env[k] = v
 	}
-	b := &Base{TasksTable: env["TASKS_TABLE"], ReviewTable: env["REVIEW_TABLE"], TaskQueueURL: env["TASK_QUEUE_URL"]}
+	b := &Base{TasksTable: env["TASKS_TABLE"], ReviewTable: env["REVIEW_TABLE"], WatchTable: env["WATCH_TABLE"], TaskQueueURL: env["TASK_QUEUE_URL"]}
 	cfg, err := awsclient.Load(ctx, awsclient.Options{})
 	if err != nil {
 		return nil, err
 	}
 	b.AWS = cfg
-	b.Ledger, err = ledger.New(awsclient.DynamoDB(cfg), ledger.Config{TasksTable: b.TasksTable, ReviewTable: b.ReviewTable})
+	b.Ledger, err = ledger.New(awsclient.DynamoDB(cfg), ledger.Config{TasksTable: b.TasksTable, ReviewTable: b.ReviewTable, WatchTable: b.WatchTable})
 	if err != nil {
 		return nil, err
 	}

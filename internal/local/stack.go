@@ -313,7 +313,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("local: task id key: %w", err)
 		}
 	}
-	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, IDKey: idKey, Shards: o.Shards})
+	s.Ledger, err = ledger.New(s.DDB, ledger.Config{TasksTable: s.Names.TasksTable, ReviewTable: s.Names.ReviewTable, WatchTable: s.Names.WatchTable, IDKey: idKey, Shards: o.Shards})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}

@@ -66,7 +66,8 @@ func handle[E, R any](fn func(context.Context, E) (R, error)) invoker {
 func inProcess(t *testing.T, e *testenv.Env, env map[string]map[string]string, idKey ledger.SecretKey) map[string]invoker {
 	t.Helper()
 	ctx := context.Background()
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: env["SubmitFunction"]["TASKS_TABLE"], ReviewTable: env["SubmitFunction"]["REVIEW_TABLE"], IDKey: idKey})
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: env["SubmitFunction"]["TASKS_TABLE"], ReviewTable: env["SubmitFunction"]["REVIEW_TABLE"],
+		WatchTable: env["SubmitFunction"]["WATCH_TABLE"], IDKey: idKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestArtifactsMatchInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create the task id key secret: %v", err)
 		}
-		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "TaskQueue": e.Names.TaskQueueURL,
+		return map[string]string{"TasksTable": e.Names.TasksTable, "ReviewTable": e.Names.ReviewTable, "WatchTable": e.Names.WatchTable, "TaskQueue": e.Names.TaskQueueURL,
 			"TaskDeadLetterQueue": e.Names.DeadLetterQueueURL, "TaskIdKeySecret": *out.ARN, "PayloadBucket": e.Names.PayloadBucket,
 			// Streamed replies: the worker lists a task's subscribers on
 			// the emulator's connections table (none subscribe here, so

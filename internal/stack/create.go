@@ -29,6 +29,9 @@ type Names struct {
 	// ConnectionsTable holds the WebSocket subscriptions of streamed
 	// replies.
 	ConnectionsTable string // ConnectionsTable
+	// WatchTable holds a watch item per submitted task and the
+	// reconciler's cursor per shard (ledger.Config.WatchTable).
+	WatchTable string // WatchTable
 }
 
 // How long Create waits for a table to become ACTIVE.
@@ -100,6 +103,7 @@ func (t *Template) Create(ctx context.Context, ddb *dynamodb.Client, sq *sqs.Cli
 	return Names{
 		TasksTable:         ev.refs["TasksTable"],
 		ReviewTable:        ev.refs["ReviewTable"],
+		WatchTable:         ev.refs["WatchTable"],
 		ConnectionsTable:   ev.refs["ConnectionsTable"],
 		TaskQueueURL:       ev.refs["TaskQueue"],
 		TaskQueueARN:       ev.attrs["TaskQueue"]["Arn"],
@@ -119,7 +123,7 @@ func verb(created bool) string {
 // an error. It does not wait for DynamoDB to finish deleting.
 func (t *Template) Delete(ctx context.Context, ddb *dynamodb.Client, sq *sqs.Client, n Names) error {
 	var errs []error
-	for _, name := range []string{n.TasksTable, n.ReviewTable, n.ConnectionsTable} {
+	for _, name := range []string{n.TasksTable, n.ReviewTable, n.WatchTable, n.ConnectionsTable} {
 		if name == "" {
 			continue
 		}

@@ -98,11 +98,12 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 		"created queue " + p + "-TaskDeadLetterQueue",
 		"created queue " + p + "-TaskQueue",
 		"created table " + p + "-TasksTable",
+		"created table " + p + "-WatchTable",
 	}
 	if !slices.Equal(lines, wantLines) {
 		t.Errorf("progress = %q, want %q", lines, wantLines)
 	}
-	if n.TasksTable != p+"-TasksTable" || n.ReviewTable != p+"-ReviewTable" || n.ConnectionsTable != p+"-ConnectionsTable" ||
+	if n.TasksTable != p+"-TasksTable" || n.ReviewTable != p+"-ReviewTable" || n.ConnectionsTable != p+"-ConnectionsTable" || n.WatchTable != p+"-WatchTable" ||
 		!strings.HasSuffix(n.TaskQueueURL, "/"+p+"-TaskQueue") || !strings.HasSuffix(n.TaskQueueARN, ":"+p+"-TaskQueue") ||
 		!strings.HasSuffix(n.DeadLetterQueueURL, "/"+p+"-TaskDeadLetterQueue") || !strings.HasSuffix(n.DeadLetterQueueARN, ":"+p+"-TaskDeadLetterQueue") {
 		t.Errorf("Names = %+v", n)
@@ -134,7 +135,14 @@ func testCreate(t *testing.T, tmpl *Template, b bundle) {
 			t.Errorf("open_reviews %s %s", keyString(gsi.KeySchema), projString(gsi.Projection))
 		}
 
-		for _, tbl := range []string{n.TasksTable, n.ReviewTable, n.ConnectionsTable} {
+		// The watch table: one item per submission under (pk, sk), the
+		// reconciler's cursors beside them; TTL removes a watch item.
+		watch := describe(ctx, t, b.ddb, n.WatchTable)
+		if keyString(watch.KeySchema) != "[pk:HASH sk:RANGE]" || len(watch.GlobalSecondaryIndexes) != 0 {
+			t.Errorf("WatchTable key %s, indexes %d", keyString(watch.KeySchema), len(watch.GlobalSecondaryIndexes))
+		}
+
+		for _, tbl := range []string{n.TasksTable, n.ReviewTable, n.WatchTable, n.ConnectionsTable} {
 			d, err := b.ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(tbl)})
 			if err != nil {
 				t.Fatal(err)

@@ -73,7 +73,7 @@ func TestTemplateTables(t *testing.T) {
 
 	// ExampleDestinationTable is deployed only with DeployExampleDestination
 	// (Create skips it under the defaults: create_test.go).
-	if got, want := tmpl.LogicalIDs(typeTable), []string{"ConnectionsTable", "ExampleDestinationTable", "ReviewTable", "TasksTable"}; !slices.Equal(got, want) {
+	if got, want := tmpl.LogicalIDs(typeTable), []string{"ConnectionsTable", "ExampleDestinationTable", "ReviewTable", "TasksTable", "WatchTable"}; !slices.Equal(got, want) {
 		t.Fatalf("tables = %v, want %v", got, want)
 	}
 
@@ -146,8 +146,21 @@ func TestTemplateTables(t *testing.T) {
 		t.Errorf("ReviewTable TTL = %+v", ttl)
 	}
 
+	// The watch table (pkg/ledger/watch.go): pk and sk strings, no index;
+	// TTL deletes a watch item past its retention.
+	in, ttl = input("WatchTable")
+	if got := keyString(in.KeySchema); got != "[pk:HASH sk:RANGE]" || len(in.GlobalSecondaryIndexes) != 0 {
+		t.Errorf("WatchTable key = %s, indexes %d", got, len(in.GlobalSecondaryIndexes))
+	}
+	if in.BillingMode != ddbtypes.BillingModePayPerRequest {
+		t.Errorf("WatchTable billing = %q", in.BillingMode)
+	}
+	if ttl == nil || *ttl != (ttlSpec{attribute: "expires_at", enabled: true}) {
+		t.Errorf("WatchTable TTL = %+v", ttl)
+	}
+
 	// Deployed-only settings are in the template even though Create skips them.
-	for _, id := range []string{"TasksTable", "ReviewTable"} {
+	for _, id := range []string{"TasksTable", "ReviewTable", "WatchTable"} {
 		p, _ := tmpl.Resource(id)
 		if !reflect.DeepEqual(p["PointInTimeRecoverySpecification"], map[string]any{"PointInTimeRecoveryEnabled": true}) ||
 			!reflect.DeepEqual(p["SSESpecification"], map[string]any{"SSEEnabled": true}) {

@@ -20,6 +20,7 @@ var submitSettingsMakeRunTakesOtherwise = map[string]string{
 	"OIDC_AUTHORIZATION_ENDPOINT":   "none: the page uses the issuer's discovered authorization endpoint (the override exists for the Cognito hosted UI, which make run does not emulate)",
 	"TASKS_TABLE":                   "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
 	"REVIEW_TABLE":                  "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
+	"WATCH_TABLE":                   "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
 	"TASK_QUEUE_URL":                "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
 	"PAYLOAD_BUCKET":                "created by the stack from template.yaml (TASKLEDGER_PREFIX)",
 	"TASK_ID_KEY_SECRET_ARN":        "TASK_ID_KEY, the key itself (default: a random key per process)",

@@ -200,6 +200,7 @@ var globalsUnread = map[string]map[string]string{
 	"ExampleDestinationFunction": {
 		"TASKS_TABLE":    "the receiving team's example function: Globals give every function the stack's names; it has no access to them",
 		"REVIEW_TABLE":   "as TASKS_TABLE",
+		"WATCH_TABLE":    "as TASKS_TABLE",
 		"TASK_QUEUE_URL": "as TASKS_TABLE",
 	},
 }
