@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
@@ -141,8 +143,19 @@ func TestDispatchFailureStillAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if task.State != ledger.StateQueued || task.DueAt <= before.UnixMilli() || task.StateShard == "" {
-			t.Fatalf("stored %+v: want queued, indexed, due in the future", task)
+		// Not indexed: the reconciler finds it through its watch item,
+		// due at the task's dispatch deadline.
+		if task.State != ledger.StateQueued || task.DueAt <= before.UnixMilli() || task.StateShard != "" {
+			t.Fatalf("stored %+v: want queued, unindexed, due in the future", task)
+		}
+		pk, sk := ledger.WatchKey(b.l.Shard(id), task.DueAt, id)
+		w, err := e.DDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.Names.WatchTable, ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: sk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := w.Item["task_id"].(*types.AttributeValueMemberS); got == nil || got.Value != id {
+			t.Fatalf("watch item %s/%s = %v, want one naming %s", pk, sk, w.Item, id)
 		}
 		if task.DueAt > before.Add(ledger.DefaultDispatchTimeout+time.Minute).UnixMilli() {
 			t.Fatalf("due_at %d too far in the future", task.DueAt)

@@ -570,22 +570,24 @@ func TestParseOrigins(t *testing.T) {
 	}
 }
 
-// TestSubmitCallBudget: the happy path is one conditional PutItem and one
-// SendMessage (DESIGN §9); a replay is one PutItem (plus the kumo fallback
-// read where the engine omits ALL_OLD) and no send.
+// TestSubmitCallBudget: the happy path is the watch item's PutItem, one
+// conditional PutItem of the task and one SendMessage (DESIGN §9); a
+// replay is the same two PutItems (the watch item is put before the
+// task's conditional put finds the replay), plus the kumo fallback read
+// where the engine omits ALL_OLD, and no send.
 func TestSubmitCallBudget(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		e.Counter.Reset()
 		wantStatus(t, b.do(t, submitReq("budget", body("x"))), http.StatusAccepted)
-		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.PutItem:1 SQS.SendMessage:1]" {
+		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.PutItem:2 SQS.SendMessage:1]" {
 			t.Fatalf("submit made %s", got)
 		}
 		e.Counter.Reset()
 		wantStatus(t, b.do(t, submitReq("budget", body("x"))), http.StatusOK)
 		calls := e.Counter.Calls()
-		if calls["DynamoDB.PutItem"] != 1 || calls["SQS.SendMessage"] != 0 || calls["DynamoDB.GetItem"] > 1 || len(calls) > 2 {
+		if calls["DynamoDB.PutItem"] != 2 || calls["SQS.SendMessage"] != 0 || calls["DynamoDB.GetItem"] > 1 || len(calls) > 2 {
 			t.Fatalf("replay made %v", calls)
 		}
 	})

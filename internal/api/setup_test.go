@@ -74,7 +74,7 @@ func setup(t *testing.T, e *testenv.Env, opts ...func(*option)) *bundle {
 	for _, f := range opts {
 		f(o)
 	}
-	l, err := ledger.New(o.ddb, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: o.now})
+	l, err := ledger.New(o.ddb, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable, Now: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,9 +50,10 @@ func TestSubmitBudget(t *testing.T) {
 		resp := b.do(t, submitReq("budget-1", budgetBody("p", `{"max_total_tokens":5000,"max_cost_usd":0.25}`)))
 		wantStatus(t, resp, http.StatusAccepted)
 		// A fresh budgeted task has reserved nothing: its 202 shows zero
-		// usage without reading the budget items (the submit call floor).
-		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.PutItem:1 SQS.SendMessage:1]" {
-			t.Fatalf("a budgeted submit made %s, want one PutItem and one SendMessage", got)
+		// usage without reading the budget items (the submit call floor:
+		// the watch item, the task, the message).
+		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.PutItem:2 SQS.SendMessage:1]" {
+			t.Fatalf("a budgeted submit made %s, want two PutItems (watch item, task) and one SendMessage", got)
 		}
 		v := view(t, resp)
 		root, err := b.l.Get(context.Background(), v.TaskID)
@@ -207,10 +208,11 @@ func TestQuotaExceededWritesNothing(t *testing.T) {
 		// Regenerate is refused the same way.
 		wantProblem(t, b.do(t, regenReq("t_aaaaaaaaaaaaaaaaaaaaaaaaaa", "over-quota-regen", "", asJWT("alice"))), http.StatusTooManyRequests, api.TypeQuotaExceeded)
 
-		// Another caller is not affected; its submit costs the quota read.
+		// Another caller is not affected; its submit costs the quota read
+		// besides the floor (the watch item, the task, the message).
 		e.Counter.Reset()
 		wantStatus(t, b.do(t, submitReq("under-quota", body("p"), asJWT("bob"))), http.StatusAccepted)
-		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.GetItem:1 DynamoDB.PutItem:1 SQS.SendMessage:1]" {
+		if got := fmt.Sprint(e.Counter.Calls()); got != "map[DynamoDB.GetItem:1 DynamoDB.PutItem:2 SQS.SendMessage:1]" {
 			t.Fatalf("an accepted submit with a quota made %s", got)
 		}
 		// The next UTC day the quota is fresh.

@@ -43,7 +43,7 @@ func newDocStack(t *testing.T, e *testenv.Env) *docStack {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable})
+	l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable})
 	if err != nil {
 		t.Fatal(err)
 	}
