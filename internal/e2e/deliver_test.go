@@ -49,7 +49,7 @@ func newDeliverStack(t *testing.T, e *testenv.Env) *deliverStack {
 	}
 	s := &deliverStack{e: e, clock: testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))}
 	var err error
-	s.l, err = ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: s.clock.Now})
+	s.l, err = ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable, Now: s.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestLostSendIsCompletedThroughTheOutboxRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
-		l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, Now: clock.Now})
+		l, err := ledger.New(e.DDB, ledger.Config{TasksTable: e.Names.TasksTable, ReviewTable: e.Names.ReviewTable, WatchTable: e.Names.WatchTable, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -640,7 +640,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 	s := &system{env: env, names: names, mode: m, retrySafe: retrySafe, clock: testenv.NewClock(start), queue: &queue{},
 		epochs: map[string]int{}, since: map[string]int64{}, saves: map[string]map[int]int{}}
 	s.rec = &recorder{seq: &s.seq, epochOf: s.epochOf}
-	lcfg := ledger.Config{TasksTable: names.TasksTable, ReviewTable: names.ReviewTable, Shards: shards, MaxAttempts: maxAttempts,
+	lcfg := ledger.Config{TasksTable: names.TasksTable, ReviewTable: names.ReviewTable, WatchTable: names.WatchTable, Shards: shards, MaxAttempts: maxAttempts,
 		MaxAge: maxAge, DispatchTimeout: dispatchTO, Now: s.clock.Now}
 	if s.clean, err = ledger.New(env.DDB, lcfg); err != nil {
 		drop()
