@@ -15,6 +15,7 @@ import (
 // check asserts DESIGN §1 on every accepted task, after every step.
 func (m *model) check(rt *rapid.T) {
 	tasks, reviews := m.snapshot(rt)
+	watched := m.watched(rt)
 	for _, t := range m.tasks {
 		st := tasks[t.id]
 		if st == nil {
@@ -24,7 +25,7 @@ func (m *model) check(rt *rapid.T) {
 		if st.State == ledger.StateNeedsReview {
 			rv = reviews[t.id]
 		}
-		if why := m.violation(t, st, rv); why != "" {
+		if why := m.violation(t, st, rv, watched[t.id]); why != "" {
 			rt.Fatalf("%s: %s", t.id, why)
 		}
 	}
@@ -61,8 +62,42 @@ func (m *model) snapshot(rt *rapid.T) (map[string]*ledger.Task, map[string]*ledg
 	return tasks, reviews
 }
 
-// violation returns the first broken rule for one task, or "".
-func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
+// watched returns the tasks with a watch item the reconciler has not
+// read yet (its sk past its shard's cursor; pkg/ledger/watch.go): their
+// next run finds them there (a consistent scan: a run's table holds a few
+// items).
+func (m *model) watched(rt *rapid.T) map[string]bool {
+	cursors, items := map[string]string{}, map[string][]map[string]string{}
+	p := dynamodb.NewScanPaginator(m.s.env.DDB, &dynamodb.ScanInput{TableName: aws.String(m.s.names.WatchTable), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(m.ctx)
+		if err != nil {
+			rt.Fatalf("scan %s: %v", m.s.names.WatchTable, err)
+		}
+		for _, item := range page.Items {
+			var w map[string]string
+			if err := attributevalue.UnmarshalMap(item, &w); err != nil {
+				rt.Fatalf("watch item: %v", err)
+			}
+			if w["pk"] == ledger.CursorPK {
+				cursors[w["sk"]] = w["at"]
+			} else {
+				items[strings.TrimPrefix(w["pk"], ledger.WatchPrefix)] = append(items[strings.TrimPrefix(w["pk"], ledger.WatchPrefix)], w)
+			}
+		}
+	}
+	out := map[string]bool{}
+	for shard, ws := range items {
+		for _, w := range ws {
+			out[w["task_id"]] = out[w["task_id"]] || w["sk"] > cursors[shard]
+		}
+	}
+	return out
+}
+
+// violation returns the first broken rule for one task, or "" (watched:
+// it has a watch item not yet read).
+func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched bool) string {
 	epoch, since := m.s.epochSince(t.id)
 	calls, lookups := m.s.rec.of(t.id)
 
@@ -126,8 +161,8 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review) string {
 	switch {
 	case st.State.Live():
 		held := m.paused != nil && m.paused.task == t.id
-		if (st.StateShard == "" || st.DueAt == 0) && !m.s.queue.has(t.id) && !held {
-			return "nothing lost: live (" + string(st.State) + ") with neither a due time nor a message"
+		if (st.StateShard == "" || st.DueAt == 0) && !m.s.queue.has(t.id) && !held && !watched {
+			return "nothing lost: live (" + string(st.State) + ") with neither a due time, a message nor an unread watch item"
 		}
 	case st.State == ledger.StateNeedsReview:
 		if rv == nil || rv.ReviewStatus != ledger.ReviewOpen || rv.Reason == "" || rv.Summary == "" || rv.Reason != st.ReviewReason {

@@ -189,6 +189,10 @@ type Summary struct {
 	// tasks among them put into by_state (still queued or running).
 	Watched int `json:"watched"`
 	Adopted int `json:"adopted"`
+	// WatchPending counts the watch items not read yet when the run
+	// ended: the submissions of about the last dispatch timeout, in no
+	// LiveTasks count until adopted (some may have ended meanwhile).
+	WatchPending int `json:"watch_pending"`
 	// Raced counts tasks another actor moved first (a no-op here).
 	Raced int `json:"raced"`
 	// SendErrors counts SQS sends that failed; the task stays due and is
@@ -510,7 +514,7 @@ func (r *run) walk(ctx context.Context) {
 	sem := make(chan struct{}, intOr(h.Concurrency, DefaultConcurrency))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	examined := 0
+	examined := r.sum.Examined // the watch's (watch.go)
 	for active := len(streams); active > 0; {
 		active = 0
 		for _, s := range streams {

@@ -580,13 +580,18 @@ func TestMetricsPerLiveState(t *testing.T) {
 		r := create(t, b, "m-3")
 		claim(t, b, r.TaskID)
 		b.clock.Advance(10 * time.Second)
-		s := handle(t, b.handler())
-		// Queued and running share the active partition of by_state.
-		if s.LiveTasks[ledger.StateActive] != 3 || s.LiveTasks[ledger.StateUnknown] != 0 || len(s.LiveTasks) != len(ledger.Partitions) {
-			t.Fatalf("live tasks = %v", s.LiveTasks)
+		// Before their dispatch deadline the tasks are only watched.
+		if s := handle(t, b.handler()); s.LiveTasks[ledger.StateActive] != 0 || s.WatchPending != 3 {
+			t.Fatalf("live tasks = %v, watch pending %d; want 0 active and 3 pending", s.LiveTasks, s.WatchPending)
 		}
-		if age := s.OldestAgeSeconds[ledger.StateActive]; age < 9.9 || age > 10.1 {
-			t.Fatalf("oldest active age = %v s, want 10", age)
+		b.clock.Advance(21 * time.Second)
+		s := handle(t, b.handler())
+		// Adopted, queued and running share the active partition of by_state.
+		if s.LiveTasks[ledger.StateActive] != 3 || s.LiveTasks[ledger.StateUnknown] != 0 || len(s.LiveTasks) != len(ledger.Partitions) || s.WatchPending != 0 {
+			t.Fatalf("live tasks = %v, watch pending %d", s.LiveTasks, s.WatchPending)
+		}
+		if age := s.OldestAgeSeconds[ledger.StateActive]; age < 30.9 || age > 31.1 {
+			t.Fatalf("oldest active age = %v s, want 31", age)
 		}
 		var queued map[string]any
 		for _, line := range strings.Split(strings.TrimSpace(b.emf.String()), "\n") {
@@ -598,7 +603,7 @@ func TestMetricsPerLiveState(t *testing.T) {
 				queued = m
 			}
 		}
-		if queued == nil || queued["LiveTasks"] != 3.0 || queued["OldestTaskAge"] != 10.0 {
+		if queued == nil || queued["LiveTasks"] != 3.0 || queued["OldestTaskAge"] != 31.0 {
 			t.Fatalf("active EMF record = %v", queued)
 		}
 	})

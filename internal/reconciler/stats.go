@@ -47,6 +47,10 @@ func (r *run) measure(ctx context.Context) {
 		})
 	}
 
+	if n := r.pending(ctx); n >= 0 {
+		r.count(func(s *Summary) { s.WatchPending = n })
+	}
+
 	open, cursor, byReason := 0, "", map[string]int{}
 	for page := 0; ; page++ {
 		if page == MaxOpenReviewPages || ctx.Err() != nil || !r.timeLeft() {
@@ -118,6 +122,7 @@ func (r *run) emit() {
 		Set("PoisonMessages", float64(s.PoisonMessages), metrics.Count).
 		Set("DeadLettersDeleted", float64(s.DeadLettersDeleted), metrics.Count).
 		Set("Raced", float64(s.Raced), metrics.Count).
+		Set("WatchPending", float64(max(s.WatchPending, 0)), metrics.Count).
 		Set("SendErrors", float64(s.SendErrors), metrics.Count).
 		Set("Errors", float64(s.Errors), metrics.Count).
 		Set("Partial", partial, metrics.Count).

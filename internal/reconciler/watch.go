@@ -117,10 +117,22 @@ func (r *run) watched(ctx context.Context, t *ledger.Task) bool {
 	if err != nil {
 		return false
 	}
-	if ok && r.h.Due(nt, r.now) && r.workLeft() {
-		r.count(func(s *Summary) { s.Examined++ })
+	if ok && r.h.Due(nt, r.now) && r.workLeft() && r.examine() {
 		r.applyRead(ctx, nt)
 	}
+	return true
+}
+
+// examine counts a task examined if the run's MaxPerRun allows one more;
+// past it the run is partial (an adopted task is left to a later walk).
+func (r *run) examine() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sum.Examined >= intOr(r.h.MaxPerRun, DefaultMaxPerRun) {
+		r.sum.Partial = true
+		return false
+	}
+	r.sum.Examined++
 	return true
 }
 
@@ -197,3 +209,38 @@ func attrS(item map[string]types.AttributeValue, name string) string {
 }
 
 func attr(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// pending counts the watch items no run has read yet, over every shard:
+// the submissions of about the last dispatch timeout, queued or running
+// unless they ended meanwhile (they are in no by_state count until
+// adopted). -1: no watch table, or a read failed.
+func (r *run) pending(ctx context.Context) int {
+	l := r.h.Ledger
+	if l.Config().WatchTable == "" {
+		return -1
+	}
+	cursors, err := r.cursors(ctx)
+	if err != nil {
+		r.fail(ctx, "read watch cursors", err)
+		return -1
+	}
+	n := 0
+	for shard := range l.Config().Shards {
+		pk, _ := ledger.WatchKey(shard, 0, "")
+		cond, vals := "pk = :pk", map[string]types.AttributeValue{":pk": attr(pk)}
+		if c := cursors[shard]; c != "" {
+			cond, vals[":lo"] = "pk = :pk AND sk > :lo", attr(c)
+		}
+		p := dynamodb.NewQueryPaginator(l.DB(), &dynamodb.QueryInput{TableName: aws.String(l.Config().WatchTable), KeyConditionExpression: aws.String(cond),
+			ExpressionAttributeValues: vals, Select: types.SelectCount})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				r.fail(ctx, "count watch items", err, "shard", shard)
+				return -1
+			}
+			n += int(page.Count)
+		}
+	}
+	return n
+}
