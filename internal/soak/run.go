@@ -261,7 +261,7 @@ func (s *soak) wire(ctx context.Context) error {
 	}
 
 	lcfg := ledger.Config{
-		TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable,
+		TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable, WatchTable: env.Names.WatchTable,
 		MaxAttempts: cfg.MaxAttempts, MaxAge: cfg.MaxAge, DispatchTimeout: cfg.DispatchTimeout,
 	}
 	led, err := ledger.New(ddb, lcfg)
