@@ -256,7 +256,8 @@ func awsSteps(t *task, seed int64) []faultinject.Step {
 			return []faultinject.Step{{Service: "DynamoDB", Operation: "UpdateItem", N: 2, Kind: faultinject.Throttle}}
 		}
 	case DDBPutLostReply:
-		return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 1, Kind: faultinject.LostReply}}
+		// The submit's second PutItem: the task's own, after its watch item.
+		return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 2, Kind: faultinject.LostReply}}
 	case SQSSendFailure:
 		return []faultinject.Step{{Service: "SQS", Operation: "SendMessage", N: 1, Kind: faultinject.SendFailure}}
 	case SQSSendLostReply:
