@@ -54,6 +54,9 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 	cfg := l.Config()
 	// Every sk due at or before now sorts under hi.
 	pk, hi := ledger.WatchKey(shard, r.now.UnixMilli()+1, "")
+	if cursor >= hi { // a run whose clock is behind the one that moved the cursor
+		return
+	}
 	cond, vals := "pk = :pk AND sk < :hi", map[string]types.AttributeValue{":pk": attr(pk), ":hi": attr(hi)}
 	if cursor != "" { // a key condition takes no empty string
 		cond, vals[":lo"] = "pk = :pk AND sk BETWEEN :lo AND :hi", attr(cursor)

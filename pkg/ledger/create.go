@@ -83,17 +83,21 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		return nil, err
 	}
 	if l.watched() {
+		// Both puts must be over by the time the reconciler may read the
+		// watch item (due_at), or it would pass over a task put later as
+		// never put: half the way there, whatever the caller's deadline.
+		half := time.Duration(t.DueAt-now.UnixMilli()) * time.Millisecond / 2
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, half)
+		defer cancel()
 		t.StateShard = ""
 		delete(item, "state_shard")
 		if err := l.putWatch(ctx, t); err != nil {
 			return nil, err
 		}
-		// The task's put must be over by the time the reconciler may read
-		// its watch item (due_at), or it would pass over the task as never
-		// put: half the way there, whatever the caller's deadline.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(t.DueAt-now.UnixMilli())*time.Millisecond/2)
-		defer cancel()
+		if l.cfg.Now().After(now.Add(half)) {
+			return nil, &ThrottledError{Op: "PutItem watch", RetryAfter: time.Second, Err: errSlowWatch}
+		}
 	}
 	// An item past its retention is absent (doc.go, "States and
 	// retention"): it is replaced, conditioned on being exactly the one
@@ -150,6 +154,8 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
 }
+
+var errSlowWatch = errors.New("the watch item's put took half the time to its due time: the task is not put")
 
 // newTaskItem builds the queued task n describes and its item, as Create
 // puts it (and Approve, for the deliver tasks it creates).

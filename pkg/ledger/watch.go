@@ -71,16 +71,19 @@ func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
 // by_state — into by_state at its due_at (row adopt; one index put), and
 // returns it as written. ok=false: when written it was not in either state
 // unindexed, so it had moved to an indexed state or left the live set and
-// nothing is left to do.
+// nothing is left to do (also the answer to a repeat whose first try was
+// applied). It leaves write_nonce alone: a worker whose claim's reply was
+// lost must still find its own nonce on the task it claimed.
 func (l *Ledger) Adopt(ctx context.Context, t *Task) (*Task, bool, error) {
 	u := newUpdate()
 	u.set("state_shard", str(l.StateShard(t.State, t.TaskID)))
-	nt, err := l.apply(ctx, "adopt", t.TaskID, row("adopt").condition(u, &Call{}))
+	out, err := l.db.UpdateItem(ctx, row("adopt").condition(u, &Call{}).input(l.cfg.TasksTable, t.TaskID))
 	switch {
 	case err == nil:
-		return nt, true, nil
+		nt, err := decodeTask(out.Attributes)
+		return nt, err == nil, err
 	case isConditionFailed(err):
 		return nil, false, nil
 	}
-	return nil, false, err
+	return nil, false, wrapErr("UpdateItem adopt", err)
 }
