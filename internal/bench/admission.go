@@ -210,7 +210,7 @@ func admissionRun(ctx context.Context, b *soak.Backend, sc AdmissionScenario, wo
 	admCounter, workCounter := awsclient.NewCounter(), awsclient.NewCounter()
 	clock := &vclock{}
 	clock.Set(time.Now().UTC().Truncate(time.Minute))
-	lcfg := ledger.Config{TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable, Now: clock.Now}
+	lcfg := ledger.Config{TasksTable: env.Names.TasksTable, ReviewTable: env.Names.ReviewTable, WatchTable: env.Names.WatchTable, Now: clock.Now}
 	setupLedger, err := ledger.New(awsclient.DynamoDB(b.AWS), lcfg)
 	if err != nil {
 		return row, err

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/taskledger/taskledger/internal/api"
@@ -30,10 +31,12 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
+	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/soak"
 	"github.com/taskledger/taskledger/internal/stack"
 	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
+	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
@@ -82,6 +85,10 @@ type CostRow struct {
 	// sizes; Reported the capacity units the emulator returned per task,
 	// over ReportedCalls of DynamoCalls calls.
 	WRU, RRU float64
+	// WatchRRU are the read units of RRU the reconciler's watch phase
+	// bills per task (watchReads): its consistent read of the task and its
+	// share of the watch Query.
+	WatchRRU float64
 	// IndexWRU are the write units of WRU billed in each global
 	// secondary index (by_state, by_owner), per task.
 	IndexWRU                   map[string]float64
@@ -346,7 +353,10 @@ func runTaskledger(ctx context.Context, b *soak.Backend, w Workload, tasks int, 
 		return CostRow{}, err
 	}
 	defer g.drop()
-	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable}
+	// The deployed submit path: a watch item, then the task (no by_state
+	// entry until the reconciler adopts a task still live at its dispatch
+	// deadline; pkg/ledger/watch.go).
+	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable, WatchTable: g.env.Names.WatchTable}
 	if o.lease > 0 {
 		// A deployment keeps the dispatch timeout near its lease (the
 		// default is the default lease): a dispatch deadline more than a
@@ -413,23 +423,127 @@ func runTaskledger(ctx context.Context, b *soak.Backend, w Workload, tasks int, 
 	if n != tasks {
 		return CostRow{}, fmt.Errorf("bench: %s: %d of %d tasks completed", w.Name, n, tasks)
 	}
-	if !w.Document {
-		return g.row(system, w.Name, tasks, tasks, invocations)
+	watch, err := watchReads(ctx, b, g, lcfg, tasks)
+	if err != nil {
+		return CostRow{}, fmt.Errorf("bench: %s: %w", w.Name, err)
 	}
-	if err := documentsRead(ctx, g, tasks); err != nil {
-		return CostRow{}, err
+	submits := tasks
+	if w.Document {
+		if err := documentsRead(ctx, g, tasks); err != nil {
+			return CostRow{}, err
+		}
+		// Two submit-function invocations per task (POST /uploads, POST
+		// /tasks).
+		submits = 2 * tasks
 	}
-	// Two submit-function invocations per task (POST /uploads, POST
-	// /tasks), and the client's PUT to the presigned URL: no SDK call of
-	// ours, but an S3 PUT request billed to the bucket's owner.
-	r, err := g.row(system, w.Name, tasks, 2*tasks, invocations)
+	r, err := g.row(system, w.Name, tasks, submits, invocations)
 	if err != nil {
 		return CostRow{}, err
 	}
-	r.Calls[presignedPut]++
-	r.S3Put++
-	r.Note = "POST /uploads, the client's presigned PUT, the submit's Resolve + Adopt (CopyObject), the worker's GetObject"
+	r.WatchRRU = watch
+	r.RRU += watch
+	if w.Document {
+		// The client's PUT to the presigned URL: no SDK call of ours, but
+		// an S3 PUT request billed to the bucket's owner.
+		r.Calls[presignedPut]++
+		r.S3Put++
+		r.Note = "POST /uploads, the client's presigned PUT, the submit's Resolve + Adopt (CopyObject), the worker's GetObject"
+	}
 	return r, nil
+}
+
+// watchReads runs the reconciler once over the row's tasks, all completed,
+// at a clock past their dispatch deadline (when their watch items come
+// due), and returns the read units per task its watch phase bills: what
+// the watch adds to a task's cost besides the submit's PutItem, which the
+// submit's meter prices (1 write unit: a small item, a table without
+// indexes).
+//
+// Priced per task: the task's consistent read in the BatchGetItem (each
+// item billed on its own: one unit per started 4 KB, 1 for a small task),
+// and the task's share of the consistent Query that returned its watch
+// item: a Query bills the items it returns together, one unit per
+// started 4 KB, so a run's Query over a shard's watch items that came due
+// since the last run costs each its size over 4 KB (about 90 bytes: 0.02
+// units). Not priced per task: what a run reads whatever was submitted
+// (the cursor Query, one watch Query per shard at least one unit even
+// when empty or rounded up, the by_state walk, the pending count), the
+// reconciler's invocation and its cursor writes — per run, like the
+// by_state reads of the design before the watch.
+//
+// It fails unless the run read every task's watch item once and adopted
+// none (they ended before their deadline): the price is of that path.
+func watchReads(ctx context.Context, b *soak.Backend, g *costRig, lcfg ledger.Config, tasks int) (float64, error) {
+	wr := &watchMeter{watchTable: lcfg.WatchTable}
+	cc := b.AWS.Copy()
+	cc.APIOptions = append(append([]func(*middleware.Stack) error{}, b.AWS.APIOptions...), wr.register)
+	timeout := lcfg.DispatchTimeout
+	if timeout <= 0 {
+		timeout = ledger.DefaultDispatchTimeout
+	}
+	rcfg := lcfg
+	rcfg.Now = func() time.Time { return time.Now().Add(timeout + time.Minute) }
+	led, err := ledger.New(awsclient.DynamoDB(cc), rcfg)
+	if err != nil {
+		return 0, err
+	}
+	h := &reconciler.Handler{Ledger: led, Dispatch: &dispatch.Sender{SQS: awsclient.SQS(cc), QueueURL: g.env.Names.TaskQueueURL}}
+	sum, err := h.Handle(ctx, []byte(`{}`))
+	if err != nil {
+		return 0, fmt.Errorf("reconciler run over the watch: %w", err)
+	}
+	if sum.Watched != tasks || sum.Adopted != 0 || wr.items != tasks {
+		return 0, fmt.Errorf("the reconciler read %d watch items (its watch Queries returned %d) and adopted %d tasks; want each of the %d completed tasks' items read once and none adopted",
+			sum.Watched, wr.items, sum.Adopted, tasks)
+	}
+	return (wr.batchRRU + float64(wr.bytes)/readUnitBytes) / float64(tasks), nil
+}
+
+// watchMeter is SDK middleware on the reconciler's client adding up what
+// its watch phase reads: the items its watch Queries return (their bytes)
+// and the read units of its consistent BatchGetItems of tasks.
+type watchMeter struct {
+	watchTable string
+
+	mu       sync.Mutex
+	items    int
+	bytes    int
+	batchRRU float64
+}
+
+func (m *watchMeter) register(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("benchWatchReads",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			if err != nil {
+				return out, md, err
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			switch p := in.Parameters.(type) {
+			case *dynamodb.QueryInput:
+				pk, _ := p.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS)
+				o, _ := out.Result.(*dynamodb.QueryOutput)
+				if aws.ToString(p.TableName) != m.watchTable || pk == nil || !strings.HasPrefix(pk.Value, ledger.WatchPrefix) || p.Select == types.SelectCount || o == nil {
+					break // the cursors, the pending count, the by_state walk
+				}
+				for _, it := range o.Items {
+					m.items++
+					m.bytes += itemsize.Item(it)
+				}
+			case *dynamodb.BatchGetItemInput:
+				o, _ := out.Result.(*dynamodb.BatchGetItemOutput)
+				if o == nil {
+					break
+				}
+				for table, ka := range p.RequestItems {
+					for _, it := range o.Responses[table] {
+						m.batchRRU += ReadUnits(itemsize.Item(it), aws.ToBool(ka.ConsistentRead), false)
+					}
+				}
+			}
+			return out, md, err
+		}), middleware.After)
 }
 
 // presignedPut names the client's PUT of a document to its presigned URL

@@ -87,7 +87,7 @@ func RunLatency(ctx context.Context, b *soak.Backend, tasks int, lat faultinject
 		return nil, err
 	}
 	defer g.drop()
-	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable}
+	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable, WatchTable: g.env.Names.WatchTable}
 	submitLedger, err := ledger.New(awsclient.DynamoDB(g.cfg["submit"]), lcfg)
 	if err != nil {
 		return nil, err

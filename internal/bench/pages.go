@@ -53,7 +53,7 @@ func pageCosts(ctx context.Context, b *soak.Backend) ([]PageCost, error) {
 		return nil, err
 	}
 	defer g.drop()
-	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable}
+	lcfg := ledger.Config{TasksTable: g.env.Names.TasksTable, ReviewTable: g.env.Names.ReviewTable, WatchTable: g.env.Names.WatchTable}
 	seed, err := ledger.New(awsclient.DynamoDB(b.AWS), lcfg)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,10 @@ func (c *CostResult) WriteTable(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "   emulator CU: ConsumedCapacity as %s\n", c.crossCheck())
+	if tl := c.taskledger(Workloads[0].Name); tl.NA == "" {
+		fmt.Fprintf(w, "   RRU: taskledger's include the reconciler's reads of each task's watch item at its dispatch deadline, measured by running it over the row's completed tasks (%s: %.3f per task — the task's consistent read in a BatchGetItem, and its watch item's share of the consistent Query, its size over 4 KB); per-run reads (the cursors, an empty shard's Query, the by_state walk) are not per task and left out, as before.\n",
+			tl.Workload, tl.WatchRRU)
+	}
 	fmt.Fprintln(w, "   λ GB-s: billed at the template's memory for the modelled AWS call time (DynamoDB 5 ms, SQS 10 ms, S3 15 ms per call); provider and destination time excluded (the same in every system). SQS: the event source's empty long polls excluded (a per-poller, not per-task, cost). Step Functions: one execution of generate→approve→deliver, derived (see below).")
 
 	fmt.Fprintln(w, "   1 MB document: taskledger before the claim-check cannot take it (400 KB item, 32 KB input cap); after, POST /uploads (intent PUT), the client's PUT to the presigned URL, the submit's Resolve (intent GET, HEAD, and a GET to hash it where the store kept no SHA-256 checksum — kumo and moto keep none, S3 does) and Adopt (CopyObject to inputs/, GET to verify), the worker's GET. The baseline cannot put it in an SQS message (1 MiB limit, 256 KB before 2025: the 1 MiB document and its envelope exceed it): the producer PUTs it to S3 and the message names the key (SQS extended client), the consumer GETs it. Step Functions (256 KB state payload limit): the caller PUTs it to S3, Generate GETs it. Neither baseline declares, checks or copies the upload.")
@@ -134,7 +138,7 @@ func (c *CostResult) writeIndexes(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t\n", r.Workload, r.System, r.IndexWRU[ledger.ByStateIndex], r.IndexWRU[tasklist.ByOwnerIndex])
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "   by_state: the submit's put enters it, the completion takes it out (the claim keeps its key, and it projects nothing a claim or a renewal changes). by_owner (GET /tasks): the put is its one write — it holds scope, created_ms and kind, which nothing later changes.")
+	fmt.Fprintln(w, "   by_state: none on this path — the submit puts the task without state_shard, after its watch item (1 write unit in the watch table, a table without indexes: in WRU, not here), and a task that ends before its dispatch deadline never enters the index; one still queued or running then is adopted by the reconciler (the adopt write and its index put, and the index delete at its end: 3 units more, not measured here). by_owner (GET /tasks): the put is its one write — it holds scope, created_ms and kind, which nothing later changes.")
 }
 
 // writePages prints what one page of each caller-facing list costs.
@@ -179,7 +183,7 @@ func (c *CostResult) writeExtras(w io.Writer) {
 		plain, _ := c.Row(SystemAfter, x.Workload)
 		base, _ := c.Row(SystemBaseline, x.Workload)
 		t := plain.USDPerMillion(p) + x.Mark.USDPerMillion(p) + beats*x.Beat.USDPerMillion(p)
-		fmt.Fprintf(w, "   %s, a 30 s call to a provider without idempotency keys (Bedrock, OpenAI-compatible; default lease: heartbeats at 10 s and 20 s): %.2f WRU, USD/M %.2f (%.2f idempotent and instant + mark + %d heartbeats); baseline %.2f, which neither marks nor renews\n",
+		fmt.Fprintf(w, "   %s, a 30 s call to a provider without idempotency keys (Bedrock, OpenAI-compatible; default lease: heartbeats at 10 s and 20 s): %.2f WRU, USD/M %.2f (%.2f idempotent and instant + mark + %d heartbeats; a task the reconciler finds still running at its dispatch deadline is adopted into by_state: 3 write units more); baseline %.2f, which neither marks nor renews\n",
 			x.Workload, plain.WRU+x.Mark.WRU+beats*x.Beat.WRU, t, plain.USDPerMillion(p), beats, base.USDPerMillion(p))
 	}
 }
