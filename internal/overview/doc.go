@@ -23,8 +23,16 @@
 //     (Truncated). The index projects whole items (1–2 KB each), so a full
 //     page is ~25 read units; a handful of open items, 0.5.
 //
+//   - with a watch table, the submitted tasks not yet checked
+//     ([WatchPending]): one consistent Query of the cursors and one
+//     consistent Select COUNT Query per shard of the watch items past its
+//     cursor (about the last dispatch timeout's submissions, ~90 bytes
+//     each: one read unit per ~45). They are queued or running unless
+//     they ended, and in no by_state count until the reconciler adopts
+//     them, so the page shows them beside the counts ([WatchFigures]).
+//
 // No table Scan. An idle stack costs 64 × 0.5 + 0.5 = 32.5 read units a
-// read; [Reader.MinInterval] (default 2 s) shares one read among every
+// read, and 17 more with a watch table (consistent reads: 1 each); [Reader.MinInterval] (default 2 s) shares one read among every
 // caller in that interval (several tabs, a refresh every few seconds), so
 // the page costs at most ~16 read units a second however many tabs watch it.
 //

@@ -45,7 +45,10 @@ type ReadCost struct {
 type Overview struct {
 	GeneratedAt time.Time      `json:"generated_at"`
 	States      []StateFigures `json:"states"`
-	Reviews     ReviewFigures  `json:"reviews"`
+	// Watch is null when the ledger has no watch table: then every queued
+	// and running task is in the active count.
+	Watch   *WatchFigures `json:"watch"`
+	Reviews ReviewFigures `json:"reviews"`
 	// Rates is null when the server has no metrics stream (no Rates).
 	Rates *RateView `json:"rates"`
 	Cost  ReadCost  `json:"cost"`
@@ -137,6 +140,15 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 		}
 		f.OldestAgeSeconds = float64(oldest) / 1000
 		o.States = append(o.States, f)
+	}
+
+	if r.Ledger.Config().WatchTable != "" {
+		n, q, err := WatchPending(ctx, r.Ledger)
+		o.Cost.Queries += q
+		if err != nil {
+			return Overview{}, err
+		}
+		o.Watch = &WatchFigures{Pending: n}
 	}
 
 	cursor := ""

@@ -105,6 +105,17 @@
     });
     $('ov-live-total').textContent = String(total) + ' live';
     $('ov-states-scale').textContent = 'scale 0–' + countScale;
+    // Submitted tasks the reconciler has not checked yet (their watch
+    // items): queued or running unless they ended, and in no count above
+    // until it adopts them at their dispatch deadline.
+    var watch = $('ov-watch');
+    if (o.watch) {
+      watch.hidden = false;
+      watch.textContent = 'submitted, not yet checked: ' + o.watch.pending +
+        ' (not in the counts above until the reconciler checks them at their dispatch deadline)';
+    } else {
+      watch.hidden = true;
+    }
   }
 
   function renderRates(o) {
