@@ -18,6 +18,7 @@
 //     still reads the entries: about one read unit per 8 KB, ~40 entries)
 //     and the age is the oldest among the page read, marked not exact
 //     ("at least") — the index is ordered by due_at, not by age.
+//
 //   - open review items through the open_reviews index, 100 a page, at
 //     most [MaxReviewPages] pages; beyond that the count is a lower bound
 //     (Truncated). The index projects whole items (1–2 KB each), so a full
