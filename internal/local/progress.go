@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -136,6 +137,10 @@ type status struct {
 	live    map[ledger.State]int
 	reviews int
 	more    bool // open reviews is a lower bound
+	// pending: submitted tasks whose watch items the reconciler has not
+	// read yet (overview.WatchPending), in no live count until it adopts
+	// them; -1 without a watch table.
+	pending int
 }
 
 func (s status) String() string {
@@ -143,6 +148,9 @@ func (s status) String() string {
 	b.WriteString("status: live")
 	for _, st := range liveStates {
 		fmt.Fprintf(&b, " %s=%d", st, s.live[st])
+	}
+	if s.pending >= 0 {
+		fmt.Fprintf(&b, "; submitted, not yet checked=%d", s.pending)
 	}
 	plus := ""
 	if s.more {
@@ -155,9 +163,12 @@ func (s status) String() string {
 var liveStates = []ledger.State{ledger.StateActive, ledger.StateRetryWait, ledger.StateUnknown}
 
 // readStatus counts live tasks per state (the sparse index, one COUNT
-// query per shard) and open review items (up to 10 pages).
+// query per shard), the submitted tasks the reconciler has not checked
+// yet (with a watch table: queued or running, and in no live count until
+// it adopts them; the cursors' query and one COUNT query per shard) and
+// open review items (up to 10 pages).
 func readStatus(ctx context.Context, l *ledger.Ledger) (status, error) {
-	st := status{live: map[ledger.State]int{}}
+	st := status{live: map[ledger.State]int{}, pending: -1}
 	for _, s := range liveStates {
 		for shard := range l.Config().Shards {
 			n, err := l.CountLive(ctx, s, shard)
@@ -166,6 +177,13 @@ func readStatus(ctx context.Context, l *ledger.Ledger) (status, error) {
 			}
 			st.live[s] += n
 		}
+	}
+	if l.Config().WatchTable != "" {
+		n, _, err := overview.WatchPending(ctx, l)
+		if err != nil {
+			return st, err
+		}
+		st.pending = n
 	}
 	cursor := ""
 	for page := 0; page < 10; page++ {
