@@ -34,6 +34,16 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	// A live worker renews every lease/3, so the lease it held when read
 	// ends after its next renewal, the one that finds it fenced.
 	l.live(u, StateUnknown, read.TaskID, max(read.LeaseUntil, now.UnixMilli()))
+	// The fenced call started while its lease held, so it ends by the
+	// lease's end plus the call timeout however late the cancel came: the
+	// uncertainty dates from there (Task.UnknownSince), or from when an
+	// unknown task's already did.
+	switch {
+	case read.State == StateUnknown:
+		u.set("unknown_since", num(read.UnknownSince().UnixMilli()))
+	case read.LeaseUntil > 0:
+		u.set("unknown_since", num(read.LeaseUntil))
+	}
 	u.set("cancel_version", num(read.AssignmentVersion))
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
