@@ -150,12 +150,12 @@ func TestDispatchFailureStillAccepted(t *testing.T) {
 		}
 		pk, sk := ledger.WatchKey(b.l.Shard(id), task.DueAt, id)
 		w, err := e.DDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.Names.WatchTable, ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: sk}}})
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: sk + "#" + task.CreateNonce}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := w.Item["task_id"].(*types.AttributeValueMemberS); got == nil || got.Value != id {
-			t.Fatalf("watch item %s/%s = %v, want one naming %s", pk, sk, w.Item, id)
+			t.Fatalf("watch item %s/%s#%s = %v, want one naming %s", pk, sk, task.CreateNonce, w.Item, id)
 		}
 		if task.DueAt > before.Add(ledger.DefaultDispatchTimeout+time.Minute).UnixMilli() {
 			t.Fatalf("due_at %d too far in the future", task.DueAt)

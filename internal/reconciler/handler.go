@@ -331,6 +331,8 @@ type run struct {
 	start     time.Time
 	workUntil time.Time
 	hardUntil time.Time
+	// watchUntil ends the watch phase (watch.go): half the work budget.
+	watchUntil time.Time
 
 	mu       sync.Mutex
 	sum      Summary
@@ -514,7 +516,7 @@ func (r *run) walk(ctx context.Context) {
 	sem := make(chan struct{}, intOr(h.Concurrency, DefaultConcurrency))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	examined := r.sum.Examined // the watch's (watch.go)
+	examined := 0
 	for active := len(streams); active > 0; {
 		active = 0
 		for _, s := range streams {

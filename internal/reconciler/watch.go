@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,16 +21,20 @@ import (
 // items that came due since the shard's cursor, in order, each task read
 // consistently (an eventually consistent read could miss a task just put,
 // and a task whose message was lost would then never be found). A task
-// still queued or running and not in by_state is adopted into it and, if
-// due, handled now by its state's rule; one that ended, is indexed, or is
-// absent (its submit failed between the two puts) needs nothing. The
-// cursor moves past an item only once its task was handled so: a failed
-// read or write stops the shard there, for the next run to repeat.
+// still queued or running and not in by_state is adopted into it; the walk
+// that follows applies its rule among every other due task's, so a flood
+// of submissions cannot take the run's MaxPerRun from the rest. One that
+// ended, is indexed, or is absent (its submit failed between the two
+// puts) needs nothing. The cursor moves past an item only once its task
+// was handled so: a failed read or write stops the shard there, for the
+// next run to repeat. The phase takes at most half the run's work budget
+// (a backlog of watch items after an outage must leave the walk its turn).
 func (r *run) watch(ctx context.Context) {
 	l := r.h.Ledger
 	if l.Config().WatchTable == "" {
 		return
 	}
+	r.watchUntil = r.start.Add(r.workUntil.Sub(r.start) / 2)
 	cursors, err := r.cursors(ctx)
 	if err != nil {
 		r.fail(ctx, "read watch cursors", err)
@@ -69,7 +74,7 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 	}()
 	var start map[string]types.AttributeValue
 	for {
-		if ctx.Err() != nil || !r.workLeft() {
+		if ctx.Err() != nil || !time.Now().Before(r.watchUntil) {
 			r.count(func(s *Summary) { s.Partial = true })
 			return
 		}
@@ -116,27 +121,8 @@ func (r *run) watched(ctx context.Context, t *ledger.Task) bool {
 	if !unindexed(t) {
 		return true
 	}
-	nt, ok, err := r.adopt(ctx, t)
-	if err != nil {
-		return false
-	}
-	if ok && r.h.Due(nt, r.now) && r.workLeft() && r.examine() {
-		r.applyRead(ctx, nt)
-	}
-	return true
-}
-
-// examine counts a task examined if the run's MaxPerRun allows one more;
-// past it the run is partial (an adopted task is left to a later walk).
-func (r *run) examine() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sum.Examined >= intOr(r.h.MaxPerRun, DefaultMaxPerRun) {
-		r.sum.Partial = true
-		return false
-	}
-	r.sum.Examined++
-	return true
+	_, _, err := r.adopt(ctx, t)
+	return err == nil
 }
 
 // unindexed reports whether t is a watched task not yet in by_state:
@@ -235,7 +221,7 @@ func (r *run) pending(ctx context.Context) int {
 			cond, vals[":lo"] = "pk = :pk AND sk > :lo", attr(c)
 		}
 		p := dynamodb.NewQueryPaginator(l.DB(), &dynamodb.QueryInput{TableName: aws.String(l.Config().WatchTable), KeyConditionExpression: aws.String(cond),
-			ExpressionAttributeValues: vals, Select: types.SelectCount})
+			ExpressionAttributeValues: vals, Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {

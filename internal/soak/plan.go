@@ -244,12 +244,14 @@ func repeat(f simulated.Fault, n int) []simulated.Fault {
 func awsSteps(t *task, seed int64) []faultinject.Step {
 	switch t.kind {
 	case DDBThrottle:
-		// Which call is throttled is drawn per task: the submit's put, the
+		// Which call is throttled is drawn per task: one of the submit's puts, the
 		// worker's claim, or the second UpdateItem (a heartbeat or the
 		// completion).
 		switch u := faultinject.Draw(seed, "ddb_throttle", t.id); {
-		case u < 1.0/3:
+		case u < 1.0/6: // the watch item's
 			return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 1, Kind: faultinject.Throttle}}
+		case u < 1.0/3: // the task's, after its watch item
+			return []faultinject.Step{{Service: "DynamoDB", Operation: "PutItem", N: 2, Kind: faultinject.Throttle}}
 		case u < 2.0/3:
 			return []faultinject.Step{{Service: "DynamoDB", Operation: "UpdateItem", N: 1, Kind: faultinject.Throttle}}
 		default:

@@ -148,8 +148,10 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			expired = old // replace it, keeping its fencing token
 			continue
 		case old.PayloadSHA256 != n.PayloadSHA256:
+			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
+		l.dropWatch(ctx, t)
 		return nil, &DuplicateError{Task: old}
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)

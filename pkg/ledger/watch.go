@@ -15,8 +15,8 @@ import (
 // by_state entry it would put at submit and delete at its end. Create puts
 // one write-once watch item per task before the task itself:
 //
-//	pk "w#<nn>" (the task's shard), sk "<due_at, 13 digits>#<task id>",
-//	task_id, expires_at (TTL: WatchRetention past due_at)
+//	pk "w#<nn>" (the task's shard), sk "<due_at, 13 digits>#<task id>#<the
+//	call's CreateNonce>", task_id, expires_at (TTL: WatchRetention past due_at)
 //
 // and the task without state_shard. The reconciler reads each watch item
 // once, when it comes due, in sk order behind a cursor per shard (the item
@@ -53,18 +53,30 @@ func WatchKey(shard int, dueMs int64, taskID string) (pk, sk string) {
 // watched reports whether submissions go through the watch table.
 func (l *Ledger) watched() bool { return l.cfg.WatchTable != "" }
 
-// putWatch puts t's watch item. Unconditional: a repeat (a lost reply, a
-// resubmission in the same millisecond) writes the same item.
-func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
+// watchItemKey is the key of the watch item of t's Create call: WatchKey
+// and the call's CreateNonce, so no two calls share an item.
+func (l *Ledger) watchItemKey(t *Task) map[string]types.AttributeValue {
 	pk, sk := WatchKey(l.Shard(t.TaskID), t.DueAt, t.TaskID)
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &l.cfg.WatchTable,
-		Item: map[string]types.AttributeValue{
-			"pk": str(pk), "sk": str(sk), "task_id": str(t.TaskID),
-			"expires_at": num(time.UnixMilli(t.DueAt).Add(WatchRetention).Unix()),
-		},
-	})
+	return map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk + "#" + t.CreateNonce)}
+}
+
+// putWatch puts the watch item of t's Create call. Unconditional: a
+// repeat (a lost reply) writes the same item.
+func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
+	item := l.watchItemKey(t)
+	item["task_id"], item["expires_at"] = str(t.TaskID), num(time.UnixMilli(t.DueAt).Add(WatchRetention).Unix())
+	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.cfg.WatchTable, Item: item})
 	return wrapErr("PutItem watch", err)
+}
+
+// dropWatch deletes the watch item of a Create call that put no task (a
+// replay, a key reused with another payload), so a refused submit leaves
+// nothing behind. Best effort: an item left by a failed delete only costs
+// the reconciler one read of a task that needs nothing.
+func (l *Ledger) dropWatch(ctx context.Context, t *Task) {
+	if l.watched() {
+		_, _ = l.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &l.cfg.WatchTable, Key: l.watchItemKey(t)})
+	}
 }
 
 // Adopt puts t — a task the watch found queued or running and not in
