@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -138,7 +138,7 @@ type status struct {
 	reviews int
 	more    bool // open reviews is a lower bound
 	// pending: submitted tasks whose watch items the reconciler has not
-	// read yet (overview.WatchPending), in no live count until it adopts
+	// read yet (tasklist.WatchPending), in no live count until it adopts
 	// them; -1 without a watch table.
 	pending int
 }
@@ -179,7 +179,7 @@ func readStatus(ctx context.Context, l *ledger.Ledger) (status, error) {
 		}
 	}
 	if l.Config().WatchTable != "" {
-		n, _, err := overview.WatchPending(ctx, l)
+		n, _, err := tasklist.WatchPending(ctx, l)
 		if err != nil {
 			return st, err
 		}

@@ -25,7 +25,7 @@
 //     page is ~25 read units; a handful of open items, 0.5.
 //
 //   - with a watch table, the submitted tasks not yet checked
-//     ([WatchPending]): one consistent Query of the cursors and one
+//     (tasklist.WatchPending): one consistent Query of the cursors and one
 //     consistent Select COUNT Query per shard of the watch items past its
 //     cursor (about the last dispatch timeout's submissions, ~90 bytes
 //     each: one read unit per ~45). They are queued or running unless

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -143,7 +144,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 	}
 
 	if r.Ledger.Config().WatchTable != "" {
-		n, q, err := WatchPending(ctx, r.Ledger)
+		n, q, err := tasklist.WatchPending(ctx, r.Ledger)
 		o.Cost.Queries += q
 		if err != nil {
 			return Overview{}, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -147,29 +146,8 @@ func (r *run) adopt(ctx context.Context, t *ledger.Task) (*ledger.Task, bool, er
 
 // cursors reads every shard's cursor ("" where none was written yet).
 func (r *run) cursors(ctx context.Context) (map[int]string, error) {
-	cfg := r.h.Ledger.Config()
-	out := map[int]string{}
-	var start map[string]types.AttributeValue
-	for {
-		page, err := r.h.Ledger.DB().Query(ctx, &dynamodb.QueryInput{
-			TableName:                 &cfg.WatchTable,
-			KeyConditionExpression:    aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attr(ledger.CursorPK)},
-			ConsistentRead:            aws.Bool(true),
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range page.Items {
-			if n, err := strconv.Atoi(attrS(it, "sk")); err == nil {
-				out[n] = attrS(it, "at")
-			}
-		}
-		if start = page.LastEvaluatedKey; len(start) == 0 {
-			return out, nil
-		}
-	}
+	c, _, err := tasklist.WatchCursors(ctx, r.h.Ledger)
+	return c, err
 }
 
 // advance moves shard's cursor to at, never back: two runs at once each
@@ -199,37 +177,18 @@ func attrS(item map[string]types.AttributeValue, name string) string {
 
 func attr(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
-// pending counts the watch items no run has read yet, over every shard:
-// the submissions of about the last dispatch timeout, queued or running
-// unless they ended meanwhile (they are in no by_state count until
-// adopted). -1: no watch table, or a read failed.
+// pending counts the watch items no run has read yet
+// (tasklist.WatchPending): the submissions of about the last dispatch
+// timeout, queued or running unless they ended meanwhile. -1: no watch
+// table, or a read failed.
 func (r *run) pending(ctx context.Context) int {
-	l := r.h.Ledger
-	if l.Config().WatchTable == "" {
+	if r.h.Ledger.Config().WatchTable == "" {
 		return -1
 	}
-	cursors, err := r.cursors(ctx)
+	n, _, err := tasklist.WatchPending(ctx, r.h.Ledger)
 	if err != nil {
-		r.fail(ctx, "read watch cursors", err)
+		r.fail(ctx, "count watch items", err)
 		return -1
-	}
-	n := 0
-	for shard := range l.Config().Shards {
-		pk, _ := ledger.WatchKey(shard, 0, "")
-		cond, vals := "pk = :pk", map[string]types.AttributeValue{":pk": attr(pk)}
-		if c := cursors[shard]; c != "" {
-			cond, vals[":lo"] = "pk = :pk AND sk > :lo", attr(c)
-		}
-		p := dynamodb.NewQueryPaginator(l.DB(), &dynamodb.QueryInput{TableName: aws.String(l.Config().WatchTable), KeyConditionExpression: aws.String(cond),
-			ExpressionAttributeValues: vals, Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				r.fail(ctx, "count watch items", err, "shard", shard)
-				return -1
-			}
-			n += int(page.Count)
-		}
 	}
 	return n
 }
