@@ -13,6 +13,11 @@
 // caller's task. Each call's reads are bounded; a page may end early with
 // a cursor to continue.
 //
+// The reconciler's reads of the same kind live here too: ReadTasks (a
+// batch of tasks, consistently when a decision follows), and the watch
+// table's cursors and pending count (WatchCursors, WatchPending), which
+// the overview and the make-run status line show as well.
+//
 // The cursors of ListByOwner and ListAwaitingApproval are opaque and
 // signed (cursor.go): one is only ever accepted back by the same list for
 // the same viewer, and a refused one is ledger.ErrBadCursor (wrapped).
