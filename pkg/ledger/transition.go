@@ -29,10 +29,11 @@ type ClaimOptions struct {
 // returning ALL_NEW, as row claim allows: state=running,
 // assignment_version (the fencing token) and attempts +1, and the lease.
 // A claim refused by a retry_wait task is followed by a second write, row
-// claim_retry, which also moves its by_state entry. With AllowTakeover, a claim refused by a running task whose lease
-// expired is followed by a second write, row claim_takeover, at the
-// version that refusal read. A lost reply retried by the SDK is
-// recognised by write_nonce and returned as claimed, not as "leased".
+// claim_retry, which also moves its by_state entry. With AllowTakeover, a
+// claim refused by a running task whose lease expired is followed by a
+// second write, row claim_takeover, at the version that refusal read. A
+// lost reply retried by the SDK is recognised by write_nonce and returned
+// as claimed, not as "leased".
 //
 // Errors: *NotClaimableError with the reason (terminal, parked, leased,
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
