@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -45,8 +46,15 @@ func TestCancelFromAReadBeforeAResumedWorkersCallStartIsNotCancelledAsNotActed(t
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
+		// The write from the stale read is refused (the lease it read was
+		// renewed since); the API then tries again from the task the
+		// refusal returned, as here.
 		cancelled, err := b.l.CancelRunning(ctx, read)
-		if err != nil {
+		var ce *ledger.ConflictError
+		if !errors.As(err, &ce) || ce.Task == nil {
+			t.Fatalf("cancel from a read whose lapsed lease was renewed since = %+v, %v; want a *ConflictError with the task", cancelled, err)
+		}
+		if cancelled, err = b.l.CancelRunning(ctx, ce.Task); err != nil {
 			t.Fatal(err)
 		}
 		// Past Settle (30 s) after the cancel, which made the task due at

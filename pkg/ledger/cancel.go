@@ -37,17 +37,23 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	// The fenced call started while its lease held, so it ends by the
 	// lease's end plus the call timeout however late the cancel came: the
 	// uncertainty dates from there (Task.UnknownSince), or from when an
-	// unknown task's already did.
+	// unknown task's already did. A lapsed lease read must still be the
+	// item's (guard "lapsed lease as read"): a worker that renewed it since
+	// may have started its call after it.
+	c := &Call{Now: now, Version: read.AssignmentVersion}
 	switch {
 	case read.State == StateUnknown:
 		u.set("unknown_since", num(read.UnknownSince().UnixMilli()))
 	case read.LeaseUntil > 0:
 		u.set("unknown_since", num(read.LeaseUntil))
+		if read.LeaseUntil < now.UnixMilli() {
+			c.LeaseUntil = read.LeaseUntil
+		}
 	}
 	u.set("cancel_version", num(read.AssignmentVersion))
 	setError(u, ErrorCancelRequested, CancelRequestedMessage)
 	u.remove("lease_owner", "lease_until")
-	t, _, err := l.decideOne(ctx, "cancel_running", read.TaskID, &Call{Now: now, Version: read.AssignmentVersion}, u)
+	t, _, err := l.decideOne(ctx, "cancel_running", read.TaskID, c, u)
 	return t, err
 }
 

@@ -101,6 +101,7 @@ type Call struct {
 	SHA256     string        // the result hash read (Reject) or approved (Approve)
 	Round      int           // the approval round read
 	Parent     string        // a delivery's approved task
+	LeaseUntil int64         // a lapsed lease read (CancelRunning), 0: none
 }
 
 // Guard is one conjunct of a condition: a DynamoDB condition fragment and
@@ -196,6 +197,12 @@ var (
 		func(t *Task, c *Call) bool { return t.ApprovalRound == c.Round })
 	gApproved  = guard("approved", "#approval_state = :approved", func(t *Task, _ *Call) bool { return t.ApprovalState == ApprovalApproved })
 	gUnstarted = guard("never claimed", "#assignment_version = :zero", func(t *Task, _ *Call) bool { return t.AssignmentVersion == 0 })
+	// A cancel that dates the fenced call's uncertainty from a lapsed lease
+	// it read (CancelRunning) holds only while nothing renewed that lease:
+	// a worker resuming in between may start a call after it.
+	gLapsedLeaseAsRead = varying("lapsed lease as read (when given)", "#lease_until = :read_lease (when given)",
+		func(c *Call) string { return pick(c.LeaseUntil > 0, "#lease_until = :read_lease", "") },
+		func(t *Task, c *Call) bool { return c.LeaseUntil == 0 || t.LeaseUntil == c.LeaseUntil })
 	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
 
@@ -302,7 +309,7 @@ var transitions = []Transition{
 	// Cancel (cancel.go).
 	{Op: "cancel", Method: "Cancel", Actors: byRequester, From: states(StateQueued, StateRetryWait), Guards: guards(gExists, inFromC),
 		To: StateCancelled, Refusal: RefusedConflict, Repeat: true},
-	{Op: "cancel_running", Method: "CancelRunning", Actors: byRequester, From: fromRunOrUnknown, Fence: AtVersion, Guards: guards(atMine, inFrom, gNoCancelPending),
+	{Op: "cancel_running", Method: "CancelRunning", Actors: byRequester, From: fromRunOrUnknown, Fence: AtVersion, Guards: guards(atMine, inFrom, gNoCancelPending, gLapsedLeaseAsRead),
 		To: StateUnknown, Version: Up, Refusal: RefusedConflict},
 	fencedRow("cancel_unknown", "CancelUnknown", byEither, fromUnknown, guards(atMine, inFrom, gCancelOfPrev), StateCancelled),
 	fencedRow("complete_cancelled", "CompleteCancelled", byWorker, fromUnknown, guards(gGateOff, atMine, inFrom, gCancelOfPrev, gNoResult), StateCompleted),
@@ -509,7 +516,7 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 // value is the value of a guard's placeholder p for c.
 func (c *Call) value(p string) types.AttributeValue {
 	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
-		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0}
+		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil}
 	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
 	if n, ok := nums[p]; ok {
