@@ -251,6 +251,7 @@ func (h *Handler) Handle(ctx context.Context, ev json.RawMessage) (Summary, erro
 	r.drainDLQ(ctx)
 	r.watch(ctx)
 	r.walk(ctx)
+	r.sweep(ctx)
 	r.measure(ctx)
 
 	r.sum.DurationMs = time.Since(r.start).Milliseconds()
@@ -337,6 +338,10 @@ type run struct {
 	mu       sync.Mutex
 	sum      Summary
 	firstErr error
+	// adopted are the tasks the watch adopted that were due; walked, the
+	// tasks the walk handled (watch.go, sweep).
+	adopted []string
+	walked  map[string]bool
 
 	// backlogOnce asks Backlog at most once per run, and only when a
 	// queued or retry_wait task is due for a re-send.
@@ -345,7 +350,7 @@ type run struct {
 }
 
 func (h *Handler) newRun(ctx context.Context) *run {
-	r := &run{h: h, log: h.Log, now: h.Ledger.Now().UTC(), start: time.Now()}
+	r := &run{h: h, log: h.Log, now: h.Ledger.Now().UTC(), start: time.Now(), walked: map[string]bool{}}
 	if r.log == nil {
 		r.log = logging.Discard()
 	}

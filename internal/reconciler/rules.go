@@ -22,6 +22,9 @@ import (
 // again and again; a GetItem each would double what the relay costs).
 // Everything else is read consistently first.
 func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
+	r.mu.Lock()
+	r.walked[ref.TaskID] = true
+	r.mu.Unlock()
 	if t, ok := ref.RelayTask(); ok {
 		if budgetLeft, _ := t.BudgetLeft(r.now); budgetLeft {
 			r.count(func(s *Summary) { s.Examined++ })

@@ -183,3 +183,37 @@ func TestWatchCursorStaysBeforeATaskItCouldNotAdopt(t *testing.T) {
 		}
 	})
 }
+
+// lagIndex hides every by_state entry from the walk's queries, as
+// DynamoDB's eventually consistent index may for an entry just written.
+type lagIndex struct{ ledger.DynamoDB }
+
+func (l lagIndex) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if aws.ToString(in.IndexName) == ledger.ByStateIndex {
+		return &dynamodb.QueryOutput{}, nil
+	}
+	return l.DynamoDB.Query(ctx, in, o...)
+}
+
+// A task the watch adopts is handled in the same run even when the index
+// does not show its new entry to the walk yet: a lost send is re-sent in
+// the run that found it, not one period later.
+func TestAdoptedTaskIsHandledInTheSameRunWhileTheIndexLags(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		l, err := ledger.New(lagIndex{e.DDB}, b.l.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.l = l
+		task := create(t, b, "lagging-index")
+		b.clock.Advance(ledger.DefaultDispatchTimeout + time.Second)
+		if s := handle(t, b.handler()); s.Adopted != 1 || s.Resent != 1 {
+			t.Fatalf("run: %+v; want the task adopted and re-sent in the same run", s)
+		}
+		if ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL); len(ids) != 1 || ids[0] != task.TaskID {
+			t.Fatalf("queue = %v, want one message for %s", ids, task.TaskID)
+		}
+	})
+}
