@@ -248,6 +248,13 @@ async function main() {
       // This tab stops hearing from the API about this task (a stale tab) ...
       const held = (route) => (route.request().method() === 'GET' ? route.abort() : route.continue());
       await page.route(`**/tasks/${id}`, held);
+      // A poll sent before the route went in may still be on its way and
+      // would bring the other reviewer's result. The page polls one request
+      // at a time, so once one is aborted none is left in flight; a page
+      // that stopped polling has none either (a few seconds without one).
+      await page.waitForEvent('requestfailed', {
+        predicate: (r) => r.method() === 'GET' && new URL(r.url()).pathname.endsWith('/tasks/' + id), timeout: 5000,
+      }).catch(() => {});
       // ... while another reviewer edits and approves it, then withdraws.
       const cur = await api('GET', '/tasks/' + id);
       const edited = { ...cur.body.result, text: cur.body.result.text + ' (second reviewer)' };
