@@ -338,9 +338,11 @@ type run struct {
 	mu       sync.Mutex
 	sum      Summary
 	firstErr error
-	// adopted are the tasks the watch adopted that were due; walked, the
-	// tasks the walk handled (watch.go, sweep).
-	adopted []string
+	// adopted are the tasks the watch adopted that were due, as the adopt
+	// wrote them (its consistent answer: the walk applies their rules
+	// without reading them again); walked, the tasks the walk handled
+	// (watch.go, sweep).
+	adopted map[string]*ledger.Task
 	walked  map[string]bool
 
 	// backlogOnce asks Backlog at most once per run, and only when a
@@ -350,7 +352,7 @@ type run struct {
 }
 
 func (h *Handler) newRun(ctx context.Context) *run {
-	r := &run{h: h, log: h.Log, now: h.Ledger.Now().UTC(), start: time.Now(), walked: map[string]bool{}}
+	r := &run{h: h, log: h.Log, now: h.Ledger.Now().UTC(), start: time.Now(), walked: map[string]bool{}, adopted: map[string]*ledger.Task{}}
 	if r.log == nil {
 		r.log = logging.Discard()
 	}

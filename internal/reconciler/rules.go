@@ -24,6 +24,7 @@ import (
 func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 	r.mu.Lock()
 	r.walked[ref.TaskID] = true
+	adopted := r.adopted[ref.TaskID]
 	r.mu.Unlock()
 	if t, ok := ref.RelayTask(); ok {
 		if budgetLeft, _ := t.BudgetLeft(r.now); budgetLeft {
@@ -31,6 +32,10 @@ func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 			r.relay(ctx, t)
 			return
 		}
+	}
+	if adopted != nil { // written by this run's watch a moment ago
+		r.apply(ctx, ref.TaskID, adopted, nil)
+		return
 	}
 	r.reconcile(ctx, ref.TaskID)
 }

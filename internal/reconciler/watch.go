@@ -123,7 +123,7 @@ func (r *run) watched(ctx context.Context, t *ledger.Task) bool {
 	nt, ok, err := r.adopt(ctx, t)
 	if ok && r.h.Due(nt, r.now) {
 		r.mu.Lock()
-		r.adopted = append(r.adopted, nt.TaskID)
+		r.adopted[nt.TaskID] = nt
 		r.mu.Unlock()
 	}
 	return err == nil
@@ -135,7 +135,7 @@ func (r *run) watched(ctx context.Context, t *ledger.Task) bool {
 // left of the run's MaxPerRun and work budget: a lost send near its age
 // deadline is then handled in this run, not the next.
 func (r *run) sweep(ctx context.Context) {
-	for _, id := range r.adopted {
+	for id, t := range r.adopted {
 		switch {
 		case r.walked[id]:
 			continue
@@ -143,7 +143,7 @@ func (r *run) sweep(ctx context.Context) {
 			r.count(func(s *Summary) { s.Partial = true })
 			return
 		}
-		r.reconcile(ctx, id)
+		r.apply(ctx, id, t, nil)
 	}
 }
 
