@@ -33,7 +33,10 @@ func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
 			return
 		}
 	}
-	if adopted != nil { // written by this run's watch a moment ago
+	// Written by this run's watch a moment ago, and still what the index
+	// entry shows (a write since — a release, an unknown outcome — moves
+	// its due_at or its partition): else it is read again.
+	if adopted != nil && adopted.DueAt == ref.DueAt && ledger.PartitionOf(adopted.State) == ref.Partition() {
 		r.apply(ctx, ref.TaskID, adopted, nil)
 		return
 	}
