@@ -1,12 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -37,18 +35,7 @@ func TestAwaitReadbackWithCallInFlightIsNotCalledAbsent(t *testing.T) {
 		}
 		e.DrainTaskIDs(t, e.Names.TaskQueueURL)
 
-		b.prov.Script(task.TaskID, simulated.Long)
-		done := make(chan error, 1)
-		go func() { // the lapsed worker's call, still running (started before its lease ended)
-			_, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
-			done <- err
-		}()
-		for started := false; !started; { // await the call's start at the provider
-			started = len(b.prov.Events(task.TaskID)) > 0
-			if !started {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+		done := startLongCall(t, b, task)          // the lapsed worker's call, still running (started before its lease ended)
 		b.clock.Set(deadline.Add(5 * time.Second)) // 35 s after the lease's end: within the 1-minute call timeout
 		s := handle(t, b.handler())
 		if err := <-done; err != nil {

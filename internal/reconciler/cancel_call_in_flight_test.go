@@ -1,12 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -41,18 +39,7 @@ func TestCancelWhileRunningWithCallInFlightIsNotCancelledAsNotActed(t *testing.T
 				if claimed := claim(t, b, task.TaskID); c.opts.NoIdempotency {
 					markCall(t, b, claimed) // the worker marks the call it starts
 				}
-				b.prov.Script(task.TaskID, simulated.Long)
-				done := make(chan error, 1)
-				go func() { // the fenced worker's call, still running (its renewals fail)
-					_, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
-					done <- err
-				}()
-				for started := false; !started; { // await the call's start at the provider
-					started = len(b.prov.Events(task.TaskID)) > 0
-					if !started {
-						time.Sleep(5 * time.Millisecond)
-					}
-				}
+				done := startLongCall(t, b, task) // the fenced worker's call, still running (its renewals fail)
 				if _, err := b.l.CancelRunning(ctx, get(t, b, task.TaskID)); err != nil {
 					t.Fatal(err)
 				}

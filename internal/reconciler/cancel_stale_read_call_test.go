@@ -1,12 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -34,18 +32,7 @@ func TestCancelFromAReadBeforeAResumedWorkersCallStartIsNotCancelledAsNotActed(t
 		// The worker resumes before the cancel's write: it marks its call
 		// (renewing the lapsed lease) and calls the provider.
 		markCall(t, b, claimed)
-		b.prov.Script(task.TaskID, simulated.Long)
-		done := make(chan error, 1)
-		go func() {
-			_, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
-			done <- err
-		}()
-		for started := false; !started; { // await the call's start at the provider
-			started = len(b.prov.Events(task.TaskID)) > 0
-			if !started {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+		done := startLongCall(t, b, task)
 		// The write from the stale read is refused (the lease it read was
 		// renewed since); the API then tries again from the task the
 		// refusal returned, as here.

@@ -1,12 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -33,19 +31,8 @@ func TestExpiredLeasePastDeadlineWithCallInFlightIsNotCalledAbsent(t *testing.T)
 		deadline := time.UnixMilli(task.DeadlineMs)
 		b.clock.Set(deadline.Add(-time.Second))
 		markCall(t, b, claim(t, b, task.TaskID)) // the worker marks the call it starts
-		b.prov.Script(task.TaskID, simulated.Long)
-		done := make(chan error, 1)
-		go func() { // the lapsed worker's call, still running
-			_, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
-			done <- err
-		}()
-		for started := false; !started; { // await the call's start at the provider
-			started = len(b.prov.Events(task.TaskID)) > 0
-			if !started {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-		b.clock.Set(deadline.Add(time.Minute)) // lease (30 s) lapsed, age budget over
+		done := startLongCall(t, b, task)        // the lapsed worker's call, still running
+		b.clock.Set(deadline.Add(time.Minute))   // lease (30 s) lapsed, age budget over
 		s := handle(t, b.handler())
 		if err := <-done; err != nil {
 			t.Fatalf("the in-flight call failed: %v", err)

@@ -1,11 +1,9 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -30,16 +28,8 @@ func TestReadbackNotFoundDuringALapsedCallDoesNotRequeue(t *testing.T) {
 		b := setup(t, e, simulated.Options{NoIdempotency: true, LongDelay: 8 * time.Second, CallTimeout: 2 * time.Minute})
 		task := create(t, b, "inflight-requeue")
 		markCall(t, b, claim(t, b, task.TaskID)) // lease 30 s; the worker marks the call it starts
-		b.prov.Script(task.TaskID, simulated.Long)
-		done := make(chan struct{})
-		go func() { // the lapsed worker's call, still running (bounded by its 2 min call timeout)
-			defer close(done)
-			_, _ = b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
-		}()
+		done := startLongCall(t, b, task)        // the lapsed worker's call, still running (bounded by its 2 min call timeout)
 		defer func() { <-done }()
-		for len(b.prov.Events(task.TaskID)) == 0 { // await the call's start at the provider
-			time.Sleep(5 * time.Millisecond)
-		}
 		b.clock.Advance(40 * time.Second) // lease + grace over: 10 s into the call's 2 min
 		if s := handle(t, b.handler()); s.ExpiredToUnknown != 1 {
 			t.Fatalf("first run: %+v, want the lease expired to unknown", s)

@@ -797,3 +797,20 @@ func TestHandleTaskMovesOnlyTheNamedDueTask(t *testing.T) {
 		}
 	})
 }
+
+// startLongCall starts task's provider call as its worker would, one that
+// runs on (simulated.Long), and returns once the provider has it; the
+// channel gets the call's error when it ends.
+func startLongCall(t *testing.T, b *bundle, task *ledger.Task) <-chan error {
+	t.Helper()
+	b.prov.Script(task.TaskID, simulated.Long)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.prov.Generate(ctx, contract.Request{OperationID: task.TaskID, Attempt: 1, Kind: task.Kind, Input: json.RawMessage(task.Input)})
+		done <- err
+	}()
+	for len(b.prov.Events(task.TaskID)) == 0 { // await the call's start at the provider
+		time.Sleep(5 * time.Millisecond)
+	}
+	return done
+}
