@@ -1,38 +1,12 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/testenv"
 )
-
-// watchItemsOf counts the watch items naming task id (a consistent scan:
-// the tests' watch table holds few items).
-func watchItemsOf(t *testing.T, e *testenv.Env, id string) int {
-	t.Helper()
-	n := 0
-	p := dynamodb.NewScanPaginator(e.DDB, &dynamodb.ScanInput{
-		TableName:                 &e.Names.WatchTable,
-		ConsistentRead:            aws.Bool(true),
-		FilterExpression:          aws.String("task_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += int(page.Count)
-	}
-	return n
-}
 
 // DESIGN §1.2: the same key with a different payload "is rejected with
 // 422 and writes nothing". A watch item is a write that outlives the
@@ -49,15 +23,15 @@ func TestKeyReuseAndReplayLeaveNoWatchItem(t *testing.T) {
 		resp := b.do(t, submitReq("watch-reuse", body("first payload")))
 		wantStatus(t, resp, http.StatusAccepted)
 		id := view(t, resp).TaskID
-		if n := watchItemsOf(t, e, id); n != 1 {
+		if n := len(e.WatchSKs(t, id)); n != 1 {
 			t.Fatalf("accepted submit left %d watch items, want 1", n)
 		}
 
 		wantProblem(t, b.do(t, submitReq("watch-reuse", body("another payload"))), http.StatusUnprocessableEntity, api.TypeIdempotencyKeyReused)
-		afterReuse := watchItemsOf(t, e, id)
+		afterReuse := len(e.WatchSKs(t, id))
 
 		wantStatus(t, b.do(t, submitReq("watch-reuse", body("first payload"))), http.StatusOK)
-		afterReplay := watchItemsOf(t, e, id)
+		afterReplay := len(e.WatchSKs(t, id))
 
 		if afterReuse != 1 || afterReplay != 1 {
 			t.Fatalf("watch items naming %s: %d after the 422 key reuse, %d after the 200 replay; want 1 each (only the accepted submit's)",

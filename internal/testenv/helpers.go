@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/taskledger/taskledger/internal/dispatch"
@@ -93,6 +95,31 @@ func (e *Env) DrainTaskIDs(t testing.TB, url string) []string {
 			ids = append(ids, msg.TaskID)
 		}
 	}
+}
+
+// WatchSKs returns the sort keys of the watch items naming task id (a
+// consistent scan: a test's watch table holds few items).
+func (e *Env) WatchSKs(t testing.TB, id string) []string {
+	t.Helper()
+	var sks []string
+	p := dynamodb.NewScanPaginator(e.DDB, &dynamodb.ScanInput{
+		TableName:                 &e.Names.WatchTable,
+		ConsistentRead:            aws.Bool(true),
+		FilterExpression:          aws.String("task_id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatalf("scan the watch table: %v", err)
+		}
+		for _, it := range page.Items {
+			if sk, ok := it["sk"].(*types.AttributeValueMemberS); ok {
+				sks = append(sks, sk.Value)
+			}
+		}
+	}
+	return sks
 }
 
 // Payloads returns a claim-check store on the Env's payload bucket with

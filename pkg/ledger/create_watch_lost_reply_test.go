@@ -7,36 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
-
-// watchSKs returns the sort keys of the watch items naming id (a
-// consistent scan: the tests' watch table holds few items).
-func watchSKs(t *testing.T, b *bundle, id string) []string {
-	t.Helper()
-	var sks []string
-	p := dynamodb.NewScanPaginator(b.env.DDB, &dynamodb.ScanInput{
-		TableName:                 &b.env.Names.WatchTable,
-		ConsistentRead:            aws.Bool(true),
-		FilterExpression:          aws.String("task_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range page.Items {
-			sks = append(sks, it["sk"].(*types.AttributeValueMemberS).Value)
-		}
-	}
-	return sks
-}
 
 // A submit's task put whose reply is lost — inside the SDK's retry loop
 // (its repeat fails the condition on the task it put) or past it (the
@@ -94,7 +67,7 @@ func TestCreateKeepsTheWatchItemOfItsOwnTaskPutAfterALostReply(t *testing.T) {
 					if stored.State != ledger.StateQueued || stored.StateShard != "" {
 						t.Fatalf("stored task %s (state_shard %q); want the new queued, unindexed task", stored.State, stored.StateShard)
 					}
-					sks := watchSKs(t, b, stored.TaskID)
+					sks := b.env.WatchSKs(t, stored.TaskID)
 					found := false
 					for _, sk := range sks {
 						found = found || strings.HasSuffix(sk, "#"+stored.CreateNonce)
