@@ -34,7 +34,7 @@ func (r *run) watch(ctx context.Context) {
 		return
 	}
 	r.watchUntil = r.start.Add(r.workUntil.Sub(r.start) / 2)
-	cursors, err := r.cursors(ctx)
+	cursors, _, err := tasklist.WatchCursors(ctx, l)
 	if err != nil {
 		r.fail(ctx, "read watch cursors", err)
 		return
@@ -165,12 +165,6 @@ func (r *run) adopt(ctx context.Context, t *ledger.Task) (*ledger.Task, bool, er
 		r.count(func(s *Summary) { s.Adopted++ })
 	}
 	return nt, ok, err
-}
-
-// cursors reads every shard's cursor ("" where none was written yet).
-func (r *run) cursors(ctx context.Context) (map[int]string, error) {
-	c, _, err := tasklist.WatchCursors(ctx, r.h.Ledger)
-	return c, err
 }
 
 // advance moves shard's cursor to at, never back: two runs at once each
