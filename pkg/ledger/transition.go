@@ -25,6 +25,14 @@ type ClaimOptions struct {
 	TakeoverKind  string
 }
 
+// withDefaults returns o with a lease of 30 s where it gives none.
+func (o ClaimOptions) withDefaults() ClaimOptions {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	return o
+}
+
 // Claim takes the task for one attempt with one conditional UpdateItem
 // returning ALL_NEW, as row claim allows: state=running,
 // assignment_version (the fencing token) and attempts +1, and the lease.
@@ -39,9 +47,7 @@ type ClaimOptions struct {
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
 // contended), *ThrottledError.
 func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
-	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
-	}
+	o = o.withDefaults()
 	now := l.cfg.Now().UTC()
 	tr, c := row("claim"), &Call{Now: now}
 	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(l.claimUpdate(now, o), c))
@@ -60,9 +66,7 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 // moved to active), the refused claim's second write (Claim). Errors: as
 // Claim's.
 func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
-	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
-	}
+	o = o.withDefaults()
 	now := l.cfg.Now().UTC()
 	tr, c := row("claim_retry"), &Call{Now: now}
 	if !tr.Allows(read, *c) {
@@ -82,9 +86,7 @@ func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*T
 // attempts record, until a readback or the task's end settles it, and its
 // history says unknown, not "not recorded". Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
-	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
-	}
+	o = o.withDefaults()
 	now := l.cfg.Now().UTC()
 	tr, c := row("claim_takeover"), &Call{Now: now, Kind: o.TakeoverKind, Version: read.AssignmentVersion}
 	if !tr.Allows(read, *c) {
