@@ -45,8 +45,9 @@ flags (anywhere):
   --json                                         JSON output
 
 --park N names the park an action decides: the park count review show
-prints (default: the review item's as the command reads it). Repeat a
-command whose outcome you did not see with the same --park N:
+prints (default: the review item's as the command reads it); the commands
+a review's safe actions suggest carry their park's. Repeat a command whose
+outcome you did not see with the same --park N:
   - applied to park N already: nothing changes, it prints "already applied"
     (exit 0); a retry also after the task was parked again since, if it has
     no approval gate (only a retry lets a park be followed by another);

@@ -323,3 +323,109 @@ func TestRepeatWithParkAfterReparkDecidesNothingNew(t *testing.T) {
 		}
 	})
 }
+
+// words splits a command as a POSIX shell does the ones reviews suggest:
+// blanks separate words, and double quotes (with backslash escapes) keep
+// one word.
+func words(t *testing.T, cmd string) []string {
+	t.Helper()
+	var out []string
+	var w strings.Builder
+	in, quoted, escaped := false, false, false
+	for _, r := range cmd {
+		switch {
+		case escaped:
+			w.WriteRune(r)
+			escaped = false
+		case quoted && r == '\\':
+			escaped = true
+		case r == '"':
+			quoted, in = !quoted, true
+		case !quoted && (r == ' ' || r == '\t'):
+			if in {
+				out = append(out, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteRune(r)
+			in = true
+		}
+	}
+	if quoted || escaped {
+		t.Fatalf("unbalanced quoting in %q", cmd)
+	}
+	if in {
+		out = append(out, w.String())
+	}
+	return out
+}
+
+// suggested returns the command of r's safe actions that starts with
+// prefix ("taskledger review retry"), split into the CLI's arguments.
+func suggested(t *testing.T, r *ledger.Review, prefix string) []string {
+	t.Helper()
+	for _, c := range testenv.ReviewCommands(r.SafeActions) {
+		if strings.HasPrefix(c, prefix) {
+			w := words(t, c)
+			if w[0] != "taskledger" {
+				t.Fatalf("%q does not run taskledger", c)
+			}
+			return w[1:]
+		}
+	}
+	t.Fatalf("review of %s (park %d) suggests no %q: %q", r.TaskID, r.ParkCount, prefix, r.SafeActions)
+	return nil
+}
+
+// TestSuggestedCommandsRunVerbatimAndDecideTheirPark: the commands a
+// review suggests run as printed (only the deployment's flags added), and
+// each decides the park it was read on. The operator runs park 1's retry;
+// the task is parked again; the resolve they had copied from park 1's
+// review (into a ticket) is then refused and changes nothing, and park 2's
+// own resolve, run as printed, decides park 2.
+func TestSuggestedCommandsRunVerbatimAndDecideTheirPark(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		x := parked(t, b, "verbatim")
+		first, err := b.l.GetReview(ctx, x.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.WantReviewCommandsAt(t, first, 1)
+		copied := suggested(t, first, "taskledger review resolve "+x.TaskID+" --outcome failed")
+
+		r := b.must(t, nil, suggested(t, first, "taskledger review retry "+x.TaskID)...)
+		if !strings.Contains(r.stdout, "decided park 1") || !strings.Contains(r.stdout, "re-queued") {
+			t.Fatalf("park 1's suggested retry:\n%s", r.stdout)
+		}
+		c, err := b.l.Claim(ctx, x.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: time.Minute})
+		if err == nil {
+			_, err = b.l.Park(ctx, c, ledger.ParkOptions{State: c.State, Version: c.AssignmentVersion},
+				review.UnknownOutcome(c, "simulated", time.Now(), "the provider offers no readback"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		f := b.cli(nil, append(copied, b.flags()...)...)
+		if f.code != 1 || !strings.Contains(f.stderr, "park 1") {
+			t.Fatalf("park 1's copied resolve, run after park 2: %+v; want it refused", f)
+		}
+		second, err := b.l.GetReview(ctx, x.TaskID)
+		if err != nil || second.ReviewStatus != ledger.ReviewOpen || second.ParkCount != 2 {
+			t.Fatalf("park 2 was decided by park 1's command: %+v (%v)", second, err)
+		}
+		testenv.WantReviewCommandsAt(t, second, 2)
+
+		r = b.must(t, nil, suggested(t, second, "taskledger review resolve "+x.TaskID+" --outcome failed")...)
+		if !strings.Contains(r.stdout, "decided park 2") {
+			t.Fatalf("park 2's suggested resolve:\n%s", r.stdout)
+		}
+		task, _ := b.l.Get(ctx, x.TaskID)
+		rv, _ := b.l.GetReview(ctx, x.TaskID)
+		if task.State != ledger.StateFailed || rv.Resolution != ledger.ResolutionFailed || rv.ParkCount != 2 || rv.ResolutionNote != "<reason>" {
+			t.Fatalf("after park 2's resolve: task %s, review %s at park %d note %q", task.State, rv.Resolution, rv.ParkCount, rv.ResolutionNote)
+		}
+	})
+}

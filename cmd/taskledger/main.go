@@ -22,7 +22,7 @@
 // submission writes it, and no command submits. --by defaults to $USER.
 // --park N binds a review action to the park it was decided on (the park
 // count review show prints; default: the review item's as the command
-// reads it). A repeat of an action already applied to its park changes
+// reads it); the commands a review's safe actions suggest carry it. A repeat of an action already applied to its park changes
 // nothing and says so (exit 0), as does a retry of a task with no
 // approval gate parked again since (only a retry lets a park be followed
 // by another); any other action given a park the task has since left is

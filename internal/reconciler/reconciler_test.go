@@ -525,6 +525,7 @@ func TestPoisonMessageBecomesReviewItem(t *testing.T) {
 		if strings.Contains(r.Summary+strings.Join(r.Known, " "), "not a task reference\"") {
 			t.Fatalf("the body leaked into the review item: %+v", r)
 		}
+		testenv.WantReviewCommandsAt(t, r, 1) // its resolve decides its only park
 		assertQueueEmpty(t, e, dlq)
 		if s.OpenReviews != 1 {
 			t.Fatalf("open reviews metric = %d, want 1", s.OpenReviews)

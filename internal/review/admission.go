@@ -24,7 +24,7 @@ func AdmissionRefused(t *ledger.Task, model, detail string) ledger.Review {
 		"whether the limit or the task's requested max_tokens is what should change",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"fix PROVIDER_ADMISSION (the template's ProviderAdmission parameter) so the model's tokens_per_minute covers the estimate, then `taskledger review retry "+id+"`",
+		"fix PROVIDER_ADMISSION (the template's ProviderAdmission parameter) so the model's tokens_per_minute covers the estimate, then "+retryCmd(id),
 		resolveFailed(id),
 	)
 	return r

@@ -24,7 +24,7 @@ func ApprovalExpired(t *ledger.Task) ledger.Review {
 	}
 	r.SafeActions = append(r.SafeActions,
 		resolveFailed(id)+"; nothing is delivered",
-		"ask again: `taskledger review retry "+id+"` generates the result again under the same task id, which then awaits approval anew (the provider is called again)",
+		"ask again: "+retryCmd(id)+" generates the result again under the same task id, which then awaits approval anew (the provider is called again)",
 	)
 	return r
 }

@@ -38,9 +38,9 @@ func DeliveryUnknownOutcome(t *ledger.Task, dest, guarantees string, at time.Tim
 		"if it did, a second send would deliver it twice: the destination does not deduplicate by operation id",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<evidence>\"` only with evidence from the destination (its record, log or reference for operation "+t.OperationID()+") that the delivery arrived",
-		"resolve as failed: `taskledger review resolve "+id+" --outcome failed --note \"<reason>\"` ends the task without delivering; only when the destination shows it never arrived",
-		"retry: `taskledger review retry "+id+"` re-sends the delivery with the same operation id; only when the destination shows it never arrived",
+		"resolve as completed: "+resolveCmd(id, ledger.ResolutionCompleted, "<evidence>")+" only with evidence from the destination (its record, log or reference for operation "+t.OperationID()+") that the delivery arrived",
+		"resolve as failed: "+resolveCmd(id, ledger.ResolutionFailed, "<reason>")+" ends the task without delivering; only when the destination shows it never arrived",
+		"retry: "+retryCmd(id)+" re-sends the delivery with the same operation id; only when the destination shows it never arrived",
 	)
 	return r
 }
@@ -76,8 +76,8 @@ func DestinationConfig(t *ledger.Task, dest string, f Failure) ledger.Review {
 		"which setting is wrong: the destination's entry in TASKLEDGER_DESTINATIONS, the endpoint URL, its signing secret, the Lambda function, the SES sender identity, or the IAM permissions",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"fix the destination configuration (TASKLEDGER_DESTINATIONS, DeliveryWebhookSecretArns, the secret's value, DeliveryLambdaFunctionArns, DeliveryEmailIdentity), then `taskledger review retry "+id+"`",
-		"resolve as failed: `taskledger review resolve "+id+" --outcome failed --note \"<reason>\"` ends the task without delivering",
+		"fix the destination configuration (TASKLEDGER_DESTINATIONS, DeliveryWebhookSecretArns, the secret's value, DeliveryLambdaFunctionArns, DeliveryEmailIdentity), then "+retryCmd(id),
+		"resolve as failed: "+resolveCmd(id, ledger.ResolutionFailed, "<reason>")+" ends the task without delivering",
 	)
 	return r
 }

@@ -51,5 +51,11 @@
 // text) and return a [ledger.Review] whose Reason, Summary, Known, Uncertain
 // and SafeActions are set; ledger.Park and ledger.PutPoison fill the rest.
 // Safe actions name the operator commands of cmd/taskledger
-// ("taskledger review retry <id>", "taskledger review resolve <id> ...").
+// ("taskledger review retry <id> --park N", "taskledger review resolve
+// <id> ... --park N"), each bound to the park the item records, so that one
+// copied from a review read earlier never decides a later park. A builder
+// is given the task, not the park: N is written as ledger.ParkMark, and the
+// ledger's write of the item replaces it with the number it records
+// (ledger.Park the task's park_count as read plus one, ledger.PutPoison 1,
+// ledger.ReviseLapsed and ledger.ReviseLapsedReview the park they revise).
 package review

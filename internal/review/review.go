@@ -243,7 +243,7 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		r.Uncertain = append(r.Uncertain, "whether the cause of the failures (throttling, an outage, a slow provider) has cleared, so that another attempt would succeed")
 	}
 
-	retry := "retry: `taskledger review retry " + id + "` re-queues the same task id with a fresh attempt and age budget"
+	retry := "retry: " + retryCmd(id) + " re-queues the same task id with a fresh attempt and age budget"
 	if mayHaveResult {
 		retry += ", accepting that the provider may generate a second time unless it deduplicates by operation id " + t.OperationID()
 	}
@@ -279,7 +279,7 @@ func UnknownOutcome(t *ledger.Task, provider string, at time.Time, why string) l
 	)
 	r.SafeActions = append(r.SafeActions,
 		resolveCompleted(id),
-		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
+		"retry: "+retryCmd(id)+" re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
 		resolveFailed(id),
 	)
 	if t.CancelledWhileRunning() {
@@ -357,7 +357,7 @@ func ProviderConfig(t *ledger.Task, provider string, f Failure) ledger.Review {
 		"whether it affects every task or only this one (other open provider_config items from the same time point to the configuration)",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"fix the provider credentials or configuration (secret, IAM policy, PROVIDER_MODEL, PROVIDER_BASE_URL), then `taskledger review retry "+id+"`",
+		"fix the provider credentials or configuration (secret, IAM policy, PROVIDER_MODEL, PROVIDER_BASE_URL), then "+retryCmd(id),
 		resolveFailed(id),
 	)
 	return r
@@ -384,7 +384,7 @@ func StaleLease(t *ledger.Task) ledger.Review {
 	)
 	r.SafeActions = append(r.SafeActions,
 		resolveCompleted(id),
-		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
+		"retry: "+retryCmd(id)+" re-queues the same task id with a fresh budget, accepting a possible duplicate generation",
 		resolveFailed(id),
 	)
 	return gated(t, r)
@@ -463,7 +463,7 @@ func PoisonFrom(msgID, bodySHA string, size int, why string, o PoisonOptions) le
 	r.SafeActions = append(r.SafeActions,
 		"find and fix the sender (the message id, sent time and correlation id identify it in its logs); task messages are exactly {\"task_id\":\"t_…\"}, and nothing in the tasks table needs repair",
 		"if a task was intended, submit it through the API (POST /tasks with an Idempotency-Key)",
-		"close the item once the sender is fixed: `taskledger review resolve "+ledger.PoisonID(msgID)+" --outcome failed --note \"<what you found>\"` (there is no task to retry)",
+		"close the item once the sender is fixed: "+resolveCmd(ledger.PoisonID(msgID), ledger.ResolutionFailed, "<what you found>")+" (there is no task to retry)",
 	)
 	return r
 }
@@ -527,8 +527,8 @@ func ResultTooLarge(t *ledger.Task, x Result) ledger.Review {
 		"whether a retry produces a smaller result (generation is not deterministic; a retry is billed again)",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget; the provider is called again and billed again, and the result must fit",
-		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<where the result is>\"` if the result was obtained from the provider another way (its reference is above)",
+		"retry: "+retryCmd(id)+" re-queues the same task id with a fresh budget; the provider is called again and billed again, and the result must fit",
+		"resolve as completed: "+resolveCmd(id, ledger.ResolutionCompleted, "<where the result is>")+" if the result was obtained from the provider another way (its reference is above)",
 		resolveFailed(id),
 	)
 	return gated(t, r)
@@ -564,8 +564,8 @@ func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 		"why the save failed (the error above: permissions, throttling or a malformed value)",
 	)
 	r.SafeActions = append(r.SafeActions,
-		"retry: `taskledger review retry "+id+"` re-queues the same task id with a fresh budget; the provider is called again (the readback may find the same result)",
-		"resolve as completed: `taskledger review resolve "+id+" --outcome completed --note \"<evidence>\"` citing the provider reference above",
+		"retry: "+retryCmd(id)+" re-queues the same task id with a fresh budget; the provider is called again (the readback may find the same result)",
+		"resolve as completed: "+resolveCmd(id, ledger.ResolutionCompleted, "<evidence>")+" citing the provider reference above",
 		resolveFailed(id),
 	)
 	if t.Kind == ledger.KindDeliver {
@@ -579,7 +579,7 @@ func ResultNotSaved(t *ledger.Task, x Result, err error) ledger.Review {
 }
 
 func resolveCompleted(id string) string {
-	return "resolve as completed: `taskledger review resolve " + id + " --outcome completed --note \"<evidence>\"` only with evidence from the provider (its console, logs or request id) that the generation succeeded"
+	return "resolve as completed: " + resolveCmd(id, ledger.ResolutionCompleted, "<evidence>") + " only with evidence from the provider (its console, logs or request id) that the generation succeeded"
 }
 
 // gatedWords turn a summary's offer to resolve as completed into what a
@@ -610,7 +610,23 @@ func gated(t *ledger.Task, r ledger.Review) ledger.Review {
 }
 
 func resolveFailed(id string) string {
-	return "resolve as failed: `taskledger review resolve " + id + " --outcome failed --note \"<reason>\"` ends the task; the caller sees the note as its error"
+	return "resolve as failed: " + resolveCmd(id, ledger.ResolutionFailed, "<reason>") + " ends the task; the caller sees the note as its error"
+}
+
+// retryCmd and resolveCmd are the operator commands of cmd/taskledger a
+// review suggests, quoted for copying. Each decides the park the review
+// item records (--park): copied from a review read earlier, it must not
+// decide a later park its reader never saw. That number is known for
+// certain only to the ledger's write of the item, which replaces
+// ledger.ParkMark with it (see doc.go).
+func retryCmd(id string) string {
+	return "`taskledger review retry " + id + " --park " + ledger.ParkMark + "`"
+}
+
+// resolveCmd is "resolve id as outcome", note being what the operator
+// fills in ("<reason>").
+func resolveCmd(id, outcome, note string) string {
+	return "`taskledger review resolve " + id + " --outcome " + outcome + " --note \"" + note + "\" --park " + ledger.ParkMark + "`"
 }
 
 func lastError(t *ledger.Task) []string {

@@ -51,7 +51,7 @@ func SpendExhausted(t *ledger.Task, e *spend.BudgetExhaustedError) ledger.Review
 		"submit the task again (a new Idempotency-Key) with a larger budget",
 	)
 	if e.State.ReservedTokens > 0 || e.State.ReservedCost > 0 {
-		r.SafeActions = append(r.SafeActions, "retry: `taskledger review retry "+id+"` once the reservations in flight have settled (the spend budget is not reset by a retry)")
+		r.SafeActions = append(r.SafeActions, "retry: "+retryCmd(id)+" once the reservations in flight have settled (the spend budget is not reset by a retry)")
 	}
 	return r
 }
@@ -120,7 +120,7 @@ func QuotaExceeded(t *ledger.Task, e *spend.QuotaExceededError) ledger.Review {
 		r.Uncertain = append(r.Uncertain, fmt.Sprintf("nothing about this attempt (it was never sent); the day's settled calls alone (%s) leave no room for it, and settled usage only grows within the day, so a retry is refused again until the next UTC day", q(e.Settled())))
 	}
 	r.SafeActions = append(r.SafeActions,
-		"retry: `taskledger review retry "+id+"` after the quota frees (the next UTC day starts from nothing; the quota is not reset by a retry)",
+		"retry: "+retryCmd(id)+" after the quota frees (the next UTC day starts from nothing; the quota is not reset by a retry)",
 		resolveFailed(id),
 		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) if this caller's use is expected",
 	)
@@ -147,7 +147,7 @@ func quotaNeverFits(t *ledger.Task, e *spend.QuotaExceededError, q func(int64) s
 	r.SafeActions = append(r.SafeActions,
 		resolveFailed(id),
 		"submit the task again (a new Idempotency-Key) with a lower input.max_tokens (unset, it reserves "+fmt.Sprint(contract.MaxTokensLimit)+" output tokens) or a shorter input",
-		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) above "+q(e.Wanted)+", then retry: `taskledger review retry "+id+"`",
+		"raise the per-caller daily quota (the template's DailyQuotaTokensPerCaller, or SPEND_CONFIG's daily_quota) above "+q(e.Wanted)+", then retry: "+retryCmd(id),
 	)
 	return r
 }

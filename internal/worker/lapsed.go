@@ -226,6 +226,7 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 // that keeps failing, the review item alone is revised, so what the worker
 // knows reaches the operator even when the task item cannot follow.
 func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, r ledger.Review, log *slog.Logger) result {
+	r.ParkCount = cur.ParkCount // the park revised: its suggested commands decide it
 	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.ReviseLapsed(ctx, t.TaskID, t.AssignmentVersion, r, o...)
 	}, log)

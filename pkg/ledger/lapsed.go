@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +102,11 @@ func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, vers
 // too large for the item, or one whose save was refused or kept failing).
 // The task stays needs_review with rev's reason, summary and error; the
 // review item, still open, gets rev's explanation, provider_ref and error.
-// rev needs Reason and Summary.
+// rev needs Reason and Summary, and ParkCount (the task's park_count as
+// read) when its safe actions carry ParkMark: the park they decide. The
+// write's condition holds that park: a task leaves an unknown_outcome park
+// only through a resolution, and is parked unknown_outcome again only
+// from a later claim, at another assignment version.
 func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -113,7 +118,7 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 	if rev.ProviderRef != "" {
 		u.set("provider_ref", str(rev.ProviderRef))
 	}
-	ru, err := reviseUpdate("ReviseLapsed", rev)
+	ru, err := reviseUpdate("ReviseLapsed", rev, rev.ParkCount)
 	if err != nil {
 		return nil, err
 	}
@@ -123,10 +128,11 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
 // transaction keeps failing: one UpdateItem of the open unknown_outcome
 // review item at park_count = parkCount (as read on the task), so what an
-// operator acts on says what is known. A repeat after a send that applied
-// late succeeds. Errors: *ConflictError otherwise; AWS errors.
+// operator acts on says what is known; ParkMark in rev's safe actions
+// becomes parkCount. A repeat after a send that applied late succeeds.
+// Errors: *ConflictError otherwise; AWS errors.
 func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
-	ru, err := reviseUpdate("ReviseLapsedReview", rev)
+	ru, err := reviseUpdate("ReviseLapsedReview", rev, parkCount)
 	if err != nil {
 		return err
 	}
@@ -159,12 +165,17 @@ func (l *Ledger) resolveUpdate(r LapsedResolution, resolution string, now time.T
 	return ru
 }
 
-// reviseUpdate rewrites the open review item's explanation with rev's
-// (op names the caller in the error for a rev without Reason or Summary).
-func reviseUpdate(op string, rev Review) (*update, error) {
+// reviseUpdate rewrites the open review item's explanation with rev's, its
+// safe actions naming park (op names the caller in the error for a rev
+// without Reason or Summary, or whose actions need a park not given).
+func reviseUpdate(op string, rev Review, park int) (*update, error) {
 	if rev.Reason == "" || rev.Summary == "" {
 		return nil, fmt.Errorf("ledger: %s needs the review's Reason and Summary", op)
 	}
+	if park <= 0 && slices.ContainsFunc(rev.SafeActions, func(a string) bool { return strings.Contains(a, ParkMark) }) {
+		return nil, fmt.Errorf("ledger: %s needs the park its review's commands decide", op)
+	}
+	rev.SafeActions = withPark(rev.SafeActions, park)
 	nilToEmpty(&rev)
 	ru := newUpdate()
 	ru.set("reason", str(rev.Reason))

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -80,6 +82,30 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
+// ParkMark stands for the park's number in a review's SafeActions. Each
+// operator command a review suggests decides the park it was read on
+// ("taskledger review retry <id> --park "+ParkMark): copied later from a
+// ticket or an alert, it must not decide a later park, with another
+// reason, that its reader never saw. Only the write that records the
+// review knows that number for certain — Park counts it from the task its
+// transaction is conditioned on, a poison item's is 1, ReviseLapsed and
+// ReviseLapsedReview revise the park they are given — so the review's
+// wording carries this mark and those writes replace it.
+const ParkMark = "{park}"
+
+// withPark is actions with ParkMark replaced by park n: a copy, since the
+// caller's review may be written again (a park refused, then revised).
+func withPark(actions []string, n int) []string {
+	if actions == nil {
+		return nil
+	}
+	out := make([]string, len(actions))
+	for i, a := range actions {
+		out[i] = strings.ReplaceAll(a, ParkMark, strconv.Itoa(n))
+	}
+	return out
+}
+
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
@@ -141,7 +167,9 @@ type ParkOptions struct {
 
 // Park moves a task to needs_review and writes its review item in one
 // TransactWriteItems: never one without the other. The caller gives r's
-// explanation; the rest is filled from the task.
+// explanation; the rest is filled from the task, and ParkMark in r's safe
+// actions becomes the number of this park (the task's park_count as read,
+// plus one).
 //
 // Errors: *ConflictError when the task is no longer in the expected state
 // or version (State needs_review means another actor parked it first: treat
@@ -163,6 +191,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	// t was read at the version and state the park is conditioned on, and
 	// only a park changes park_count: no read of the old review item.
 	r.ParkCount = t.ParkCount + 1
+	r.SafeActions = withPark(r.SafeActions, r.ParkCount)
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode review: %w", err)
@@ -268,7 +297,8 @@ func isTxConflict(err error) bool {
 
 // PutPoison records a poison message (a body that is not a task reference)
 // as an open review item keyed "msg_<message id>". Writing the same message
-// twice is a no-op. r needs MessageID, Summary and the body's hash and size.
+// twice is a no-op. r needs MessageID, Summary and the body's hash and size;
+// ParkMark in its safe actions becomes 1, the item's only park.
 func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if r.MessageID == "" {
 		return nil, errors.New("ledger: PutPoison needs MessageID")
@@ -279,6 +309,7 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	r.Reason = ReviewPoisonMessage
 	r.DeadLetteredAt = rfc3339(now)
 	r.ParkCount = 1
+	r.SafeActions = withPark(r.SafeActions, r.ParkCount)
 	nilToEmpty(&r)
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
