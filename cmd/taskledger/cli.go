@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskledger/taskledger/internal/opsapi"
 	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -218,7 +219,7 @@ func (a *app) reviewList(ctx context.Context, c *command) error {
 	page := opsapi.ReviewPage{Items: []ledger.Review{}}
 	cursor := c.cursor
 	for {
-		items, next, err := d.ledger.ListOpenReviews(ctx, int32(c.limit), cursor)
+		items, next, err := tasklist.ListOpenReviews(ctx, d.ledger, int32(c.limit), cursor)
 		if err != nil {
 			return err
 		}

@@ -132,7 +132,7 @@ func badCursor() *Problem {
 
 // listProblem maps a list's ledger error: a cursor it refused is 400.
 func (h *Handler) listProblem(ctx context.Context, c *call, op string, err error) *Problem {
-	if errors.Is(err, ledger.ErrBadCursor) {
+	if errors.Is(err, tasklist.ErrBadCursor) {
 		return badCursor()
 	}
 	return h.storeProblem(ctx, c, op, err)

@@ -171,7 +171,7 @@ func readStatus(ctx context.Context, l *ledger.Ledger) (status, error) {
 	st := status{live: map[ledger.State]int{}, pending: -1}
 	for _, s := range liveStates {
 		for shard := range l.Config().Shards {
-			n, err := l.CountLive(ctx, s, shard)
+			n, err := tasklist.CountLive(ctx, l, s, shard)
 			if err != nil {
 				return st, err
 			}
@@ -187,7 +187,7 @@ func readStatus(ctx context.Context, l *ledger.Ledger) (status, error) {
 	}
 	cursor := ""
 	for page := 0; page < 10; page++ {
-		items, next, err := l.ListOpenReviews(ctx, 100, cursor)
+		items, next, err := tasklist.ListOpenReviews(ctx, l, 100, cursor)
 		if err != nil {
 			return st, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/taskledger/taskledger/internal/logging"
 	"github.com/taskledger/taskledger/internal/overview"
 	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -138,7 +139,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = int32(n)
 	}
-	items, next, err := h.Ledger.ListOpenReviews(r.Context(), limit, r.URL.Query().Get("cursor"))
+	items, next, err := tasklist.ListOpenReviews(r.Context(), h.Ledger, limit, r.URL.Query().Get("cursor"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -351,7 +352,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ledger.ErrInvalidAction):
 		writeProblem(w, http.StatusBadRequest, "invalid-action", "Invalid action", err.Error())
-	case errors.Is(err, ledger.ErrBadCursor):
+	case errors.Is(err, tasklist.ErrBadCursor):
 		writeProblem(w, http.StatusBadRequest, "bad-cursor", "Invalid cursor", "use the next_cursor of a previous page")
 	case errors.Is(err, ledger.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, "not-found", "Review item not found", "no review item or task has the id "+strconv.Quote(r.PathValue("id")))

@@ -117,7 +117,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 		f := StateFigures{State: st, OldestExact: true}
 		oldest := int64(0)
 		for shard := range shards {
-			refs, next, err := r.Ledger.QueryLive(ctx, ledger.LiveQuery{State: st, Shard: shard, Limit: limit})
+			refs, next, err := tasklist.QueryLive(ctx, r.Ledger, tasklist.LiveQuery{State: st, Shard: shard, Limit: limit})
 			o.Cost.Queries++
 			if err != nil {
 				return Overview{}, err
@@ -131,7 +131,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 				f.Count += len(refs)
 				continue
 			}
-			n, err := r.Ledger.CountLive(ctx, st, shard)
+			n, err := tasklist.CountLive(ctx, r.Ledger, st, shard)
 			o.Cost.Queries++ // at least one; one per 1 MB of index read
 			if err != nil {
 				return Overview{}, err
@@ -158,7 +158,7 @@ func (r *Reader) read(ctx context.Context, now time.Time) (Overview, error) {
 			o.Reviews.Truncated = true
 			break
 		}
-		items, next, err := r.Ledger.ListOpenReviews(ctx, 100, cursor)
+		items, next, err := tasklist.ListOpenReviews(ctx, r.Ledger, 100, cursor)
 		o.Cost.Queries++
 		if err != nil {
 			return Overview{}, err

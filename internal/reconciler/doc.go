@@ -135,9 +135,10 @@
 // # Cost
 //
 // Reads grow with live work, never with history: per run, one Query per
-// (state, shard) stream page for the rules and one per stream for metrics,
-// one GetItem per due task (none for a queued or retry_wait task within its
-// budgets), and a few Queries of the open_reviews index.
+// (state, shard) stream page for the rules and one per stream for metrics
+// (tasklist.QueryLive, and tasklist.CountLive past a page), one GetItem
+// per due task (none for a queued or retry_wait task within its budgets),
+// and a few Queries of the open_reviews index (tasklist.ListOpenReviews).
 //
 // # Age approximation
 //

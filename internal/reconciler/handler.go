@@ -21,6 +21,7 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/internal/spend"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -534,7 +535,7 @@ func (r *run) walk(ctx context.Context) {
 				r.count(func(s *Summary) { s.Partial = true })
 				return
 			}
-			refs, next, err := h.Ledger.QueryLive(ctx, ledger.LiveQuery{
+			refs, next, err := tasklist.QueryLive(ctx, h.Ledger, tasklist.LiveQuery{
 				State: s.state, Shard: s.shard, DueBefore: s.dueBefore, Limit: h.pageLimit(), Cursor: s.cursor,
 			})
 			if err != nil {
@@ -564,7 +565,7 @@ func (r *run) walk(ctx context.Context) {
 				}
 				examined++
 				wg.Add(1)
-				go func(ref ledger.LiveRef) {
+				go func(ref tasklist.LiveRef) {
 					defer wg.Done()
 					defer func() { <-sem }()
 					r.reconcileRef(ctx, ref)

@@ -23,6 +23,7 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/reconciler"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -241,7 +242,7 @@ func TestExpiredLeaseWithoutBudgetIsParkedOnceUnderRace(t *testing.T) {
 				t.Fatalf("summary = %q", r.Summary)
 			}
 		}
-		open, _, err := b.l.ListOpenReviews(ctx, 100, "")
+		open, _, err := tasklist.ListOpenReviews(ctx, b.l, 100, "")
 		if err != nil || len(open) != n {
 			t.Fatalf("open reviews = %d (%v), want %d", len(open), err, n)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/taskledger/taskledger/internal/payload"
 	"github.com/taskledger/taskledger/internal/provider/contract"
 	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -21,7 +22,7 @@ import (
 // condition and costs nothing (under a backlog every queued task comes due
 // again and again; a GetItem each would double what the relay costs).
 // Everything else is read consistently first.
-func (r *run) reconcileRef(ctx context.Context, ref ledger.LiveRef) {
+func (r *run) reconcileRef(ctx context.Context, ref tasklist.LiveRef) {
 	r.mu.Lock()
 	r.walked[ref.TaskID] = true
 	adopted := r.adopted[ref.TaskID]

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/taskledger/taskledger/internal/metrics"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -20,7 +21,7 @@ func (r *run) measure(ctx context.Context) {
 				r.count(func(s *Summary) { s.Partial = true })
 				return
 			}
-			refs, next, err := h.Ledger.QueryLive(ctx, ledger.LiveQuery{State: st, Shard: shard, Limit: h.pageLimit()})
+			refs, next, err := tasklist.QueryLive(ctx, h.Ledger, tasklist.LiveQuery{State: st, Shard: shard, Limit: h.pageLimit()})
 			if err != nil {
 				r.fail(ctx, "query by_state for metrics", err, "state", st, "shard", shard)
 				continue
@@ -34,7 +35,7 @@ func (r *run) measure(ctx context.Context) {
 				count += len(refs)
 				continue
 			}
-			n, err := h.Ledger.CountLive(ctx, st, shard)
+			n, err := tasklist.CountLive(ctx, h.Ledger, st, shard)
 			if err != nil {
 				r.fail(ctx, "count by_state", err, "state", st, "shard", shard)
 				continue
@@ -57,7 +58,7 @@ func (r *run) measure(ctx context.Context) {
 			r.count(func(s *Summary) { s.OpenReviewsTruncated = true })
 			break
 		}
-		items, next, err := h.Ledger.ListOpenReviews(ctx, 100, cursor)
+		items, next, err := tasklist.ListOpenReviews(ctx, h.Ledger, 100, cursor)
 		if err != nil {
 			r.fail(ctx, "list open reviews", err)
 			break

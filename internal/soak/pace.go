@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/taskledger/taskledger/internal/awsclient"
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -98,7 +99,7 @@ func MeasurePace(ctx context.Context, env *Env, writers int) (Pace, error) {
 	}
 	for i := range serialN {
 		start := time.Now()
-		if _, err := l.CountLive(ctx, ledger.StateQueued, i%ledger.DefaultShards); err != nil {
+		if _, err := tasklist.CountLive(ctx, l, ledger.StateQueued, i%ledger.DefaultShards); err != nil {
 			return Pace{}, fmt.Errorf("soak: measure the engine's pace: %w", err)
 		}
 		queries = append(queries, time.Since(start))

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
 // Page cursors of the caller-facing lists (ListByOwner,
@@ -16,7 +14,7 @@ import (
 // position, a dot, and a MAC over the list's name, the viewer's scope and
 // that position. A cursor is only ever accepted back by the same list for
 // the same viewer: one a client altered, or took from another caller, is
-// ledger.ErrBadCursor. The MAC is a second lock, not the only one: the viewer's
+// ErrBadCursor. The MAC is a second lock, not the only one: the viewer's
 // scope always comes from the request (never from the cursor), so even a
 // valid position only continues a list inside the viewer's own partition.
 //
@@ -59,23 +57,23 @@ func (r *Reader) sealCursor(list, viewer string, pos any) (string, error) {
 const MaxCursorBytes = 4096
 
 // openCursor decodes list's cursor c for viewer into pos; "" leaves pos
-// as it is (the first page). Errors wrap ledger.ErrBadCursor.
+// as it is (the first page). Errors wrap ErrBadCursor.
 func (r *Reader) openCursor(list, viewer, c string, pos any) error {
 	if c == "" {
 		return nil
 	}
 	if len(c) > MaxCursorBytes {
-		return fmt.Errorf("%w: over %d bytes", ledger.ErrBadCursor, MaxCursorBytes)
+		return fmt.Errorf("%w: over %d bytes", ErrBadCursor, MaxCursorBytes)
 	}
 	p64, m64, ok := strings.Cut(c, ".")
 	enc := base64.RawURLEncoding
 	payload, perr := enc.DecodeString(p64)
 	mac, merr := enc.DecodeString(m64)
 	if !ok || perr != nil || merr != nil || !hmac.Equal(mac, r.cursorMAC(list, viewer, payload)) {
-		return fmt.Errorf("%w: not a cursor this list gave this caller", ledger.ErrBadCursor)
+		return fmt.Errorf("%w: not a cursor this list gave this caller", ErrBadCursor)
 	}
 	if err := json.Unmarshal(payload, pos); err != nil {
-		return fmt.Errorf("%w: %v", ledger.ErrBadCursor, err)
+		return fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
 	return nil
 }

@@ -14,12 +14,17 @@
 // a cursor to continue.
 //
 // The reconciler's reads of the same kind live here too: ReadTasks (a
-// batch of tasks, consistently when a decision follows), and the watch
-// table's cursors and pending count (WatchCursors, WatchPending), which
-// the overview and the make-run status line show as well.
+// batch of tasks, consistently when a decision follows); one shard of the
+// sparse by_state index, in due_at order or counted (QueryLive, LiveRef,
+// CountLive); the open review items, oldest first (ListOpenReviews, the
+// open_reviews index); and the watch table's cursors and pending count
+// (WatchCursors, WatchPending). The overview, the operators' review list
+// and the make-run status line read the same.
 //
 // The cursors of ListByOwner and ListAwaitingApproval are opaque and
 // signed (cursor.go): one is only ever accepted back by the same list for
-// the same viewer, and a refused one is ledger.ErrBadCursor (wrapped).
-// Throttles are *ledger.ThrottledError, as from the ledger.
+// the same viewer, and a refused one is ErrBadCursor (wrapped). Those of
+// QueryLive and ListOpenReviews are the Query's last key (keycursor.go);
+// a malformed one is ErrBadCursor. Throttles are *ledger.ThrottledError,
+// as from the ledger.
 package tasklist

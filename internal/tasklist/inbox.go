@@ -39,15 +39,15 @@ type inboxPos struct {
 	Shards map[string]string `json:"s,omitempty"`
 }
 
-func (p inboxPos) before(r ledger.LiveRef) bool {
+func (p inboxPos) before(r LiveRef) bool {
 	return p.ID == "" || r.DueAt > p.Due || r.DueAt == p.Due && r.TaskID > p.ID
 }
 
 // inboxShard is one shard's reading during a call.
 type inboxShard struct {
-	start        string           // QueryLive cursor of the page held ("" = first page)
-	refs         []ledger.LiveRef // its entries after the position, in order
-	next         string           // QueryLive cursor after that page ("" = last page)
+	start        string    // QueryLive cursor of the page held ("" = first page)
+	refs         []LiveRef // its entries after the position, in order
+	next         string    // QueryLive cursor after that page ("" = last page)
 	loaded, done bool
 }
 
@@ -62,7 +62,7 @@ type inboxShard struct {
 // (a withdrawal puts a task back with its old deadline) is not shown on
 // later pages of a walk already past it.
 //
-// Errors: ledger.ErrBadCursor (wrapped), *ledger.ThrottledError.
+// Errors: ErrBadCursor (wrapped), *ledger.ThrottledError.
 func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, error) {
 	if q.Viewer == "" || q.Limit < 1 || q.Limit > MaxListLimit {
 		return Page{}, fmt.Errorf("tasklist: ListAwaitingApproval needs a Viewer and a Limit of 1..%d", MaxListLimit)
@@ -78,7 +78,7 @@ func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 	for k, v := range pos.Shards {
 		n, err := strconv.Atoi(k)
 		if err != nil || n < 0 || n >= len(shards) {
-			return Page{}, fmt.Errorf("%w: shard %q", ledger.ErrBadCursor, k)
+			return Page{}, fmt.Errorf("%w: shard %q", ErrBadCursor, k)
 		}
 		shards[n].start, shards[n].done = v, v == "-"
 	}
@@ -98,7 +98,7 @@ func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 			if sh.loaded {
 				sh.start = sh.next
 			}
-			refs, next, err := r.led.QueryLive(ctx, ledger.LiveQuery{State: ledger.StateAwaitingApproval, Shard: s, Limit: inboxPageSize, Cursor: sh.start})
+			refs, next, err := QueryLive(ctx, r.led, LiveQuery{State: ledger.StateAwaitingApproval, Shard: s, Limit: inboxPageSize, Cursor: sh.start})
 			if err != nil {
 				return false, err
 			}
@@ -109,7 +109,7 @@ func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 					sh.refs = append(sh.refs, r)
 				}
 			}
-			slices.SortFunc(sh.refs, func(a, b ledger.LiveRef) int {
+			slices.SortFunc(sh.refs, func(a, b LiveRef) int {
 				return cmp.Or(cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.TaskID, b.TaskID))
 			})
 		}
@@ -117,8 +117,8 @@ func (r *Reader) ListAwaitingApproval(ctx context.Context, q InboxQuery) (Page, 
 	}
 	// take returns up to n entries in (due_at, task_id) order, moving the
 	// position past each.
-	take := func(n int) ([]ledger.LiveRef, error) {
-		var out []ledger.LiveRef
+	take := func(n int) ([]LiveRef, error) {
+		var out []LiveRef
 		for len(out) < n {
 			best := -1
 			for s := range shards {

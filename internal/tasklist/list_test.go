@@ -101,7 +101,7 @@ func TestListByOwnerBoundsReadsAndContinuesPastWhatTheFilterDrops(t *testing.T) 
 		if len(all) != n {
 			t.Fatalf("unfiltered walk shows %d tasks, want %d", len(all), n)
 		}
-		if _, err := b.lists.ListByOwner(ctx, tasklist.OwnerQuery{Scope: "bob", Limit: 1, Cursor: "x.y"}); !errors.Is(err, ledger.ErrBadCursor) {
+		if _, err := b.lists.ListByOwner(ctx, tasklist.OwnerQuery{Scope: "bob", Limit: 1, Cursor: "x.y"}); !errors.Is(err, tasklist.ErrBadCursor) {
 			t.Fatalf("a made-up cursor: %v, want ErrBadCursor", err)
 		}
 	})
@@ -180,7 +180,7 @@ func TestListAwaitingApprovalMergesShardsInDeadlineOrder(t *testing.T) {
 		if err != nil || first.Next == "" {
 			t.Fatalf("first page: %v %v", first, err)
 		}
-		if _, err := b.lists.ListAwaitingApproval(ctx, tasklist.InboxQuery{Viewer: "dave", Keep: keep, Limit: 1, Cursor: first.Next}); !errors.Is(err, ledger.ErrBadCursor) {
+		if _, err := b.lists.ListAwaitingApproval(ctx, tasklist.InboxQuery{Viewer: "dave", Keep: keep, Limit: 1, Cursor: first.Next}); !errors.Is(err, tasklist.ErrBadCursor) {
 			t.Fatalf("carol's cursor as dave: %v, want ErrBadCursor", err)
 		}
 	})

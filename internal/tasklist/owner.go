@@ -62,7 +62,7 @@ type ownerPos struct {
 // ListByOwner returns a page of q.Scope's tasks, newest first, read from
 // the by_owner index and then item by item (BatchGetItem, eventually
 // consistent) for their current state. A task created before the index
-// existed is not listed. Errors: ledger.ErrBadCursor (wrapped) for a cursor this
+// existed is not listed. Errors: ErrBadCursor (wrapped) for a cursor this
 // list did not give this scope, *ledger.ThrottledError.
 func (r *Reader) ListByOwner(ctx context.Context, q OwnerQuery) (Page, error) {
 	if q.Scope == "" || q.Limit < 1 || q.Limit > MaxListLimit {

@@ -65,6 +65,11 @@
 // to whole leases); a claim from retry_wait (row claim_retry) moves the
 // key to "active".
 //
+// The reads of by_state and of the review table's open_reviews index
+// (the reconciler's walk and counts, the overview, the operators' review
+// list) are read models in internal/tasklist; the ledger writes what they
+// read.
+//
 // With a watch table (Config.WatchTable, watch.go) a submitted task is
 // the exception: queued, then running, it has no state_shard until the
 // reconciler reads its watch item at its dispatch deadline and, finding it

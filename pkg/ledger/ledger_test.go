@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/tasklist"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -378,7 +379,7 @@ func TestParkAllOrNothing(t *testing.T) {
 		if err != nil || got.State != ledger.StateNeedsReview || r.ReviewStatus != ledger.ReviewOpen || r.ParkCount != 1 || r.Attempts != 1 || got.StateShard != "" {
 			t.Fatalf("after park: task %+v review %+v %v", got, r, err)
 		}
-		open, _, err := b.l.ListOpenReviews(ctx, 10, "")
+		open, _, err := tasklist.ListOpenReviews(ctx, b.l, 10, "")
 		if err != nil || len(open) != 1 || open[0].TaskID != task.TaskID {
 			t.Fatalf("open reviews %+v %v", open, err)
 		}
@@ -428,7 +429,7 @@ func TestOperatorActions(t *testing.T) {
 		if _, _, replayed, err := b.l.Act(ctx, q.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionCompleted, By: "ops", Note: "again"}); err != nil || !replayed {
 			t.Fatalf("second resolve: %v %v", replayed, err)
 		}
-		open, _, _ := b.l.ListOpenReviews(ctx, 10, "")
+		open, _, _ := tasklist.ListOpenReviews(ctx, b.l, 10, "")
 		if len(open) != 0 {
 			t.Fatalf("open reviews after resolving all: %d", len(open))
 		}
@@ -441,68 +442,6 @@ func TestOperatorActions(t *testing.T) {
 		}
 		if r, _, _, err := b.l.Act(ctx, ledger.PoisonID("m1"), ledger.OperatorAction{Resolution: ledger.ResolutionFailed, By: "ops", Note: "garbage from a test producer"}); err != nil || r.ReviewStatus != ledger.ReviewResolved {
 			t.Fatalf("resolve poison: %+v %v", r, err)
-		}
-	})
-}
-
-func TestQueryLivePagesAndSkipsTerminal(t *testing.T) {
-	t.Parallel()
-	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		b := setup(t, e, func(c *ledger.Config) { c.Shards = 2 })
-		ctx := context.Background()
-		live := map[string]bool{}
-		for i := range 14 {
-			// kumo orders equal sort keys unstably between pages (real
-			// DynamoDB and moto do not), so give every task its own due_at.
-			b.clock.Advance(time.Millisecond)
-			task := mustCreate(t, b, fmt.Sprintf("q%d", i))
-			if i%4 == 0 {
-				c, _ := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w"})
-				if _, err := b.l.Complete(ctx, task.TaskID, c.AssignmentVersion, ledger.Completion{Result: "{}"}); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			live[task.TaskID] = true
-		}
-		seen := map[string]bool{}
-		pages := 0
-		for shard := range 2 {
-			cursor := ""
-			for {
-				refs, next, err := b.l.QueryLive(ctx, ledger.LiveQuery{State: ledger.StateQueued, Shard: shard, Limit: 3, Cursor: cursor})
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages++
-				for _, r := range refs {
-					if !live[r.TaskID] || seen[r.TaskID] || r.Partition() != ledger.StateActive {
-						t.Fatalf("unexpected ref %+v", r)
-					}
-					seen[r.TaskID] = true
-				}
-				if next == "" {
-					break
-				}
-				cursor = next
-			}
-		}
-		if len(seen) != len(live) || pages < 4 {
-			t.Fatalf("saw %d of %d live tasks in %d pages", len(seen), len(live), pages)
-		}
-		n := 0
-		for shard := range 2 {
-			c, err := b.l.CountLive(ctx, ledger.StateQueued, shard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += c
-		}
-		if n != len(live) {
-			t.Fatalf("CountLive = %d, want %d", n, len(live))
-		}
-		if _, _, err := b.l.QueryLive(ctx, ledger.LiveQuery{State: ledger.StateQueued, Cursor: "!!"}); !errors.Is(err, ledger.ErrBadCursor) {
-			t.Fatalf("bad cursor: %v", err)
 		}
 	})
 }

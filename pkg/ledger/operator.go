@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -168,126 +165,4 @@ func (a OperatorAction) validate() error {
 		return fmt.Errorf("%w: note is %d bytes; at most %d", ErrInvalidAction, len(a.Note), MaxNote)
 	}
 	return nil
-}
-
-// LiveRef is a task as the by_state index projects it: its key, due_at
-// and what no claim or renewal changes (so neither bills an index write).
-// Its state is not there: read the task, or act on its Partition under a
-// condition that holds the state, as ClaimDispatch does.
-type LiveRef struct {
-	TaskID        string `dynamodbav:"task_id"`
-	StateShard    string `dynamodbav:"state_shard"`
-	DueAt         int64  `dynamodbav:"due_at"`
-	MaxAttempts   int    `dynamodbav:"max_attempts"`
-	BudgetStartMs int64  `dynamodbav:"budget_start_ms"`
-	// DeadlineMs is the age deadline; 0 where the index does not project it.
-	DeadlineMs    int64  `dynamodbav:"deadline_ms"`
-	Kind          string `dynamodbav:"kind"`
-	CorrelationID string `dynamodbav:"correlation_id"`
-	// Dispatches is the outbox re-send count (absent: 0).
-	Dispatches int `dynamodbav:"dispatches"`
-}
-
-// Partition returns the entry's partition family (PartitionOf): the part of
-// state_shard before its shard number.
-func (r LiveRef) Partition() State {
-	p, _, _ := strings.Cut(r.StateShard, "#")
-	return State(p)
-}
-
-// RelayTask returns the entry as the partial task the outbox relay needs
-// (ClaimDispatch and the age-budget check), for an entry of a partition
-// the relay moves from that carries its age deadline: queued for an active
-// entry (a running task refuses the dispatch, and the refusal returns it),
-// retry_wait for a retry_wait one; ok=false otherwise (read the task).
-// ClaimDispatch's condition makes acting on a stale entry harmless.
-func (r LiveRef) RelayTask() (*Task, bool) {
-	st := r.Partition()
-	if st == StateActive {
-		st = StateQueued
-	}
-	if !slices.Contains(row("dispatch").From, st) || r.DeadlineMs <= 0 {
-		return nil, false
-	}
-	return &Task{
-		TaskID: r.TaskID, State: st, DueAt: r.DueAt, Dispatches: r.Dispatches, MaxAttempts: r.MaxAttempts,
-		DeadlineMs: r.DeadlineMs, BudgetStartMs: r.BudgetStartMs, Kind: r.Kind, CorrelationID: r.CorrelationID,
-	}, true
-}
-
-// LiveQuery selects one shard of one by_state partition: State is a
-// partition (Partitions) or a live state, which selects its partition
-// (queued and running both select StateActive).
-type LiveQuery struct {
-	State State
-	Shard int
-	// DueBefore, when > 0, returns only tasks with due_at < DueBefore (ms).
-	DueBefore int64
-	Limit     int32
-	Cursor    string
-}
-
-// QueryLive pages through one by_state shard in due_at order. Terminal and
-// parked tasks are never returned (they are not in the sparse index).
-func (l *Ledger) QueryLive(ctx context.Context, q LiveQuery) (refs []LiveRef, next string, err error) {
-	if !slices.Contains(Partitions, PartitionOf(q.State)) {
-		return nil, "", fmt.Errorf("ledger: QueryLive: %q is not a live state", q.State)
-	}
-	if q.Limit <= 0 {
-		q.Limit = 100
-	}
-	start, err := decodeCursor(q.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := l.queryByState(ctx, "Query by_state", q.State, q.Shard, func(in *dynamodb.QueryInput) {
-		in.Limit, in.ExclusiveStartKey = aws.Int32(q.Limit), start
-		if q.DueBefore > 0 {
-			in.KeyConditionExpression = aws.String("#ss = :ss AND #due < :before")
-			in.ExpressionAttributeNames["#due"] = "due_at"
-			in.ExpressionAttributeValues[":before"] = num(q.DueBefore)
-		}
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
-		return nil, "", fmt.Errorf("ledger: decode live refs: %w", err)
-	}
-	next, err = encodeCursor(out.LastEvaluatedKey)
-	return refs, next, err
-}
-
-// CountLive counts the tasks in one shard of s's by_state partition (Select
-// COUNT, paging): of queued and running together for either.
-func (l *Ledger) CountLive(ctx context.Context, s State, shard int) (int, error) {
-	var start map[string]types.AttributeValue
-	for n := 0; ; {
-		out, err := l.queryByState(ctx, "Query by_state count", s, shard, func(in *dynamodb.QueryInput) {
-			in.Select, in.ExclusiveStartKey = types.SelectCount, start
-		})
-		if err != nil {
-			return n, err
-		}
-		n += int(out.Count)
-		if start = out.LastEvaluatedKey; len(start) == 0 {
-			return n, nil
-		}
-	}
-}
-
-// queryByState sends one Query (label: op in errors) of one shard of s's
-// by_state partition, as set adjusts it. The input is a literal here, so
-// internal/templatetest sees which table and index the Query reads.
-func (l *Ledger) queryByState(ctx context.Context, op string, s State, shard int, set func(*dynamodb.QueryInput)) (*dynamodb.QueryOutput, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 &l.cfg.TasksTable,
-		IndexName:                 aws.String(ByStateIndex),
-		KeyConditionExpression:    aws.String("#ss = :ss"),
-		ExpressionAttributeNames:  map[string]string{"#ss": "state_shard"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ss": str(ShardKey(s, shard))},
-	}
-	set(in)
-	out, err := l.db.Query(ctx, in)
-	return out, wrapErr(op, err)
 }

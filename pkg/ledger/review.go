@@ -1,11 +1,8 @@
 package ledger
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -122,34 +119,6 @@ func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) 
 		return nil, fmt.Errorf("ledger: decode review: %w", err)
 	}
 	return &r, nil
-}
-
-// ListOpenReviews pages through open review items, oldest first, through the
-// open_reviews index. cursor is "" for the first page; next is "" after the last.
-func (l *Ledger) ListOpenReviews(ctx context.Context, limit int32, cursor string) (items []Review, next string, err error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 &l.cfg.ReviewTable,
-		IndexName:                 aws.String(OpenReviewsIndex),
-		KeyConditionExpression:    aws.String("#rs = :open"),
-		ExpressionAttributeNames:  map[string]string{"#rs": "review_status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(ReviewOpen)},
-		Limit:                     aws.Int32(limit),
-	}
-	if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
-		return nil, "", err
-	}
-	out, err := l.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", wrapErr("Query open_reviews", err)
-	}
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
-		return nil, "", fmt.Errorf("ledger: decode reviews: %w", err)
-	}
-	next, err = encodeCursor(out.LastEvaluatedKey)
-	return items, next, err
 }
 
 // ParkOptions say what the task must still look like for parking to apply.
@@ -325,49 +294,3 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 
 // PoisonID is the review-table key of a poison message.
 func PoisonID(messageID string) string { return "msg_" + messageID }
-
-func encodeCursor(k map[string]types.AttributeValue) (string, error) {
-	if len(k) == 0 {
-		return "", nil
-	}
-	var m map[string]any
-	if err := attributevalue.UnmarshalMap(k, &m); err != nil {
-		return "", fmt.Errorf("ledger: encode cursor: %w", err)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("ledger: encode cursor: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// ErrBadCursor is returned for a cursor the ledger did not produce.
-var ErrBadCursor = errors.New("ledger: malformed page cursor")
-
-func decodeCursor(c string) (map[string]types.AttributeValue, error) {
-	if c == "" {
-		return nil, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return nil, ErrBadCursor
-	}
-	var m map[string]any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
-		return nil, ErrBadCursor
-	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		switch x := v.(type) {
-		case string:
-			out[k] = str(x)
-		case json.Number:
-			out[k] = &types.AttributeValueMemberN{Value: x.String()}
-		default:
-			return nil, ErrBadCursor
-		}
-	}
-	return out, nil
-}

@@ -35,8 +35,8 @@ var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown
 
 // StateActive is no task's state: it names the by_state partition that
 // queued and running tasks share (state_shard = "active#<nn>"), so a claim
-// bills no index write. LiveQuery, CountLive and ShardKey take it, or
-// either of its two states.
+// bills no index write. ShardKey, and internal/tasklist's LiveQuery and
+// CountLive, take it, or either of its two states.
 const StateActive State = "active"
 
 // Partitions are the by_state partition families, one per PartitionOf
