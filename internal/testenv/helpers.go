@@ -48,6 +48,40 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// DayMargin is how close to a UTC midnight ClockStart never starts a
+// clock: a test may move its clock on by less than DayMargin without
+// leaving the UTC day it started in.
+const DayMargin = 2 * time.Hour
+
+// ClockStart returns where a test Clock that reads about the real time
+// starts, given the real time now: now (UTC, to the millisecond), or, when
+// the next UTC midnight is less than DayMargin away, now + DayMargin, past
+// that midnight. A daily quota counts per UTC day, so a test that moves its
+// clock across midnight would find its calls in the next day's count.
+//
+// Forward, never back: kumo deletes items whose expires_at is before the
+// real time, every 30 s, so a clock behind the real time would have
+// short-lived items (an admission window's, an hour past its window) gone
+// mid-test. Ahead, what a test writes with a TTL outlives it.
+func ClockStart(now time.Time) time.Time {
+	now = now.UTC().Truncate(time.Millisecond)
+	if NextUTCDay(now).Sub(now) < DayMargin {
+		return now.Add(DayMargin)
+	}
+	return now
+}
+
+// NextUTCDay returns 00:00 UTC of the day after now's: the base of a test
+// clock pinned to a time of day (a quota's last minute, a whole minute for
+// an admission window) that is still ahead of the real time, so kumo's TTL
+// deletion (by the real time) leaves what the test writes alone. A fixed
+// date soon lies in the past, and then a quota or admission window item
+// can vanish between two steps of the test.
+func NextUTCDay(now time.Time) time.Time {
+	now = now.UTC()
+	return time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+}
+
 // Buffer is a goroutine-safe bytes.Buffer for log and metrics sinks that
 // handlers write to from several goroutines.
 type Buffer struct {

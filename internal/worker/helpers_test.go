@@ -38,18 +38,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // take tens of seconds.
 const hangBound = 90 * time.Second
 
-// newClock starts a test clock at t, or two hours earlier when t lies
-// within 90 minutes of a UTC midnight: the quota counts per UTC day, and a
-// test that advances its clock by minutes across midnight would find its
-// calls in the next day's count.
-func newClock(t time.Time) *testenv.Clock {
-	t = t.UTC()
-	if next := t.Truncate(24 * time.Hour).Add(24 * time.Hour); next.Sub(t) < 90*time.Minute {
-		t = t.Add(-2 * time.Hour)
-	}
-	return testenv.NewClock(t.Truncate(time.Millisecond))
-}
-
 // visibilityCall is one ChangeMessageVisibility the worker made.
 type visibilityCall struct {
 	receipt string
@@ -104,7 +92,11 @@ func setup(t *testing.T, e *testenv.Env, opts ...func(*options)) *bundle {
 	for _, f := range opts {
 		f(&o)
 	}
-	b := &bundle{e: e, clock: newClock(time.Now()), logs: &testenv.Buffer{}, metrics: &testenv.Buffer{}}
+	// The clock starts at the real time, or past the UTC midnight within
+	// testenv.DayMargin of it: the quota counts per UTC day, and a test that
+	// moves its clock on by minutes across midnight would find its calls in
+	// the next day's count.
+	b := &bundle{e: e, clock: testenv.NewClock(testenv.ClockStart(time.Now())), logs: &testenv.Buffer{}, metrics: &testenv.Buffer{}}
 	// Short polls only (see poll).
 	if _, err := e.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
 		QueueUrl:   aws.String(e.Names.TaskQueueURL),

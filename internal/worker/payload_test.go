@@ -137,7 +137,7 @@ func TestFencedOutWorkersResultIsAnOrphan(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, withPayloads(e, t, true)...)
 		ctx := context.Background()
-		clockA := newClock(b.clock.Now())
+		clockA := testenv.NewClock(b.clock.Now())
 		gA := newGate(b.sim)
 		gA.ignoreCtx = true
 		gA.late = &contract.Result{Output: []byte(`{"text":"` + strings.Repeat("stale ", 2000) + `"}`), Provider: "simulated", ProviderRef: "late-ref"}

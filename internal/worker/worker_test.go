@@ -162,7 +162,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 		const lease = 3 * time.Second
 		// A's clock stands still, so its renewals never push the lease past
 		// B's clock: the takeover does not race A's heartbeat.
-		clockA := newClock(b.clock.Now())
+		clockA := testenv.NewClock(b.clock.Now())
 		gA := newGate(b.sim)
 		hA := b.handler(newLedger(t, e, clockA, ""), gA)
 		hA.Lease = lease
@@ -211,7 +211,7 @@ func TestLateResultCannotOverwrite(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		clockA := newClock(b.clock.Now())
+		clockA := testenv.NewClock(b.clock.Now())
 		gA := newGate(b.sim)
 		gA.ignoreCtx = true
 		gA.late = &contract.Result{Output: []byte(`{"text":"late and stale"}`), Provider: "simulated", ProviderRef: "late-ref"}
