@@ -15,7 +15,8 @@ import (
 func TestDailyQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		clock := testenv.NewClock(time.Date(2026, 11, 30, 23, 59, 0, 500_000_000, time.UTC))
+		day := testenv.NextUTCDay(time.Now())
+		clock := testenv.NewClock(day.Add(23*time.Hour + 59*time.Minute + 500*time.Millisecond))
 		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 1000}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -34,8 +35,8 @@ func TestDailyQuota(t *testing.T) {
 		if c := e.Counter.Calls(); c["DynamoDB.GetItem"] != 1 || len(c) != 1 {
 			t.Fatalf("check made calls %v; want one GetItem and no write", c)
 		}
-		if qe.Used != 1000 || qe.Limit != 1000 || qe.Day != "2026-11-30" || qe.RetryAfterSeconds() != 60 {
-			t.Fatalf("error %+v (retry after %ds); want 1000/1000 on 2026-11-30, 60 s to midnight", qe, qe.RetryAfterSeconds())
+		if qe.Used != 1000 || qe.Limit != 1000 || qe.Day != day.Format(time.DateOnly) || qe.RetryAfterSeconds() != 60 {
+			t.Fatalf("error %+v (retry after %ds); want 1000/1000 on %s, 60 s to midnight", qe, qe.RetryAfterSeconds(), day.Format(time.DateOnly))
 		}
 		// Other callers are not affected; want counts against the limit.
 		if err := q.Check(ctx, "bob", 1000); err != nil {
@@ -61,7 +62,10 @@ func TestDailyQuota(t *testing.T) {
 func TestUSDQuotaCountsMicros(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}})
+		// A clock that stands still, away from midnight: on the real time a
+		// run across a UTC midnight would find the day's usage gone.
+		clock := testenv.NewClock(testenv.ClockStart(time.Now()))
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +94,8 @@ func TestUSDQuotaCountsMicros(t *testing.T) {
 func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		clock := testenv.NewClock(time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC))
+		day := testenv.NextUTCDay(time.Now())
+		clock := testenv.NewClock(day.Add(23 * time.Hour))
 		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -121,8 +126,8 @@ func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
 				admitted++
 				continue
 			}
-			if qe := refusals[i]; qe != nil && (qe.Used != 90 || qe.Reserved != 90 || qe.Wanted != 30 || qe.Limit != 100 || qe.Day != "2026-11-30") {
-				t.Errorf("refusal %+v; want 90 used, all of it reserved, 30 wanted, of 100 on 2026-11-30", qe)
+			if qe := refusals[i]; qe != nil && (qe.Used != 90 || qe.Reserved != 90 || qe.Wanted != 30 || qe.Limit != 100 || qe.Day != day.Format(time.DateOnly)) {
+				t.Errorf("refusal %+v; want 90 used, all of it reserved, 30 wanted, of 100 on %s", qe, day.Format(time.DateOnly))
 			}
 		}
 		if admitted != 3 {
@@ -172,12 +177,12 @@ func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
 			t.Fatalf("the new day's usage is %d (%v), want 0", used, err)
 		}
 		old, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100},
-			Now: func() time.Time { return time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC) }})
+			Now: func() time.Time { return day.Add(23*time.Hour + 30*time.Minute) }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if used, err := old.Used(ctx, "dave"); err != nil || used != 36 {
-			t.Fatalf("2026-11-30 holds %d tokens (%v), want the three calls' reported 36", used, err)
+			t.Fatalf("%s holds %d tokens (%v), want the three calls' reported 36", day.Format(time.DateOnly), used, err)
 		}
 	})
 }
@@ -187,7 +192,10 @@ func TestQuotaReservationsCannotOverrunTheQuota(t *testing.T) {
 func TestUSDQuotaReservesCost(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}})
+		// A clock that stands still, away from midnight: on the real time a
+		// run across a UTC midnight would find the day's usage gone.
+		clock := testenv.NewClock(testenv.ClockStart(time.Now()))
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitUSD, Limit: 1_000_000}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +225,10 @@ func TestUSDQuotaReservesCost(t *testing.T) {
 func TestQuotaRefusalsSayWhatHoldsTheQuota(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100}})
+		// A clock that stands still, away from midnight: on the real time a
+		// run across a UTC midnight would find the day's usage gone.
+		clock := testenv.NewClock(testenv.ClockStart(time.Now()))
+		q, err := spend.NewQuotas(spend.QuotasConfig{DB: e.DDB, TasksTable: e.Names.TasksTable, Quota: spend.Quota{Unit: spend.UnitTokens, Limit: 100}, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
