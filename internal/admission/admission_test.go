@@ -21,7 +21,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+// t0 starts a window (a whole minute), ahead of the real time: a window
+// item expires an hour after its window, and kumo deletes items whose
+// expires_at is before the real time (every 30 s), so on a past date a
+// window's count could vanish mid-test.
+var t0 = testenv.NextUTCDay(time.Now()).Add(12 * time.Hour)
 
 type bundle struct {
 	env   *testenv.Env
