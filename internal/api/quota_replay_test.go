@@ -24,7 +24,7 @@ import (
 func TestReplayIsNeverRefusedByTheQuota(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+		clock := quotaClock(12 * time.Hour)
 		// Room for one call of body("p"): 8,225 tokens reserved.
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		b := setup(t, e, withSpend(e, clock, &quota))

@@ -23,7 +23,7 @@ func TestSubmitQuotaCountsSettledUsageAgainstTheCall(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		ctx := context.Background()
-		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+		clock := quotaClock(12 * time.Hour)
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
 		b := setup(t, e, withSpend(e, clock, &quota))
 		onClock(t, b, clock)
@@ -65,7 +65,7 @@ func TestSubmitQuotaCountsSettledUsageAgainstTheCall(t *testing.T) {
 func TestSubmitRefusesDocumentsAndRegeneratesTheDailyQuotaCanNeverHold(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		clock := testenv.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+		clock := quotaClock(12 * time.Hour)
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 1000}
 		b := setup(t, e, withSpend(e, clock, &quota))
 		b.h.Payloads = e.Payloads(t, 0) // (withHandler options replace each other)

@@ -36,6 +36,15 @@ func withSpend(e *testenv.Env, clock *testenv.Clock, quota *spend.Quota) func(*o
 	})
 }
 
+// quotaClock is a clock at the time of day tod of the next UTC day: the
+// quota tests pin the time of day (Retry-After counts to midnight) on a
+// date ahead of the real time, by which kumo deletes expired items every
+// 30 s — on a past date the quota items (72 h) and the tasks (7 days)
+// could be gone mid-test.
+func quotaClock(tod time.Duration) *testenv.Clock {
+	return testenv.NewClock(testenv.NextUTCDay(time.Now()).Add(tod))
+}
+
 // TestSubmitBudget: a budget is stored on the task, is part of the payload
 // hash (the same key with another budget is 422; the same budget written
 // differently replays), and a regenerate inherits the chain's budget and
@@ -172,7 +181,7 @@ func TestSubmitBudgetRejected(t *testing.T) {
 func TestQuotaExceededWritesNothing(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
-		clock := testenv.NewClock(time.Date(2026, 12, 1, 23, 59, 0, 500_000_000, time.UTC))
+		clock := quotaClock(23*time.Hour + 59*time.Minute + 500*time.Millisecond)
 		// Room for one call of body("p"): 8,225 tokens reserved.
 		quota := spend.Quota{Unit: spend.UnitTokens, Limit: 10_000}
 		b := setup(t, e, withSpend(e, clock, &quota))
