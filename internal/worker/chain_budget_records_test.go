@@ -13,6 +13,7 @@ import (
 	"github.com/taskledger/taskledger/internal/provider/simulated"
 	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
+	"github.com/taskledger/taskledger/internal/worker"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -101,7 +102,7 @@ func TestRegenerateRecordedBeforeChainEpochSharesItsRootsChainRecord(t *testing.
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
-		withBudgets(t, b, e.DDB, nil)
+		keptPastTheRealTime(t, b, withBudgets(t, b, e.DDB, nil))
 		root := b.create(t, "epoch-root", budgetedPrompt, budget(150, nil))
 		b.run(t, root.TaskID)
 		wantState(t, b.get(t, root.TaskID), ledger.StateCompleted)
@@ -153,6 +154,7 @@ func TestChainSpendRecordedBeforeTheRenameStillCounts(t *testing.T) {
 		b := setup(t, e)
 		b.clock.Set(time.UnixMilli(ledger.BudgetNamesSince).Add(-24 * time.Hour)) // the version before's day
 		sp := withBudgets(t, b, e.DDB, nil)
+		keptPastTheRealTime(t, b, sp)
 		root := b.create(t, "rename-root", budgetedPrompt, budget(150, nil))
 		// The version before's worker: the root's call, on the old name.
 		old := spend.ChainKey(root.TaskID)
@@ -171,4 +173,26 @@ func TestChainSpendRecordedBeforeTheRenameStillCounts(t *testing.T) {
 				regen.TaskID, root.TaskID, old, got.State, got.ReviewReason, b.sim.Calls(regen.TaskID), spend.ChainKeyOf(got), spendState(t, b, spend.ChainKeyOf(got)).Spent)
 		}
 	})
+}
+
+// keptPastTheRealTime gives b's worker a ledger, and s a budget
+// accountant, whose retentions reach as far past the real time as they
+// reach past b's clock. A test before ledger.BudgetNamesSince runs on a
+// clock fixed in the past, and kumo deletes items whose expires_at is
+// before the real time (every 30 s): a task ended then (7 days) or a
+// budget record written then (40 days) would otherwise vanish mid-test
+// once that much real time has passed.
+func keptPastTheRealTime(t *testing.T, b *bundle, s *worker.Spend) {
+	t.Helper()
+	behind := max(time.Since(b.clock.Now()), 0)
+	l, err := ledger.New(b.e.DDB, ledger.Config{TasksTable: b.e.Names.TasksTable, ReviewTable: b.e.Names.ReviewTable, Now: b.clock.Now, Shards: testShards,
+		Retention: ledger.DefaultRetention + behind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.l, b.h.Ledger = l, l
+	if s.Budgets, err = spend.NewAccountant(spend.AccountantConfig{DB: b.e.DDB, TasksTable: b.e.Names.TasksTable, Now: b.clock.Now,
+		Retention: spend.DefaultRetention + behind}); err != nil {
+		t.Fatal(err)
+	}
 }
