@@ -157,8 +157,9 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	r.DeadLetteredAt = rfc3339(now)
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
 	nilToEmpty(&r)
-	// t was read at the version and state the park is conditioned on, and
-	// only a park changes park_count: no read of the old review item.
+	// t was read at the version, state and park count the park is
+	// conditioned on (guard "park count as read"), and only a park changes
+	// park_count: no read of the old review item.
 	r.ParkCount = t.ParkCount + 1
 	r.SafeActions = withPark(r.SafeActions, r.ParkCount)
 	item, err := attributevalue.MarshalMap(r)
@@ -183,7 +184,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 			return nil, err
 		}
 	}
-	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State, DueAt: o.DueAt})
+	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State, DueAt: o.DueAt, Parks: t.ParkCount})
 	nonce := u.setNonce()
 	applied, cur, err := l.transact(ctx, "park", t.TaskID, nonce, append([]types.TransactWriteItem{
 		{Put: &types.Put{TableName: &l.cfg.ReviewTable, Item: item, ConditionExpression: aws.String(gNoOpenReview.Expr),

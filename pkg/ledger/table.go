@@ -102,6 +102,7 @@ type Call struct {
 	Round      int           // the approval round read
 	Parent     string        // a delivery's approved task
 	LeaseUntil int64         // a lapsed lease read (CancelRunning), 0: none
+	Parks      int           // the park_count read (Park)
 }
 
 // Guard is one conjunct of a condition: a DynamoDB condition fragment and
@@ -203,6 +204,15 @@ var (
 	gLapsedLeaseAsRead = varying("lapsed lease as read (when given)", "#lease_until = :read_lease (when given)",
 		func(c *Call) string { return pick(c.LeaseUntil > 0, "#lease_until = :read_lease", "") },
 		func(t *Task, c *Call) bool { return c.LeaseUntil == 0 || t.LeaseUntil == c.LeaseUntil })
+	// A park decided on a read from before another park and an operator's
+	// retry (which leaves the task queued at the version it was parked at)
+	// would undo that retry, and its number (the read's count plus one)
+	// would repeat the earlier park's, which that park's commands name.
+	gParksAsRead = varying("park count as read", "#park_count = :parks_read (absent for 0)",
+		func(c *Call) string {
+			return pick(c.Parks == 0, "attribute_not_exists(#park_count)", "#park_count = :parks_read")
+		},
+		func(t *Task, c *Call) bool { return t.ParkCount == c.Parks })
 	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
 
@@ -236,8 +246,8 @@ var (
 	gComplete, gCompleteGated        = guards(gGateOff, atMine, inFrom, gNoResult), guards(gGateOn, atMine, inFrom, gNoResult)
 	gLapsed                          = guards(atMine, inFrom, gParkedUnknown, gReviewLapsed)
 	gOperator                        = guards(fromAs("parked"), atVer, gReviewAt)
-	gPark                            = guards(atVer, readState("expect"), gNoOpenReview)
-	gExpireApproval                  = guards(atVer, readState("expect"), gDueAsRead, gNoOpenReview)
+	gPark                            = guards(atVer, readState("expect"), gParksAsRead, gNoOpenReview)
+	gExpireApproval                  = guards(atVer, readState("expect"), gParksAsRead, gDueAsRead, gNoOpenReview)
 )
 
 // transitions is the task state machine: every write of a task item.
@@ -295,7 +305,8 @@ var transitions = []Transition{
 	{Op: "dispatch", Method: "ClaimDispatch (DeferDispatch: held back by a backlog)", Actors: actors(ActorDispatcher), From: states(StateQueued, StateRetryWait),
 		Guards: guards(readState("from"), gDueAsRead, gDispatches, gAttemptsLeft), Refusal: NotApplied},
 	fencedRow("park", "Park", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
-	fencedRow("park_expired_lease", "Park (LeaseExpired)", byEither, fromRunning, guards(atVer, readState("expect"), gLeaseExpired, gNoOpenReview), StateNeedsReview, conflicts, opens),
+	fencedRow("park_expired_lease", "Park (LeaseExpired)", byEither, fromRunning, guards(atVer, readState("expect"), gParksAsRead, gLeaseExpired, gNoOpenReview), StateNeedsReview,
+		conflicts, opens),
 	fencedRow("park_follow_ups", "Park (FollowUps: the requester's notification)", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
 	// Each follow-up task a write with follow-ups creates (followup.go):
 	// a plan's delivery or a notification, put in the write's transaction.
@@ -516,7 +527,8 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 // value is the value of a guard's placeholder p for c.
 func (c *Call) value(p string) types.AttributeValue {
 	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
-		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil}
+		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil,
+		":parks_read": int64(c.Parks)}
 	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
 	if n, ok := nums[p]; ok {

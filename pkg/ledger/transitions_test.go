@@ -266,7 +266,7 @@ func refusedAs(err error, r ledger.Refusal) bool {
 func (c *cell) call() ledger.Call {
 	return ledger.Call{Now: c.m.clock.Now(), Version: matrixVersion, State: c.read.State, Owner: matrixOwner, Kind: "generate",
 		Lease: matrixLease, DueAt: c.read.DueAt, Dispatches: c.read.Dispatches, SHA256: c.read.ResultSHA256,
-		Round: c.read.ApprovalRound, Parent: c.parent}
+		Round: c.read.ApprovalRound, Parent: c.parent, Parks: c.read.ParkCount}
 }
 
 func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -333,7 +333,7 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 	switch g.Name {
 	case "fence", "from", "exists", "attempts left", "before the age deadline", "at version (when given)",
 		"due_at as read", "dispatches as read", "no item", "review open unknown_outcome", "review open at the park",
-		"approval round as read", "no open review", "call not started", "lapsed lease as read (when given)":
+		"approval round as read", "no open review", "call not started", "lapsed lease as read (when given)", "park count as read":
 		// The base fixture and the call meet them.
 	case "due":
 		x.NotBefore = ms - 1000
