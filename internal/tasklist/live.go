@@ -93,7 +93,7 @@ func QueryLive(ctx context.Context, l *ledger.Ledger, q LiveQuery) (refs []LiveR
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	start, err := decodeKeyCursor(q.Cursor)
+	start, err := decodeKeyCursor(q.Cursor, map[string]string{"task_id": "S", "state_shard": "S:" + ledger.ShardKey(q.State, q.Shard), "due_at": "N"})
 	if err != nil {
 		return nil, "", err
 	}
@@ -106,7 +106,7 @@ func QueryLive(ctx context.Context, l *ledger.Ledger, q LiveQuery) (refs []LiveR
 		}
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, "", badCursor(start, err)
 	}
 	if err := attributevalue.UnmarshalListOfMaps(out.Items, &refs); err != nil {
 		return nil, "", fmt.Errorf("tasklist: decode live refs: %w", err)

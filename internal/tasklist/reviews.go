@@ -28,12 +28,12 @@ func ListOpenReviews(ctx context.Context, l *ledger.Ledger, limit int32, cursor 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(ledger.ReviewOpen)},
 		Limit:                     aws.Int32(limit),
 	}
-	if in.ExclusiveStartKey, err = decodeKeyCursor(cursor); err != nil {
+	if in.ExclusiveStartKey, err = decodeKeyCursor(cursor, map[string]string{"task_id": "S", "review_status": "S:" + ledger.ReviewOpen, "dead_lettered_at": "S"}); err != nil {
 		return nil, "", err
 	}
 	out, err := l.DB().Query(ctx, in)
 	if err != nil {
-		return nil, "", wrap("Query open_reviews", err)
+		return nil, "", badCursor(in.ExclusiveStartKey, wrap("Query open_reviews", err))
 	}
 	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
 		return nil, "", fmt.Errorf("tasklist: decode reviews: %w", err)
