@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +25,11 @@ import (
 // still queued or running and not in by_state is adopted into it; the walk
 // that follows applies its rule among every other due task's, so a flood
 // of submissions cannot take the run's MaxPerRun from the rest. One that
-// ended, is indexed, or is absent (its submit failed between the two
-// puts) needs nothing. The cursor moves past an item only once its task
-// was handled so: a failed read or write stops the shard there, for the
-// next run to repeat. The phase takes at most half the run's work budget
+// ended or is indexed needs nothing; one absent needs nothing once a
+// dispatch timeout past its due time has passed (its submit failed between
+// the two puts; until then its put may still land). The cursor moves past
+// an item only once its task was handled so: a failed read or write stops
+// the shard there, for the next run to repeat. The phase takes at most half the run's work budget
 // (a backlog of watch items after an outage must leave the walk its turn).
 func (r *run) watch(ctx context.Context) {
 	l := r.h.Ledger
@@ -71,6 +74,13 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 			r.advance(ctx, shard, at)
 		}
 	}()
+	// A watch item whose task is absent is a submit that failed between its
+	// two puts — or one whose task put is still to land: a request the
+	// server performs after its caller gave up, or a submitter whose clock
+	// is behind ours. The cursor stays before it until a dispatch timeout
+	// past its due time; the items after it are handled meanwhile, and
+	// read again until it moves.
+	grace, held := cfg.DispatchTimeout.Milliseconds(), false
 	var start map[string]types.AttributeValue
 	for {
 		if ctx.Err() != nil || !time.Now().Before(r.watchUntil) {
@@ -105,12 +115,25 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 			if !r.watched(ctx, tasks[id]) {
 				return
 			}
-			at = sks[i]
+			if tasks[id] == nil && r.now.UnixMilli() < watchDue(sks[i])+grace {
+				held = true // its task's put may still land: read it again next run
+			}
+			if !held {
+				at = sks[i]
+			}
 		}
 		if start = out.LastEvaluatedKey; len(start) == 0 {
 			return
 		}
 	}
+}
+
+// watchDue is the due time (epoch ms) a watch item's sk begins with
+// (ledger.WatchKey); 0 when it does not parse.
+func watchDue(sk string) int64 {
+	due, _, _ := strings.Cut(sk, "#")
+	n, _ := strconv.ParseInt(due, 10, 64)
+	return n
 }
 
 // watched handles one watched task (nil: absent) and reports whether it

@@ -151,7 +151,10 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
-		l.dropWatch(ctx, t)
+		if old.StateShard != "" || !old.State.Live() || now.UnixMilli() < old.DueAt {
+			l.dropWatch(ctx, t)
+		} // else a replay of a task whose put may have landed after its own watch item was read: this one finds it
+
 		return nil, &DuplicateError{Task: old}
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
