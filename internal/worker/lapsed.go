@@ -75,9 +75,7 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	switch d {
 	case sendParkUnknown:
 		log.InfoContext(ctx, "the lease lapsed to unknown at this assignment; parking from unknown")
-		pt := *t
-		pt.ParkCount = read.ParkCount // the park is held to the count the refusal read
-		return h.park(ctx, rec, &pt, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, &kn, log)
+		return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateUnknown, Version: v}, kn.review, &kn, log)
 	case sendReviseLapsed:
 		return h.reviseLapsed(ctx, rec, t, read, kn.review, log)
 	case sendCompleteCancelled, sendCompleteCancelPark:
