@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,15 +45,6 @@ func TestSubmitFromAClockBehindTheReconcilersIsNotLost(t *testing.T) {
 			return // refused: not accepted
 		}
 		// Accepted, and its SQS send lost.
-		for range 3 {
-			b.clock.Advance(time.Minute)
-			handle(t, b.handler())
-		}
-		ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
-		got := get(t, b, task.TaskID)
-		if len(ids) == 0 && got.State == ledger.StateQueued {
-			t.Fatalf("accepted task %s lost: queued, state_shard %q, no message after three runs (the run between the submit's puts: watched %d, adopted %d)",
-				task.TaskID, got.StateShard, watched, adopted)
-		}
+		wantFound(t, b, e, task.TaskID, fmt.Sprintf("the run between the submit's puts: watched %d, adopted %d", watched, adopted))
 	})
 }

@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,16 +74,7 @@ func TestTaskPutPerformedAfterItsWatchItemCameDueIsNotLostWhenTheCallerRepeatsTh
 			if !errors.As(err, &dup) {
 				t.Fatalf("the caller's repeat = %v; want a replay of the task the late put wrote", err)
 			}
-			for range 3 {
-				b.clock.Advance(time.Minute)
-				handle(t, b.handler())
-			}
-			ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
-			got := get(t, b, dup.Task.TaskID)
-			if len(ids) == 0 && got.State == ledger.StateQueued {
-				t.Fatalf("put %s past the due time: accepted task %s lost: queued, state_shard %q, watch items %q, no message after three runs (the run before the put: watched %d, adopted %d)",
-					late, got.TaskID, got.StateShard, e.WatchSKs(t, got.TaskID), watched, adopted)
-			}
+			wantFound(t, b, e, dup.Task.TaskID, fmt.Sprintf("put %s past the due time; the run before the put: watched %d, adopted %d", late, watched, adopted))
 		})
 	}
 }

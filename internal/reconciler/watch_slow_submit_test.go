@@ -65,16 +65,7 @@ func TestSubmitWhoseWatchPutOutlastsItsDueTimeIsNotLost(t *testing.T) {
 			return
 		}
 		// Accepted, and its SQS send lost: the reconciler must find it.
-		for range 3 {
-			b.clock.Advance(time.Minute)
-			handle(t, b.handler())
-		}
-		ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
-		got := get(t, b, task.TaskID)
-		if len(ids) == 0 && got.State == ledger.StateQueued {
-			t.Fatalf("accepted task %s lost: queued, state_shard %q, no message after three runs (the run during the watch put: %v)",
-				task.TaskID, got.StateShard, during)
-		}
+		wantFound(t, b, e, task.TaskID, fmt.Sprintf("the run during the watch put: %v", during))
 	})
 }
 

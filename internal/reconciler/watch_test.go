@@ -227,3 +227,18 @@ func TestAdoptedTaskIsHandledInTheSameRunWhileTheIndexLags(t *testing.T) {
 		}
 	})
 }
+
+// wantFound runs the reconciler three times a minute apart and fails when
+// task id is still queued with no message sent: nothing would ever run it
+// (what says what happened to it before).
+func wantFound(t *testing.T, b *bundle, e *testenv.Env, id, what string) {
+	t.Helper()
+	for range 3 {
+		b.clock.Advance(time.Minute)
+		handle(t, b.handler())
+	}
+	ids := e.DrainTaskIDs(t, e.Names.TaskQueueURL)
+	if got := get(t, b, id); len(ids) == 0 && got.State == ledger.StateQueued {
+		t.Fatalf("accepted task %s lost: queued, state_shard %q, watch items %q, no message after three runs (%s)", id, got.StateShard, e.WatchSKs(t, id), what)
+	}
+}
