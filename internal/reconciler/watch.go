@@ -25,11 +25,11 @@ import (
 // still queued or running and not in by_state is adopted into it; the walk
 // that follows applies its rule among every other due task's, so a flood
 // of submissions cannot take the run's MaxPerRun from the rest. One that
-// ended or is indexed needs nothing; one absent needs nothing once a
-// dispatch timeout past its due time has passed (its submit failed between
-// the two puts; until then its put may still land). The cursor moves past
-// an item only once its task was handled so: a failed read or write stops
-// the shard there, for the next run to repeat. The phase takes at most half the run's work budget
+// ended or is indexed needs nothing; one absent is read once more, a
+// dispatch timeout later (recheck), and then needs nothing (its submit
+// failed between the two puts). The cursor moves past an item only once
+// its task was handled so: a failed read or write stops the shard there,
+// for the next run to repeat. The phase takes at most half the run's work budget
 // (a backlog of watch items after an outage must leave the walk its turn).
 func (r *run) watch(ctx context.Context) {
 	l := r.h.Ledger
@@ -74,13 +74,6 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 			r.advance(ctx, shard, at)
 		}
 	}()
-	// A watch item whose task is absent is a submit that failed between its
-	// two puts — or one whose task put is still to land: a request the
-	// server performs after its caller gave up, or a submitter whose clock
-	// is behind ours. The cursor stays before it until a dispatch timeout
-	// past its due time; the items after it are handled meanwhile, and
-	// read again until it moves.
-	grace, held := cfg.DispatchTimeout.Milliseconds(), false
 	var start map[string]types.AttributeValue
 	for {
 		if ctx.Err() != nil || !time.Now().Before(r.watchUntil) {
@@ -100,10 +93,11 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 			return
 		}
 		var sks, ids []string
+		var rechecks []bool
 		for _, it := range out.Items {
 			sk, id := attrS(it, "sk"), attrS(it, "task_id")
 			if sk > cursor && sk < hi && id != "" {
-				sks, ids = append(sks, sk), append(ids, id)
+				sks, ids, rechecks = append(sks, sk), append(ids, id), append(rechecks, it["recheck"] != nil)
 			}
 		}
 		tasks, err := tasklist.ReadTasks(ctx, l, ids, true)
@@ -112,15 +106,14 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 			return
 		}
 		for i, id := range ids {
-			if !r.watched(ctx, tasks[id]) {
+			ok := r.watched(ctx, tasks[id])
+			if ok && tasks[id] == nil && !rechecks[i] {
+				ok = r.recheck(ctx, pk, sks[i], id)
+			}
+			if !ok {
 				return
 			}
-			if tasks[id] == nil && r.now.UnixMilli() < watchDue(sks[i])+grace {
-				held = true // its task's put may still land: read it again next run
-			}
-			if !held {
-				at = sks[i]
-			}
+			at = sks[i]
 		}
 		if start = out.LastEvaluatedKey; len(start) == 0 {
 			return
@@ -128,12 +121,33 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 	}
 }
 
-// watchDue is the due time (epoch ms) a watch item's sk begins with
-// (ledger.WatchKey); 0 when it does not parse.
-func watchDue(sk string) int64 {
-	due, _, _ := strings.Cut(sk, "#")
-	n, _ := strconv.ParseInt(due, 10, 64)
-	return n
+// recheck puts, for a task found absent at its watch item's due time (sk),
+// a second watch item a dispatch timeout later, marked so that it is read
+// once: the submit may have failed between its two puts, or its task put
+// may still land — a request the server performs after its caller gave
+// up, or one from a submitter whose clock is behind the reconciler's. It
+// reports whether the item was put (else the cursor stays before sk).
+func (r *run) recheck(ctx context.Context, pk, sk, id string) bool {
+	cfg := r.h.Ledger.Config()
+	due, rest, _ := strings.Cut(sk, "#")
+	n, err := strconv.ParseInt(due, 10, 64)
+	if err != nil {
+		return true // not a watch item's key: nothing to read again
+	}
+	at := time.UnixMilli(n).Add(cfg.DispatchTimeout)
+	_, err = r.h.Ledger.DB().UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &cfg.WatchTable,
+		Key:                      map[string]types.AttributeValue{"pk": attr(pk), "sk": attr(fmt.Sprintf("%013d#%s", at.UnixMilli(), rest))},
+		UpdateExpression:         aws.String("SET #id = :id, #exp = :exp, #recheck = :yes"),
+		ExpressionAttributeNames: map[string]string{"#id": "task_id", "#exp": "expires_at", "#recheck": "recheck"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attr(id), ":yes": &types.AttributeValueMemberBOOL{Value: true},
+			":exp": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(ledger.WatchRetention).Unix(), 10)}},
+	})
+	if err != nil {
+		r.fail(ctx, "put watch recheck", err, "task_id", id, "shard", pk)
+		return false
+	}
+	return true
 }
 
 // watched handles one watched task (nil: absent) and reports whether it
