@@ -151,9 +151,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
-		if old.StateShard != "" || !old.State.Live() || now.UnixMilli() < old.DueAt {
+		if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
 			l.dropWatch(ctx, t)
-		} // else a replay of a task whose put may have landed after its own watch item was read: this one finds it
+		} // else its put landed after its watch item and that item's recheck were read: this one finds it
 
 		return nil, &DuplicateError{Task: old}
 	}

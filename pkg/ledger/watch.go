@@ -72,8 +72,10 @@ func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
 // dropWatch deletes the watch item of a Create call that put no task (a
 // replay, a key reused with another payload), so a refused submit leaves
 // nothing behind — but a replay that finds the task queued or running, not
-// in by_state and past its watch item's due time keeps it (Create): the
-// task's put may have landed after its own watch item was read. Best effort: an item left by a failed delete only costs
+// in by_state and a dispatch timeout past its watch item's due time keeps
+// it (Create): the task's put may have landed after both its watch item
+// and that item's recheck (the reconciler's, a dispatch timeout later)
+// were read. Best effort: an item left by a failed delete only costs
 // the reconciler one read of a task that needs nothing.
 func (l *Ledger) dropWatch(ctx context.Context, t *Task) {
 	if l.watched() {
