@@ -29,8 +29,9 @@ import (
 // dispatch timeout later (recheck), and then needs nothing (its submit
 // failed between the two puts). The cursor moves past an item only once
 // its task was handled so: a failed read or write stops the shard there,
-// for the next run to repeat. The phase takes at most half the run's work budget
-// (a backlog of watch items after an outage must leave the walk its turn).
+// for the next run to repeat. The phase takes at most half the run's
+// work budget (a backlog of watch items after an outage must leave the
+// walk its turn).
 func (r *run) watch(ctx context.Context) {
 	l := r.h.Ledger
 	if l.Config().WatchTable == "" {
@@ -108,7 +109,7 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 		for i, id := range ids {
 			ok := r.watched(ctx, tasks[id])
 			if ok && tasks[id] == nil && !rechecks[i] {
-				ok = r.recheck(ctx, pk, sks[i], id)
+				ok = r.recheck(ctx, shard, sks[i], id)
 			}
 			if !ok {
 				return
@@ -127,24 +128,25 @@ func (r *run) watchShard(ctx context.Context, shard int, cursor string) {
 // may still land — a request the server performs after its caller gave
 // up, or one from a submitter whose clock is behind the reconciler's. It
 // reports whether the item was put (else the cursor stays before sk).
-func (r *run) recheck(ctx context.Context, pk, sk, id string) bool {
+func (r *run) recheck(ctx context.Context, shard int, sk, id string) bool {
 	cfg := r.h.Ledger.Config()
-	due, rest, _ := strings.Cut(sk, "#")
+	due, rest, _ := strings.Cut(sk, "#") // rest: "<task id>#<nonce>"
 	n, err := strconv.ParseInt(due, 10, 64)
 	if err != nil {
 		return true // not a watch item's key: nothing to read again
 	}
 	at := time.UnixMilli(n).Add(cfg.DispatchTimeout)
+	pk, nsk := ledger.WatchKey(shard, at.UnixMilli(), rest)
 	_, err = r.h.Ledger.DB().UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &cfg.WatchTable,
-		Key:                      map[string]types.AttributeValue{"pk": attr(pk), "sk": attr(fmt.Sprintf("%013d#%s", at.UnixMilli(), rest))},
+		Key:                      map[string]types.AttributeValue{"pk": attr(pk), "sk": attr(nsk)},
 		UpdateExpression:         aws.String("SET #id = :id, #exp = :exp, #recheck = :yes"),
 		ExpressionAttributeNames: map[string]string{"#id": "task_id", "#exp": "expires_at", "#recheck": "recheck"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attr(id), ":yes": &types.AttributeValueMemberBOOL{Value: true},
 			":exp": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(ledger.WatchRetention).Unix(), 10)}},
 	})
 	if err != nil {
-		r.fail(ctx, "put watch recheck", err, "task_id", id, "shard", pk)
+		r.fail(ctx, "put watch recheck", err, "task_id", id, "shard", shard)
 		return false
 	}
 	return true

@@ -151,10 +151,11 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
+		// A replay keeps its watch item for a task whose put landed after its
+		// own watch item and that item's recheck were read (watch.go).
 		if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
 			l.dropWatch(ctx, t)
-		} // else its put landed after its watch item and that item's recheck were read: this one finds it
-
+		}
 		return nil, &DuplicateError{Task: old}
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
