@@ -28,16 +28,7 @@ func TestReparkedTaskReviewCommandsDecideTheSecondPark(t *testing.T) {
 			if got := get(t, b, task.TaskID); got.State != ledger.StateNeedsReview || got.ParkCount != park {
 				t.Fatalf("park %d: the task is %s at park %d, want needs_review", park, got.State, got.ParkCount)
 			}
-			r, err := b.l.GetReview(ctx, task.TaskID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testenv.WantReviewCommandsAt(t, r, park)
-			if park == 1 {
-				if _, _, _, err := b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops@example.com", ParkCount: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			commandsAtThenRetry(t, b, task.TaskID, park)
 		}
 	})
 }
@@ -64,16 +55,23 @@ func TestApprovalExpiredAgainReviewCommandsDecideTheSecondPark(t *testing.T) {
 			if got.State != ledger.StateNeedsReview || got.ReviewReason != ledger.ReviewApprovalExpired || got.ParkCount != park {
 				t.Fatalf("park %d: the task is %s (%s) at park %d, want needs_review (%s)", park, got.State, got.ReviewReason, got.ParkCount, ledger.ReviewApprovalExpired)
 			}
-			r, err := b.l.GetReview(ctx, task.TaskID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testenv.WantReviewCommandsAt(t, r, park)
-			if park == 1 {
-				if _, _, _, err := b.l.Act(ctx, task.TaskID, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops@example.com", ParkCount: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			commandsAtThenRetry(t, b, task.TaskID, park)
 		}
 	})
+}
+
+// commandsAtThenRetry asserts that every command the review of task id
+// suggests decides park, and after park 1 retries it as an operator would.
+func commandsAtThenRetry(t *testing.T, b *bundle, id string, park int) {
+	t.Helper()
+	r, err := b.l.GetReview(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WantReviewCommandsAt(t, r, park)
+	if park == 1 {
+		if _, _, _, err := b.l.Act(ctx, id, ledger.OperatorAction{Resolution: ledger.ResolutionRetry, By: "ops@example.com", ParkCount: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
