@@ -633,6 +633,9 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 		return nil, nil, err
 	}
 	drop := func() {
+		if env.Disposable() {
+			return
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = tpl.Delete(cctx, env.DDB, env.SQS, names)
