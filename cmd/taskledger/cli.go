@@ -276,7 +276,7 @@ func (a *app) act(ctx context.Context, c *command, d *deps, id string, act ledge
 	}
 	res, err := opsapi.Apply(ctx, d.ledger, d.sender, d.budgets, id, act)
 	if err != nil {
-		return err
+		return &actionError{err: err, park: act.ParkCount}
 	}
 	if res.SpendErr != nil {
 		fmt.Fprintf(a.stderr, "warning: the action was applied, but settling the parked run's reservations failed (they stay counted on its budget and daily quota): %v\n", res.SpendErr)
@@ -318,6 +318,16 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// actionError is a review action's error and the park the action was
+// bound to, which a suggested next command names.
+type actionError struct {
+	err  error
+	park int
+}
+
+func (e *actionError) Error() string { return e.err.Error() }
+func (e *actionError) Unwrap() error { return e.err }
+
 // describe turns ledger errors into an operator's sentence.
 func describe(err error) string {
 	var ce *ledger.ConflictError
@@ -327,8 +337,14 @@ func describe(err error) string {
 	case errors.Is(err, ledger.ErrNotFound):
 		return "not found: " + err.Error()
 	case errors.As(err, &re):
-		return fmt.Sprintf("not retried, nothing changed: task %s was created %s and its budget record %s is gone (kept %s after the last reservation), so a retry would start its budget from nothing spent; resolve the review instead (taskledger review resolve %s --outcome failed --note ...), or submit the work as a new task",
-			re.TaskID, re.Created.Format(time.RFC3339), re.Key, re.Retention, re.TaskID)
+		// The suggested command decides the park this one did, as every
+		// suggested review command does, not whatever is parked when it runs.
+		park := ""
+		if ae := (*actionError)(nil); errors.As(err, &ae) && ae.park > 0 {
+			park = fmt.Sprintf(" --park %d", ae.park)
+		}
+		return fmt.Sprintf("not retried, nothing changed: task %s was created %s and its budget record %s is gone (kept %s after the last reservation), so a retry would start its budget from nothing spent; resolve the review instead (taskledger review resolve %s --outcome failed%s --note ...), or submit the work as a new task",
+			re.TaskID, re.Created.Format(time.RFC3339), re.Key, re.Retention, re.TaskID, park)
 	case errors.As(err, &ce):
 		return "conflict: " + ce.Error()
 	case errors.As(err, &te):

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
 	"github.com/taskledger/taskledger/internal/review"
+	"github.com/taskledger/taskledger/internal/spend"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -428,4 +431,23 @@ func TestSuggestedCommandsRunVerbatimAndDecideTheirPark(t *testing.T) {
 			t.Fatalf("after park 2's resolve: task %s, review %s at park %d note %q", task.State, rv.Resolution, rv.ParkCount, rv.ResolutionNote)
 		}
 	})
+}
+
+// TestExpiredBudgetHintDecidesTheParkTheRetryWasBoundTo: a retry refused
+// because its budget record is gone suggests a resolve, and that command,
+// run later, must decide the park the retry was bound to, not a newer one.
+func TestExpiredBudgetHintDecidesTheParkTheRetryWasBoundTo(t *testing.T) {
+	expired := fmt.Errorf("opsapi: %w", &spend.RecordExpiredError{TaskID: "t1", Key: "chain#t0", Created: time.Unix(0, 0), Retention: spend.DefaultRetention})
+	got := describe(&actionError{err: expired, park: 3})
+	i := strings.Index(got, "taskledger review resolve")
+	if i < 0 {
+		t.Fatalf("no resolve suggested: %s", got)
+	}
+	cmd := words(t, strings.TrimSuffix(got[i:strings.Index(got[i:], ")")+i], " --note ..."))
+	if want := []string{"taskledger", "review", "resolve", "t1", "--outcome", "failed", "--park", "3"}; !slices.Equal(cmd, want) {
+		t.Fatalf("suggested %q, want %q", cmd, want)
+	}
+	if got := describe(&actionError{err: expired}); strings.Contains(got, "--park") {
+		t.Fatalf("an action bound to no park suggests one: %s", got)
+	}
 }
