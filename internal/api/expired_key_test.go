@@ -2,12 +2,12 @@ package api_test
 
 import (
 	"context"
-	"sync/atomic"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/testenv"

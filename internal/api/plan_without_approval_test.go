@@ -2,10 +2,11 @@ package api_test
 
 import (
 	"context"
-	"github.com/aws/aws-lambda-go/events"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/taskledger/taskledger/internal/api"
 	"github.com/taskledger/taskledger/internal/deliver"

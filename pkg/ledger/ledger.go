@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/taskledger/taskledger/internal/calltag"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/taskledger/taskledger/internal/calltag"
 	"github.com/taskledger/taskledger/pkg/ledger/itemsize"
 )
 
