@@ -13,8 +13,10 @@
 //     only when TASKLEDGER_BACKENDS names it.
 //
 // TASKLEDGER_BACKENDS (comma-separated, default "kumo,moto") selects legs.
-// Every test gets its own tables and queues, created from template.yaml by
-// internal/stack under a unique prefix and deleted at the end. Servers are
+// Every test gets its own tables, queues and payload bucket, created from
+// template.yaml by internal/stack under a unique prefix; on the external
+// backend they are deleted at the end of the test, on kumo and moto they
+// are left to end with the server (Env.Disposable). Servers are
 // shared per test binary and stopped by Main (call it from TestMain): one
 // kumo, and a pool of up to MotoServers moto_servers (moto serves one
 // DynamoDB request at a time), each Env on the least used; a moto_server

@@ -79,8 +79,8 @@ func New(t testing.TB, backend string) *Env {
 	}
 	endpoint, release, err := endpointFor(backend)
 	if release != nil {
-		// Registered first, so it runs last: after the resources below are
-		// deleted through the server.
+		// Registered first, so it runs last: after the test's own cleanups,
+		// which may still call the server.
 		t.Cleanup(release)
 	}
 	if err != nil {
