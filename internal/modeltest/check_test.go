@@ -3,6 +3,7 @@ package modeltest
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -25,6 +26,7 @@ func (m *model) check(rt *rapid.T) {
 		if st.State == ledger.StateNeedsReview {
 			rv = reviews[t.id]
 		}
+		m.leaseEnd[t.id] = max(m.leaseEnd[t.id], st.LeaseUntil)
 		if why := m.violation(t, st, rv, watched[t.id]); why != "" {
 			rt.Fatalf("%s: %s", t.id, why)
 		}
@@ -207,8 +209,16 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 		}
 		// Unknowable, not false: a provider that deduplicates is never
 		// marked before a call (DESIGN §14), so only its readback can say
-		// that no call was made — and the last one failed.
-		unknowable := m.s.mode == modeIdem && len(lookups) > 0 && lookups[len(lookups)-1].failed
+		// that no call was made — and the last one failed, or found
+		// nothing while a call of the fenced assignment could still reach
+		// the provider (parked before its lease's end plus the call
+		// timeout: the worker may be alive with its renewals failing).
+		unknowable := false
+		if last := len(lookups) - 1; m.s.mode == modeIdem && last >= 0 {
+			parked, err := time.Parse(time.RFC3339Nano, rv.DeadLetteredAt)
+			unknowable = lookups[last].failed ||
+				lookups[last].notFound && err == nil && parked.UnixMilli() < m.leaseEnd[t.id]+callTimeout.Milliseconds()
+		}
 		if !started && !unknowable {
 			return "false uncertainty: review " + rv.Reason + " says the call may have acted, but no call started"
 		}

@@ -110,6 +110,10 @@ type model struct {
 	byID   map[string]*task
 	keys   int
 	paused *inflight
+	// leaseEnd is the latest lease end each task's item has shown after a
+	// step: a call of the assignment it fenced may run until it plus the
+	// call timeout.
+	leaseEnd map[string]int64
 }
 
 const maxRoots = 3
@@ -121,7 +125,7 @@ func newModel(rt *rapid.T, e *testenv.Env) *model {
 	if err != nil {
 		rt.Fatalf("system: %v", err)
 	}
-	m := &model{ctx: context.Background(), s: s, byID: map[string]*task{}}
+	m := &model{ctx: context.Background(), s: s, byID: map[string]*task{}, leaseEnd: map[string]int64{}}
 	rt.Cleanup(func() {
 		m.release()
 		drop()
