@@ -81,7 +81,9 @@
 //     provider may have acted, has a call or a call-start mark (the
 //     worker's word, written right before its call) behind it — unless the provider
 //     deduplicates (its calls are never marked, so only its readback can
-//     say none was made) and the task's last readback failed: that
+//     say none was made) and the task's last readback failed, or found
+//     nothing before the fenced lease's end plus the call timeout (a
+//     worker whose renewals fail may still be in its call): that
 //     uncertainty is real.
 //
 // A worker dying between its call-start mark and its call is not a step:
