@@ -309,7 +309,8 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			return
 		}
 		_, budget := t.BudgetLeft(r.now)
-		r.park(ctx, t, opts, review.BudgetExhausted(t, budget))
+		until, _ := r.callMayRunUntil(t)
+		r.park(ctx, t, opts, review.BudgetExhaustedCallMayRun(t, budget, until))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
 		if t.CancelledWhileRunning() && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
@@ -434,6 +435,14 @@ func isRace(err error) bool {
 // plus the call timeout (the longest of the step's and the provider's
 // contract.CallTimer; DefaultCallTimeout when neither declares one).
 func (r *run) callMayRun(t *ledger.Task) bool {
+	until, ok := r.callMayRunUntil(t)
+	return ok && r.now.Before(until)
+}
+
+// callMayRunUntil is when a call of t's fenced assignment must have ended
+// (its lease's end plus the call timeout), and false when none can matter
+// (callMayRun).
+func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	var fenced int64
 	switch {
 	case t.CancelledWhileRunning():
@@ -441,7 +450,7 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	case t.ErrorMessage == ledger.LeaseExpiredMessage:
 		fenced = t.AssignmentVersion
 	default:
-		return false // the worker itself recorded the outcome unknown: its call had ended
+		return time.Time{}, false // the worker itself recorded the outcome unknown: its call had ended
 	}
 	switch marked := r.h.callMarked(t); {
 	case !marked && !t.CancelledWhileRunning():
@@ -450,10 +459,10 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 		// the budget spent (ExpireToUnknown, AwaitReadback), there is no
 		// second call, and an unmarked call may still be running.
 		if ok, _ := t.BudgetLeft(r.now); ok {
-			return false
+			return time.Time{}, false
 		}
 	case marked && t.CallStartedVersion != fenced:
-		return false // no call-start mark under the fenced assignment: no call was started
+		return time.Time{}, false // no call-start mark under the fenced assignment: no call was started
 	}
 	// The longest bound any side may use: the step's own, the provider's
 	// (the worker bounds a delivery's call by it), or the default.
@@ -466,7 +475,7 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
 	}
-	return r.now.Before(t.UnknownSince().Add(timeout))
+	return t.UnknownSince().Add(timeout), true
 }
 
 // relay is the outbox relay for queued and retry_wait tasks whose message

@@ -127,6 +127,17 @@ func BudgetExhaustedReadBackAbsent(t *ledger.Task, budget string) ledger.Review 
 	return budgetExhausted(t, budget, Failure{}, time.Time{}, true, false)
 }
 
+// BudgetExhaustedCallMayRun is [BudgetExhausted] for an unknown task
+// whose readback found nothing while a call of its fenced assignment could
+// still reach the provider, until until (its lease's end plus the call
+// timeout): "not found" then proves nothing, and the age budget leaves no
+// time to wait for it to.
+func BudgetExhaustedCallMayRun(t *ledger.Task, budget string, until time.Time) ledger.Review {
+	r := BudgetExhausted(t, budget)
+	r.Known = append(r.Known, fmt.Sprintf("the provider's readback of operation id %s found no record, but a call of attempt %d, if its worker started one, could still reach the provider until %s (the lease's end plus the call timeout), past the age budget's end", t.OperationID(), t.Attempts, stamp(until.UnixMilli())))
+	return r
+}
+
 func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall, retrySafe bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
