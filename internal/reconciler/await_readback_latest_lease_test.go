@@ -10,14 +10,14 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// TestAwaitReadbackWaitsForTheLatestExpiredLeasesCall: two attempts of a
+// TestNotFoundWithinALaterOpenAttemptsCallWindowIsNoProofNothingWasGenerated: two attempts of a
 // deduplicating provider's task expire and are re-queued; the open
 // uncertainty dates from the first lease's end, but the second attempt's
 // call may run until its own lease's end plus the call timeout. Read back
 // past the first window and within the second, while that call is in
 // flight, "not found" proves nothing: the review must not say nothing was
 // generated (DESIGN §1.4, §1.6).
-func TestAwaitReadbackWaitsForTheLatestExpiredLeasesCall(t *testing.T) {
+func TestNotFoundWithinALaterOpenAttemptsCallWindowIsNoProofNothingWasGenerated(t *testing.T) {
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e, simulated.Options{LongDelay: 4 * time.Second, CallTimeout: time.Minute})

@@ -475,7 +475,17 @@ func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
 	}
-	return t.UnknownSince().Add(timeout), true
+	// An attempt re-queued or taken over with its outcome open (the
+	// history records it unknown, ended at its lease's end) may have a
+	// call running on as long as the fenced one: its window ends later when
+	// its lease did, though the uncertainty dates from the first.
+	from := t.UnknownSince()
+	for _, a := range t.History() {
+		if a.Outcome == ledger.OutcomeUnknown && a.EndedMs > from.UnixMilli() {
+			from = time.UnixMilli(a.EndedMs)
+		}
+	}
+	return from.Add(timeout), true
 }
 
 // relay is the outbox relay for queued and retry_wait tasks whose message
