@@ -223,6 +223,16 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 			return "false uncertainty: review " + rv.Reason + " says the call may have acted, but no call started"
 		}
 	}
+
+	// No false certainty: a review that says nothing was generated has no
+	// call of its run behind it that acted.
+	if rv != nil && strings.Contains(rv.Summary+"\n"+strings.Join(rv.Known, "\n"), "nothing was generated") {
+		for _, c := range calls {
+			if c.epoch == epoch && c.performed {
+				return "false certainty: review " + rv.Reason + " says nothing was generated, but a call acted"
+			}
+		}
+	}
 	return ""
 }
 
