@@ -84,7 +84,9 @@
 //     say none was made) and the task's last readback failed, or found
 //     nothing before the fenced lease's end plus the call timeout (a
 //     worker whose renewals fail may still be in its call): that
-//     uncertainty is real.
+//     uncertainty is real;
+//   - no false certainty: a review that says nothing was generated has no
+//     call of its run behind it that acted.
 //
 // A worker dying between its call-start mark and its call is not a step:
 // the mark is the worker's word that a call may have started, and an
