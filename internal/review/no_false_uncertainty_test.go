@@ -47,3 +47,17 @@ func TestRetrySafeBudgetParkClaimsNoUncertainty(t *testing.T) {
 		}
 	}
 }
+
+// Nor the opposite: a retry-safe generation's calls are not marked and its
+// uncertain attempts are retried, so an attempt whose reply was lost may
+// have generated a result nobody saved; its review does not claim that
+// nothing was generated.
+func TestRetrySafeBudgetParkClaimsNoCertaintyEither(t *testing.T) {
+	for _, st := range []ledger.State{ledger.StateRunning, ledger.StateRetryWait, ledger.StateQueued} {
+		task := &ledger.Task{TaskID: "t_3", State: st, Attempts: 3, MaxAttempts: 3, ErrorClass: "throttled"}
+		r := BudgetExhaustedAfterClass(task, BudgetAttempts, Failure{}, time.Time{}, true)
+		if text := r.Summary + "\n" + strings.Join(r.Known, "\n"); strings.Contains(text, "nothing was generated") {
+			t.Errorf("%s: review of a retry-safe park says nothing was generated:\n%s", st, text)
+		}
+	}
+}

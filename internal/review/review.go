@@ -231,7 +231,9 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 		if markedAtLease(t) {
 			r.Known = append(r.Known, fmt.Sprintf("its worker recorded that the call with operation id %s was starting (the mark is written right before the call); %s", t.OperationID(), unknowableSend("the provider")))
 		}
-	case !ended && !markedUnknown && earlierUnknown:
+	case !ended && !markedUnknown && (earlierUnknown || retrySafe):
+		// A retry-safe generation's uncertain attempts were retried, not
+		// recorded: one whose reply was lost may have generated.
 		r.Known = append(r.Known, "no attempt was in flight when the task was parked")
 	case !ended && !markedUnknown:
 		r.Known = append(r.Known, "no attempt was in flight when the task was parked, so nothing was generated and left unsaved")
