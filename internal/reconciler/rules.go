@@ -444,11 +444,18 @@ func (r *run) callMayRun(t *ledger.Task) bool {
 // (callMayRun).
 func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	var fenced int64
+	earlier := false
 	switch {
 	case t.CancelledWhileRunning():
 		fenced = t.CancelVersion
 	case t.ErrorMessage == ledger.LeaseExpiredMessage:
 		fenced = t.AssignmentVersion
+	case t.OpenUnknownMs > 0 && !r.h.callMarked(t):
+		// A later attempt ended with its worker's own word (a retryable
+		// failure, or unknown), but an earlier one's lease expired with its
+		// outcome open: its unmarked call may still run (the window below,
+		// from that lease's end, not the latest attempt's write).
+		earlier = true
 	default:
 		return time.Time{}, false // the worker itself recorded the outcome unknown: its call had ended
 	}
@@ -480,7 +487,13 @@ func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	// call running on as long as the fenced one: its window ends later when
 	// its lease did, though the uncertainty dates from the first.
 	from := t.UnknownSince()
+	if earlier {
+		from = time.UnixMilli(t.OpenUnknownMs)
+	}
 	for _, a := range t.History() {
+		if earlier && a.Attempt == t.Attempts && a.ClaimedMs == t.ClaimedMs {
+			continue // the latest attempt's worker recorded its end: its call had ended
+		}
 		if a.Outcome == ledger.OutcomeUnknown && a.EndedMs > from.UnixMilli() {
 			from = time.UnixMilli(a.EndedMs)
 		}
