@@ -134,7 +134,7 @@ func BudgetExhaustedReadBackAbsent(t *ledger.Task, budget string) ledger.Review 
 // time to wait for it to.
 func BudgetExhaustedCallMayRun(t *ledger.Task, budget string, until time.Time) ledger.Review {
 	r := BudgetExhausted(t, budget)
-	r.Known = append(r.Known, fmt.Sprintf("the provider's readback of operation id %s found no record, but a call of attempt %d, if its worker started one, could still reach the provider until %s (the lease's end plus the call timeout), past the age budget's end", t.OperationID(), t.Attempts, stamp(until.UnixMilli())))
+	r.Known = append(r.Known, fmt.Sprintf("the provider's readback of operation id %s found no record, but a call of an attempt whose outcome is open, if its worker started one, could still reach the provider until %s (its lease's end plus the call timeout), past the age budget's end", t.OperationID(), stamp(until.UnixMilli())))
 	return r
 }
 
