@@ -54,10 +54,12 @@ func (l *Ledger) FailLapsed(ctx context.Context, taskID string, version int64, e
 
 // RetryLapsed records that a lapsed attempt failed without the provider
 // acting (a transient refusal, or a request never sent): retry_wait until
-// notBefore, like ScheduleRetry; the review is resolved as retry.
+// notBefore, like ScheduleRetry, an earlier attempt's open outcome kept;
+// the review is resolved as retry.
 func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	return l.lapsed(ctx, row("retry_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
+		keepOpenOutcome(u)
 		setError(u, errClass, errMsg)
 		recordAttempt(u, OutcomeRetry, errClass, now.UnixMilli())
 	})

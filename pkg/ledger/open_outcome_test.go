@@ -133,42 +133,57 @@ func isNotClaimable(err error, reason string) bool {
 	return errors.As(err, &nc) && nc.Reason == reason
 }
 
-// A worker that gives back an attempt it never called (ReleaseLapsed, the
-// park in between cleared the task's open outcome) restores the earlier
-// attempt's open outcome from the task it claimed (InAttempt): the
-// question that attempt left is not settled by this one's give-back.
-func TestReleaseLapsedKeepsAnEarlierOpenOutcome(t *testing.T) {
+// A worker whose lapsed attempt leaves the task live — it gives back an
+// attempt it never called (ReleaseLapsed), or its provider refused the
+// call without acting (RetryLapsed) — restores the earlier attempt's open
+// outcome, which the park in between folded into its review, from the
+// task it claimed (InAttempt): this attempt's answer does not settle the
+// question that attempt left, and a later readback or park must still
+// ask it.
+func TestLapsedSettlementsThatLeaveTheTaskLiveKeepAnEarlierOpenOutcome(t *testing.T) {
 	t.Parallel()
+	settle := map[string]func(b *bundle, id string, v int64, r ledger.LapsedResolution, o ledger.WriteOption) (*ledger.Task, error){
+		"release": func(b *bundle, id string, v int64, r ledger.LapsedResolution, o ledger.WriteOption) (*ledger.Task, error) {
+			return b.l.ReleaseLapsed(context.Background(), id, v, r, o)
+		},
+		"retry": func(b *bundle, id string, v int64, r ledger.LapsedResolution, o ledger.WriteOption) (*ledger.Task, error) {
+			return b.l.RetryLapsed(context.Background(), id, v, b.clock.Now().Add(time.Second), "provider_unavailable", "503", r, o)
+		},
+	}
+	want := map[string]ledger.State{"release": ledger.StateQueued, "retry": ledger.StateRetryWait}
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
 		ctx := context.Background()
-		task := mustCreate(t, b, "release-lapsed-open")
-		c1, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.clock.Advance(31 * time.Second)
-		c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second, AllowTakeover: true})
-		if err != nil || c2.OpenUnknownMs != c1.LeaseUntil {
-			t.Fatalf("takeover: %+v, %v; want attempt 1's outcome open since %d", c2, err, c1.LeaseUntil)
-		}
-		b.clock.Advance(31 * time.Second)
-		u, err := b.l.ExpireToUnknown(ctx, task.TaskID, c2.AssignmentVersion)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := b.l.Park(ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: c2.AssignmentVersion},
-			ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "may have acted"})
-		if err != nil || p.OpenUnknownMs != 0 { // the review carries the question while parked
-			t.Fatalf("park: %+v, %v; want the open outcome folded into the review", p, err)
-		}
-		res := ledger.LapsedResolution{By: "worker w2", Note: "no call was made"}
-		got, err := b.l.ReleaseLapsed(ctx, task.TaskID, c2.AssignmentVersion, res, ledger.InAttempt(c2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if since, open := got.OpenUncertainty(); got.State != ledger.StateQueued || !open || since.UnixMilli() != c1.LeaseUntil {
-			t.Fatalf("released: %s, open %v since %v; want queued with attempt 1's outcome open since %d", got.State, open, since, c1.LeaseUntil)
+		for name, fn := range settle {
+			task := mustCreate(t, b, "lapsed-open-"+name)
+			c1, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.clock.Advance(31 * time.Second)
+			c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second, AllowTakeover: true})
+			if err != nil || c2.OpenUnknownMs != c1.LeaseUntil {
+				t.Fatalf("%s: takeover: %+v, %v; want attempt 1's outcome open since %d", name, c2, err, c1.LeaseUntil)
+			}
+			b.clock.Advance(31 * time.Second)
+			u, err := b.l.ExpireToUnknown(ctx, task.TaskID, c2.AssignmentVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := b.l.Park(ctx, u, ledger.ParkOptions{State: ledger.StateUnknown, Version: c2.AssignmentVersion},
+				ledger.Review{Reason: ledger.ReviewUnknownOutcome, Summary: "may have acted"})
+			if err != nil || p.OpenUnknownMs != 0 { // the review carries the question while parked
+				t.Fatalf("%s: park: %+v, %v; want the open outcome folded into the review", name, p, err)
+			}
+			res := ledger.LapsedResolution{By: "worker w2", Note: "the provider did not act on attempt 2"}
+			got, err := fn(b, task.TaskID, c2.AssignmentVersion, res, ledger.InAttempt(c2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if since, open := got.OpenUncertainty(); got.State != want[name] || !open || since.UnixMilli() != c1.LeaseUntil {
+				t.Fatalf("%s: settled %s, open %v since %v; want %s with attempt 1's outcome open since %d",
+					name, got.State, open, since, want[name], c1.LeaseUntil)
+			}
 		}
 	})
 }

@@ -487,16 +487,22 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 // InAttempt) keeps that error, as Release would: that attempt may have
 // reached the provider, and a later park must still say so.
 func setNoCallError(u *update) {
-	a := u.attempt
-	if a != nil && a.OpenUnknownMs > 0 {
-		// A park (ReleaseLapsed's) cleared it: the earlier question stands.
-		u.setIfAbsent("open_unknown_ms", num(a.OpenUnknownMs))
-	}
-	if a != nil && a.ErrorClass == ReasonUnknown {
+	keepOpenOutcome(u)
+	if a := u.attempt; a != nil && a.ErrorClass == ReasonUnknown {
 		setError(u, a.ErrorClass, a.ErrorMessage)
 		return
 	}
 	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+}
+
+// keepOpenOutcome keeps the open outcome of an attempt before the
+// caller's (open_unknown_ms, from the task it claimed: InAttempt) on a
+// write that leaves the task live: a park (a lapsed settlement's) cleared
+// it, and this attempt's answer does not settle that one's question.
+func keepOpenOutcome(u *update) {
+	if a := u.attempt; a != nil && a.OpenUnknownMs > 0 {
+		u.setIfAbsent("open_unknown_ms", num(a.OpenUnknownMs))
+	}
 }
 
 // giveBack sets u to queue the task again, due for dispatch; its row
