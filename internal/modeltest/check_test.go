@@ -233,6 +233,18 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 			}
 		}
 	}
+
+	// No silent uncertainty: a budget_exhausted review of a run in which a
+	// call acted (and nothing was saved, or the task would not be parked
+	// for its budget) says the provider may have acted. A retry-safe
+	// generation's review says instead that its calls are not marked.
+	if rv != nil && rv.Reason == ledger.ReviewBudgetExhausted && effect && !saysMayHaveActed(rv) {
+		for _, c := range calls {
+			if c.epoch == epoch && c.performed {
+				return "silent uncertainty: review " + rv.Reason + " does not say the provider may have acted, but a call of its run did"
+			}
+		}
+	}
 	return ""
 }
 

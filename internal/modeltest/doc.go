@@ -86,7 +86,10 @@
 //     worker whose renewals fail may still be in its call): that
 //     uncertainty is real;
 //   - no false certainty: a review that says nothing was generated has no
-//     call of its run behind it that acted.
+//     call of its run behind it that acted;
+//   - no silent uncertainty: a budget_exhausted review of a run in which a
+//     call acted says the provider may have acted (a retry-safe
+//     generation's says instead that its calls are not marked).
 //
 // A worker dying between its call-start mark and its call is not a step:
 // the mark is the worker's word that a call may have started, and an
@@ -124,7 +127,13 @@
 //     gated task's worker dies after the (idempotent) provider answered, a
 //     cancel lands while it is running, and after 20 minutes the reconciler
 //     reads the result back and completes the task without its approval
-//     (after 19 runs).
+//     (after 19 runs);
+//   - a deduplicating provider's attempt whose reply was lost was retried
+//     as a plain retry, its uncertainty forgotten: the call generates and
+//     its reply is lost, the worker retries under the same key, two 503s
+//     use up the attempts, and the worker's budget park says nothing of
+//     the first call (silent uncertainty; found by the rule's first run,
+//     after 1,403 runs, with no fix reverted).
 //
 // Not caught in 300 runs: a readback "not found" trusted while the lapsed
 // call may still run (the fix of 722b906), and a marked call started after

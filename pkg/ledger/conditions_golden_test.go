@@ -1016,6 +1016,12 @@ var goldenScenarios = []goldenScenario{
 			return ignore(f.l.ScheduleRetry(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "provider_5xx", "busy", ledger.InAttempt(c)))
 		}
 	}},
+	{"ScheduleRetryUncertain", func(f *goldenFixture) (string, func() error) {
+		c := f.running()
+		return c.TaskID, func() error {
+			return ignore(f.l.ScheduleRetryUncertain(f.ctx, c.TaskID, c.AssignmentVersion, f.clock.Now().Add(time.Minute), "reply lost", ledger.InAttempt(c)))
+		}
+	}},
 	{"ScheduleRetry/AfterRefusal, from unknown", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		return c.TaskID, func() error {

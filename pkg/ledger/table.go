@@ -280,6 +280,7 @@ var transitions = []Transition{
 		StateAwaitingApproval),
 	fencedRow("retry", "ScheduleRetry", byWorker, fromRunning, gFenced, StateRetryWait),
 	fencedRow("retry_after_refusal", "ScheduleRetry (AfterRefusal)", byWorker, fromRunOrUnknown, gFenced, StateRetryWait),
+	fencedRow("retry_uncertain", "ScheduleRetryUncertain", byWorker, fromRunning, gFenced, StateRetryWait),
 	fencedRow("fail", "Fail", byWorker, fromRunning, gFenced, StateFailed),
 	fencedRow("fail_follow_ups", "Fail (WithFollowUps: the requester's notification)", byWorker, fromRunning, gFenced, StateFailed),
 	fencedRow("fail_after_refusal", "Fail (AfterRefusal)", byWorker, fromRunOrUnknown, gFenced, StateFailed),

@@ -418,6 +418,24 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 	})
 }
 
+// ScheduleRetryUncertain is ScheduleRetry for an attempt whose outcome is
+// unknown (its reply was lost, or its call timed out) and whose repeat is
+// safe because the provider deduplicates by operation id: the repeat
+// collects what the call generated. Until one does, or a readback or the
+// task's end settles it, the outcome stays open since now
+// (Task.OpenUncertainty: a budget park reads it back or says the provider
+// may have acted), and the attempt's history says unknown, as after the
+// reconciler's Requeue of an expired lease. Errors: *FencedError.
+func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, version int64, notBefore time.Time, errMsg string, opts ...WriteOption) (*Task, error) {
+	return l.fenced(ctx, "retry_uncertain", taskID, version, opts, func(u *update, now time.Time) {
+		l.retryWait(u, taskID, notBefore)
+		setError(u, ReasonUnknown, errMsg)
+		u.setIfAbsent("open_unknown_ms", num(now.UnixMilli()))
+		recordAttempt(u, OutcomeUnknown, ReasonUnknown, now.UnixMilli())
+		u.remove("lease_owner", "lease_until")
+	})
+}
+
 // retryWait sets u to wait in retry_wait until notBefore (due then).
 func (l *Ledger) retryWait(u *update, taskID string, notBefore time.Time) {
 	l.live(u, StateRetryWait, taskID, notBefore.UnixMilli())

@@ -515,6 +515,9 @@ var driveRow = map[string]func(c *cell) error{
 	"retry_after_refusal": func(c *cell) error {
 		return ignore(c.m.l.ScheduleRetry(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(time.Minute), "provider_throttled", "429", ledger.AfterRefusal()))
 	},
+	"retry_uncertain": func(c *cell) error {
+		return ignore(c.m.l.ScheduleRetryUncertain(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(time.Minute), "reply lost"))
+	},
 	"fail": func(c *cell) error {
 		return ignore(c.m.l.Fail(c.ctx, c.id, matrixVersion, "bad_input", "refused"))
 	},
