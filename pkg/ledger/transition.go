@@ -779,10 +779,11 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 
 // AwaitReadback moves a queued or retry_wait task whose budgets are spent
 // to unknown, its error kept, when an earlier attempt's outcome is open
-// (Task.OpenUncertainty: an expired lease re-queued for a provider that
-// deduplicates): the provider's readback then decides what a park would
-// otherwise leave open — a result found completes it, "not found" parks it
-// saying nothing was generated. since (OpenUncertainty's) becomes its
+// (Task.OpenUncertainty: for a provider that deduplicates, an expired
+// lease re-queued, or an attempt whose reply was lost retried): the
+// provider's readback then decides what a park would otherwise leave open
+// — a result found completes it, "not found" parks it saying nothing was
+// generated. since (OpenUncertainty's) becomes its
 // unknown_since. No worker holds the task, so nothing is fenced but the
 // version read. Errors: *FencedError.
 func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
