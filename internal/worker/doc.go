@@ -105,7 +105,10 @@
 // (provider.IdempotencyHonouring: the next attempt returns its recorded
 // result), or Handler.RetrySafeGeneration declares generation retry-safe
 // (DESIGN §14, docs/protocol.md: a repeat costs only money, every call is
-// charged). Otherwise, or with no attempt left, the task goes to unknown
+// charged). The first kind keeps its outcome open through the retry
+// (ledger.ScheduleRetryUncertain): until a later attempt collects the
+// result, a budget park reads it back or says the provider may have
+// acted. Otherwise, or with no attempt left, the task goes to unknown
 // and the reconciler resolves it by readback. The same rule decides the
 // takeover of a running task whose lease expired (AllowTakeover). A
 // retry-safe generation's budget park is worded for the policy
