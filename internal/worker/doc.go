@@ -105,19 +105,19 @@
 // (provider.IdempotencyHonouring: the next attempt returns its recorded
 // result), or Handler.RetrySafeGeneration declares generation retry-safe
 // (DESIGN §14, docs/protocol.md: a repeat costs only money, every call is
-// charged). The first kind keeps its outcome open through the retry
-// (ledger.ScheduleRetryUncertain): until a later attempt collects the
-// result, a budget park reads it back or says the provider may have
-// acted. Otherwise, or with no attempt left, the task goes to unknown
-// and the reconciler resolves it by readback. The same rule decides the
-// takeover of a running task whose lease expired (AllowTakeover). A
-// retry-safe generation's budget park is worded for the policy
-// (review.BudgetExhaustedAfterClass), and a cancel that cuts its call ends
-// it cancelled at once (settle's knowCharged), its reservation charged;
-// its calls are still marked (needsCallMark) for a reconciler that treats
-// generation as an effect while a deployment changes the class. The zero
-// value treats generation as an effect; the functions and make run default
-// to retry-safe (GENERATION_EFFECT_CLASS). Deliveries are always effects.
+// charged); the first keeps the outcome open until a later attempt collects
+// it (ledger.ScheduleRetryUncertain: a budget park reads it back or says
+// the provider may have acted). Otherwise, or with no attempt left, the
+// task goes to unknown and the reconciler resolves it by readback. The same
+// rule decides the takeover of a running task whose lease expired
+// (AllowTakeover). A retry-safe generation's budget park is worded for the
+// policy (review.BudgetExhaustedAfterClass), and a cancel that cuts its
+// call ends it cancelled at once (settle's knowCharged), its reservation
+// charged; its calls are still marked (needsCallMark) for a reconciler that
+// treats generation as an effect while a deployment changes the class. The
+// zero value treats generation as an effect; the functions and make run
+// default to retry-safe (GENERATION_EFFECT_CLASS). Deliveries are always
+// effects.
 //
 // # Settling after the lease is lost
 //

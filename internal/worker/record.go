@@ -425,9 +425,7 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	// copy of the message); the message comes back and the lease decides.
 	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
 	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, &kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
-		if c.Class == retrypolicy.UnknownOutcome && !h.retrySafe(t) {
-			// Repeated because the provider deduplicates: what this call
-			// may have generated stays an open question until collected.
+		if c.Class == retrypolicy.UnknownOutcome && !h.retrySafe(t) { // deduplicated: open until collected
 			return h.Ledger.ScheduleRetryUncertain(ctx, t.TaskID, t.AssignmentVersion, notBefore, msg, o...)
 		}
 		return h.Ledger.ScheduleRetry(ctx, t.TaskID, t.AssignmentVersion, notBefore, c.Class.String(), msg, o...)
