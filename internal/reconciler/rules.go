@@ -489,6 +489,12 @@ func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	from := t.UnknownSince()
 	if earlier {
 		from = time.UnixMilli(t.OpenUnknownMs)
+		if t.WorkerEndedOpenOutcome() {
+			// Its worker saw its call end when it retried it with the
+			// outcome open: only a later attempt whose lease lapsed (below)
+			// may have a call running on.
+			from = time.Time{}
+		}
 	}
 	for _, a := range t.History() {
 		if earlier && a.Attempt == t.Attempts && a.ClaimedMs == t.ClaimedMs {
@@ -497,6 +503,9 @@ func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 		if a.Outcome == ledger.OutcomeUnknown && a.EndedMs > from.UnixMilli() {
 			from = time.UnixMilli(a.EndedMs)
 		}
+	}
+	if from.IsZero() {
+		return time.Time{}, false
 	}
 	return from.Add(timeout), true
 }

@@ -200,3 +200,59 @@ func expiredClaim(t *testing.T, b *bundle, key string) (task, claimed *ledger.Ta
 	b.clock.Advance(31 * time.Second)
 	return task, claimed
 }
+
+// An open outcome left by a worker that saw its call end and retried it
+// under the same key (ScheduleRetryUncertain) — also when that write's
+// reply is lost and it is recognised as the caller's own — is told apart
+// from one left by an attempt whose lease lapsed (Requeue), whose call
+// may still run: the retry is recorded as a retry after unknown_outcome,
+// ended at the open outcome's time (WorkerEndedOpenOutcome); the lapsed
+// attempt's open outcome, kept through a later worker's retry, is not.
+func TestAWorkerRetriedOpenOutcomeIsToldApartFromALapsedOne(t *testing.T) {
+	t.Parallel()
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		task := mustCreate(t, b, "worker-ended-open-"+mode)
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(5 * time.Second)
+		l, arm, lost := lossy(t, b, mode, "UpdateItem")
+		arm()
+		r, err := l.ScheduleRetryUncertain(ctx, task.TaskID, c.AssignmentVersion, b.clock.Now().Add(time.Second), "reply lost", ledger.InAttempt(c))
+		if !lost() {
+			t.Fatal("the fault was not injected")
+		}
+		if err != nil {
+			t.Fatalf("retry after a lost reply = %v; want its own write recognised", err)
+		}
+		if since, open := r.OpenUncertainty(); !open || since.UnixMilli() != b.clock.Now().UnixMilli() || !r.WorkerEndedOpenOutcome() {
+			t.Fatalf("after the worker's retry: open %v since %v, worker-ended %v; want open since the retry, ended by its worker",
+				open, since, r.WorkerEndedOpenOutcome())
+		}
+
+		lapsed := mustCreate(t, b, "lapsed-open-"+mode)
+		c1, err := b.l.Claim(ctx, lapsed.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Second)
+		if _, err := b.l.Requeue(ctx, lapsed.TaskID, ledger.StateRunning, c1.AssignmentVersion, ledger.InAttempt(c1)); err != nil {
+			t.Fatal(err)
+		}
+		c2, err := b.l.Claim(ctx, lapsed.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(5 * time.Second)
+		r2, err := b.l.ScheduleRetryUncertain(ctx, lapsed.TaskID, c2.AssignmentVersion, b.clock.Now().Add(time.Second), "reply lost", ledger.InAttempt(c2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if since, open := r2.OpenUncertainty(); !open || since.UnixMilli() != c1.LeaseUntil || r2.WorkerEndedOpenOutcome() {
+			t.Fatalf("after a lapsed attempt and a worker's retry: open %v since %v, worker-ended %v; want attempt 1's outcome open since its lease's end, not ended by a worker",
+				open, since, r2.WorkerEndedOpenOutcome())
+		}
+	})
+}

@@ -424,16 +424,37 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 // collects what the call generated. Until one does, or a readback or the
 // task's end settles it, the outcome stays open since now
 // (Task.OpenUncertainty: a budget park reads it back or says the provider
-// may have acted), and the attempt's history says unknown, as after the
-// reconciler's Requeue of an expired lease. Errors: *FencedError.
+// may have acted). Its history says retry after unknown_outcome, not
+// unknown as after the reconciler's Requeue of an expired lease: its
+// worker saw the call end, so no call of it can still reach the provider
+// (the reconciler's wait for a lapsed call, WorkerEndedOpenOutcome).
+// Errors: *FencedError.
 func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, version int64, notBefore time.Time, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "retry_uncertain", taskID, version, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
 		setError(u, ReasonUnknown, errMsg)
 		u.setIfAbsent("open_unknown_ms", num(now.UnixMilli()))
-		recordAttempt(u, OutcomeUnknown, ReasonUnknown, now.UnixMilli())
+		recordAttempt(u, OutcomeRetry, ReasonUnknown, now.UnixMilli())
 		u.remove("lease_owner", "lease_until")
 	})
+}
+
+// WorkerEndedOpenOutcome reports whether t's open outcome
+// (OpenUnknownMs) was left by a worker that saw its call end
+// (ScheduleRetryUncertain: its attempt is recorded as a retry after
+// unknown_outcome, ended then), not by an attempt whose lease lapsed (a
+// Requeue or TakeOver, which record it unknown at the lease's end): no
+// call of that attempt can still be running.
+func (t *Task) WorkerEndedOpenOutcome() bool {
+	if t.OpenUnknownMs <= 0 {
+		return false
+	}
+	for _, a := range t.History() {
+		if a.Outcome == OutcomeRetry && a.ErrorClass == ReasonUnknown && a.EndedMs == t.OpenUnknownMs {
+			return true
+		}
+	}
+	return false
 }
 
 // retryWait sets u to wait in retry_wait until notBefore (due then).
