@@ -55,15 +55,22 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 // heartbeat of lease by the time it was answered.
 var errLeaseShort = errors.New("worker: the lease renewed before the call ends within a heartbeat")
 
-// leaseForCall makes sure a marked call starts inside its lease (doc.go,
-// "The call-start mark"): with under a heartbeat of the mark's lease
-// (leaseUntil; 0: no mark) left, the lease is renewed first. err means no
-// call; fe is set when the refusal shows the task neither unknown nor
+// leaseForCall makes sure a call starts inside its lease (doc.go, "The
+// call-start mark"): with under a heartbeat of the mark's lease
+// (leaseUntil), or of the claim's for an unmarked call (leaseUntil 0), left,
+// the lease is renewed first. An unmarked call (a provider that
+// deduplicates) needs it as much as a marked one: the reconciler trusts a
+// readback's "not found" once the lease's end plus the call timeout has
+// passed, which holds only for a call started inside its lease. err means
+// no call; fe is set when the refusal shows the task neither unknown nor
 // parked at this assignment (stillOurs).
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()
 	inside := func(until int64) bool { return h.Ledger.Now().Add(lease/3).UnixMilli() < until }
-	if leaseUntil == 0 || inside(leaseUntil) {
+	if leaseUntil == 0 {
+		leaseUntil = t.LeaseUntil
+	}
+	if inside(leaseUntil) {
 		return nil, nil
 	}
 	rt, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
@@ -79,7 +86,7 @@ func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil i
 		log.WarnContext(ctx, "the lease renewed before the call was answered too late to cover it; provider not called")
 		return nil, errLeaseShort
 	}
-	log.WarnContext(ctx, "the lease ran short between the call-start mark and the call, and its renewal failed; provider not called", "error", err.Error())
+	log.WarnContext(ctx, "the lease ran short before the call (since the claim or the call-start mark), and its renewal failed; provider not called", "error", err.Error())
 	if errors.As(err, &fe) && !stillOurs(fe.Current, t.AssignmentVersion) {
 		return fe, err
 	}

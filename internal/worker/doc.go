@@ -65,13 +65,14 @@
 // died after its claim from one that died mid-call, or one whose call
 // still runs while its renewals fail. A fenced mark is acknowledged; one
 // that keeps failing releases the task and its attempt; either way nothing
-// is called. The reconciler trusts a readback's "not found" for a marked
-// call once the lease end plus the call timeout has passed, so a marked
-// call starts only inside its lease (leaseForCall): with under a heartbeat
-// of it left, the lease is renewed first, and a refused renewal, or one
-// answered too late, means no call. A task given back without a call after
-// the mark is given back from where the reconciler put it (see Settling
-// after the lease is lost).
+// is called. The reconciler trusts a readback's "not found" once the lease
+// end plus the call timeout has passed, so every call — marked, or unmarked
+// to a step that deduplicates, after a claim that took long to reach the
+// call — starts only inside its lease (leaseForCall): with under a
+// heartbeat of it (the mark's, or the claim's) left, the lease is renewed
+// first, and a refused renewal, or one answered too late, means no call. A
+// task given back without a call after the mark is given back from where
+// the reconciler put it (see Settling after the lease is lost).
 //
 // # Spend
 //
