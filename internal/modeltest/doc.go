@@ -133,7 +133,14 @@
 //     its reply is lost, the worker retries under the same key, two 503s
 //     use up the attempts, and the worker's budget park says nothing of
 //     the first call (silent uncertainty; found by the rule's first run,
-//     after 1,403 runs, with no fix reverted).
+//     after 1,403 runs, with no fix reverted);
+//   - a deduplicating provider's call, never marked, could start after its
+//     lease had ended: a worker stops after its claim, the reconciler
+//     expires the lease and, past the lease's end plus the call timeout,
+//     reads back "not found" and parks saying nothing was generated; the
+//     worker resumes, calls, and the provider generates (false certainty;
+//     found once in 1,500 runs and not replayed, then after 81 runs of
+//     the idempotent mode with 50 steps).
 //
 // Not caught in 300 runs: a readback "not found" trusted while the lapsed
 // call may still run (the fix of 722b906), and a marked call started after
