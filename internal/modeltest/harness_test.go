@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -626,7 +627,7 @@ func (s *system) onSave(task string) {
 }
 
 // newSystem creates fresh tables on env and wires the handlers to them.
-func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, start time.Time) (*system, func(), error) {
+func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, start time.Time, seed uint64) (*system, func(), error) {
 	tpl := stack.MustLoadDefault()
 	names, err := tpl.Create(ctx, env.DDB, env.SQS, testenv.UniquePrefix(), nil)
 	if err != nil {
@@ -679,11 +680,14 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 		return nil, nil, err
 	}
 	p := &provider{sim: s.sim, rec: s.rec, now: s.clock.Now, down: &s.readbackDown}
+	// The backoff's jitter and the reconciler's first stream, drawn from
+	// the run's seed: a failing run's steps replay to the same failure.
+	rnd := &seeded{r: rand.New(rand.NewPCG(seed, 0))}
 	s.sender = &dispatch.Sender{SQS: s.queue, QueueURL: "model-queue"}
 	s.submit = &api.Handler{Ledger: s.clean, Dispatch: s.sender, Destinations: dests, Now: s.clock.Now}
 	s.work = &worker.Handler{
 		Ledger: wled, Provider: p, Destinations: dests, SQS: s.queue, QueueURL: "model-queue",
-		Policy: retrypolicy.Policy{Base: time.Second, Cap: 10 * time.Second, MaxAttempts: maxAttempts, MaxAge: maxAge},
+		Policy: retrypolicy.Policy{Base: time.Second, Cap: 10 * time.Second, MaxAttempts: maxAttempts, MaxAge: maxAge, Rand: rnd},
 		Lease:  lease, Concurrency: 1, RetrySafeGeneration: retrySafe,
 		Owner: func(ctx context.Context, msgID string) string {
 			if pl := planOf(ctx); pl != nil {
@@ -698,7 +702,7 @@ func newSystem(ctx context.Context, env *testenv.Env, m mode, retrySafe bool, st
 		},
 	}
 	s.recon = &reconciler.Handler{Ledger: wled, Dispatch: s.sender, Provider: p, Destinations: dests,
-		Grace: grace, Settle: settle, RelaySlack: relaySlack, Concurrency: 1, RetrySafeGeneration: retrySafe}
+		Grace: grace, Settle: settle, RelaySlack: relaySlack, Concurrency: 1, RetrySafeGeneration: retrySafe, Rand: rnd}
 	return s, drop, nil
 }
 
@@ -760,4 +764,23 @@ func requeued(h handled, m message) bool {
 		}
 	}
 	return false
+}
+
+// seeded is a random source shared by the handlers' goroutines (a paused
+// worker's among them).
+type seeded struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (s *seeded) IntN(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r.IntN(n)
+}
+
+func (s *seeded) Int64N(n int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r.Int64N(n)
 }

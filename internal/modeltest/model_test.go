@@ -121,7 +121,8 @@ const maxRoots = 3
 func newModel(rt *rapid.T, e *testenv.Env) *model {
 	md := rapid.SampledFrom([]mode{modePlain, modeReadback, modeIdem}).Draw(rt, "mode")
 	safe := md != modeIdem && rapid.Bool().Draw(rt, "retry_safe_generation")
-	s, drop, err := newSystem(context.Background(), e, md, safe, time.Now().UTC().Truncate(time.Millisecond))
+	seed := rapid.Uint64().Draw(rt, "seed")
+	s, drop, err := newSystem(context.Background(), e, md, safe, time.Now().UTC().Truncate(time.Millisecond), seed)
 	if err != nil {
 		rt.Fatalf("system: %v", err)
 	}

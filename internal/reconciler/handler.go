@@ -105,6 +105,9 @@ type Handler struct {
 	RelaySlack time.Duration
 	// Concurrency bounds the tasks handled at once (default 8).
 	Concurrency int
+	// Rand picks the stream a run's walk starts at (nil: math/rand/v2's
+	// global source); a test that replays a run's steps sets a seeded one.
+	Rand interface{ IntN(n int) int }
 	// DLQBatches bounds the dead-letter receives per run (default 10).
 	DLQBatches int
 	// LookupTimeout bounds one provider Lookup (default 10 s).
@@ -518,7 +521,11 @@ func (r *run) walk(ctx context.Context) {
 			all = append(all, &stream{state: st, shard: shard, dueBefore: due[st]})
 		}
 	}
-	start := rand.IntN(len(all))
+	intN := rand.IntN
+	if h.Rand != nil {
+		intN = h.Rand.IntN
+	}
+	start := intN(len(all))
 	streams := append(all[start:len(all):len(all)], all[:start]...)
 	maxPerRun := intOr(h.MaxPerRun, DefaultMaxPerRun)
 	sem := make(chan struct{}, intOr(h.Concurrency, DefaultConcurrency))
