@@ -55,15 +55,13 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 // heartbeat of lease by the time it was answered.
 var errLeaseShort = errors.New("worker: the lease renewed before the call ends within a heartbeat")
 
-// leaseForCall makes sure a call starts inside its lease (doc.go, "The
-// call-start mark"): with under a heartbeat of the mark's lease
-// (leaseUntil), or of the claim's for an unmarked call (leaseUntil 0), left,
-// the lease is renewed first. An unmarked call (a provider that
-// deduplicates) needs it as much as a marked one: the reconciler trusts a
-// readback's "not found" once the lease's end plus the call timeout has
-// passed, which holds only for a call started inside its lease. err means
-// no call; fe is set when the refusal shows the task neither unknown nor
-// parked at this assignment (stillOurs).
+// leaseForCall makes sure a call, marked or not, starts inside its lease,
+// as the reconciler's trust in a readback's "not found" after the lease's
+// end plus the call timeout needs (doc.go, "The call-start mark"): with
+// under a heartbeat left of the mark's lease (leaseUntil) or, unmarked (0),
+// the claim's, the lease is renewed first. err means no call; fe is set
+// when the refusal shows the task neither unknown nor parked at this
+// assignment (stillOurs).
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()
 	inside := func(until int64) bool { return h.Ledger.Now().Add(lease/3).UnixMilli() < until }
