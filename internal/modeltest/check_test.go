@@ -113,10 +113,13 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 	// could not know (anything but a refusal in so many words), unless a
 	// readback found nothing in between.
 	// Retries are bounded: one call per attempt at most.
-	n := 0
+	n, acted := 0, 0 // calls of this run, and those that acted
 	for _, c := range calls {
 		if c.epoch == epoch {
 			n++
+		}
+		if c.epoch == epoch && c.performed {
+			acted++
 		}
 	}
 	if n > maxAttempts {
@@ -125,12 +128,6 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 
 	effect := t.parent != "" || !m.s.retrySafe
 	if m.s.mode != modeIdem && effect {
-		acted := 0
-		for _, c := range calls {
-			if c.epoch == epoch && c.performed {
-				acted++
-			}
-		}
 		if acted > 1 {
 			return "effect started at most once: " + itoa(acted) + " side effects (" + string(m.s.mode) + ")"
 		}
@@ -226,24 +223,16 @@ func (m *model) violation(t *task, st *ledger.Task, rv *ledger.Review, watched b
 
 	// No false certainty: a review that says nothing was generated has no
 	// call of its run behind it that acted.
-	if rv != nil && strings.Contains(rv.Summary+"\n"+strings.Join(rv.Known, "\n"), "nothing was generated") {
-		for _, c := range calls {
-			if c.epoch == epoch && c.performed {
-				return "false certainty: review " + rv.Reason + " says nothing was generated, but a call acted"
-			}
-		}
+	if acted > 0 && rv != nil && strings.Contains(rv.Summary+"\n"+strings.Join(rv.Known, "\n"), "nothing was generated") {
+		return "false certainty: review " + rv.Reason + " says nothing was generated, but a call acted"
 	}
 
 	// No silent uncertainty: a budget_exhausted review of a run in which a
 	// call acted (and nothing was saved, or the task would not be parked
 	// for its budget) says the provider may have acted. A retry-safe
 	// generation's review says instead that its calls are not marked.
-	if rv != nil && rv.Reason == ledger.ReviewBudgetExhausted && effect && !saysMayHaveActed(rv) {
-		for _, c := range calls {
-			if c.epoch == epoch && c.performed {
-				return "silent uncertainty: review " + rv.Reason + " does not say the provider may have acted, but a call of its run did"
-			}
-		}
+	if acted > 0 && rv != nil && rv.Reason == ledger.ReviewBudgetExhausted && effect && !saysMayHaveActed(rv) {
+		return "silent uncertainty: review " + rv.Reason + " does not say the provider may have acted, but a call of its run did"
 	}
 	return ""
 }
