@@ -62,17 +62,19 @@ staticcheck:
 # With ./..., in two phases (docs/testing.md: where the time goes):
 #  1. The soak package, whose rules are real-time rules (leases of seconds,
 #     invocation deadlines; its moto leg is the suite's most load-sensitive
-#     test), beside its companions: under make test the lint, then the
-#     packages that keep no clock of their own (BESIDE_SOAK), two at a
-#     time, all at the lowest CPU priority (nice 19), so they take only the
-#     CPU the soak leaves. Beside the other packages at the same priority
-#     the soak's moto leg missed fault kinds; alone it left most of a core
-#     idle for two minutes.
-#  2. When the soak ends, the rest, three packages at a time (-p 3; the
-#     browser tests and the demo mostly wait on their own clocks), the
+#     test), beside its companions: under make test the lint, then every
+#     package but the soak and AFTER_SOAK, the slowest (BESIDE_SOAK) first,
+#     two at a time, all at the lowest CPU priority (nice 19), so they take
+#     only the CPU the soak leaves. Beside the other packages at the same
+#     priority the soak's moto leg missed fault kinds; alone it left most
+#     of a core idle for two minutes.
+#  2. When the soak ends, AFTER_SOAK, three packages at a time (-p 3), the
 #     slowest named first so that none starts late and runs on alone at
-#     the end (a package named twice runs once). Companions still running
-#     go on at nice 19 in the CPU the rest leaves.
+#     the end: the packages that wait on clocks of their own (the browser
+#     tests, the demo, the worker's and the reconciler's leases, the
+#     benchmarks' budgets), and the emulator's, which asserts the priority
+#     its moto servers run at and so cannot run at nice 19. Companions
+#     still running go on at nice 19 in the CPU the rest leaves.
 # Each part's output is printed when it ends, the companions' last.
 # -parallel 8: most parallel tests wait on an emulator, a browser or a timer
 # rather than use a core. The moto legs of one package share a few
@@ -83,8 +85,9 @@ staticcheck:
 # embedded emulator took about a third less CPU without it.
 BESIDE_SOAK := ./pkg/ledger ./internal/api ./internal/modeltest ./internal/templatetest \
                ./internal/tasklist ./internal/spend ./internal/stack
-TEST_FIRST  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
-               ./internal/bench ./internal/e2e ./internal/local ./cmd/taskledger-local
+AFTER_SOAK  := ./web ./internal/worker ./internal/demo ./internal/reconciler \
+               ./internal/bench ./internal/e2e ./internal/local ./cmd/taskledger-local \
+               ./internal/emulator
 # GOGC=400 (unless set): the compiler, the linker, vet and the test
 # binaries collect garbage a quarter as often; on this 2-core machine with
 # memory to spare, compiling and linking every test binary took about a
@@ -106,15 +109,15 @@ test-go:
 ifeq ($(PKGS),./...)
 	@soaklog=$$(mktemp); besidelog=$$(mktemp); $(start-moto-zygote) \
 	trap 'rm -f $$soaklog $$besidelog $$zsock; kill $$zpid 2>/dev/null' EXIT; t0=$$(date +%s); \
-	echo "$(GOTEST) ./internal/soak, beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK) (their output when they end)"; \
+	echo "$(GOTEST) ./internal/soak, beside it at nice 19:$(if $(WITH_LINT), lint,) $(BESIDE_SOAK) and every package but the soak and AFTER_SOAK (their output when they end)"; \
 	$(GOTEST) ./internal/soak > $$soaklog 2>&1 & soak=$$!; \
 	( lint=0; $(if $(WITH_LINT),nice -n 19 $(MAKE) --no-print-directory lint || lint=1;) \
-	  nice -n 19 $(GOTEST) -p 2 $(BESIDE_SOAK); beside=$$?; \
+	  nice -n 19 $(GOTEST) -p 2 $(BESIDE_SOAK) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(AFTER_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); beside=$$?; \
 	  echo "make test-go: beside the soak done at $$(( $$(date +%s) - t0 )) s"; \
 	  exit $$(( lint * 2 + (beside != 0) )) ) > $$besidelog 2>&1 & companions=$$!; \
 	wait $$soak; soakrc=$$?; cat $$soaklog; \
 	echo "make test-go: soak done at $$(( $$(date +%s) - t0 )) s; $(GOTEST) -p 3 (the rest)"; \
-	$(GOTEST) -p 3 $(TEST_FIRST) $$($(GO) list ./... | grep -v -e '/internal/soak$$' $(foreach p,$(BESIDE_SOAK),-e '$(patsubst ./%,/%,$(p))$$')); rest=$$?; \
+	$(GOTEST) -p 3 $(AFTER_SOAK); rest=$$?; \
 	echo "make test-go: the rest done at $$(( $$(date +%s) - t0 )) s"; \
 	wait $$companions; c=$$?; cat $$besidelog; lint=$$(( c / 2 )); beside=$$(( c % 2 )); \
 	failed=""; \
