@@ -138,6 +138,17 @@ func BudgetExhaustedCallMayRun(t *ledger.Task, budget string, until time.Time) l
 	return r
 }
 
+// uncertainAttempt names the attempt an unknown task's outcome is open
+// for: its last, unless that one ended with an error of its own (not
+// unknown_outcome) and the task went unknown for an earlier attempt's open
+// outcome, to be read back (ledger.Ledger.AwaitReadback).
+func uncertainAttempt(t *ledger.Task) string {
+	if t.State == ledger.StateUnknown && t.OpenUnknownMs > 0 && t.ErrorClass != unknownOutcome {
+		return "an earlier attempt whose outcome is open"
+	}
+	return "its last attempt"
+}
+
 func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.Time, noCall, retrySafe bool) ledger.Review {
 	id := t.TaskID
 	ended := f.Class != "" // an attempt just ended with a classified failure: nothing is in flight
@@ -180,7 +191,7 @@ func budgetExhausted(t *ledger.Task, budget string, f Failure, nextAttempt time.
 	case retrySafe:
 		r.Summary = fmt.Sprintf("Task %s %s; its generation is retry-safe, so an uncertain attempt was retried rather than reviewed, and each call's cost was charged; retry it with a fresh budget once the cause has cleared, or resolve it as failed.", id, what)
 	case inFlight:
-		r.Summary = fmt.Sprintf("Task %s %s, and its last attempt may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what)
+		r.Summary = fmt.Sprintf("Task %s %s, and %s may have reached the provider; retry it (accepting a possible duplicate generation) or resolve it as completed with evidence or as failed.", id, what, uncertainAttempt(t))
 	case readBackAbsent && !earlierUnknown:
 		r.Summary = fmt.Sprintf("Task %s %s; the provider's readback has no record of its last attempt, so nothing was generated; retry it with a fresh budget, or resolve it as failed.", id, what)
 	case unstarted && !earlierUnknown:

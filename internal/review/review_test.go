@@ -334,3 +334,25 @@ func TestBudgetExhaustedKeepsAnEarlierOpenUncertainty(t *testing.T) {
 		t.Errorf("an open earlier uncertainty is reviewed as nothing generated:\n%s", all(r))
 	}
 }
+
+// An unknown task whose last attempt ended with an error of its own (a
+// refusal) and which waits on an earlier attempt's open outcome
+// (ledger.Ledger.AwaitReadback) is reviewed as that earlier attempt's
+// question, not the last one's; an attempt recorded unknown itself still
+// names the last.
+func TestBudgetExhaustedNamesTheAttemptWhoseOutcomeIsOpen(t *testing.T) {
+	t.Parallel()
+	until := time.Date(2025, 3, 1, 11, 5, 0, 0, time.UTC)
+	tk := task(ledger.StateUnknown)
+	tk.ErrorClass, tk.ErrorMessage = "transient", "503 from the provider"
+	tk.OpenUnknownMs = time.Date(2025, 3, 1, 10, 30, 0, 0, time.UTC).UnixMilli()
+	r := review.BudgetExhaustedCallMayRun(tk, review.BudgetAge, until)
+	check(t, r, ledger.ReviewBudgetExhausted, "an earlier attempt whose outcome is open may have reached the provider")
+	if strings.Contains(r.Summary, "last attempt may have") {
+		t.Errorf("the last attempt ended with its own refusal, yet the summary puts the uncertainty on it: %q", r.Summary)
+	}
+
+	tk.ErrorClass, tk.ErrorMessage = retrypolicy.UnknownOutcome.String(), "the reply was lost"
+	r = review.BudgetExhaustedCallMayRun(tk, review.BudgetAge, until)
+	check(t, r, ledger.ReviewBudgetExhausted, "its last attempt may have reached the provider")
+}
