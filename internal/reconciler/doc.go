@@ -50,7 +50,13 @@
 //     result_too_large; a save refused as invalid, or failing on every run
 //     until the age budget ends → park result_not_saved with the readback
 //     facts. contract.ErrNotFound (credibly never happened) → Requeue and
-//     send, or park budget_exhausted when no budget is left.
+//     send, or park budget_exhausted when no budget is left. While a
+//     lapsed call of an earlier attempt of a provider that deduplicates
+//     may still run (its lease's end plus the call timeout), "not found"
+//     is no such proof: with budget left → RequeueCallMayRun and send (the
+//     next call collects what that call generates; the outcome stays
+//     open), else the task waits for it, and is parked saying so past its
+//     age budget.
 //     contract.ErrNoReadback, or no Looker → park unknown_outcome (a
 //     retry-safe step instead: ledger.RequeueRetrySafe while budgets last).
 //     A failed lookup is deferred (DeferReadback) and retried after Settle,

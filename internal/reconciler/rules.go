@@ -334,12 +334,20 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			r.park(ctx, t, opts, review.BudgetExhaustedReadBackAbsent(t, budget))
 			return
 		}
-		u, err := h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
+		var u *ledger.Task
+		if until, ok := r.callMayRunUntil(t); ok && r.now.Before(until) && !h.retrySafe(t) {
+			// A lapsed call may still generate, and the next call collects
+			// it (callMayRun): not waited for, but not settled either (a
+			// retry-safe one's outcome is never kept open for a readback).
+			u, err = h.Ledger.RequeueCallMayRun(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince())
+		} else {
+			u, err = h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
+		}
 		if r.lost(ctx, "requeue after readback not found", t.TaskID, err) {
 			return
 		}
 		r.count(func(s *Summary) { s.Requeued++ })
-		log.InfoContext(ctx, "reconciler: provider never saw the operation; re-queued")
+		log.InfoContext(ctx, "reconciler: provider has no record of the operation; re-queued", "outcome_open", u.OpenUnknownMs > 0)
 		r.send(ctx, u)
 	case errors.Is(err, contract.ErrNoReadback) && h.retrySafe(t):
 		r.count(func(s *Summary) { s.ReadbackNoReadback++ })
@@ -414,13 +422,16 @@ func isRace(err error) bool {
 }
 
 // callMayRun reports whether a provider call of t's fenced assignment may
-// still be running and matter: the call timeout has not passed since the
-// assignment's lease ended (Task.UnknownSince), and either the provider does
-// not deduplicate and the worker marked the call's start under that
-// assignment, or the provider deduplicates (its calls are never marked)
-// and either a cancel fenced the call (what matters then is whether it
-// acted at all) or the budget is spent (no second call will collect what
-// it generates: "not found" must not say nothing was). The fenced
+// still be running and must be waited for: the call timeout has not passed
+// since the assignment's lease ended (Task.UnknownSince), and either the
+// provider does not deduplicate and the worker marked the call's start
+// under that assignment, or the provider deduplicates (its calls are never
+// marked) and either a cancel fenced the call (what matters then is
+// whether it acted at all) or the budget is spent (no second call will
+// collect what it generates: "not found" must not say nothing was). With
+// budget left, a deduplicating provider's call is not waited for: the task
+// is re-queued with its outcome open (ledger.RequeueCallMayRun), for the
+// next call to collect what it generates. The fenced
 // assignment is either
 //   - t's own, whose lease the reconciler expired (the task is unknown
 //     with ledger.LeaseExpiredMessage), or
@@ -436,12 +447,18 @@ func isRace(err error) bool {
 // contract.CallTimer; DefaultCallTimeout when neither declares one).
 func (r *run) callMayRun(t *ledger.Task) bool {
 	until, ok := r.callMayRunUntil(t)
-	return ok && r.now.Before(until)
+	if !ok || !r.now.Before(until) {
+		return false
+	}
+	if budgetLeft, _ := t.BudgetLeft(r.now); budgetLeft && !r.h.callMarked(t) && !t.CancelledWhileRunning() {
+		return false // a second call collects what this one generates (RequeueCallMayRun)
+	}
+	return true
 }
 
 // callMayRunUntil is when a call of t's fenced assignment must have ended
-// (its lease's end plus the call timeout), and false when none can matter
-// (callMayRun).
+// (its lease's end plus the call timeout), and false when no call of it
+// can still be running.
 func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	var fenced int64
 	earlier := false
@@ -459,16 +476,7 @@ func (r *run) callMayRunUntil(t *ledger.Task) (time.Time, bool) {
 	default:
 		return time.Time{}, false // the worker itself recorded the outcome unknown: its call had ended
 	}
-	switch marked := r.h.callMarked(t); {
-	case !marked && !t.CancelledWhileRunning():
-		// The provider deduplicates: a second call cannot act twice, and
-		// would collect what this one generates. After a cancel, or with
-		// the budget spent (ExpireToUnknown, AwaitReadback), there is no
-		// second call, and an unmarked call may still be running.
-		if ok, _ := t.BudgetLeft(r.now); ok {
-			return time.Time{}, false
-		}
-	case marked && t.CallStartedVersion != fenced:
+	if r.h.callMarked(t) && t.CallStartedVersion != fenced {
 		return time.Time{}, false // no call-start mark under the fenced assignment: no call was started
 	}
 	// The longest bound any side may use: the step's own, the provider's

@@ -1087,6 +1087,12 @@ var goldenScenarios = []goldenScenario{
 		c := f.unknown()
 		return c.TaskID, func() error { return ignore(f.l.Requeue(f.ctx, c.TaskID, ledger.StateUnknown, c.AssignmentVersion)) }
 	}},
+	{"RequeueCallMayRun", func(f *goldenFixture) (string, func() error) {
+		c := f.unknown()
+		return c.TaskID, func() error {
+			return ignore(f.l.RequeueCallMayRun(f.ctx, c.TaskID, c.AssignmentVersion, time.UnixMilli(c.DueAt)))
+		}
+	}},
 	{"RequeueUnstarted", func(f *goldenFixture) (string, func() error) {
 		c := f.expired()
 		return c.TaskID, func() error { return ignore(f.l.RequeueUnstarted(f.ctx, c.TaskID, c.AssignmentVersion)) }

@@ -298,6 +298,10 @@ var transitions = []Transition{
 	fencedRow("complete_readback", "CompleteFromReadback", byReconciler, fromUnknown, gComplete, StateCompleted),
 	fencedRow("complete_readback_gated", "CompleteFromReadback (approval gate)", byReconciler, fromUnknown, gCompleteGated, StateAwaitingApproval),
 	fencedRow("requeue_readback_absent", "Requeue (from unknown)", byReconciler, fromUnknown, gFenced, StateQueued),
+	// "Not found" read while a lapsed call of a provider that deduplicates
+	// may still reach it: re-queued (the next call collects what that one
+	// generates), its outcome kept open.
+	fencedRow("requeue_readback_absent_call_may_run", "RequeueCallMayRun", byReconciler, fromUnknown, gFenced, StateQueued),
 	fencedRow("requeue_retry_safe", "RequeueRetrySafe", byReconciler, fromUnknown, gFenced, StateQueued, retrySafe),
 	fencedRow("await_readback", "AwaitReadback", byReconciler, states(StateQueued, StateRetryWait), gFenced, StateUnknown, effectOnly),
 	fencedRow("defer_readback", "DeferReadback", byReconciler, fromUnknown, gFenced, StateUnknown),

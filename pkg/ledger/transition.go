@@ -605,6 +605,33 @@ func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version in
 	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
 }
 
+// RequeueCallMayRun is Requeue from unknown for a provider that
+// deduplicates by operation id, when its readback found no record of the
+// operation while a call of an attempt whose lease lapsed may still reach
+// it (until that lease's end plus the call timeout; a worker whose
+// renewals fail lets its call run on). The next attempt's call, under the
+// same operation id, collects what that call generates, so the task need
+// not wait for it; but "not found" settles nothing about it: unlike
+// Requeue, the outcome stays open (open_unknown_ms, since `since` unless
+// an earlier attempt's is kept) and the error says unknown_outcome, so
+// that, should no later call collect it (its claims refused, or the age
+// budget over first), a budget park reads it back again or says the
+// provider may have acted — never that nothing was generated.
+// Errors: *FencedError.
+func (l *Ledger) RequeueCallMayRun(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
+	now := l.cfg.Now().UTC()
+	u := newUpdate()
+	l.giveBack(u, taskID, now)
+	u.remove("lease_owner", "lease_until", "not_before")
+	setError(u, ReasonUnknown, CallMayRunMessage)
+	u.setIfAbsent("open_unknown_ms", num(since.UnixMilli()))
+	return l.write(ctx, "requeue", row("requeue_readback_absent_call_may_run"), taskID, &Call{Now: now, Version: version}, u)
+}
+
+// CallMayRunMessage is the error message of a task re-queued by
+// RequeueCallMayRun.
+const CallMayRunMessage = "the provider's readback found no record of the operation, but a call of an attempt whose lease lapsed may still reach the provider; re-queued: a call under the same operation id collects what it generates"
+
 // ErrorUncertainRetried is the error class of a retry-safe task re-queued
 // from unknown (RequeueRetrySafe).
 const ErrorUncertainRetried = "uncertain_retried"

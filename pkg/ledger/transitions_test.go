@@ -550,6 +550,9 @@ var driveRow = map[string]func(c *cell) error{
 	"requeue_readback_absent": func(c *cell) error {
 		return ignore(c.m.l.Requeue(c.ctx, c.id, ledger.StateUnknown, matrixVersion))
 	},
+	"requeue_readback_absent_call_may_run": func(c *cell) error {
+		return ignore(c.m.l.RequeueCallMayRun(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute)))
+	},
 	"requeue_retry_safe": func(c *cell) error { return ignore(c.m.l.RequeueRetrySafe(c.ctx, c.id, matrixVersion)) },
 	"await_readback": func(c *cell) error {
 		return ignore(c.m.l.AwaitReadback(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute)))
