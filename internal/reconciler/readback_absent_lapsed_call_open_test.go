@@ -67,7 +67,6 @@ func TestReadbackNotFoundWhileAnEarlierLapsedCallMayRunKeepsItsOutcomeOpen(t *te
 		// the 2 min call timeout (deadline-30s).
 		b.clock.Set(deadline.Add(-time.Minute - 40*time.Second))
 		s := handle(t, b.handler())
-		t.Logf("readback run: %+v; task %s", s, get(t, b, task.TaskID).State)
 		e.DrainTaskIDs(t, e.Names.TaskQueueURL) // the message waits in a backlog: no worker claims it in time
 
 		// Attempt 1's call, sent under its lease, generates now.

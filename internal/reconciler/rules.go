@@ -339,7 +339,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			// A lapsed call may still generate, and the next call collects
 			// it (callMayRun): not waited for, but not settled either (a
 			// retry-safe one's outcome is never kept open for a readback).
-			u, err = h.Ledger.RequeueCallMayRun(ctx, t.TaskID, t.AssignmentVersion, t.UnknownSince())
+			u, err = h.Ledger.RequeueCallMayRun(ctx, t)
 		} else {
 			u, err = h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
 		}

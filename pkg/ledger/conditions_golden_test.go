@@ -1090,7 +1090,7 @@ var goldenScenarios = []goldenScenario{
 	{"RequeueCallMayRun", func(f *goldenFixture) (string, func() error) {
 		c := f.unknown()
 		return c.TaskID, func() error {
-			return ignore(f.l.RequeueCallMayRun(f.ctx, c.TaskID, c.AssignmentVersion, time.UnixMilli(c.DueAt)))
+			return ignore(f.l.RequeueCallMayRun(f.ctx, c))
 		}
 	}},
 	{"RequeueUnstarted", func(f *goldenFixture) (string, func() error) {

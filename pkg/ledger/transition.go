@@ -605,27 +605,39 @@ func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version in
 	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
 }
 
-// RequeueCallMayRun is Requeue from unknown for a provider that
-// deduplicates by operation id, when its readback found no record of the
-// operation while a call of an attempt whose lease lapsed may still reach
-// it (until that lease's end plus the call timeout; a worker whose
-// renewals fail lets its call run on). The next attempt's call, under the
-// same operation id, collects what that call generates, so the task need
-// not wait for it; but "not found" settles nothing about it: unlike
-// Requeue, the outcome stays open (open_unknown_ms, since `since` unless
-// an earlier attempt's is kept) and the error says unknown_outcome, so
-// that, should no later call collect it (its claims refused, or the age
-// budget over first), a budget park reads it back again or says the
-// provider may have acted — never that nothing was generated.
+// RequeueCallMayRun is Requeue from unknown of read (the task as the
+// caller read it, at its version) for a provider that deduplicates by
+// operation id, when its readback found no record of the operation while a
+// call of an attempt whose lease lapsed may still reach it (until that
+// lease's end plus the call timeout; a worker whose renewals fail lets its
+// call run on). The next attempt's call, under the same operation id,
+// collects what that call generates, so the task need not wait for it;
+// but "not found" settles nothing about it: unlike Requeue, the outcome
+// stays open (open_unknown_ms, since read.UnknownSince() unless an earlier
+// attempt's is kept), so that, should no later call collect it (its claims
+// refused, or the age budget over first), a budget park reads it back
+// again or says the provider may have acted — never that nothing was
+// generated. The latest attempt's history entry says how it ended, which
+// the wait for a lapsed call reads: its lease lapsed (ExpireToUnknown; the
+// task keeps LeaseExpiredMessage, like Requeue from running), or its
+// worker saw its call end (MarkUnknown: a retry after unknown_outcome, as
+// ScheduleRetryUncertain records it, with CallMayRunMessage).
 // Errors: *FencedError.
-func (l *Ledger) RequeueCallMayRun(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
+func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	now := l.cfg.Now().UTC()
+	since := read.UnknownSince().UnixMilli()
 	u := newUpdate()
-	l.giveBack(u, taskID, now)
+	u.attempt = read
+	l.giveBack(u, read.TaskID, now)
 	u.remove("lease_owner", "lease_until", "not_before")
-	setError(u, ReasonUnknown, CallMayRunMessage)
-	u.setIfAbsent("open_unknown_ms", num(since.UnixMilli()))
-	return l.write(ctx, "requeue", row("requeue_readback_absent_call_may_run"), taskID, &Call{Now: now, Version: version}, u)
+	u.setIfAbsent("open_unknown_ms", num(since))
+	if read.ErrorMessage == LeaseExpiredMessage {
+		recordAttempt(u, OutcomeUnknown, ReasonUnknown, since)
+	} else {
+		setError(u, ReasonUnknown, CallMayRunMessage)
+		recordAttempt(u, OutcomeRetry, ReasonUnknown, since)
+	}
+	return l.write(ctx, "requeue", row("requeue_readback_absent_call_may_run"), read.TaskID, &Call{Now: now, Version: read.AssignmentVersion}, u)
 }
 
 // CallMayRunMessage is the error message of a task re-queued by

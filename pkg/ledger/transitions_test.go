@@ -551,7 +551,7 @@ var driveRow = map[string]func(c *cell) error{
 		return ignore(c.m.l.Requeue(c.ctx, c.id, ledger.StateUnknown, matrixVersion))
 	},
 	"requeue_readback_absent_call_may_run": func(c *cell) error {
-		return ignore(c.m.l.RequeueCallMayRun(c.ctx, c.id, matrixVersion, c.m.clock.Now().Add(-time.Minute)))
+		return ignore(c.m.l.RequeueCallMayRun(c.ctx, &ledger.Task{TaskID: c.id, AssignmentVersion: matrixVersion, DueAt: c.m.clock.Now().Add(-time.Minute).UnixMilli()}))
 	},
 	"requeue_retry_safe": func(c *cell) error { return ignore(c.m.l.RequeueRetrySafe(c.ctx, c.id, matrixVersion)) },
 	"await_readback": func(c *cell) error {
