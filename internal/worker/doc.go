@@ -144,6 +144,15 @@
 //	‡ on the task's first attempt: after earlier ones, whose calls may have acted, the reconciler reads back
 //	"charged": a retry-safe generation's call that may have acted (see Uncertain outcomes and effect classes)
 //
+// Queued at v with its attempt still counted (ledger.RequeuedAt: the
+// reconciler re-queued the lapsed lease, since a provider that
+// deduplicates is called unmarked, or no mark was found), a worker that
+// made no call sends ReleaseRequeued: the attempt is given back and what
+// the lapse recorded — the outcome it left open, its history entry, its
+// unknown_outcome error — is void, an earlier attempt's kept; so no later
+// review claims a call that never started. Whatever else it knows sends
+// nothing from there.
+//
 // A refusal is one in so many words (retrypolicy.Refused: never sent, a
 // 4xx, throttled): the provider did not act; "park refused" is a
 // configuration refusal or one with no budget left. Everything else sends
@@ -155,8 +164,10 @@
 // ScheduleRetry after a refusal (ledger.AfterRefusal), accept unknown at v
 // in the first place. Every transition is conditioned on the place it is
 // sent from and repeated like a settling write; the lapsed ones resolve the
-// open review as the worker. A ReleaseUnknown refused because the park came
-// first is followed by ReleaseLapsed; a CompleteLapsed that cannot save the
+// open review as the worker. A ReleaseRequeued refused because the spent
+// budget's readback moved the task to unknown is followed by
+// ReleaseUnknown, and a ReleaseUnknown refused because the park came first
+// by ReleaseLapsed; a CompleteLapsed that cannot save the
 // result revises the review to result_too_large or result_not_saved
 // (ledger.ReviseLapsed, or the review item alone when that keeps failing).
 //

@@ -174,6 +174,21 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 	switch d = settle(read, v, knowNoCall); d {
 	case sendNothing:
 		return d, nil
+	case sendReleaseRequeued:
+		err = h.save(ctx, rec, t, "release requeued", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+			return h.Ledger.ReleaseRequeued(ctx, t.TaskID, v, o...)
+		}, log)
+		if err == nil {
+			log.WarnContext(ctx, "the lapsed lease was re-queued before any provider call; the attempt is given back and its lapse voided")
+			return d, nil
+		}
+		var fe *ledger.FencedError
+		if errors.As(err, &fe) && settle(fe.Current, v, knowNoCall).givesBack() {
+			// Moved on from queued at mine, never back to it: to unknown
+			// (the spent budget's readback), then perhaps to its park.
+			return h.uncalled(ctx, rec, t, fe.Current, log)
+		}
+		return d, err
 	case sendReleaseUnknown:
 		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)

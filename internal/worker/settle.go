@@ -45,6 +45,7 @@ const (
 	sendRetryLapsed                        // ledger.RetryLapsed at mine
 	sendReviseLapsed                       // ledger.ReviseLapsed at mine
 	sendReleaseLapsed                      // ledger.ReleaseLapsed at mine
+	sendReleaseRequeued                    // ledger.ReleaseRequeued at mine
 	sendCompleteCancelled                  // ledger.CompleteCancelled: unknown at mine+1, cancel_version mine
 	sendCancelUnknown                      // ledger.CancelUnknown at mine+1
 	sendCompleteCancelPark                 // ledger.CompleteLapsed at mine+1, the cancel's park
@@ -52,7 +53,9 @@ const (
 )
 
 // givesBack reports whether d gives the assignment and its attempt back.
-func (d decision) givesBack() bool { return d == sendReleaseUnknown || d == sendReleaseLapsed }
+func (d decision) givesBack() bool {
+	return d == sendReleaseUnknown || d == sendReleaseLapsed || d == sendReleaseRequeued
+}
 
 // settle decides what a worker whose settling write of assignment mine was
 // refused sends next, from read — the task as the refusal returned it — and
@@ -80,6 +83,7 @@ var settleRows = [...][knowKinds]decision{
 	atUnknown: {
 		knowUnsaved: sendParkUnknown, knowRefusedPark: sendParkUnknown, knowNoCall: sendReleaseUnknown,
 	},
+	atRequeued: {knowNoCall: sendReleaseRequeued},
 	atPark: {
 		knowResult: sendCompleteLapsed, knowUnsaved: sendReviseLapsed, knowRefusedInput: sendFailLapsed,
 		knowRefusedRetry: sendRetryLapsed, knowRefusedPark: sendReviseLapsed, knowNoCall: sendReleaseLapsed,
@@ -104,6 +108,7 @@ const (
 	atPark                    // then parked unknown_outcome at mine, for want of a readback
 	atCancel                  // unknown at mine+1 by a cancel while running of mine, nothing decided since (ledger.CancelledAt)
 	atCancelPark              // that cancel parked unknown_outcome at mine+1 by the reconciler
+	atRequeued                // queued at mine, the attempt still counted: the reconciler re-queued the lapsed lease (ledger.RequeuedAt)
 )
 
 // where places read (nil: gone) from assignment mine, by the ledger's own
@@ -116,6 +121,8 @@ func where(read *ledger.Task, mine int64) place {
 		return atUnknown
 	case ledger.ParkedAt(read, mine):
 		return atPark
+	case ledger.RequeuedAt(read, mine):
+		return atRequeued
 	case ledger.CancelledAt(&ledger.FencedError{Current: read}, mine):
 		return atCancel
 	case ledger.ParkedAt(read, mine+1) && read.CancelVersion == mine && !read.HasResult():

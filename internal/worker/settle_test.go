@@ -37,9 +37,13 @@ const (
 	marked  = "marked"  // the call-start mark is at mine
 	saved   = "saved"   // a result is on the item
 	retried = "retried" // an earlier attempt: mine is the second
+	// Not an attempt to give back: every give-back removes claimed_ms, an
+	// operator's retry resets attempts.
+	givenBack = "given back"
+	reset     = "reset by an operator"
 )
 
-var every = []string{plain, gated, marked, saved, retried}
+var every = []string{plain, gated, marked, saved, retried, givenBack, reset}
 
 var knowledgeNames = [knowKinds]string{
 	knowResult: "result", knowUnsaved: "unsaved result", knowRefusedInput: "input refused",
@@ -53,6 +57,7 @@ var decisionNames = map[decision]string{
 	sendReviseLapsed: "ReviseLapsed", sendReleaseLapsed: "ReleaseLapsed",
 	sendCompleteCancelled: "CompleteCancelled", sendCancelUnknown: "CancelUnknown",
 	sendCompleteCancelPark: "CompleteLapsed at mine+1", sendCancelLapsed: "CancelLapsed",
+	sendReleaseRequeued: "ReleaseRequeued",
 }
 
 func (d decision) String() string { return decisionNames[d] }
@@ -75,6 +80,11 @@ var settleTable = []struct {
 	{"unknown", atMine, every, knowRefusedPark, sendParkUnknown},
 	{"unknown", atMine, every, knowNoCall, sendReleaseUnknown},
 
+	// Queued at mine with the attempt still counted: the reconciler
+	// re-queued the lapsed lease (an outcome perhaps left open). Only the
+	// worker knows it made no call: it gives the attempt back.
+	{"queued", atMine, []string{plain, gated, marked, saved, retried}, knowNoCall, sendReleaseRequeued},
+
 	// Parked unknown_outcome at mine (no readback after the expiry): what
 	// the worker knows settles the park and resolves its review.
 	{parkedUO, atMine, every, knowResult, sendCompleteLapsed},
@@ -90,29 +100,29 @@ var settleTable = []struct {
 	// cancelled — marked or not: a provider that deduplicates is never
 	// marked, so only the worker knows it made no call. With a result on
 	// the item it is decided already.
-	{"unknown", cancelAtMine, []string{plain, marked, retried}, knowResult, sendCompleteCancelled},
+	{"unknown", cancelAtMine, []string{plain, marked, retried, givenBack, reset}, knowResult, sendCompleteCancelled},
 	{"unknown", cancelAtMine, []string{gated}, knowResult, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedInput, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedRetry, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedPark, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedInput, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedRetry, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedPark, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, givenBack, reset}, knowNoCall, sendCancelUnknown},
 	// A retry-safe call cut by the cancel: what it did costs only money,
 	// so the cancel ends it without a readback.
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried}, knowCharged, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowCharged, sendCancelUnknown},
 
 	// The same cancel, parked unknown_outcome by the reconciler: the same,
 	// resolving the park — except a gated reply, which nothing may use.
-	{parkedUO, cancelAtMine, []string{plain, marked, retried}, knowResult, sendCompleteCancelPark},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedInput, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedRetry, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowRefusedPark, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked}, knowNoCall, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried}, knowCharged, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, marked, retried, givenBack, reset}, knowResult, sendCompleteCancelPark},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedInput, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedRetry, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedPark, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, givenBack, reset}, knowNoCall, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowCharged, sendCancelLapsed},
 }
 
 // settleRead builds the task of one cell.
 func settleRead(state, at, variant string) *ledger.Task {
-	t := &ledger.Task{TaskID: "t_settle", State: ledger.State(state), AssignmentVersion: settleMine}
+	t := &ledger.Task{TaskID: "t_settle", State: ledger.State(state), AssignmentVersion: settleMine, Attempts: 1, ClaimedMs: 1}
 	switch state {
 	case parkedUO:
 		t.State, t.ReviewReason = ledger.StateNeedsReview, ledger.ReviewUnknownOutcome
@@ -136,6 +146,10 @@ func settleRead(state, at, variant string) *ledger.Task {
 		t.Result = `{"text":"saved"}`
 	case retried:
 		t.Attempts = 2
+	case givenBack:
+		t.Attempts, t.ClaimedMs = 0, 0
+	case reset:
+		t.Attempts = 0
 	}
 	return t
 }
@@ -189,7 +203,7 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 	atMineNow := read.AssignmentVersion == settleMine
 	cancelOfMine := read.AssignmentVersion == settleMine+1 && read.CancelVersion == settleMine
 	switch d {
-	case sendCompleteLapsed, sendFailLapsed, sendRetryLapsed, sendReviseLapsed, sendReleaseLapsed, sendParkUnknown, sendReleaseUnknown:
+	case sendCompleteLapsed, sendFailLapsed, sendRetryLapsed, sendReviseLapsed, sendReleaseLapsed, sendParkUnknown, sendReleaseUnknown, sendReleaseRequeued:
 		// These act on the worker's own assignment only.
 		if !atMineNow {
 			t.Errorf("%s: %v on a task whose version moved past mine", name, d)
@@ -205,6 +219,10 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 	case sendParkUnknown, sendReleaseUnknown, sendCompleteCancelled, sendCancelUnknown:
 		if read.State != ledger.StateUnknown {
 			t.Errorf("%s: %v on a task that is not unknown", name, d)
+		}
+	case sendReleaseRequeued:
+		if read.State != ledger.StateQueued || read.ClaimedMs == 0 || read.Attempts == 0 || k != knowNoCall {
+			t.Errorf("%s: %v gives back what is no attempt of a call never made", name, d)
 		}
 	case sendCompleteLapsed, sendFailLapsed, sendRetryLapsed, sendReviseLapsed, sendReleaseLapsed, sendCompleteCancelPark, sendCancelLapsed:
 		if read.State != ledger.StateNeedsReview || read.ReviewReason != ledger.ReviewUnknownOutcome {

@@ -1069,6 +1069,13 @@ var goldenScenarios = []goldenScenario{
 		c := f.unknown()
 		return c.TaskID, func() error { return ignore(f.l.ReleaseUnknown(f.ctx, c.TaskID, c.AssignmentVersion)) }
 	}},
+	{"ReleaseRequeued", func(f *goldenFixture) (string, func() error) {
+		c := f.expired()
+		f.must(ignore(f.l.Requeue(f.ctx, c.TaskID, ledger.StateRunning, c.AssignmentVersion, ledger.InAttempt(c))))
+		return c.TaskID, func() error {
+			return ignore(f.l.ReleaseRequeued(f.ctx, c.TaskID, c.AssignmentVersion, ledger.InAttempt(c)))
+		}
+	}},
 	{"ReleaseClaim/by owner", func(f *goldenFixture) (string, func() error) {
 		c := f.running()
 		return c.TaskID, func() error { return ignore2(f.l.ReleaseClaim(f.ctx, c.TaskID, "w", 0)) }

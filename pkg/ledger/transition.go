@@ -519,6 +519,36 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 	})
 }
 
+// ReleaseRequeued gives back the caller's assignment, re-queued by the
+// reconciler after its lease lapsed (Requeue, RequeueUnstarted, or a
+// readback's re-queue) with its attempt still counted, when the worker
+// knows it made no provider call under it: the attempt is given back, and
+// what the lapse recorded of it is void — its history entry, an outcome
+// it left open (open_unknown_ms), its error (setNoCallError) — while an
+// earlier attempt's, as the caller's claim read it (InAttempt), stands.
+// Without InAttempt only the attempt is given back. Errors: *FencedError.
+func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
+	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
+		l.giveBack(u, taskID, now)
+		if a := u.attempt; a != nil {
+			setNoCallError(u) // keeps an earlier open outcome (keepOpenOutcome)
+			if a.OpenUnknownMs == 0 {
+				u.remove("open_unknown_ms")
+			}
+			if u.remove("attempt_log"); len(a.AttemptLog) > 0 {
+				u.set("attempt_log", strList(a.AttemptLog))
+			}
+		}
+	})
+}
+
+// RequeuedAt reports whether t is queued at assignment version with its
+// attempt still counted: re-queued by the reconciler after its lease
+// lapsed, nothing given back since (ReleaseRequeued's condition).
+func RequeuedAt(t *Task, version int64) bool {
+	return row("release_requeued").Allows(t, Call{Version: version})
+}
+
 // setNoCallError sets the error a give-back of an attempt that made no
 // provider call leaves (ReleaseUnknown, ReleaseLapsed): ErrorCallNotStarted,
 // which voids the unknown_outcome its expired lease was given. But a task

@@ -367,6 +367,8 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 		x.ApprovalState = ledger.ApprovalApproved
 	case "not in by_state":
 		x.StateShard = ""
+	case "attempt still counted":
+		x.ClaimedMs = ms - time.Minute.Milliseconds()
 	case "never claimed":
 		x.AssignmentVersion = 0
 	case "of the approved task":
@@ -527,8 +529,9 @@ var driveRow = map[string]func(c *cell) error{
 	"unknown": func(c *cell) error {
 		return ignore(c.m.l.MarkUnknown(c.ctx, c.id, matrixVersion, ledger.ReviewUnknownOutcome, "timeout"))
 	},
-	"release":         func(c *cell) error { return ignore(c.m.l.Release(c.ctx, c.id, matrixVersion)) },
-	"release_unknown": func(c *cell) error { return ignore(c.m.l.ReleaseUnknown(c.ctx, c.id, matrixVersion)) },
+	"release":          func(c *cell) error { return ignore(c.m.l.Release(c.ctx, c.id, matrixVersion)) },
+	"release_unknown":  func(c *cell) error { return ignore(c.m.l.ReleaseUnknown(c.ctx, c.id, matrixVersion)) },
+	"release_requeued": func(c *cell) error { return ignore(c.m.l.ReleaseRequeued(c.ctx, c.id, matrixVersion)) },
 	"release_claim": func(c *cell) error {
 		_, applied, err := c.m.l.ReleaseClaim(c.ctx, c.id, matrixOwner, matrixVersion)
 		return ok(applied, err)

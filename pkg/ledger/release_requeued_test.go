@@ -1,0 +1,93 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/taskledger/taskledger/pkg/ledger"
+)
+
+// ReleaseRequeued gives back an assignment the reconciler re-queued after
+// its lease lapsed (Requeue from running: the attempt counted, its outcome
+// open, recorded unknown in the history) when its worker knows it made no
+// call: the attempt is given back and what the lapse recorded is void,
+// while an earlier attempt's open outcome, history entry and error — as
+// the worker's claim read them (InAttempt) — stand. It is refused once
+// the attempt was given back, at another version, and after a new claim;
+// a lost reply is recognised as the caller's own write.
+func TestReleaseRequeuedVoidsOnlyTheLapseOfTheCallersAttempt(t *testing.T) {
+	t.Parallel()
+	eachLoss(t, func(t *testing.T, b *bundle, mode string) {
+		ctx := context.Background()
+		const lease = 30 * time.Second
+		task := mustCreate(t, b, "release-requeued-"+mode)
+		// Attempt 1 lapses and is re-queued: its outcome stays open.
+		c1, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(lease + time.Second)
+		if _, err := b.l.Requeue(ctx, task.TaskID, ledger.StateRunning, c1.AssignmentVersion, ledger.InAttempt(c1)); err != nil {
+			t.Fatal(err)
+		}
+		// Attempt 2 lapses the same way, but its worker made no call.
+		c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c2.OpenUnknownMs == 0 || c2.ErrorClass != ledger.ReasonUnknown {
+			t.Fatalf("setup: attempt 2's claim reads open_unknown_ms %d, error %q; want attempt 1's outcome open", c2.OpenUnknownMs, c2.ErrorClass)
+		}
+		b.clock.Advance(lease + time.Second)
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2)); !isFenced(err) {
+			t.Fatalf("ReleaseRequeued of a running task = %v, want fenced (Release is the running task's)", err)
+		}
+		if _, err := b.l.Requeue(ctx, task.TaskID, ledger.StateRunning, c2.AssignmentVersion, ledger.InAttempt(c2)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion-1, ledger.InAttempt(c2)); !isFenced(err) {
+			t.Fatalf("ReleaseRequeued at another version = %v, want fenced", err)
+		}
+
+		l, arm, lost := lossy(t, b, mode, "UpdateItem")
+		arm()
+		r, err := l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2))
+		if !lost() {
+			t.Fatal("the fault was not injected")
+		}
+		if err != nil {
+			t.Fatalf("ReleaseRequeued after a lost reply = %v; want its own write recognised", err)
+		}
+		stored, err := b.l.Get(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []*ledger.Task{r, stored} {
+			if got.State != ledger.StateQueued || got.Attempts != 1 || got.AssignmentVersion != c2.AssignmentVersion {
+				t.Fatalf("released: %s, attempts %d, version %d; want queued with attempt 1 alone counted, at %d", got.State, got.Attempts, got.AssignmentVersion, c2.AssignmentVersion)
+			}
+			if got.OpenUnknownMs != c2.OpenUnknownMs || got.ErrorClass != c2.ErrorClass || got.ErrorMessage != c2.ErrorMessage {
+				t.Errorf("released: open_unknown_ms %d, error %q %q; want attempt 1's: %d, %q %q",
+					got.OpenUnknownMs, got.ErrorClass, got.ErrorMessage, c2.OpenUnknownMs, c2.ErrorClass, c2.ErrorMessage)
+			}
+			h := got.History()
+			if len(h) != 1 || h[0].Attempt != 1 || h[0].Outcome != ledger.OutcomeUnknown {
+				t.Errorf("released: history %+v; want attempt 1 alone, unknown", h)
+			}
+		}
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2)); !isFenced(err) {
+			t.Fatalf("released twice: %v", err)
+		}
+		c3, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w3", Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c3.Attempts != 2 {
+			t.Fatalf("reclaimed: attempts %d, want 2 (the given-back attempt is not counted)", c3.Attempts)
+		}
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2)); !isFenced(err) {
+			t.Fatalf("ReleaseRequeued after a new claim = %v, want fenced", err)
+		}
+	})
+}
