@@ -1,7 +1,6 @@
 package reconciler_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
-	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
 // TestReadbackNotFoundAfterEveryCallEndedDoesNotSayACallMayStillRun: a
@@ -33,20 +31,6 @@ func TestReadbackNotFoundAfterEveryCallEndedDoesNotSayACallMayStillRun(t *testin
 			n.MaxAge, n.MaxAttempts = 10*time.Minute, 5
 		})
 		deadline := time.UnixMilli(task.DeadlineMs)
-		// markUnknown ends attempt a as the worker does after a 504 that
-		// asks for 3 minutes: no retry fits before the deadline.
-		markUnknown := func(a *ledger.Task) {
-			t.Helper()
-			perr := retrypolicy.Uncertain(fmt.Errorf("gateway: %w", &retrypolicy.StatusError{StatusCode: 504, RetryAfter: 3 * time.Minute}))
-			c := retrypolicy.Classify(perr)
-			if c.Class != retrypolicy.UnknownOutcome || retrypolicy.Default().NextRetryAt(b.clock.Now(), a.Attempts-1, c.RetryAfter).Before(deadline) {
-				t.Fatalf("classification %+v: want an unknown outcome whose next retry cannot start before the deadline", c)
-			}
-			if _, err := b.l.MarkUnknown(ctx, task.TaskID, a.AssignmentVersion, c.Class.String(), "the provider may have acted: "+perr.Error(), ledger.InAttempt(a)); err != nil {
-				t.Fatal(err)
-			}
-		}
-
 		// Attempt 1: leased until deadline-2m30s; its call may run until
 		// deadline-30s.
 		b.clock.Set(deadline.Add(-3 * time.Minute))
@@ -64,7 +48,7 @@ func TestReadbackNotFoundAfterEveryCallEndedDoesNotSayACallMayStillRun(t *testin
 			t.Fatal(err)
 		}
 		b.clock.Set(deadline.Add(-time.Minute - 50*time.Second))
-		markUnknown(a2)
+		markUnknownAfterA504(t, b, a2)
 
 		// Its readback, while attempt 1's call may run: re-queued, open.
 		b.clock.Set(deadline.Add(-time.Minute - 15*time.Second))
@@ -83,7 +67,7 @@ func TestReadbackNotFoundAfterEveryCallEndedDoesNotSayACallMayStillRun(t *testin
 			t.Fatal(err)
 		}
 		b.clock.Set(deadline.Add(-time.Minute))
-		markUnknown(a3)
+		markUnknownAfterA504(t, b, a3)
 
 		// The age deadline: attempt 1's call ended at deadline-30s at the
 		// latest; attempts 2 and 3 ended when their workers said so.

@@ -50,18 +50,9 @@ func TestReadbackNotFoundWhileAnEarlierLapsedCallMayRunKeepsItsOutcomeOpen(t *te
 		if err != nil || a2.Attempts != 2 || a2.OpenUnknownMs == 0 {
 			t.Fatalf("attempt 2's claim: %v (task %+v), want attempt 2 with attempt 1's outcome open", err, a2)
 		}
-		// Attempt 2's call: a gateway gave up waiting (openai maps a 504 to
-		// retrypolicy.Uncertain) and asks for 3 minutes. The worker's
-		// uncertain(): repeatable, but nextRetry's backoff does not fit
-		// before the deadline, so MarkUnknown.
-		perr := retrypolicy.Uncertain(fmt.Errorf("gateway: %w", &retrypolicy.StatusError{StatusCode: 504, RetryAfter: 3 * time.Minute}))
-		c := retrypolicy.Classify(perr)
-		if c.Class != retrypolicy.UnknownOutcome || retrypolicy.Default().NextRetryAt(b.clock.Now(), a2.Attempts-1, c.RetryAfter).Before(deadline) {
-			t.Fatalf("classification %+v: want an unknown outcome whose next retry cannot start before the deadline", c)
-		}
-		if _, err := b.l.MarkUnknown(ctx, task.TaskID, a2.AssignmentVersion, c.Class.String(), "the provider may have acted: "+perr.Error(), ledger.InAttempt(a2)); err != nil {
-			t.Fatal(err)
-		}
+		// Attempt 2's call: a gateway gave up waiting and asks for 3
+		// minutes, which do not fit before the deadline: MarkUnknown.
+		markUnknownAfterA504(t, b, a2)
 
 		// Settle over; attempt 1's call may run until its lease's end plus
 		// the 2 min call timeout (deadline-30s).
@@ -93,4 +84,21 @@ func TestReadbackNotFoundWhileAnEarlierLapsedCallMayRunKeepsItsOutcomeOpen(t *te
 		t.Fatalf("attempt 1's lapsed call generated (the provider holds its result) after a readback that found nothing while it could still run; task %s (%s; last run %+v), want completed from the readback or a review saying the provider may have acted; review:\n%s",
 			got.State, got.ReviewReason, s, text)
 	})
+}
+
+// markUnknownAfterA504 ends attempt a as the worker does after a gateway's
+// 504 (openai maps it to retrypolicy.Uncertain) asking for 3 minutes: a
+// retry is repeatable (the provider deduplicates) but nextRetry's backoff
+// does not fit before the task's age deadline, so MarkUnknown — while by
+// the reconciler's measure (now before the deadline) budget is left.
+func markUnknownAfterA504(t *testing.T, b *bundle, a *ledger.Task) {
+	t.Helper()
+	perr := retrypolicy.Uncertain(fmt.Errorf("gateway: %w", &retrypolicy.StatusError{StatusCode: 504, RetryAfter: 3 * time.Minute}))
+	c := retrypolicy.Classify(perr)
+	if c.Class != retrypolicy.UnknownOutcome || retrypolicy.Default().NextRetryAt(b.clock.Now(), a.Attempts-1, c.RetryAfter).Before(time.UnixMilli(a.DeadlineMs)) {
+		t.Fatalf("classification %+v: want an unknown outcome whose next retry cannot start before the deadline", c)
+	}
+	if _, err := b.l.MarkUnknown(ctx, a.TaskID, a.AssignmentVersion, c.Class.String(), "the provider may have acted: "+perr.Error(), ledger.InAttempt(a)); err != nil {
+		t.Fatal(err)
+	}
 }
