@@ -72,6 +72,7 @@ func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64
 	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
 		setNoCallError(u)
+		voidLapse(u)
 	})
 }
 

@@ -510,11 +510,14 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 // This attempt's uncertainty is void: queued again like Release, with
 // error ErrorCallNotStarted (not unknown_outcome, which a later park would
 // repeat as "may have reached the provider") — unless an earlier attempt's
-// stands (setNoCallError). Errors: *FencedError.
+// stands (setNoCallError). What a re-queued lapse recorded before the
+// age budget's readback moved it here (AwaitReadback) is void as after
+// ReleaseRequeued (voidLapse). Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
 		setNoCallError(u)
+		voidLapse(u)
 		u.remove("lease_owner", "lease_until")
 	})
 }
@@ -530,16 +533,34 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
-		if a := u.attempt; a != nil {
+		if u.attempt != nil {
 			setNoCallError(u) // keeps an earlier open outcome (keepOpenOutcome)
-			if a.OpenUnknownMs == 0 {
-				u.remove("open_unknown_ms")
-			}
-			if u.remove("attempt_log"); len(a.AttemptLog) > 0 {
-				u.set("attempt_log", strList(a.AttemptLog))
-			}
+			voidLapse(u)
 		}
 	})
+}
+
+// voidLapse restores on u what the caller's claim read (InAttempt) of
+// what a lapse of its assignment records — the outcome it left open
+// (open_unknown_ms: the claim's, else none) and its history entry
+// (attempt_log: the claim's) — for a give-back whose worker knows it made
+// no provider call: every write at the assignment's version since the
+// claim was of this attempt (another claim changes the version), so
+// whatever it left open or recorded is this attempt's, void. Used from
+// queued (ReleaseRequeued), from unknown, which the re-queued lapse may
+// have reached through AwaitReadback (ReleaseUnknown), and from the park
+// that may follow (ReleaseLapsed). Without InAttempt, nothing.
+func voidLapse(u *update) {
+	a := u.attempt
+	if a == nil {
+		return
+	}
+	if a.OpenUnknownMs == 0 {
+		u.remove("open_unknown_ms")
+	}
+	if u.remove("attempt_log"); len(a.AttemptLog) > 0 {
+		u.set("attempt_log", strList(a.AttemptLog))
+	}
 }
 
 // RequeuedAt reports whether t is queued at assignment version with its
