@@ -41,9 +41,12 @@ const (
 	// operator's retry resets attempts.
 	givenBack = "given back"
 	reset     = "reset by an operator"
+	// No outcome open: a readback that found nothing settled every
+	// attempt's (ledger.Requeue from unknown).
+	readBack = "read back absent"
 )
 
-var every = []string{plain, gated, marked, saved, retried, givenBack, reset}
+var every = []string{plain, gated, marked, saved, retried, givenBack, reset, readBack}
 
 var knowledgeNames = [knowKinds]string{
 	knowResult: "result", knowUnsaved: "unsaved result", knowRefusedInput: "input refused",
@@ -100,29 +103,29 @@ var settleTable = []struct {
 	// cancelled — marked or not: a provider that deduplicates is never
 	// marked, so only the worker knows it made no call. With a result on
 	// the item it is decided already.
-	{"unknown", cancelAtMine, []string{plain, marked, retried, givenBack, reset}, knowResult, sendCompleteCancelled},
+	{"unknown", cancelAtMine, []string{plain, marked, retried, givenBack, reset, readBack}, knowResult, sendCompleteCancelled},
 	{"unknown", cancelAtMine, []string{gated}, knowResult, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedInput, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedRetry, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedPark, sendCancelUnknown},
-	{"unknown", cancelAtMine, []string{plain, gated, marked, givenBack, reset}, knowNoCall, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedInput, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedRetry, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedPark, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, givenBack, reset, readBack}, knowNoCall, sendCancelUnknown},
 	// A retry-safe call cut by the cancel: what it did costs only money,
 	// so the cancel ends it without a readback.
-	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowCharged, sendCancelUnknown},
+	{"unknown", cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowCharged, sendCancelUnknown},
 
 	// The same cancel, parked unknown_outcome by the reconciler: the same,
 	// resolving the park — except a gated reply, which nothing may use.
-	{parkedUO, cancelAtMine, []string{plain, marked, retried, givenBack, reset}, knowResult, sendCompleteCancelPark},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedInput, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedRetry, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowRefusedPark, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, givenBack, reset}, knowNoCall, sendCancelLapsed},
-	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset}, knowCharged, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, marked, retried, givenBack, reset, readBack}, knowResult, sendCompleteCancelPark},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedInput, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedRetry, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowRefusedPark, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, givenBack, reset, readBack}, knowNoCall, sendCancelLapsed},
+	{parkedUO, cancelAtMine, []string{plain, gated, marked, retried, givenBack, reset, readBack}, knowCharged, sendCancelLapsed},
 }
 
 // settleRead builds the task of one cell.
 func settleRead(state, at, variant string) *ledger.Task {
-	t := &ledger.Task{TaskID: "t_settle", State: ledger.State(state), AssignmentVersion: settleMine, Attempts: 1, ClaimedMs: 1}
+	t := &ledger.Task{TaskID: "t_settle", State: ledger.State(state), AssignmentVersion: settleMine, Attempts: 1, ClaimedMs: 1, OpenUnknownMs: 1}
 	switch state {
 	case parkedUO:
 		t.State, t.ReviewReason = ledger.StateNeedsReview, ledger.ReviewUnknownOutcome
@@ -150,6 +153,8 @@ func settleRead(state, at, variant string) *ledger.Task {
 		t.Attempts, t.ClaimedMs = 0, 0
 	case reset:
 		t.Attempts = 0
+	case readBack:
+		t.OpenUnknownMs = 0
 	}
 	return t
 }
@@ -221,7 +226,7 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 			t.Errorf("%s: %v on a task that is not unknown", name, d)
 		}
 	case sendReleaseRequeued:
-		if read.State != ledger.StateQueued || read.ClaimedMs == 0 || read.Attempts == 0 || k != knowNoCall {
+		if read.State != ledger.StateQueued || read.ClaimedMs == 0 || read.Attempts == 0 || read.OpenUnknownMs == 0 || k != knowNoCall {
 			t.Errorf("%s: %v gives back what is no attempt of a call never made", name, d)
 		}
 	case sendCompleteLapsed, sendFailLapsed, sendRetryLapsed, sendReviseLapsed, sendReleaseLapsed, sendCompleteCancelPark, sendCancelLapsed:

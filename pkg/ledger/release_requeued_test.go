@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -88,6 +89,35 @@ func TestReleaseRequeuedVoidsOnlyTheLapseOfTheCallersAttempt(t *testing.T) {
 		}
 		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2)); !isFenced(err) {
 			t.Fatalf("ReleaseRequeued after a new claim = %v, want fenced", err)
+		}
+	})
+}
+
+// A re-queue after a readback found nothing has settled every attempt's
+// outcome (the readback is by operation id): ReleaseRequeued is refused
+// there and reopens nothing the readback closed.
+func TestReleaseRequeuedIsRefusedAfterAReadbackFoundNothing(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "release-requeued-read-back")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Second)
+		if _, err := b.l.ExpireToUnknown(ctx, task.TaskID, c.AssignmentVersion, ledger.InAttempt(c)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.Requeue(ctx, task.TaskID, ledger.StateUnknown, c.AssignmentVersion); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c.AssignmentVersion, ledger.InAttempt(c)); !isFenced(err) {
+			t.Fatalf("ReleaseRequeued after a readback's re-queue = %v, want fenced", err)
+		}
+		if got, err := b.l.Get(ctx, task.TaskID); err != nil || got.ErrorClass != ledger.ErrorReadbackAbsent || got.Attempts != 1 {
+			t.Fatalf("after the refused give-back: %+v, %v; want the readback's re-queue unchanged", got, err)
 		}
 	})
 }

@@ -216,9 +216,11 @@ var (
 	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
 	// Every give-back removes claimed_ms, an operator's retry resets
-	// attempts: neither leaves the attempt to give back.
-	gAttemptCounted = guard("attempt still counted", "attribute_exists(#claimed_ms) AND #attempts > :zero",
-		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 })
+	// attempts: neither leaves the attempt to give back. A re-queue after a
+	// readback found nothing removes open_unknown_ms: that readback settled
+	// every attempt's outcome, and nothing is left to void.
+	gLapseOpen = guard("attempt counted, outcome open", "attribute_exists(#claimed_ms) AND #attempts > :zero AND attribute_exists(#open_unknown_ms)",
+		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 && t.OpenUnknownMs > 0 })
 
 	// Written out by Create.
 	gAbsent        = guard("no item", "attribute_not_exists(#id)", func(*Task, *Call) bool { return false })
@@ -291,9 +293,9 @@ var transitions = []Transition{
 	fencedRow("unknown", "MarkUnknown", byWorker, fromRunning, gFenced, StateUnknown, effectOnly),
 	fencedRow("release", "Release", byWorker, fromRunning, gFenced, StateQueued, givesBack),
 	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, gFenced, StateQueued, givesBack),
-	// The reconciler re-queued the lapsed assignment (its attempt counted,
-	// its outcome perhaps left open); its worker knows it made no call.
-	fencedRow("release_requeued", "ReleaseRequeued", byWorker, states(StateQueued), guards(atMine, inFrom, gAttemptCounted), StateQueued, givesBack),
+	// The reconciler re-queued the lapsed assignment, its attempt counted
+	// and an outcome left open; its worker knows it made no call.
+	fencedRow("release_requeued", "ReleaseRequeued", byWorker, states(StateQueued), guards(atMine, inFrom, gLapseOpen), StateQueued, givesBack),
 	{Op: "release_claim", Method: "ReleaseClaim", Actors: byWorker, From: fromRunning, Guards: guards(gOwner, fromAs("running"), gVersionGiven),
 		To: StateQueued, Attempts: Down, Refusal: NotApplied},
 	fencedRow("wait_admission", "WaitAdmission", actors(ActorAdmission), fromRunning, gFenced, StateRetryWait, givesBack),

@@ -523,9 +523,9 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 }
 
 // ReleaseRequeued gives back the caller's assignment, re-queued by the
-// reconciler after its lease lapsed (Requeue, RequeueUnstarted, or a
-// readback's re-queue) with its attempt still counted, when the worker
-// knows it made no provider call under it: the attempt is given back, and
+// reconciler after its lease lapsed (Requeue from running, RequeueUnstarted,
+// RequeueCallMayRun) with its attempt still counted and an outcome open,
+// when the worker knows it made no provider call under it: the attempt is given back, and
 // what the lapse recorded of it is void — its history entry, an outcome
 // it left open (open_unknown_ms), its error (setNoCallError) — while an
 // earlier attempt's, as the caller's claim read it (InAttempt), stands.
@@ -564,8 +564,9 @@ func voidLapse(u *update) {
 }
 
 // RequeuedAt reports whether t is queued at assignment version with its
-// attempt still counted: re-queued by the reconciler after its lease
-// lapsed, nothing given back since (ReleaseRequeued's condition).
+// attempt still counted and an outcome open: re-queued by the reconciler
+// after its lease lapsed, nothing given back or read back absent since
+// (ReleaseRequeued's condition).
 func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
 }
