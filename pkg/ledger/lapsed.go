@@ -67,7 +67,8 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 
 // ReleaseLapsed records that no provider call was made under the parked
 // assignment: queued again with its attempt given back and its error set
-// like ReleaseUnknown's; the review is resolved as retry.
+// like ReleaseUnknown's; the review is resolved as retry. Like
+// ReleaseUnknown, refused once the attempt is no longer counted.
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)

@@ -216,9 +216,15 @@ var (
 	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
 	// Every give-back removes claimed_ms, an operator's retry resets
-	// attempts: neither leaves the attempt to give back. A re-queue after a
-	// readback found nothing removes open_unknown_ms: that readback settled
-	// every attempt's outcome, and nothing is left to void.
+	// attempts: neither leaves the attempt to give back. A give-back
+	// repeated after its reply was lost, refused because the relay moved
+	// the task to unknown (AwaitReadback) and perhaps to its park at the
+	// same version since, would give back another attempt's count.
+	gAttemptCounted = guard("attempt still counted", "attribute_exists(#claimed_ms) AND #attempts > :zero",
+		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 })
+	// A re-queue after a readback found nothing removes open_unknown_ms:
+	// that readback settled every attempt's outcome, and nothing is left
+	// to void.
 	gLapseOpen = guard("attempt counted, outcome open", "attribute_exists(#claimed_ms) AND #attempts > :zero AND attribute_exists(#open_unknown_ms)",
 		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 && t.OpenUnknownMs > 0 })
 
@@ -292,7 +298,7 @@ var transitions = []Transition{
 	fencedRow("fail_after_refusal", "Fail (AfterRefusal)", byWorker, fromRunOrUnknown, gFenced, StateFailed),
 	fencedRow("unknown", "MarkUnknown", byWorker, fromRunning, gFenced, StateUnknown, effectOnly),
 	fencedRow("release", "Release", byWorker, fromRunning, gFenced, StateQueued, givesBack),
-	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, gFenced, StateQueued, givesBack),
+	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, guards(atMine, inFrom, gAttemptCounted), StateQueued, givesBack),
 	// The reconciler re-queued the lapsed assignment, its attempt counted
 	// and an outcome left open; its worker knows it made no call.
 	fencedRow("release_requeued", "ReleaseRequeued", byWorker, states(StateQueued), guards(atMine, inFrom, gLapseOpen), StateQueued, givesBack),
@@ -348,7 +354,7 @@ var transitions = []Transition{
 		StateAwaitingApproval, resolves),
 	fencedRow("fail_lapsed", "FailLapsed", byWorker, fromParked, gLapsed, StateFailed, resolves),
 	fencedRow("retry_lapsed", "RetryLapsed", byWorker, fromParked, gLapsed, StateRetryWait, resolves),
-	fencedRow("release_lapsed", "ReleaseLapsed", byWorker, fromParked, gLapsed, StateQueued, givesBack, resolves),
+	fencedRow("release_lapsed", "ReleaseLapsed", byWorker, fromParked, guards(atMine, inFrom, gAttemptCounted, gParkedUnknown, gReviewLapsed), StateQueued, givesBack, resolves),
 	fencedRow("cancel_lapsed", "CancelLapsed", byWorker, fromParked, guards(gCancelOfPrev, atMine, inFrom, gParkedUnknown, gReviewLapsed), StateCancelled, resolves),
 	fencedRow("revise_lapsed", "ReviseLapsed", byWorker, fromParked, gLapsed, StateNeedsReview, revises),
 	{Op: "revise_lapsed_review", Method: "ReviseLapsedReview", Actors: byWorker, Guards: guards(gReviewRevise), Refusal: RefusedConflict, Review: ReviewRevises, Manual: true},

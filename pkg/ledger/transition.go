@@ -512,7 +512,11 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 // repeat as "may have reached the provider") — unless an earlier attempt's
 // stands (setNoCallError). What a re-queued lapse recorded before the
 // age budget's readback moved it here (AwaitReadback) is void as after
-// ReleaseRequeued (voidLapse). Errors: *FencedError.
+// ReleaseRequeued (voidLapse). Refused once the attempt is no longer
+// counted (row release_unknown: a give-back removed claimed_ms, an
+// operator's retry reset attempts) — a Release repeated after its lost
+// reply finds the task moved to unknown at its version by that readback,
+// and must not give back an earlier attempt's count. Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)

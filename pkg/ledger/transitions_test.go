@@ -367,6 +367,8 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 		x.ApprovalState = ledger.ApprovalApproved
 	case "not in by_state":
 		x.StateShard = ""
+	case "attempt still counted":
+		x.ClaimedMs = ms - time.Minute.Milliseconds()
 	case "attempt counted, outcome open":
 		x.ClaimedMs, x.OpenUnknownMs = ms-time.Minute.Milliseconds(), ms-time.Minute.Milliseconds()
 	case "never claimed":
