@@ -121,3 +121,47 @@ func TestReleaseRequeuedIsRefusedAfterAReadbackFoundNothing(t *testing.T) {
 		}
 	})
 }
+
+// A lapse the reconciler re-queued with no call started under it
+// (RequeueUnstarted: a provider without idempotency keys, no call-start
+// mark at the assignment) keeps its attempt counted and leaves no outcome
+// open. Its worker, stalled after the claim, knows it made no call:
+// ReleaseRequeued gives the attempt back, as after a re-queue that left
+// the outcome open — else the task is charged an attempt no call was made
+// under, and its budget ends a call early (DESIGN §1.5).
+func TestReleaseRequeuedGivesBackALapseRequeuedUnstarted(t *testing.T) {
+	t.Parallel()
+	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
+		b := setup(t, e)
+		ctx := context.Background()
+		task := mustCreate(t, b, "release-requeued-unstarted")
+		c, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(31 * time.Second)
+		q, err := b.l.RequeueUnstarted(ctx, task.TaskID, c.AssignmentVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.State != ledger.StateQueued || q.Attempts != 1 {
+			t.Fatalf("setup: re-queued unstarted: %s with %d attempts, want queued with the attempt counted", q.State, q.Attempts)
+		}
+		if !ledger.RequeuedAt(q, c.AssignmentVersion) {
+			t.Errorf("RequeuedAt = false for a lapse re-queued unstarted at the worker's version")
+		}
+		if _, err := b.l.ReleaseRequeued(ctx, task.TaskID, c.AssignmentVersion, ledger.InAttempt(c)); err != nil {
+			t.Errorf("ReleaseRequeued of a lapse re-queued unstarted = %v, want the attempt given back", err)
+		}
+		got, err := b.l.Get(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != ledger.StateQueued || got.Attempts != 0 {
+			t.Errorf("after the give-back: %s with %d attempts, want queued with none counted", got.State, got.Attempts)
+		}
+		if _, open := got.OpenUncertainty(); open {
+			t.Errorf("after the give-back: an outcome is open (open_unknown_ms %d, error %q), though no call was made", got.OpenUnknownMs, got.ErrorClass)
+		}
+	})
+}
