@@ -41,8 +41,8 @@ const (
 	// operator's retry resets attempts.
 	givenBack = "given back"
 	reset     = "reset by an operator"
-	// No outcome open: a readback that found nothing settled every
-	// attempt's (ledger.Requeue from unknown).
+	// No outcome open, the error readback_absent: a readback that found
+	// nothing settled every attempt's (ledger.Requeue from unknown).
 	readBack = "read back absent"
 )
 
@@ -154,7 +154,7 @@ func settleRead(state, at, variant string) *ledger.Task {
 	case reset:
 		t.Attempts = 0
 	case readBack:
-		t.OpenUnknownMs = 0
+		t.OpenUnknownMs, t.ErrorClass = 0, ledger.ErrorReadbackAbsent
 	}
 	return t
 }
@@ -226,7 +226,7 @@ func checkSettleInvariants(t *testing.T, name string, read *ledger.Task, k knowl
 			t.Errorf("%s: %v on a task that is not unknown", name, d)
 		}
 	case sendReleaseRequeued:
-		if read.State != ledger.StateQueued || read.ClaimedMs == 0 || read.Attempts == 0 || read.OpenUnknownMs == 0 || k != knowNoCall {
+		if read.State != ledger.StateQueued || read.ClaimedMs == 0 || read.Attempts == 0 || read.OpenUnknownMs == 0 && read.ErrorClass == ledger.ErrorReadbackAbsent || k != knowNoCall {
 			t.Errorf("%s: %v gives back what is no attempt of a call never made", name, d)
 		}
 	case sendCompleteLapsed, sendFailLapsed, sendRetryLapsed, sendReviseLapsed, sendReleaseLapsed, sendCompleteCancelPark, sendCancelLapsed:

@@ -222,11 +222,16 @@ var (
 	// same version since, would give back another attempt's count.
 	gAttemptCounted = guard("attempt still counted", "attribute_exists(#claimed_ms) AND #attempts > :zero",
 		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 })
-	// A re-queue after a readback found nothing removes open_unknown_ms:
-	// that readback settled every attempt's outcome, and nothing is left
-	// to void.
-	gLapseOpen = guard("attempt counted, outcome open", "attribute_exists(#claimed_ms) AND #attempts > :zero AND attribute_exists(#open_unknown_ms)",
-		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 && t.OpenUnknownMs > 0 })
+	// A re-queue after a readback found nothing (error readback_absent,
+	// open_unknown_ms removed) settled every attempt's outcome: nothing is
+	// left to void, and the claim's open outcome may not be restored. A
+	// re-queue with no call started (RequeueUnstarted) leaves no outcome
+	// open, and its attempt is still the worker's to give back.
+	gLapseOpen = guard("attempt counted, not read back absent",
+		"attribute_exists(#claimed_ms) AND #attempts > :zero AND (attribute_exists(#open_unknown_ms) OR attribute_not_exists(#error_class) OR #error_class <> :readback_absent)",
+		func(t *Task, _ *Call) bool {
+			return t.ClaimedMs > 0 && t.Attempts > 0 && (t.OpenUnknownMs > 0 || t.ErrorClass != ErrorReadbackAbsent)
+		})
 
 	// Written out by Create.
 	gAbsent        = guard("no item", "attribute_not_exists(#id)", func(*Task, *Call) bool { return false })
@@ -299,8 +304,8 @@ var transitions = []Transition{
 	fencedRow("unknown", "MarkUnknown", byWorker, fromRunning, gFenced, StateUnknown, effectOnly),
 	fencedRow("release", "Release", byWorker, fromRunning, gFenced, StateQueued, givesBack),
 	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, guards(atMine, inFrom, gAttemptCounted), StateQueued, givesBack),
-	// The reconciler re-queued the lapsed assignment, its attempt counted
-	// and an outcome left open; its worker knows it made no call.
+	// The reconciler re-queued the lapsed assignment, its attempt counted,
+	// and no readback settled it since; its worker knows it made no call.
 	fencedRow("release_requeued", "ReleaseRequeued", byWorker, states(StateQueued), guards(atMine, inFrom, gLapseOpen), StateQueued, givesBack),
 	{Op: "release_claim", Method: "ReleaseClaim", Actors: byWorker, From: fromRunning, Guards: guards(gOwner, fromAs("running"), gVersionGiven),
 		To: StateQueued, Attempts: Down, Refusal: NotApplied},
@@ -549,7 +554,7 @@ func (c *Call) value(p string) types.AttributeValue {
 	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
 		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil,
 		":parks_read": int64(c.Parks)}
-	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
+	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome, ":readback_absent": ErrorReadbackAbsent,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
 	if n, ok := nums[p]; ok {
 		return num(n)

@@ -528,7 +528,8 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 
 // ReleaseRequeued gives back the caller's assignment, re-queued by the
 // reconciler after its lease lapsed (Requeue from running, RequeueUnstarted,
-// RequeueCallMayRun) with its attempt still counted and an outcome open,
+// RequeueCallMayRun, RequeueRetrySafe) with its attempt still counted and
+// no readback's "not found" since (which settled every attempt's outcome),
 // when the worker knows it made no provider call under it: the attempt is given back, and
 // what the lapse recorded of it is void — its history entry, an outcome
 // it left open (open_unknown_ms), its error (setNoCallError) — while an
@@ -568,9 +569,9 @@ func voidLapse(u *update) {
 }
 
 // RequeuedAt reports whether t is queued at assignment version with its
-// attempt still counted and an outcome open: re-queued by the reconciler
-// after its lease lapsed, nothing given back or read back absent since
-// (ReleaseRequeued's condition).
+// attempt still counted: re-queued by the reconciler after its lease
+// lapsed, nothing given back or read back absent since (ReleaseRequeued's
+// condition).
 func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
 }

@@ -369,7 +369,7 @@ func satisfy(t *testing.T, g ledger.Guard, x *ledger.Task, c *cell, now time.Tim
 		x.StateShard = ""
 	case "attempt still counted":
 		x.ClaimedMs = ms - time.Minute.Milliseconds()
-	case "attempt counted, outcome open":
+	case "attempt counted, not read back absent":
 		x.ClaimedMs, x.OpenUnknownMs = ms-time.Minute.Milliseconds(), ms-time.Minute.Milliseconds()
 	case "never claimed":
 		x.AssignmentVersion = 0
