@@ -144,9 +144,10 @@
 //	‡ on the task's first attempt: after earlier ones, whose calls may have acted, the reconciler reads back
 //	"charged": a retry-safe generation's call that may have acted (see Uncertain outcomes and effect classes)
 //
-// Queued at v with its attempt still counted (ledger.RequeuedAt: the
-// reconciler re-queued the lapsed lease, since a provider that
-// deduplicates is called unmarked, or no mark was found), a worker that
+// Queued at v with its attempt still counted and no readback's "not
+// found" since (ledger.RequeuedAt: the reconciler re-queued the lapsed
+// lease, since a provider that deduplicates is called unmarked, or no
+// mark was found), a worker that
 // made no call sends ReleaseRequeued: the attempt is given back and what
 // the lapse recorded — the outcome it left open, its history entry, its
 // unknown_outcome error — is void, an earlier attempt's kept; so no later
