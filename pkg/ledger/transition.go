@@ -530,11 +530,12 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 // reconciler after its lease lapsed (Requeue from running, RequeueUnstarted,
 // RequeueCallMayRun, RequeueRetrySafe) with its attempt still counted and
 // no readback's "not found" since (which settled every attempt's outcome),
-// when the worker knows it made no provider call under it: the attempt is given back, and
-// what the lapse recorded of it is void — its history entry, an outcome
-// it left open (open_unknown_ms), its error (setNoCallError) — while an
-// earlier attempt's, as the caller's claim read it (InAttempt), stands.
-// Without InAttempt only the attempt is given back. Errors: *FencedError.
+// when the worker knows it made no provider call under it: the attempt is
+// given back, and what the lapse recorded of it is void — its history
+// entry, an outcome it left open (open_unknown_ms), its error
+// (setNoCallError) — while an earlier attempt's, as the caller's claim
+// read it (InAttempt), stands. Without InAttempt only the attempt is given
+// back. Errors: *FencedError.
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
