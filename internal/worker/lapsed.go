@@ -183,10 +183,12 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 			return d, nil
 		}
 		var fe *ledger.FencedError
-		if errors.As(err, &fe) && settle(fe.Current, v, knowNoCall).givesBack() {
+		if errors.As(err, &fe) {
 			// Moved on from queued at mine, never back to it: to unknown
 			// (the spent budget's readback), then perhaps to its park.
-			return h.uncalled(ctx, rec, t, fe.Current, log)
+			if next := settle(fe.Current, v, knowNoCall); next.givesBack() && next != sendReleaseRequeued {
+				return h.uncalled(ctx, rec, t, fe.Current, log)
+			}
 		}
 		return d, err
 	case sendReleaseUnknown:
