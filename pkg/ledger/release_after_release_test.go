@@ -30,23 +30,9 @@ func TestAnAttemptGivenBackIsNotGivenBackAgainFromUnknownOrItsPark(t *testing.T)
 				ctx := context.Background()
 				const lease = 30 * time.Second
 				task := mustCreate(t, b, "release-twice-"+to)
-				// Attempt 1 lapses and is re-queued: its outcome stays open.
-				c1, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: lease})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.clock.Advance(lease + time.Second)
-				if _, err := b.l.Requeue(ctx, task.TaskID, ledger.StateRunning, c1.AssignmentVersion, ledger.InAttempt(c1)); err != nil {
-					t.Fatal(err)
-				}
-				// Attempt 2 gives itself back before any call.
-				c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: lease})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if c2.Attempts != 2 || c2.OpenUnknownMs == 0 {
-					t.Fatalf("setup: attempt 2's claim: attempts %d, open_unknown_ms %d; want 2 with attempt 1's outcome open", c2.Attempts, c2.OpenUnknownMs)
-				}
+				// Attempt 1 lapses and is re-queued; attempt 2 gives itself
+				// back before any call.
+				c2 := secondClaimAfterARequeuedLapse(t, b, task.TaskID, lease)
 				released, err := b.l.Release(ctx, task.TaskID, c2.AssignmentVersion, ledger.InAttempt(c2))
 				if err != nil {
 					t.Fatal(err)

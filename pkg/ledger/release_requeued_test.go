@@ -23,21 +23,10 @@ func TestReleaseRequeuedVoidsOnlyTheLapseOfTheCallersAttempt(t *testing.T) {
 		ctx := context.Background()
 		const lease = 30 * time.Second
 		task := mustCreate(t, b, "release-requeued-"+mode)
-		// Attempt 1 lapses and is re-queued: its outcome stays open.
-		c1, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w1", Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.clock.Advance(lease + time.Second)
-		if _, err := b.l.Requeue(ctx, task.TaskID, ledger.StateRunning, c1.AssignmentVersion, ledger.InAttempt(c1)); err != nil {
-			t.Fatal(err)
-		}
-		// Attempt 2 lapses the same way, but its worker made no call.
-		c2, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w2", Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c2.OpenUnknownMs == 0 || c2.ErrorClass != ledger.ReasonUnknown {
+		// Attempt 1 lapses and is re-queued; attempt 2 lapses the same way,
+		// but its worker made no call.
+		c2 := secondClaimAfterARequeuedLapse(t, b, task.TaskID, lease)
+		if c2.ErrorClass != ledger.ReasonUnknown {
 			t.Fatalf("setup: attempt 2's claim reads open_unknown_ms %d, error %q; want attempt 1's outcome open", c2.OpenUnknownMs, c2.ErrorClass)
 		}
 		b.clock.Advance(lease + time.Second)
@@ -164,4 +153,28 @@ func TestReleaseRequeuedGivesBackALapseRequeuedUnstarted(t *testing.T) {
 			t.Errorf("after the give-back: an outcome is open (open_unknown_ms %d, error %q), though no call was made", got.OpenUnknownMs, got.ErrorClass)
 		}
 	})
+}
+
+// secondClaimAfterARequeuedLapse lets attempt 1 of task id lapse (a lease
+// of lease) and the reconciler re-queue it with its outcome open (Requeue
+// from running), then claims attempt 2, which reads that open outcome.
+func secondClaimAfterARequeuedLapse(t *testing.T, b *bundle, id string, lease time.Duration) *ledger.Task {
+	t.Helper()
+	ctx := context.Background()
+	c1, err := b.l.Claim(ctx, id, ledger.ClaimOptions{Owner: "w1", Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(lease + time.Second)
+	if _, err := b.l.Requeue(ctx, id, ledger.StateRunning, c1.AssignmentVersion, ledger.InAttempt(c1)); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := b.l.Claim(ctx, id, ledger.ClaimOptions{Owner: "w2", Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Attempts != 2 || c2.OpenUnknownMs == 0 {
+		t.Fatalf("setup: attempt 2's claim: attempts %d, open_unknown_ms %d; want 2 with attempt 1's outcome open", c2.Attempts, c2.OpenUnknownMs)
+	}
+	return c2
 }
