@@ -21,7 +21,8 @@ const (
 const Namespace = "taskledger"
 
 // Writer serialises records to an io.Writer, one line each. Safe for
-// concurrent use.
+// concurrent use. A nil *Writer's records write nothing, so an optional
+// writer needs no check at each record.
 type Writer struct {
 	mu  sync.Mutex
 	out io.Writer
@@ -80,9 +81,10 @@ func (r *Record) Property(k string, v any) *Record {
 	return r
 }
 
-// Flush writes the record; a record with no metrics writes nothing.
+// Flush writes the record; a record with no metrics, or of a nil Writer,
+// writes nothing.
 func (r *Record) Flush() error {
-	if len(r.metricList) == 0 {
+	if r.w == nil || len(r.metricList) == 0 {
 		return nil
 	}
 	type metric struct {

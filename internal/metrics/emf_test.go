@@ -57,3 +57,12 @@ func TestEmptyRecordWritesNothing(t *testing.T) {
 		t.Fatalf("wrote %q, %v", buf.String(), err)
 	}
 }
+
+// An optional writer is a nil *Writer: its callers record without a check.
+func TestNilWriterRecordsNothing(t *testing.T) {
+	t.Parallel()
+	var w *Writer
+	if err := w.Record("A", "b").Add("M", 1, Count).Set("N", 2, Count).Property("p", "v").Flush(); err != nil {
+		t.Fatalf("nil writer's Flush: %v", err)
+	}
+}

@@ -315,14 +315,9 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 	// Charged to the quota alone, or to nothing, a call is recorded only
 	// when it used something. A budgeted call is always priced.
 	if rs.budget || used != (spend.Usage{}) {
-		h.recordUsage(ctx, t, used, rs.priced, log)
+		log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
+		h.usageMetric(t, used, rs.priced)
 	}
-}
-
-// recordUsage logs and counts (usageMetric) what a call was charged.
-func (h *Handler) recordUsage(ctx context.Context, t *ledger.Task, used spend.Usage, priced bool, log *slog.Logger) {
-	log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
-	h.usageMetric(t, used, priced)
 }
 
 // account is what a call that reserved nothing is settled against (on no
@@ -396,16 +391,11 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 // countMetric writes one EMF record counting name (BudgetExhausted,
 // QuotaWait, QuotaExceeded, MetricBoundExceeded) for t.
 func (h *Handler) countMetric(t *ledger.Task, name string) {
-	if h.Metrics != nil {
-		_ = h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID).Add(name, 1, metrics.Count).Flush()
-	}
+	_ = h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID).Add(name, 1, metrics.Count).Flush()
 }
 
 // usageMetric writes the tokens (and, when priced, the cost) of a call.
 func (h *Handler) usageMetric(t *ledger.Task, u spend.Usage, priced bool) {
-	if h.Metrics == nil {
-		return
-	}
 	rec := h.Metrics.Record("Service", "worker").Property("task_id", t.TaskID).
 		Add("InputTokens", float64(u.InputTokens), metrics.Count).
 		Add("OutputTokens", float64(u.OutputTokens), metrics.Count)

@@ -296,9 +296,6 @@ func (h *Handler) safeRecord(ctx, work context.Context, rec events.SQSMessage) (
 }
 
 func (h *Handler) batchMetrics(records int, counts map[string]int, failures int) {
-	if h.Metrics == nil {
-		return
-	}
 	r := h.Metrics.Record("Service", "worker")
 	r.Add("Records", float64(records), metrics.Count)
 	for _, o := range outcomes {
@@ -309,9 +306,6 @@ func (h *Handler) batchMetrics(records int, counts map[string]int, failures int)
 }
 
 func (h *Handler) providerMetric(name, taskID, class string, latency time.Duration) {
-	if h.Metrics == nil {
-		return
-	}
 	_ = h.Metrics.Record("Service", "worker", "Provider", name).
 		Set("ProviderLatency", float64(latency.Milliseconds()), metrics.Milliseconds).
 		Add("ProviderCalls", 1, metrics.Count).
