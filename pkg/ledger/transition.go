@@ -61,43 +61,43 @@ func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Tas
 	return l.claimed(ctx, taskID, t, old, err, tr, c, o)
 }
 
-// ClaimRetry claims read — a retry_wait task, as read — for its next
-// attempt (row claim_retry: the claim's changes, and its by_state entry
-// moved to active), the refused claim's second write (Claim). Errors: as
-// Claim's.
+// ClaimRetry claims read, a retry_wait task, for its next attempt (row
+// claim_retry: also moves its by_state entry to active): the refused
+// claim's second write. Errors: as Claim's.
 func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
-	o = o.withDefaults()
-	now := l.cfg.Now().UTC()
-	tr, c := row("claim_retry"), &Call{Now: now}
-	if !tr.Allows(read, *c) {
-		return nil, whyNotClaimable(read.TaskID, read, tr, c)
-	}
-	u := l.claimUpdate(now, o)
-	u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
-	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, c))
-	return l.claimed(ctx, read.TaskID, t, old, err, tr, c, o)
+	return l.claimRead(ctx, "claim_retry", read, o, Call{}, func(u *update) {
+		u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
+	})
 }
 
-// TakeOver claims read — a running task whose lease expired, as read —
-// for a new attempt (row claim_takeover: at read's version, its lease
-// still expired), the refused claim's second write (Claim, AllowTakeover).
-// The attempt taken over may have reached the provider: its outcome stays
-// open (Task.OpenUncertainty, since its lease's end) whatever later
-// attempts record, until a readback or the task's end settles it, and its
-// history says unknown, not "not recorded". Errors: as Claim's.
+// TakeOver claims read, a running task whose lease expired, for a new
+// attempt (row claim_takeover: at read's version, its lease still
+// expired): the refused claim's second write with AllowTakeover. The
+// attempt taken over may have reached the provider: its outcome stays open
+// (Task.OpenUncertainty, since its lease's end) until a readback or the
+// task's end settles it, and its history says unknown. Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
+	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
+	return l.claimRead(ctx, "claim_takeover", read, o, c, func(u *update) {
+		u.setIfAbsent("open_unknown_ms", num(read.LeaseUntil))
+		u.attempt = read
+		recordAttempt(u, OutcomeUnknown, ReasonUnknown, read.LeaseUntil)
+	})
+}
+
+// claimRead sends the claim row op for c of read, as read, its update
+// completed by set; refused unsent when read does not allow it.
+func (l *Ledger) claimRead(ctx context.Context, op string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
 	o = o.withDefaults()
-	now := l.cfg.Now().UTC()
-	tr, c := row("claim_takeover"), &Call{Now: now, Kind: o.TakeoverKind, Version: read.AssignmentVersion}
-	if !tr.Allows(read, *c) {
-		return nil, whyNotClaimable(read.TaskID, read, tr, c)
+	c.Now = l.cfg.Now().UTC()
+	tr := row(op)
+	if !tr.Allows(read, c) {
+		return nil, whyNotClaimable(read.TaskID, read, tr, &c)
 	}
-	u := l.claimUpdate(now, o)
-	u.setIfAbsent("open_unknown_ms", num(read.LeaseUntil))
-	u.attempt = read
-	recordAttempt(u, OutcomeUnknown, ReasonUnknown, read.LeaseUntil)
-	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, c))
-	return l.claimed(ctx, read.TaskID, t, old, err, tr, c, o)
+	u := l.claimUpdate(c.Now, o)
+	set(u)
+	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, &c))
+	return l.claimed(ctx, read.TaskID, t, old, err, tr, &c, o)
 }
 
 // claimed is what a claim's write (tr for c) answers: the task claimed
