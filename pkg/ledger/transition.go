@@ -682,20 +682,7 @@ func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version in
 // ScheduleRetryUncertain records it, with CallMayRunMessage).
 // Errors: *FencedError.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	since := read.UnknownSince().UnixMilli()
-	u := newUpdate()
-	u.attempt = read
-	l.giveBack(u, read.TaskID, now)
-	u.remove("lease_owner", "lease_until", "not_before")
-	u.setIfAbsent("open_unknown_ms", num(since))
-	if read.ErrorMessage == LeaseExpiredMessage {
-		recordAttempt(u, OutcomeUnknown, ReasonUnknown, since)
-	} else {
-		setError(u, ReasonUnknown, CallMayRunMessage)
-		recordAttempt(u, OutcomeRetry, ReasonUnknown, since)
-	}
-	return l.write(ctx, "requeue", row("requeue_readback_absent_call_may_run"), read.TaskID, &Call{Now: now, Version: read.AssignmentVersion}, u)
+	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
 }
 
 // CallMayRunMessage is the error message of a task re-queued by
@@ -733,6 +720,14 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, 
 		}
 		u.setIfAbsent("open_unknown_ms", num(since))
 		recordAttempt(u, OutcomeUnknown, ReasonUnknown, since) // its history says so, not "not recorded"
+	case "requeue_readback_absent_call_may_run":
+		since, outcome := u.attempt.UnknownSince().UnixMilli(), OutcomeUnknown
+		u.setIfAbsent("open_unknown_ms", num(since))
+		if u.attempt.ErrorMessage != LeaseExpiredMessage {
+			setError(u, ReasonUnknown, CallMayRunMessage)
+			outcome = OutcomeRetry
+		}
+		recordAttempt(u, outcome, ReasonUnknown, since)
 	case "requeue_retry_safe":
 		setError(u, ErrorUncertainRetried, "the attempt's outcome was not learnt; its step is retry-safe (a repeat costs only money), so it was re-queued for another attempt")
 	}
