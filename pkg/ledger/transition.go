@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -446,15 +447,9 @@ func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, vers
 // Requeue or TakeOver, which record it unknown at the lease's end): no
 // call of that attempt can still be running.
 func (t *Task) WorkerEndedOpenOutcome() bool {
-	if t.OpenUnknownMs <= 0 {
-		return false
-	}
-	for _, a := range t.History() {
-		if a.Outcome == OutcomeRetry && a.ErrorClass == ReasonUnknown && a.EndedMs == t.OpenUnknownMs {
-			return true
-		}
-	}
-	return false
+	return t.OpenUnknownMs > 0 && slices.ContainsFunc(t.History(), func(a AttemptRecord) bool {
+		return a.Outcome == OutcomeRetry && a.ErrorClass == ReasonUnknown && a.EndedMs == t.OpenUnknownMs
+	})
 }
 
 // retryWait sets u to wait in retry_wait until notBefore (due then).
@@ -791,22 +786,20 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	wait := l.cfg.DispatchBackoffCap
 	if t.DeadlineMs > 0 {
-		left := time.UnixMilli(t.DeadlineMs).Sub(l.cfg.Now())
-		wait = max(min(wait, left/2), 0)
+		wait = max(min(wait, time.UnixMilli(t.DeadlineMs).Sub(l.cfg.Now())/2), 0)
 	}
 	return l.claimDispatch(ctx, t, wait)
 }
 
 func (l *Ledger) claimDispatch(ctx context.Context, t *Task, wait time.Duration) (nt *Task, ok bool, err error) {
 	now := l.cfg.Now().UTC()
-	next := t.Dispatches + 1
 	due := now.Add(wait).UnixMilli()
 	if t.DeadlineMs > 0 {
 		due = min(due, t.DeadlineMs)
 	}
 	u := newUpdate()
 	u.set("due_at", num(due))
-	u.set("dispatches", num(int64(next)))
+	u.set("dispatches", num(int64(t.Dispatches+1)))
 	u.stamp(now)
 	nt, old, err := l.attempt(ctx, "dispatch", t.TaskID, row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches}))
 	switch {
