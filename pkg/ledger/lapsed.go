@@ -18,19 +18,16 @@ type LapsedResolution struct {
 	Note string // e.g. "the result of attempt 2 arrived after the park"
 }
 
-// A lapsed attempt returned after the reconciler had parked its task
-// unknown_outcome (the worker was slow, not gone; no readback), at the
-// same assignment version. No other attempt started, so what the provider
+// A lapsed attempt returns after the reconciler parked its task
+// unknown_outcome (the worker was slow, not gone; no readback) at the same
+// assignment version: no other attempt started, so what the provider
 // answered settles the open review. Each settlement below writes the task
-// item (parked unknown_outcome at the caller's version: ParkedAt) and the
-// review item (still open) in one TransactWriteItems — an operator who
-// acted first wins — and accepts WithNonce.
-//
-// Errors: *FencedError (Why not_running when the task is not parked
-// unknown_outcome at this version, or its review item is no longer open;
-// otherwise as for Complete), *ThrottledError and other AWS errors, which
-// may pass when the same write is repeated; an error for an empty r.By or
-// r.Note.
+// item (ParkedAt the caller's version) and the still-open review item in one
+// TransactWriteItems — an operator who acted first wins — and accepts
+// WithNonce. Errors: *FencedError (Why not_running when the task is not so
+// parked or its review is no longer open; else as for Complete),
+// *ThrottledError and other AWS errors, which may pass when the same write
+// is repeated; an error for an empty r.By or r.Note.
 
 // CompleteLapsed saves the result of a lapsed attempt (completed, or
 // awaiting_approval behind its gate) and resolves the review as completed:
@@ -170,8 +167,7 @@ func (l *Ledger) resolveUpdate(r LapsedResolution, resolution string, now time.T
 }
 
 // reviseUpdate rewrites the open review item's explanation with rev's, its
-// safe actions naming park (op names the caller in the error for a rev
-// without Reason or Summary, or whose actions need a park not given).
+// safe actions naming park; op names the caller in the errors.
 func reviseUpdate(op string, rev Review, park int) (*update, error) {
 	if rev.Reason == "" || rev.Summary == "" {
 		return nil, fmt.Errorf("ledger: %s needs the review's Reason and Summary", op)
@@ -216,9 +212,8 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 	}
 }
 
-// lapsedTx sends u as tr, the settlement of the park of the caller's
-// assignment, with ru, its open unknown_outcome review item's update, in
-// one TransactWriteItems (write).
+// lapsedTx sends u as tr, settling the park of the caller's assignment, with
+// ru, its open review item's update, in one TransactWriteItems (write).
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	tr.reviewCondition(ru, 0)
 	u.tx = []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}

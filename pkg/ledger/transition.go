@@ -26,7 +26,6 @@ type ClaimOptions struct {
 	TakeoverKind  string
 }
 
-// withDefaults returns o with a lease of 30 s where it gives none.
 func (o ClaimOptions) withDefaults() ClaimOptions {
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
@@ -34,16 +33,12 @@ func (o ClaimOptions) withDefaults() ClaimOptions {
 	return o
 }
 
-// Claim takes the task for one attempt with one conditional UpdateItem
-// returning ALL_NEW, as row claim allows: state=running,
-// assignment_version (the fencing token) and attempts +1, and the lease.
-// A claim refused by a retry_wait task is followed by a second write, row
-// claim_retry, which also moves its by_state entry. With AllowTakeover, a
-// claim refused by a running task whose lease expired is followed by a
-// second write, row claim_takeover, at the version that refusal read. A
-// lost reply retried by the SDK is recognised by write_nonce and returned
-// as claimed, not as "leased".
-//
+// Claim takes the task for one attempt (row claim, one conditional
+// UpdateItem): state running, assignment_version (the fencing token) and
+// attempts +1, and the lease. Refused by a retry_wait task, it writes again
+// as ClaimRetry; with AllowTakeover, refused by a running task whose lease
+// expired, as TakeOver at the version the refusal read. A lost reply retried
+// by the SDK is recognised by write_nonce: claimed, not "leased".
 // Errors: *NotClaimableError with the reason (terminal, parked, leased,
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
 // contended), *ThrottledError.
@@ -72,11 +67,10 @@ func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*T
 }
 
 // TakeOver claims read, a running task whose lease expired, for a new
-// attempt (row claim_takeover: at read's version, its lease still
-// expired): the refused claim's second write with AllowTakeover. The
-// attempt taken over may have reached the provider: its outcome stays open
-// (Task.OpenUncertainty, since its lease's end) until a readback or the
-// task's end settles it, and its history says unknown. Errors: as Claim's.
+// attempt (row claim_takeover, at read's version): Claim's second write with
+// AllowTakeover. The attempt taken over may have reached the provider: its
+// outcome stays open (Task.OpenUncertainty, since its lease's end) and its
+// history says unknown. Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
 	return l.claimRead(ctx, "claim_takeover", read, o, c, func(u *update) {
@@ -86,8 +80,8 @@ func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Tas
 	})
 }
 
-// claimRead sends the claim row op for c of read, as read, its update
-// completed by set; refused unsent when read does not allow it.
+// claimRead sends row op for c as a claim of read, its update completed by
+// set; unsent when read does not allow it.
 func (l *Ledger) claimRead(ctx context.Context, op string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
 	o = o.withDefaults()
 	c.Now = l.cfg.Now().UTC()
@@ -123,11 +117,10 @@ func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err e
 	return nil, whyNotClaimable(taskID, old, tr, c)
 }
 
-// claimUpdate is a claim's update, without its row's changes and
-// condition. due_at and state_shard stay as they are: no index write
-// (doc.go, "States and retention"; DefaultDispatchTimeout). claim_retry
-// adds the move of the entry to active, where a worker dead before its
-// first heartbeat is found at once.
+// claimUpdate is a claim's update before its row's changes and condition.
+// due_at and state_shard stay: no index write (doc.go, "States and
+// retention"). claim_retry moves the entry to active, where a worker dead
+// before its first heartbeat is found at once.
 func (l *Ledger) claimUpdate(now time.Time, o ClaimOptions) *update {
 	u := newUpdate()
 	u.set("state", strState(StateRunning))
@@ -192,8 +185,8 @@ func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	return fe
 }
 
-// fenced sends the row op (label in errors: op) for the caller's
-// assignment version; set fills its update at the ledger's clock.
+// fenced sends row op for the caller's assignment version; set fills its
+// update at the ledger's clock.
 func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, opts []WriteOption, set func(u *update, now time.Time)) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -201,13 +194,12 @@ func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, o
 	return l.write(ctx, op, row(op), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// write stamps u and sends it as the transition tr for c (its
-// "_after_refusal" twin after AfterRefusal; with follow-ups, its
-// "_follow_ups" twin, and with u.tx, in a transaction: writeTx); label
-// names it in errors. A refusal is a *FencedError at the version the
-// fence compares. A completion that cannot fit (update.fits) is refused
-// before it is sent; a task left queued is due no later than its age
-// deadline (clampDue).
+// write stamps u and sends it as tr for c — its "_after_refusal" twin after
+// AfterRefusal; with follow-ups or u.tx, its "_follow_ups" twin in a
+// transaction (writeTx) — label naming it in errors. A refusal is a
+// *FencedError at the version the fence compares. A completion that cannot
+// fit (update.fits) is refused unsent; a task left queued is due no later
+// than its age deadline (clampDue).
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
 	u.stamp(c.Now)
 	if tw, ok := byOp[tr.Op+"_after_refusal"]; ok && u.refused {
@@ -231,20 +223,17 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 
 // Renew extends the lease of the caller's assignment. Errors: *FencedError
 // when the caller no longer holds it (stop the provider call, save nothing).
-//
-// Given the task's age deadline (WithAgeDeadline), due_at moves only to
-// the next multiple of lease at or after the new lease end (runningDue),
-// so two in three of a heartbeat's renewals (every lease/3) keep the
-// by_state key: a key change bills two index writes, a renewal that keeps
-// it one. The reconciler acts only on an expired lease, so the rounding
-// delays finding a dead worker by at most a lease, never past the age
-// deadline.
+// Given the age deadline (WithAgeDeadline), due_at rounds up to a multiple
+// of lease (runningDue), so two in three heartbeat renewals (every lease/3)
+// keep the by_state key: one index write, not two. The reconciler acts only
+// on an expired lease, so this delays finding a dead worker by at most a
+// lease, never past the age deadline.
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
 
-// renewLease sets u's lease to end at now + lease and its due_at as
-// runningDue places it (Renew, and MarkCallStarted with a short lease).
+// renewLease sets u's lease to end at now + lease, due_at as runningDue
+// places it.
 func renewLease(u *update, now time.Time, lease time.Duration) {
 	until := now.Add(lease).UnixMilli()
 	u.set("lease_until", num(until))
@@ -268,17 +257,14 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 }
 
 // MarkCallStarted records, immediately before the provider call, that the
-// caller's assignment is about to call the provider (call_started_version
-// = version): for a provider without idempotency keys, the reconciler then
-// tells a worker that died before its call (no mark: re-queue) from one
-// that may have reached the provider (unknown). Errors: *FencedError (do
-// not call the provider).
-//
-// After the mark the lease runs at least lease/2 more — the reconciler
-// trusts a readback's "not found" for a marked call only after the lease
-// end plus the call timeout — so the mark is conditioned on it and, like
-// the index, left unchanged (no index write). A shorter lease (renewals
-// failed since the claim) is renewed by a second write with the mark.
+// caller's assignment makes it (call_started_version = version): for a
+// provider without idempotency keys, the reconciler then tells a worker that
+// died before its call (re-queue) from one that may have reached the
+// provider (unknown). The reconciler trusts a readback's "not found" for a
+// marked call only after the lease end plus the call timeout, so the mark
+// needs at least lease/2 of the lease left, and leaves it and the index as
+// they are; a shorter lease (renewals failed) is renewed by a second write
+// with the mark. Errors: *FencedError (do not call the provider).
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	c := &Call{Now: now, Version: version, Lease: lease}
@@ -319,11 +305,9 @@ type Completion struct {
 	FollowUps map[State][]NewTask
 }
 
-// Complete saves the result of the caller's assignment, running or
-// unknown at its version, with no result yet. Unknown at the caller's own
-// version means the reconciler expired the lease of a worker that was slow
-// but alive: no other attempt has started, and the result settles it.
-//
+// Complete saves the result of the caller's assignment, running or unknown at
+// its version (the reconciler expired a slow worker's lease: no other
+// attempt has started, so the result settles it), with no result yet.
 // Errors: *FencedError with Why = already_completed / taken_over /
 // not_running / gone (never retry it blindly); *ItemTooLargeError when the
 // item would exceed DynamoDB's limit (nothing written; see CheckCompletion).
@@ -340,9 +324,9 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	return l.complete(ctx, "complete_readback", taskID, version, c, opts)
 }
 
-// complete sends the completion op (or its "_gated" twin, as c says) of
-// the caller's assignment. A caller that misjudged the approval gate —
-// the item satisfies the twin — is corrected once from the item.
+// complete sends op (its "_gated" twin, as c says) for the caller's
+// assignment; a caller that misjudged the approval gate (the item satisfies
+// the other twin) is corrected once from the item.
 func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	call := &Call{Now: now, Version: version}
@@ -357,8 +341,6 @@ func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64,
 	return t, err
 }
 
-// gated is the completion op, or its "_gated" twin for a task with an
-// approval gate.
 func gated(op string, gate bool) *Transition {
 	return row(op + pick(gate, "_gated", ""))
 }
@@ -420,16 +402,12 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 }
 
 // ScheduleRetryUncertain is ScheduleRetry for an attempt whose outcome is
-// unknown (its reply was lost, or its call timed out) and whose repeat is
-// safe because the provider deduplicates by operation id: the repeat
-// collects what the call generated. Until one does, or a readback or the
-// task's end settles it, the outcome stays open since now
-// (Task.OpenUncertainty: a budget park reads it back or says the provider
-// may have acted). Its history says retry after unknown_outcome, not
-// unknown as after the reconciler's Requeue of an expired lease: its
-// worker saw the call end, so no call of it can still reach the provider
-// (the reconciler's wait for a lapsed call, WorkerEndedOpenOutcome).
-// Errors: *FencedError.
+// unknown (reply lost, call timed out) but whose repeat is safe: the
+// provider deduplicates by operation id, so the repeat collects what the
+// call generated. Until then the outcome stays open since now
+// (Task.OpenUncertainty). Its history says retry after unknown_outcome, not
+// unknown: its worker saw the call end, so none of it can still reach the
+// provider (WorkerEndedOpenOutcome). Errors: *FencedError.
 func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, version int64, notBefore time.Time, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "retry_uncertain", taskID, version, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
@@ -440,19 +418,17 @@ func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, vers
 	})
 }
 
-// WorkerEndedOpenOutcome reports whether t's open outcome
-// (OpenUnknownMs) was left by a worker that saw its call end
-// (ScheduleRetryUncertain: its attempt is recorded as a retry after
-// unknown_outcome, ended then), not by an attempt whose lease lapsed (a
-// Requeue or TakeOver, which record it unknown at the lease's end): no
-// call of that attempt can still be running.
+// WorkerEndedOpenOutcome reports whether t's open outcome (OpenUnknownMs)
+// was left by a worker that saw its call end (ScheduleRetryUncertain: a
+// retry after unknown_outcome, ended then), not by an attempt whose lease
+// lapsed (Requeue, TakeOver: unknown at the lease's end): no call of that
+// attempt can still be running.
 func (t *Task) WorkerEndedOpenOutcome() bool {
 	return t.OpenUnknownMs > 0 && slices.ContainsFunc(t.History(), func(a AttemptRecord) bool {
 		return a.Outcome == OutcomeRetry && a.ErrorClass == ReasonUnknown && a.EndedMs == t.OpenUnknownMs
 	})
 }
 
-// retryWait sets u to wait in retry_wait until notBefore (due then).
 func (l *Ledger) retryWait(u *update, taskID string, notBefore time.Time) {
 	l.live(u, StateRetryWait, taskID, notBefore.UnixMilli())
 	u.set("not_before", num(notBefore.UnixMilli()))
@@ -481,8 +457,7 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 
 // Release gives back the caller's assignment before the provider was called
 // (the Lambda deadline is near, or a request provably never left the
-// process): the task is queued again, due for dispatch, and the attempt
-// given back (attempts - 1: no provider call was made). The assignment
+// process): queued again, due for dispatch, attempts - 1. The assignment
 // version stays incremented, so the holder stays fenced. Errors: *FencedError.
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release", taskID, version, opts, func(u *update, now time.Time) {
@@ -491,27 +466,24 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 	})
 }
 
-// ErrorCallNotStarted is the error class of a task whose assignment was
-// given back from unknown (ReleaseUnknown) or whose unknown_outcome park
-// was resolved as a retry because no provider call was made under it.
+// ErrorCallNotStarted is the error class of a task given back from unknown
+// (ReleaseUnknown) or from an unknown_outcome park (ReleaseLapsed): no
+// provider call was made under its assignment.
 const ErrorCallNotStarted = "call_not_started"
 
 // CallNotStartedMessage says why (ErrorCallNotStarted).
 const CallNotStartedMessage = "no provider call was made under this assignment; its lease had lapsed before the worker gave it back; re-queued"
 
-// ReleaseUnknown gives back the caller's assignment from unknown: the
-// reconciler expired its lease (the worker was slow, not gone) before the
-// worker's provider call, and the worker knows none was made under it.
-// This attempt's uncertainty is void: queued again like Release, with
-// error ErrorCallNotStarted (not unknown_outcome, which a later park would
-// repeat as "may have reached the provider") — unless an earlier attempt's
-// stands (setNoCallError). What a re-queued lapse recorded before the
-// age budget's readback moved it here (AwaitReadback) is void as after
-// ReleaseRequeued (voidLapse). Refused once the attempt is no longer
-// counted (row release_unknown: a give-back removed claimed_ms, an
-// operator's retry reset attempts) — a Release repeated after its lost
-// reply finds the task moved to unknown at its version by that readback,
-// and must not give back an earlier attempt's count. Errors: *FencedError.
+// ReleaseUnknown gives back the caller's assignment from unknown: its lease
+// expired (the worker was slow, not gone) before its provider call, and the
+// worker knows none was made. Queued again like Release, its uncertainty
+// void: error ErrorCallNotStarted, not unknown_outcome, which a later park
+// would repeat as "may have reached the provider" (setNoCallError), and what
+// a re-queued lapse recorded before AwaitReadback moved it here is void
+// (voidLapse). Refused once the attempt is no longer counted (row
+// release_unknown): a Release repeated after its lost reply, finding the
+// task moved to unknown at its version, must not give back an earlier
+// attempt's count. Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -521,16 +493,14 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 	})
 }
 
-// ReleaseRequeued gives back the caller's assignment, re-queued by the
-// reconciler after its lease lapsed (Requeue from running, RequeueUnstarted,
-// RequeueCallMayRun, RequeueRetrySafe) with its attempt still counted and
-// no readback's "not found" since (which settled every attempt's outcome),
-// when the worker knows it made no provider call under it: the attempt is
-// given back, and what the lapse recorded of it is void — its history
-// entry, an outcome it left open (open_unknown_ms), its error
-// (setNoCallError) — while an earlier attempt's, as the caller's claim
-// read it (InAttempt), stands. Without InAttempt only the attempt is given
-// back. Errors: *FencedError.
+// ReleaseRequeued gives back the caller's assignment, re-queued after its
+// lease lapsed (RequeuedAt: its attempt still counted, no readback's "not
+// found" since, which settled every attempt's outcome), when the worker
+// knows it made no provider call under it: the attempt is given back and
+// what the lapse recorded of it is void — history entry, open outcome,
+// error (setNoCallError, voidLapse) — while an earlier attempt's, as its
+// claim read it (InAttempt), stands. Without InAttempt only the attempt is
+// given back. Errors: *FencedError.
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -541,16 +511,11 @@ func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int
 	})
 }
 
-// voidLapse restores on u what the caller's claim read (InAttempt) of
-// what a lapse of its assignment records — the outcome it left open
-// (open_unknown_ms: the claim's, else none) and its history entry
-// (attempt_log: the claim's) — for a give-back whose worker knows it made
-// no provider call: every write at the assignment's version since the
-// claim was of this attempt (another claim changes the version), so
-// whatever it left open or recorded is this attempt's, void. Used from
-// queued (ReleaseRequeued), from unknown, which the re-queued lapse may
-// have reached through AwaitReadback (ReleaseUnknown), and from the park
-// that may follow (ReleaseLapsed). Without InAttempt, nothing.
+// voidLapse restores open_unknown_ms and attempt_log as the caller's claim
+// read them (InAttempt; without it, nothing), for a give-back whose worker
+// knows it made no provider call: every write at the assignment's version
+// since the claim was of this attempt (another claim changes the version),
+// so whatever a lapse left open or recorded since is this attempt's, void.
 func voidLapse(u *update) {
 	a := u.attempt
 	if a == nil {
@@ -565,18 +530,16 @@ func voidLapse(u *update) {
 }
 
 // RequeuedAt reports whether t is queued at assignment version with its
-// attempt still counted: re-queued by the reconciler after its lease
-// lapsed, nothing given back or read back absent since (ReleaseRequeued's
-// condition).
+// attempt still counted and nothing given back or read back absent since
+// (ReleaseRequeued's condition): re-queued after its lease lapsed.
 func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
 }
 
 // setNoCallError sets the error a give-back of an attempt that made no
-// provider call leaves (ReleaseUnknown, ReleaseLapsed): ErrorCallNotStarted,
-// which voids the unknown_outcome its expired lease was given. But a task
-// claimed carrying an earlier attempt's unknown_outcome (the caller's task,
-// InAttempt) keeps that error, as Release would: that attempt may have
+// provider call leaves: ErrorCallNotStarted, voiding the unknown_outcome
+// its expired lease was given — unless the caller's claim (InAttempt)
+// carried an earlier attempt's unknown_outcome: that attempt may have
 // reached the provider, and a later park must still say so.
 func setNoCallError(u *update) {
 	keepOpenOutcome(u)
@@ -597,20 +560,17 @@ func keepOpenOutcome(u *update) {
 	}
 }
 
-// giveBack sets u to queue the task again, due for dispatch; its row
-// gives the attempt back: no provider call was made under the assignment
-// (Release, ReleaseClaim, ReleaseUnknown, ReleaseLapsed, Requeue).
+// giveBack queues the task again, due for dispatch; its row gives the
+// attempt back, as no provider call was made under the assignment.
 func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 }
 
-// ReleaseClaim gives back a claim the caller could not confirm: its reply
-// was lost and the read that would recognise it (write_nonce) failed, so
-// the caller does not know the version it may hold. Found running under
-// owner (at version, when version > 0), the task is queued again, its
-// attempt given back. owner must be unique to the claim ("<request
-// id>/<message id>"). ok=false with a nil error: the task is not running
-// under owner; nothing was written.
+// ReleaseClaim gives back a claim whose reply was lost and whose write_nonce
+// read failed, so the caller does not know its version: found running under
+// owner (at version, when > 0), the task is queued again, its attempt given
+// back. owner must be unique to the claim ("<request id>/<message id>").
+// ok=false with a nil error: not running under owner; nothing written.
 func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version int64) (t *Task, ok bool, err error) {
 	if owner == "" {
 		return nil, false, fmt.Errorf("ledger: ReleaseClaim %s: owner is required", taskID)
@@ -641,41 +601,34 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 }
 
 // RequeueUnstarted re-queues a running task whose lease expired and whose
-// assignment recorded no call start: a worker that died after its claim
-// but before its provider call. Conditioned like Requeue from running and
-// on the mark still being absent, so a worker that marked its call in
-// between is never re-queued under it. Errors: *FencedError.
+// assignment marked no call start (its worker died before calling), on
+// Requeue's conditions and the mark still absent, so a worker that marked
+// its call meanwhile is never re-queued under it. Errors: *FencedError.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
 
 // RequeueRetrySafe re-queues an unknown task whose step is retry-safe (a
-// generation, whose repetition costs only money) without a readback's
-// answer: the attempt stays given, and the error says its outcome was
-// not learnt (ErrorUncertainRetried), not that the provider did not act.
-// Errors: *FencedError.
+// repeat costs only money) without a readback's answer: the attempt stays
+// counted; the error says its outcome was not learnt (ErrorUncertainRetried),
+// not that the provider did not act. Errors: *FencedError.
 func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
 }
 
-// RequeueCallMayRun is Requeue from unknown of read (the task as the
-// caller read it, at its version) for a provider that deduplicates by
-// operation id, when its readback found no record of the operation while a
-// call of an attempt whose lease lapsed may still reach it (until that
-// lease's end plus the call timeout; a worker whose renewals fail lets its
-// call run on). The next attempt's call, under the same operation id,
-// collects what that call generates, so the task need not wait for it;
-// but "not found" settles nothing about it: unlike Requeue, the outcome
-// stays open (open_unknown_ms, since read.UnknownSince() unless an earlier
-// attempt's is kept), so that, should no later call collect it (its claims
-// refused, or the age budget over first), a budget park reads it back
-// again or says the provider may have acted — never that nothing was
-// generated. The latest attempt's history entry says how it ended, which
-// the wait for a lapsed call reads: its lease lapsed (ExpireToUnknown; the
-// task keeps LeaseExpiredMessage, like Requeue from running), or its
-// worker saw its call end (MarkUnknown: a retry after unknown_outcome, as
-// ScheduleRetryUncertain records it, with CallMayRunMessage).
-// Errors: *FencedError.
+// RequeueCallMayRun is Requeue from unknown of read (at its version) for a
+// provider that deduplicates by operation id, whose readback found no record
+// of the operation while a call of an attempt whose lease lapsed may still
+// reach it (until that lease's end plus the call timeout). The next
+// attempt's call, under the same operation id, collects what that call
+// generates, so the task need not wait; but "not found" settles nothing
+// about it: unlike Requeue, the outcome stays open (open_unknown_ms, since
+// read.UnknownSince() unless an earlier one is kept), so a budget park reads
+// it back again or says the provider may have acted, never that nothing was
+// generated. The attempt's history entry says how it ended, for the wait on
+// a lapsed call: unknown if its lease lapsed (the task keeps
+// LeaseExpiredMessage), else a retry after unknown_outcome as
+// ScheduleRetryUncertain records it (CallMayRunMessage). Errors: *FencedError.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
 }
@@ -688,9 +641,8 @@ const CallMayRunMessage = "the provider's readback found no record of the operat
 // from unknown (RequeueRetrySafe).
 const ErrorUncertainRetried = "uncertain_retried"
 
-// ErrorReadbackAbsent is the error class a task re-queued from unknown
-// carries: its provider's readback credibly found no record of the
-// operation.
+// ErrorReadbackAbsent is the error class of a task re-queued from unknown
+// because its provider's readback credibly found no record of the operation.
 const ErrorReadbackAbsent = "readback_absent"
 
 func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, opts ...WriteOption) (*Task, error) {
@@ -776,13 +728,12 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 	return l.claimDispatch(ctx, t, l.DispatchBackoff(t.Dispatches+1))
 }
 
-// DeferDispatch is ClaimDispatch for a re-send the relay holds back
-// because the queue's backlog most likely holds the task's message: the
-// dispatch deadline moves to now + DispatchBackoffCap, or half the time
-// left to the age deadline if that is sooner, so a consumer outage shorter
-// than that re-sends nothing (a re-send would only queue a duplicate
-// behind the same backlog), and a send that was really lost still goes
-// with half its age budget left for the attempt.
+// DeferDispatch is ClaimDispatch for a re-send the relay holds back because
+// the queue's backlog most likely holds the task's message: due_at moves to
+// now + DispatchBackoffCap, or half the time left to the age deadline if
+// sooner, so a consumer outage shorter than that re-sends nothing (a
+// duplicate would queue behind the same backlog), and a send really lost
+// still goes with half its age budget left.
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	wait := l.cfg.DispatchBackoffCap
 	if t.DeadlineMs > 0 {
@@ -821,10 +772,10 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	return t, err
 }
 
-// decideOne stamps u and sends it as row op for c: a write by another
-// actor than the assignment's holder. Refused, it returns ErrNotFound, the
-// task as found with repeat=true when a Repeat row finds its to-state
-// already, else a *ConflictError.
+// decideOne stamps u and sends it as row op for c, a write by another actor
+// than the assignment's holder. Refused: ErrNotFound; the task as found
+// with repeat=true when a Repeat row finds its to-state already; else a
+// *ConflictError.
 func (l *Ledger) decideOne(ctx context.Context, op, taskID string, c *Call, u *update) (t *Task, repeat bool, err error) {
 	tr := row(op)
 	u.stamp(c.Now)
@@ -866,12 +817,10 @@ func truncate(s string, n int) string {
 
 // ExpireToUnknown moves a running task whose lease expired (the worker is
 // gone, maybe mid-call) to unknown, for a step whose provider does not
-// honour idempotency keys: re-running it could act twice, so the
-// reconciler reads the provider back instead. Given the task as read
-// (InAttempt), the outcome is uncertain since its lease's end
-// (unknown_since), not since this write, which may come long after: the
-// wait for a call that may still run counts from there. Errors:
-// *FencedError.
+// honour idempotency keys: re-running it could act twice, so the reconciler
+// reads the provider back instead. Given the caller's read (InAttempt),
+// unknown_since is its lease's end, not this write's later time: the wait
+// for a call that may still run counts from there. Errors: *FencedError.
 func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "expire", taskID, version, opts, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -883,15 +832,13 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	})
 }
 
-// AwaitReadback moves a queued or retry_wait task whose budgets are spent
-// to unknown, its error kept, when an earlier attempt's outcome is open
-// (Task.OpenUncertainty: for a provider that deduplicates, an expired
-// lease re-queued, or an attempt whose reply was lost retried): the
-// provider's readback then decides what a park would otherwise leave open
-// — a result found completes it, "not found" parks it saying nothing was
-// generated. since (OpenUncertainty's) becomes its
-// unknown_since. No worker holds the task, so nothing is fenced but the
-// version read. Errors: *FencedError.
+// AwaitReadback moves a queued or retry_wait task whose budgets are spent to
+// unknown, its error kept, when an earlier attempt's outcome is open
+// (Task.OpenUncertainty): the provider's readback then decides what a park
+// would leave open — a result found completes it, "not found" parks it
+// saying nothing was generated. since (OpenUncertainty's) becomes its
+// unknown_since. No worker holds the task, so only the version read is
+// fenced. Errors: *FencedError.
 func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
 	return l.fenced(ctx, "await_readback", taskID, version, nil, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -914,16 +861,14 @@ func (t *Task) OpenUncertainty() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// DeferReadback moves an unknown task whose provider readback gave no
-// answer (it failed, or the run's budget cut it) behind the unknown tasks
-// still waiting for theirs, so that readbacks hanging at the head of a
-// stream cannot spend every run's budget and starve the tasks behind them:
+// DeferReadback moves an unknown task whose readback gave no answer (it
+// failed, or the run's budget cut it) behind the unknown tasks still
+// waiting, so readbacks hanging at a stream's head cannot starve the rest:
 // due_at becomes due, the reconciler's run start — after every due_at that
-// run found due, and early enough (unlike this write's time, at the end of
-// the run's work) for the next run to find it Settle old. since (the
-// task's UnknownSince as read) is kept in unknown_since, for the review
-// and the wait on a fenced call. The assignment version is unchanged: a
-// slow worker may still save its result. Errors: *FencedError.
+// run found due, yet early enough for the next run to find it Settle old.
+// since (UnknownSince as read) is kept in unknown_since, for the review and
+// the wait on a fenced call. The version is unchanged: a slow worker may
+// still save its result. Errors: *FencedError.
 func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since, due time.Time) (*Task, error) {
 	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
 		u.set("due_at", num(due.UnixMilli()))
