@@ -69,7 +69,6 @@ func (l *Ledger) RetryLapsed(ctx context.Context, taskID string, version int64, 
 func (l *Ledger) ReleaseLapsed(ctx context.Context, taskID string, version int64, r LapsedResolution, opts ...WriteOption) (*Task, error) {
 	return l.lapsed(ctx, row("release_lapsed"), taskID, version, r, ResolutionRetry, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
-		setNoCallError(u)
 		voidLapse(u)
 	})
 }

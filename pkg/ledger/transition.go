@@ -478,16 +478,15 @@ const CallNotStartedMessage = "no provider call was made under this assignment; 
 // expired (the worker was slow, not gone) before its provider call, and the
 // worker knows none was made. Queued again like Release, its uncertainty
 // void: error ErrorCallNotStarted, not unknown_outcome, which a later park
-// would repeat as "may have reached the provider" (setNoCallError), and what
-// a re-queued lapse recorded before AwaitReadback moved it here is void
-// (voidLapse). Refused once the attempt is no longer counted (row
-// release_unknown): a Release repeated after its lost reply, finding the
-// task moved to unknown at its version, must not give back an earlier
-// attempt's count. Errors: *FencedError.
+// would repeat as "may have reached the provider", and what a re-queued
+// lapse recorded before AwaitReadback moved it here is void (voidLapse).
+// Refused once the attempt is no longer counted (row release_unknown): a
+// Release repeated after its lost reply, finding the task moved to unknown
+// at its version, must not give back an earlier attempt's count.
+// Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
-		setNoCallError(u)
 		voidLapse(u)
 		u.remove("lease_owner", "lease_until")
 	})
@@ -498,26 +497,35 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 // found" since, which settled every attempt's outcome), when the worker
 // knows it made no provider call under it: the attempt is given back and
 // what the lapse recorded of it is void — history entry, open outcome,
-// error (setNoCallError, voidLapse) — while an earlier attempt's, as its
+// error (voidLapse) — while an earlier attempt's, as its
 // claim read it (InAttempt), stands. Without InAttempt only the attempt is
 // given back. Errors: *FencedError.
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
 		if u.attempt != nil {
-			setNoCallError(u) // keeps an earlier open outcome (keepOpenOutcome)
 			voidLapse(u)
 		}
 	})
 }
 
-// voidLapse restores open_unknown_ms and attempt_log as the caller's claim
-// read them (InAttempt; without it, nothing), for a give-back whose worker
-// knows it made no provider call: every write at the assignment's version
-// since the claim was of this attempt (another claim changes the version),
-// so whatever a lapse left open or recorded since is this attempt's, void.
+// voidLapse voids on u what a lapse recorded of an attempt that made no
+// provider call (its worker knows): error ErrorCallNotStarted, not the
+// unknown_outcome its expired lease was given, and open_unknown_ms and
+// attempt_log as the caller's claim read them (InAttempt): every write at
+// the assignment's version since the claim was of this attempt (another
+// claim changes the version), so whatever it left open or recorded is
+// void. An earlier attempt's unknown_outcome, which the claim carried,
+// stands (keepOpenOutcome): it may have reached the provider, and a later
+// park must still say so.
 func voidLapse(u *update) {
+	keepOpenOutcome(u)
 	a := u.attempt
+	if a != nil && a.ErrorClass == ReasonUnknown {
+		setError(u, a.ErrorClass, a.ErrorMessage)
+	} else {
+		setError(u, ErrorCallNotStarted, CallNotStartedMessage)
+	}
 	if a == nil {
 		return
 	}
@@ -534,20 +542,6 @@ func voidLapse(u *update) {
 // (ReleaseRequeued's condition): re-queued after its lease lapsed.
 func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
-}
-
-// setNoCallError sets the error a give-back of an attempt that made no
-// provider call leaves: ErrorCallNotStarted, voiding the unknown_outcome
-// its expired lease was given — unless the caller's claim (InAttempt)
-// carried an earlier attempt's unknown_outcome: that attempt may have
-// reached the provider, and a later park must still say so.
-func setNoCallError(u *update) {
-	keepOpenOutcome(u)
-	if a := u.attempt; a != nil && a.ErrorClass == ReasonUnknown {
-		setError(u, a.ErrorClass, a.ErrorMessage)
-		return
-	}
-	setError(u, ErrorCallNotStarted, CallNotStartedMessage)
 }
 
 // keepOpenOutcome keeps the open outcome of an attempt before the
