@@ -139,18 +139,15 @@ func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCoun
 	row("revise_lapsed_review").reviewCondition(ru, parkCount)
 	in := ru.input(l.cfg.ReviewTable, taskID)
 	in.ReturnValues, in.ReturnValuesOnConditionCheckFailure = types.ReturnValueNone, ""
-	if _, err := l.db.UpdateItem(ctx, in); err != nil {
-		if isConditionFailed(err) {
-			// A repeat of a send that applied late finds its own revision.
-			if cur, gerr := l.GetReview(ctx, taskID); gerr == nil && cur.ReviewStatus == ReviewOpen &&
-				cur.ParkCount == parkCount && cur.Reason == rev.Reason && cur.Summary == rev.Summary {
-				return nil
-			}
-			return &ConflictError{TaskID: taskID, Op: "revise lapsed review", State: StateNeedsReview}
-		}
+	if _, err := l.db.UpdateItem(ctx, in); !isConditionFailed(err) {
 		return wrapErr("UpdateItem revise lapsed review", err)
 	}
-	return nil
+	// A repeat of a send that applied late finds its own revision.
+	if cur, gerr := l.GetReview(ctx, taskID); gerr == nil && cur.ReviewStatus == ReviewOpen &&
+		cur.ParkCount == parkCount && cur.Reason == rev.Reason && cur.Summary == rev.Summary {
+		return nil
+	}
+	return &ConflictError{TaskID: taskID, Op: "revise lapsed review", State: StateNeedsReview}
 }
 
 // resolveUpdate resolves the open unknown_outcome review item.
