@@ -701,10 +701,7 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 // backlog costs a logarithmic number of duplicate messages.
 func (l *Ledger) DispatchBackoff(n int) time.Duration {
 	d := l.cfg.DispatchTimeout
-	for range max(n, 0) {
-		if d >= l.cfg.DispatchBackoffCap {
-			break
-		}
+	for i := 0; i < n && d < l.cfg.DispatchBackoffCap; i++ {
 		d *= 2
 	}
 	return min(d, l.cfg.DispatchBackoffCap)
