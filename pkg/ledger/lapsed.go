@@ -99,14 +99,13 @@ func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, vers
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
 // whose answer is known but could not be recorded as an outcome (a result
-// too large for the item, or one whose save was refused or kept failing).
-// The task stays needs_review with rev's reason, summary and error; the
-// review item, still open, gets rev's explanation, provider_ref and error.
-// rev needs Reason and Summary, and ParkCount (the task's park_count as
-// read) when its safe actions carry ParkMark: the park they decide. The
-// write's condition holds that park: a task leaves an unknown_outcome park
-// only through a resolution, and is parked unknown_outcome again only
-// from a later claim, at another assignment version.
+// too large for the item, or one whose save was refused or kept failing):
+// the task stays needs_review with rev's reason, summary and error; the
+// still-open review item gets rev's explanation, provider_ref and error.
+// rev needs Reason and Summary, and ParkCount (the task's, as read) when its
+// safe actions carry ParkMark: the park they decide, which the condition
+// holds — a task leaves an unknown_outcome park only through a resolution,
+// and re-enters one only from a later claim, at another assignment version.
 func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)

@@ -102,11 +102,10 @@ func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err e
 	case err != nil:
 		return nil, err
 	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
-		// The kept dispatch deadline lies more than a lease past the lease's
-		// end (a re-send backed it off, or the dispatch timeout is several
-		// leases): renew now, as the first heartbeat would, so a worker dying
-		// before it is found in time (on failure the lease still holds and
-		// the heartbeat retries). None at the defaults.
+		// The kept dispatch deadline (backed off by a re-send, or a dispatch
+		// timeout of several leases) lies over a lease past the lease's end:
+		// renew as the first heartbeat would, so a worker dying before it is
+		// found in time; failed, the heartbeat retries. None at the defaults.
 		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
 			return r, nil
 		}
@@ -612,16 +611,14 @@ func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version in
 
 // RequeueCallMayRun is Requeue from unknown of read (at its version) for a
 // provider that deduplicates by operation id, whose readback found no record
-// of the operation while a call of an attempt whose lease lapsed may still
-// reach it (until that lease's end plus the call timeout). The next
-// attempt's call, under the same operation id, collects what that call
-// generates, so the task need not wait; but "not found" settles nothing
-// about it: unlike Requeue, the outcome stays open (open_unknown_ms, since
-// read.UnknownSince() unless an earlier one is kept), so a budget park reads
-// it back again or says the provider may have acted, never that nothing was
-// generated. The attempt's history entry says how it ended, for the wait on
-// a lapsed call: unknown if its lease lapsed (the task keeps
-// LeaseExpiredMessage), else a retry after unknown_outcome as
+// of the operation while a lapsed attempt's call may still reach it (until
+// its lease's end plus the call timeout). The next attempt's call, under the
+// same operation id, collects what that call generates, so the task need
+// not wait; but "not found" settles nothing about it: the outcome stays open
+// (open_unknown_ms, since read.UnknownSince()), so a budget park reads it
+// back again or says the provider may have acted. The history entry says
+// how the attempt ended, for the wait on a lapsed call: unknown if its lease
+// lapsed (LeaseExpiredMessage kept), else a retry after unknown_outcome as
 // ScheduleRetryUncertain records it (CallMayRunMessage). Errors: *FencedError.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
@@ -653,8 +650,7 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, 
 		u.remove("open_unknown_ms")
 	case "requeue": // a deduplicating provider's call may have generated: a later park must say so
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
-		// Kept through later attempts' errors until a readback or an end
-		// settles it; since the lease's end (the caller's read, InAttempt).
+		// Open since the lease's end (the caller's read, InAttempt).
 		since := now.UnixMilli()
 		if a := u.attempt; a != nil && a.LeaseUntil > 0 && a.LeaseUntil < since {
 			since = a.LeaseUntil
@@ -707,14 +703,13 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 	return min(d, l.cfg.DispatchBackoffCap)
 }
 
-// ClaimDispatch is the outbox relay's lock: it moves due_at of a queued or
-// retry_wait task from the value t (as read) holds to now +
-// DispatchBackoff(t.Dispatches+1), clamped to the age deadline, and counts
-// the dispatch, conditioned on t's state, due_at and dispatch count: only
-// the caller whose update succeeds sends the SQS message. ok=false: someone
-// else moved it, or it was not in t's state (t may come from the index,
-// which does not project the state: an active entry is tried as queued);
-// nt is then the task as the refusal found it, nil when it is gone.
+// ClaimDispatch is the outbox relay's lock: conditioned on the state,
+// due_at and dispatch count of t (as read), queued or retry_wait, it counts
+// the dispatch and moves due_at to now + DispatchBackoff(t.Dispatches+1),
+// clamped to the age deadline: only the caller whose update succeeds sends
+// the SQS message. ok=false: someone else moved it, or it was not in t's
+// state (the index does not project it: an active entry is tried as
+// queued); nt is then the task as the refusal found it, nil when gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	return l.claimDispatch(ctx, t, l.DispatchBackoff(t.Dispatches+1))
 }
