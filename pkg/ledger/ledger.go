@@ -473,10 +473,7 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 		return decodeTask(out.Attributes)
 	}
 	if !isConditionFailed(err) {
-		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
-			return cur, nil
-		}
-		return nil, wrapErr("UpdateItem "+op, err)
+		return l.ownWrite(ctx, "UpdateItem "+op, taskID, nonce, err)
 	}
 	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
 	// engine that omits it (kumo) leaves the read to callers that need the
@@ -484,12 +481,8 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	// (clampDue) never pays for a read.
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
-		cur, derr := decodeTask(ccf.Item)
-		if derr != nil {
-			return nil, derr
-		}
-		if cur.WriteNonce == nonce {
-			return cur, nil // our own write; its reply was lost
+		if cur, derr := decodeTask(ccf.Item); derr != nil || cur.WriteNonce == nonce {
+			return cur, derr // our own write (its reply was lost), or an item that does not decode
 		}
 	}
 	return nil, err
@@ -509,33 +502,30 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 	return nil, old, err
 }
 
-// ownWrite resolves a failure of a write that set nonce and may have been
-// applied (MayHaveApplied): the item carries the nonce only if this write
-// was applied (and nothing wrote after it). The consistent read is tried
-// up to ownWriteReads times: a failed read tells nothing, and giving up
-// turns an applied write into an unconfirmed one.
-func (l *Ledger) ownWrite(ctx context.Context, taskID, nonce string, err error) (*Task, bool) {
-	if !MayHaveApplied(err) {
-		return nil, false
-	}
-	for i := range ownWriteReads {
+// ownWrite resolves err, the failure of a write (op) that set nonce: the
+// task as written when the write may have been applied (MayHaveApplied)
+// and the item carries the nonce (nothing wrote after it), else err
+// labelled by op. The consistent read is tried up to ownWriteReads times:
+// a failed read tells nothing, and giving up turns an applied write into
+// an unconfirmed one.
+func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err error) (*Task, error) {
+	for i := 0; i < ownWriteReads && MayHaveApplied(err); i++ {
 		if i > 0 {
 			d := ownWriteBackoff << (i - 1)
 			select {
 			case <-ctx.Done():
-				return nil, false
+				return nil, wrapErr(op, err)
 			case <-time.After(d/2 + mrand.N(d/2+1)): // jitter in [d/2, d]
 			}
 		}
-		cur, gerr := l.Get(ctx, taskID)
-		switch {
-		case gerr == nil:
-			return cur, cur.WriteNonce == nonce
-		case errors.Is(gerr, ErrNotFound):
-			return nil, false
+		switch cur, gerr := l.Get(ctx, taskID); {
+		case gerr == nil && cur.WriteNonce == nonce:
+			return cur, nil
+		case gerr == nil || errors.Is(gerr, ErrNotFound):
+			return nil, wrapErr(op, err)
 		}
 	}
-	return nil, false
+	return nil, wrapErr(op, err)
 }
 
 // transact sends items — among them an update of the task that sets
@@ -549,10 +539,8 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 	case err == nil:
 		return true, nil, nil
 	case !isTxConditionFailed(err):
-		if cur, ok := l.ownWrite(ctx, taskID, nonce, err); ok {
-			return true, cur, nil
-		}
-		return false, nil, wrapErr("TransactWriteItems "+op, err)
+		cur, err = l.ownWrite(ctx, "TransactWriteItems "+op, taskID, nonce, err)
+		return err == nil, cur, err
 	}
 	if cur, err = l.Get(ctx, taskID); errors.Is(err, ErrNotFound) {
 		return false, nil, nil
@@ -583,11 +571,8 @@ func (l *Ledger) txWrite(ctx context.Context, op, taskID string, u *update, item
 // IAM check of internal/templatetest can tell which table a function
 // writes) with the UpdateItem in.
 func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
-	into.Key = in.Key
-	into.UpdateExpression = in.UpdateExpression
-	into.ConditionExpression = in.ConditionExpression
-	into.ExpressionAttributeNames = in.ExpressionAttributeNames
-	into.ExpressionAttributeValues = in.ExpressionAttributeValues
+	into.Key, into.UpdateExpression, into.ConditionExpression = in.Key, in.UpdateExpression, in.ConditionExpression
+	into.ExpressionAttributeNames, into.ExpressionAttributeValues = in.ExpressionAttributeNames, in.ExpressionAttributeValues
 	return into
 }
 
