@@ -1,6 +1,9 @@
 package ledger
 
-import "errors"
+import (
+	"errors"
+	"regexp"
+)
 
 // Conversation is the conversation a task belongs to (seed 003), embedded
 // in Task. Both attributes are set by Create only and never change.
@@ -19,18 +22,7 @@ func ConversationKey(scope, id string) string { return scope + "#" + id }
 
 // validConversationID: 1..128 of [A-Za-z0-9_-] (the API's rule, restated
 // so the ledger never writes an ambiguous key).
-func validConversationID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+var validConversationID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`).MatchString
 
 // conversationOf is the Conversation a new task records.
 func conversationOf(n NewTask) (Conversation, error) {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -42,12 +43,9 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
-	cur := int64(0)
-	state := State("")
-	if e.Current != nil {
-		cur, state = e.Current.AssignmentVersion, e.Current.State
-	}
-	return fmt.Sprintf("ledger: task %s: assignment %d fenced (%s; now version %d, state %s)", e.TaskID, e.Version, e.Why, cur, state)
+	cur := cmp.Or(e.Current, &Task{}) // gone: version 0, no state
+	return fmt.Sprintf("ledger: task %s: assignment %d fenced (%s; now version %d, state %s)",
+		e.TaskID, e.Version, e.Why, cur.AssignmentVersion, cur.State)
 }
 
 // Reasons a task cannot be claimed.
@@ -88,11 +86,7 @@ type ConflictError struct {
 
 // conflict is the ConflictError of op refused by t (nil: gone).
 func conflict(op, taskID string, t *Task) *ConflictError {
-	e := &ConflictError{TaskID: taskID, Op: op, Task: t}
-	if t != nil {
-		e.State = t.State
-	}
-	return e
+	return &ConflictError{TaskID: taskID, Op: op, Task: t, State: cmp.Or(t, &Task{}).State}
 }
 
 func (e *ConflictError) Error() string {
@@ -107,10 +101,7 @@ type ThrottledError struct {
 	Err        error
 }
 
-func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("ledger: %s throttled: %v", e.Op, e.Err)
-}
-
+func (e *ThrottledError) Error() string { return fmt.Sprintf("ledger: %s throttled: %v", e.Op, e.Err) }
 func (e *ThrottledError) Unwrap() error { return e.Err }
 
 // ItemTooLargeError reports a write refused because the item would exceed

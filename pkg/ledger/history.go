@@ -62,9 +62,7 @@ type AttemptRecord struct {
 // attempt with another to follow then record it in attempt_log; without
 // it they record nothing, and the attempt is read from the item only
 // until the next claim.
-func InAttempt(t *Task) WriteOption {
-	return func(u *update) { u.attempt = t }
-}
+func InAttempt(t *Task) WriteOption { return func(u *update) { u.attempt = t } }
 
 // recordAttempt adds to u the attempt_log of the caller's task (InAttempt)
 // with its latest attempt's entry — outcome and errClass, ended now — in

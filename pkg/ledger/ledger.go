@@ -187,9 +187,7 @@ func ValidTaskID(s string) bool {
 
 // StateShard returns the by_state partition value of a task in state s
 // (its shard: FNV-1a of the task id).
-func (l *Ledger) StateShard(s State, taskID string) string {
-	return ShardKey(s, l.Shard(taskID))
-}
+func (l *Ledger) StateShard(s State, taskID string) string { return ShardKey(s, l.Shard(taskID)) }
 
 // ShardKey formats a by_state partition value of s (PartitionOf) and shard.
 func ShardKey(s State, shard int) string { return fmt.Sprintf("%s#%02d", PartitionOf(s), shard) }
@@ -316,9 +314,7 @@ type WriteOption func(*update)
 // WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
 // a repeat with the same nonce of a send that ended in an error but was
 // applied returns the task as written, not a *FencedError.
-func WithNonce(nonce string) WriteOption {
-	return func(u *update) { u.nonce = nonce }
-}
+func WithNonce(nonce string) WriteOption { return func(u *update) { u.nonce = nonce } }
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
 // age deadline (Task.DeadlineMs): only then does it round due_at up to
@@ -332,18 +328,14 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 // it did not act. ScheduleRetry and Fail then accept unknown at the
 // caller's version as well as running (the "_after_refusal" rows): what
 // the worker learned settles the uncertainty of an expired lease.
-func AfterRefusal() WriteOption {
-	return func(u *update) { u.refused = true }
-}
+func AfterRefusal() WriteOption { return func(u *update) { u.refused = true } }
 
 // WithFollowUps has a settling write (Complete and its variants, Fail)
 // create the follow-up tasks by names for the state it leaves the task in,
 // in ONE TransactWriteItems with it (doc.go, "Approval gates and
 // follow-ups"). Each must name the task as ParentTaskID; at most
 // MaxFollowUps. A state with none writes one UpdateItem, as without.
-func WithFollowUps(by map[State][]NewTask) WriteOption {
-	return func(u *update) { u.followUps = by }
-}
+func WithFollowUps(by map[State][]NewTask) WriteOption { return func(u *update) { u.followUps = by } }
 
 func (u *update) with(opts []WriteOption) *update {
 	for _, o := range opts {
@@ -423,9 +415,7 @@ func str(s string) types.AttributeValue     { return &types.AttributeValueMember
 func num(n int64) types.AttributeValue      { return &types.AttributeValueMemberN{Value: fmt.Sprint(n)} }
 func strState(s State) types.AttributeValue { return str(string(s)) }
 
-func (u *update) stamp(now time.Time) {
-	u.set("updated_ms", num(now.UnixMilli()))
-}
+func (u *update) stamp(now time.Time) { u.set("updated_ms", num(now.UnixMilli())) }
 
 // live sets the state and its by_state index attributes.
 func (l *Ledger) live(u *update, s State, taskID string, dueAt int64) {

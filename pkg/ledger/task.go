@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -61,9 +62,7 @@ func (s State) Terminal() bool {
 func (s State) Live() bool { return slices.Contains(LiveStates, s) }
 
 // Valid reports whether s is one of the known states.
-func (s State) Valid() bool {
-	return s.Live() || s.Terminal() || s == StateNeedsReview
-}
+func (s State) Valid() bool { return s.Live() || s.Terminal() || s == StateNeedsReview }
 
 // Task is one item of the tasks table. Attribute names avoid DynamoDB
 // reserved words; every expression still goes through expression names.
@@ -218,12 +217,7 @@ func (t *Task) ChainEpoch() int64 {
 
 // Chain returns the task id of its regenerate chain's root (its own id
 // when it is the root).
-func (t *Task) Chain() string {
-	if t.ChainRoot != "" {
-		return t.ChainRoot
-	}
-	return t.TaskID
-}
+func (t *Task) Chain() string { return cmp.Or(t.ChainRoot, t.TaskID) }
 
 // OperationID is the stable provider idempotency key of the task.
 func (t *Task) OperationID() string { return t.TaskID }
