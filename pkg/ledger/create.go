@@ -151,8 +151,10 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		}
-		// A replay keeps its watch item for a task whose put landed after its
-		// own watch item and that item's recheck were read (watch.go).
+		// A replay keeps its watch item for a task still queued or running,
+		// unindexed and a dispatch timeout past due: its put may have landed
+		// after its watch item and that item's recheck (the reconciler's, a
+		// dispatch timeout later) were read.
 		if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
 			l.dropWatch(ctx, t)
 		}

@@ -4,17 +4,15 @@
 //
 // One item per task in the tasks table, keyed by task_id, derived from
 // (scope, idempotency key) under the server secret Config.IDKey
-// (Ledger.TaskID): deduplicating a submission is one conditional PutItem.
-// A replay with the same payload hash returns *DuplicateError carrying the
-// existing task; another payload under the same key *PayloadMismatchError.
+// (Ledger.TaskID): deduplicating a submission is one conditional PutItem
+// (a replay: *DuplicateError; another payload: *PayloadMismatchError).
 //
 // The task state machine is one table (Transitions, table.go; rendered as
-// docs/states.md): each write of a task item is a row naming its actor,
-// from-states, fence, guards, to-state, attempt and version changes, its
-// refusal and its effect on the review item. Each write's condition is
-// built from its row's guards, and so are the Go predicates that explain
-// a refusal (Transition.Allows, CancelledAt, CancelPending, ParkedAt);
-// testdata/conditions.golden pins every one.
+// docs/states.md, explained in docs/protocol.md): each write of a task
+// item is a row. Each write's condition is built from its row's guards,
+// and so are the Go predicates that explain a refusal (Transition.Allows,
+// CancelledAt, CancelPending, ParkedAt); testdata/conditions.golden pins
+// every one.
 //
 // # Versions
 //
@@ -70,12 +68,10 @@
 // list) are read models in internal/tasklist; the ledger writes what they
 // read.
 //
-// With a watch table (Config.WatchTable, watch.go) a submitted task is
-// the exception: queued, then running, it has no state_shard until the
-// reconciler reads its watch item at its dispatch deadline and, finding it
-// still in either state, adopts it (row adopt). A task that ends before
-// then bills no index write at all; every other write into a live state
-// indexes the task.
+// With a watch table (Config.WatchTable, watch.go) a submitted task has
+// no state_shard until the reconciler, at its dispatch deadline, finds it
+// still queued or running and adopts it (row adopt): one that ends first
+// bills no index write.
 //
 // Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
 // Create treats an item past it as absent and writes a fresh task under

@@ -57,11 +57,9 @@ type AttemptRecord struct {
 }
 
 // InAttempt gives a write of the caller's assignment the task as the
-// caller's claim returned it (and as the caller's own writes changed it
-// since: its CallStartedMs after MarkCallStarted). The writes that end an
-// attempt with another to follow then record it in attempt_log; without
-// it they record nothing, and the attempt is read from the item only
-// until the next claim.
+// caller's claim returned it (and its own writes changed it since: its
+// CallStartedMs after MarkCallStarted), so the writes that end an attempt
+// with another to follow record it in attempt_log (without it: nothing).
 func InAttempt(t *Task) WriteOption { return func(u *update) { u.attempt = t } }
 
 // recordAttempt adds to u the attempt_log of the caller's task (InAttempt)

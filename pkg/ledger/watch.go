@@ -11,21 +11,19 @@ import (
 )
 
 // The watch table (Config.WatchTable) is how the reconciler finds a
-// submitted task whose SQS message was lost, without the task paying for a
-// by_state entry it would put at submit and delete at its end. Create puts
-// one write-once watch item per task before the task itself:
+// submitted task whose SQS message was lost without the task paying for a
+// by_state entry (docs/protocol.md, "How a submitted task is found").
+// Create puts one write-once watch item per task, then the task without
+// state_shard:
 //
 //	pk "w#<nn>" (the task's shard), sk "<due_at, 13 digits>#<task id>#<the
 //	call's CreateNonce>", task_id, expires_at (TTL: WatchRetention past due_at)
 //
-// and the task without state_shard. The reconciler reads each watch item
-// once, when it comes due, in sk order behind a cursor per shard (the item
-// pk "cursor", sk "<nn>", its "at" the last sk handled), reads
-// the task consistently, and puts a task still queued or running into
-// by_state (row adopt); from there every rule is as for any indexed task.
-// A task that ends first never enters the index, and TTL deletes its watch
-// item free of charge. Every other write into a live state indexes the
-// task as before.
+// The reconciler reads each watch item once, when it comes due, in sk
+// order behind a cursor per shard (the item pk "cursor", sk "<nn>", its
+// "at" the last sk handled), and puts a task it finds still queued or
+// running into by_state (row adopt). A task that ends first never enters
+// the index.
 const (
 	WatchPrefix = "w#"
 	CursorPK    = "cursor"
@@ -70,13 +68,9 @@ func (l *Ledger) putWatch(ctx context.Context, t *Task) error {
 }
 
 // dropWatch deletes the watch item of a Create call that put no task (a
-// replay, a key reused with another payload), so a refused submit leaves
-// nothing behind — but a replay that finds the task queued or running, not
-// in by_state and a dispatch timeout past its watch item's due time keeps
-// it (Create): the task's put may have landed after both its watch item
-// and that item's recheck (the reconciler's, a dispatch timeout later)
-// were read. Best effort: an item left by a failed delete only costs
-// the reconciler one read of a task that needs nothing.
+// replay, a key reused with another payload; Create says when a replay
+// keeps it), so a refused submit leaves nothing behind. Best effort: an
+// item a failed delete leaves costs the reconciler one needless read.
 func (l *Ledger) dropWatch(ctx context.Context, t *Task) {
 	if l.watched() {
 		_, _ = l.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &l.cfg.WatchTable, Key: l.watchItemKey(t)})
