@@ -115,10 +115,7 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		}
 		if expired != nil {
 			t.AssignmentVersion = expired.AssignmentVersion
-			if item, err = attributevalue.MarshalMap(t); err != nil {
-				return nil, fmt.Errorf("ledger: encode task: %w", err)
-			}
-			in.Item = item
+			item["assignment_version"] = num(t.AssignmentVersion) // in.Item: the same map
 			in.ConditionExpression = aws.String("#exp = :old_exp AND #exp < :now_s AND #ver = :old_ver")
 			in.ExpressionAttributeNames = map[string]string{"#exp": "expires_at", "#ver": "assignment_version"}
 			in.ExpressionAttributeValues = map[string]types.AttributeValue{
@@ -127,11 +124,10 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 				":old_ver": num(expired.AssignmentVersion),
 			}
 		}
-		_, err = l.db.PutItem(ctx, in)
-		if err == nil {
+		switch _, err = l.db.PutItem(ctx, in); {
+		case err == nil:
 			return t, nil
-		}
-		if !isConditionFailed(err) {
+		case !isConditionFailed(err):
 			return nil, wrapErr("PutItem task", err)
 		}
 		old, rerr := l.oldOrRead(ctx, t.TaskID, err)

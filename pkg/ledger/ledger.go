@@ -257,16 +257,12 @@ func IsThrottle(err error) bool {
 // become *ThrottledError, an item-size ValidationException
 // *ItemTooLargeError. An error already labelled is returned unchanged.
 func wrapErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.As(err, new(*opError)) || errors.As(err, new(*ThrottledError)) || errors.As(err, new(*ItemTooLargeError)) {
+	switch {
+	case err == nil, errors.As(err, new(*opError)), errors.As(err, new(*ThrottledError)), errors.As(err, new(*ItemTooLargeError)):
 		return err
-	}
-	if IsThrottle(err) {
+	case IsThrottle(err):
 		return &ThrottledError{Op: op, RetryAfter: time.Second, Err: err}
-	}
-	if isItemTooLarge(err) {
+	case isItemTooLarge(err):
 		return &ItemTooLargeError{Op: op, Limit: itemsize.MaxItemBytes, Err: err}
 	}
 	return &opError{op: op, err: err}
@@ -578,17 +574,15 @@ const (
 // validation error, another client fault or a cancelled transaction, which
 // DynamoDB rejects before applying.
 func MayHaveApplied(err error) bool {
-	if err == nil || IsThrottle(err) || IsValidation(err) {
-		return false
-	}
 	var ae smithy.APIError
-	if errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultClient {
-		return false
-	}
 	var hs interface{ HTTPStatusCode() int }
-	if errors.As(err, &hs) && hs.HTTPStatusCode() >= 400 && hs.HTTPStatusCode() < 500 {
+	switch {
+	case err == nil, IsThrottle(err), IsValidation(err):
+		return false
+	case errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultClient:
+		return false
+	case errors.As(err, &hs) && hs.HTTPStatusCode() >= 400 && hs.HTTPStatusCode() < 500:
 		return false
 	}
-	var tce *types.TransactionCanceledException
-	return !errors.As(err, &tce)
+	return !errors.As(err, new(*types.TransactionCanceledException))
 }
