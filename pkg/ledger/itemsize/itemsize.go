@@ -60,10 +60,7 @@ func sum[T any](xs []T, size func(T) int) int {
 // two significant digits (rounded up) plus 1 byte. Sign, decimal point and
 // exponent are not digits; leading and trailing zeroes are trimmed.
 func Number(s string) int {
-	mant := s
-	if i := strings.IndexAny(mant, "eE"); i >= 0 {
-		mant = mant[:i]
-	}
+	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
 	digits := strings.Map(func(r rune) rune {
 		if r >= '0' && r <= '9' {
 			return r
@@ -82,11 +79,7 @@ func Number(s string) int {
 // larger — never smaller — than this bound.
 func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names map[string]string, values map[string]types.AttributeValue) int {
 	n := Item(key)
-	set := setClause(expr)
-	if set == "" {
-		return n
-	}
-	for _, part := range strings.Split(set, ",") {
+	for _, part := range strings.Split(setClause(expr), ",") {
 		lhs, rhs, ok := strings.Cut(part, "=")
 		if !ok {
 			continue
