@@ -186,10 +186,9 @@ func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMic
 // root created before BudgetNamesSince keeps the id alone (budgetName).
 func (t *Task) ChainBudget() string { return budgetName(t.Chain(), t.ChainEpoch()) }
 
-// OwnBudget names the task's own budget record — "<task id>.<creation,
-// epoch ms, base 36>", the task id alone for a task created before
-// BudgetNamesSince — and prefixes its reservations' ids, unique to this
-// task under its id (see ChainBudget).
+// OwnBudget names the task's own budget record as ChainBudget names its
+// chain's, by the task's id and creation, and prefixes its reservations'
+// ids, unique to this task under its id.
 func (t *Task) OwnBudget() string { return budgetName(t.TaskID, t.CreatedMs) }
 
 // BudgetNamesSince (epoch ms) is when budget records began to be named by
