@@ -89,16 +89,11 @@ func UpdateLowerBound(key map[string]types.AttributeValue, expr string, names ma
 			continue
 		}
 		v, ok := values[rhs]
-		if !ok {
-			continue
-		}
-		name := lhs
+		name, named := lhs, true
 		if strings.HasPrefix(lhs, "#") {
-			if name, ok = names[lhs]; !ok {
-				continue
-			}
+			name, named = names[lhs]
 		}
-		if _, isKey := key[name]; isKey {
+		if _, isKey := key[name]; !ok || !named || isKey {
 			continue
 		}
 		n += len(name) + Value(v)
