@@ -136,37 +136,26 @@ type ParkOptions struct {
 
 // Park moves a task to needs_review and writes its review item in one
 // TransactWriteItems: never one without the other. The caller gives r's
-// explanation; the rest is filled from the task, and ParkMark in r's safe
-// actions becomes the number of this park (the task's park_count as read,
-// plus one).
-//
-// Errors: *ConflictError when the task is no longer in the expected state
-// or version (State needs_review means another actor parked it first: treat
-// as done, see IsAlreadyParked), ErrNotFound, *ThrottledError.
+// explanation; the rest is filled from the task, and ParkMark becomes this
+// park's number (the task's park_count as read, plus one). Errors:
+// *ConflictError when the task is no longer in the expected state or
+// version (needs_review: another actor parked it first, IsAlreadyParked),
+// ErrNotFound, *ThrottledError.
 func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*Task, error) {
 	now := l.cfg.Now().UTC()
-	r.TaskID = t.TaskID
-	r.ReviewStatus = ReviewOpen
-	r.TaskState = string(o.State)
-	r.Attempts = t.Attempts
+	r.TaskState, r.Attempts = string(o.State), t.Attempts
 	r.ErrorClass = cmp.Or(r.ErrorClass, t.ErrorClass)
 	r.ErrorMessage = truncate(cmp.Or(r.ErrorMessage, t.ErrorMessage), MaxErrorMessage)
 	r.ProviderRef = cmp.Or(r.ProviderRef, t.ProviderRef)
-	r.PayloadSHA256 = t.PayloadSHA256
-	r.CorrelationID = t.CorrelationID
-	r.DeadLetteredAt = rfc3339(now)
+	r.PayloadSHA256, r.CorrelationID = t.PayloadSHA256, t.CorrelationID
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
-	nilToEmpty(&r)
 	// t was read at the version, state and park count the park is
 	// conditioned on (guard "park count as read"), and only a park changes
 	// park_count: no read of the old review item.
-	r.ParkCount = t.ParkCount + 1
-	r.SafeActions = withPark(r.SafeActions, r.ParkCount)
-	item, err := attributevalue.MarshalMap(r)
+	item, err := r.open(t.TaskID, t.ParkCount+1, now)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: encode review: %w", err)
+		return nil, err
 	}
-
 	u := newUpdate()
 	l.off(u, StateNeedsReview, now)
 	u.set("review_reason", str(r.Reason))
@@ -177,12 +166,12 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	}
 	u.stamp(now)
 	tr := row(pick(o.LeaseExpired, "park_expired_lease", pick(o.DueAt != 0, "expire_approval", "park")))
-	var follow []types.TransactWriteItem
 	if len(o.FollowUps) > 0 {
 		tr = followUpTwin(tr)
-		if follow, err = l.followUpItems("park", t.TaskID, o.FollowUps, now, nil); err != nil {
-			return nil, err
-		}
+	}
+	follow, err := l.followUpItems("park", t.TaskID, o.FollowUps, now, nil)
+	if err != nil {
+		return nil, err
 	}
 	tr.condition(u, &Call{Now: now, Version: o.Version, State: o.State, DueAt: o.DueAt, Parks: t.ParkCount})
 	nonce := u.setNonce()
@@ -229,6 +218,19 @@ func IsAlreadyParked(err error) bool {
 	return errors.As(err, &ce) && ce.State == StateNeedsReview
 }
 
+// open readies r as the open review item id at park n (ParkMark in its
+// safe actions becomes n) and encodes it.
+func (r *Review) open(id string, n int, now time.Time) (map[string]types.AttributeValue, error) {
+	r.TaskID, r.ReviewStatus, r.DeadLetteredAt, r.ParkCount = id, ReviewOpen, rfc3339(now), n
+	r.SafeActions = withPark(r.SafeActions, n)
+	nilToEmpty(r)
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode review: %w", err)
+	}
+	return item, nil
+}
+
 // nilToEmpty stores r's absent lists as empty lists, not NULL.
 func nilToEmpty(r *Review) {
 	for _, list := range []*[]string{&r.Known, &r.Uncertain, &r.SafeActions} {
@@ -273,17 +275,10 @@ func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if r.MessageID == "" {
 		return nil, errors.New("ledger: PutPoison needs MessageID")
 	}
-	now := l.cfg.Now().UTC()
-	r.TaskID = PoisonID(r.MessageID)
-	r.ReviewStatus = ReviewOpen
 	r.Reason = ReviewPoisonMessage
-	r.DeadLetteredAt = rfc3339(now)
-	r.ParkCount = 1
-	r.SafeActions = withPark(r.SafeActions, r.ParkCount)
-	nilToEmpty(&r)
-	item, err := attributevalue.MarshalMap(r)
+	item, err := r.open(PoisonID(r.MessageID), 1, l.cfg.Now().UTC())
 	if err != nil {
-		return nil, fmt.Errorf("ledger: encode review: %w", err)
+		return nil, err
 	}
 	_, err = l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.cfg.ReviewTable, Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}})
