@@ -212,13 +212,11 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		return nil, false, err
 	}
 	items = append(items, fs...)
-
 	u := newUpdate()
 	l.off(u, StateCompleted, now)
-	u.set("approval_state", str(ApprovalApproved))
 	u.set("approval_sha256", str(approved))
 	u.set("approval_basis_sha256", str(r.ArtifactSHA256))
-	decided(u, r.By, r.Note, r.Policy, now)
+	decided(u, ApprovalApproved, r.By, r.Note, r.Policy, now)
 	if len(ids) > 0 {
 		u.set("delivery_ids", strList(ids))
 	} else {
@@ -284,9 +282,8 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	l.off(u, StateRejected, now)
-	u.set("approval_state", str(ApprovalRejected))
 	u.set("approval_sha256", str(t.ResultSHA256))
-	decided(u, by, note, policy, now)
+	decided(u, ApprovalRejected, by, note, policy, now)
 	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
@@ -393,8 +390,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 		l.live(u, StateAwaitingApproval, taskID, deadline)
 		u.set("approval_deadline_ms", num(deadline))
 		u.remove("expires_at", "delivery_ids")
-		u.set("approval_state", str(ApprovalWithdrawn))
-		decided(u, by, note, policy, now)
+		decided(u, ApprovalWithdrawn, by, note, policy, now)
 		u.set("approval_round", num(int64(t.ApprovalRound+1)))
 		if len(t.DeliveryIDs) > 0 {
 			// The round condition makes t's lists the current ones.
@@ -445,7 +441,9 @@ func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items
 	return nil, conflict(op, taskID, cur)
 }
 
-func decided(u *update, by, note, policy string, now time.Time) {
+// decided records a decision: the approval state it leaves, by whom, when and why.
+func decided(u *update, state, by, note, policy string, now time.Time) {
+	u.set("approval_state", str(state))
 	u.set("decided_by", str(by))
 	u.set("decided_at", str(rfc3339(now)))
 	if note != "" {
