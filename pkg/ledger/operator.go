@@ -80,24 +80,19 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			l.giveBack(tu, taskID, now)
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
-			// The previous error stays on the (resolved) review item; the
-			// task starts clean so its view does not show a stale error.
-			tu.remove("review_reason", "review_summary", "result", "result_ref", "lease_owner", "lease_until", "not_before", "error_class", "error_message")
-			// A gated task starts its approval over: the new generation is
-			// the artifact (and, if edited, the generated one) — nothing of
-			// the last decision stays. The round and the withdrawn
-			// deliveries stay, so new deliveries get new keys.
-			tu.remove("result_sha256", "generated_result", "generated_sha256", "generated_result_ref", "approval_state",
-				"approval_deadline_ms", "approval_sha256", "approval_basis_sha256", "decided_by", "decided_at", "approval_note",
-				"approval_policy", "delivery_ids")
-		case ResolutionCompleted:
-			l.off(tu, StateCompleted, now)
+			// The task starts clean, so its view shows no stale error (the
+			// resolved review item keeps it), and a gated task starts its
+			// approval over: nothing of the last decision stays. The round
+			// and the withdrawn deliveries stay, so new deliveries get new keys.
+			tu.remove("review_reason", "review_summary", "result", "result_ref", "lease_owner", "lease_until", "not_before",
+				"error_class", "error_message", "result_sha256", "generated_result", "generated_sha256", "generated_result_ref",
+				"approval_state", "approval_deadline_ms", "approval_sha256", "approval_basis_sha256", "decided_by",
+				"decided_at", "approval_note", "approval_policy", "delivery_ids")
+		case ResolutionCompleted: // the gate is off: completion completes it
 			ev, _ := json.Marshal(map[string]any{"operator_resolution": map[string]string{
 				"resolved_by": a.By, "evidence": a.Note, "resolved_at": rfc3339(now)}})
-			tu.set("result", str(string(ev)))
-			tu.set("result_sha256", str(SHA256Hex(string(ev))))
+			l.completion(tu, taskID, Completion{Result: string(ev)}, now)
 			tu.remove("result_ref")
-			tu.set("completed_ms", num(now.UnixMilli()))
 		case ResolutionFailed:
 			l.off(tu, StateFailed, now)
 			setError(tu, "operator_failed", a.Note)
