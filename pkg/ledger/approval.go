@@ -182,14 +182,12 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	}
 	now := l.cfg.Now().UTC()
 	tr, c := row("approve"), &Call{Now: now, SHA256: r.ArtifactSHA256, Round: t.ApprovalRound}
-	// The row's guards, asked of t as read.
-	if !slices.Contains(tr.From, t.State) {
+	switch { // the row's guards, asked of t as read
+	case !slices.Contains(tr.From, t.State):
 		return nil, false, conflict("approve", t.TaskID, t)
-	}
-	if !gArtifact.holds(t, c) {
+	case !gArtifact.holds(t, c):
 		return nil, false, artifactChanged(r, t)
-	}
-	if !gApprovalOpen.holds(t, c) {
+	case !gApprovalOpen.holds(t, c):
 		// The deadline passed: the reconciler parks it approval_expired;
 		// an approval now would race that park and win it.
 		return nil, false, conflict("approve after the approval deadline", t.TaskID, t)
@@ -247,17 +245,14 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		return nil, false, err
 	}
 	cur, err := l.decide(ctx, "approve", t.TaskID, u, items)
-	if err == nil {
+	switch ce, _ := errors.AsType[*ConflictError](err); {
+	case err == nil:
 		return cur, false, nil
-	}
-	var ce *ConflictError
-	if errors.As(err, &ce) && ce.Task != nil {
-		if approvedAlready(ce.Task, r, approved) {
-			return ce.Task, true, nil // a racing identical approval won
-		}
-		if slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c) {
-			return nil, false, artifactChanged(r, ce.Task)
-		}
+	case ce == nil || ce.Task == nil:
+	case approvedAlready(ce.Task, r, approved):
+		return ce.Task, true, nil // a racing identical approval won
+	case slices.Contains(tr.From, ce.Task.State) && !gArtifact.holds(ce.Task, c):
+		return nil, false, artifactChanged(r, ce.Task)
 	}
 	return nil, false, err
 }
@@ -371,7 +366,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 			l.off(du, StateCancelled, now)
 			setError(du, "withdrawn", "the approval was withdrawn before this delivery started")
 			du.stamp(now)
-			du.set("write_nonce", str(NewNonce()))
+			du.setNonce()
 			in := row("withdraw_delivery").condition(du, &Call{Now: now, Parent: taskID}).input(l.cfg.TasksTable, d.TaskID)
 			items = append(items, types.TransactWriteItem{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, in)})
 		}
@@ -399,8 +394,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 		u.stamp(now)
 		c.Now = now
 		cur, err := l.decide(ctx, "withdraw", taskID, row("withdraw").condition(u, c), items)
-		var ce *ConflictError
-		if err != nil && errors.As(err, &ce) && try < 2 {
+		if _, ok := errors.AsType[*ConflictError](err); ok && try < 2 {
 			continue // a delivery or the task moved: decide again from fresh reads
 		}
 		return cur, err

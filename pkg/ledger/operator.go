@@ -107,10 +107,10 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			return nil, nil, false, wrapErr("TransactWriteItems operator "+a.Resolution, err)
 		}
 		// Someone acted in between: decide from what is there now.
-		if r, err = l.GetReview(ctx, taskID); err != nil || r.ReviewStatus == ReviewResolved || r.ParkCount != pc {
-			if err != nil {
-				return nil, nil, false, err
-			}
+		if r, err = l.GetReview(ctx, taskID); err != nil {
+			return nil, nil, false, err
+		}
+		if r.ReviewStatus == ReviewResolved || r.ParkCount != pc {
 			return l.replayOrConflict(ctx, r, a, pc)
 		}
 		cur, _ := l.Get(ctx, taskID)
@@ -126,10 +126,8 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 
 // replayOrConflict answers action a decided on park pc, which the review
 // item r no longer offers (resolved, or at another park).
-func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorAction, pc int) (*Review, *Task, bool, error) {
-	var t *Task
+func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorAction, pc int) (_ *Review, t *Task, _ bool, err error) {
 	if r.Reason != ReviewPoisonMessage {
-		var err error
 		if t, err = l.Get(ctx, r.TaskID); err != nil {
 			return nil, nil, false, err
 		}
@@ -145,18 +143,14 @@ func (l *Ledger) replayOrConflict(ctx context.Context, r *Review, a OperatorActi
 }
 
 func (a OperatorAction) validate() error {
-	switch a.Resolution {
-	case ResolutionRetry, ResolutionCompleted, ResolutionFailed:
-	default:
+	switch {
+	case a.Resolution != ResolutionRetry && a.Resolution != ResolutionCompleted && a.Resolution != ResolutionFailed:
 		return fmt.Errorf("%w: resolution %q: want retry, completed or failed", ErrInvalidAction, a.Resolution)
-	}
-	if strings.TrimSpace(a.By) == "" {
+	case strings.TrimSpace(a.By) == "":
 		return fmt.Errorf("%w: the operator (by) is required for the audit trail", ErrInvalidAction)
-	}
-	if a.Resolution != ResolutionRetry && strings.TrimSpace(a.Note) == "" {
+	case a.Resolution != ResolutionRetry && strings.TrimSpace(a.Note) == "":
 		return fmt.Errorf("%w: a note (evidence or reason) is required to resolve as %s", ErrInvalidAction, a.Resolution)
-	}
-	if len(a.Note) > MaxNote {
+	case len(a.Note) > MaxNote:
 		return fmt.Errorf("%w: note is %d bytes; at most %d", ErrInvalidAction, len(a.Note), MaxNote)
 	}
 	return nil

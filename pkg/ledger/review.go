@@ -243,14 +243,13 @@ func nilToEmpty(r *Review) {
 // txReasons returns the cancellation reasons' codes of a cancelled
 // transaction; ok=false when err is none.
 func txReasons(err error) (codes []string, ok bool) {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return nil, false
+	tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+	if ok {
+		for _, r := range tce.CancellationReasons {
+			codes = append(codes, aws.ToString(r.Code))
+		}
 	}
-	for _, r := range tce.CancellationReasons {
-		codes = append(codes, aws.ToString(r.Code))
-	}
-	return codes, true
+	return codes, ok
 }
 
 func isTxConditionFailed(err error) bool {
@@ -260,11 +259,10 @@ func isTxConditionFailed(err error) bool {
 }
 
 // isTxConflict reports a transaction cancelled only because another
-// request was writing one of its items (TransactionConflict), with no
-// failed condition.
+// request was writing one of its items, with no failed condition.
 func isTxConflict(err error) bool {
 	codes, _ := txReasons(err)
-	return slices.Contains(codes, "TransactionConflict") && !isTxConditionFailed(err)
+	return slices.Contains(codes, "TransactionConflict") && !slices.Contains(codes, "ConditionalCheckFailed")
 }
 
 // PutPoison records a poison message (a body that is not a task reference)
