@@ -23,26 +23,23 @@ const (
 	ApprovalExpired   = "expired"
 )
 
-// ReviewApprovalExpired: the approval deadline of a task awaiting approval
-// passed without a decision.
-const ReviewApprovalExpired = "approval_expired"
-
-// DefaultApprovalTTL is the approval deadline of a gated task whose plan
-// names none.
-const DefaultApprovalTTL = 72 * time.Hour
-
-// MaxApprovalTTL is the longest approval deadline a task may have (Create
-// refuses more; the HTTP API's approval.expires_in_seconds is bounded by
-// it). It bounds how long a task that spent can wait before it ends, so
-// the spend package derives its budget items' retention from it.
-const MaxApprovalTTL = 30 * 24 * time.Hour
-
-// MaxDeliveries caps the deliver tasks one approval creates (they share
-// its TransactWriteItems with the task: at most 100 items).
-const MaxDeliveries = 10
-
-// KindDeliver is the kind of the effect tasks an approval creates.
-const KindDeliver = "deliver"
+const (
+	// ReviewApprovalExpired: the approval deadline of a task awaiting
+	// approval passed without a decision.
+	ReviewApprovalExpired = "approval_expired"
+	// DefaultApprovalTTL is the approval deadline of a gated task whose
+	// plan names none.
+	DefaultApprovalTTL = 72 * time.Hour
+	// MaxApprovalTTL is the longest approval deadline a task may have
+	// (Create and the HTTP API refuse more). It bounds how long a task that
+	// spent can wait before it ends: the spend package's retention uses it.
+	MaxApprovalTTL = 30 * 24 * time.Hour
+	// MaxDeliveries caps the deliver tasks one approval creates (they share
+	// its TransactWriteItems with the task: at most 100 items).
+	MaxDeliveries = 10
+	// KindDeliver is the kind of the effect tasks an approval creates.
+	KindDeliver = "deliver"
+)
 
 // Approval is a task's approval gate and its decisions (DESIGN §10),
 // embedded in Task. Plan and the gate are fixed at submit; the rest is
@@ -51,20 +48,17 @@ const KindDeliver = "deliver"
 type Approval struct {
 	// Plan is the canonical JSON of the plan declared at submit,
 	// {"approval":{...},"deliver":[...]} (part of the payload hash).
-	Plan string `dynamodbav:"plan,omitempty"`
-	// ApprovalRequired: a completion lands in awaiting_approval.
-	ApprovalRequired   bool  `dynamodbav:"approval_required,omitempty"`
-	ApprovalTTLSeconds int64 `dynamodbav:"approval_ttl_s,omitempty"`
+	Plan               string `dynamodbav:"plan,omitempty"`
+	ApprovalRequired   bool   `dynamodbav:"approval_required,omitempty"` // a completion awaits approval
+	ApprovalTTLSeconds int64  `dynamodbav:"approval_ttl_s,omitempty"`
 	// ResultSHA256 is the hex SHA-256 of the exact stored result bytes:
 	// the artifact hash an approver echoes.
 	ResultSHA256 string `dynamodbav:"result_sha256,omitempty"`
 	// GeneratedResult/GeneratedSHA256 keep the generated artifact when an
-	// approver edited it (the edit became Result).
-	GeneratedResult string `dynamodbav:"generated_result,omitempty"`
-	GeneratedSHA256 string `dynamodbav:"generated_sha256,omitempty"`
-	// GeneratedResultRef is the generated artifact's S3 claim-check
-	// reference when it was too large to keep inline (GeneratedResult is
-	// then empty).
+	// approver edited it (the edit became Result); GeneratedResultRef is its
+	// S3 reference when too large to keep inline.
+	GeneratedResult    string      `dynamodbav:"generated_result,omitempty"`
+	GeneratedSHA256    string      `dynamodbav:"generated_sha256,omitempty"`
 	GeneratedResultRef *PayloadRef `dynamodbav:"generated_result_ref,omitempty"`
 	ApprovalState      string      `dynamodbav:"approval_state,omitempty"`
 	ApprovalDeadlineMs int64       `dynamodbav:"approval_deadline_ms,omitempty"`
@@ -76,13 +70,12 @@ type Approval struct {
 	DecidedBy           string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt           string `dynamodbav:"decided_at,omitempty"`
 	ApprovalNote        string `dynamodbav:"approval_note,omitempty"`
-	// ApprovalPolicy says which policy allowed the decision.
-	ApprovalPolicy string `dynamodbav:"approval_policy,omitempty"`
+	ApprovalPolicy      string `dynamodbav:"approval_policy,omitempty"` // the policy that allowed the decision
 	// ApprovalRound counts withdrawals (0 before the first): the delivery
 	// idempotency keys of a later round differ (DeliveryKey).
 	ApprovalRound int `dynamodbav:"approval_round,omitempty"`
-	// DeliveryIDs are the deliver tasks of the standing approval;
-	// WithdrawnDeliveryIDs those of withdrawn approvals (now cancelled).
+	// DeliveryIDs are the standing approval's deliver tasks;
+	// WithdrawnDeliveryIDs those of withdrawn ones (now cancelled).
 	DeliveryIDs          []string `dynamodbav:"delivery_ids,omitempty"`
 	WithdrawnDeliveryIDs []string `dynamodbav:"withdrawn_delivery_ids,omitempty"`
 }
@@ -106,10 +99,8 @@ func SHA256Hex(s string) string {
 }
 
 // DeliveryKey is the idempotency key (in the generate task's scope) of the
-// deliver task for plan entry index of an approval of artifact sha:
-// "approval:<task>:<sha>:<index>", with ":r<round>" appended after a
-// withdrawal (the withdrawn round's tasks are cancelled; a new approval is
-// new work).
+// deliver task for plan entry index of an approval of artifact sha; after a
+// withdrawal (its round's tasks cancelled) a new approval is new work.
 func DeliveryKey(taskID, sha string, index, round int) string {
 	k := "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index)
 	if round > 0 {
@@ -129,18 +120,15 @@ func (c Completion) resultSHA256() string {
 
 // ApproveRequest is one approval of a task awaiting approval.
 type ApproveRequest struct {
-	ArtifactSHA256 string // of the result the approver was shown: the task's result_sha256
-	// EditedResult (JSON; "" for none) replaces the result; the generated
-	// one is kept as generated_result/generated_sha256.
-	EditedResult string
-	By, Note     string
-	Policy       string
+	ArtifactSHA256   string // of the result the approver was shown: the task's result_sha256
+	EditedResult     string // JSON replacing the result ("" for none); the generated one is kept
+	By, Note, Policy string
 	// Deliveries are the deliver tasks to create, one per plan entry, keyed
 	// DeliveryKey(task, approved sha, index, task.ApprovalRound), in the
 	// task's scope, ParentTaskID the task.
 	Deliveries []NewTask
-	// FollowUps (row follow_up, at most MaxFollowUps) are created with the
-	// approval: the requester's notification that the task completed.
+	// FollowUps (at most MaxFollowUps): the requester's notification that
+	// the task completed.
 	FollowUps []NewTask
 }
 
@@ -161,14 +149,12 @@ func (e *ArtifactChangedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
 }
 
-// Approve records the approval of t (as the caller read it) and creates
-// its deliver tasks in ONE TransactWriteItems: the task update (row
-// approve) and one conditional Put per delivery and per follow-up; the
-// task becomes completed. The same approval again returns the task with replay=true
-// and writes nothing.
-//
-// Errors: *ArtifactChangedError, *ConflictError (not awaiting approval, or
-// a delivery id already taken), *ItemTooLargeError, *ThrottledError.
+// Approve completes t (as the caller read it) and creates its deliver and
+// follow-up tasks in ONE TransactWriteItems (row approve; one conditional
+// Put per new task). The same approval again returns the task with
+// replay=true and writes nothing. Errors: *ArtifactChangedError,
+// *ConflictError (not awaiting approval, or a delivery id already taken),
+// *ItemTooLargeError, *ThrottledError.
 func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Task, replay bool, _ error) {
 	if len(r.Deliveries) > MaxDeliveries {
 		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
@@ -264,12 +250,10 @@ func approvedAlready(t *Task, r ApproveRequest, approved string) bool {
 		t.ApprovalBasisSHA256 == r.ArtifactSHA256 && t.ApprovalSHA256 == approved
 }
 
-// Reject records that a person rejected t's result (t as the caller read
-// it): state rejected (terminal), conditioned on state awaiting_approval
-// and the result t shows. Rejecting a rejected task returns it unchanged
-// (replay=true).
-//
-// Errors: *ConflictError (not awaiting approval), ErrNotFound.
+// Reject records that a person rejected t's result (as the caller read it):
+// state rejected, conditioned on awaiting_approval and the result t shows.
+// A rejected task is returned unchanged (replay=true). Errors:
+// *ConflictError (not awaiting approval), ErrNotFound.
 func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
 	if t.State == StateRejected {
 		return t, true, nil
@@ -282,9 +266,8 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
-// DeliveriesStartedError: a withdrawal found deliveries that already
-// started (claimed at least once, or settled). Their outcome stands;
-// nothing was written.
+// DeliveriesStartedError: a withdrawal found deliveries that already started
+// (claimed at least once, or settled); their outcome stands, nothing was written.
 type DeliveriesStartedError struct {
 	TaskID     string
 	Deliveries []*Task // every delivery of the standing approval, as read
@@ -324,20 +307,14 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 }
 
 // Withdraw withdraws the standing approval of a completed task while all
-// its deliveries are unstarted: in ONE TransactWriteItems the deliveries
-// become cancelled (rows withdraw_delivery) and the task returns to
-// awaiting_approval in the next approval round (row withdraw), whose
-// window is the task's approval TTL again (nextRoundDeadline); a delivery
-// claimed in between fails it, and it is decided again from fresh reads.
-// Withdrawing a withdrawn approval returns the task unchanged. notify,
-// when given, names the follow-up tasks (row follow_up: the approvers'
-// notification) the withdrawal of the task as read creates, in the same
-// transaction. Past the last window (MaxApprovalTTL after the result was
-// saved) a withdrawal still cancels the unstarted deliveries, but its
-// round is due at once (the reconciler parks the task approval_expired)
-// and notify is not called: nobody could decide it.
-//
-// Errors: *DeliveriesStartedError (naming each delivery and its state),
+// its deliveries are unstarted: in ONE TransactWriteItems they become
+// cancelled (rows withdraw_delivery) and the task awaits approval again in
+// the next round (row withdraw, due at nextRoundDeadline); a delivery
+// claimed in between refuses it, and it is decided again from fresh reads.
+// A withdrawn approval is returned unchanged. notify names follow-up tasks
+// (the approvers' notification) created in the same transaction; it is not
+// called when the round is due at once (past MaxApprovalTTL after the result
+// was saved): nobody could decide it. Errors: *DeliveriesStartedError,
 // *ConflictError (the task has no standing approval), ErrNotFound.
 func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, notify ...func(*Task) []NewTask) (*Task, error) {
 	for try := 0; ; try++ {
@@ -401,22 +378,20 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 	}
 }
 
-// nextRoundDeadline is the approval deadline of the round a withdrawal of
-// t at now opens: a window of the task's approval TTL from now, so the
-// approver who withdrew can decide again, but never earlier than the
-// round's own deadline nor later than MaxApprovalTTL after the result was
-// saved (how long a task that spent may wait, which the spend package's
-// retention assumes).
+// nextRoundDeadline is the deadline of the round a withdrawal of t at now
+// opens: the task's approval TTL from now, so the approver who withdrew can
+// decide again, but never before the round's own deadline nor past
+// MaxApprovalTTL after the result was saved (the spend package's retention
+// assumes that bound).
 func nextRoundDeadline(t *Task, now time.Time) int64 {
 	fresh := min(now.Add(t.ApprovalTTL()).UnixMilli(), t.CompletedMs+MaxApprovalTTL.Milliseconds())
 	return max(t.ApprovalDeadlineMs, fresh, now.UnixMilli())
 }
 
 // ExpireApproval parks t (read in awaiting_approval, its deadline passed)
-// with r (reason approval_expired): Park conditioned on the state, the
-// version and the deadline (due_at) read, so a round a withdrawal opened
-// since is left to its approvers; followUps (notifications of the park)
-// are created with it.
+// with r as approval_expired, conditioned on the state, version and due_at
+// read, so a round a withdrawal opened since is left to its approvers;
+// followUps (notifications of the park) are created with it.
 func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUps ...NewTask) (*Task, error) {
 	r.Reason = ReviewApprovalExpired
 	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, DueAt: t.DueAt, FollowUps: followUps}, r)

@@ -5,29 +5,30 @@ import (
 	"time"
 )
 
-// Error classes of a cancel while running (CancelRunning, CancelUnknown).
+// Error classes of a cancel while running, and the messages recorded with them.
 const (
-	// ErrorCancelRequested marks a task whose running attempt was fenced by
-	// a cancel; it is in unknown until the reconciler decides.
+	// ErrorCancelRequested: a cancel fenced the running attempt (CancelRunning);
+	// the task is unknown until it is decided.
 	ErrorCancelRequested = "cancel_requested"
-	// ErrorCancelledWhileRunning is the class of a task that ended
-	// cancelled after a cancel while running.
+	// ErrorCancelledWhileRunning: the task ended cancelled (CancelUnknown).
 	ErrorCancelledWhileRunning = "cancelled_while_running"
+	// ErrorCancelTooLate: the cancel came after the provider had replied and
+	// the fenced worker saved that reply (CompleteCancelled).
+	ErrorCancelTooLate = "cancel_too_late"
+	// CancelRequestedMessage is the error message CancelRunning records.
+	CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
+	// CancelTooLateMessage is the error message CompleteCancelled records.
+	CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 )
 
-// CancelRequestedMessage is the error message CancelRunning records.
-const CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
-
-// CancelRunning cancels a task running as the caller read it — or unknown
-// with no cancel pending — by bumping its fencing token: none of the
+// CancelRunning cancels a task running as the caller read it (or unknown
+// with no cancel pending) by bumping its fencing token: none of the
 // worker's writes can land. Whether the provider acted is not known yet,
 // so the task goes to unknown (cancel_version = the version read, class
 // cancel_requested), due when the fenced lease would have ended; the
 // unknown rules then end it cancelled, completed or parked, unless the
 // fenced worker settles it first (CompleteCancelled, CancelUnknown).
-//
-// Errors: ErrNotFound; *ConflictError with the current task when the task
-// is no longer running at version.
+// Errors: ErrNotFound; *ConflictError (no longer running at the version).
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
@@ -58,11 +59,10 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 }
 
 // CancelUnknown ends cancelled a task whose running attempt was cancelled
-// (CancelRunning), once it is known the provider did not act; why says how
-// (the error message, class cancelled_while_running): version is the one
-// the cancel left (cancel_version = version-1, Task.CancelledWhileRunning);
-// an attempt claimed after the cancel was decided is refused. Errors:
-// *FencedError.
+// (CancelRunning), once it is known the provider did not act; why (its error
+// message) says how. version is the one the cancel left (cancel_version =
+// version-1, Task.CancelledWhileRunning): an attempt claimed since is
+// refused with a *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
 	return l.fenced(ctx, "cancel_unknown", taskID, version, nil, func(u *update, now time.Time) {
 		l.off(u, StateCancelled, now)
@@ -70,22 +70,13 @@ func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64
 	})
 }
 
-// ErrorCancelTooLate is the class a task keeps when a cancel while running
-// arrived after the provider had replied and the fenced worker saved that
-// reply (CompleteCancelled).
-const ErrorCancelTooLate = "cancel_too_late"
-
-// CancelTooLateMessage is the error message CompleteCancelled records.
-const CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
-
 // CompleteCancelled saves the result the worker received before a cancel
-// while running fenced its assignment: version is the one the cancel left
-// (the task unknown at version, cancel_version = version-1: the worker's
-// claim). The provider acted and billed, and discarding the one result in
-// hand would leave a park whose only remedy is a second call. The task
-// becomes completed (or awaiting_approval) with class cancel_too_late. If
-// anything decided the task first: *FencedError, nothing written. Accepts
-// WithNonce.
+// while running fenced its assignment (version: the one the cancel left,
+// cancel_version = version-1). The provider acted and billed; discarding
+// the one result in hand would leave a park whose only remedy is a second
+// call. The task becomes completed (or awaiting_approval) with class
+// cancel_too_late; if anything decided it first, *FencedError and nothing
+// written. Accepts WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)

@@ -25,10 +25,9 @@ func followUpTwin(tr *Transition) *Transition {
 	return tr
 }
 
-// followUpItems are the conditional puts of the follow-up tasks fs of the
-// task taskID (row follow_up), created at now. The ids of a plan's
-// deliveries among them are set as u's delivery_ids (the task view lists
-// them, as it lists an approval's); u nil sets nothing.
+// followUpItems are the conditional puts (row follow_up) of taskID's
+// follow-up tasks fs, created at now; the ids of a plan's deliveries among
+// them become u's delivery_ids (listed as an approval's are) unless u is nil.
 func (l *Ledger) followUpItems(op, taskID string, fs []NewTask, now time.Time, u *update) ([]types.TransactWriteItem, error) {
 	if len(fs) > MaxFollowUps {
 		return nil, fmt.Errorf("ledger: %s %s: %d follow-up tasks, at most %d", op, taskID, len(fs), MaxFollowUps)
@@ -69,12 +68,11 @@ func (l *Ledger) newTaskPut(op string, n NewTask, now time.Time) (*Task, types.T
 		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}}}, nil
 }
 
-// writeTx sends u as the transition tr for c in one TransactWriteItems
-// with u.tx (a lapsed settlement's review item) and the puts of the
-// follow-up tasks fs. A lost reply is recognised by u's write_nonce, as
-// apply recognises it; a refusal is a *FencedError as write returns it,
-// or — the task would have taken the write, so a follow-up's id was
-// already taken — a *ConflictError.
+// writeTx sends u as the transition tr for c in one TransactWriteItems with
+// u.tx (a lapsed settlement's review item) and the puts of the follow-up
+// tasks fs; a lost reply is recognised by u's write_nonce. A refusal is a
+// *FencedError as write returns it, or a *ConflictError when the task
+// would have taken the write (so a follow-up's id was taken).
 func (l *Ledger) writeTx(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
 	op := label + pick(len(fs) > 0, " with follow-ups", "")
 	items, err := l.followUpItems(op, taskID, fs, c.Now, u)

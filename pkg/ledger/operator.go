@@ -14,12 +14,9 @@ import (
 
 // OperatorAction is an operator's decision on an open review item.
 type OperatorAction struct {
-	// Resolution is ResolutionRetry, ResolutionCompleted or ResolutionFailed.
-	Resolution string
-	// Note is the evidence or explanation (required for completed/failed).
-	Note string
-	// By names the operator (IAM user, email); required.
-	By string
+	Resolution string // ResolutionRetry, ResolutionCompleted or ResolutionFailed
+	Note       string // the evidence or explanation (required for completed/failed)
+	By         string // the operator (IAM user, email); required
 	// ParkCount is the park the action was decided on (the park_count of
 	// the review item and the task); 0: the review open now.
 	ParkCount int
@@ -32,19 +29,16 @@ var ErrInvalidAction = errors.New("ledger: invalid operator action")
 // MaxNote caps operator notes (bytes).
 const MaxNote = 2000
 
-// Act applies an operator action to the review item of taskID and its
-// task in one transaction, conditioned on the item being open and the task
-// parked at the version read (rows operator_*): retry queues the task
-// again with a fresh budget (the caller then sends its SQS message);
-// completed completes it with the note as evidence; failed fails it with
-// the note as its error. Repeating an applied action is a no-op
-// (replayed=true); another action on a resolved item is a *ConflictError.
-// An action given its park (a.ParkCount) decides that park alone: after
-// the task was parked again it is a *ConflictError, nothing changed — a
-// replay only for a retry of a task with no approval gate, which leaves a
-// park for a later one only through a retry (an operator's, RetryLapsed,
-// ReleaseLapsed). A poison-message item has no task: completed or failed
-// just close it.
+// Act applies an operator action to the review item of taskID and its task
+// in one transaction, conditioned on the item being open and the task
+// parked at the version read (rows operator_*): retry queues the task again
+// with a fresh budget (the caller then sends its SQS message); completed
+// completes it with the note as evidence; failed fails it with the note as
+// its error. Repeating an applied action is a no-op (replayed=true); another
+// action on a resolved item, or one decided on an earlier park
+// (a.ParkCount), is a *ConflictError — but a retry of a task with no
+// approval gate, which only a retry leaves for a later park, is a replay.
+// A poison-message item has no task: completed or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -65,7 +59,6 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 	ru := l.resolveUpdate(LapsedResolution{By: a.By, Note: a.Note}, a.Resolution, now)
 	row("operator_"+a.Resolution).reviewCondition(ru, pc)
 	items := []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}
-
 	if !poison {
 		cur, err := l.Get(ctx, taskID)
 		if err != nil {

@@ -23,12 +23,8 @@ const (
 	ReviewProviderConfig  = "provider_config"
 	ReviewPoisonMessage   = "poison_message"
 	ReviewStaleLease      = "stale_lease"
-	// ReviewResultTooLarge: the provider succeeded but its result does not
-	// fit DynamoDB's 400 KB item; it was not saved.
-	ReviewResultTooLarge = "result_too_large"
-	// ReviewResultNotSaved: a readback found the result but saving it kept
-	// failing until the task's age budget ended.
-	ReviewResultNotSaved = "result_not_saved"
+	ReviewResultTooLarge  = "result_too_large" // the result does not fit DynamoDB's 400 KB item: not saved
+	ReviewResultNotSaved  = "result_not_saved" // a readback found it; saving it failed until the age budget ended
 )
 
 // Review statuses.
@@ -42,9 +38,7 @@ const (
 	ResolutionRetry     = "retry"
 	ResolutionCompleted = "completed"
 	ResolutionFailed    = "failed"
-	// ResolutionCancelled: a worker ended the parked task cancelled
-	// (CancelLapsed); not an operator's choice.
-	ResolutionCancelled = "cancelled"
+	ResolutionCancelled = "cancelled" // a worker ended the parked task (CancelLapsed), not an operator
 )
 
 // Review is one item of the dead-letter review table. Its attributes are
@@ -79,15 +73,13 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
-// ParkMark stands for the park's number in a review's SafeActions. Each
-// operator command a review suggests decides the park it was read on
-// ("taskledger review retry <id> --park "+ParkMark): copied later from a
-// ticket or an alert, it must not decide a later park, with another
-// reason, that its reader never saw. Only the write that records the
-// review knows that number for certain — Park counts it from the task its
-// transaction is conditioned on, a poison item's is 1, ReviseLapsed and
-// ReviseLapsedReview revise the park they are given — so the review's
-// wording carries this mark and those writes replace it.
+// ParkMark stands for the park's number in a review's SafeActions: each
+// operator command a review suggests ("taskledger review retry <id> --park
+// "+ParkMark), copied later from a ticket or an alert, must decide only the
+// park it was read on, not a later one its reader never saw. Only the write
+// that records the review knows that number for certain (Park counts it
+// from the task it is conditioned on; a poison item's is 1; ReviseLapsed
+// and ReviseLapsedReview are given it), so that write replaces the mark.
 const ParkMark = "{park}"
 
 // withPark is actions with ParkMark replaced by park n: a copy, since the
@@ -266,9 +258,9 @@ func isTxConflict(err error) bool {
 }
 
 // PutPoison records a poison message (a body that is not a task reference)
-// as an open review item keyed "msg_<message id>". Writing the same message
-// twice is a no-op. r needs MessageID, Summary and the body's hash and size;
-// ParkMark in its safe actions becomes 1, the item's only park.
+// as an open review item keyed PoisonID; the same message again is a no-op.
+// r needs MessageID, Summary and the body's hash and size; ParkMark in its
+// safe actions becomes 1, the item's only park.
 func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if r.MessageID == "" {
 		return nil, errors.New("ledger: PutPoison needs MessageID")
