@@ -37,7 +37,8 @@
 //     the reconciler or a cancel got there first; a lost reply is
 //     recognised as saved. A result that would push the item over
 //     DynamoDB's 400 KB limit (ledger.CheckCompletion) is not sent: parked
-//     result_too_large; one DynamoDB refuses is parked result_not_saved;
+//     result_too_large; one DynamoDB refuses as invalid is parked
+//     result_not_saved;
 //  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
 //     transient → retry_wait with not_before from the Policy's backoff (and
 //     Retry-After), the message's visibility set to that delay and a batch
@@ -67,12 +68,14 @@
 // the call; a budget that cannot cover it parks the task budget_exhausted
 // with no call made. With a daily quota, every generate call also reserves
 // it on its caller's day item. Both are settled after the call with the
-// reported usage (usedBy: a call sent and not refused in so many words is
-// charged the full reservation, one never sent nothing). A quota held only
-// by calls in flight makes the task wait (quotaWaitFor); one the settled
-// usage fills parks it budget_exhausted (quota_exceeded). A crashed attempt's reservation
-// is settled in full by the task's next attempt, or by whatever ends the
-// run (settleEarlierAttempts, parkUncalled, the reconciler).
+// reported usage (usedBy: a success without a report, or a call sent and
+// failed with anything but a refusal in so many words, is charged the full
+// reservation; one never sent nothing). A quota held only by calls in
+// flight makes the task wait (quotaWaitFor); one the settled usage fills
+// parks it budget_exhausted (quota_exceeded). A crashed attempt's
+// reservation is settled in full by the task's next attempt, or by
+// whatever ends the run (settleEarlierAttempts, parkUncalled, the
+// reconciler).
 //
 // # Uncertain outcomes and effect classes
 //
@@ -196,7 +199,8 @@
 // Without room, the task waits in retry_wait until the earliest slot that
 // fits (ledger.WaitAdmission: the attempt is given back; not_admitted). A
 // call admission can never admit is parked provider_config without a
-// call; after a call the window is corrected by the reported usage.
+// call; after a successful call the window is corrected by the reported
+// usage (a failed one keeps the estimate).
 //
 // # Partial batch responses
 //
