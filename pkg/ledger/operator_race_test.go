@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
@@ -37,12 +36,8 @@ func TestActRacedByAnotherOperatorAnswersFromTheResolvedReview(t *testing.T) {
 			testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 				b := setup(t, e)
 				ctx := context.Background()
-				task := mustCreate(t, b, "operator-race")
-				cl, err := b.l.Claim(ctx, task.TaskID, ledger.ClaimOptions{Owner: "w", Lease: 30 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := b.l.Park(ctx, cl, ledger.ParkOptions{State: ledger.StateRunning, Version: cl.AssignmentVersion},
+				task := claimed(t, b, "operator-race")
+				if _, err := b.l.Park(ctx, task, ledger.ParkOptions{State: ledger.StateRunning, Version: task.AssignmentVersion},
 					ledger.Review{Reason: ledger.ReviewProviderConfig, Summary: "refused: credentials"}); err != nil {
 					t.Fatal(err)
 				}
