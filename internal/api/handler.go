@@ -632,11 +632,9 @@ func (h *Handler) taskResponse(ctx context.Context, c *call, status int, t *ledg
 }
 
 // count emits one EMF record adding 1 to each named counter (the task id
-// as a property, never task text).
+// as a property, never task text). Without a writer or a name it writes
+// nothing (metrics.Record.Flush).
 func (h *Handler) count(ctx context.Context, taskID string, names ...string) {
-	if h.Metrics == nil || len(names) == 0 {
-		return
-	}
 	rec := h.Metrics.Record("Function", "submit")
 	for _, n := range names {
 		rec.Add(n, 1, metrics.Count)
