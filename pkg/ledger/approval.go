@@ -24,64 +24,52 @@ const (
 )
 
 const (
-	// ReviewApprovalExpired: the approval deadline of a task awaiting
-	// approval passed without a decision.
+	// ReviewApprovalExpired: a task's approval deadline passed without a decision.
 	ReviewApprovalExpired = "approval_expired"
-	// DefaultApprovalTTL is the approval deadline of a gated task whose
-	// plan names none.
+	// DefaultApprovalTTL is the approval deadline of a gated task whose plan names none.
 	DefaultApprovalTTL = 72 * time.Hour
-	// MaxApprovalTTL is the longest approval deadline a task may have
-	// (Create and the HTTP API refuse more). It bounds how long a task that
-	// spent can wait before it ends: the spend package's retention uses it.
+	// MaxApprovalTTL is the longest approval deadline Create and the HTTP API
+	// accept: it bounds how long a task that spent waits to end (spend's retention).
 	MaxApprovalTTL = 30 * 24 * time.Hour
-	// MaxDeliveries caps the deliver tasks one approval creates (they share
-	// its TransactWriteItems with the task: at most 100 items).
+	// MaxDeliveries caps one approval's deliver tasks (in its TransactWriteItems: at most 100 items).
 	MaxDeliveries = 10
 	// KindDeliver is the kind of the effect tasks an approval creates.
 	KindDeliver = "deliver"
 )
 
 // Approval is a task's approval gate and its decisions (DESIGN §10),
-// embedded in Task. Plan and the gate are fixed at submit; the rest is
-// written by the worker's completion (result_sha256) and by Approve,
-// Reject and Withdraw.
+// embedded in Task: Plan and the gate are fixed at submit, the rest written
+// by the completion (result_sha256), Approve, Reject and Withdraw.
 type Approval struct {
 	// Plan is the canonical JSON of the plan declared at submit,
 	// {"approval":{...},"deliver":[...]} (part of the payload hash).
 	Plan               string `dynamodbav:"plan,omitempty"`
 	ApprovalRequired   bool   `dynamodbav:"approval_required,omitempty"` // a completion awaits approval
 	ApprovalTTLSeconds int64  `dynamodbav:"approval_ttl_s,omitempty"`
-	// ResultSHA256 is the hex SHA-256 of the exact stored result bytes:
-	// the artifact hash an approver echoes.
-	ResultSHA256 string `dynamodbav:"result_sha256,omitempty"`
-	// GeneratedResult/GeneratedSHA256 keep the generated artifact when an
-	// approver edited it (the edit became Result); GeneratedResultRef is its
-	// S3 reference when too large to keep inline.
+	ResultSHA256       string `dynamodbav:"result_sha256,omitempty"` // of the stored result's bytes: an approver echoes it
+	// Generated* keep the generated artifact an approver edited (the edit
+	// became Result); GeneratedResultRef when it was in S3.
 	GeneratedResult    string      `dynamodbav:"generated_result,omitempty"`
 	GeneratedSHA256    string      `dynamodbav:"generated_sha256,omitempty"`
 	GeneratedResultRef *PayloadRef `dynamodbav:"generated_result_ref,omitempty"`
 	ApprovalState      string      `dynamodbav:"approval_state,omitempty"`
 	ApprovalDeadlineMs int64       `dynamodbav:"approval_deadline_ms,omitempty"`
-	// ApprovalSHA256 is the artifact the last decision concerned (the
-	// approved one: the edit, if any); ApprovalBasisSHA256 the hash the
-	// approver was shown and sent (artifact_sha256).
+	// ApprovalSHA256 is the artifact the last decision concerned (the edit,
+	// if any); ApprovalBasisSHA256 the one the approver was shown and echoed.
 	ApprovalSHA256      string `dynamodbav:"approval_sha256,omitempty"`
 	ApprovalBasisSHA256 string `dynamodbav:"approval_basis_sha256,omitempty"`
 	DecidedBy           string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt           string `dynamodbav:"decided_at,omitempty"`
 	ApprovalNote        string `dynamodbav:"approval_note,omitempty"`
 	ApprovalPolicy      string `dynamodbav:"approval_policy,omitempty"` // the policy that allowed the decision
-	// ApprovalRound counts withdrawals (0 before the first): the delivery
-	// idempotency keys of a later round differ (DeliveryKey).
-	ApprovalRound int `dynamodbav:"approval_round,omitempty"`
+	ApprovalRound       int    `dynamodbav:"approval_round,omitempty"`  // withdrawals so far: each round's DeliveryKey differs
 	// DeliveryIDs are the standing approval's deliver tasks;
 	// WithdrawnDeliveryIDs those of withdrawn ones (now cancelled).
 	DeliveryIDs          []string `dynamodbav:"delivery_ids,omitempty"`
 	WithdrawnDeliveryIDs []string `dynamodbav:"withdrawn_delivery_ids,omitempty"`
 }
 
-// ApprovalTTL is how long a completion of t waits for approval; 0 when t
-// has no approval gate.
+// ApprovalTTL is how long a completion of t waits for approval; 0: no gate.
 func (t *Task) ApprovalTTL() time.Duration {
 	if !t.ApprovalRequired {
 		return 0
@@ -98,9 +86,9 @@ func SHA256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DeliveryKey is the idempotency key (in the generate task's scope) of the
-// deliver task for plan entry index of an approval of artifact sha; after a
-// withdrawal (its round's tasks cancelled) a new approval is new work.
+// DeliveryKey is the idempotency key (in the task's scope) of the deliver
+// task for plan entry index of an approval of artifact sha in round: after
+// a withdrawal a new approval is new work.
 func DeliveryKey(taskID, sha string, index, round int) string {
 	k := "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index)
 	if round > 0 {
@@ -109,8 +97,8 @@ func DeliveryKey(taskID, sha string, index, round int) string {
 	return k
 }
 
-// resultSHA256 is the hex SHA-256 of the result's exact bytes: the
-// reference's (verified on every read) when it was placed in S3.
+// resultSHA256 is the hex SHA-256 of the result's bytes: in S3, its
+// reference's (verified on every read).
 func (c Completion) resultSHA256() string {
 	if c.ResultRef != nil {
 		return c.ResultRef.SHA256
@@ -123,17 +111,13 @@ type ApproveRequest struct {
 	ArtifactSHA256   string // of the result the approver was shown: the task's result_sha256
 	EditedResult     string // JSON replacing the result ("" for none); the generated one is kept
 	By, Note, Policy string
-	// Deliveries are the deliver tasks to create, one per plan entry, keyed
-	// DeliveryKey(task, approved sha, index, task.ApprovalRound), in the
-	// task's scope, ParentTaskID the task.
+	// Deliveries are the deliver tasks, one per plan entry, keyed DeliveryKey
+	// (approved sha, task.ApprovalRound) in the task's scope, parent the task.
 	Deliveries []NewTask
-	// FollowUps (at most MaxFollowUps): the requester's notification that
-	// the task completed.
-	FollowUps []NewTask
+	FollowUps  []NewTask // the requester's notification (at most MaxFollowUps)
 }
 
-// ArtifactChangedError: the approved hash is not the task's current result.
-// Nothing was written.
+// ArtifactChangedError: the approved hash is not the current result; nothing was written.
 type ArtifactChangedError struct {
 	TaskID         string
 	ApprovedSHA256 string
@@ -149,12 +133,11 @@ func (e *ArtifactChangedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
 }
 
-// Approve completes t (as the caller read it) and creates its deliver and
-// follow-up tasks in ONE TransactWriteItems (row approve; one conditional
-// Put per new task). The same approval again returns the task with
-// replay=true and writes nothing. Errors: *ArtifactChangedError,
-// *ConflictError (not awaiting approval, or a delivery id already taken),
-// *ItemTooLargeError, *ThrottledError.
+// Approve completes t (as read) and creates its deliver and follow-up tasks
+// in ONE TransactWriteItems (rows approve, approve_delivery). The same
+// approval again writes nothing and returns the task, replay=true. Errors:
+// *ArtifactChangedError, *ConflictError (not awaiting approval, or a
+// delivery id taken), *ItemTooLargeError, *ThrottledError.
 func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Task, replay bool, _ error) {
 	if len(r.Deliveries) > MaxDeliveries {
 		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
@@ -174,15 +157,13 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	case !gArtifact.holds(t, c):
 		return nil, false, artifactChanged(r, t)
 	case !gApprovalOpen.holds(t, c):
-		// The deadline passed: the reconciler parks it approval_expired;
-		// an approval now would race that park and win it.
+		// The reconciler parks it approval_expired: an approval would race that park and win.
 		return nil, false, conflict("approve after the approval deadline", t.TaskID, t)
 	}
 	ids := make([]string, 0, len(r.Deliveries))
 	items := make([]types.TransactWriteItem, 0, len(r.Deliveries)+1)
 	for _, n := range r.Deliveries {
-		// A delivery's receipt names exactly this decision, and so does
-		// the provenance its destination receives.
+		// A delivery's receipt and provenance name exactly this decision.
 		n.DecidedBy, n.DecidedAt, n.ApprovalPolicy = r.By, rfc3339(now), r.Policy
 		n.Provenance = &Provenance{Type: ProvenanceApproval, TaskID: t.TaskID, ArtifactSHA256: approved, DecidedBy: r.By, Round: t.ApprovalRound}
 		d, put, err := l.newTaskPut("approve", n, now)
@@ -210,8 +191,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 		u.set("result", str(r.EditedResult))
 		u.set("result_sha256", str(approved))
 		// The generated artifact is kept once: a second edit (after a
-		// withdraw) must not overwrite it with the first edit. A generated
-		// result kept in S3 keeps its reference (the edit is inline).
+		// withdraw) must not overwrite it with the first. One in S3 keeps
+		// its reference (the edit is inline).
 		if t.GeneratedSHA256 == "" {
 			u.set("generated_sha256", str(t.ResultSHA256))
 			if t.ResultRef != nil {
@@ -243,17 +224,15 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	return nil, false, err
 }
 
-// approvedAlready reports whether t already records this approval: the
-// same basis hash approved to the same artifact.
+// approvedAlready: t records this approval (same basis, same artifact).
 func approvedAlready(t *Task, r ApproveRequest, approved string) bool {
 	return t.State == StateCompleted && t.ApprovalState == ApprovalApproved &&
 		t.ApprovalBasisSHA256 == r.ArtifactSHA256 && t.ApprovalSHA256 == approved
 }
 
-// Reject records that a person rejected t's result (as the caller read it):
-// state rejected, conditioned on awaiting_approval and the result t shows.
-// A rejected task is returned unchanged (replay=true). Errors:
-// *ConflictError (not awaiting approval), ErrNotFound.
+// Reject records that a person rejected t's result as read (row reject); a
+// rejected task is returned unchanged, replay=true. Errors: *ConflictError
+// (not awaiting approval), ErrNotFound.
 func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
 	if t.State == StateRejected {
 		return t, true, nil
@@ -266,8 +245,8 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
-// DeliveriesStartedError: a withdrawal found deliveries that already started
-// (claimed at least once, or settled); their outcome stands, nothing was written.
+// DeliveriesStartedError: a withdrawal found deliveries that started
+// (Started); their outcome stands, nothing was written.
 type DeliveriesStartedError struct {
 	TaskID     string
 	Deliveries []*Task // every delivery of the standing approval, as read
@@ -289,8 +268,8 @@ func Started(ds []*Task) []*Task {
 	return out
 }
 
-// Deliveries reads the deliver tasks ids names (consistent reads); a
-// missing one is returned as a task in state "" with only its id.
+// Deliveries reads the deliver tasks ids (consistent reads); a missing one
+// is a task with only its id.
 func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) {
 	out := make([]*Task, 0, len(ids))
 	for _, id := range ids {
@@ -306,16 +285,13 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 	return out, nil
 }
 
-// Withdraw withdraws the standing approval of a completed task while all
-// its deliveries are unstarted: in ONE TransactWriteItems they become
-// cancelled (rows withdraw_delivery) and the task awaits approval again in
-// the next round (row withdraw, due at nextRoundDeadline); a delivery
-// claimed in between refuses it, and it is decided again from fresh reads.
-// A withdrawn approval is returned unchanged. notify names follow-up tasks
-// (the approvers' notification) created in the same transaction; it is not
-// called when the round is due at once (past MaxApprovalTTL after the result
-// was saved): nobody could decide it. Errors: *DeliveriesStartedError,
-// *ConflictError (the task has no standing approval), ErrNotFound.
+// Withdraw withdraws a completed task's standing approval, its deliveries
+// all unstarted, in ONE TransactWriteItems (rows withdraw,
+// withdraw_delivery); a delivery claimed in between refuses it, decided
+// again from fresh reads. A withdrawn approval is returned unchanged.
+// notify's follow-ups (the approvers' notification) join it unless the new
+// round is due at once (nextRoundDeadline): nobody could decide it. Errors:
+// *DeliveriesStartedError, *ConflictError (no standing approval), ErrNotFound.
 func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, notify ...func(*Task) []NewTask) (*Task, error) {
 	for try := 0; ; try++ {
 		t, err := l.Get(ctx, taskID)
@@ -350,7 +326,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 		deadline := nextRoundDeadline(t, now)
 		for _, f := range notify {
 			if deadline <= now.UnixMilli() {
-				break // no window left to decide in: nobody is asked to
+				break
 			}
 			fs, err := l.followUpItems("withdraw", taskID, f(t), now, nil)
 			if err != nil {
@@ -378,20 +354,17 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 	}
 }
 
-// nextRoundDeadline is the deadline of the round a withdrawal of t at now
-// opens: the task's approval TTL from now, so the approver who withdrew can
-// decide again, but never before the round's own deadline nor past
-// MaxApprovalTTL after the result was saved (the spend package's retention
-// assumes that bound).
+// nextRoundDeadline is the deadline of the round a withdrawal at now opens:
+// a full approval TTL, so whoever withdrew can decide again, but never before
+// the old round's deadline nor past MaxApprovalTTL after the result was saved.
 func nextRoundDeadline(t *Task, now time.Time) int64 {
 	fresh := min(now.Add(t.ApprovalTTL()).UnixMilli(), t.CompletedMs+MaxApprovalTTL.Milliseconds())
 	return max(t.ApprovalDeadlineMs, fresh, now.UnixMilli())
 }
 
-// ExpireApproval parks t (read in awaiting_approval, its deadline passed)
-// with r as approval_expired, conditioned on the state, version and due_at
-// read, so a round a withdrawal opened since is left to its approvers;
-// followUps (notifications of the park) are created with it.
+// ExpireApproval parks t, read awaiting_approval past its deadline, with r
+// as approval_expired (row expire_approval: a round a withdrawal opened
+// since is left to its approvers); followUps notify of the park.
 func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUps ...NewTask) (*Task, error) {
 	r.Reason = ReviewApprovalExpired
 	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, DueAt: t.DueAt, FollowUps: followUps}, r)

@@ -17,28 +17,23 @@ type OperatorAction struct {
 	Resolution string // ResolutionRetry, ResolutionCompleted or ResolutionFailed
 	Note       string // the evidence or explanation (required for completed/failed)
 	By         string // the operator (IAM user, email); required
-	// ParkCount is the park the action was decided on (the park_count of
-	// the review item and the task); 0: the review open now.
-	ParkCount int
+	ParkCount  int    // the park (park_count) it was decided on; 0: the review open now
 }
 
-// ErrInvalidAction is returned (wrapped) for an operator action that is
-// malformed: unknown resolution, missing operator or note.
+// ErrInvalidAction is returned (wrapped) for a malformed operator action.
 var ErrInvalidAction = errors.New("ledger: invalid operator action")
 
 // MaxNote caps operator notes (bytes).
 const MaxNote = 2000
 
-// Act applies an operator action to the review item of taskID and its task
-// in one transaction, conditioned on the item being open and the task
-// parked at the version read (rows operator_*): retry queues the task again
-// with a fresh budget (the caller then sends its SQS message); completed
-// completes it with the note as evidence; failed fails it with the note as
-// its error. Repeating an applied action is a no-op (replayed=true); another
-// action on a resolved item, or one decided on an earlier park
-// (a.ParkCount), is a *ConflictError — but a retry of a task with no
-// approval gate, which only a retry leaves for a later park, is a replay.
-// A poison-message item has no task: completed or failed just close it.
+// Act applies an operator action to taskID's open review item and its parked
+// task in one transaction (rows operator_*): retry queues the task with a
+// fresh budget (the caller then sends its SQS message); completed and failed
+// end it, the note its evidence or error. An applied action again is a replay
+// (replayed=true); another on a resolved item, or one decided on an earlier
+// park, a *ConflictError — but a retry of an ungated task, which only a retry
+// leaves for a later park, is a replay. A poison item has no task: completed
+// or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err
@@ -73,15 +68,14 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			l.giveBack(tu, taskID, now)
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
-			// The task starts clean, so its view shows no stale error (the
-			// resolved review item keeps it), and a gated task starts its
-			// approval over: nothing of the last decision stays. The round
-			// and the withdrawn deliveries stay, so new deliveries get new keys.
+			// The task starts clean: its view shows no stale error (the
+			// review keeps it) and a gated task's approval starts over. The
+			// round and withdrawn deliveries stay: new deliveries get new keys.
 			tu.remove("review_reason", "review_summary", "result", "result_ref", "lease_owner", "lease_until", "not_before",
 				"error_class", "error_message", "result_sha256", "generated_result", "generated_sha256", "generated_result_ref",
 				"approval_state", "approval_deadline_ms", "approval_sha256", "approval_basis_sha256", "decided_by",
 				"decided_at", "approval_note", "approval_policy", "delivery_ids")
-		case ResolutionCompleted: // the gate is off: completion completes it
+		case ResolutionCompleted: // the gate is off (checked above)
 			ev, _ := json.Marshal(map[string]any{"operator_resolution": map[string]string{
 				"resolved_by": a.By, "evidence": a.Note, "resolved_at": rfc3339(now)}})
 			l.completion(tu, taskID, Completion{Result: string(ev)}, now)

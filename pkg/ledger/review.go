@@ -41,8 +41,8 @@ const (
 	ResolutionCancelled = "cancelled" // a worker ended the parked task (CancelLapsed), not an operator
 )
 
-// Review is one item of the dead-letter review table. Its attributes are
-// flat so each becomes a column in the DynamoDB console's "Explore items".
+// Review is one item of the dead-letter review table, its attributes flat
+// so each is a column in the DynamoDB console's "Explore items".
 type Review struct {
 	TaskID         string   `dynamodbav:"task_id" json:"task_id"`
 	ReviewStatus   string   `dynamodbav:"review_status" json:"review_status"`
@@ -63,8 +63,8 @@ type Review struct {
 	ResolvedBy     string   `dynamodbav:"resolved_by,omitempty" json:"resolved_by,omitempty"`
 	Resolution     string   `dynamodbav:"resolution,omitempty" json:"resolution,omitempty"`
 	ResolutionNote string   `dynamodbav:"resolution_note,omitempty" json:"resolution_note,omitempty"`
-	// ParkCount counts how often this task was parked (an operator retry
-	// followed by another park overwrites the resolved item).
+	// ParkCount counts the task's parks (a park after an operator retry
+	// overwrites the resolved item).
 	ParkCount int `dynamodbav:"park_count" json:"park_count"`
 	// MessageID and BodySHA256/BodyBytes describe a poison message.
 	MessageID  string `dynamodbav:"message_id,omitempty" json:"message_id,omitempty"`
@@ -73,17 +73,16 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
-// ParkMark stands for the park's number in a review's SafeActions: each
-// operator command a review suggests ("taskledger review retry <id> --park
-// "+ParkMark), copied later from a ticket or an alert, must decide only the
-// park it was read on, not a later one its reader never saw. Only the write
-// that records the review knows that number for certain (Park counts it
-// from the task it is conditioned on; a poison item's is 1; ReviseLapsed
-// and ReviseLapsedReview are given it), so that write replaces the mark.
+// ParkMark stands for the park's number in a review's SafeActions: a
+// suggested command ("taskledger review retry <id> --park "+ParkMark),
+// copied later from a ticket or an alert, must decide only the park it was
+// read on, not a later one. Only the write that records the review knows
+// that number for certain (Park counts it from the task it is conditioned
+// on; a poison item's is 1; ReviseLapsed* are given it): it replaces the mark.
 const ParkMark = "{park}"
 
-// withPark is actions with ParkMark replaced by park n: a copy, since the
-// caller's review may be written again (a park refused, then revised).
+// withPark is a copy of actions with ParkMark replaced by n: the caller's
+// review may be written again (a park refused, then revised).
 func withPark(actions []string, n int) []string {
 	if actions == nil {
 		return nil
@@ -113,26 +112,21 @@ func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) 
 	return &r, nil
 }
 
-// ParkOptions say what the task must still look like for parking to apply.
+// ParkOptions say what the task must still look like, as the caller read
+// it, for parking to apply.
 type ParkOptions struct {
-	State        State // as the caller read it; the park is conditioned on it
-	Version      int64 // as the caller read it (doc.go, "Versions")
-	LeaseExpired bool  // also require lease_until < now (an expired lease)
-	// DueAt, when set, also requires due_at as the caller read it (row
-	// expire_approval: a round a withdrawal reopened since is not parked).
-	DueAt int64
-	// FollowUps are tasks created in the park's transaction (row
-	// follow_up), each naming the task as ParentTaskID; at most MaxFollowUps.
-	FollowUps []NewTask
+	State        State
+	Version      int64     // doc.go, "Versions"
+	LeaseExpired bool      // also require lease_until < now
+	DueAt        int64     // when set, also require due_at (row expire_approval)
+	FollowUps    []NewTask // created in the park's transaction (row follow_up), parent the task; at most MaxFollowUps
 }
 
-// Park moves a task to needs_review and writes its review item in one
-// TransactWriteItems: never one without the other. The caller gives r's
-// explanation; the rest is filled from the task, and ParkMark becomes this
-// park's number (the task's park_count as read, plus one). Errors:
-// *ConflictError when the task is no longer in the expected state or
-// version (needs_review: another actor parked it first, IsAlreadyParked),
-// ErrNotFound, *ThrottledError.
+// Park moves a task to needs_review and writes its review item in ONE
+// TransactWriteItems. The caller gives r's explanation, the rest comes from
+// the task; ParkMark becomes this park's number (park_count read, plus one).
+// Errors: *ConflictError when the task moved (IsAlreadyParked: another actor
+// parked it first), ErrNotFound, *ThrottledError.
 func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	r.TaskState, r.Attempts = string(o.State), t.Attempts
@@ -141,9 +135,8 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	r.ProviderRef = cmp.Or(r.ProviderRef, t.ProviderRef)
 	r.PayloadSHA256, r.CorrelationID = t.PayloadSHA256, t.CorrelationID
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
-	// t was read at the version, state and park count the park is
-	// conditioned on (guard "park count as read"), and only a park changes
-	// park_count: no read of the old review item.
+	// The park is conditioned on t's park count (guard "park count as
+	// read") and only a park changes it: no read of the old review item.
 	item, err := r.open(t.TaskID, t.ParkCount+1, now)
 	if err != nil {
 		return nil, err
@@ -186,8 +179,8 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	return nil, conflict("park", t.TaskID, cur)
 }
 
-// parkedCopy is t as Park's update leaves it: a transaction returns no
-// item, and a read would cost a GetItem on every park.
+// parkedCopy is t as Park leaves it: a transaction returns no item, and a
+// read would cost a GetItem on every park.
 func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	p := *t
 	p.State = StateNeedsReview
@@ -203,15 +196,13 @@ func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	return &p
 }
 
-// IsAlreadyParked reports whether err says the task is already in
-// needs_review (another actor parked it first).
+// IsAlreadyParked reports whether err says another actor parked the task first.
 func IsAlreadyParked(err error) bool {
 	var ce *ConflictError
 	return errors.As(err, &ce) && ce.State == StateNeedsReview
 }
 
-// open readies r as the open review item id at park n (ParkMark in its
-// safe actions becomes n) and encodes it.
+// open readies r as the open review item id at park n (withPark) and encodes it.
 func (r *Review) open(id string, n int, now time.Time) (map[string]types.AttributeValue, error) {
 	r.TaskID, r.ReviewStatus, r.DeadLetteredAt, r.ParkCount = id, ReviewOpen, rfc3339(now), n
 	r.SafeActions = withPark(r.SafeActions, n)
@@ -232,8 +223,7 @@ func nilToEmpty(r *Review) {
 	}
 }
 
-// txReasons returns the cancellation reasons' codes of a cancelled
-// transaction; ok=false when err is none.
+// txReasons returns a cancelled transaction's reason codes; ok=false: err is none.
 func txReasons(err error) (codes []string, ok bool) {
 	tce, ok := errors.AsType[*types.TransactionCanceledException](err)
 	if ok {
@@ -250,17 +240,16 @@ func isTxConditionFailed(err error) bool {
 	return ok && (len(codes) == 0 || slices.Contains(codes, "ConditionalCheckFailed"))
 }
 
-// isTxConflict reports a transaction cancelled only because another
-// request was writing one of its items, with no failed condition.
+// isTxConflict: cancelled only because another request was writing one of
+// its items, no condition failed.
 func isTxConflict(err error) bool {
 	codes, _ := txReasons(err)
 	return slices.Contains(codes, "TransactionConflict") && !slices.Contains(codes, "ConditionalCheckFailed")
 }
 
 // PutPoison records a poison message (a body that is not a task reference)
-// as an open review item keyed PoisonID; the same message again is a no-op.
-// r needs MessageID, Summary and the body's hash and size; ParkMark in its
-// safe actions becomes 1, the item's only park.
+// as an open review item keyed PoisonID, at park 1; the same message again
+// is a no-op. r needs MessageID, Summary and the body's hash and size.
 func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if r.MessageID == "" {
 		return nil, errors.New("ledger: PutPoison needs MessageID")
