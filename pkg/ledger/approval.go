@@ -14,16 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Approval states (the task view's approval.state).
 const (
+	// Approval states (the task view's approval.state).
 	ApprovalPending   = "pending"
 	ApprovalApproved  = "approved"
 	ApprovalRejected  = "rejected"
 	ApprovalWithdrawn = "withdrawn"
 	ApprovalExpired   = "expired"
-)
-
-const (
 	// ReviewApprovalExpired: a task's approval deadline passed without a decision.
 	ReviewApprovalExpired = "approval_expired"
 	// DefaultApprovalTTL is the approval deadline of a gated task whose plan names none.
@@ -90,11 +87,7 @@ func SHA256Hex(s string) string {
 // task for plan entry index of an approval of artifact sha in round: after
 // a withdrawal a new approval is new work.
 func DeliveryKey(taskID, sha string, index, round int) string {
-	k := "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index)
-	if round > 0 {
-		k += ":r" + strconv.Itoa(round)
-	}
-	return k
+	return "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index) + pick(round > 0, ":r"+strconv.Itoa(round), "")
 }
 
 // resultSHA256 is the hex SHA-256 of the result's bytes: in S3, its
@@ -142,10 +135,7 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if len(r.Deliveries) > MaxDeliveries {
 		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
 	}
-	approved := r.ArtifactSHA256
-	if r.EditedResult != "" {
-		approved = SHA256Hex(r.EditedResult)
-	}
+	approved := pick(r.EditedResult != "", SHA256Hex(r.EditedResult), r.ArtifactSHA256)
 	if approvedAlready(t, r, approved) {
 		return t, true, nil
 	}
@@ -342,7 +332,7 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 		u.set("approval_round", num(int64(t.ApprovalRound+1)))
 		if len(t.DeliveryIDs) > 0 {
 			// The round condition makes t's lists the current ones.
-			u.set("withdrawn_delivery_ids", strList(append(append([]string{}, t.WithdrawnDeliveryIDs...), t.DeliveryIDs...)))
+			u.set("withdrawn_delivery_ids", strList(slices.Concat(t.WithdrawnDeliveryIDs, t.DeliveryIDs)))
 		}
 		u.stamp(now)
 		c.Now = now

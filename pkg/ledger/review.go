@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Review reasons.
 const (
+	// Review reasons.
 	ReviewBudgetExhausted = "budget_exhausted"
 	ReviewUnknownOutcome  = "unknown_outcome"
 	ReviewProviderConfig  = "provider_config"
@@ -25,16 +25,10 @@ const (
 	ReviewStaleLease      = "stale_lease"
 	ReviewResultTooLarge  = "result_too_large" // the result does not fit DynamoDB's 400 KB item: not saved
 	ReviewResultNotSaved  = "result_not_saved" // a readback found it; saving it failed until the age budget ended
-)
-
-// Review statuses.
-const (
+	// Review statuses.
 	ReviewOpen     = "open"
 	ReviewResolved = "resolved"
-)
-
-// Resolutions recorded on a resolved review item.
-const (
+	// Resolutions recorded on a resolved review item.
 	ResolutionRetry     = "retry"
 	ResolutionCompleted = "completed"
 	ResolutionFailed    = "failed"
@@ -84,11 +78,8 @@ const ParkMark = "{park}"
 // withPark is a copy of actions with ParkMark replaced by n: the caller's
 // review may be written again (a park refused, then revised).
 func withPark(actions []string, n int) []string {
-	if actions == nil {
-		return nil
-	}
-	out := make([]string, len(actions))
-	for i, a := range actions {
+	out := slices.Clone(actions)
+	for i, a := range out {
 		out[i] = strings.ReplaceAll(a, ParkMark, strconv.Itoa(n))
 	}
 	return out
@@ -96,9 +87,8 @@ func withPark(actions []string, n int) []string {
 
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &l.cfg.ReviewTable, Key: taskKey(taskID), ConsistentRead: aws.Bool(true),
-	})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.cfg.ReviewTable, Key: taskKey(taskID),
+		ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, wrapErr("GetItem review", err)
 	}
@@ -183,14 +173,12 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 // read would cost a GetItem on every park.
 func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	p := *t
-	p.State = StateNeedsReview
-	p.ReviewReason, p.ReviewSummary, p.ParkCount = r.Reason, r.Summary, r.ParkCount
+	p.State, p.ReviewReason, p.ReviewSummary, p.ParkCount = StateNeedsReview, r.Reason, r.Summary, r.ParkCount
 	if r.ErrorClass != "" {
 		p.ErrorClass, p.ErrorMessage = r.ErrorClass, r.ErrorMessage
 	}
-	p.UpdatedMs = now.UnixMilli()
+	p.UpdatedMs, p.WriteNonce = now.UnixMilli(), nonce
 	p.UpdatedAt = msString(p.UpdatedMs) // as a read derives it
-	p.WriteNonce = nonce
 	p.StateShard, p.DueAt, p.LeaseOwner, p.LeaseUntil, p.NotBefore = "", 0, "", 0, 0
 	p.UnknownSinceMs, p.OpenUnknownMs = 0, 0 // off's removals: the review carries the question now
 	return &p
