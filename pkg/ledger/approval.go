@@ -25,8 +25,7 @@ const (
 	ReviewApprovalExpired = "approval_expired"
 	// DefaultApprovalTTL is the approval deadline of a gated task whose plan names none.
 	DefaultApprovalTTL = 72 * time.Hour
-	// MaxApprovalTTL is the longest approval deadline Create and the HTTP API
-	// accept: it bounds how long a task that spent waits to end (spend's retention).
+	// MaxApprovalTTL is the longest approval deadline Create and the API accept (spend's retention relies on it).
 	MaxApprovalTTL = 30 * 24 * time.Hour
 	// MaxDeliveries caps one approval's deliver tasks (in its TransactWriteItems: at most 100 items).
 	MaxDeliveries = 10
@@ -34,34 +33,29 @@ const (
 	KindDeliver = "deliver"
 )
 
-// Approval is a task's approval gate and its decisions (DESIGN §10),
-// embedded in Task: Plan and the gate are fixed at submit, the rest written
-// by the completion (result_sha256), Approve, Reject and Withdraw.
+// Approval is a task's approval gate, fixed at submit with Plan, and the
+// decisions on it (DESIGN §10), embedded in Task.
 type Approval struct {
-	// Plan is the canonical JSON of the plan declared at submit,
-	// {"approval":{...},"deliver":[...]} (part of the payload hash).
+	// Plan is the submitted plan's canonical JSON {"approval":{...},"deliver":[...]}, in the payload hash.
 	Plan               string `dynamodbav:"plan,omitempty"`
 	ApprovalRequired   bool   `dynamodbav:"approval_required,omitempty"` // a completion awaits approval
 	ApprovalTTLSeconds int64  `dynamodbav:"approval_ttl_s,omitempty"`
-	ResultSHA256       string `dynamodbav:"result_sha256,omitempty"` // of the stored result's bytes: an approver echoes it
-	// Generated* keep the generated artifact an approver edited (the edit
-	// became Result); GeneratedResultRef when it was in S3.
+	ResultSHA256       string `dynamodbav:"result_sha256,omitempty"` // of the stored bytes; an approver echoes it
+	// Generated* keep the artifact an approver edited (the edit became Result); *Ref: in S3.
 	GeneratedResult    string      `dynamodbav:"generated_result,omitempty"`
 	GeneratedSHA256    string      `dynamodbav:"generated_sha256,omitempty"`
 	GeneratedResultRef *PayloadRef `dynamodbav:"generated_result_ref,omitempty"`
 	ApprovalState      string      `dynamodbav:"approval_state,omitempty"`
 	ApprovalDeadlineMs int64       `dynamodbav:"approval_deadline_ms,omitempty"`
-	// ApprovalSHA256 is the artifact the last decision concerned (the edit,
-	// if any); ApprovalBasisSHA256 the one the approver was shown and echoed.
+	// ApprovalSHA256: the artifact last decided (the edit, if any); ApprovalBasisSHA256: the one shown and echoed.
 	ApprovalSHA256      string `dynamodbav:"approval_sha256,omitempty"`
 	ApprovalBasisSHA256 string `dynamodbav:"approval_basis_sha256,omitempty"`
 	DecidedBy           string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt           string `dynamodbav:"decided_at,omitempty"`
 	ApprovalNote        string `dynamodbav:"approval_note,omitempty"`
 	ApprovalPolicy      string `dynamodbav:"approval_policy,omitempty"` // the policy that allowed the decision
-	ApprovalRound       int    `dynamodbav:"approval_round,omitempty"`  // withdrawals so far: each round's DeliveryKey differs
-	// DeliveryIDs are the standing approval's deliver tasks;
-	// WithdrawnDeliveryIDs those of withdrawn ones (now cancelled).
+	ApprovalRound       int    `dynamodbav:"approval_round,omitempty"`  // withdrawals so far (DeliveryKey's round)
+	// DeliveryIDs: the standing approval's deliver tasks; Withdrawn*: withdrawn ones' (cancelled).
 	DeliveryIDs          []string `dynamodbav:"delivery_ids,omitempty"`
 	WithdrawnDeliveryIDs []string `dynamodbav:"withdrawn_delivery_ids,omitempty"`
 }
@@ -84,14 +78,12 @@ func SHA256Hex(s string) string {
 }
 
 // DeliveryKey is the idempotency key (in the task's scope) of the deliver
-// task for plan entry index of an approval of artifact sha in round: after
-// a withdrawal a new approval is new work.
+// task for plan entry index approving sha in round: after a withdrawal, new work.
 func DeliveryKey(taskID, sha string, index, round int) string {
 	return "approval:" + taskID + ":" + sha + ":" + strconv.Itoa(index) + pick(round > 0, ":r"+strconv.Itoa(round), "")
 }
 
-// resultSHA256 is the hex SHA-256 of the result's bytes: in S3, its
-// reference's (verified on every read).
+// resultSHA256 is the result's hex SHA-256; in S3, its reference's (verified on every read).
 func (c Completion) resultSHA256() string {
 	if c.ResultRef != nil {
 		return c.ResultRef.SHA256
@@ -104,10 +96,8 @@ type ApproveRequest struct {
 	ArtifactSHA256   string // of the result the approver was shown: the task's result_sha256
 	EditedResult     string // JSON replacing the result ("" for none); the generated one is kept
 	By, Note, Policy string
-	// Deliveries are the deliver tasks, one per plan entry, keyed DeliveryKey
-	// (approved sha, task.ApprovalRound) in the task's scope, parent the task.
-	Deliveries []NewTask
-	FollowUps  []NewTask // the requester's notification (at most MaxFollowUps)
+	Deliveries       []NewTask // one per plan entry, keyed DeliveryKey, parent the task
+	FollowUps        []NewTask // the requester's notification (at most MaxFollowUps)
 }
 
 // ArtifactChangedError: the approved hash is not the current result; nothing was written.
@@ -127,10 +117,10 @@ func (e *ArtifactChangedError) Error() string {
 }
 
 // Approve completes t (as read) and creates its deliver and follow-up tasks
-// in ONE TransactWriteItems (rows approve, approve_delivery). The same
-// approval again writes nothing and returns the task, replay=true. Errors:
-// *ArtifactChangedError, *ConflictError (not awaiting approval, or a
-// delivery id taken), *ItemTooLargeError, *ThrottledError.
+// in ONE TransactWriteItems (rows approve, approve_delivery); the same
+// approval again writes nothing and returns t, replay=true. Errors:
+// *ArtifactChangedError, *ConflictError (not awaiting approval, or a delivery
+// id taken), *ItemTooLargeError, *ThrottledError.
 func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Task, replay bool, _ error) {
 	if len(r.Deliveries) > MaxDeliveries {
 		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
@@ -180,9 +170,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if r.EditedResult != "" {
 		u.set("result", str(r.EditedResult))
 		u.set("result_sha256", str(approved))
-		// The generated artifact is kept once: a second edit (after a
-		// withdraw) must not overwrite it with the first. One in S3 keeps
-		// its reference (the edit is inline).
+		// The generated artifact is kept once, not overwritten by a second
+		// edit (after a withdraw); one in S3 by its reference (the edit is inline).
 		if t.GeneratedSHA256 == "" {
 			u.set("generated_sha256", str(t.ResultSHA256))
 			if t.ResultRef != nil {
@@ -220,9 +209,8 @@ func approvedAlready(t *Task, r ApproveRequest, approved string) bool {
 		t.ApprovalBasisSHA256 == r.ArtifactSHA256 && t.ApprovalSHA256 == approved
 }
 
-// Reject records that a person rejected t's result as read (row reject); a
-// rejected task is returned unchanged, replay=true. Errors: *ConflictError
-// (not awaiting approval), ErrNotFound.
+// Reject records that a person rejected t's result as read (row reject); a rejected task is
+// returned unchanged, replay=true. Errors: *ConflictError (not awaiting approval), ErrNotFound.
 func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (_ *Task, replay bool, _ error) {
 	if t.State == StateRejected {
 		return t, true, nil
@@ -235,8 +223,7 @@ func (l *Ledger) Reject(ctx context.Context, t *Task, by, note, policy string) (
 	return l.decideOne(ctx, "reject", t.TaskID, &Call{Now: now, SHA256: t.ResultSHA256}, u)
 }
 
-// DeliveriesStartedError: a withdrawal found deliveries that started
-// (Started); their outcome stands, nothing was written.
+// DeliveriesStartedError: a withdrawal found started deliveries; they stand, nothing was written.
 type DeliveriesStartedError struct {
 	TaskID     string
 	Deliveries []*Task // every delivery of the standing approval, as read
@@ -246,8 +233,7 @@ func (e *DeliveriesStartedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: cannot withdraw the approval, %d deliveries have started", e.TaskID, len(Started(e.Deliveries)))
 }
 
-// Started returns the deliveries that started: claimed at least once
-// (assignment_version > 0), or no longer queued.
+// Started returns the deliveries claimed at least once or no longer queued.
 func Started(ds []*Task) []*Task {
 	var out []*Task
 	for _, d := range ds {
@@ -258,8 +244,7 @@ func Started(ds []*Task) []*Task {
 	return out
 }
 
-// Deliveries reads the deliver tasks ids (consistent reads); a missing one
-// is a task with only its id.
+// Deliveries reads the deliver tasks ids (consistent); a missing one is a task with only its id.
 func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) {
 	out := make([]*Task, 0, len(ids))
 	for _, id := range ids {
@@ -275,13 +260,13 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 	return out, nil
 }
 
-// Withdraw withdraws a completed task's standing approval, its deliveries
-// all unstarted, in ONE TransactWriteItems (rows withdraw,
-// withdraw_delivery); a delivery claimed in between refuses it, decided
-// again from fresh reads. A withdrawn approval is returned unchanged.
-// notify's follow-ups (the approvers' notification) join it unless the new
-// round is due at once (nextRoundDeadline): nobody could decide it. Errors:
-// *DeliveriesStartedError, *ConflictError (no standing approval), ErrNotFound.
+// Withdraw withdraws a completed task's standing approval, its deliveries all
+// unstarted, in ONE TransactWriteItems (rows withdraw, withdraw_delivery); a
+// delivery claimed in between refuses it, decided again from fresh reads. A
+// withdrawn approval is returned unchanged. notify's follow-ups (to approvers)
+// join it unless the new round is due at once (nextRoundDeadline): nobody
+// could decide it. Errors: *DeliveriesStartedError, *ConflictError (no
+// standing approval), ErrNotFound.
 func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, notify ...func(*Task) []NewTask) (*Task, error) {
 	for try := 0; ; try++ {
 		t, err := l.Get(ctx, taskID)
@@ -344,24 +329,21 @@ func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, 
 	}
 }
 
-// nextRoundDeadline is the deadline of the round a withdrawal at now opens:
-// a full approval TTL, so whoever withdrew can decide again, but never before
-// the old round's deadline nor past MaxApprovalTTL after the result was saved.
+// nextRoundDeadline is the next round's deadline, a withdrawal at now's: a full approval TTL, so whoever
+// withdrew can decide again, never before the old round's nor past MaxApprovalTTL after the result was saved.
 func nextRoundDeadline(t *Task, now time.Time) int64 {
 	fresh := min(now.Add(t.ApprovalTTL()).UnixMilli(), t.CompletedMs+MaxApprovalTTL.Milliseconds())
 	return max(t.ApprovalDeadlineMs, fresh, now.UnixMilli())
 }
 
-// ExpireApproval parks t, read awaiting_approval past its deadline, with r
-// as approval_expired (row expire_approval: a round a withdrawal opened
-// since is left to its approvers); followUps notify of the park.
+// ExpireApproval parks t (read awaiting_approval past its deadline) approval_expired with r (row
+// expire_approval: a round reopened since is left to its approvers); followUps notify of it.
 func (l *Ledger) ExpireApproval(ctx context.Context, t *Task, r Review, followUps ...NewTask) (*Task, error) {
 	r.Reason = ReviewApprovalExpired
 	return l.Park(ctx, t, ParkOptions{State: StateAwaitingApproval, Version: t.AssignmentVersion, DueAt: t.DueAt, FollowUps: followUps}, r)
 }
 
-// decide sends the task update u (plus items) as one TransactWriteItems
-// (txWrite); a refusal is *ConflictError with the task as read.
+// decide sends u and items in one transaction (txWrite); refused: *ConflictError, the task as read.
 func (l *Ledger) decide(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (*Task, error) {
 	cur, refused, err := l.txWrite(ctx, op, taskID, u, items)
 	switch {

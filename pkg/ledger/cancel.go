@@ -16,24 +16,22 @@ const (
 	CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 )
 
-// CancelRunning cancels a task running as read (or unknown with no cancel
-// pending) by bumping its fencing token, so none of the worker's writes can
-// land. Whether the provider acted is not known yet: the task goes to
-// unknown (cancel_version = the version read), due when the fenced lease
-// would end; the unknown rules end it cancelled, completed or parked unless
-// the fenced worker settles it first (CompleteCancelled, CancelUnknown).
-// Errors: ErrNotFound; *ConflictError (no longer running at the version).
+// CancelRunning cancels a task running as read (or unknown, no cancel pending)
+// by bumping its fencing token: none of the worker's writes can land. Whether
+// the provider acted is not known yet, so the task goes to unknown
+// (cancel_version = the version read), due when the fenced lease would end;
+// the unknown rules end it cancelled, completed or parked unless the fenced
+// worker settles it first (CompleteCancelled, CancelUnknown). Errors:
+// ErrNotFound; *ConflictError (no longer running at the version).
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
-	// A live worker renews every lease/3: the lease it held when read ends
-	// after its next renewal, the one that finds it fenced.
+	// A live worker renews every lease/3: its lease as read ends after the renewal that finds it fenced.
 	l.live(u, StateUnknown, read.TaskID, max(read.LeaseUntil, now.UnixMilli()))
-	// The fenced call started while its lease held, so it ends by the
-	// lease's end plus the call timeout: the uncertainty dates from there
-	// (Task.UnknownSince), or from an unknown task's own. A lapsed lease read
-	// must still be the item's (guard "lapsed lease as read"): a worker that
-	// renewed it since may have started its call after it.
+	// The fenced call started while its lease held, so it ends by the lease's end
+	// plus the call timeout: the uncertainty dates from there (Task.UnknownSince),
+	// or from an unknown task's own. A lapsed lease read must still be the item's
+	// (guard "lapsed lease as read"): one renewed since may have started its call later.
 	c := &Call{Now: now, Version: read.AssignmentVersion}
 	switch {
 	case read.State == StateUnknown:
@@ -52,9 +50,8 @@ func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 }
 
 // CancelUnknown ends cancelled a task CancelRunning left at version
-// (Task.CancelledWhileRunning) once it is known the provider did not act
-// (why, its error message, says how); an attempt claimed since is refused
-// with a *FencedError.
+// (Task.CancelledWhileRunning), once it is known the provider did not act
+// (why says how); an attempt claimed since is refused: *FencedError.
 func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64, why string) (*Task, error) {
 	return l.fenced(ctx, "cancel_unknown", taskID, version, nil, func(u *update, now time.Time) {
 		l.off(u, StateCancelled, now)
@@ -63,11 +60,11 @@ func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64
 }
 
 // CompleteCancelled saves the result the worker received before a cancel
-// while running fenced it at version-1 (version: the one the cancel left).
-// The provider acted and billed; discarding the result in hand would leave
-// a park whose only remedy is a second call. The task completes (or awaits
-// approval) with class cancel_too_late; if anything decided it first,
-// *FencedError, nothing written. Accepts WithNonce.
+// while running fenced it (version: the one the cancel left). The provider
+// acted and billed; discarding the result in hand would leave a park whose
+// only remedy is a second call. The task completes (or awaits approval),
+// class cancel_too_late; anything that decided it first: *FencedError,
+// nothing written. Accepts WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)

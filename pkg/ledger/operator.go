@@ -68,9 +68,8 @@ func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *R
 			l.giveBack(tu, taskID, now)
 			tu.set("budget_start_ms", num(now.UnixMilli()))
 			tu.set("deadline_ms", num(now.UnixMilli()+cur.MaxAgeMs))
-			// The task starts clean: its view shows no stale error (the
-			// review keeps it) and a gated task's approval starts over. The
-			// round and withdrawn deliveries stay: new deliveries get new keys.
+			// The task starts clean (the review keeps its error) and a gated task's approval starts
+			// over; the round and withdrawn deliveries stay, so new deliveries get new keys.
 			tu.remove("review_reason", "review_summary", "result", "result_ref", "lease_owner", "lease_until", "not_before",
 				"error_class", "error_message", "result_sha256", "generated_result", "generated_sha256", "generated_result_ref",
 				"approval_state", "approval_deadline_ms", "approval_sha256", "approval_basis_sha256", "decided_by",

@@ -35,8 +35,7 @@ const (
 	ResolutionCancelled = "cancelled" // a worker ended the parked task (CancelLapsed), not an operator
 )
 
-// Review is one item of the dead-letter review table, its attributes flat
-// so each is a column in the DynamoDB console's "Explore items".
+// Review is one item of the dead-letter review table, flat so each attribute is a DynamoDB console column.
 type Review struct {
 	TaskID         string   `dynamodbav:"task_id" json:"task_id"`
 	ReviewStatus   string   `dynamodbav:"review_status" json:"review_status"`
@@ -57,8 +56,7 @@ type Review struct {
 	ResolvedBy     string   `dynamodbav:"resolved_by,omitempty" json:"resolved_by,omitempty"`
 	Resolution     string   `dynamodbav:"resolution,omitempty" json:"resolution,omitempty"`
 	ResolutionNote string   `dynamodbav:"resolution_note,omitempty" json:"resolution_note,omitempty"`
-	// ParkCount counts the task's parks (a park after an operator retry
-	// overwrites the resolved item).
+	// ParkCount counts the task's parks (a park after a retry overwrites the resolved item).
 	ParkCount int `dynamodbav:"park_count" json:"park_count"`
 	// MessageID and BodySHA256/BodyBytes describe a poison message.
 	MessageID  string `dynamodbav:"message_id,omitempty" json:"message_id,omitempty"`
@@ -67,16 +65,14 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
-// ParkMark stands for the park's number in a review's SafeActions: a
-// suggested command ("taskledger review retry <id> --park "+ParkMark),
-// copied later from a ticket or an alert, must decide only the park it was
-// read on, not a later one. Only the write that records the review knows
-// that number for certain (Park counts it from the task it is conditioned
-// on; a poison item's is 1; ReviseLapsed* are given it): it replaces the mark.
+// ParkMark stands for the park's number in a review's SafeActions: a command
+// ("taskledger review retry <id> --park "+ParkMark) copied later from a ticket
+// or alert must decide only the park it was read on. The write that records
+// the review, the only one sure of the number, replaces the mark (Park counts
+// it from the task it is conditioned on; ReviseLapsed* are given it; poison: 1).
 const ParkMark = "{park}"
 
-// withPark is a copy of actions with ParkMark replaced by n: the caller's
-// review may be written again (a park refused, then revised).
+// withPark copies actions, ParkMark replaced by n: the caller's review may be written again.
 func withPark(actions []string, n int) []string {
 	out := slices.Clone(actions)
 	for i, a := range out {
@@ -102,14 +98,13 @@ func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) 
 	return &r, nil
 }
 
-// ParkOptions say what the task must still look like, as the caller read
-// it, for parking to apply.
+// ParkOptions say what the task, as the caller read it, must still be for Park to apply.
 type ParkOptions struct {
 	State        State
 	Version      int64     // doc.go, "Versions"
 	LeaseExpired bool      // also require lease_until < now
 	DueAt        int64     // when set, also require due_at (row expire_approval)
-	FollowUps    []NewTask // created in the park's transaction (row follow_up), parent the task; at most MaxFollowUps
+	FollowUps    []NewTask // in the park's transaction (row follow_up), parent the task; at most MaxFollowUps
 }
 
 // Park moves a task to needs_review and writes its review item in ONE
@@ -125,8 +120,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	r.ProviderRef = cmp.Or(r.ProviderRef, t.ProviderRef)
 	r.PayloadSHA256, r.CorrelationID = t.PayloadSHA256, t.CorrelationID
 	r.Resolution, r.ResolvedAt, r.ResolvedBy, r.ResolutionNote, r.ExpiresAt = "", "", "", "", 0
-	// The park is conditioned on t's park count (guard "park count as
-	// read") and only a park changes it: no read of the old review item.
+	// Conditioned on t's park_count, which only a park changes: no read of the old review item.
 	item, err := r.open(t.TaskID, t.ParkCount+1, now)
 	if err != nil {
 		return nil, err
@@ -169,8 +163,7 @@ func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*T
 	return nil, conflict("park", t.TaskID, cur)
 }
 
-// parkedCopy is t as Park leaves it: a transaction returns no item, and a
-// read would cost a GetItem on every park.
+// parkedCopy is t as Park left it: a transaction returns no item, and a read costs a GetItem.
 func parkedCopy(t *Task, r Review, now time.Time, nonce string) *Task {
 	p := *t
 	p.State, p.ReviewReason, p.ReviewSummary, p.ParkCount = StateNeedsReview, r.Reason, r.Summary, r.ParkCount
@@ -228,16 +221,14 @@ func isTxConditionFailed(err error) bool {
 	return ok && (len(codes) == 0 || slices.Contains(codes, "ConditionalCheckFailed"))
 }
 
-// isTxConflict: cancelled only because another request was writing one of
-// its items, no condition failed.
+// isTxConflict: cancelled only because another request wrote one of its items, no condition failed.
 func isTxConflict(err error) bool {
 	codes, _ := txReasons(err)
 	return slices.Contains(codes, "TransactionConflict") && !slices.Contains(codes, "ConditionalCheckFailed")
 }
 
-// PutPoison records a poison message (a body that is not a task reference)
-// as an open review item keyed PoisonID, at park 1; the same message again
-// is a no-op. r needs MessageID, Summary and the body's hash and size.
+// PutPoison records a poison message (a body that is not a task reference) as an open review item
+// keyed PoisonID at park 1; the same message again is a no-op. r needs MessageID, Summary, body hash, size.
 func (l *Ledger) PutPoison(ctx context.Context, r Review) (*Review, error) {
 	if r.MessageID == "" {
 		return nil, errors.New("ledger: PutPoison needs MessageID")
