@@ -26,13 +26,6 @@ type ClaimOptions struct {
 	TakeoverKind  string
 }
 
-func (o ClaimOptions) withDefaults() ClaimOptions {
-	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
-	}
-	return o
-}
-
 // Claim takes the task for one attempt (row claim, one conditional
 // UpdateItem): state running, assignment_version (the fencing token) and
 // attempts +1, and the lease. Refused by a retry_wait task, it writes again
@@ -43,25 +36,14 @@ func (o ClaimOptions) withDefaults() ClaimOptions {
 // not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
 // contended), *ThrottledError.
 func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
-	o = o.withDefaults()
-	now := l.cfg.Now().UTC()
-	tr, c := row("claim"), &Call{Now: now}
-	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(l.claimUpdate(now, o), c))
-	switch {
-	case t != nil || err != nil || old == nil:
-	case old.State == StateRetryWait:
-		return l.ClaimRetry(ctx, old, o)
-	case o.AllowTakeover && old.State == StateRunning:
-		return l.TakeOver(ctx, old, o)
-	}
-	return l.claimed(ctx, taskID, t, old, err, tr, c, o)
+	return l.claim(ctx, "claim", taskID, nil, o, Call{}, nil)
 }
 
 // ClaimRetry claims read, a retry_wait task, for its next attempt (row
 // claim_retry: also moves its by_state entry to active): the refused
 // claim's second write. Errors: as Claim's.
 func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
-	return l.claimRead(ctx, "claim_retry", read, o, Call{}, func(u *update) {
+	return l.claim(ctx, "claim_retry", read.TaskID, read, o, Call{}, func(u *update) {
 		u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
 	})
 }
@@ -73,31 +55,38 @@ func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*T
 // history says unknown. Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
-	return l.claimRead(ctx, "claim_takeover", read, o, c, func(u *update) {
+	return l.claim(ctx, "claim_takeover", read.TaskID, read, o, c, func(u *update) {
 		u.setIfAbsent("open_unknown_ms", num(read.LeaseUntil))
 		u.attempt = read
 		recordAttempt(u, OutcomeUnknown, ReasonUnknown, read.LeaseUntil)
 	})
 }
 
-// claimRead sends row op for c as a claim of read, its update completed by
-// set; unsent when read does not allow it.
-func (l *Ledger) claimRead(ctx context.Context, op string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
-	o = o.withDefaults()
+// claim sends row op for c as a claim of taskID, its update completed by
+// set: Claim's first write (read nil), or a second one of read, unsent when
+// read does not allow it; refused, Claim's first write is written again as
+// ClaimRetry or TakeOver. due_at and state_shard stay: no index write
+// (doc.go, "States and retention"). claim_retry moves the entry to active,
+// where a worker dead before its first heartbeat is found at once.
+func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
 	c.Now = l.cfg.Now().UTC()
 	tr := row(op)
-	if !tr.Allows(read, c) {
-		return nil, whyNotClaimable(read.TaskID, read, tr, &c)
+	if read != nil && !tr.Allows(read, c) {
+		return nil, whyNotClaimable(taskID, read, tr, &c)
 	}
-	u := l.claimUpdate(c.Now, o)
-	set(u)
-	t, old, err := l.attempt(ctx, "claim", read.TaskID, tr.condition(u, &c))
-	return l.claimed(ctx, read.TaskID, t, old, err, tr, &c, o)
-}
-
-// claimed is what a claim's write (tr for c) answers: the task claimed
-// (renewed when its dispatch deadline lies far past the lease), or why not.
-func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err error, tr *Transition, c *Call, o ClaimOptions) (*Task, error) {
+	u := newUpdate()
+	u.set("state", strState(StateRunning))
+	u.set("lease_owner", str(o.Owner))
+	u.set("lease_until", num(c.Now.Add(o.Lease).UnixMilli()))
+	u.stamp(c.Now)
+	u.remove("not_before")
+	if set != nil {
+		set(u)
+	}
+	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, &c))
 	switch {
 	case err != nil:
 		return nil, err
@@ -112,22 +101,12 @@ func (l *Ledger) claimed(ctx context.Context, taskID string, t, old *Task, err e
 		return t, nil
 	case t != nil:
 		return t, nil
+	case read == nil && old != nil && old.State == StateRetryWait:
+		return l.ClaimRetry(ctx, old, o)
+	case read == nil && old != nil && o.AllowTakeover && old.State == StateRunning:
+		return l.TakeOver(ctx, old, o)
 	}
-	return nil, whyNotClaimable(taskID, old, tr, c)
-}
-
-// claimUpdate is a claim's update before its row's changes and condition.
-// due_at and state_shard stay: no index write (doc.go, "States and
-// retention"). claim_retry moves the entry to active, where a worker dead
-// before its first heartbeat is found at once.
-func (l *Ledger) claimUpdate(now time.Time, o ClaimOptions) *update {
-	u := newUpdate()
-	u.set("state", strState(StateRunning))
-	u.set("lease_owner", str(o.Owner))
-	u.set("lease_until", num(now.Add(o.Lease).UnixMilli()))
-	u.stamp(now)
-	u.remove("not_before")
-	return u
+	return nil, whyNotClaimable(taskID, old, tr, &c)
 }
 
 // ReasonContended: the task looked claimable when re-read; another writer
@@ -135,9 +114,9 @@ func (l *Ledger) claimUpdate(now time.Time, o ClaimOptions) *update {
 const ReasonContended = "contended"
 
 // whyNotClaimable names the first of the claim's guards (tr's, for c)
-// that t fails, the state first.
+// that t fails, the state first; none: contended.
 func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaimableError {
-	e := &NotClaimableError{TaskID: taskID, Task: t}
+	e := &NotClaimableError{TaskID: taskID, Task: t, Reason: ReasonContended}
 	switch {
 	case t == nil:
 		e.Reason = ReasonNotFound
@@ -154,15 +133,13 @@ func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaima
 	case !gBeforeDeadline.holds(t, c):
 		e.Reason, e.Budget = ReasonBudgetExhausted, "max_age"
 	case t.State == StateRunning && c.Version != 0 && t.AssignmentVersion != c.Version:
-		// A takeover (TakeOver) at a version another takeover replaced, whose
-		// lease lapsed too: a lost race, not the reconciler's business.
-		e.Reason = ReasonContended
+		// Contended: a takeover (TakeOver) at a version another takeover
+		// replaced, whose lease lapsed too: a lost race, not the reconciler's
+		// business.
 	case t.State == StateRunning && !tr.Allows(t, *c):
 		e.Reason = ReasonExpiredLease // no takeover, or not of its kind
 	case t.State == StateRetryWait && !gDue.holds(t, c):
 		e.Reason = ReasonNotDue
-	default:
-		e.Reason = ReasonContended
 	}
 	return e
 }
@@ -245,12 +222,10 @@ func renewLease(u *update, now time.Time, lease time.Duration) {
 // a millisecond, untilMs — so a dead worker's task is still found within
 // the age budget plus one reconciler period.
 func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
-	step := lease.Milliseconds()
-	if step <= 0 || deadlineMs <= 0 {
-		return untilMs
-	}
-	if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
-		return d
+	if step := lease.Milliseconds(); step > 0 && deadlineMs > 0 {
+		if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
+			return d
+		}
 	}
 	return untilMs
 }
@@ -267,25 +242,20 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	c := &Call{Now: now, Version: version, Lease: lease}
-	mark := func(renew bool) *update {
+	mark := func() *update {
 		u := newUpdate().with(opts)
 		u.set("call_started_version", num(version))
 		u.set("call_started_ms", num(now.UnixMilli()))
-		if renew {
-			renewLease(u, now, lease)
-		}
 		return u
 	}
-	u := mark(false)
-	u.stamp(now)
-	t, old, err := l.attempt(ctx, "call_started", taskID, row("call_started").condition(u, c))
-	switch {
-	case t != nil || err != nil:
+	t, err := l.write(ctx, "call_started", row("call_started"), taskID, c, mark())
+	var fe *FencedError
+	if !errors.As(err, &fe) || !row("call_started_renew").Allows(fe.Current, *c) || fe.Current.HasResult() {
 		return t, err
-	case !row("call_started_renew").Allows(old, *c) || old.HasResult():
-		return nil, fencedBy(taskID, version, old)
 	}
-	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, mark(true))
+	u := mark()
+	renewLease(u, now, lease)
+	return l.write(ctx, "call_started", row("call_started_renew"), taskID, c, u)
 }
 
 // Completion is the saved outcome of a successful generation.
@@ -739,13 +709,10 @@ func (l *Ledger) claimDispatch(ctx context.Context, t *Task, wait time.Duration)
 	u.set("dispatches", num(int64(t.Dispatches+1)))
 	u.stamp(now)
 	nt, old, err := l.attempt(ctx, "dispatch", t.TaskID, row("dispatch").condition(u, &Call{Now: now, State: t.State, DueAt: t.DueAt, Dispatches: t.Dispatches}))
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, false, wrapErr("UpdateItem dispatch", err)
-	case nt != nil:
-		return nt, true, nil
 	}
-	return old, false, nil
+	return cmp.Or(nt, old), nt != nil, nil
 }
 
 // Cancel cancels a queued or retry_wait task. Cancelling a cancelled task
@@ -884,13 +851,10 @@ func (t *Task) UnknownSince() time.Time {
 // item limit: check before Complete, which could only fail.
 func CheckCompletion(t *Task, c Completion) error {
 	n, err := CompletedItemSize(t, c)
-	if err != nil {
-		return err
-	}
-	if n > itemsize.MaxItemBytes {
+	if err == nil && n > itemsize.MaxItemBytes {
 		return &ItemTooLargeError{TaskID: t.TaskID, Op: "complete", Bytes: n, ResultBytes: len(c.Result), Limit: itemsize.MaxItemBytes}
 	}
-	return nil
+	return err
 }
 
 // CompletedItemSize returns the size (DynamoDB's rules, package itemsize)
