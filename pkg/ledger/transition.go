@@ -26,33 +26,25 @@ type ClaimOptions struct {
 	TakeoverKind  string
 }
 
-// Claim takes the task for one attempt (row claim, one conditional
-// UpdateItem): state running, assignment_version (the fencing token) and
-// attempts +1, and the lease. Refused by a retry_wait task, it writes again
-// as ClaimRetry; with AllowTakeover, refused by a running task whose lease
-// expired, as TakeOver at the version the refusal read. A lost reply retried
-// by the SDK is recognised by write_nonce: claimed, not "leased".
-// Errors: *NotClaimableError with the reason (terminal, parked, leased,
-// not_due, unknown_outcome, budget_exhausted, expired_lease, not_found,
-// contended), *ThrottledError.
+// Claim takes the task for one attempt (row claim): running, its fencing
+// token and attempts +1, leased to o.Owner. Refused by a retry_wait task it
+// writes again as ClaimRetry; with AllowTakeover, by a running task whose
+// lease expired, as TakeOver. Errors: *NotClaimableError, *ThrottledError.
 func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
 	return l.claim(ctx, "claim", taskID, nil, o, Call{}, nil)
 }
 
-// ClaimRetry claims read, a retry_wait task, for its next attempt (row
-// claim_retry: also moves its by_state entry to active): the refused
-// claim's second write. Errors: as Claim's.
+// ClaimRetry claims read, a retry_wait task, for its next attempt: the
+// refused claim's second write (row claim_retry). Errors: as Claim's.
 func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	return l.claim(ctx, "claim_retry", read.TaskID, read, o, Call{}, func(u *update) {
 		u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
 	})
 }
 
-// TakeOver claims read, a running task whose lease expired, for a new
-// attempt (row claim_takeover, at read's version): Claim's second write with
-// AllowTakeover. The attempt taken over may have reached the provider: its
-// outcome stays open (Task.OpenUncertainty, since its lease's end) and its
-// history says unknown. Errors: as Claim's.
+// TakeOver claims read, a running task whose lease expired, at its version
+// (row claim_takeover). The attempt taken over may have reached the provider:
+// its outcome stays open since its lease's end. Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
 	return l.claim(ctx, "claim_takeover", read.TaskID, read, o, c, func(u *update) {
@@ -62,12 +54,10 @@ func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Tas
 	})
 }
 
-// claim sends row op for c as a claim of taskID, its update completed by
-// set: Claim's first write (read nil), or a second one of read, unsent when
-// read does not allow it; refused, Claim's first write is written again as
-// ClaimRetry or TakeOver. due_at and state_shard stay: no index write
-// (doc.go, "States and retention"). claim_retry moves the entry to active,
-// where a worker dead before its first heartbeat is found at once.
+// claim sends row op for c, its update completed by set: Claim's first write
+// (read nil), or a second one of read, unsent when read does not allow it.
+// No index write (doc.go, "States and retention") but claim_retry's move to
+// active, where a worker dead before its first heartbeat is found at once.
 func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
@@ -91,10 +81,10 @@ func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o Cla
 	case err != nil:
 		return nil, err
 	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
-		// The kept dispatch deadline (backed off by a re-send, or a dispatch
-		// timeout of several leases) lies over a lease past the lease's end:
-		// renew as the first heartbeat would, so a worker dying before it is
-		// found in time; failed, the heartbeat retries. None at the defaults.
+		// The kept dispatch deadline (backed off, or a long dispatch timeout)
+		// lies over a lease past the lease's end: renew as the first heartbeat
+		// would, so a worker dying before that heartbeat is found in time
+		// (failed, the heartbeat retries). None at the defaults.
 		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
 			return r, nil
 		}
@@ -109,12 +99,11 @@ func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o Cla
 	return nil, whyNotClaimable(taskID, old, tr, &c)
 }
 
-// ReasonContended: the task looked claimable when re-read; another writer
-// changed it in between. Retry later.
+// ReasonContended: another writer changed the task between reads. Retry later.
 const ReasonContended = "contended"
 
-// whyNotClaimable names the first of the claim's guards (tr's, for c)
-// that t fails, the state first; none: contended.
+// whyNotClaimable names the first of the claim's guards (tr's, for c) that
+// t fails, the state first; none: contended.
 func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaimableError {
 	e := &NotClaimableError{TaskID: taskID, Task: t, Reason: ReasonContended}
 	switch {
@@ -133,9 +122,8 @@ func whyNotClaimable(taskID string, t *Task, tr *Transition, c *Call) *NotClaima
 	case !gBeforeDeadline.holds(t, c):
 		e.Reason, e.Budget = ReasonBudgetExhausted, "max_age"
 	case t.State == StateRunning && c.Version != 0 && t.AssignmentVersion != c.Version:
-		// Contended: a takeover (TakeOver) at a version another takeover
-		// replaced, whose lease lapsed too: a lost race, not the reconciler's
-		// business.
+		// Contended: a takeover at a version another takeover replaced, whose
+		// lease lapsed too, lost a race; not the reconciler's business.
 	case t.State == StateRunning && !tr.Allows(t, *c):
 		e.Reason = ReasonExpiredLease // no takeover, or not of its kind
 	case t.State == StateRetryWait && !gDue.holds(t, c):
@@ -170,12 +158,10 @@ func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, o
 	return l.write(ctx, op, row(op), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// write stamps u and sends it as tr for c — its "_after_refusal" twin after
-// AfterRefusal; with follow-ups or u.tx, its "_follow_ups" twin in a
-// transaction (writeTx) — label naming it in errors. A refusal is a
-// *FencedError at the version the fence compares. A completion that cannot
-// fit (update.fits) is refused unsent; a task left queued is due no later
-// than its age deadline (clampDue).
+// write stamps u and sends it as tr for c (errors say label), or its
+// "_after_refusal" twin (AfterRefusal), or its "_follow_ups" twin in a
+// transaction (writeTx): refused, a *FencedError. A completion that cannot
+// fit is refused unsent (update.fits); one left queued is clamped (clampDue).
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
 	u.stamp(c.Now)
 	if tw, ok := byOp[tr.Op+"_after_refusal"]; ok && u.refused {
@@ -197,19 +183,15 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 	return nil, fencedBy(taskID, c.Version, old)
 }
 
-// Renew extends the lease of the caller's assignment. Errors: *FencedError
-// when the caller no longer holds it (stop the provider call, save nothing).
-// Given the age deadline (WithAgeDeadline), due_at rounds up to a multiple
-// of lease (runningDue), so two in three heartbeat renewals (every lease/3)
-// keep the by_state key: one index write, not two. The reconciler acts only
-// on an expired lease, so this delays finding a dead worker by at most a
-// lease, never past the age deadline.
+// Renew extends the lease of the caller's assignment; given WithAgeDeadline,
+// due_at rounds up to whole leases (runningDue): two in three heartbeats keep
+// the by_state key, a dead worker is found at most a lease later. Errors:
+// *FencedError: the caller lost it (stop the provider call, save nothing).
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
 
-// renewLease sets u's lease to end at now + lease, due_at as runningDue
-// places it.
+// renewLease sets u's lease to end at now + lease, due_at by runningDue.
 func renewLease(u *update, now time.Time, lease time.Duration) {
 	until := now.Add(lease).UnixMilli()
 	u.set("lease_until", num(until))
@@ -217,10 +199,9 @@ func renewLease(u *update, now time.Time, lease time.Duration) {
 }
 
 // runningDue is the due_at of a running task whose lease ends at untilMs:
-// the next multiple of lease at or after it while that is at or before the
-// age deadline (deadlineMs); else, and without a deadline or a lease under
-// a millisecond, untilMs — so a dead worker's task is still found within
-// the age budget plus one reconciler period.
+// the next multiple of lease from it while within the age deadline
+// (deadlineMs: a dead worker's task is still found in its age budget), else
+// untilMs.
 func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	if step := lease.Milliseconds(); step > 0 && deadlineMs > 0 {
 		if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
@@ -230,15 +211,12 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	return untilMs
 }
 
-// MarkCallStarted records, immediately before the provider call, that the
-// caller's assignment makes it (call_started_version = version): for a
-// provider without idempotency keys, the reconciler then tells a worker that
-// died before its call (re-queue) from one that may have reached the
-// provider (unknown). The reconciler trusts a readback's "not found" for a
-// marked call only after the lease end plus the call timeout, so the mark
-// needs at least lease/2 of the lease left, and leaves it and the index as
-// they are; a shorter lease (renewals failed) is renewed by a second write
-// with the mark. Errors: *FencedError (do not call the provider).
+// MarkCallStarted records, right before the provider call, that the caller's
+// assignment makes it: for a provider without idempotency keys, the
+// reconciler then tells a worker that died before its call (re-queue) from
+// one that may have reached the provider (unknown). It trusts a readback's
+// "not found" only after the lease's end plus the call timeout, so under
+// lease/2 left, a second write renews it. Errors: *FencedError (do not call).
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	c := &Call{Now: now, Version: version, Lease: lease}
@@ -266,26 +244,21 @@ type Completion struct {
 	ProviderRef string
 	ReadbackAt  time.Time // set when the result came from a provider readback
 	// ApprovalTTL > 0 says the task has an approval gate (Task.ApprovalTTL):
-	// the task lands in awaiting_approval, due at now + ApprovalTTL (DESIGN
-	// §10). The write is conditioned on the item agreeing.
+	// it lands in awaiting_approval, due at now + ApprovalTTL (DESIGN §10).
 	ApprovalTTL time.Duration
-	// FollowUps are the tasks every completion of the result creates with
-	// it, by the state it leaves the task in (see WithFollowUps).
-	FollowUps map[State][]NewTask
+	FollowUps   map[State][]NewTask // created with the completion (WithFollowUps)
 }
 
-// Complete saves the result of the caller's assignment, running or unknown at
-// its version (the reconciler expired a slow worker's lease: no other
-// attempt has started, so the result settles it), with no result yet.
-// Errors: *FencedError with Why = already_completed / taken_over /
-// not_running / gone (never retry it blindly); *ItemTooLargeError when the
-// item would exceed DynamoDB's limit (nothing written; see CheckCompletion).
+// Complete saves the result of the caller's assignment, running or unknown
+// at its version (the reconciler expired a slow worker's lease: no other
+// attempt has started, so the result settles it). Errors: *FencedError
+// (never retry it blindly); *ItemTooLargeError (see CheckCompletion).
 func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	return l.complete(ctx, "complete", taskID, version, c, opts)
 }
 
-// CompleteFromReadback completes a task in state unknown with a result the
-// provider returned on Lookup, at the version the reconciler read.
+// CompleteFromReadback completes an unknown task, at the version the
+// reconciler read, with the result the provider's readback returned.
 func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	if c.ReadbackAt.IsZero() {
 		c.ReadbackAt = l.cfg.Now()
@@ -293,9 +266,8 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	return l.complete(ctx, "complete_readback", taskID, version, c, opts)
 }
 
-// complete sends op (its "_gated" twin, as c says) for the caller's
-// assignment; a caller that misjudged the approval gate (the item satisfies
-// the other twin) is corrected once from the item.
+// complete sends op (its "_gated" twin, as c says); a caller that misjudged
+// the approval gate is corrected once from the item.
 func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	call := &Call{Now: now, Version: version}
@@ -314,10 +286,8 @@ func gated(op string, gate bool) *Transition {
 	return row(op + pick(gate, "_gated", ""))
 }
 
-// completion sets on u what saves c: the result (inline or its
-// reference), its hash, completed_ms, the state — completed, or behind an
-// approval gate (c.ApprovalTTL > 0) awaiting_approval, indexed with due_at
-// = the approval deadline — and the provider fields; c's follow-ups.
+// completion sets on u what saves c: result, state (awaiting_approval behind
+// a gate, due at the approval deadline), provider fields and follow-ups.
 func (l *Ledger) completion(u *update, taskID string, c Completion, now time.Time) {
 	if c.FollowUps != nil {
 		u.followUps = c.FollowUps
@@ -344,9 +314,8 @@ func (l *Ledger) completion(u *update, taskID string, c Completion, now time.Tim
 	}
 }
 
-// fits returns an *ItemTooLargeError (op) when u saves a result
-// (u.result >= 0) and the key and the values it sets — a lower bound of
-// the item's size — alone exceed DynamoDB's item limit.
+// fits returns an *ItemTooLargeError (op) when u saves a result and the key
+// and values it sets, a lower bound of the item's size, exceed the limit.
 func (u *update) fits(table, taskID, op string) error {
 	if u.result < 0 {
 		return nil
@@ -359,8 +328,7 @@ func (u *update) fits(table, taskID, op string) error {
 }
 
 // ScheduleRetry moves the caller's assignment to retry_wait until notBefore;
-// with AfterRefusal, from unknown at the caller's version too.
-// Errors: *FencedError.
+// with AfterRefusal, from unknown at its version too. Errors: *FencedError.
 func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64, notBefore time.Time, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "retry", taskID, version, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
@@ -371,12 +339,9 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 }
 
 // ScheduleRetryUncertain is ScheduleRetry for an attempt whose outcome is
-// unknown (reply lost, call timed out) but whose repeat is safe: the
-// provider deduplicates by operation id, so the repeat collects what the
-// call generated. Until then the outcome stays open since now
-// (Task.OpenUncertainty). Its history says retry after unknown_outcome, not
-// unknown: its worker saw the call end, so none of it can still reach the
-// provider (WorkerEndedOpenOutcome). Errors: *FencedError.
+// unknown (reply lost, call timed out) but whose repeat collects what the
+// call generated (the provider deduplicates by operation id); until then the
+// outcome stays open (OpenUncertainty). Errors: *FencedError.
 func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, version int64, notBefore time.Time, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "retry_uncertain", taskID, version, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
@@ -387,11 +352,9 @@ func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, vers
 	})
 }
 
-// WorkerEndedOpenOutcome reports whether t's open outcome (OpenUnknownMs)
-// was left by a worker that saw its call end (ScheduleRetryUncertain: a
-// retry after unknown_outcome, ended then), not by an attempt whose lease
-// lapsed (Requeue, TakeOver: unknown at the lease's end): no call of that
-// attempt can still be running.
+// WorkerEndedOpenOutcome reports whether t's open outcome was left by a
+// worker that saw its call end (ScheduleRetryUncertain), not by a lapsed
+// lease (Requeue, TakeOver): no call of that attempt can still be running.
 func (t *Task) WorkerEndedOpenOutcome() bool {
 	return t.OpenUnknownMs > 0 && slices.ContainsFunc(t.History(), func(a AttemptRecord) bool {
 		return a.Outcome == OutcomeRetry && a.ErrorClass == ReasonUnknown && a.EndedMs == t.OpenUnknownMs
@@ -403,9 +366,8 @@ func (l *Ledger) retryWait(u *update, taskID string, notBefore time.Time) {
 	u.set("not_before", num(notBefore.UnixMilli()))
 }
 
-// Fail ends the caller's assignment as failed (the caller's input is at
-// fault); with AfterRefusal, from unknown at the caller's version too.
-// Errors: *FencedError.
+// Fail ends the caller's assignment as failed (its input is at fault); with
+// AfterRefusal, from unknown at its version too. Errors: *FencedError.
 func (l *Ledger) Fail(ctx context.Context, taskID string, version int64, errClass, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "fail", taskID, version, opts, func(u *update, now time.Time) {
 		l.off(u, StateFailed, now)
@@ -424,10 +386,9 @@ func (l *Ledger) MarkUnknown(ctx context.Context, taskID string, version int64, 
 	})
 }
 
-// Release gives back the caller's assignment before the provider was called
-// (the Lambda deadline is near, or a request provably never left the
-// process): queued again, due for dispatch, attempts - 1. The assignment
-// version stays incremented, so the holder stays fenced. Errors: *FencedError.
+// Release gives back the caller's assignment before any provider call (the
+// Lambda deadline is near, or a request provably never left the process):
+// queued, attempts - 1, the holder still fenced. Errors: *FencedError.
 func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -435,24 +396,17 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 	})
 }
 
-// ErrorCallNotStarted is the error class of a task given back from unknown
-// (ReleaseUnknown) or from an unknown_outcome park (ReleaseLapsed): no
-// provider call was made under its assignment.
-const ErrorCallNotStarted = "call_not_started"
+// ErrorCallNotStarted and CallNotStartedMessage record a lapse voided: no
+// provider call was made under the assignment (voidLapse).
+const (
+	ErrorCallNotStarted   = "call_not_started"
+	CallNotStartedMessage = "no provider call was made under this assignment; its lease had lapsed before the worker gave it back; re-queued"
+)
 
-// CallNotStartedMessage says why (ErrorCallNotStarted).
-const CallNotStartedMessage = "no provider call was made under this assignment; its lease had lapsed before the worker gave it back; re-queued"
-
-// ReleaseUnknown gives back the caller's assignment from unknown: its lease
-// expired (the worker was slow, not gone) before its provider call, and the
-// worker knows none was made. Queued again like Release, its uncertainty
-// void: error ErrorCallNotStarted, not unknown_outcome, which a later park
-// would repeat as "may have reached the provider", and what a re-queued
-// lapse recorded before AwaitReadback moved it here is void (voidLapse).
-// Refused once the attempt is no longer counted (row release_unknown): a
-// Release repeated after its lost reply, finding the task moved to unknown
-// at its version, must not give back an earlier attempt's count.
-// Errors: *FencedError.
+// ReleaseUnknown is Release from unknown: the lease expired (the worker was
+// slow, not gone) before a provider call the worker knows it never made.
+// The lapse is void (voidLapse); refused once the attempt is no longer
+// counted (guard "attempt still counted"). Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -461,14 +415,9 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 	})
 }
 
-// ReleaseRequeued gives back the caller's assignment, re-queued after its
-// lease lapsed (RequeuedAt: its attempt still counted, no readback's "not
-// found" since, which settled every attempt's outcome), when the worker
-// knows it made no provider call under it: the attempt is given back and
-// what the lapse recorded of it is void — history entry, open outcome,
-// error (voidLapse) — while an earlier attempt's, as its
-// claim read it (InAttempt), stands. Without InAttempt only the attempt is
-// given back. Errors: *FencedError.
+// ReleaseRequeued is Release of an assignment re-queued after its lease
+// lapsed (RequeuedAt) that made no provider call; given InAttempt, the lapse
+// is void (voidLapse). Errors: *FencedError.
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -479,14 +428,10 @@ func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int
 }
 
 // voidLapse voids on u what a lapse recorded of an attempt that made no
-// provider call (its worker knows): error ErrorCallNotStarted, not the
-// unknown_outcome its expired lease was given, and open_unknown_ms and
-// attempt_log as the caller's claim read them (InAttempt): every write at
-// the assignment's version since the claim was of this attempt (another
-// claim changes the version), so whatever it left open or recorded is
-// void. An earlier attempt's unknown_outcome, which the claim carried,
-// stands (keepOpenOutcome): it may have reached the provider, and a later
-// park must still say so.
+// provider call: error ErrorCallNotStarted, not the unknown_outcome a later
+// park would repeat as "may have acted"; open_unknown_ms and attempt_log as
+// the claim read them (InAttempt: every write at its version since was this
+// attempt's). An earlier attempt's unknown_outcome stands: it may have acted.
 func voidLapse(u *update) {
 	keepOpenOutcome(u)
 	a := u.attempt
@@ -506,34 +451,29 @@ func voidLapse(u *update) {
 	}
 }
 
-// RequeuedAt reports whether t is queued at assignment version with its
-// attempt still counted and nothing given back or read back absent since
-// (ReleaseRequeued's condition): re-queued after its lease lapsed.
+// RequeuedAt reports whether ReleaseRequeued at version would find t (row
+// release_requeued): re-queued after its lease lapsed, nothing settled since.
 func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
 }
 
-// keepOpenOutcome keeps the open outcome of an attempt before the
-// caller's (open_unknown_ms, from the task it claimed: InAttempt) on a
-// write that leaves the task live: a park (a lapsed settlement's) cleared
-// it, and this attempt's answer does not settle that one's question.
+// keepOpenOutcome restores an earlier attempt's open outcome (as claimed:
+// InAttempt), which a park cleared and this attempt's answer does not settle.
 func keepOpenOutcome(u *update) {
 	if a := u.attempt; a != nil && a.OpenUnknownMs > 0 {
 		u.setIfAbsent("open_unknown_ms", num(a.OpenUnknownMs))
 	}
 }
 
-// giveBack queues the task again, due for dispatch; its row gives the
-// attempt back, as no provider call was made under the assignment.
+// giveBack queues the task again, due for dispatch.
 func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 }
 
 // ReleaseClaim gives back a claim whose reply was lost and whose write_nonce
-// read failed, so the caller does not know its version: found running under
-// owner (at version, when > 0), the task is queued again, its attempt given
-// back. owner must be unique to the claim ("<request id>/<message id>").
-// ok=false with a nil error: not running under owner; nothing written.
+// read failed: found running under owner (unique to the claim: "<request
+// id>/<message id>"; at version, when > 0), it is queued, its attempt given
+// back. ok=false, nil error: not running under owner, nothing written.
 func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version int64) (t *Task, ok bool, err error) {
 	if owner == "" {
 		return nil, false, fmt.Errorf("ledger: ReleaseClaim %s: owner is required", taskID)
@@ -552,9 +492,8 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 	return t, true, nil
 }
 
-// Requeue moves a task from state `from` at assignment version `version`
-// back to queued, due for dispatch: the reconciler's move for an expired
-// lease (from running: the lease must have expired) and for an unknown
+// Requeue moves a task from `from` at version back to queued: the
+// reconciler's move for an expired lease (from running) and for an unknown
 // outcome the provider credibly never saw. Errors: *FencedError.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64, opts ...WriteOption) (*Task, error) {
 	if op, ok := map[State]string{StateRunning: "requeue", StateUnknown: "requeue_readback_absent"}[from]; ok {
@@ -563,65 +502,50 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 	return nil, fmt.Errorf("ledger: Requeue %s from %s: only from running or unknown", taskID, from)
 }
 
-// RequeueUnstarted re-queues a running task whose lease expired and whose
-// assignment marked no call start (its worker died before calling), on
-// Requeue's conditions and the mark still absent, so a worker that marked
-// its call meanwhile is never re-queued under it. Errors: *FencedError.
+// RequeueUnstarted re-queues a running task whose lease expired with no call
+// start marked (its worker died before calling), unless one is marked
+// meanwhile. Errors: *FencedError.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
 
 // RequeueRetrySafe re-queues an unknown task whose step is retry-safe (a
 // repeat costs only money) without a readback's answer: the attempt stays
-// counted; the error says its outcome was not learnt (ErrorUncertainRetried),
-// not that the provider did not act. Errors: *FencedError.
+// counted, the error says its outcome was not learnt. Errors: *FencedError.
 func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
 }
 
-// RequeueCallMayRun is Requeue from unknown of read (at its version) for a
-// provider that deduplicates by operation id, whose readback found no record
-// of the operation while a lapsed attempt's call may still reach it (until
-// its lease's end plus the call timeout). The next attempt's call, under the
-// same operation id, collects what that call generates, so the task need
-// not wait; but "not found" settles nothing about it: the outcome stays open
-// (open_unknown_ms, since read.UnknownSince()), so a budget park reads it
-// back again or says the provider may have acted. The history entry says
-// how the attempt ended, for the wait on a lapsed call: unknown if its lease
-// lapsed (LeaseExpiredMessage kept), else a retry after unknown_outcome as
-// ScheduleRetryUncertain records it (CallMayRunMessage). Errors: *FencedError.
+// RequeueCallMayRun is Requeue from unknown of read, at its version, when a
+// deduplicating provider's readback found nothing while a lapsed call may
+// still reach it: that call's outcome stays open, so a budget park reads it
+// back again or says the provider may have acted. Its history: unknown if
+// the lease lapsed, else as ScheduleRetryUncertain's. Errors: *FencedError.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
 }
 
-// CallMayRunMessage is the error message of a task re-queued by
-// RequeueCallMayRun.
-const CallMayRunMessage = "the provider's readback found no record of the operation, but a call of an attempt whose lease lapsed may still reach the provider; re-queued: a call under the same operation id collects what it generates"
+// Errors recorded by a re-queue from unknown: by Requeue (the readback
+// credibly found nothing), RequeueRetrySafe and RequeueCallMayRun.
+const (
+	ErrorReadbackAbsent   = "readback_absent"
+	ErrorUncertainRetried = "uncertain_retried"
+	CallMayRunMessage     = "the provider's readback found no record of the operation, but a call of an attempt whose lease lapsed may still reach the provider; re-queued: a call under the same operation id collects what it generates"
+)
 
-// ErrorUncertainRetried is the error class of a retry-safe task re-queued
-// from unknown (RequeueRetrySafe).
-const ErrorUncertainRetried = "uncertain_retried"
-
-// ErrorReadbackAbsent is the error class of a task re-queued from unknown
-// because its provider's readback credibly found no record of the operation.
-const ErrorReadbackAbsent = "readback_absent"
-
+// requeue sends row op (its errors labelled requeue).
 func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
 	l.giveBack(u, taskID, now)
 	u.remove("lease_owner", "lease_until", "not_before")
 	switch op {
-	case "requeue_readback_absent":
-		// The uncertainty is resolved, an earlier attempt's too (they share
-		// the operation id): the error must no longer say unknown_outcome
-		// (a later park would repeat "may have acted").
+	case "requeue_readback_absent": // all attempts settled (one operation id): no later park says "may have acted"
 		setError(u, ErrorReadbackAbsent, "the provider's readback found no record of the operation; re-queued")
 		u.remove("open_unknown_ms")
 	case "requeue": // a deduplicating provider's call may have generated: a later park must say so
 		setError(u, "unknown_outcome", LeaseExpiredMessage)
-		// Open since the lease's end (the caller's read, InAttempt).
-		since := now.UnixMilli()
+		since := now.UnixMilli() // open since the lease's end (the caller's read, InAttempt)
 		if a := u.attempt; a != nil && a.LeaseUntil > 0 && a.LeaseUntil < since {
 			since = a.LeaseUntil
 		}
@@ -641,9 +565,8 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, 
 	return l.write(ctx, "requeue", row(op), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// clampDue pulls a queued task's dispatch deadline (due_at) forward to its
-// age deadline when the dispatch timeout would overshoot it, so the
-// reconciler parks a task out of age budget within one period. A second
+// clampDue pulls a queued task's due_at forward to its age deadline, so the
+// reconciler parks a task out of age budget within one period: a second
 // write only on that edge; a failed condition means the task moved on.
 func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	if t.State != StateQueued || t.DeadlineMs <= 0 || t.DueAt <= t.DeadlineMs {
@@ -661,10 +584,9 @@ func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	return nil, wrapErr("UpdateItem clamp", err)
 }
 
-// DispatchBackoff is how long the outbox waits for the message of the
-// dispatch numbered n (0: the submit's own send) to be consumed before the
-// next re-send: DispatchTimeout × 2^n, capped at DispatchBackoffCap, so a
-// backlog costs a logarithmic number of duplicate messages.
+// DispatchBackoff is how long the outbox waits for dispatch n's message (0:
+// the submit's own) before re-sending: DispatchTimeout × 2^n up to
+// DispatchBackoffCap, so a backlog costs a logarithmic number of duplicates.
 func (l *Ledger) DispatchBackoff(n int) time.Duration {
 	d := l.cfg.DispatchTimeout
 	for i := 0; i < n && d < l.cfg.DispatchBackoffCap; i++ {
@@ -673,22 +595,19 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 	return min(d, l.cfg.DispatchBackoffCap)
 }
 
-// ClaimDispatch is the outbox relay's lock: conditioned on the state,
-// due_at and dispatch count of t (as read), queued or retry_wait, it counts
-// the dispatch and moves due_at to now + DispatchBackoff(t.Dispatches+1),
-// clamped to the age deadline: only the caller whose update succeeds sends
-// the SQS message. ok=false: someone else moved it, or it was not in t's
-// state (the index does not project it: an active entry is tried as
-// queued); nt is then the task as the refusal found it, nil when gone.
+// ClaimDispatch is the outbox relay's lock: it counts the dispatch and moves
+// due_at to now + DispatchBackoff(t.Dispatches+1), capped by the age
+// deadline; only the caller whose update succeeds sends the SQS message.
+// ok=false: moved since t was read, or not in t's state (unprojected: an
+// active entry is tried as queued); nt is then the task as found, nil: gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	return l.claimDispatch(ctx, t, l.DispatchBackoff(t.Dispatches+1))
 }
 
-// DeferDispatch is ClaimDispatch for a re-send the relay holds back because
-// the queue's backlog most likely holds the task's message: due_at moves to
-// now + DispatchBackoffCap, or half the time left to the age deadline if
-// sooner, so a consumer outage shorter than that re-sends nothing (a
-// duplicate would queue behind the same backlog), and a send really lost
+// DeferDispatch is ClaimDispatch for a re-send held back because the queue's
+// backlog most likely holds the message: due in DispatchBackoffCap, or half
+// the time left to the age deadline, so a shorter consumer outage re-sends
+// nothing (a duplicate would queue behind the backlog), and a lost send
 // still goes with half its age budget left.
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	wait := l.cfg.DispatchBackoffCap
@@ -715,8 +634,8 @@ func (l *Ledger) claimDispatch(ctx context.Context, t *Task, wait time.Duration)
 	return cmp.Or(nt, old), nt != nil, nil
 }
 
-// Cancel cancels a queued or retry_wait task. Cancelling a cancelled task
-// returns it unchanged. Errors: ErrNotFound, *ConflictError (any other state).
+// Cancel cancels a queued or retry_wait task; a cancelled one is returned
+// unchanged. Errors: ErrNotFound, *ConflictError (any other state).
 func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
@@ -726,9 +645,8 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 }
 
 // decideOne stamps u and sends it as row op for c, a write by another actor
-// than the assignment's holder. Refused: ErrNotFound; the task as found
-// with repeat=true when a Repeat row finds its to-state already; else a
-// *ConflictError.
+// than the assignment's holder. Refused: ErrNotFound; the task as found with
+// repeat=true when a Repeat row finds its to-state; else a *ConflictError.
 func (l *Ledger) decideOne(ctx context.Context, op, taskID string, c *Call, u *update) (t *Task, repeat bool, err error) {
 	tr := row(op)
 	u.stamp(c.Now)
@@ -757,23 +675,21 @@ func setError(u *update, class, msg string) {
 	u.set("error_message", str(truncate(msg, MaxErrorMessage)))
 }
 
+// truncate cuts s to n bytes on a rune boundary, marked "…".
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	// cut on a rune boundary
 	for n > 0 && s[n]&0xC0 == 0x80 {
 		n--
 	}
 	return s[:n] + "…"
 }
 
-// ExpireToUnknown moves a running task whose lease expired (the worker is
-// gone, maybe mid-call) to unknown, for a step whose provider does not
-// honour idempotency keys: re-running it could act twice, so the reconciler
-// reads the provider back instead. Given the caller's read (InAttempt),
-// unknown_since is its lease's end, not this write's later time: the wait
-// for a call that may still run counts from there. Errors: *FencedError.
+// ExpireToUnknown moves a running task whose lease expired to unknown, for a
+// provider without idempotency keys (re-running could act twice: read it
+// back instead); given InAttempt, unknown_since is the lease's end, where
+// the wait for a call that may still run starts. Errors: *FencedError.
 func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "expire", taskID, version, opts, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -785,13 +701,10 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	})
 }
 
-// AwaitReadback moves a queued or retry_wait task whose budgets are spent to
-// unknown, its error kept, when an earlier attempt's outcome is open
-// (Task.OpenUncertainty): the provider's readback then decides what a park
-// would leave open — a result found completes it, "not found" parks it
-// saying nothing was generated. since (OpenUncertainty's) becomes its
-// unknown_since. No worker holds the task, so only the version read is
-// fenced. Errors: *FencedError.
+// AwaitReadback moves a queued or retry_wait task whose budgets are spent,
+// an earlier attempt's outcome open since since (OpenUncertainty), to
+// unknown, its error kept: the readback then decides what a park would leave
+// open (a result completes it, "not found" parks it). Errors: *FencedError.
 func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
 	return l.fenced(ctx, "await_readback", taskID, version, nil, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -801,9 +714,7 @@ func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64
 }
 
 // OpenUncertainty reports whether an attempt of t's may have reached the
-// provider with no answer recorded since, and since when: its error says
-// unknown_outcome (since it became unknown), or an earlier attempt's
-// outcome stays open (OpenUnknownMs).
+// provider with no answer recorded since, and since when.
 func (t *Task) OpenUncertainty() (time.Time, bool) {
 	switch {
 	case t.OpenUnknownMs > 0:
@@ -814,14 +725,11 @@ func (t *Task) OpenUncertainty() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// DeferReadback moves an unknown task whose readback gave no answer (it
-// failed, or the run's budget cut it) behind the unknown tasks still
-// waiting, so readbacks hanging at a stream's head cannot starve the rest:
-// due_at becomes due, the reconciler's run start — after every due_at that
-// run found due, yet early enough for the next run to find it Settle old.
-// since (UnknownSince as read) is kept in unknown_since, for the review and
-// the wait on a fenced call. The version is unchanged: a slow worker may
-// still save its result. Errors: *FencedError.
+// DeferReadback moves an unknown task whose readback gave no answer behind
+// those still waiting, so readbacks hanging at a stream's head cannot starve
+// the rest: due_at becomes due, the reconciler's run start (after every
+// due_at that run found due); since (UnknownSince as read) is kept. A slow
+// worker may still save its result (same version). Errors: *FencedError.
 func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since, due time.Time) (*Task, error) {
 	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
 		u.set("due_at", num(due.UnixMilli()))
@@ -829,11 +737,9 @@ func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64
 	})
 }
 
-// UnknownSince is when t's outcome became uncertain: the end of the lease
-// for an attempt whose worker vanished, else the due_at it entered unknown
-// with (unknown_since once DeferReadback moved it). After a cancel while
-// running that due_at is the fenced lease's end (or the cancel's time, if
-// that lease had already ended): CancelRunning removes lease_until.
+// UnknownSince is when t's outcome became uncertain: unknown_since when a
+// write set it, else the end of the lease of an attempt whose worker
+// vanished, else the due_at it entered unknown with.
 func (t *Task) UnknownSince() time.Time {
 	switch {
 	case t.UnknownSinceMs > 0:
@@ -846,9 +752,8 @@ func (t *Task) UnknownSince() time.Time {
 	return time.UnixMilli(t.UpdatedMs).UTC()
 }
 
-// CheckCompletion returns an *ItemTooLargeError when the item t (as the
-// caller read it) would become when completed with c exceeds DynamoDB's
-// item limit: check before Complete, which could only fail.
+// CheckCompletion returns an *ItemTooLargeError when t completed with c
+// would exceed DynamoDB's item limit: check before Complete, which would fail.
 func CheckCompletion(t *Task, c Completion) error {
 	n, err := CompletedItemSize(t, c)
 	if err == nil && n > itemsize.MaxItemBytes {
