@@ -96,7 +96,8 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			return nil, err
 		}
 		if l.cfg.Now().After(now.Add(half)) {
-			return nil, &ThrottledError{Op: "PutItem watch", RetryAfter: time.Second, Err: errSlowWatch}
+			err := errors.New("the watch item's put took half the time to its due time: the task is not put")
+			return nil, &ThrottledError{Op: "PutItem watch", RetryAfter: time.Second, Err: err}
 		}
 	}
 	// An item past its retention is absent (doc.go, "States and
@@ -137,29 +138,25 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		switch {
 		case old == nil:
 			expired = nil // swept in between: put as new
-			continue
 		case old.CreateNonce == t.CreateNonce:
 			return old, nil // our own put; its reply was lost
 		case old.PastRetention(now):
 			expired = old // replace it, keeping its fencing token
-			continue
 		case old.PayloadSHA256 != n.PayloadSHA256:
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
+		default:
+			// A replay keeps the watch item of a task live, unindexed and a
+			// dispatch timeout past due: its put may have landed after the
+			// reconciler read the item and its recheck, a dispatch timeout later.
+			if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
+				l.dropWatch(ctx, t)
+			}
+			return nil, &DuplicateError{Task: old}
 		}
-		// A replay keeps its watch item for a task still queued or running,
-		// unindexed and a dispatch timeout past due: its put may have landed
-		// after its watch item and that item's recheck (the reconciler's, a
-		// dispatch timeout later) were read.
-		if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
-			l.dropWatch(ctx, t)
-		}
-		return nil, &DuplicateError{Task: old}
 	}
 	return nil, fmt.Errorf("ledger: create task %s: conflicting item kept disappearing", t.TaskID)
 }
-
-var errSlowWatch = errors.New("the watch item's put took half the time to its due time: the task is not put")
 
 // newTaskItem builds the queued task n describes and its item, as Create
 // puts it (and Approve, for the deliver tasks it creates).

@@ -161,24 +161,19 @@ var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 // TaskID derives a task id without a key: "t_" + 26 base32 characters of
 // SHA-256(scope NUL key) (130 bits). Anyone who knows a scope and key can
 // compute it, so only a ledger without Config.IDKey uses it.
-func TaskID(scope, idempotencyKey string) string {
-	sum := sha256.Sum256([]byte(scope + "\x00" + idempotencyKey))
-	return formatID(sum[:])
-}
+func TaskID(scope, idempotencyKey string) string { return (&Ledger{}).TaskID(scope, idempotencyKey) }
 
 // TaskID derives the id of the task a (scope, idempotency key) pair names:
 // with Config.IDKey, as the package function TaskID but with
 // HMAC-SHA256(IDKey, scope NUL key); without it, the package function.
 func (l *Ledger) TaskID(scope, idempotencyKey string) string {
-	if len(l.cfg.IDKey) == 0 {
-		return TaskID(scope, idempotencyKey)
+	m := sha256.New()
+	if len(l.cfg.IDKey) > 0 {
+		m = hmac.New(sha256.New, l.cfg.IDKey)
 	}
-	m := hmac.New(sha256.New, l.cfg.IDKey)
 	m.Write([]byte(scope + "\x00" + idempotencyKey))
-	return formatID(m.Sum(nil))
+	return "t_" + idEncoding.EncodeToString(m.Sum(nil))[:26]
 }
-
-func formatID(sum []byte) string { return "t_" + idEncoding.EncodeToString(sum)[:26] }
 
 // ValidTaskID reports whether s has the shape TaskID produces.
 func ValidTaskID(s string) bool {
@@ -239,30 +234,25 @@ func isConditionFailed(err error) bool {
 	return errors.As(err, &ccf)
 }
 
-var throttleCodes = map[string]bool{
-	"ProvisionedThroughputExceededException": true,
-	"ThrottlingException":                    true,
-	"RequestLimitExceeded":                   true,
-	"Throttling":                             true,
-	"TransactionInProgressException":         true,
-}
-
 // IsThrottle reports whether err is an AWS throttling error.
 func IsThrottle(err error) bool {
 	var ae smithy.APIError
-	return errors.As(err, &ae) && throttleCodes[ae.ErrorCode()]
+	return errors.As(err, &ae) && slices.Contains([]string{"ProvisionedThroughputExceededException", "ThrottlingException",
+		"RequestLimitExceeded", "Throttling", "TransactionInProgressException"}, ae.ErrorCode())
 }
 
 // wrapErr labels an AWS error with the operation that got it: throttles
-// become *ThrottledError, an item-size ValidationException
-// *ItemTooLargeError. An error already labelled is returned unchanged.
+// become *ThrottledError, an item-size ValidationException ("Item size [to
+// update] has exceeded ...") *ItemTooLargeError. An error already labelled
+// is returned unchanged.
 func wrapErr(op string, err error) error {
+	var ae smithy.APIError
 	switch {
 	case err == nil, errors.As(err, new(*opError)), errors.As(err, new(*ThrottledError)), errors.As(err, new(*ItemTooLargeError)):
 		return err
 	case IsThrottle(err):
 		return &ThrottledError{Op: op, RetryAfter: time.Second, Err: err}
-	case isItemTooLarge(err):
+	case IsValidation(err) && errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size"):
 		return &ItemTooLargeError{Op: op, Limit: itemsize.MaxItemBytes, Err: err}
 	}
 	return &opError{op: op, err: err}
@@ -275,13 +265,6 @@ type opError struct {
 
 func (e *opError) Error() string { return "ledger: " + e.op + ": " + e.err.Error() }
 func (e *opError) Unwrap() error { return e.err }
-
-// isItemTooLarge reports whether err is DynamoDB's ValidationException for
-// an item over the size limit ("Item size [to update] has exceeded ...").
-func isItemTooLarge(err error) bool {
-	var ae smithy.APIError
-	return IsValidation(err) && errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "item size")
-}
 
 // IsValidation reports whether err is a ValidationException: the request
 // itself is invalid, so repeating it cannot succeed (never transient).
@@ -359,22 +342,18 @@ func (u *update) v(name string, val types.AttributeValue) string {
 	return p
 }
 
-func (u *update) set(attr string, val types.AttributeValue) {
-	u.unremove(attr)
-	u.sets = append(u.sets, u.n(attr)+" = "+u.v(attr, val))
-}
+// set sets attr to val, dropping a removal of attr an earlier helper added
+// (live's of unknown_since): a write that sets it keeps it.
+func (u *update) set(attr string, val types.AttributeValue) { u.setExpr(attr, "%s = %s", val) }
 
 // setIfAbsent sets attr to val unless the item holds it already.
 func (u *update) setIfAbsent(attr string, val types.AttributeValue) {
-	u.unremove(attr)
-	n := u.n(attr)
-	u.sets = append(u.sets, n+" = if_not_exists("+n+", "+u.v(attr, val)+")")
+	u.setExpr(attr, "%[1]s = if_not_exists(%[1]s, %[2]s)", val)
 }
 
-// unremove drops a removal of attr that an earlier helper added (live's
-// of unknown_since): a write that sets it keeps it.
-func (u *update) unremove(attr string) {
+func (u *update) setExpr(attr, format string, val types.AttributeValue) {
 	u.removes = slices.DeleteFunc(u.removes, func(r string) bool { return r == "#"+attr })
+	u.sets = append(u.sets, fmt.Sprintf(format, u.n(attr), u.v(attr, val)))
 }
 
 func (u *update) remove(attrs ...string) {
@@ -491,13 +470,13 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 // ownWrite resolves err, the failure of a write (op) that set nonce: the
 // task as written when the write may have been applied (MayHaveApplied)
 // and the item carries the nonce (nothing wrote after it), else err
-// labelled by op. The consistent read is tried up to ownWriteReads times:
-// a failed read tells nothing, and giving up turns an applied write into
-// an unconfirmed one.
+// labelled by op. The consistent read is tried up to 4 times, 50 ms apart
+// and doubling (jittered): a failed read tells nothing, and giving up
+// turns an applied write into an unconfirmed one.
 func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err error) (*Task, error) {
-	for i := 0; i < ownWriteReads && MayHaveApplied(err); i++ {
+	for i := 0; i < 4 && MayHaveApplied(err); i++ {
 		if i > 0 {
-			d := ownWriteBackoff << (i - 1)
+			d := 50 * time.Millisecond << (i - 1)
 			select {
 			case <-ctx.Done():
 				return nil, wrapErr(op, err)
@@ -562,13 +541,6 @@ func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
 	return into
 }
 
-// ownWriteReads bounds ownWrite's consistent reads; ownWriteBackoff is the
-// first wait between them (doubled each time, jittered).
-const (
-	ownWriteReads   = 4
-	ownWriteBackoff = 50 * time.Millisecond
-)
-
 // MayHaveApplied reports whether a write that returned err may nevertheless
 // have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
 // validation error, another client fault or a cancelled transaction, which
@@ -577,11 +549,8 @@ func MayHaveApplied(err error) bool {
 	var ae smithy.APIError
 	var hs interface{ HTTPStatusCode() int }
 	switch {
-	case err == nil, IsThrottle(err), IsValidation(err):
-		return false
-	case errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultClient:
-		return false
-	case errors.As(err, &hs) && hs.HTTPStatusCode() >= 400 && hs.HTTPStatusCode() < 500:
+	case err == nil, IsThrottle(err), IsValidation(err), errors.As(err, &ae) && ae.ErrorFault() == smithy.FaultClient,
+		errors.As(err, &hs) && hs.HTTPStatusCode() >= 400 && hs.HTTPStatusCode() < 500:
 		return false
 	}
 	return !errors.As(err, new(*types.TransactionCanceledException))
