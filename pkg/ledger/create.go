@@ -13,69 +13,53 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// MinRetention is the shortest Config.Retention the ledger accepts. Once
-// TTL deleted an item, a task re-created under its id starts again at
-// assignment_version 0, so retention must outlast any worker holding a
-// version of the old task: a Lambda runs at most 15 minutes; an hour is ample.
+// MinRetention is the shortest Config.Retention the ledger accepts: a task
+// re-created under a TTL-deleted item's id starts again at version 0, so no
+// worker of the old task may still run (a Lambda runs at most 15 minutes).
 const MinRetention = time.Hour
 
-// NewTask describes a submission. Input must already be validated and in
-// canonical form; PayloadSHA256 is the hash the caller computed over it (and
-// anything else that identifies the request, such as kind and parent).
+// NewTask describes a submission; fields named as Task's are recorded as
+// they are. Input must be validated and canonical; PayloadSHA256 is the
+// hash the caller computed over it and whatever else identifies the
+// request (kind, parent, the documents' SHA-256s).
 type NewTask struct {
 	Scope          string
 	IdempotencyKey string
 	Kind           string
 	Input          string
-	// InputRef, when set, stands for an input placed in S3 (Input is then
-	// empty); the object must be written before Create.
-	InputRef *PayloadRef
-	// Documents are the task's documents (their objects must exist before
-	// Create); the payload hash must cover their SHA-256s.
-	Documents     []DocumentRef
-	PayloadSHA256 string
-	ParentTaskID  string
-	// InputInherited: set on a regenerate, whether it took its parent's
-	// input (its request named none); see Task.InputInherited.
-	InputInherited *bool
+	InputRef       *PayloadRef   // an input in S3 (Input empty), written before Create
+	Documents      []DocumentRef // their objects written before Create
+	PayloadSHA256  string
+	ParentTaskID   string
+	InputInherited *bool // a regenerate's only
 	CorrelationID  string
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
-	MaxAttempts int
-	MaxAge      time.Duration
-	// BudgetMaxTokens, BudgetMaxMicros and ChainRoot: see Task.
+	MaxAttempts     int
+	MaxAge          time.Duration
 	BudgetMaxTokens int64
 	BudgetMaxMicros int64
 	ChainRoot       string
 	ChainEpochMs    int64
-	// Plan is the canonical JSON of the submitted approval and deliver
-	// plan ("" for none); ApprovalTTL > 0 gives the task an approval gate
-	// (its completion lands in awaiting_approval), at most MaxApprovalTTL.
+	// Plan is the canonical JSON of the submitted approval and deliver plan
+	// ("": none); ApprovalTTL > 0 (at most MaxApprovalTTL) gives a gate.
 	Plan        string
 	ApprovalTTL time.Duration
-	// DecidedBy, DecidedAt and ApprovalPolicy record, on a deliver task
-	// an approval creates, who approved it, when, and under which policy.
+	// DecidedBy, DecidedAt and ApprovalPolicy: who approved a deliver task
+	// an approval creates, when, and under which policy.
 	DecidedBy, DecidedAt, ApprovalPolicy string
-	// Provenance records where a deliver task came from; Approve sets the
-	// approval's on the deliveries it creates, whatever the request said.
-	Provenance *Provenance
-	// RequesterEmail is recorded on the task for its requester's
-	// notifications ("" for none).
+	// Provenance: Approve sets the approval's on its deliveries, whatever the request said.
+	Provenance     *Provenance
 	RequesterEmail string
-	// ConversationID puts the task in the caller's conversation
-	// (conversation.go): 1-128 of [A-Za-z0-9_-], or "" for none.
-	ConversationID string
+	ConversationID string // the caller's conversation (conversation.go): 1-128 of [A-Za-z0-9_-], or ""
 }
 
-// Create records a new queued task with one conditional PutItem. The task is
-// due for dispatch at now + DispatchTimeout: if the caller's SQS send is lost,
-// the reconciler re-sends it after that. With a watch table (watch.go) the
-// task's watch item is put first and the task is not indexed; a failure
-// after the watch put leaves a watch item whose task is absent, which the
-// reconciler passes over.
+// Create records a new queued task with one conditional PutItem, due for
+// dispatch at now + DispatchTimeout: if the caller's SQS send is lost, the
+// reconciler re-sends it then. With a watch table (watch.go) the task's watch
+// item is put first and the task is not indexed; if the task's put then
+// fails, the reconciler passes over the watch item.
 //
-// Errors: *DuplicateError (same key and payload: the existing task, a
-// replay), *PayloadMismatchError (same key, other payload: nothing written),
-// *ThrottledError.
+// Errors: *DuplicateError (a replay), *PayloadMismatchError, *ThrottledError.
 func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	t, item, err := l.newTaskItem(n, now)
@@ -100,11 +84,10 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			return nil, &ThrottledError{Op: "PutItem watch", RetryAfter: time.Second, Err: err}
 		}
 	}
-	// An item past its retention is absent (doc.go, "States and
-	// retention"): it is replaced, conditioned on being exactly the one
-	// read, keeping its assignment_version. Three tries: a put is repeated
-	// only when the conflicting item turned out expired or gone, or
-	// changed between the failed put and the read.
+	// An item past its retention is absent (doc.go, "States and retention"):
+	// replaced if it is exactly the one read. Three tries: a put is repeated
+	// only when the conflicting item turned out expired or gone, or changed
+	// between the failed put and the read.
 	var expired *Task
 	for try := 0; try < 3; try++ {
 		in := &dynamodb.PutItemInput{
@@ -202,8 +185,8 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	orDefault(&t.MaxAttempts, l.cfg.MaxAttempts)
 	orDefault(&t.MaxAgeMs, l.cfg.MaxAge.Milliseconds())
 	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
-	// Due at the outbox deadline, or at the age deadline if that comes
-	// first, so the reconciler parks it in time.
+	// Due at the outbox deadline, or the age deadline if sooner, so the
+	// reconciler parks it in time.
 	t.DueAt = min(now.Add(l.cfg.DispatchTimeout).UnixMilli(), t.DeadlineMs)
 	var err error
 	if t.Conversation, err = conversationOf(n); err != nil {

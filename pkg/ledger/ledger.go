@@ -35,41 +35,36 @@ type DynamoDB interface {
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// Defaults.
+// Defaults and limits.
 const (
 	DefaultShards      = 16
 	DefaultMaxAttempts = 5
 	DefaultMaxAge      = time.Hour
 	DefaultRetention   = 7 * 24 * time.Hour
-	// DefaultDispatchTimeout is the worker's default lease: a claim keeps
-	// the due_at its task was queued with, so the dispatch deadline is also
-	// when the reconciler first looks at a task whose worker died before
-	// its first heartbeat.
-	DefaultDispatchTimeout = 30 * time.Second
-	// DefaultDispatchBackoffFactor × DispatchTimeout is the default
-	// DispatchBackoffCap.
-	DefaultDispatchBackoffFactor = 8
+	// DefaultDispatchTimeout is the worker's default lease: as a claim keeps
+	// its task's due_at, a task whose worker dies before its first heartbeat
+	// is looked at when its dispatch deadline passes.
+	DefaultDispatchTimeout       = 30 * time.Second
+	DefaultDispatchBackoffFactor = 8 // × DispatchTimeout: the default DispatchBackoffCap
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
 	ByStateIndex     = "by_state"
 	OpenReviewsIndex = "open_reviews"
+	MinIDKeyBytes    = 32 // the shortest Config.IDKey New accepts
 )
 
-// LeaseExpiredMessage is the error message ExpireToUnknown records: the
-// lease lapsed, and nothing says whether the provider call had started
-// (unlike MarkUnknown, which follows a call that was sent).
+// LeaseExpiredMessage is the error message ExpireToUnknown records: unlike
+// MarkUnknown's, nothing says whether the provider call had started.
 const LeaseExpiredMessage = "the worker's lease expired during the attempt; the provider may have acted"
 
 // Config names the tables and sets the policies the ledger enforces.
 type Config struct {
 	TasksTable  string
 	ReviewTable string
-	// WatchTable, when set, is where Create records each submission for
-	// the reconciler (watch.go) instead of putting the task into by_state:
-	// a task that ends before its dispatch deadline bills no index write.
-	// Empty: Create indexes the task itself (tools and tests without it).
+	// WatchTable, when set, is where Create records each submission for the
+	// reconciler instead of indexing the task (doc.go, "States and retention").
 	WatchTable string
-	// Shards per state in by_state (default 16). Changing it on a live table
-	// strands indexed tasks in shards nobody queries: treat it as fixed.
+	// Shards per state in by_state (default 16); fixed for a live table, whose
+	// indexed tasks a change strands in shards nobody queries.
 	Shards int
 	// MaxAttempts and MaxAge are the default budgets of new tasks.
 	MaxAttempts int
@@ -77,26 +72,20 @@ type Config struct {
 	// Retention is how long terminal tasks (and so their idempotency keys)
 	// are kept before TTL deletes them (at least MinRetention).
 	Retention time.Duration
-	// DispatchTimeout is how long a queued task may wait for its SQS message
-	// to be consumed before the reconciler re-sends it (the outbox deadline;
-	// each re-send doubles it, see DispatchBackoff). A claim keeps it as
-	// due_at, or renews at once when it lies more than a lease past the
-	// lease's end (a second write per claim): keep it near the lease.
-	DispatchTimeout time.Duration
-	// DispatchBackoffCap caps the wait between re-sends.
-	DispatchBackoffCap time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// DispatchTimeout is the outbox deadline: how long a queued task waits for
+	// its SQS message to be consumed before the reconciler re-sends it (each
+	// re-send doubles it, see DispatchBackoff). A claim keeps it as due_at, or
+	// renews at once (a second write) when it lies more than a lease past the
+	// lease's end: keep it near the lease.
+	DispatchTimeout    time.Duration
+	DispatchBackoffCap time.Duration    // the longest wait between re-sends
+	Now                func() time.Time // the clock (default time.Now)
 	// IDKey is the server secret task ids are derived with (Ledger.TaskID),
-	// so nobody can compute a task id from an Idempotency-Key; at least
-	// MinIDKeyBytes. Empty keeps the unkeyed package function TaskID
-	// (tests, tools). It must not change while tasks are live, or replays
-	// get new ids.
+	// so nobody can compute one from an Idempotency-Key; at least
+	// MinIDKeyBytes, fixed while tasks are live (or replays get new ids).
+	// Empty: the unkeyed package function TaskID (tests, tools).
 	IDKey SecretKey
 }
-
-// MinIDKeyBytes is the shortest Config.IDKey New accepts.
-const MinIDKeyBytes = 32
 
 // SecretKey is key material that fmt never prints (every verb shows
 // "[redacted N bytes]"), so a logged Config leaks nothing.
@@ -163,9 +152,8 @@ var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 // compute it, so only a ledger without Config.IDKey uses it.
 func TaskID(scope, idempotencyKey string) string { return (&Ledger{}).TaskID(scope, idempotencyKey) }
 
-// TaskID derives the id of the task a (scope, idempotency key) pair names:
-// with Config.IDKey, as the package function TaskID but with
-// HMAC-SHA256(IDKey, scope NUL key); without it, the package function.
+// TaskID derives the id of the task (scope, idempotency key) names: as the
+// package function, but with HMAC-SHA256 under Config.IDKey when it is set.
 func (l *Ledger) TaskID(scope, idempotencyKey string) string {
 	m := sha256.New()
 	if len(l.cfg.IDKey) > 0 {
@@ -230,8 +218,7 @@ func (l *Ledger) oldOrRead(ctx context.Context, taskID string, err error) (*Task
 }
 
 func isConditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
+	return errors.As(err, new(*types.ConditionalCheckFailedException))
 }
 
 // IsThrottle reports whether err is an AWS throttling error.
@@ -241,10 +228,9 @@ func IsThrottle(err error) bool {
 		"RequestLimitExceeded", "Throttling", "TransactionInProgressException"}, ae.ErrorCode())
 }
 
-// wrapErr labels an AWS error with the operation that got it: throttles
-// become *ThrottledError, an item-size ValidationException ("Item size [to
-// update] has exceeded ...") *ItemTooLargeError. An error already labelled
-// is returned unchanged.
+// wrapErr labels an AWS error (unless labelled) with the operation that got
+// it: throttles become *ThrottledError, an item-size ValidationException
+// ("Item size [to update] has exceeded ...") *ItemTooLargeError.
 func wrapErr(op string, err error) error {
 	var ae smithy.APIError
 	switch {
@@ -290,30 +276,26 @@ type update struct {
 // WriteOption adjusts one write of the caller's assignment.
 type WriteOption func(*update)
 
-// WithNonce makes the write set nonce (from NewNonce) as its write_nonce:
-// a repeat with the same nonce of a send that ended in an error but was
-// applied returns the task as written, not a *FencedError.
+// WithNonce sets nonce (NewNonce) as the write's write_nonce: its repeat after a send
+// that failed yet applied then returns the task as written, not a *FencedError.
 func WithNonce(nonce string) WriteOption { return func(u *update) { u.nonce = nonce } }
 
 // WithAgeDeadline gives a lease renewal (Renew, MarkCallStarted) the task's
-// age deadline (Task.DeadlineMs): only then does it round due_at up to
-// whole leases (runningDue); without it due_at is the lease end.
+// Task.DeadlineMs, so it rounds due_at up to whole leases (runningDue), not the lease end.
 func WithAgeDeadline(deadlineMs int64) WriteOption {
 	return func(u *update) { u.deadlineMs = deadlineMs }
 }
 
-// AfterRefusal says the provider refused the caller's call in so many
-// words (never sent, refused for its input or configuration, throttled):
-// it did not act. ScheduleRetry and Fail then accept unknown at the
-// caller's version as well as running (the "_after_refusal" rows): what
-// the worker learned settles the uncertainty of an expired lease.
+// AfterRefusal says the provider refused the caller's call in so many words
+// (never sent, refused for its input or configuration, throttled): it did
+// not act, which settles an expired lease's uncertainty, so ScheduleRetry
+// and Fail also accept unknown at the caller's version (rows "_after_refusal").
 func AfterRefusal() WriteOption { return func(u *update) { u.refused = true } }
 
 // WithFollowUps has a settling write (Complete and its variants, Fail)
 // create the follow-up tasks by names for the state it leaves the task in,
-// in ONE TransactWriteItems with it (doc.go, "Approval gates and
-// follow-ups"). Each must name the task as ParentTaskID; at most
-// MaxFollowUps. A state with none writes one UpdateItem, as without.
+// in ONE TransactWriteItems with it (doc.go, "Approval gates and follow-ups").
+// Each names the task as ParentTaskID; at most MaxFollowUps. None: one UpdateItem.
 func WithFollowUps(by map[State][]NewTask) WriteOption { return func(u *update) { u.followUps = by } }
 
 func (u *update) with(opts []WriteOption) *update {
@@ -331,15 +313,13 @@ func newUpdate() *update {
 
 // n and v register an attribute name or a value and return its placeholder.
 func (u *update) n(attr string) string {
-	p := "#" + attr
-	u.names[p] = attr
-	return p
+	u.names["#"+attr] = attr
+	return "#" + attr
 }
 
 func (u *update) v(name string, val types.AttributeValue) string {
-	p := ":" + name
-	u.values[p] = val
-	return p
+	u.values[":"+name] = val
+	return ":" + name
 }
 
 // set sets attr to val, dropping a removal of attr an earlier helper added
@@ -428,9 +408,8 @@ func (u *update) setNonce() string {
 }
 
 // apply sends one conditional UpdateItem of the task, setting write_nonce
-// so a lost reply is recognised (doc.go, "Lost replies"). Errors: the
-// ConditionalCheckFailedException when the condition failed for another
-// reason (see attempt); otherwise the AWS error labelled by op.
+// (doc.go, "Lost replies"). Errors: the ConditionalCheckFailedException
+// when the condition failed for another reason; else as wrapErr labels it.
 func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task, error) {
 	nonce := u.setNonce()
 	out, err := l.db.UpdateItem(ctx, u.input(l.cfg.TasksTable, taskID))
@@ -440,10 +419,9 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	if !isConditionFailed(err) {
 		return l.ownWrite(ctx, "UpdateItem "+op, taskID, nonce, err)
 	}
-	// With ALL_OLD (DynamoDB, moto) the item is at hand: decide here. An
-	// engine that omits it (kumo) leaves the read to callers that need the
-	// item anyway (attempt), so a caller that only wants "not applied"
-	// (clampDue) never pays for a read.
+	// Decide here only if the engine returned ALL_OLD (not kumo): the read
+	// is left to callers that need the item anyway (attempt), so one that
+	// only wants "not applied" (clampDue) never pays for it.
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
 		if cur, derr := decodeTask(ccf.Item); derr != nil || cur.WriteNonce == nonce {
@@ -453,10 +431,9 @@ func (l *Ledger) apply(ctx context.Context, op, taskID string, u *update) (*Task
 	return nil, err
 }
 
-// attempt sends u (apply) and, when its condition failed, looks at the
-// task as it is (ALL_OLD or one consistent read): t is the task as
-// written (also when the item carries the write's nonce), old the task
-// that refused it (nil: gone), err any other error as apply labelled it.
+// attempt sends u (apply), and when its condition failed reads the task
+// (oldOrRead): t is the task as written (also when found carrying u's nonce),
+// old the task that refused it (nil: gone), err any other error.
 func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (t, old *Task, err error) {
 	if t, err = l.apply(ctx, label, taskID, u); !isConditionFailed(err) {
 		return t, nil, err
@@ -468,11 +445,10 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 }
 
 // ownWrite resolves err, the failure of a write (op) that set nonce: the
-// task as written when the write may have been applied (MayHaveApplied)
-// and the item carries the nonce (nothing wrote after it), else err
-// labelled by op. The consistent read is tried up to 4 times, 50 ms apart
-// and doubling (jittered): a failed read tells nothing, and giving up
-// turns an applied write into an unconfirmed one.
+// task as written if the write may have applied (MayHaveApplied) and the
+// item carries the nonce, else err labelled by op. It reads up to 4 times,
+// 50 ms apart and doubling (jittered): a failed read tells nothing, and
+// giving up turns an applied write into an unconfirmed one.
 func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err error) (*Task, error) {
 	for i := 0; i < 4 && MayHaveApplied(err); i++ {
 		if i > 0 {
@@ -493,11 +469,10 @@ func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err err
 	return nil, wrapErr(op, err)
 }
 
-// transact sends items — among them an update of the task that sets
-// write_nonce = nonce — as one TransactWriteItems (op names it in errors).
-// applied: by this call (cur nil), or by an earlier send whose reply was
-// lost (cur: the task as read, carrying nonce). Refused by a condition:
-// cur is the task as read (nil: gone).
+// transact sends items, among them an update of the task setting
+// write_nonce = nonce, as one TransactWriteItems (op names it in errors).
+// applied: by this call (cur nil) or by an earlier send whose reply was
+// lost (cur carries nonce). Refused: cur is the task as read (nil: gone).
 func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items []types.TransactWriteItem) (applied bool, cur *Task, err error) {
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	switch {
@@ -513,11 +488,10 @@ func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items [
 	return err == nil && cur.WriteNonce == nonce, cur, err
 }
 
-// txWrite sends the task's update u (first, its write_nonce set) and
-// items in one TransactWriteItems and returns the task as written (read
-// back: a transaction returns none); refused: as the refusal found it
-// (nil: gone). A transaction cancelled by another request writing one of
-// its items wrote nothing: *ThrottledError, the caller may repeat it.
+// txWrite sends the task's update u (first) and items in one transact and
+// returns the task as written (read back: a transaction returns none) or,
+// refused, as the refusal found it (nil: gone). A transaction cancelled by a
+// concurrent write of one of its items wrote nothing: *ThrottledError.
 func (l *Ledger) txWrite(ctx context.Context, op, taskID string, u *update, items []types.TransactWriteItem) (t *Task, refused bool, err error) {
 	nonce := u.setNonce()
 	all := append([]types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.TasksTable}, u.input(l.cfg.TasksTable, taskID))}}, items...)
@@ -532,19 +506,17 @@ func (l *Ledger) txWrite(ctx context.Context, op, taskID string, u *update, item
 	return cur, !applied && err == nil, err // applied: our own write, its reply lost
 }
 
-// txUpdate fills the transaction item into (which names its table, so the
-// IAM check of internal/templatetest can tell which table a function
-// writes) with the UpdateItem in.
+// txUpdate fills into (which names its table, so internal/templatetest's
+// IAM check can tell which table a function writes) with the UpdateItem in.
 func txUpdate(into *types.Update, in *dynamodb.UpdateItemInput) *types.Update {
 	into.Key, into.UpdateExpression, into.ConditionExpression = in.Key, in.UpdateExpression, in.ConditionExpression
 	into.ExpressionAttributeNames, into.ExpressionAttributeValues = in.ExpressionAttributeNames, in.ExpressionAttributeValues
 	return into
 }
 
-// MayHaveApplied reports whether a write that returned err may nevertheless
-// have been applied (a timeout, a lost reply, a 5xx): not a throttle, a
-// validation error, another client fault or a cancelled transaction, which
-// DynamoDB rejects before applying.
+// MayHaveApplied reports whether a write that returned err may have been
+// applied anyway (a timeout, a lost reply, a 5xx): not a throttle, a validation
+// or other client fault, or a cancelled transaction, which DynamoDB rejects unapplied.
 func MayHaveApplied(err error) bool {
 	var ae smithy.APIError
 	var hs interface{ HTTPStatusCode() int }

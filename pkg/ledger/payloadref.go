@@ -1,13 +1,10 @@
 package ledger
 
-import (
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-)
+import "github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
 // PayloadRef is a claim check kept in the task item instead of a large
 // input or result (DESIGN §12): the S3 object's bucket, key, SHA-256
-// (lowercase hex) and size. The map shape {bucket:S, key:S, sha256:S,
-// size:N} is the one internal/payload writes and parses (payload.Ref).
+// (lowercase hex) and size, as internal/payload writes and parses it (payload.Ref).
 type PayloadRef struct {
 	Bucket string `dynamodbav:"bucket" json:"bucket"`
 	Key    string `dynamodbav:"key" json:"key"`
@@ -18,9 +15,8 @@ type PayloadRef struct {
 // HasResult reports whether a result is saved, inline or by reference.
 func (t *Task) HasResult() bool { return t.Result != "" || t.ResultRef != nil }
 
-// setResult sets the completion's result on u: the inline JSON, or its
-// reference (the inline attribute is then absent). Returns its size in
-// bytes for the item-size check.
+// setResult sets the completion's result on u, inline or by reference, and
+// returns its size in bytes for the item-size check.
 func setResult(u *update, c Completion) int {
 	if c.ResultRef != nil {
 		av, _ := attributevalue.Marshal(c.ResultRef)
