@@ -20,26 +20,19 @@ func (e *DuplicateError) Error() string {
 
 // PayloadMismatchError reports that the idempotency key was used before with a
 // different payload. Nothing was written.
-type PayloadMismatchError struct {
-	TaskID         string
-	ExistingSHA256 string
-	NewSHA256      string
-}
+type PayloadMismatchError struct{ TaskID, ExistingSHA256, NewSHA256 string }
 
 func (e *PayloadMismatchError) Error() string {
 	return fmt.Sprintf("ledger: idempotency key of task %s was used with a different payload", e.TaskID)
 }
 
 // FencedError reports that the caller no longer holds the assignment it
-// names: another worker claimed the task, or it left the running state.
-// The caller must not save anything.
+// names (another worker claimed the task, or it left running): save nothing.
 type FencedError struct {
 	TaskID  string
-	Version int64 // the caller's assignment version
-	// Current is the task as read after the rejected write (nil if gone).
-	Current *Task
-	// Why is one of "already_completed", "taken_over", "not_running", "gone".
-	Why string
+	Version int64  // the caller's assignment version
+	Current *Task  // the task as read after the rejected write (nil if gone)
+	Why     string // "already_completed", "taken_over", "not_running" or "gone"
 }
 
 func (e *FencedError) Error() string {
@@ -64,10 +57,8 @@ const (
 type NotClaimableError struct {
 	TaskID string
 	Reason string
-	// Budget is set with ReasonBudgetExhausted: "max_attempts" or "max_age".
-	Budget string
-	// Task is the task as read after the failed claim (nil when not found).
-	Task *Task
+	Budget string // with ReasonBudgetExhausted: "max_attempts" or "max_age"
+	Task   *Task  // the task as read after the failed claim (nil when not found)
 }
 
 func (e *NotClaimableError) Error() string {
@@ -77,11 +68,9 @@ func (e *NotClaimableError) Error() string {
 // ConflictError reports a state transition that the task's current state
 // does not allow (for example cancelling a running task).
 type ConflictError struct {
-	TaskID string
-	Op     string
-	State  State
-	// Task is the task as read after the rejected write.
-	Task *Task
+	TaskID, Op string
+	State      State
+	Task       *Task // the task as read after the rejected write
 }
 
 // conflict is the ConflictError of op refused by t (nil: gone).
@@ -108,14 +97,11 @@ func (e *ThrottledError) Unwrap() error { return e.Err }
 // DynamoDB's 400 KB item limit, by the ledger's own check (Err nil) or by
 // DynamoDB. Nothing was written; repeating the write cannot succeed.
 type ItemTooLargeError struct {
-	TaskID string
-	Op     string
+	TaskID, Op string
 	// Bytes is the item's size as computed (0 when only DynamoDB's error is
 	// known); ResultBytes the size of the result being saved, if any.
-	Bytes       int
-	ResultBytes int
-	Limit       int
-	Err         error
+	Bytes, ResultBytes, Limit int
+	Err                       error
 }
 
 func (e *ItemTooLargeError) Error() string {

@@ -23,25 +23,22 @@ const (
 	StateFailed      State = "failed"
 	StateCancelled   State = "cancelled"
 	StateNeedsReview State = "needs_review"
-	// StateAwaitingApproval: the result is saved (fenced like a
-	// completion) and waits for a person's decision until due_at, the
-	// approval deadline (DESIGN §10). Live: indexed for the reconciler.
+	// StateAwaitingApproval: the result is saved (fenced like a completion)
+	// and waits for a person's decision until due_at (DESIGN §10). Live.
 	StateAwaitingApproval State = "awaiting_approval"
-	// StateRejected: a person rejected the result; terminal, no delivery.
-	StateRejected State = "rejected"
+	StateRejected         State = "rejected" // by a person: terminal, no delivery
 )
 
 // LiveStates are indexed in by_state and watched by the reconciler.
 var LiveStates = []State{StateQueued, StateRunning, StateRetryWait, StateUnknown, StateAwaitingApproval}
 
-// StateActive is no task's state: it names the by_state partition that
-// queued and running tasks share (state_shard = "active#<nn>"), so a claim
-// bills no index write. ShardKey, and internal/tasklist's LiveQuery and
-// CountLive, take it, or either of its two states.
+// StateActive is no task's state but the by_state partition queued and
+// running tasks share (doc.go, "States and retention"). ShardKey and
+// internal/tasklist's LiveQuery and CountLive take it or either state.
 const StateActive State = "active"
 
-// Partitions are the by_state partition families, one per PartitionOf
-// value: what the reconciler walks and the overview counts.
+// Partitions are the by_state partition families (the PartitionOf values)
+// the reconciler walks and the overview counts.
 var Partitions = []State{StateActive, StateRetryWait, StateUnknown, StateAwaitingApproval}
 
 // PartitionOf returns the by_state partition family of a live state:
@@ -64,8 +61,7 @@ func (s State) Live() bool { return slices.Contains(LiveStates, s) }
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool { return s.Live() || s.Terminal() || s == StateNeedsReview }
 
-// Task is one item of the tasks table. Attribute names avoid DynamoDB
-// reserved words; every expression still goes through expression names.
+// Task is one item of the tasks table.
 type Task struct {
 	TaskID         string `dynamodbav:"task_id"`
 	State          State  `dynamodbav:"state"`
@@ -75,9 +71,9 @@ type Task struct {
 	Input          string `dynamodbav:"input"`
 	Kind           string `dynamodbav:"kind"`
 	ParentTaskID   string `dynamodbav:"parent_task_id,omitempty"`
-	// InputInherited says whether a regenerate's request named no input
-	// (it took its parent's); nil on other tasks and older regenerates. It
-	// recognises a retry of that request once the parent is deleted.
+	// InputInherited says whether a regenerate's request named no input (it
+	// took its parent's), so a retry is recognised once the parent is
+	// deleted; nil on other tasks and older regenerates.
 	InputInherited    *bool  `dynamodbav:"input_inherited,omitempty"`
 	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
 	Attempts          int    `dynamodbav:"attempts"`
@@ -87,84 +83,66 @@ type Task struct {
 	LeaseUntil        int64  `dynamodbav:"lease_until,omitempty"` // epoch ms
 	NotBefore         int64  `dynamodbav:"not_before,omitempty"`  // epoch ms
 	// CreatedAt, UpdatedAt and CompletedAt (RFC 3339 UTC) are derived from
-	// the _ms attributes, the only forms the item keeps (the strings would
-	// take a small completed task over 1 KB: a write unit more per write).
-	CreatedAt string `dynamodbav:"-"`
-	CreatedMs int64  `dynamodbav:"created_ms"`
-	UpdatedAt string `dynamodbav:"-"`
-	UpdatedMs int64  `dynamodbav:"updated_ms"`
-	// BudgetStartMs is when the age budget started: creation, or an
-	// operator's retry with a fresh budget.
-	BudgetStartMs int64 `dynamodbav:"budget_start_ms"`
-	MaxAgeMs      int64 `dynamodbav:"max_age_ms"`
-	// DeadlineMs = BudgetStartMs + MaxAgeMs, stored so conditions can compare it.
-	DeadlineMs   int64  `dynamodbav:"deadline_ms"`
-	Result       string `dynamodbav:"result,omitempty"` // JSON
-	ErrorClass   string `dynamodbav:"error_class,omitempty"`
-	ErrorMessage string `dynamodbav:"error_message,omitempty"`
-	Provider     string `dynamodbav:"provider,omitempty"`
-	ProviderRef  string `dynamodbav:"provider_ref,omitempty"`
-	ReadbackAt   string `dynamodbav:"readback_at,omitempty"`
-	CompletedAt  string `dynamodbav:"-"`
-	CompletedMs  int64  `dynamodbav:"completed_ms,omitempty"`
-	ExpiresAt    int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
-	StateShard   string `dynamodbav:"state_shard,omitempty"`
-	DueAt        int64  `dynamodbav:"due_at,omitempty"` // epoch ms
-	// UnknownSinceMs keeps when an unknown task's outcome became uncertain
-	// (its due_at until then) once DeferReadback moved its due_at; 0 until.
+	// the _ms attributes: stored, they would take a small completed task
+	// over 1 KB, a write unit more per write.
+	CreatedAt     string `dynamodbav:"-"`
+	CreatedMs     int64  `dynamodbav:"created_ms"`
+	UpdatedAt     string `dynamodbav:"-"`
+	UpdatedMs     int64  `dynamodbav:"updated_ms"`
+	BudgetStartMs int64  `dynamodbav:"budget_start_ms"` // creation, or an operator's retry with a fresh budget
+	MaxAgeMs      int64  `dynamodbav:"max_age_ms"`
+	DeadlineMs    int64  `dynamodbav:"deadline_ms"`      // BudgetStartMs + MaxAgeMs, for conditions to compare
+	Result        string `dynamodbav:"result,omitempty"` // JSON
+	ErrorClass    string `dynamodbav:"error_class,omitempty"`
+	ErrorMessage  string `dynamodbav:"error_message,omitempty"`
+	Provider      string `dynamodbav:"provider,omitempty"`
+	ProviderRef   string `dynamodbav:"provider_ref,omitempty"`
+	ReadbackAt    string `dynamodbav:"readback_at,omitempty"`
+	CompletedAt   string `dynamodbav:"-"`
+	CompletedMs   int64  `dynamodbav:"completed_ms,omitempty"`
+	ExpiresAt     int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
+	StateShard    string `dynamodbav:"state_shard,omitempty"`
+	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
+	// UnknownSinceMs: when an unknown task's outcome became uncertain, once
+	// DeferReadback moved due_at (which held it until then); else 0.
 	UnknownSinceMs int64 `dynamodbav:"unknown_since,omitempty"`
-	// OpenUnknownMs is when an earlier attempt's outcome became uncertain
-	// and stayed open (an expired lease re-queued for a provider that
-	// deduplicates: Requeue from running), kept whatever later attempts
-	// record, cleared when a readback or an end settles it; 0: none.
+	// OpenUnknownMs: when an earlier attempt's outcome became uncertain and
+	// stayed open (Requeue from running, for a provider that deduplicates),
+	// whatever later attempts record, until a readback or an end settles it.
 	OpenUnknownMs int64  `dynamodbav:"open_unknown_ms,omitempty"`
 	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
 	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
-	// ParkCount counts the task's parks (its review item carries the same
-	// count, for the operator's optimistic concurrency).
-	ParkCount int `dynamodbav:"park_count,omitempty"`
+	ParkCount     int    `dynamodbav:"park_count,omitempty"` // as on its review item (operators' optimistic concurrency)
 	// CreateNonce (per Create) and WriteNonce (per conditional write) let
 	// a call whose reply was lost recognise its own write (doc.go).
 	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
 	WriteNonce  string `dynamodbav:"write_nonce,omitempty"`
 	// CallStartedVersion is the assignment version whose worker marked its
-	// provider call started (MarkCallStarted; providers without
-	// idempotency keys only). Claim leaves it, so it equals
-	// AssignmentVersion only when the current assignment's call started.
+	// provider call started (MarkCallStarted; providers without idempotency
+	// keys). It equals AssignmentVersion only if the current one's did.
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
-	// ClaimedMs, CallStartedMs and AttemptLog are the attempt history
-	// (history.go; read them with History).
+	// ClaimedMs, CallStartedMs and AttemptLog are the attempt history (History).
 	ClaimedMs     int64    `dynamodbav:"claimed_ms,omitempty"`
 	CallStartedMs int64    `dynamodbav:"call_started_ms,omitempty"`
 	AttemptLog    []string `dynamodbav:"attempt_log,omitempty"`
-	// Dispatches counts outbox re-sends by the reconciler.
-	Dispatches int `dynamodbav:"dispatches,omitempty"`
-	// CancelVersion is the assignment version a cancel while running
-	// fenced (CancelRunning); 0 when no such cancel was requested. It
-	// stays after that cancel is decided: CancelledWhileRunning tells
-	// whether it is the current assignment's.
+	Dispatches    int      `dynamodbav:"dispatches,omitempty"` // the reconciler's outbox re-sends
+	// CancelVersion is the assignment version a cancel while running fenced
+	// (CancelRunning), 0 if none; it stays after the cancel is decided
+	// (CancelledWhileRunning: whether it is the current assignment's).
 	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
 	// BudgetMaxTokens and BudgetMaxMicros are the task's spend budget
-	// (total tokens; micro-dollars), 0 where unlimited (DESIGN §13). A
-	// regenerate shares its chain's: ChainRoot (the first task's id, ""
-	// for the root itself) and ChainEpochMs (its creation) name it
-	// (ChainBudget).
-	BudgetMaxTokens int64  `dynamodbav:"budget_max_tokens,omitempty"`
-	BudgetMaxMicros int64  `dynamodbav:"budget_max_micros,omitempty"`
-	ChainRoot       string `dynamodbav:"chain_root,omitempty"`
-	ChainEpochMs    int64  `dynamodbav:"chain_epoch_ms,omitempty"`
-
-	// InputRef and ResultRef replace Input and Result kept in S3 (DESIGN
-	// §12, the claim check; a result's key: internal/payload.ResultKey).
-	InputRef  *PayloadRef `dynamodbav:"input_ref,omitempty"`
-	ResultRef *PayloadRef `dynamodbav:"result_ref,omitempty"`
-	// Documents are a generate task's uploaded documents, by reference.
-	Documents []DocumentRef `dynamodbav:"documents,omitempty"`
-	// Provenance is where a deliver task came from (nil on other tasks).
-	Provenance *Provenance `dynamodbav:"provenance,omitempty"`
-	// RequesterEmail is the submitting caller's address (the JWT's email
-	// claim), recorded only where requesters are notified by email.
-	RequesterEmail string `dynamodbav:"requester_email,omitempty"`
+	// (tokens; micro-dollars; 0: unlimited; DESIGN §13). A regenerate shares
+	// its chain's (ChainBudget), named by ChainRoot (the root's id, "" on the
+	// root) and ChainEpochMs (the root's creation).
+	BudgetMaxTokens int64         `dynamodbav:"budget_max_tokens,omitempty"`
+	BudgetMaxMicros int64         `dynamodbav:"budget_max_micros,omitempty"`
+	ChainRoot       string        `dynamodbav:"chain_root,omitempty"`
+	ChainEpochMs    int64         `dynamodbav:"chain_epoch_ms,omitempty"`
+	InputRef        *PayloadRef   `dynamodbav:"input_ref,omitempty"`       // replaces Input, kept in S3 (DESIGN §12)
+	ResultRef       *PayloadRef   `dynamodbav:"result_ref,omitempty"`      // replaces Result (internal/payload.ResultKey)
+	Documents       []DocumentRef `dynamodbav:"documents,omitempty"`       // a generate task's uploads
+	Provenance      *Provenance   `dynamodbav:"provenance,omitempty"`      // where a deliver task came from
+	RequesterEmail  string        `dynamodbav:"requester_email,omitempty"` // the JWT's email claim, if emailed
 	Approval
 	Conversation
 }
@@ -180,24 +158,20 @@ func (t *Task) PastRetention(now time.Time) bool {
 func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
 
 // ChainBudget names the budget record of the task's regenerate chain:
-// "<root id>.<root's creation, epoch ms, base 36>". Budget records outlive
-// a task's retention, after which its id names a new task (Create): named
-// by the id alone, the new task would count its predecessor's spend. A
-// root created before BudgetNamesSince keeps the id alone (budgetName).
+// "<root id>.<root's creation, epoch ms, base 36>" (the id alone for a root
+// created before BudgetNamesSince). Budget records outlive retention, after
+// which the id names a new task that must not count its predecessor's spend.
 func (t *Task) ChainBudget() string { return budgetName(t.Chain(), t.ChainEpoch()) }
 
-// OwnBudget names the task's own budget record as ChainBudget names its
-// chain's, by the task's id and creation, and prefixes its reservations'
-// ids, unique to this task under its id.
+// OwnBudget names the task's own budget record the same way, by its id and
+// creation; it prefixes the ids of the task's reservations.
 func (t *Task) OwnBudget() string { return budgetName(t.TaskID, t.CreatedMs) }
 
-// BudgetNamesSince (epoch ms) is when budget records began to be named by
-// the creation of their task (or chain root): older ones keep their names,
-// so an upgrade finds the spend they hold.
+// BudgetNamesSince (epoch ms) is when budget records began to carry their
+// task's (or chain root's) creation: older ones (and a creation unknown, 0)
+// keep the id alone, so an upgrade finds the spend they hold.
 const BudgetNamesSince int64 = 1796162400000 // 2026-12-01T22:00:00Z
 
-// budgetName is id with its creation (epoch ms, base 36), or id alone
-// for a creation before BudgetNamesSince (or unknown: 0).
 func budgetName(id string, createdMs int64) string {
 	if createdMs < BudgetNamesSince {
 		return id
@@ -205,8 +179,8 @@ func budgetName(id string, createdMs int64) string {
 	return id + "." + strconv.FormatInt(createdMs, 36)
 }
 
-// ChainEpoch is the creation (epoch ms) of the task's chain's root: a
-// regenerate of the task carries it as ChainEpochMs.
+// ChainEpoch is the creation (epoch ms) of the task's chain's root, which a
+// regenerate of the task carries as ChainEpochMs.
 func (t *Task) ChainEpoch() int64 {
 	if t.ChainRoot != "" {
 		return t.ChainEpochMs
@@ -214,8 +188,7 @@ func (t *Task) ChainEpoch() int64 {
 	return t.CreatedMs
 }
 
-// Chain returns the task id of its regenerate chain's root (its own id
-// when it is the root).
+// Chain returns the id of the task's regenerate chain's root (maybe its own).
 func (t *Task) Chain() string { return cmp.Or(t.ChainRoot, t.TaskID) }
 
 // OperationID is the stable provider idempotency key of the task.
@@ -257,11 +230,10 @@ func msString(ms int64) string {
 	return rfc3339(time.UnixMilli(ms))
 }
 
-// CancelledWhileRunning reports whether t's current assignment is the one
-// a cancel while running left (CancelRunning: cancel_version = the version
-// before), so that cancel is what t's unknown or unknown_outcome state is
-// about. An operator's retry of its park and the claim after it start an
-// attempt no cancel fenced: false, though cancel_version stays.
+// CancelledWhileRunning reports whether t's current assignment is the one a
+// cancel while running left (row cancel_running), so that cancel is what its
+// unknown or unknown_outcome state is about; not after an operator's retry
+// of its park and the claim after it, though cancel_version stays.
 func (t *Task) CancelledWhileRunning() bool {
 	return gCancelOfPrev.holds(t, &Call{Version: t.AssignmentVersion})
 }
