@@ -11,20 +11,13 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// needsCallMark reports whether the call must be preceded by the
-// call-start mark (doc.go, "The call-start mark"): the step does not
-// deduplicate by operation id. A retry-safe generation is marked too
-// (doc.go, "Uncertain outcomes and effect classes").
-func (h *Handler) needsCallMark(t *ledger.Task) bool {
-	return !provider.HonoursIdempotency(h.step(t))
-}
-
-// markCallStarted writes the call-start mark when needsCallMark, repeated
+// markCallStarted writes the call-start mark when the step does not
+// deduplicate by operation id (doc.go, "The call-start mark"), repeated
 // like a settling write. ok=false means the provider must not be called
 // and r is the record's result. leaseUntil is the lease end the mark left
 // (0: no mark needed), for leaseForCall.
 func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (leaseUntil int64, r result, ok bool) {
-	if !h.needsCallMark(t) {
+	if provider.HonoursIdempotency(h.step(t)) { // a retry-safe generation is marked too
 		return 0, result{}, true
 	}
 	err := h.save(ctx, rec, t, "call_started", func(o ...ledger.WriteOption) (*ledger.Task, error) {

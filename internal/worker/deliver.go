@@ -3,7 +3,6 @@ package worker
 import (
 	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/provider"
-	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
@@ -27,13 +26,4 @@ func (h *Handler) retrySafe(t *ledger.Task) bool {
 // (a retry-safe generation).
 func (h *Handler) repeatable(t *ledger.Task) bool {
 	return h.retrySafe(t) || provider.HonoursIdempotency(h.step(t))
-}
-
-// configReview is the review of an attempt refused for configuration:
-// worded for the provider, or for a deliver task's destination.
-func (h *Handler) configReview(t *ledger.Task, f review.Failure) ledger.Review {
-	if t.Kind == deliver.Kind {
-		return review.DestinationConfig(t, h.step(t).Name(), f)
-	}
-	return review.ProviderConfig(t, h.step(t).Name(), f)
 }

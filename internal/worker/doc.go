@@ -89,7 +89,7 @@
 // to unknown and the reconciler resolves it by readback. The same rule
 // decides the takeover of an expired lease (AllowTakeover). A cancel that
 // cuts a retry-safe call ends it cancelled at once, its reservation
-// charged (knowCharged); its calls are still marked (needsCallMark) for a
+// charged (knowCharged); its calls are still marked (markCallStarted) for a
 // reconciler that treats generation as an effect while a deployment
 // changes the class. The zero value treats generation as an effect; the
 // functions and make run default to retry-safe (GENERATION_EFFECT_CLASS).

@@ -171,54 +171,50 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 // sent; err, a give-back's failure.
 func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, log *slog.Logger) (d decision, err error) {
 	v := t.AssignmentVersion
+	var op, done string
+	var write func(o ...ledger.WriteOption) (*ledger.Task, error)
 	switch d = settle(read, v, knowNoCall); d {
 	case sendNothing:
 		return d, nil
 	case sendReleaseRequeued:
-		err = h.save(ctx, rec, t, "release requeued", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		op, done = "release requeued", "the lapsed lease was re-queued before any provider call; the attempt is given back and its lapse voided"
+		write = func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.ReleaseRequeued(ctx, t.TaskID, v, o...)
-		}, log)
-		if err == nil {
-			log.WarnContext(ctx, "the lapsed lease was re-queued before any provider call; the attempt is given back and its lapse voided")
-			return d, nil
 		}
-		var fe *ledger.FencedError
-		if errors.As(err, &fe) {
-			// Moved on from queued at mine, never back to it: to unknown
-			// (the spent budget's readback), then perhaps to its park.
-			if next := settle(fe.Current, v, knowNoCall); next.givesBack() && next != sendReleaseRequeued {
-				return h.uncalled(ctx, rec, t, fe.Current, log)
-			}
-		}
-		return d, err
 	case sendReleaseUnknown:
-		err = h.save(ctx, rec, t, "release unknown", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		op, done = "release unknown", "the lease had lapsed to unknown before any provider call; released from unknown"
+		write = func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.ReleaseUnknown(ctx, t.TaskID, v, o...)
-		}, log)
-		if err == nil {
-			log.WarnContext(ctx, "the lease had lapsed to unknown before any provider call; released from unknown")
-			return d, nil
 		}
-		var fe *ledger.FencedError
-		if !errors.As(err, &fe) || settle(fe.Current, v, knowNoCall) != sendReleaseLapsed {
-			return d, err
-		}
-		fallthrough // parked in between
 	case sendReleaseLapsed:
+		op, done = "release lapsed", "the task was parked unknown_outcome before any provider call; the review is resolved and the task released"
 		res := ledger.LapsedResolution{By: "worker " + t.LeaseOwner, Note: fmt.Sprintf(
 			"resolved by the worker: attempt %d of %d made no provider call (its lease lapsed before the call, and the task was parked before the worker could give it back); the attempt is given back and the task re-queued",
 			t.Attempts, t.MaxAttempts)}
-		err = h.save(ctx, rec, t, "release lapsed", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+		write = func(o ...ledger.WriteOption) (*ledger.Task, error) {
 			return h.Ledger.ReleaseLapsed(ctx, t.TaskID, v, res, o...)
-		}, log)
-		if err == nil {
-			log.WarnContext(ctx, "the task was parked unknown_outcome before any provider call; the review is resolved and the task released")
 		}
-		return d, err
+	default:
+		h.send(ctx, rec, t, read, d, known{kind: knowNoCall}, log)
+		return d, nil
 	}
-	h.send(ctx, rec, t, read, d, known{kind: knowNoCall}, log)
-	return d, nil
+	if err = h.save(ctx, rec, t, op, write, log); err == nil {
+		log.WarnContext(ctx, done)
+		return d, nil
+	}
+	// Refused because the task moved on, never back (giveBackStage): sent
+	// again from there.
+	var fe *ledger.FencedError
+	if errors.As(err, &fe) && giveBackStage[settle(fe.Current, v, knowNoCall)] > giveBackStage[d] {
+		return h.uncalled(ctx, rec, t, fe.Current, log)
+	}
+	return d, err
 }
+
+// giveBackStage orders the give-backs as a lapsed lease's task moves on:
+// queued at mine (re-queued), then unknown (the spent budget's readback),
+// then its park.
+var giveBackStage = map[decision]int{sendReleaseRequeued: 1, sendReleaseUnknown: 2, sendReleaseLapsed: 3}
 
 // uncalledRefusal settles, by uncalled, what (a write of the no-call path)
 // refused with fe, and logs it. The record is deferred when the

@@ -16,8 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/taskledger/taskledger/internal/deliver"
 	"github.com/taskledger/taskledger/internal/dispatch"
 	"github.com/taskledger/taskledger/internal/followup"
+	"github.com/taskledger/taskledger/internal/metrics"
 	"github.com/taskledger/taskledger/internal/provider"
 	"github.com/taskledger/taskledger/internal/review"
 	"github.com/taskledger/taskledger/pkg/ledger"
@@ -49,8 +51,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	// Admission: never start a provider call that cannot finish. Checked
 	// before the claim, so a record turned away consumes no attempt.
 	if !h.admitted(work) {
-		log.WarnContext(ctx, "too little time left for a provider call; leaving the record for another invocation",
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
+		log.WarnContext(ctx, "too little time left for a provider call; leaving the record for another invocation", h.lateAttrs(work)...)
 		h.setVisibility(ctx, rec, 0, log)
 		return notAdmitted
 	}
@@ -79,8 +80,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !h.admitted(work) {
 		// The claim itself ate the time: give the attempt back rather than
 		// let the lease expire.
-		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log,
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
+		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log, h.lateAttrs(work)...)
 		return notAdmitted
 	}
 
@@ -135,8 +135,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		// the time: a call started now would be cut by the deadline, an
 		// uncertain outcome of our own making.
 		noCall()
-		h.giveBackUncalled(ctx, rec, t, 0, "too little time left before the call", log,
-			"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", timeLeft(work).Milliseconds())
+		h.giveBackUncalled(ctx, rec, t, 0, "too little time left before the call", log, h.lateAttrs(work)...)
 		return notAdmitted
 	}
 	a := h.call(ctx, work, rec, t, input, docs, log)
@@ -175,12 +174,13 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	return r
 }
 
-// timeLeft is the time to ctx's deadline (0 without one), for logs.
-func timeLeft(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return time.Until(dl)
+// lateAttrs are the log attributes of a record turned away for time.
+func (h *Handler) lateAttrs(work context.Context) []any {
+	var left time.Duration
+	if dl, ok := work.Deadline(); ok {
+		left = time.Until(dl)
 	}
-	return 0
+	return []any{"call_timeout_ms", h.callTimeout().Milliseconds(), "time_left_ms", left.Milliseconds()}
 }
 
 func (h *Handler) hooks() Hooks {
@@ -244,8 +244,8 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	}
 	start := time.Now()
 	p := h.step(t)
-	st := h.beginStream(ctx, t, p)
-	res, err := provider.Call(callCtx, p, req, h.streamSink(st))
+	st, sink := h.beginStream(ctx, t, p)
+	res, err := provider.Call(callCtx, p, req, sink)
 	latency := time.Since(start)
 	fenced := hb.stop()
 
@@ -253,7 +253,8 @@ func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledg
 	if err != nil {
 		class = retrypolicy.DefaultClassifier(err).Class.String()
 	}
-	h.providerMetric(p.Name(), t.TaskID, class, latency)
+	_ = h.Metrics.Record("Service", "worker", "Provider", p.Name()).Set("ProviderLatency", float64(latency.Milliseconds()), metrics.Milliseconds).
+		Add("ProviderCalls", 1, metrics.Count).Property("task_id", t.TaskID).Property("error_class", class).Flush()
 	log.InfoContext(ctx, "provider returned", "kind", t.Kind, "provider", p.Name(), "latency_ms", latency.Milliseconds(),
 		"error_class", class, "heartbeats", hb.beats.Load())
 	a := attempt{res: res, err: err, fenced: fenced, stream: st}
@@ -388,7 +389,11 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	// task's budgets.
 	var r ledger.Review
 	if c.Class == retrypolicy.PermanentConfig {
-		r = h.configReview(t, review.FailureOf(c, perr, msg))
+		config := review.ProviderConfig
+		if t.Kind == deliver.Kind {
+			config = review.DestinationConfig
+		}
+		r = config(t, h.step(t).Name(), review.FailureOf(c, perr, msg))
 	} else {
 		now := h.Ledger.Now()
 		notBefore, budget := h.nextRetry(t, c, now)

@@ -21,15 +21,6 @@ const (
 	saveReserve = time.Second
 )
 
-// saveWait is the wait before repeat i of a settling write or a result's
-// put: SaveBackoff doubled i times, capped at 20 times it, half of it
-// jittered.
-func (h *Handler) saveWait(i int) time.Duration {
-	base := orDefault(h.SaveBackoff, saveBackoff)
-	wait := min(base<<i, 20*base)
-	return wait/2 + rand.N(wait/2+1)
-}
-
 // save runs write, one fenced write that settles the attempt, and repeats
 // it while it fails for a reason that may pass (doc.go, "Failed settling
 // writes"). Every send carries the same write nonce, so a send applied
@@ -52,11 +43,14 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 }
 
 // repeat sends try again after it failed with err while mayPass says its
-// error may pass: at most saveRepeats more times, each after saveWait,
+// error may pass: at most saveRepeats more times, each after a doubling wait,
 // never past saveReserve before ctx's deadline. It returns the last error.
 func (h *Handler) repeat(ctx context.Context, msg string, err error, try func() error, mayPass func(error) bool, log *slog.Logger) error {
+	base := orDefault(h.SaveBackoff, saveBackoff)
 	for i := range saveRepeats {
-		wait := h.saveWait(i)
+		// SaveBackoff doubled i times, capped at 20 times it, half of it jittered.
+		wait := min(base<<i, 20*base)
+		wait = wait/2 + rand.N(wait/2+1)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait+saveReserve {
 			break
 		}

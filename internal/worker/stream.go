@@ -32,24 +32,16 @@ func (f StreamsFunc) Begin(ctx context.Context, taskID string, attempt int) Stre
 	return f(ctx, taskID, attempt)
 }
 
-// beginStream starts a stream for a generate call to a provider that
-// streams; nil otherwise (the call is then a plain Generate).
-func (h *Handler) beginStream(ctx context.Context, t *ledger.Task, p provider.Provider) StreamAttempt {
-	if h.Streams == nil || t.Kind == deliver.Kind {
-		return nil
+// beginStream starts a stream, and returns its delta sink, for a generate
+// call to a provider that streams; nil otherwise (a plain Generate).
+func (h *Handler) beginStream(ctx context.Context, t *ledger.Task, p provider.Provider) (StreamAttempt, provider.DeltaFunc) {
+	if _, ok := p.(provider.Streamer); !ok || h.Streams == nil || t.Kind == deliver.Kind {
+		return nil, nil
 	}
-	if _, ok := p.(provider.Streamer); !ok {
-		return nil
+	if st := h.Streams.Begin(ctx, t.TaskID, t.Attempts); st != nil { // nil: this task is not streamed
+		return st, st.Delta
 	}
-	return h.Streams.Begin(ctx, t.TaskID, t.Attempts)
-}
-
-// streamSink is the call's delta sink (nil: no streaming).
-func (h *Handler) streamSink(st StreamAttempt) provider.DeltaFunc {
-	if st == nil {
-		return nil
-	}
-	return st.Delta
+	return nil, nil
 }
 
 // endStream sends the done frame of a saved result: the state the

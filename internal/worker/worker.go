@@ -104,7 +104,7 @@ type Handler struct {
 	// Policy decides retry delays (backoff, Retry-After floor).
 	Policy retrypolicy.Policy
 	// SaveBackoff is the first wait between repeats of a settling write or
-	// a result's put (saveWait; default 100 ms). Tests shorten it: what they
+	// a result's put (repeat; default 100 ms). Tests shorten it: what they
 	// check is the repeats, not the waiting.
 	SaveBackoff time.Duration
 	// Lease is how long a claim holds without a heartbeat (DefaultLease).
@@ -275,11 +275,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	h.batchMetrics(len(ev.Records), counts, len(resp.BatchItemFailures))
+	m := h.Metrics.Record("Service", "worker").Add("Records", float64(len(ev.Records)), metrics.Count)
 	attrs := []any{"records", len(ev.Records), "item_failures", len(resp.BatchItemFailures)}
 	for _, o := range outcomes {
+		m.Add(metricName(o), float64(counts[o]), metrics.Count)
 		attrs = append(attrs, o, counts[o])
 	}
+	_ = m.Add("ItemFailures", float64(len(resp.BatchItemFailures)), metrics.Count).Flush()
 	h.log().InfoContext(ctx, "batch done", attrs...)
 	return resp, nil
 }
@@ -293,25 +295,6 @@ func (h *Handler) safeRecord(ctx, work context.Context, rec events.SQSMessage) (
 		}
 	}()
 	return h.record(ctx, work, rec)
-}
-
-func (h *Handler) batchMetrics(records int, counts map[string]int, failures int) {
-	r := h.Metrics.Record("Service", "worker")
-	r.Add("Records", float64(records), metrics.Count)
-	for _, o := range outcomes {
-		r.Add(metricName(o), float64(counts[o]), metrics.Count)
-	}
-	r.Add("ItemFailures", float64(failures), metrics.Count)
-	_ = r.Flush()
-}
-
-func (h *Handler) providerMetric(name, taskID, class string, latency time.Duration) {
-	_ = h.Metrics.Record("Service", "worker", "Provider", name).
-		Set("ProviderLatency", float64(latency.Milliseconds()), metrics.Milliseconds).
-		Add("ProviderCalls", 1, metrics.Count).
-		Property("task_id", taskID).
-		Property("error_class", class).
-		Flush()
 }
 
 // metricName turns "acked_duplicate" into "AckedDuplicate".
