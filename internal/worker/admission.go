@@ -17,8 +17,7 @@ import (
 )
 
 // Admission gates the worker's provider calls on shared per-model limits
-// (internal/admission, DESIGN §13). A nil *Admission in Handler.Admission
-// means no admission: no call to it at all.
+// (internal/admission, DESIGN §13).
 type Admission struct {
 	// Admitter holds the shared windows (required).
 	Admitter *admission.Admitter
@@ -26,26 +25,21 @@ type Admission struct {
 	Model string
 }
 
-// Estimate is a call's token reservation: the most the call can use
-// (callMaximum, the bound the budget reserves), since an estimate is only
-// a limit if it is an upper bound. Settle corrects the window by the
-// provider's reported usage afterwards. input is the input as the provider
-// gets it (read from the payload bucket when offloaded).
+// Estimate is a call's token reservation: the most it can use (callMaximum),
+// since only an upper bound makes a limit; settleAdmission corrects it by the
+// reported usage. input is as the provider gets it (read when offloaded).
 func (a *Admission) Estimate(input string, docs ...contract.DocumentSize) int64 {
 	in, out := callMaximumOf(input, docs)
 	return in + out
 }
 
 // admitCall asks for admission after the claim (doc.go, "Provider
-// admission"). ok=false means the provider must not be called and r is the
-// record's result. A call admission can never admit is refused up front by
-// the submit function (422 exceeds-admission-limit): the park here is the
+// admission"). ok=false means no call, with r the record's result. Submit
+// refuses a call admission can never admit (422): the park here is the
 // backstop for limits lowered after a task was accepted.
 func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (*admission.Ticket, result, bool) {
 	a := h.Admission
-	if a == nil || t.Kind == deliver.Kind {
-		// A deliver task calls its destination, not the provider: it uses
-		// none of the model's limits.
+	if a == nil || t.Kind == deliver.Kind { // a destination uses none of the model's limits
 		return nil, result{}, true
 	}
 	est := a.Estimate(input, documentSizes(t.Documents)...)
@@ -68,13 +62,11 @@ func (h *Handler) admitCall(ctx context.Context, rec events.SQSMessage, t *ledge
 	return nil, h.giveBackUncalled(ctx, rec, t, 0, "admission failed", log, "error", err.Error()), false
 }
 
-// freshTicket admits the call again when its ticket's slot ended before
-// the call could start (the reservation and the call-start mark came
-// between, and a throttled write is repeated for seconds): a call is
-// counted in its admit's slot, so one sent later could meet, within 60 s
-// at the provider, a call admitted a minute after that slot. The old
-// ticket is given back first; when the call is not admitted now, the
-// reservation is settled at nothing and the task waits as usual.
+// freshTicket admits the call again when its ticket's slot ended before the
+// call could start (the writes between are repeated for seconds when
+// throttled): counted in its admit's slot, a call sent later could meet,
+// within 60 s at the provider, one admitted a minute after that slot. Not
+// admitted now, the reservation is settled at nothing and the task waits.
 func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, tk *admission.Ticket, rs *reservation, log *slog.Logger) (*admission.Ticket, result, bool) {
 	if tk == nil || h.Ledger.Now().Before(tk.ValidUntil) {
 		return tk, result{}, true
@@ -90,9 +82,8 @@ func (h *Handler) freshTicket(ctx context.Context, rec events.SQSMessage, t *led
 	return fresh, result{}, true
 }
 
-// releaseTicket gives back an admission whose call will not be made (the
-// budget parked the task, the call-start mark was refused), so it does not
-// hold the model's capacity for nothing. A failure keeps it counted.
+// releaseTicket gives back an admission whose call will not be made. A
+// failure keeps it counted.
 func (h *Handler) releaseTicket(ctx context.Context, tk *admission.Ticket, log *slog.Logger) {
 	if tk == nil {
 		return
@@ -103,10 +94,9 @@ func (h *Handler) releaseTicket(ctx context.Context, tk *admission.Ticket, log *
 }
 
 // waitUntil puts the task back until retryAt without consuming an attempt
-// (ledger.WaitAdmission: retry_wait, not_before = retryAt), delays the
-// message to the same time and logs msg with attrs; what names the wait
-// ("admission", "daily quota"). A wait that could not be written still
-// gives the task back; nothing is logged when the task is someone else's.
+// (ledger.WaitAdmission), delays the message as long and logs msg with
+// attrs; what names the wait. A wait that could not be written still gives
+// the task back.
 func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledger.Task, retryAt time.Time, what, msg string, log *slog.Logger, attrs ...any) result {
 	err := h.save(ctx, rec, t, "wait_admission", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.WaitAdmission(ctx, t.TaskID, t.AssignmentVersion, retryAt, o...)
@@ -114,15 +104,11 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 	var fe *ledger.FencedError
 	switch {
 	case errors.As(err, &fe):
-		// After the call-start mark (a re-admission, freshTicket) the lease
-		// may have expired to unknown at this assignment: no call was made,
-		// the task is given back (uncalled) and the message waits.
+		// After the mark (freshTicket) the lease may have lapsed: uncalled.
 		if r := h.uncalledRefusal(ctx, rec, t, what+" wait", fe, log); !r.retry {
 			return r
 		}
 	case err != nil:
-		// Give the assignment back anyway (no call was made): queued, and
-		// the next claim asks again.
 		h.releaseUncalled(ctx, rec, t, what+" wait failed", log, "error", err.Error())
 	}
 	delay := max(retryAt.Sub(h.Ledger.Now()), time.Second)
@@ -131,10 +117,9 @@ func (h *Handler) waitUntil(ctx context.Context, rec events.SQSMessage, t *ledge
 	return notAdmitted
 }
 
-// settleAdmission corrects the window by the tokens the provider reported
-// for a successful call. A failed call keeps its reservation (the safe
-// side: the provider may have counted it). Settle is one UpdateItem, none
-// when usage equals the estimate; its failure is logged, not retried.
+// settleAdmission corrects the window by a successful call's reported
+// tokens; a failed call keeps its reservation (the provider may have
+// counted it). A failure is logged, not retried.
 func (h *Handler) settleAdmission(ctx context.Context, tk *admission.Ticket, a attempt, log *slog.Logger) {
 	if tk == nil || a.err != nil {
 		return

@@ -32,8 +32,7 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 	}
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
-		// The mark's repeat may find its own first send applied and the
-		// lease expired since (unknown, or parked, at this assignment):
+		// A repeat may find its first send applied and the lease lapsed since:
 		// no call was made, the task is given back.
 		r := h.uncalledRefusal(ctx, rec, t, "call-start mark", fe, log)
 		if r.retry {
@@ -48,13 +47,10 @@ func (h *Handler) markCallStarted(ctx context.Context, rec events.SQSMessage, t 
 // heartbeat of lease by the time it was answered.
 var errLeaseShort = errors.New("worker: the lease renewed before the call ends within a heartbeat")
 
-// leaseForCall makes sure a call, marked or not, starts inside its lease,
-// as the reconciler's trust in a readback's "not found" after the lease's
-// end plus the call timeout needs (doc.go, "The call-start mark"): with
-// under a heartbeat left of the mark's lease (leaseUntil) or, unmarked (0),
-// the claim's, the lease is renewed first. err means no call; fe is set
-// when the refusal shows the task neither unknown nor parked at this
-// assignment (stillOurs).
+// leaseForCall makes sure a call starts inside its lease (doc.go, "The
+// call-start mark"): with under a heartbeat left of the mark's lease
+// (leaseUntil) or, unmarked (0), the claim's, it is renewed first. err means
+// no call; fe is set when the refusal shows the task no longer stillOurs.
 func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil int64, log *slog.Logger) (fe *ledger.FencedError, err error) {
 	lease := h.lease()
 	inside := func(until int64) bool { return h.Ledger.Now().Add(lease/3).UnixMilli() < until }
@@ -66,11 +62,9 @@ func (h *Handler) leaseForCall(ctx context.Context, t *ledger.Task, leaseUntil i
 	}
 	rt, err := h.Ledger.Renew(ctx, t.TaskID, t.AssignmentVersion, lease, ledger.WithAgeDeadline(t.DeadlineMs))
 	if err == nil {
-		// The renewed lease ends a lease after the renewal was sent, not
-		// after its answer came: a renewal answered late (its reply lost,
-		// the read that recognised it slow) may leave it short or over,
-		// and the reconciler may have expired it already (a call started
-		// after its lease end could run beside the next attempt's).
+		// The lease runs from the renewal's send, not its answer: one answered
+		// late (a lost reply recognised slowly) may leave it short or expired,
+		// and a call started after its end could run beside the next attempt's.
 		if rt != nil && inside(rt.LeaseUntil) {
 			return nil, nil
 		}

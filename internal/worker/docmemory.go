@@ -9,29 +9,24 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// DefaultDocumentMemory bounds the document bytes one worker instance
-// holds at once: one task's largest set of documents (5 x
-// payload.MaxDocumentSize = 22.5 MB). Everything else in flight is small
-// (inputs and results are at most payload.MaxObjectSize, 8 MiB, and
-// usually inline). The arithmetic for the 256 MB WorkerFunction
+// DefaultDocumentMemory bounds the document bytes one worker instance holds
+// at once: one task's largest set (5 x payload.MaxDocumentSize = 22.5 MB);
+// all else in flight is small. For the 256 MB WorkerFunction
 // (internal/templatetest): the raw bytes, a base64 copy in the Bedrock
-// request (4/3), doubled for the Go heap's GC headroom, plus 64 MB for the
-// runtime: 22.5 x 7/3 x 2 + 64 ≈ 169 MB.
+// request (4/3), doubled for GC headroom, plus 64 MB of runtime: 22.5 x 7/3
+// x 2 + 64 ≈ 169 MB.
 const DefaultDocumentMemory = 5 * payload.MaxDocumentSize
 
 // DocumentMemoryRetry is how long a record whose documents do not fit
 // waits on the queue before it is tried again (its attempt given back).
 const DocumentMemoryRetry = 10 * time.Second
 
-// documentMemory is the handler's bound on document bytes held at once.
 func (h *Handler) documentMemory() int64 { return orDefault(h.DocumentMemory, DefaultDocumentMemory) }
 
 // holdDocuments reserves the bytes of t's documents; ok=false when they do
-// not fit beside the documents other records of this instance hold. A
-// task's documents always fit an otherwise empty instance (the submit
-// handler accepts at most DefaultDocumentMemory of them), so a record
-// never waits for itself. release returns the bytes; call it once the
-// documents are no longer referenced (after the provider call).
+// not fit beside those other records hold. Capped at the bound, they fit an
+// empty instance: a record never waits for itself. release returns the
+// bytes once the documents are no longer referenced.
 func (h *Handler) holdDocuments(t *ledger.Task) (release func(), ok bool) {
 	var n int64
 	for _, d := range t.Documents {

@@ -13,19 +13,14 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// ErrorClassDocumentUnavailable is the error class of a task failed
-// because one of its documents, kept in the payload bucket, is gone or is
-// not the bytes its reference names (size or SHA-256). The provider was not
-// called: answering without the document, or from other bytes, would
-// answer another question than the one submitted.
+// ErrorClassDocumentUnavailable is the error class of a task failed because
+// a document in the payload bucket is gone or not the bytes its reference
+// names: answering without it, or from other bytes, answers another question.
 const ErrorClassDocumentUnavailable = "document_unavailable"
 
-// resolveDocuments reads the claimed task's documents from the payload
-// bucket, each verified like the input (unreadable), and returns them for
-// the provider request, named neutrally "document-N". ok=false means the
-// record is settled with r and the provider must not be called. The bytes
-// count against the instance's document memory (docmemory.go) until done
-// is called.
+// resolveDocuments reads and verifies the claimed task's documents, named
+// neutrally "document-N". ok=false means no call, with r the result. The
+// bytes count against the instance's document memory until done is called.
 func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (docs []provider.Document, done func(), r result, ok bool) {
 	if len(t.Documents) == 0 {
 		return nil, func() {}, result{}, true
@@ -36,8 +31,7 @@ func (h *Handler) resolveDocuments(ctx context.Context, rec events.SQSMessage, t
 	}
 	done, fits := h.holdDocuments(t)
 	if !fits {
-		// The instance holds as many document bytes as its memory allows:
-		// another instance, or this one a little later, takes the task.
+		// Another instance, or this one a little later, takes the task.
 		if !h.releaseUncalled(ctx, rec, t, "documents do not fit beside those this instance holds", log,
 			"documents", len(t.Documents), "document_memory", h.documentMemory(), "retry_in_ms", DocumentMemoryRetry.Milliseconds()) {
 			return nil, nil, deferred, false

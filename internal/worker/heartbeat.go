@@ -22,11 +22,9 @@ type heartbeat struct {
 	beats  atomic.Int64 // successful renewals
 }
 
-// startHeartbeat renews the lease every Lease/3 and extends the message's
-// visibility to 2×Lease (doc.go, step 3). A fenced renewal cancels the
-// call (cancelCall, cause ErrFenced) and stops it — unless the task is
-// still this assignment's to settle (stillOurs): then it only stops. It
-// stops by itself when callCtx ends.
+// startHeartbeat renews the lease and the message's visibility until callCtx
+// ends or a renewal is fenced (doc.go, step 3; cancelCall then cancels the
+// call unless the task is stillOurs).
 func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.CancelCauseFunc, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) *heartbeat {
 	ctx, cancel := context.WithCancel(callCtx)
 	hb := &heartbeat{cancel: cancel, done: make(chan struct{})}
@@ -58,9 +56,8 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 				if ctx.Err() != nil {
 					return
 				}
-				// The lease may still hold; try again at the next beat. If it
-				// runs out, the reconciler moves the task to unknown at this
-				// version, from which Complete can still save the result.
+				// Tried again at the next beat; a lease that runs out lapses to
+				// unknown at this version, from which Complete still saves.
 				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
 				continue
 			}

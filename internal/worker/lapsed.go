@@ -14,12 +14,8 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// A worker that lost its lease settles what it knows through one pure
-// decision (settle.go); these are its writes. See "Settling after the
-// lease is lost" in doc.go.
-
 // known is what the worker knows of its attempt, with what the transition
-// that records it needs.
+// that records it needs (doc.go, "Settling after the lease is lost").
 type known struct {
 	kind      knowledge
 	c         ledger.Completion          // knowResult
@@ -43,11 +39,9 @@ func (k known) why() string {
 	return fmt.Sprintf("cancelled while running; the provider refused the call (%s), so it did not act", k.class.Class)
 }
 
-// settleRefused sends what settle decides when a write settling t's
-// assignment was refused: err, a *ledger.FencedError or *ledger.ConflictError,
-// carries the task as the refusal found it. ok=false when settle sends
-// nothing, err is no refusal or kn is nil: the caller reports its own
-// outcome.
+// settleRefused sends what settle decides when err refused a write settling
+// t's assignment. ok=false when settle sends nothing, err is no refusal or kn
+// is nil: the caller reports its own outcome.
 func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, kn *known, log *slog.Logger) (result, bool) {
 	var fe *ledger.FencedError
 	var ce *ledger.ConflictError
@@ -66,9 +60,8 @@ func (h *Handler) settleRefused(ctx context.Context, rec events.SQSMessage, t *l
 	return result{}, false
 }
 
-// send writes d for t's assignment (read: the task as the refused write
-// found it), repeated like every settling write; the give-backs are
-// uncalled's.
+// send writes d for t's assignment (read: the task as the refusal found
+// it), saved like every settling write.
 func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, d decision, kn known, log *slog.Logger) result {
 	v, c := t.AssignmentVersion, kn.c
 	x := review.Result{Provider: c.Provider, ProviderRef: c.ProviderRef, ResultBytes: completionBytes(c)}
@@ -79,8 +72,7 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 	case sendReviseLapsed:
 		return h.reviseLapsed(ctx, rec, t, read, kn.review, log)
 	case sendCompleteCancelled, sendCompleteCancelPark:
-		// The provider acted and billed: the one result is kept
-		// (cancel_too_late), from the cancel or from its park.
+		// The provider acted and billed: the result is kept (cancel_too_late).
 		res := review.LapsedResult(t, x, h.Ledger.Now(), t.LeaseOwner)
 		res.Note = "a cancel while running landed after the provider replied; " + res.Note
 		err := h.save(ctx, rec, t, "complete after a cancel", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
@@ -134,12 +126,10 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 		}
 		return h.reviseLapsed(ctx, rec, t, read, unsavedReview(ctx, t, x, err, log), log)
 	case sendFailLapsed:
-		// The provider answered and did not act: the review's "may have
-		// performed (and billed)" is false.
+		// The provider did not act: the review's "may have performed" is false.
 		res := review.LapsedRefused(t, h.step(t).Name(), review.FailureOf(kn.class, kn.perr, kn.msg), h.Ledger.Now(), t.LeaseOwner,
 			"the task failed: its input was rejected")
 		if r, done := h.saveAfterError(ctx, rec, t, "fail lapsed", false, nil, func(o ...ledger.WriteOption) (*ledger.Task, error) {
-			// The requester is told of the failure, as after Fail.
 			return h.Ledger.FailLapsed(ctx, t.TaskID, v, kn.class.Class.String(), kn.msg, res, append(o, ledger.WithFollowUps(h.Notify.Failed(t)))...)
 		}, log); done {
 			return r
@@ -165,10 +155,9 @@ func (h *Handler) send(ctx context.Context, rec events.SQSMessage, t, read *ledg
 
 // uncalled settles a write of the no-call path (a release, the call-start
 // mark's repeat, an admission wait, the renewal before the call) refused
-// with the task as read: settle(knowNoCall), since only this worker could
-// have called under its assignment, and it did not. Left alone, a marked
-// assignment would be parked saying its call was started. d is what was
-// sent; err, a give-back's failure.
+// with the task as read, by knowNoCall: only this worker could have called
+// under its assignment. Left alone, a marked assignment would be parked
+// saying its call was started. d is what was sent; err, a give-back's failure.
 func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *ledger.Task, log *slog.Logger) (d decision, err error) {
 	v := t.AssignmentVersion
 	var op, done string
@@ -216,10 +205,8 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 // then its park.
 var giveBackStage = map[decision]int{sendReleaseRequeued: 1, sendReleaseUnknown: 2, sendReleaseLapsed: 3}
 
-// uncalledRefusal settles, by uncalled, what (a write of the no-call path)
-// refused with fe, and logs it. The record is deferred when the
-// assignment and its attempt were given back (or that failed, and the
-// lease will expire), else acknowledged as fenced.
+// uncalledRefusal settles by uncalled, and logs, what (a no-call write)
+// refused with fe: deferred when given back (or that failed), else fenced.
 func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t *ledger.Task, what string, fe *ledger.FencedError, log *slog.Logger) result {
 	d, err := h.uncalled(ctx, rec, t, fe.Current, log)
 	switch {
@@ -234,10 +221,9 @@ func (h *Handler) uncalledRefusal(ctx context.Context, rec events.SQSMessage, t 
 	return ack(OutcomeFenced)
 }
 
-// reviseLapsed replaces the open unknown_outcome review of the park (cur,
-// at this assignment) with r, which says what became of the result; when
-// that keeps failing, the review item alone is revised, so what the worker
-// knows reaches the operator even when the task item cannot follow.
+// reviseLapsed replaces the open unknown_outcome review of the park (cur)
+// with r, which says what became of the result; failing that, the review
+// item alone, so what the worker knows reaches the operator.
 func (h *Handler) reviseLapsed(ctx context.Context, rec events.SQSMessage, t *ledger.Task, cur *ledger.Task, r ledger.Review, log *slog.Logger) result {
 	r.ParkCount = cur.ParkCount // the park revised: its suggested commands decide it
 	err := h.save(ctx, rec, t, "revise lapsed review", func(o ...ledger.WriteOption) (*ledger.Task, error) {

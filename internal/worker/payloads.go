@@ -13,16 +13,13 @@ import (
 	"github.com/taskledger/taskledger/pkg/retrypolicy"
 )
 
-// ErrorClassInputUnavailable is the error class of a task failed because
-// its input, kept in the payload bucket, is gone or is not the bytes its
-// reference names (size or SHA-256). The provider was not called: sending
-// other bytes than the ones submitted is never an option.
+// ErrorClassInputUnavailable is the error class of a task failed because its
+// input in the payload bucket is gone or not the bytes its reference names;
+// the provider is never sent other bytes than the submitted ones.
 const ErrorClassInputUnavailable = "input_unavailable"
 
 // resolveInput returns the claimed task's input: inline, or read from the
-// payload bucket and verified against its reference (size and SHA-256).
-// ok=false means the record is settled with r (unreadable) and the
-// provider must not be called.
+// payload bucket and verified. ok=false means no call, with r the result.
 func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (input string, r result, ok bool) {
 	if t.InputRef == nil {
 		return t.Input, result{}, true
@@ -43,10 +40,8 @@ func (h *Handler) resolveInput(ctx context.Context, rec events.SQSMessage, t *le
 	return "", h.unreadable(ctx, rec, t, err, "the input", ErrorClassInputUnavailable, msg, log), false
 }
 
-// unreadable settles a record whose input or a document (what) could not
-// be read from the payload bucket, without a provider call: S3 not
-// answering gives the claim and its attempt back for a backoff; an object
-// gone or altered fails the task with class and msg.
+// unreadable settles, without a call, a record whose input or a document
+// (what) could not be read (doc.go, "Payloads in S3").
 func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledger.Task, err error, what, class, msg string, log *slog.Logger, attrs ...any) result {
 	attrs = append(attrs, "error", err.Error())
 	c := retrypolicy.DefaultClassifier(err)
@@ -60,20 +55,16 @@ func (h *Handler) unreadable(ctx context.Context, rec events.SQSMessage, t *ledg
 	return ack(OutcomeFailed)
 }
 
-// backoff is how long t waits after a failure before its next attempt:
-// the Policy's backoff, at least retryAfter.
+// backoff is t's wait before its next attempt: the Policy's, at least retryAfter.
 func (h *Handler) backoff(t *ledger.Task, retryAfter time.Duration) time.Duration {
 	now := h.Ledger.Now()
 	return h.Policy.NextRetryAt(now, max(t.Attempts-1, 0), retryAfter).Sub(now)
 }
 
-// placeResult turns a provider's output into the completion to save: a
-// result above the inline threshold is put in the payload bucket before
-// the fenced completion, which keeps its reference (doc.go, "Payloads in
-// S3"). The put is idempotent, so it is repeated like a settling write. If
-// S3 stays unavailable, a result that still fits the item is saved inline;
-// only one that cannot is an error (a *ledger.ItemTooLargeError when it is
-// over payload.MaxObjectSize as well).
+// placeResult puts a result above the inline threshold in the payload
+// bucket, repeated like a settling write (the put is idempotent), and keeps
+// its reference (doc.go, "Payloads in S3"). Only a result that fits neither
+// is an error (*ledger.ItemTooLargeError when over payload.MaxObjectSize too).
 func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Completion, log *slog.Logger) (ledger.Completion, error) {
 	if h.Payloads == nil || h.Payloads.Inline(len(c.Result)) {
 		return c, nil
@@ -103,9 +94,7 @@ func (h *Handler) placeResult(ctx context.Context, t *ledger.Task, c ledger.Comp
 		log.WarnContext(ctx, "payload bucket unavailable; saving the result inline (it fits the item)", "result_bytes", len(body), "error", err.Error())
 		return c, nil
 	case errors.Is(err, payload.ErrTooLarge):
-		// Over the object limit and over the item: it fits nowhere
-		// (*ledger.ItemTooLargeError: the caller parks result_too_large).
-		return c, cerr
+		return c, cerr // fits nowhere: the caller parks result_too_large
 	}
 	return c, err
 }

@@ -48,8 +48,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	id := msg.TaskID
 	log = log.With("task_id", id)
 
-	// Admission: never start a provider call that cannot finish. Checked
-	// before the claim, so a record turned away consumes no attempt.
+	// Checked before the claim too, so a record turned away consumes no attempt.
 	if !h.admitted(work) {
 		log.WarnContext(ctx, "too little time left for a provider call; leaving the record for another invocation", h.lateAttrs(work)...)
 		h.setVisibility(ctx, rec, 0, log)
@@ -63,8 +62,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	t, err := h.Ledger.Claim(ctx, id, ledger.ClaimOptions{
 		Owner: owner,
 		Lease: h.lease(),
-		// Only a generate task is taken over (repeatable for its kind); a
-		// deliver task's expired lease is the reconciler's.
+		// A deliver task's expired lease is the reconciler's.
 		AllowTakeover: h.repeatable(&ledger.Task{Kind: provider.KindGenerate}),
 		TakeoverKind:  provider.KindGenerate,
 	})
@@ -77,9 +75,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if h.died(ctx, work, h.hooks().AfterClaim, id, log) {
 		return deferred
 	}
-	if !h.admitted(work) {
-		// The claim itself ate the time: give the attempt back rather than
-		// let the lease expire.
+	if !h.admitted(work) { // the claim ate the time: give the attempt back, not leave it to the lease
 		h.giveBackUncalled(ctx, rec, t, 0, "too little time left after the claim", log, h.lateAttrs(work)...)
 		return notAdmitted
 	}
@@ -92,22 +88,18 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 	if !ok {
 		return r
 	}
-	// The documents' bytes leave the instance's document memory when the
-	// record is done with them.
 	defer docsDone()
 	tk, r, ok := h.admitCall(ctx, rec, t, input, log) // provider admission (admission.go)
 	if !ok {
 		return r
 	}
-	// The budget is reserved before the call-start mark: a task parked
-	// for its budget never started a call, and its mark says so.
+	// Reserved before the call-start mark: a task parked for its budget started no call.
 	rs, r, ok := h.reserve(ctx, rec, t, input, log) // spend budget (spend.go)
 	if !ok {
 		h.releaseTicket(ctx, tk, log) // no call: the admission is given back
 		return r
 	}
-	// No call after all: the reservation and the admission are given back.
-	noCall := func() {
+	noCall := func() { // the reservation and the admission are given back
 		h.settle(ctx, t, input, rs, attempt{err: errNoCall}, log)
 		h.releaseTicket(ctx, tk, log)
 	}
@@ -131,9 +123,8 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		return h.giveBackUncalled(ctx, rec, t, 0, "the lease ran short before the call", log)
 	}
 	if !h.admitted(work) {
-		// The writes since the claim's check (a slow mark, a renewal) ate
-		// the time: a call started now would be cut by the deadline, an
-		// uncertain outcome of our own making.
+		// The writes since the claim (a slow mark, a renewal) ate the time: a
+		// call cut by the deadline would be an uncertain outcome of our making.
 		noCall()
 		h.giveBackUncalled(ctx, rec, t, 0, "too little time left before the call", log, h.lateAttrs(work)...)
 		return notAdmitted
@@ -156,10 +147,7 @@ func (h *Handler) record(ctx, work context.Context, rec events.SQSMessage) resul
 		log.WarnContext(ctx, "fenced during the provider call; nothing saved", "why", a.fenced.Why, "current_version", currentVersion(a.fenced))
 		return ack(OutcomeFenced)
 	}
-	// A renewal was refused but the call returned a result anyway: try to
-	// save it. Complete is fenced on this assignment, so it succeeds only
-	// if no one else took the task (the reconciler may have moved it to
-	// unknown at this version: the result then settles it).
+	// Also after a refused renewal that left the task ours (stillOurs).
 	if a.err == nil {
 		r = h.complete(ctx, rec, t, a.res, a.stream, log)
 	} else {
@@ -190,9 +178,7 @@ func (h *Handler) hooks() Hooks {
 	return *h.Hooks
 }
 
-// died runs a hook with the work context (which ends at the deadline
-// margin, so a hook that pauses can wait for it); true means "the worker
-// died here".
+// died runs a hook with the work context; true means "the worker died here".
 func (h *Handler) died(ctx, work context.Context, f func(context.Context, string) error, taskID string, log *slog.Logger) bool {
 	if f == nil {
 		return false
@@ -213,20 +199,18 @@ func currentVersion(fe *ledger.FencedError) int64 {
 
 // attempt is what one provider call under a heartbeat came to.
 type attempt struct {
-	res provider.Result
-	err error
-	// fenced is set when a renewal was rejected: another worker owns the task.
-	fenced *ledger.FencedError
-	// cutBy names what ended the call while it was in flight:
-	// "deadline_margin" (cannot happen for an admitted record unless the
-	// provider overran its own timeout) or "call_timeout"; "" otherwise.
-	cutBy string
-	// stream is the call's delta stream (nil without streaming).
-	stream StreamAttempt
+	res    provider.Result
+	err    error
+	fenced *ledger.FencedError // a renewal was rejected: another worker owns the task
+	// cutBy names what ended the call in flight: "call_timeout", or
+	// "deadline_margin" (for an admitted record, only a provider overrunning
+	// its own timeout); "" otherwise.
+	cutBy  string
+	stream StreamAttempt // nil without streaming
 }
 
-// call runs the provider under a heartbeat, bounded by the call timeout
-// and the task's age deadline (claimed late in its budget, it is still final in time).
+// call runs the provider under a heartbeat, bounded by the call timeout and
+// the task's age deadline (claimed late in its budget, it still ends in time).
 func (h *Handler) call(ctx, work context.Context, rec events.SQSMessage, t *ledger.Task, input string, docs []provider.Document, log *slog.Logger) attempt {
 	fenceable, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
@@ -276,12 +260,11 @@ var errCallTimeout = errors.New("worker: provider call timeout")
 func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger.Task, res provider.Result, st StreamAttempt, log *slog.Logger) result {
 	name := cmp.Or(res.Provider, h.step(t).Name())
 	c := ledger.Completion{Result: string(res.Output), Provider: name, ProviderRef: res.ProviderRef, ApprovalTTL: t.ApprovalTTL()}
-	// A large result goes to the payload bucket first (placeResult), then
-	// an item over DynamoDB's limit cannot be saved: decide now, without
-	// sending a write that can only fail.
+	// The follow-ups (notifications, a plan's deliveries) are written with
+	// the completion; a large result goes to the payload bucket first; an
+	// item over DynamoDB's limit is parked without sending a write that can
+	// only fail.
 	var done *ledger.Task // the task as the completion left it
-	// The deliveries of a plan without approval and the notifications are
-	// created with the completion (package followup).
 	var err error
 	if c.FollowUps, err = h.Notify.Completion(t, string(res.Output)); err == nil {
 		c, err = h.placeResult(ctx, t, c, log)
@@ -289,10 +272,7 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 	if err == nil {
 		err = ledger.CheckCompletion(t, c)
 	}
-	if err == nil {
-		// A Complete whose reply was lost is recognised by the ledger as
-		// saved (write_nonce): a FencedError here really means not saved.
-		// A throttled or failed send is repeated with the same nonce.
+	if err == nil { // a lost reply is recognised as saved: a FencedError means not saved
 		err = h.save(ctx, rec, t, "complete", func(o ...ledger.WriteOption) (_ *ledger.Task, err error) {
 			done, err = h.Ledger.Complete(ctx, t.TaskID, t.AssignmentVersion, c, o...)
 			return done, err
@@ -305,26 +285,21 @@ func (h *Handler) complete(ctx context.Context, rec events.SQSMessage, t *ledger
 		endStream(ctx, st, done, c)
 		return ack(OutcomeCompleted)
 	case errors.As(err, &fe):
-		// Parked at this version, or a cancel of it: settle decides.
 		if r, ok := h.settleRefused(ctx, rec, t, err, &known{kind: knowResult, c: c}, log); ok {
 			return r
 		}
-		// Never retried: someone else owns the task or it is settled.
 		log.WarnContext(ctx, "completion rejected; result discarded", "why", fe.Why, "current_version", currentVersion(fe))
 		return ack(OutcomeFenced)
 	}
-	// Deferring would lose what the worker knows (the redelivery meets its
-	// own lease): it is parked with the provider reference. Had a repeated
-	// send been applied after all, the park finds the task completed and
-	// changes nothing.
+	// Parked with the provider reference (doc.go, "Failed settling writes"); had
+	// a repeat been applied after all, the park finds the task completed.
 	x := review.Result{Provider: name, ProviderRef: res.ProviderRef, ResultBytes: len(res.Output)}
 	return h.parkKnown(ctx, rec, t, known{kind: knowUnsaved, review: unsavedReview(ctx, t, x, err, log)}, log)
 }
 
 // unsavedReview logs and words the review of a result the task item could
-// not take: too large (result_too_large), or refused as invalid, where
-// repeating cannot help, or still failing when the repeats ran out
-// (result_not_saved).
+// not take: too large (result_too_large), or refused as invalid or still
+// failing when the repeats ran out (result_not_saved).
 func unsavedReview(ctx context.Context, t *ledger.Task, x review.Result, err error, log *slog.Logger) ledger.Review {
 	var tl *ledger.ItemTooLargeError
 	if errors.As(err, &tl) {
@@ -334,8 +309,7 @@ func unsavedReview(ctx context.Context, t *ledger.Task, x review.Result, err err
 	}
 	var nd *followup.NotDeliverableError
 	if errors.As(err, &nd) {
-		// The plan cannot deliver this result (not an object, or too
-		// large for a delivery): a person decides, as for an unsaved one.
+		// Not an object, or too large for a delivery: a person decides.
 		log.WarnContext(ctx, "result does not make a valid delivery for the plan; not saved", "deliver_index", nd.Index, "result_bytes", x.ResultBytes)
 		return review.ResultNotSaved(t, x, err)
 	}
@@ -349,9 +323,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	msg := safeMessage(c, perr)
 	log = log.With("error_class", c.Class.String(), "reason", c.Reason)
 	if cutBy != "" {
-		if notSent(perr) {
-			// Provably never left the process: give the attempt back
-			// (settle charged it nothing).
+		if notSent(perr) { // settle charged it nothing
 			return h.giveBackUncalled(ctx, rec, t, 0, "the call was cut by "+cutBy+" before it was sent", log)
 		}
 		// The provider may have acted: an uncertain attempt, never a failed one.
@@ -364,12 +336,9 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 		r.retry = r.retry || cutBy == "deadline_margin" // unfinished in this invocation: report it
 		return r
 	}
-	// A refusal in so many words (never sent, 4xx, throttled): the provider
-	// did not act, so what the worker learned settles its assignment even
-	// where the reconciler got first (from unknown, from the park, after a
-	// cancel). Anything else that was sent (a 5xx, an unclassified error)
-	// may have acted: the reconciler's unknown rule keeps deciding there
-	// (a gateway's 502 can come after the model generated).
+	// Only a refusal in so many words settles the assignment where the
+	// reconciler or a cancel got first (doc.go, "Settling after the lease is
+	// lost"): a gateway's 502 can come after the model generated.
 	refused := retrypolicy.Refused(perr)
 	switch c.Class {
 	case retrypolicy.PermanentInput:
@@ -384,9 +353,7 @@ func (h *Handler) failure(ctx context.Context, rec events.SQSMessage, t *ledger.
 	case retrypolicy.UnknownOutcome:
 		return h.uncertain(ctx, rec, t, c, msg, log)
 	}
-	// A configuration refusal parks; anything else (transient, or
-	// unclassified) is retried, or parked when that would not fit the
-	// task's budgets.
+	// Configuration parks; anything else is retried, or parked past the budgets.
 	var r ledger.Review
 	if c.Class == retrypolicy.PermanentConfig {
 		config := review.ProviderConfig
@@ -423,11 +390,11 @@ func (h *Handler) nextRetry(t *ledger.Task, c retrypolicy.Classification, now ti
 	return notBefore, ""
 }
 
+// scheduleRetry has no fallback when the repeats run out: a Release would
+// give back an attempt the provider was called for (max_attempts bypassed:
+// one call per delivery) and drop not_before (Retry-After ignored by any
+// other copy of the message); the message comes back and the lease decides.
 func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, notBefore, now time.Time, refused bool, log *slog.Logger) result {
-	// No fallback when the repeats run out: a Release would give back an
-	// attempt the provider was called for (max_attempts bypassed, one call
-	// per delivery) and drop not_before (Retry-After ignored by any other
-	// copy of the message); the message comes back and the lease decides.
 	kn := known{kind: refusal(refused, h.retrySafe(t), knowRefusedRetry), class: c, msg: msg, notBefore: notBefore}
 	if r, done := h.saveAfterError(ctx, rec, t, "retry", refused, &kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		if c.Class == retrypolicy.UnknownOutcome && !h.retrySafe(t) { // deduplicated: open until collected
@@ -443,10 +410,9 @@ func (h *Handler) scheduleRetry(ctx context.Context, rec events.SQSMessage, t *l
 	return retryRec(OutcomeRetried)
 }
 
-// uncertain settles an attempt whose outcome is unknown: a retry when a
-// repeat is safe (the step deduplicates by operation id and returns the
-// recorded result, or a retry-safe generation's repeat costs only money)
-// and the budgets allow; else unknown, for the reconciler's readback.
+// uncertain settles an attempt whose outcome is unknown (doc.go, "Uncertain
+// outcomes and effect classes"): a retry when repeatable and the budgets
+// allow; else unknown, for the reconciler's readback.
 func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledger.Task, c retrypolicy.Classification, msg string, log *slog.Logger) result {
 	if h.repeatable(t) {
 		now := h.Ledger.Now()
@@ -458,8 +424,7 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 			return h.scheduleRetry(ctx, rec, t, c, msg+why, notBefore, now, false, log)
 		}
 	}
-	// Refused, it is the reconciler's: settle sends nothing for a call
-	// that may have acted.
+	// Refused, it is the reconciler's (settle sends nothing for knowMayHaveActed).
 	if r, done := h.saveAfterError(ctx, rec, t, "unknown", false, &known{kind: knowMayHaveActed}, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.MarkUnknown(ctx, t.TaskID, t.AssignmentVersion, c.Class.String(), msg, o...)
 	}, log); done {
@@ -469,12 +434,10 @@ func (h *Handler) uncertain(ctx context.Context, rec events.SQSMessage, t *ledge
 	return ack(OutcomeUnknown)
 }
 
-// saveAfterError sends write, a settling write after a provider error —
-// accepted from unknown at this version too when the provider refused in
-// so many words (ledger.AfterRefusal) — repeated like every settling
-// write. A write refused because the reconciler or a cancel got there
-// first is settled by kn (settle; nil: by nothing), else acknowledged as
-// fenced; one that kept failing defers the message. done=false: saved.
+// saveAfterError saves write, a settling write after a provider error (with
+// refused, accepted from unknown at this version too: ledger.AfterRefusal).
+// Refused, kn settles it (settleRefused; nil: nothing), else it is
+// acknowledged as fenced; one that kept failing defers. done=false: saved.
 func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, refused bool, kn *known, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) (result, bool) {
 	err := h.save(ctx, rec, t, op, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		if refused {
@@ -497,11 +460,9 @@ func (h *Handler) saveAfterError(ctx context.Context, rec events.SQSMessage, t *
 	return deferred, true
 }
 
-// fail fails t's assignment with class and msg (saveAfterError), and
-// creates the requester's notification with it: package followup words
-// the follow-ups of a settling write from the task the worker holds, and
-// the ledger writes them in the same transaction (ledger.WithFollowUps;
-// with Notify nil there are none, and the write is one UpdateItem).
+// fail fails t's assignment with class and msg (saveAfterError), with the
+// requester's notification in the same transaction (ledger.WithFollowUps;
+// with Notify nil there is none, and the write is one UpdateItem).
 func (h *Handler) fail(ctx context.Context, rec events.SQSMessage, t *ledger.Task, class, msg string, refused bool, kn *known, log *slog.Logger) (result, bool) {
 	return h.saveAfterError(ctx, rec, t, "fail", refused, kn, func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Fail(ctx, t.TaskID, t.AssignmentVersion, class, msg, append(o, ledger.WithFollowUps(h.Notify.Failed(t)))...)
@@ -509,11 +470,10 @@ func (h *Handler) fail(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 }
 
 // park moves the task to needs_review (from where o says) with its review
-// item, repeated like every settling write (save): the worker may be the
-// only one that knows what the park records. A repeat after a first send
-// that did apply is answered "already parked". With kn, what the worker
-// knows of its own assignment settles a park refused because the
-// reconciler or a cancel got there first.
+// item, saved like a settling write: the worker may be the only one that
+// knows what the park records (a repeat after an applied send is "already
+// parked"). With kn, a park refused because the reconciler or a cancel got
+// there first is settled by what the worker knows.
 func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Task, o ledger.ParkOptions, r ledger.Review, kn *known, log *slog.Logger) result {
 	o.FollowUps = h.Notify.Parked(t) // the requester's notification, as with fail
 	err := h.save(ctx, events.SQSMessage{}, t, "park", func(...ledger.WriteOption) (*ledger.Task, error) {
@@ -537,7 +497,6 @@ func (h *Handler) park(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 		log.ErrorContext(ctx, "park failed; the message will come back", "error", err.Error())
 		return deferred
 	}
-	// The task moved on (another owner, or a terminal state): not ours.
 	log.WarnContext(ctx, "park rejected: the task changed", "state", string(ce.State))
 	if ce.State.Terminal() || ce.State == ledger.StateUnknown || ce.State == ledger.StateRunning {
 		return ack(OutcomeFenced)
@@ -553,17 +512,15 @@ func (h *Handler) giveBackUncalled(ctx context.Context, rec events.SQSMessage, t
 	return deferred
 }
 
-// parkKnown parks the worker's own running assignment with what it knows
-// (kn: a result that cannot be saved, or a refusal that parks), rather
-// than leave it to an unknown_outcome park.
+// parkKnown parks the worker's running assignment with what it knows (a
+// result it cannot save, or a refusal that parks).
 func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledger.Task, kn known, log *slog.Logger) result {
 	return h.park(ctx, rec, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, kn.review, &kn, log)
 }
 
-// release gives back an assignment under which no provider call was made
-// (the attempt too), repeated like a settling write: a lost release would
-// leave the task leased with no call behind it. Refused, the task is given
-// back from where the reconciler put it, or ends cancelled (uncalled).
+// release gives back an assignment, and its attempt, under which no call was
+// made, saved like a settling write (a lost release leaves the task leased
+// with no call behind it). Refused, uncalled settles it.
 func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
 	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
@@ -577,9 +534,8 @@ func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.
 	return err
 }
 
-// releaseUncalled releases t (release) after why stopped the record before
-// any provider call, and logs either outcome with attrs. false: the
-// release failed and the lease will expire.
+// releaseUncalled releases t after why stopped the record before any call,
+// and logs the outcome with attrs. false: the release failed.
 func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) bool {
 	if err := h.release(ctx, rec, t, log); err != nil {
 		log.ErrorContext(ctx, why+"; provider not called, and the release failed: the lease will expire", append(attrs, "release_error", err.Error())...)
@@ -589,17 +545,13 @@ func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t 
 	return true
 }
 
-// unconfirmedClaim gives back, conditioned on this record's owner, a
-// claim that may have been applied although the worker could not confirm
-// it (doc.go, "Failed settling writes"): the redelivery would take it for
-// a live lease. false when err (no refusal) is not such an error.
+// unconfirmedClaim gives back a claim that may have been applied unconfirmed
+// (doc.go, "Failed settling writes"). false when err may not have applied.
 func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) bool {
 	var th *ledger.ThrottledError
 	if errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {
 		return false // certainly not applied
 	}
-	// Repeated like a settling write: a release that is lost leaves the
-	// task leased with no call behind it.
 	var t *ledger.Task
 	var ok bool
 	rerr := h.save(ctx, events.SQSMessage{}, &ledger.Task{TaskID: id}, "release claim", func(...ledger.WriteOption) (_ *ledger.Task, err error) {
@@ -627,12 +579,9 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, own
 		}
 		return deferred
 	}
-	// nc.Task, the task as the claim found it, is nil only when not found.
 	log = log.With("reason", nc.Reason)
 	switch nc.Reason {
 	case ledger.ReasonTerminal, ledger.ReasonParked, ledger.ReasonUnknown, ledger.ReasonLeased, ledger.ReasonExpiredLease:
-		// Done, or someone else (a live worker, the reconciler) is
-		// responsible: a duplicate delivery costs no provider call.
 		log.InfoContext(ctx, "not claimable; acknowledged without a provider call", "state", string(nc.Task.State))
 		return ack(OutcomeAckedDuplicate)
 	case ledger.ReasonNotFound:
@@ -646,10 +595,8 @@ func (h *Handler) notClaimed(ctx context.Context, rec events.SQSMessage, id, own
 	case ledger.ReasonBudgetExhausted:
 		t := nc.Task
 		if _, open := t.OpenUncertainty(); t.State == ledger.StateRunning || open && !h.retrySafe(t) {
-			// An expired lease on the last attempt (or past the age budget),
-			// or an earlier attempt's outcome still open, may have reached a
-			// provider that acted and offers a readback: the reconciler
-			// decides (readback, or park with what it knows).
+			// An expired lease, or an earlier attempt's open outcome, may have
+			// acted: the reconciler reads back, or parks with what it knows.
 			log.InfoContext(ctx, "no budget left and an attempt's outcome open; acknowledged, left to the reconciler", "state", string(t.State))
 			return ack(OutcomeAckedDuplicate)
 		}
@@ -674,9 +621,8 @@ func (h *Handler) poison(ctx context.Context, rec events.SQSMessage, perr error,
 	return ack(OutcomePoison)
 }
 
-// setVisibility makes the message visible again after d (0: at once),
-// capped at SQS's 12 hours. Failures are logged: the queue's default
-// visibility then applies, and a not-due claim corrects it next time.
+// setVisibility makes the message visible again after d (0: at once). A
+// failure is logged: the queue's default applies, and a not-due claim corrects it.
 func (h *Handler) setVisibility(ctx context.Context, rec events.SQSMessage, d time.Duration, log *slog.Logger) {
 	if h.SQS == nil || h.QueueURL == "" || rec.ReceiptHandle == "" {
 		return
@@ -700,9 +646,8 @@ func visibilitySeconds(d time.Duration) int32 {
 }
 
 // safeMessage is the error text stored for the caller: the class reason
-// (unless it only says the provider steered the class) and the provider's
-// error, which by the provider contract carries ids, codes and the
-// provider's short text, never the prompt or a credential.
+// (unless only "steered_…") and the provider's error, which by the provider
+// contract never carries the prompt or a credential.
 func safeMessage(c retrypolicy.Classification, err error) string {
 	s := err.Error()
 	if c.Reason != "" && !strings.HasPrefix(c.Reason, "steered_") {

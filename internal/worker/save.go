@@ -21,16 +21,13 @@ const (
 	saveReserve = time.Second
 )
 
-// save runs write, one fenced write that settles the attempt, and repeats
-// it while it fails for a reason that may pass (doc.go, "Failed settling
-// writes"). Every send carries the same write nonce, so a send applied
-// late is recognised as this write, not as a fence; while it repeats, a
-// heartbeat keeps the lease and the message alive. save returns the last
-// error: nil, a definitive one (*ledger.FencedError, an invalid or
-// oversized write), or the transient one that outlasted the repeats.
+// save runs write, one fenced write that settles the attempt, and repeats it
+// with the same nonce under a heartbeat while it fails for a reason that may
+// pass (doc.go, "Failed settling writes"). It returns the last error: nil, a
+// definitive one (*ledger.FencedError, an invalid or oversized write), or the
+// transient one that outlasted the repeats.
 func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Task, op string, write func(...ledger.WriteOption) (*ledger.Task, error), log *slog.Logger) error {
-	// The attempt's own task, so a write that ends it with another to
-	// follow records it in the task's attempt history (ledger.InAttempt).
+	// InAttempt: a write that ends the attempt records it in the task's history.
 	nonce, attempt := ledger.WithNonce(ledger.NewNonce()), ledger.InAttempt(t)
 	try := func() error { _, err := write(nonce, attempt); return err }
 	err := try()
@@ -42,9 +39,8 @@ func (h *Handler) save(ctx context.Context, rec events.SQSMessage, t *ledger.Tas
 	return h.repeat(ctx, op+" failed; repeating the same write", err, try, func(err error) bool { return transient(ctx, err) }, log)
 }
 
-// repeat sends try again after it failed with err while mayPass says its
-// error may pass: at most saveRepeats more times, each after a doubling wait,
-// never past saveReserve before ctx's deadline. It returns the last error.
+// repeat sends try again after it failed with err, while mayPass says its
+// error may pass, within the bounds above. It returns the last error.
 func (h *Handler) repeat(ctx context.Context, msg string, err error, try func() error, mayPass func(error) bool, log *slog.Logger) error {
 	base := orDefault(h.SaveBackoff, saveBackoff)
 	for i := range saveRepeats {
@@ -69,9 +65,8 @@ func (h *Handler) repeat(ctx context.Context, msg string, err error, try func() 
 	return err
 }
 
-// transient reports whether a settling write's error may pass when the
-// same write is sent again: not a fence, not a write DynamoDB refused as
-// invalid or too large, and not the end of the invocation.
+// transient reports whether a settling write's error may pass when the same
+// write is sent again.
 func transient(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
 		return false

@@ -36,20 +36,15 @@ type Spend struct {
 // reservation is one attempt's reservation on its chain's and its own
 // budget item, and on its caller's daily quota.
 type reservation struct {
-	r     spend.Reservation
-	max   spend.Usage // the reservation as a usage (input + max output tokens, priced)
-	model string
-	// priced: the price table prices model. An unpriced call is reserved
-	// on a token quota by its tokens alone, and charged no cost.
-	priced bool
-	// budget: reserved on the chain's and the task's budget items.
-	budget bool
-	// quota: reserved on the caller's daily quota, on this hold's day.
-	quota *spend.QuotaHold
+	r      spend.Reservation
+	max    spend.Usage // the reservation as a usage (input + max output tokens, priced)
+	model  string
+	priced bool             // the price table prices model; else reserved on a token quota by its tokens alone
+	budget bool             // reserved on the chain's and the task's budget items
+	quota  *spend.QuotaHold // reserved on the caller's daily quota, on this hold's day
 }
 
-// model is the model id the provider calls ("" when it does not say), the
-// key of the price table.
+// model is the model id the provider calls ("" when it does not say).
 func (h *Handler) model() string {
 	if m, isModeler := h.Provider.(contract.Modeler); isModeler {
 		return m.Model()
@@ -57,9 +52,9 @@ func (h *Handler) model() string {
 	return ""
 }
 
-// callMaximum is the most a call of t may use (contract.CallMaximumWith),
-// the bound both the budget and admission reserve. input is the input as
-// the provider gets it: t.Input is empty for an offloaded input.
+// callMaximum is the most a call of t may use, the bound both the budget
+// and admission reserve. input is as the provider gets it (not t.Input,
+// empty when offloaded).
 func callMaximum(t *ledger.Task, input string) (in, out int64) {
 	return callMaximumOf(input, documentSizes(t.Documents))
 }
@@ -73,7 +68,6 @@ func callMaximumOf(input string, docs []contract.DocumentSize) (in, out int64) {
 	return contract.CallMaximumWith(g, docs)
 }
 
-// documentSizes is what the token bound needs of a task's documents.
 func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	out := make([]contract.DocumentSize, len(docs))
 	for i, d := range docs {
@@ -82,12 +76,10 @@ func documentSizes(docs []ledger.DocumentRef) []contract.DocumentSize {
 	return out
 }
 
-// reserve reserves the call's maximum before the call (doc.go, "Spend"):
-// the chain's budget item enforces the budget with one conditional
-// UpdateItem. ok=false means the provider must not be called and r is the
-// record's result. A price that is not configured parks the task
-// provider_config (a token quota alone reserves an unpriced call by its
-// tokens).
+// reserve reserves the call's maximum before the call (doc.go, "Spend").
+// ok=false means the provider must not be called and r is the record's
+// result. A missing price parks the task provider_config, unless a token
+// quota alone reserves the call.
 func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.Task, input string, log *slog.Logger) (rs *reservation, r result, ok bool) {
 	s := h.Spend
 	quota := s != nil && s.Quotas != nil && t.Kind != deliver.Kind
@@ -116,7 +108,6 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 			log.ErrorContext(ctx, "the call cannot be priced; provider not called", "model", model, "error", msg)
 			return nil, parkConfig("unpriced_model", msg), false
 		}
-		// A token quota needs no price: the call holds its tokens.
 		maxUse = spend.Usage{InputTokens: in, OutputTokens: out}
 	}
 	rs = &reservation{
@@ -140,8 +131,8 @@ func (h *Handler) reserve(ctx context.Context, rec events.SQSMessage, t *ledger.
 	return rs, result{}, true
 }
 
-// reserveBudget is reserve's part on the chain's and the task's budget
-// items (rs.budget once both hold it).
+// reserveBudget is reserve's part on the chain's (which enforces the budget)
+// and the task's budget items.
 func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	s := h.Spend
 	budget := spend.Budget{MaxTokens: t.BudgetMaxTokens, MaxCost: spend.Micros(t.BudgetMaxMicros)}
@@ -159,9 +150,8 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 		_, err = s.Budgets.Reserve(ctx, spend.TaskKeyOf(t), spend.Budget{}, rs.r)
 	}
 	if err != nil {
-		// No call follows: what was reserved is given back — the chain's
-		// reservation, and a failed write that may have landed all the same
-		// (a lost reply, then a refused repeat).
+		// No call follows: give back what was reserved, and what a failed
+		// write may have reserved all the same (a lost reply, a refused repeat).
 		h.settleBudgets(ctx, t, rs.r, spend.Usage{}, true, "giving back a budget reservation whose write failed", log)
 		return h.giveBackUncalled(ctx, rec, t, 0, "budget reservation failed", log, "error", err.Error()), false
 	}
@@ -169,11 +159,9 @@ func (h *Handler) reserveBudget(ctx context.Context, rec events.SQSMessage, t *l
 	return result{}, true
 }
 
-// reserveQuota is reserve's part on the caller's daily quota (rs.quota
-// once it holds; doc.go, "Spend"). A refusal or a failed write gives the
-// budget reservations back first: no call is made. A failed write may have
-// landed all the same (a lost reply, then a refused repeat), so it is
-// given back, then the task.
+// reserveQuota is reserve's part on the caller's daily quota. Refused or
+// failed, no call is made: the budget reservations are given back first,
+// and a failed write's, which may have landed all the same, before the task.
 func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, rs *reservation, log *slog.Logger) (result, bool) {
 	hold, err := h.Spend.Quotas.Reserve(ctx, t.Scope, rs.r)
 	if err == nil {
@@ -203,33 +191,29 @@ func (h *Handler) reserveQuota(ctx context.Context, rec events.SQSMessage, t *le
 	return h.giveBackUncalled(ctx, rec, t, 0, "daily quota reservation failed", log, "error", err.Error()), false
 }
 
-// QuotaWait is a task's first wait, plus up to as much again of jitter,
-// when only the reservations of calls in flight keep it out of its
-// caller's daily quota. Such a reservation frees when its call settles, a
-// model call's seconds, so the wait is seconds rather than a lease; a hold
-// that does not clear (a crashed attempt's) makes the waits grow
-// (quotaWaitFor). The jitter spreads one caller's waiting tasks, which all
-// reserve on the same item.
+// QuotaWait is a task's first wait (plus jitter, quotaWaitFor) when only
+// calls in flight keep it out of its caller's daily quota: they free it in
+// a model call's seconds, so the wait is seconds rather than a lease.
 const QuotaWait = 5 * time.Second
 
 // QuotaWaitMax is the longest a quota wait's base grows to (quotaWaitFor):
 // a wait lasts at most twice it.
 const QuotaWaitMax = 30 * time.Second
 
-// quotaWaitFor is how long a task kept waiting for waited so far (the
-// time since its age budget started: no write counts its waits) waits
-// again: half of that, at least QuotaWait and at most QuotaWaitMax, plus
-// jitter (uniform in [0, d): rand.N) of up to as much again. So the age
-// grows by half at least each wait, and by 30 s once the task is a minute
-// old: at most 7 claims in its first minute (0, 5, 10, 15, 22.5, 33.75,
-// 50.6 s) and 120 in the hour after, where fixed 5–10 s waits cost 720.
+// quotaWaitFor is the next wait of a task that waited so far (since its age
+// budget started: no write counts waits): half of that within [QuotaWait,
+// QuotaWaitMax], plus jitter of up to as much again, which spreads one
+// caller's tasks over the item they share. A hold that does not clear (a
+// crashed attempt's) so costs at most 7 claims in the first minute (0, 5,
+// 10, 15, 22.5, 33.75, 50.6 s) and 120 in the hour after, where fixed 5–10 s
+// waits cost 720.
 func quotaWaitFor(waited time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	base := min(max(waited/2, QuotaWait), QuotaWaitMax)
 	return base + jitter(base)
 }
 
-// waitQuota puts the task back to wait for the calls in flight that hold
-// its caller's quota (quotaWaitFor), its attempt given back.
+// waitQuota puts the task back, its attempt given back, to wait for the
+// calls in flight that hold its caller's quota.
 func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) result {
 	now := h.Ledger.Now()
 	start := t.BudgetStartMs
@@ -242,8 +226,8 @@ func (h *Handler) waitQuota(ctx context.Context, rec events.SQSMessage, t *ledge
 }
 
 // settleBudgets settles r at used on the chain's and the task's budget
-// items (with ifReserved, only where it is still reserved). A failure is
-// logged as what failed and leaves the reservation counted: the safe side.
+// items (ifReserved: only where still reserved). A failure is logged as
+// what failed, and leaves the reservation counted: the safe side.
 func (h *Handler) settleBudgets(ctx context.Context, t *ledger.Task, r spend.Reservation, used spend.Usage, ifReserved bool, what string, log *slog.Logger) {
 	for _, key := range []string{spend.ChainKeyOf(t), spend.TaskKeyOf(t)} {
 		var err error
@@ -258,16 +242,12 @@ func (h *Handler) settleBudgets(ctx context.Context, t *ledger.Task, r spend.Res
 	}
 }
 
-// settleEarlierAttempts settles, in full (the provider may have billed
-// them), what the run's earlier attempts still hold on the task's budgets
-// and its caller's daily quota before this attempt reserves: an attempt
-// whose worker crashed after reserving never settles, and nobody but a
-// worker settles a live run, so its hold would count as a call in flight
-// (on the quota, all day). Attempt 2 has one attempt behind it, settled
-// with one conditional write per item and no read (a refused no-op when
-// it settled itself); from attempt 3 on any earlier one may hold, so
-// spend.Accountant.SettleAbandoned reads the items. Best effort: a failure
-// leaves the holds counted, the safe side.
+// settleEarlierAttempts settles in full (they may have been billed) the
+// holds of the run's earlier attempts before this one reserves: a crashed
+// attempt's hold would otherwise count as a call in flight (on the quota,
+// all day), since nobody but a worker settles a live run. Attempt 2 settles
+// attempt 1 with a conditional write per item, no read; from attempt 3,
+// SettleAbandoned reads the items. A failure leaves the holds counted.
 func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs *reservation, quota bool, log *slog.Logger) {
 	switch {
 	case t.Attempts <= 1:
@@ -291,11 +271,9 @@ func (h *Handler) settleEarlierAttempts(ctx context.Context, t *ledger.Task, rs 
 	}
 }
 
-// settle replaces the reservation by what the call used (usedBy), on the
-// budget items and on the caller's daily quota, each where it was
-// reserved; a task that reserved nothing is accounted (account). Settle
-// is idempotent per reservation id; one that fails leaves the reservation
-// counted (the safe side).
+// settle replaces the reservation by what the call used (usedBy), where it
+// was reserved; a task that reserved nothing is accounted (account). A
+// failure leaves the reservation counted.
 func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *reservation, a attempt, log *slog.Logger) {
 	h.checkBound(t, input, a, log)
 	if rs == nil {
@@ -312,8 +290,7 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 			log.WarnContext(ctx, "daily quota settle failed; the reservation stays counted in the caller's quota", "error", err.Error())
 		}
 	}
-	// Charged to the quota alone, or to nothing, a call is recorded only
-	// when it used something. A budgeted call is always priced.
+	// Unbudgeted, a call is recorded only when it used something.
 	if rs.budget || used != (spend.Usage{}) {
 		log.InfoContext(ctx, "spend recorded", "input_tokens", used.InputTokens, "output_tokens", used.OutputTokens, "cost_usd", used.Cost.String())
 		h.usageMetric(t, used, rs.priced)
@@ -321,9 +298,8 @@ func (h *Handler) settle(ctx context.Context, t *ledger.Task, input string, rs *
 }
 
 // account is what a call that reserved nothing is settled against (on no
-// item), so spend is visible for every task: its priced maximum; nil
-// without a price (only the reported tokens are counted) or for a delivery
-// (a destination, not a model).
+// item), so every task's spend is visible: its priced maximum; nil without a
+// price (the reported tokens are counted) or for a delivery.
 func (h *Handler) account(t *ledger.Task, input string, a attempt) *reservation {
 	if t.Kind == deliver.Kind || notSent(a.err) {
 		return nil
@@ -341,24 +317,21 @@ func (h *Handler) account(t *ledger.Task, input string, a attempt) *reservation 
 	return nil
 }
 
-// reported is the usage a successful call reported, a negative count read
-// as none.
+// reported is a successful call's reported usage, a negative count as none.
 func reported(a attempt) spend.Usage {
 	return spend.Usage{InputTokens: int64(max(a.res.Usage.InputTokens, 0)), OutputTokens: int64(max(a.res.Usage.OutputTokens, 0))}
 }
 
 // notSent reports whether a failed call provably never left the process
-// (retrypolicy.ErrRequestNotSent; errNoCall when the worker made none).
-// It is charged nothing whatever ended it, and its attempt is given back
-// (failure): the next call is charged for itself.
+// (retrypolicy.ErrRequestNotSent, errNoCall): charged nothing, its attempt
+// given back (failure).
 func notSent(err error) bool {
 	return err != nil && errors.Is(err, retrypolicy.ErrRequestNotSent)
 }
 
-// usedBy is what an attempt is charged: the reported usage, priced; the
-// full reservation for a success without a report and for a call that
-// may have acted (the provider may have generated and billed); nothing
-// for a refusal in so many words or a call never sent.
+// usedBy is what an attempt is charged (doc.go, "Spend"): the reported
+// usage, priced; else the full reservation, or nothing for a refusal in so
+// many words or a call never sent.
 func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usage {
 	if notSent(a.err) {
 		return spend.Usage{}
@@ -381,10 +354,8 @@ func (h *Handler) usedBy(rs *reservation, a attempt, log *slog.Logger) spend.Usa
 	if a.fenced == nil && a.cutBy == "" && retrypolicy.Refused(a.err) {
 		return spend.Usage{}
 	}
-	// Sent, and not refused in so many words: a 5xx from a gateway in
-	// front of the model does not say the model did not generate (and
-	// bill), so the call is charged its reservation (retries of 502s
-	// would otherwise spend while the budget showed zero).
+	// A gateway's 5xx does not say the model did not generate (and bill):
+	// retries of 502s would otherwise spend while the budget showed zero.
 	return rs.max
 }
 
@@ -405,14 +376,12 @@ func (h *Handler) usageMetric(t *ledger.Task, u spend.Usage, priced bool) {
 	_ = rec.Flush()
 }
 
-// MetricBoundExceeded counts provider calls that reported more tokens
-// than their bound (callMaximum), which the budget reserved and admission
-// estimated: a per-document or prompt bound failed for this model. The
-// call is still settled with the reported usage.
+// MetricBoundExceeded counts provider calls that reported more tokens than
+// their bound (callMaximum), which budgets and admission reserved: a
+// per-document or prompt bound failed for this model.
 const MetricBoundExceeded = "BoundExceeded"
 
-// checkBound logs and counts (MetricBoundExceeded) a successful call
-// whose reported usage is above its bound.
+// checkBound logs and counts a successful call above its bound.
 func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.Logger) {
 	if t.Kind == deliver.Kind || a.err != nil || a.res.Usage == nil {
 		return
@@ -428,16 +397,13 @@ func (h *Handler) checkBound(t *ledger.Task, input string, a attempt, log *slog.
 	h.countMetric(t, MetricBoundExceeded)
 }
 
-// errNoCall settles a reservation whose call was never made (the
-// call-start mark was refused): nothing is charged.
+// errNoCall settles a reservation whose call was never made: nothing is charged.
 var errNoCall = fmt.Errorf("worker: no provider call was made: %w", retrypolicy.ErrRequestNotSent)
 
-// parkUncalled parks t's running assignment before its attempt called the
-// provider (a budget, quota, price or admission refusal), then settles
-// what the run's earlier attempts still hold (spend.Accountant.SettleAbandoned;
-// see settleEarlierAttempts): nothing runs the task again until an
-// operator acts. After the park, as the reconciler does: its success
-// proves the run is over. Best effort, logged.
+// parkUncalled parks t's running assignment before any call (a budget,
+// quota, price or admission refusal), then settles the holds of the run's
+// earlier attempts (see settleEarlierAttempts): only after the park, whose
+// success proves the run is over, as the reconciler does.
 func (h *Handler) parkUncalled(ctx context.Context, t *ledger.Task, r ledger.Review, log *slog.Logger) result {
 	res := h.park(ctx, events.SQSMessage{}, t, ledger.ParkOptions{State: ledger.StateRunning, Version: t.AssignmentVersion}, r, nil, log)
 	if res.outcome == OutcomeParked && h.Spend != nil && h.Spend.Budgets != nil && t.Attempts > 1 {
