@@ -44,58 +44,49 @@ const (
 	MaxVisibility = 12 * time.Hour
 )
 
-// SQS is the subset of the SQS client the worker calls: the heartbeat and
-// the retry delay both change a message's visibility. Receive and delete
-// belong to the event source mapping.
+// SQS is the subset of the SQS client the worker calls (receive and delete
+// belong to the event source mapping).
 type SQS interface {
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
 // Hooks are optional fault-injection points (doc.go, "Fault injection"),
 // called with the record's task id and a context that ends DeadlineMargin
-// before the invocation's deadline (a hook that simulates a pause can wait
-// on it).
+// before the invocation's deadline (a hook that pauses can wait on it).
 type Hooks struct {
 	// BeforeClaim runs after the body parsed, before the claim.
 	BeforeClaim func(ctx context.Context, taskID string) error
 	// AfterClaim runs after a successful claim, before the provider call.
 	AfterClaim func(ctx context.Context, taskID string) error
-	// AfterProvider runs after the provider returned (success or error),
-	// before anything is saved.
+	// AfterProvider runs after the provider returned, before anything is saved.
 	AfterProvider func(ctx context.Context, taskID string) error
-	// AfterSave runs after the outcome of an attempt was written to the
-	// ledger (completed, retry_wait, failed, parked or unknown).
+	// AfterSave runs after the worker wrote the attempt's outcome.
 	AfterSave func(ctx context.Context, taskID string) error
 }
 
-// ErrFenced is the cause with which the worker cancels a provider call's
-// context when a heartbeat finds that another worker owns the task
-// (context.Cause reports it, wrapped with the reason).
+// ErrFenced is the cause (wrapped with the reason) with which the worker
+// cancels a provider call when a heartbeat finds the task another's.
 var ErrFenced = errors.New("worker: assignment fenced")
 
 // errDied is what a hook's error becomes: the record stops without writes.
 var errDied = errors.New("worker: hook stopped the record")
 
-// Handler processes SQS batches of task messages. Tests call Handle
-// directly; functions/worker passes it to lambda.Start. The zero values of
-// the optional fields take the documented defaults. A Handler is safe for
-// concurrent use once built; do not change its fields while Handle runs.
+// Handler processes SQS batches of task messages (functions/worker passes
+// it to lambda.Start). Optional fields' zero values take the defaults. It is
+// safe for concurrent use; do not change its fields while Handle runs.
 type Handler struct {
 	// Ledger is the task ledger (required). Its clock is the worker's clock.
 	Ledger *ledger.Ledger
 	// Provider performs the task (required).
 	Provider provider.Provider
 	// RetrySafeGeneration declares generation retry-safe (doc.go, "Uncertain
-	// outcomes and effect classes"; GENERATION_EFFECT_CLASS). The zero value
-	// treats generation as an effect; deployments default to retry-safe.
+	// outcomes and effect classes"; GENERATION_EFFECT_CLASS).
 	RetrySafeGeneration bool
 	// Destinations perform deliver tasks (deliver.go); nil: a deliver task
 	// is parked as misconfigured.
 	Destinations *deliver.Registry
-	// Notify is who is notified of a task's completion, failure, park or
-	// wait for approval (package followup; nil: nobody). The notifications,
-	// and a plan's deliveries, are created with the write that causes them
-	// (fail, park, complete).
+	// Notify is who is notified of a task's completion, failure, park or wait
+	// for approval (package followup; nil: nobody), in the write that causes it.
 	Notify *followup.Config
 	// SQS and QueueURL are used for heartbeats and retry delays (optional:
 	// without them, visibility is left to the queue's default).
@@ -103,38 +94,32 @@ type Handler struct {
 	QueueURL string
 	// Policy decides retry delays (backoff, Retry-After floor).
 	Policy retrypolicy.Policy
-	// SaveBackoff is the first wait between repeats of a settling write or
-	// a result's put (repeat; default 100 ms). Tests shorten it: what they
-	// check is the repeats, not the waiting.
+	// SaveBackoff is the first wait between repeats of a settling write or a
+	// result's put (default 100 ms); tests shorten it.
 	SaveBackoff time.Duration
-	// Lease is how long a claim holds without a heartbeat (DefaultLease).
-	// The heartbeat runs every Lease/3 and extends the message's visibility
-	// to 2×Lease.
+	// Lease is how long a claim holds without a heartbeat (DefaultLease),
+	// which runs every Lease/3 and extends the message's visibility to 2×Lease.
 	Lease time.Duration
-	// Concurrency bounds the records processed in parallel
-	// (DefaultConcurrency). Keep it at least the batch size: a record that
-	// waits for a slot may find too little time left to be admitted.
+	// Concurrency bounds the records processed in parallel (DefaultConcurrency).
+	// Keep it at least the batch size: a record waiting for a slot may find too
+	// little time left to be admitted.
 	Concurrency int
-	// CallTimeout bounds one provider call, on the call's context. Default:
-	// the timeout the provider declares (provider.CallTimeout), else
-	// DefaultCallTimeout. A record is admitted (claimed and sent) only when
-	// the invocation has at least CallTimeout + DeadlineMargin left.
+	// CallTimeout bounds one provider call (default: provider.CallTimeout,
+	// else DefaultCallTimeout). A record is admitted only when the invocation
+	// has at least CallTimeout + DeadlineMargin left.
 	CallTimeout time.Duration
-	// DeadlineMargin is how long before the context's deadline (the Lambda
-	// deadline) the worker stops starting and running provider calls
-	// (DefaultDeadlineMargin).
+	// DeadlineMargin is how long before the Lambda deadline the worker stops
+	// starting and running provider calls (DefaultDeadlineMargin).
 	DeadlineMargin time.Duration
 	// Log is the logger (default: discard).
 	Log *slog.Logger
 	// Metrics receives EMF records (optional).
 	Metrics *metrics.Writer
-	// Owner names the lease holder of a record; default: the Lambda request
-	// id and the message id ("<request id>/<message id>").
+	// Owner names the lease holder of a record (default "<request id>/<message id>").
 	Owner func(ctx context.Context, messageID string) string
 	// Hooks are optional fault-injection points.
 	Hooks *Hooks
-	// Admission gates provider calls on shared per-model limits (optional:
-	// nil makes no admission call; see admission.go).
+	// Admission gates provider calls on shared per-model limits (nil: none).
 	Admission *Admission
 	// Spend is the spend accounting of budgeted tasks (optional; spend.go).
 	Spend *Spend
@@ -144,10 +129,9 @@ type Handler struct {
 	// DocumentMemory bounds the document bytes the records of this
 	// instance hold at once (DefaultDocumentMemory; docmemory.go).
 	DocumentMemory int64
-	// Streams, when set, streams generate calls (to a provider that is a
-	// provider.Streamer) to the task's WebSocket subscribers: the call
-	// gets a delta sink, and the attempt's stream ends with a done frame
-	// only after its result was saved (stream.go). nil: no streaming.
+	// Streams, when set, streams generate calls to a provider.Streamer to the
+	// task's WebSocket subscribers, with a done frame only after the result
+	// was saved (stream.go). nil: no streaming.
 	Streams Streams
 
 	docUsed int64 // document bytes held now (atomic; docmemory.go)
@@ -164,9 +148,8 @@ const (
 	OutcomePoison         = "poison"
 	OutcomeFenced         = "fenced"   // lost the assignment during the attempt: its result not saved (a cancel may end by what the worker knew)
 	OutcomeDeferred       = "deferred" // back to the queue without an outcome (not due, contended, deadline, AWS error, hook)
-	// OutcomeNotAdmitted: no call now (too little invocation time left, the
-	// model's admission window or the caller's quota full, documents over
-	// the instance's memory); back to the queue with no attempt consumed.
+	// OutcomeNotAdmitted: no call now (too little time, admission or quota
+	// full, documents over memory); back to the queue, no attempt consumed.
 	OutcomeNotAdmitted = "not_admitted"
 )
 
@@ -180,8 +163,7 @@ type result struct {
 	retry   bool // report a batch item failure
 }
 
-// orDefault is v when it is set (positive), else def: the Handler's
-// optional fields.
+// orDefault is v when set (positive), else def.
 func orDefault[T int | int64 | time.Duration](v, def T) T {
 	if v > 0 {
 		return v
@@ -199,8 +181,7 @@ func (h *Handler) callTimeout() time.Duration {
 }
 
 // admitted reports whether a provider call started now could run its whole
-// call timeout before work ends (DeadlineMargin before the invocation's
-// deadline). Without a deadline every record is admitted.
+// call timeout before work ends.
 func (h *Handler) admitted(work context.Context) bool {
 	if work.Err() != nil {
 		return false
@@ -234,17 +215,15 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	if h.Ledger == nil || h.Provider == nil {
 		return events.SQSEventResponse{}, errors.New("worker: Handler needs a Ledger and a Provider")
 	}
-	// work ends DeadlineMargin before the Lambda deadline: no claim or
-	// provider call runs past it. Ledger writes that settle an attempt use
-	// ctx itself, so they still have the margin to finish.
+	// work ends DeadlineMargin before the Lambda deadline: no claim or call
+	// runs past it; settling writes use ctx, so they still have the margin.
 	work := ctx
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
 		work, cancel = context.WithDeadline(ctx, dl.Add(-h.margin()))
 		defer cancel()
 		if left := time.Until(dl); len(ev.Records) > 0 && left < h.callTimeout()+h.margin() {
-			// Fine near the end of a long test invocation; in Lambda, where each
-			// batch starts a fresh invocation, it means nothing is ever admitted.
+			// In Lambda, where each batch starts a fresh invocation, nothing is ever admitted.
 			h.log().WarnContext(ctx, "the invocation starts with less time than one provider call needs; no record is admitted "+
 				"(keep the function Timeout at least the call timeout + deadline margin + slack, README \"Timing\")",
 				"time_left_ms", left.Milliseconds(), "call_timeout_ms", h.callTimeout().Milliseconds(), "deadline_margin_ms", h.margin().Milliseconds())
