@@ -16,9 +16,9 @@
 //     (notClaimed): a terminal, parked, unknown or leased task is
 //     acknowledged without a call; a retry not due goes back with its
 //     visibility set to the delay; a task past its budgets is parked
-//     budget_exhausted, unless an attempt may have acted unseen (a running
-//     task's expired lease, an effect's open outcome): the reconciler
-//     decides. A claim whose reply was lost is recognised (write_nonce);
+//     budget_exhausted, unless an attempt may have acted unseen (an expired
+//     lease, an effect's open outcome): the reconciler decides. A claim
+//     whose reply was lost is recognised (write_nonce);
 //  3. calls the provider with the task id as operation id (its idempotency
 //     key), once the input and documents are read (Payloads in S3), the
 //     call admitted (Provider admission), its spend reserved (Spend) and,
@@ -32,13 +32,11 @@
 //     running (ledger.CancelRunning) bumps the version, so it is met like a
 //     takeover (Settling after the lease is lost);
 //  4. completes the task conditioned on the assignment version (running,
-//     or unknown at the same version). A rejected completion is never
-//     retried: it is logged with the case the ledger read, or settled when
-//     the reconciler or a cancel got there first; a lost reply is
-//     recognised as saved. A result that would push the item over
-//     DynamoDB's 400 KB limit (ledger.CheckCompletion) is not sent: parked
-//     result_too_large; one DynamoDB refuses as invalid is parked
-//     result_not_saved;
+//     or unknown at the same version); a lost reply is recognised as saved.
+//     A rejected completion is never retried: it is logged, or settled when
+//     the reconciler or a cancel got there first. A result that would push
+//     the item over DynamoDB's 400 KB limit is parked result_too_large
+//     without a write; one DynamoDB refuses as invalid, result_not_saved;
 //  5. on a provider error, classifies it with retrypolicy.DefaultClassifier:
 //     transient → retry_wait with not_before from the Policy's backoff (and
 //     Retry-After), the message's visibility set to that delay and a batch
@@ -51,15 +49,15 @@
 // # The call-start mark
 //
 // When the step does not honour idempotency keys, the call start is
-// recorded before the call (ledger.MarkCallStarted, repeated like a
-// settling write): without it the reconciler could not tell a worker that
-// died after its claim from one that died mid-call. A fenced mark is
-// acknowledged; one that keeps failing releases the task and its attempt;
-// either way nothing is called. The reconciler trusts a readback's "not
-// found" once the lease end plus the call timeout has passed, so every
-// call starts only inside its lease (leaseForCall): with under a heartbeat
-// of it left, the lease is renewed first, and a refused or late renewal
-// means no call.
+// recorded before the call (ledger.MarkCallStarted, saved like a settling
+// write): without it the reconciler could not tell a worker that died after
+// its claim from one that died mid-call. A fenced mark is acknowledged
+// (settled as uncalled when the lease lapsed at this assignment); one that
+// keeps failing releases the task and its attempt. The reconciler
+// trusts a readback's "not found" once the lease end plus the call timeout
+// has passed, so every call starts inside its lease (leaseForCall): with
+// under a heartbeat of it left, the lease is renewed first, and a refused
+// or late renewal means no call.
 //
 // # Spend
 //
@@ -97,11 +95,10 @@
 //
 // # Settling after the lease is lost
 //
-// A worker whose lease was lost — the reconciler expired it, or a cancel
-// while running fenced it — may still settle what it knows (DESIGN §14),
-// through one pure decision: settle (settle.go) takes the task as the
-// refused write returned it, the worker's assignment version v and what
-// it knows, and names the one ledger transition to send:
+// A worker whose lease was lost (the reconciler expired it, or a cancel
+// while running fenced it) may still settle what it knows (DESIGN §14),
+// through one pure decision, settle (settle.go), from the task as the
+// refused write returned it, its assignment version v and what it knows:
 //
 //	what it knows      unknown at v       parked at v (*)  cancelled at v (**)  that cancel parked (*)
 //	a reply            —                  CompleteLapsed   CompleteCancelled †  CompleteLapsed at v+1 †
@@ -122,9 +119,8 @@
 // Queued at v with its attempt still counted and no readback's "not
 // found" since (ledger.RequeuedAt: the reconciler re-queued the lapsed
 // lease), a worker that made no call sends ReleaseRequeued: the attempt is
-// given back and what the lapse recorded (its open outcome, history entry
-// and error) is void, so no later review claims a call that never started.
-// Whatever else it knows sends nothing from there.
+// given back and the lapse's record voided, so no later review claims a
+// call that never started; nothing else is sent from there.
 //
 // A refusal is one in so many words (retrypolicy.Refused: never sent, a
 // 4xx, throttled): the provider did not act; "park refused" is a
@@ -169,14 +165,14 @@
 // What the worker learned from the provider lives only in its memory until
 // the write that settles the attempt succeeds (a redelivery meets the
 // worker's own live lease). So a settling write that is throttled or fails
-// ambiguously is repeated in process (save.go) with the same write nonce,
-// so a send applied late is recognised, under a heartbeat that keeps the
-// lease. When the repeats run out, a result is parked result_not_saved
-// with the provider reference; every other settling write defers the
-// message and leaves the task to its lease (a Release would give back an
-// attempt the provider was called for). A claim whose reply was lost and
-// could not be confirmed is given back with ledger.ReleaseClaim,
-// conditioned on this record's lease owner.
+// ambiguously is repeated in process (save.go), under a heartbeat, with the
+// same write nonce, so a send applied late is recognised. When the repeats
+// run out, a result is parked result_not_saved with the provider
+// reference; every other settling write defers the message and leaves the
+// task to its lease (a Release would give back an attempt the provider was
+// called for). A claim that may have applied unconfirmed is given back
+// (ledger.ReleaseClaim, conditioned on this record's lease owner): the
+// redelivery would take it for a live lease.
 //
 // # Deadlines
 //

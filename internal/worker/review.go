@@ -11,13 +11,8 @@ import (
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
 
-// Review items are worded by package review, shared with the reconciler
-// (DESIGN §4: what is known, what is uncertain, which actions are safe;
-// ids, classes, codes, hashes and sizes, never task input or results).
-// This file only reads what an SQS record tells about a poison message.
-
 // poisonReview describes a message on the task queue that is not a task
-// reference; the worker acknowledges it.
+// reference (package review words every review, never with the body).
 func poisonReview(rec events.SQSMessage, bodySHA string, perr error) ledger.Review {
 	o := review.PoisonOptions{Queue: review.TaskQueue}
 	if n, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"]); err == nil && n > 0 {

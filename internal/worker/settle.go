@@ -133,9 +133,7 @@ func where(read *ledger.Task, mine int64) place {
 
 // stillOurs reports whether a refused renewal left the assignment with the
 // worker (unknown at mine, or its park): the call may go on, and Complete
-// or CompleteLapsed can still save its result. Anything else — a new
-// version, a cancel, a settled task — means its result cannot be saved by
-// this worker.
+// or CompleteLapsed can still save its result.
 func stillOurs(read *ledger.Task, mine int64) bool {
 	p := where(read, mine)
 	return p == atUnknown || p == atPark

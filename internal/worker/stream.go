@@ -44,10 +44,8 @@ func (h *Handler) beginStream(ctx context.Context, t *ledger.Task, p provider.Pr
 	return nil, nil
 }
 
-// endStream sends the done frame of a saved result: the state the
-// completion left and the hash it saved (as the completion wrote them
-// when the ledger's reply does not carry them: a reply lost and the save
-// recognised by its nonce).
+// endStream sends the done frame of a saved result: the state and hash the
+// completion saved (as it wrote them when a lost reply's save was recognised).
 func endStream(ctx context.Context, st StreamAttempt, saved *ledger.Task, c ledger.Completion) {
 	if st == nil {
 		return
