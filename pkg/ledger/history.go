@@ -9,23 +9,20 @@ import (
 )
 
 // Attempt history. A task keeps what each attempt did without a write of
-// its own: every piece is set by a write the attempt makes anyway.
+// its own, each piece set by a write the attempt makes anyway:
 //
-//   - claimed_ms: set by every claim, removed by every write that gives
-//     the attempt back (no provider call: no attempt).
-//   - call_started_ms: set by MarkCallStarted.
-//   - attempt_log (L of S, oldest first, at most max_attempts): one compact
-//     entry (encodeAttempt) per earlier attempt that a further one may
-//     follow. A write that ends an attempt with another to follow
-//     (ScheduleRetry, MarkUnknown, RetryLapsed), given the caller's task
-//     (InAttempt), rewrites the list with the attempt's entry added.
+//   - claimed_ms: set by every claim, removed by every give-back (no
+//     provider call: no attempt);
+//   - call_started_ms: set by MarkCallStarted;
+//   - attempt_log (L of S, oldest first, at most max_attempts): an entry
+//     (encodeAttempt) per earlier attempt, added by the writes that end an
+//     attempt with another to follow (ScheduleRetry, MarkUnknown,
+//     RetryLapsed) given the caller's task (InAttempt).
 //
 // The latest attempt needs no entry: its claim is claimed_ms, its end
-// completed_ms (or updated_ms), its outcome the state, so a task completed
-// at its first attempt carries claimed_ms alone. Every history clause sets
-// a top-level attribute to a value (kumo applies no list_append). An
-// attempt that ended without such a write (its worker died, a takeover)
-// shows as OutcomeNotRecorded once the next claim replaces claimed_ms.
+// completed_ms (or updated_ms), its outcome the state. The log is rewritten
+// whole, as kumo applies no list_append. An attempt that ended without
+// such a write (its worker died, a takeover) shows as OutcomeNotRecorded.
 
 // Outcomes of an attempt (AttemptRecord.Outcome).
 const (
@@ -56,17 +53,16 @@ type AttemptRecord struct {
 	InputTokens, OutputTokens *int64
 }
 
-// InAttempt gives a write of the caller's assignment the task as the
-// caller's claim returned it (and its own writes changed it since: its
-// CallStartedMs after MarkCallStarted), so the writes that end an attempt
-// with another to follow record it in attempt_log (without it: nothing).
+// InAttempt gives a write of the caller's assignment the task as its claim
+// returned it (and its own writes changed it since: CallStartedMs after
+// MarkCallStarted), so a write that ends an attempt with another to follow
+// records it in attempt_log (without it: nothing).
 func InAttempt(t *Task) WriteOption { return func(u *update) { u.attempt = t } }
 
-// recordAttempt adds to u the attempt_log of the caller's task (InAttempt)
-// with its latest attempt's entry — outcome and errClass, ended now — in
-// place of any entry of the same attempt, keeping the last max_attempts.
-// Without the caller's task, or for a task claimed before claimed_ms was
-// kept, it adds nothing.
+// recordAttempt sets on u the attempt_log of the caller's task (InAttempt)
+// with its latest attempt's entry (outcome, errClass, ended nowMs) replacing
+// any of the same attempt, keeping the last max_attempts. Without the
+// caller's task, or its claimed_ms, it adds nothing.
 func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
 	t := u.attempt
 	if t == nil || t.ClaimedMs == 0 {
@@ -165,17 +161,14 @@ func (t *Task) History() []AttemptRecord {
 	return lastOf(fillGaps(out), t.MaxAttempts)
 }
 
-// lastOf keeps the last n (at least one) elements of s: a task's history
-// holds at most max_attempts attempts.
+// lastOf keeps the last n (at least one) elements of s.
 func lastOf[T any](s []T, n int) []T { return s[max(len(s)-max(n, 1), 0):] }
 
 // of reports whether r records t's latest attempt: its claim time and
-// number (two claims of one task in the same millisecond keep their
-// numbers apart).
+// number (two claims in one millisecond differ in number).
 func (r AttemptRecord) of(t *Task) bool { return r.ClaimedMs == t.ClaimedMs && r.Attempt == t.Attempts }
 
-// settled completes r, the task's latest attempt, from the state the task
-// is in now: what it is, when it ended, what the provider said.
+// settled completes r, the task's latest attempt, from the task's state.
 func (t *Task) settled(r *AttemptRecord) {
 	end := t.UpdatedMs
 	switch t.State {
@@ -217,9 +210,8 @@ func (t *Task) settled(r *AttemptRecord) {
 	}
 }
 
-// fillGaps adds an OutcomeNotRecorded record for each attempt number
-// missing between two records of one budget (numbers rising by more than
-// one); an operator's retry starts the numbers again at 1.
+// fillGaps adds an OutcomeNotRecorded record for each attempt number a
+// record skips, counting from 1 at the start and after an operator's retry.
 func fillGaps(in []AttemptRecord) []AttemptRecord {
 	var out []AttemptRecord
 	for i, r := range in {

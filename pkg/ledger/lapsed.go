@@ -21,13 +21,13 @@ type LapsedResolution struct {
 // A lapsed attempt returns after the reconciler parked its task
 // unknown_outcome (the worker was slow, not gone; no readback) at the same
 // assignment version: no other attempt started, so what the provider
-// answered settles the open review. Each settlement below writes the task
-// item (ParkedAt the caller's version) and the still-open review item in one
-// TransactWriteItems — an operator who acted first wins — and accepts
+// answered settles the open review. Each settlement writes the task item
+// (ParkedAt the caller's version) and the still-open review item in one
+// TransactWriteItems (an operator who acted first wins) and accepts
 // WithNonce. Errors: *FencedError (Why not_running when the task is not so
-// parked or its review is no longer open; else as for Complete),
-// *ThrottledError and other AWS errors, which may pass when the same write
-// is repeated; an error for an empty r.By or r.Note.
+// parked or its review is closed; else as for Complete), AWS errors such
+// as *ThrottledError, which a repeat may pass; an error for an empty r.By
+// or r.Note.
 
 // CompleteLapsed saves the result of a lapsed attempt (completed, or
 // awaiting_approval behind its gate) and resolves the review as completed:
@@ -85,8 +85,8 @@ func (l *Ledger) CancelLapsed(ctx context.Context, taskID string, version int64,
 	})
 }
 
-// lapsed settles the park as tr, its task update filled by set, the
-// review resolved as resolution by r, whose By and Note are required.
+// lapsed settles the park as tr (task update by set), resolving the review
+// as resolution by r.
 func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, version int64, r LapsedResolution, resolution string, opts []WriteOption, set func(*update, time.Time)) (*Task, error) {
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Note) == "" {
 		return nil, fmt.Errorf("ledger: %s needs the resolution's By and Note", strings.Fields(tr.Method)[0])
@@ -99,13 +99,12 @@ func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, vers
 
 // ReviseLapsed replaces the open unknown_outcome review of a lapsed attempt
 // whose answer is known but could not be recorded as an outcome (a result
-// too large for the item, or one whose save was refused or kept failing):
-// the task stays needs_review with rev's reason, summary and error; the
-// still-open review item gets rev's explanation, provider_ref and error.
-// rev needs Reason and Summary, and ParkCount (the task's, as read) when its
-// safe actions carry ParkMark: the park they decide, which the condition
-// holds — a task leaves an unknown_outcome park only through a resolution,
-// and re-enters one only from a later claim, at another assignment version.
+// too large, or a save refused or failing): the task stays needs_review
+// with rev's reason, summary and error; the review item gets rev's
+// explanation, provider_ref and error. rev needs Reason and Summary, and
+// ParkCount (the task's, as read) when its safe actions carry ParkMark.
+// The condition holds that park: a task leaves an unknown_outcome park only
+// through a resolution, and re-enters one only at another version.
 func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -126,10 +125,10 @@ func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64,
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
 // transaction keeps failing: one UpdateItem of the open unknown_outcome
-// review item at park_count = parkCount (as read on the task), so what an
-// operator acts on says what is known; ParkMark in rev's safe actions
-// becomes parkCount. A repeat after a send that applied late succeeds.
-// Errors: *ConflictError otherwise; AWS errors.
+// review at park_count = parkCount (as read on the task), ParkMark in rev's
+// safe actions becoming parkCount, so what an operator acts on says what is
+// known. A repeat of a send that applied late succeeds; else
+// *ConflictError, or AWS errors.
 func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCount int, rev Review) error {
 	ru, err := reviseUpdate("ReviseLapsedReview", rev, parkCount)
 	if err != nil {
@@ -141,7 +140,6 @@ func (l *Ledger) ReviseLapsedReview(ctx context.Context, taskID string, parkCoun
 	if _, err := l.db.UpdateItem(ctx, in); !isConditionFailed(err) {
 		return wrapErr("UpdateItem revise lapsed review", err)
 	}
-	// A repeat of a send that applied late finds its own revision.
 	if cur, gerr := l.GetReview(ctx, taskID); gerr == nil && cur.ReviewStatus == ReviewOpen &&
 		cur.ParkCount == parkCount && cur.Reason == rev.Reason && cur.Summary == rev.Summary {
 		return nil
@@ -191,9 +189,8 @@ func reviseUpdate(op string, rev Review, park int) (*update, error) {
 	return ru, nil
 }
 
-// reviewCondition adds tr's condition on the review item (its review
-// guard, which table.go declares and the method writes) to ru, one
-// conjunct per AND; parkCount is the park's, where the guard names it.
+// reviewCondition adds tr's review-item guard to ru, one conjunct per AND;
+// parkCount is the park's, where the guard names it.
 func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 	vals := map[string]types.AttributeValue{":open": str(ReviewOpen), ":lapsed_reason": str(ReviewUnknownOutcome),
 		":pc": num(int64(parkCount)), ":park_count": num(int64(parkCount))}
@@ -207,8 +204,8 @@ func (tr *Transition) reviewCondition(ru *update, parkCount int) {
 	}
 }
 
-// lapsedTx sends u as tr, settling the park of the caller's assignment, with
-// ru, its open review item's update, in one TransactWriteItems (write).
+// lapsedTx sends u as tr with ru, the open review item's update, in one
+// TransactWriteItems.
 func (l *Ledger) lapsedTx(ctx context.Context, tr *Transition, taskID string, version int64, now time.Time, u, ru *update) (*Task, error) {
 	tr.reviewCondition(ru, 0)
 	u.tx = []types.TransactWriteItem{{Update: txUpdate(&types.Update{TableName: &l.cfg.ReviewTable}, ru.input(l.cfg.ReviewTable, taskID))}}

@@ -215,18 +215,18 @@ var (
 		func(t *Task, c *Call) bool { return t.ParkCount == c.Parks })
 	gUnindexed = guard("not in by_state", "attribute_not_exists(#state_shard)", func(t *Task, _ *Call) bool { return t.StateShard == "" })
 	gParent    = guard("of the approved task", "#parent_task_id = :parent", func(t *Task, c *Call) bool { return t.ParentTaskID != "" && t.ParentTaskID == c.Parent })
-	// Every give-back removes claimed_ms, an operator's retry resets
-	// attempts: neither leaves the attempt to give back. A give-back
-	// repeated after its reply was lost, refused because the relay moved
-	// the task to unknown (AwaitReadback) and perhaps to its park at the
-	// same version since, would give back another attempt's count.
+	// Every give-back removes claimed_ms and an operator's retry resets
+	// attempts: neither leaves an attempt to give back. Without it a
+	// give-back repeated after a lost reply, the task since moved to unknown
+	// (AwaitReadback) and perhaps parked at the same version, would give
+	// back another attempt's count.
 	gAttemptCounted = guard("attempt still counted", "attribute_exists(#claimed_ms) AND #attempts > :zero",
 		func(t *Task, _ *Call) bool { return t.ClaimedMs > 0 && t.Attempts > 0 })
-	// A re-queue after a readback found nothing (error readback_absent,
+	// A re-queue after a readback found nothing (readback_absent,
 	// open_unknown_ms removed) settled every attempt's outcome: nothing is
-	// left to void, and the claim's open outcome may not be restored. A
-	// re-queue with no call started (RequeueUnstarted) leaves no outcome
-	// open, and its attempt is still the worker's to give back.
+	// left to void or restore. A re-queue with no call started
+	// (RequeueUnstarted) leaves no outcome open; its attempt is still the
+	// worker's to give back.
 	gLapseOpen = guard("attempt counted, not read back absent",
 		"attribute_exists(#claimed_ms) AND #attempts > :zero AND (attribute_exists(#open_unknown_ms) OR attribute_not_exists(#error_class) OR #error_class <> :readback_absent)",
 		func(t *Task, _ *Call) bool {
@@ -277,13 +277,12 @@ var transitions = []Transition{
 	// The worker's attempt.
 	{Op: "claim", Method: "Claim", Actors: byWorker, From: states(StateQueued),
 		Guards: guards(gExists, gAttemptsLeft, gBeforeDeadline, fromAs("c_queued")), To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
-	// A second write, only once the claim was refused by a retry_wait
-	// task: it also moves the task's by_state entry to active (a queued
-	// task's entry, if it has one, is already there).
+	// Claim's second write, once refused by a retry_wait task: it also moves
+	// the by_state entry to active (a queued task's entry is there already).
 	{Op: "claim_retry", Method: "Claim (a retry_wait task)", Actors: byWorker, From: states(StateRetryWait), When: claimWhen,
 		Guards: guards(gExists, gAttemptsLeft, gBeforeDeadline, fromAs("c_retry")), To: StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable},
-	// A second write, only once the claim was refused by an expired lease:
-	// the attempt it takes over is left with an open outcome.
+	// Claim's second write, once refused by an expired lease: the attempt
+	// it takes over is left with an open outcome.
 	{Op: "claim_takeover", Method: "Claim (AllowTakeover: a running task whose lease expired)", Actors: byWorker, From: fromRunning, Fence: AtVersion,
 		Guards: guards(atVer, gAttemptsLeft, gBeforeDeadline, fromAs("c_running"), gLeaseExpired, gTakeoverKind),
 		To:     StateRunning, Attempts: Up, Version: Up, Refusal: RefusedNotClaimable, Effect: EffectRetrySafe},
@@ -304,8 +303,6 @@ var transitions = []Transition{
 	fencedRow("unknown", "MarkUnknown", byWorker, fromRunning, gFenced, StateUnknown, effectOnly),
 	fencedRow("release", "Release", byWorker, fromRunning, gFenced, StateQueued, givesBack),
 	fencedRow("release_unknown", "ReleaseUnknown", byWorker, fromUnknown, guards(atMine, inFrom, gAttemptCounted), StateQueued, givesBack),
-	// The reconciler re-queued the lapsed assignment, its attempt counted,
-	// and no readback settled it since; its worker knows it made no call.
 	fencedRow("release_requeued", "ReleaseRequeued", byWorker, states(StateQueued), guards(atMine, inFrom, gLapseOpen), StateQueued, givesBack),
 	{Op: "release_claim", Method: "ReleaseClaim", Actors: byWorker, From: fromRunning, Guards: guards(gOwner, fromAs("running"), gVersionGiven),
 		To: StateQueued, Attempts: Down, Refusal: NotApplied},
@@ -318,9 +315,6 @@ var transitions = []Transition{
 	fencedRow("complete_readback", "CompleteFromReadback", byReconciler, fromUnknown, gComplete, StateCompleted),
 	fencedRow("complete_readback_gated", "CompleteFromReadback (approval gate)", byReconciler, fromUnknown, gCompleteGated, StateAwaitingApproval),
 	fencedRow("requeue_readback_absent", "Requeue (from unknown)", byReconciler, fromUnknown, gFenced, StateQueued),
-	// "Not found" read while a lapsed call of a provider that deduplicates
-	// may still reach it: re-queued (the next call collects what that one
-	// generates), its outcome kept open.
 	fencedRow("requeue_readback_absent_call_may_run", "RequeueCallMayRun", byReconciler, fromUnknown, gFenced, StateQueued),
 	fencedRow("requeue_retry_safe", "RequeueRetrySafe", byReconciler, fromUnknown, gFenced, StateQueued, retrySafe),
 	fencedRow("await_readback", "AwaitReadback", byReconciler, states(StateQueued, StateRetryWait), gFenced, StateUnknown, effectOnly),
@@ -333,8 +327,7 @@ var transitions = []Transition{
 	fencedRow("park_expired_lease", "Park (LeaseExpired)", byEither, fromRunning, guards(atVer, readState("expect"), gParksAsRead, gLeaseExpired, gNoOpenReview), StateNeedsReview,
 		conflicts, opens),
 	fencedRow("park_follow_ups", "Park (FollowUps: the requester's notification)", byEither, fromUnsettled, gPark, StateNeedsReview, conflicts, opens),
-	// Each follow-up task a write with follow-ups creates (followup.go):
-	// a plan's delivery or a notification, put in the write's transaction.
+	// Each follow-up task, put in its write's transaction (followup.go).
 	{Op: "follow_up", Method: "Complete (and Fail, Park, Approve, Withdraw and the other settling writes: each follow-up task, in the same transaction)",
 		Actors: actors(ActorWorker, ActorReconciler, ActorApprover),
 		Guards: guards(gAbsent), To: StateQueued, Refusal: RefusedConflict, Manual: true},

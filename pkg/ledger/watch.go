@@ -10,20 +10,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The watch table (Config.WatchTable) is how the reconciler finds a
-// submitted task whose SQS message was lost without the task paying for a
-// by_state entry (docs/protocol.md, "How a submitted task is found").
-// Create puts one write-once watch item per task, then the task without
-// state_shard:
+// The watch table (Config.WatchTable) lets the reconciler find a submitted
+// task whose SQS message was lost without the task paying for a by_state
+// entry (docs/protocol.md, "How a submitted task is found"). Create puts
+// one write-once watch item per task, then the task without state_shard:
 //
 //	pk "w#<nn>" (the task's shard), sk "<due_at, 13 digits>#<task id>#<the
 //	call's CreateNonce>", task_id, expires_at (TTL: WatchRetention past due_at)
 //
-// The reconciler reads each watch item once, when it comes due, in sk
-// order behind a cursor per shard (the item pk "cursor", sk "<nn>", its
-// "at" the last sk handled), and puts a task it finds still queued or
-// running into by_state (row adopt). A task that ends first never enters
-// the index.
+// The reconciler reads each once it is due, in sk order behind a cursor per
+// shard (item pk "cursor", sk "<nn>", "at" the last sk handled), and adopts
+// a task still queued or running (row adopt); one that ends first is never
+// indexed.
 const (
 	WatchPrefix = "w#"
 	CursorPK    = "cursor"
@@ -77,13 +75,12 @@ func (l *Ledger) dropWatch(ctx context.Context, t *Task) {
 	}
 }
 
-// Adopt puts t — a task the watch found queued or running and not in
-// by_state — into by_state at its due_at (row adopt; one index put), and
-// returns it as written. ok=false: when written it was not in either state
-// unindexed, so it had moved to an indexed state or left the live set and
-// nothing is left to do (also the answer to a repeat whose first try was
-// applied). It leaves write_nonce alone: a worker whose claim's reply was
-// lost must still find its own nonce on the task it claimed.
+// Adopt puts t, a task the watch found queued or running and not in
+// by_state, into by_state at its due_at (row adopt) and returns it as
+// written. ok=false: it was no longer unindexed in either state, so nothing
+// is left to do (also the answer to a repeat whose first try applied). It
+// leaves write_nonce alone: a worker whose claim's reply was lost must
+// still find its own nonce on the task it claimed.
 func (l *Ledger) Adopt(ctx context.Context, t *Task) (*Task, bool, error) {
 	u := newUpdate()
 	u.set("state_shard", str(l.StateShard(t.State, t.TaskID)))
