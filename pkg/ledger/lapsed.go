@@ -106,21 +106,13 @@ func (l *Ledger) lapsed(ctx context.Context, tr *Transition, taskID string, vers
 // The condition holds that park: a task leaves an unknown_outcome park only
 // through a resolution, and re-enters one only at another version.
 func (l *Ledger) ReviseLapsed(ctx context.Context, taskID string, version int64, rev Review, opts ...WriteOption) (*Task, error) {
-	now := l.cfg.Now().UTC()
-	u := newUpdate().with(opts)
-	u.set("review_reason", str(rev.Reason))
-	u.set("review_summary", str(rev.Summary))
-	if rev.ErrorClass != "" {
-		setError(u, rev.ErrorClass, rev.ErrorMessage)
-	}
-	if rev.ProviderRef != "" {
-		u.set("provider_ref", str(rev.ProviderRef))
-	}
 	ru, err := reviseUpdate("ReviseLapsed", rev, rev.ParkCount)
 	if err != nil {
 		return nil, err
 	}
-	return l.lapsedTx(ctx, row("revise_lapsed"), taskID, version, now, u, ru)
+	u := newUpdate().with(opts)
+	explain(u, "review_", rev)
+	return l.lapsedTx(ctx, row("revise_lapsed"), taskID, version, l.cfg.Now().UTC(), u, ru)
 }
 
 // ReviseLapsedReview is ReviseLapsed's review item alone, for when the
@@ -171,8 +163,7 @@ func reviseUpdate(op string, rev Review, park int) (*update, error) {
 	rev.SafeActions = withPark(rev.SafeActions, park)
 	nilToEmpty(&rev)
 	ru := newUpdate()
-	ru.set("reason", str(rev.Reason))
-	ru.set("summary", str(rev.Summary))
+	explain(ru, "", rev)
 	for attr, list := range map[string][]string{"known": rev.Known, "uncertain": rev.Uncertain, "safe_actions": rev.SafeActions} {
 		av, err := attributevalue.Marshal(list)
 		if err != nil {
@@ -180,13 +171,20 @@ func reviseUpdate(op string, rev Review, park int) (*update, error) {
 		}
 		ru.set(attr, av)
 	}
+	return ru, nil
+}
+
+// explain sets rev's reason and summary (prefix names the task's
+// attributes), provider_ref and error on u.
+func explain(u *update, prefix string, rev Review) {
+	u.set(prefix+"reason", str(rev.Reason))
+	u.set(prefix+"summary", str(rev.Summary))
 	if rev.ProviderRef != "" {
-		ru.set("provider_ref", str(rev.ProviderRef))
+		u.set("provider_ref", str(rev.ProviderRef))
 	}
 	if rev.ErrorClass != "" {
-		setError(ru, rev.ErrorClass, rev.ErrorMessage)
+		setError(u, rev.ErrorClass, rev.ErrorMessage)
 	}
-	return ru, nil
 }
 
 // reviewCondition adds tr's review-item guard to ru, one conjunct per AND;
