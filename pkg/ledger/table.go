@@ -112,8 +112,8 @@ type Guard struct {
 	Expr  string               // #attribute names and :value placeholders (Call.value)
 	expr  func(c *Call) string // the fragment for c when it varies ("": not tested)
 	holds func(t *Task, c *Call) bool
-	kind  byte     // 0 a guard, 'f' the fence, 's' the from-states, 'r' the state read, 'v' of the review item
-	ph    []string // the placeholders of the fence and the states
+	kind  byte     // 0 a guard, 's' the from-states, 'r' the state read, 'v' of the review item
+	ph    []string // the placeholders of the states
 }
 
 func guard(name, expr string, holds func(t *Task, c *Call) bool) Guard {
@@ -146,8 +146,8 @@ func readState(ph string) Guard {
 
 // The guards.
 var (
-	atMine  = Guard{Name: "fence", Expr: "#assignment_version = :mine", kind: 'f', ph: []string{"mine"}}
-	atVer   = Guard{Name: "fence", Expr: "#assignment_version = :ver", kind: 'f', ph: []string{"ver"}}
+	atMine  = guard("fence", "#assignment_version = :mine", atVersion)
+	atVer   = guard("fence", "#assignment_version = :ver", atVersion)
 	inFrom  = Guard{Name: "from", Expr: "#state = :from OR #state = :from1 ...", kind: 's'}
 	inFromC = fromAs("c_queued", "c_retry", "c_running")
 
@@ -244,7 +244,8 @@ var (
 	gNoOpenReview = Guard{Name: "no open review", Expr: "attribute_not_exists(#id) OR #rs = :resolved", kind: 'v'}
 )
 
-func resultIs(t *Task, c *Call) bool { return t.ResultSHA256 != "" && t.ResultSHA256 == c.SHA256 }
+func atVersion(t *Task, c *Call) bool { return t.AssignmentVersion == c.Version }
+func resultIs(t *Task, c *Call) bool  { return t.ResultSHA256 != "" && t.ResultSHA256 == c.SHA256 }
 
 func states(s ...State) []State { return s }
 func actors(a ...Actor) []Actor { return a }
@@ -449,8 +450,6 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 	switch g.kind {
 	case 'v':
 		return true
-	case 'f':
-		return t.AssignmentVersion == c.Version
 	case 'r':
 		return t.State == c.State
 	case 's':
@@ -511,8 +510,6 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 	switch g.kind {
 	case 'v':
 		return ""
-	case 'f':
-		return u.n("assignment_version") + " = " + u.v(g.ph[0], num(c.Version))
 	case 'r':
 		return u.n("state") + " = " + u.v(g.ph[0], strState(c.State))
 	case 's':
@@ -544,9 +541,9 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 
 // value is the value of a guard's placeholder p for c.
 func (c *Call) value(p string) types.AttributeValue {
-	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":before": c.Version - 1, ":cancelled": c.Version - 1,
-		":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt, ":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil,
-		":parks_read": int64(c.Parks)}
+	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":ver": c.Version,
+		":before": c.Version - 1, ":cancelled": c.Version - 1, ":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt,
+		":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil, ":parks_read": int64(c.Parks)}
 	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome, ":readback_absent": ErrorReadbackAbsent,
 		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
 	if n, ok := nums[p]; ok {
