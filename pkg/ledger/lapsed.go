@@ -190,14 +190,12 @@ func explain(u *update, prefix string, rev Review) {
 // reviewCondition adds tr's review-item guard to ru, one conjunct per AND;
 // parkCount is the park's, where the guard names it.
 func (tr *Transition) reviewCondition(ru *update, parkCount int) {
-	vals := map[string]types.AttributeValue{":open": str(ReviewOpen), ":lapsed_reason": str(ReviewUnknownOutcome),
-		":pc": num(int64(parkCount)), ":park_count": num(int64(parkCount))}
+	c := &Call{Parks: parkCount}
 	for _, g := range tr.Guards {
-		if g.kind != 'v' {
-			continue
-		}
-		for _, e := range strings.Split(g.Expr, " AND ") {
-			ru.conds = append(ru.conds, ru.placeholders(e, func(p string) types.AttributeValue { return vals[p] }))
+		if g.kind == 'v' {
+			for _, e := range strings.Split(g.Expr, " AND ") {
+				ru.conds = append(ru.conds, ru.placeholders(e, c.value))
+			}
 		}
 	}
 }

@@ -102,7 +102,7 @@ type Call struct {
 	Round      int           // the approval round read
 	Parent     string        // a delivery's approved task
 	LeaseUntil int64         // a lapsed lease read (CancelRunning), 0: none
-	Parks      int           // the park_count read (Park)
+	Parks      int           // the park_count read (Park, and the review item's guards)
 }
 
 // Guard is one conjunct of a condition: a DynamoDB condition fragment and
@@ -543,9 +543,10 @@ func (tr *Transition) fragment(g *Guard, u *update, c *Call) string {
 func (c *Call) value(p string) types.AttributeValue {
 	nums := map[string]int64{":now": ms(c), ":approve_now": ms(c), ":mine": c.Version, ":ver": c.Version,
 		":before": c.Version - 1, ":cancelled": c.Version - 1, ":fresh": c.Now.Add(c.Lease / 2).UnixMilli(), ":old_due": c.DueAt,
-		":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil, ":parks_read": int64(c.Parks)}
-	strs := map[string]string{":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome, ":readback_absent": ErrorReadbackAbsent,
-		":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
+		":old_dispatches": int64(c.Dispatches), ":round": int64(c.Round), ":zero": 0, ":read_lease": c.LeaseUntil,
+		":parks_read": int64(c.Parks), ":pc": int64(c.Parks), ":park_count": int64(c.Parks)}
+	strs := map[string]string{":open": ReviewOpen, ":owner": c.Owner, ":takeover_kind": c.Kind, ":lapsed_reason": ReviewUnknownOutcome,
+		":readback_absent": ErrorReadbackAbsent, ":seen": c.SHA256, ":artifact": c.SHA256, ":parent": c.Parent, ":approved": ApprovalApproved}
 	if n, ok := nums[p]; ok {
 		return num(n)
 	}
