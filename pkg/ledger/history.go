@@ -88,12 +88,7 @@ func recordAttempt(u *update, outcome, errClass string, nowMs int64) {
 // base 36 ("" where unknown), trailing empty fields left out; the
 // provider's reference is last and may hold spaces.
 func encodeAttempt(r AttemptRecord, createdMs int64) string {
-	at := func(ms int64) string {
-		if ms == 0 {
-			return ""
-		}
-		return strconv.FormatInt(ms-createdMs, 36)
-	}
+	at := func(ms int64) string { return pick(ms == 0, "", strconv.FormatInt(ms-createdMs, 36)) }
 	tok := func(n *int64) string {
 		if n == nil {
 			return ""

@@ -15,18 +15,15 @@ import (
 // who moves a task from which states to which, under which condition, and
 // what the write changes.
 type Transition struct {
-	Op     string // the row's unique name
-	Method string // the Ledger method (and variant) that writes it
-	Actors []Actor
-	From   []State // nil: from no item (Create), or the review item alone
-	// When are guards that apply from one from-state only.
-	When  map[State][]Guard
-	Fence Fence
-	// Guards are the condition's conjuncts in order, the fence and the
-	// from-states among them.
-	Guards            []Guard
-	To                State  // "": the state stays as it is
-	Attempts, Version Change // of attempts and assignment_version
+	Op                string // the row's unique name
+	Method            string // the Ledger method (and variant) that writes it
+	Actors            []Actor
+	From              []State           // nil: from no item (Create), or the review item alone
+	When              map[State][]Guard // guards that apply from one from-state only
+	Fence             Fence
+	Guards            []Guard // the condition's conjuncts in order, fence and from-states included
+	To                State   // "": the state stays as it is
+	Attempts, Version Change  // of attempts and assignment_version
 	Refusal           Refusal
 	Review            ReviewEffect
 	Effect            EffectClass
@@ -144,7 +141,6 @@ func readState(ph string) Guard {
 	return Guard{Name: "from", Expr: "#state = :" + ph + " (as read)", kind: 'r', ph: []string{ph}}
 }
 
-// The guards.
 var (
 	atMine  = guard("fence", "#assignment_version = :mine", atVersion)
 	atVer   = guard("fence", "#assignment_version = :ver", atVersion)
