@@ -56,11 +56,10 @@
 // reconciler's reads grow with live work, not history. queued and running
 // share the partition "active" (PartitionOf) and the index projects
 // nothing a claim or a renewal changes, so neither a claim from queued nor
-// a renewal that keeps due_at (runningDue) bills an index write; a claim
-// from retry_wait (row claim_retry) moves the key to "active". The reads
-// of by_state and of the review table's open_reviews index are read
-// models in internal/tasklist. With a watch table (watch.go) a submitted
-// task is indexed only if the reconciler adopts it (row adopt).
+// a renewal that keeps due_at (runningDue) bills an index write. Its
+// reads, and the review table's open_reviews index, are read models in
+// internal/tasklist. With a watch table (watch.go) a submitted task is
+// indexed only if the reconciler adopts it (row adopt).
 //
 // Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
 // Create treats an item past it as absent and writes a fresh task under

@@ -68,11 +68,10 @@ func (l *Ledger) newTaskPut(op string, n NewTask, now time.Time) (*Task, types.T
 		ConditionExpression: aws.String("attribute_not_exists(#id)"), ExpressionAttributeNames: map[string]string{"#id": "task_id"}}}, nil
 }
 
-// writeTx sends u as the transition tr for c in one TransactWriteItems with
-// u.tx (a lapsed settlement's review item) and the puts of the follow-up
-// tasks fs; a lost reply is recognised by u's write_nonce. A refusal is a
-// *FencedError as write returns it, or a *ConflictError when the task
-// would have taken the write (so a follow-up's id was taken).
+// writeTx sends u as tr for c in one TransactWriteItems with u.tx (a lapsed
+// settlement's review item) and the puts of the follow-up tasks fs. A
+// refusal is a *FencedError as write returns it, or a *ConflictError when
+// the task would have taken the write (so a follow-up's id was taken).
 func (l *Ledger) writeTx(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update, fs []NewTask) (*Task, error) {
 	op := label + pick(len(fs) > 0, " with follow-ups", "")
 	items, err := l.followUpItems(op, taskID, fs, c.Now, u)

@@ -194,16 +194,14 @@ var (
 		func(t *Task, c *Call) bool { return t.ApprovalRound == c.Round })
 	gApproved  = guard("approved", "#approval_state = :approved", func(t *Task, _ *Call) bool { return t.ApprovalState == ApprovalApproved })
 	gUnstarted = guard("never claimed", "#assignment_version = :zero", func(t *Task, _ *Call) bool { return t.AssignmentVersion == 0 })
-	// A cancel that dates the fenced call's uncertainty from a lapsed lease
-	// it read (CancelRunning) holds only while nothing renewed that lease:
-	// a worker resuming in between may start a call after it.
+	// CancelRunning dates the call's uncertainty from a lapsed lease it read,
+	// true only while nothing renewed it: a resumed worker may call after.
 	gLapsedLeaseAsRead = varying("lapsed lease as read (when given)", "#lease_until = :read_lease (when given)",
 		func(c *Call) string { return pick(c.LeaseUntil > 0, "#lease_until = :read_lease", "") },
 		func(t *Task, c *Call) bool { return c.LeaseUntil == 0 || t.LeaseUntil == c.LeaseUntil })
 	// A park decided on a read from before another park and an operator's
-	// retry (which leaves the task queued at the version it was parked at)
-	// would undo that retry, and its number (the read's count plus one)
-	// would repeat the earlier park's, which that park's commands name.
+	// retry (queued at the parked version) would undo that retry, and its
+	// number would repeat the earlier park's, which its commands name.
 	gParksAsRead = varying("park count as read", "#park_count = :parks_read (absent for 0)",
 		func(c *Call) string {
 			return pick(c.Parks == 0, "attribute_not_exists(#park_count)", "#park_count = :parks_read")
@@ -380,8 +378,7 @@ var transitions = []Transition{
 type rowOpt func(*Transition)
 
 // fencedRow is a row fenced at version, refused (unless opts say
-// otherwise) with *FencedError: mostly the writes of the assignment's
-// holder.
+// otherwise) with *FencedError: mostly the assignment holder's writes.
 func fencedRow(op, method string, by []Actor, from []State, g []Guard, to State, opts ...rowOpt) Transition {
 	tr := Transition{Op: op, Method: method, Actors: by, From: from, Fence: AtVersion, Guards: g, To: to, Refusal: RefusedFenced}
 	for _, o := range opts {
@@ -458,8 +455,7 @@ func (tr *Transition) holds(g *Guard, t *Task, c *Call) bool {
 	return g.holds(t, c)
 }
 
-// condition adds the transition's condition for c to u, and its changes
-// of attempts and assignment_version.
+// condition adds tr's condition for c, and its counter changes, to u.
 func (tr *Transition) condition(u *update, c *Call) *update {
 	for i, ch := range []Change{tr.Version, tr.Attempts} {
 		attr := []string{"assignment_version", "attempts"}[i]
@@ -470,8 +466,8 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 			u.set(attr, num(0))
 		}
 	}
-	// An attempt added starts now; one given back (no provider call was
-	// made under it) is no attempt, and leaves no history (history.go).
+	// An attempt added starts now; one given back (no provider call) leaves
+	// no history (history.go).
 	switch tr.Attempts {
 	case Up:
 		u.set("claimed_ms", num(ms(c)))
@@ -488,8 +484,8 @@ func (tr *Transition) condition(u *update, c *Call) *update {
 
 var placeholder = regexp.MustCompile(`[#:][a-z0-9_]+`)
 
-// placeholders registers on u the #names and :values expression e names
-// (a value, value(p), once) and returns e.
+// placeholders registers on u the #names and :values (value(p), once) of
+// expression e, and returns e.
 func (u *update) placeholders(e string, value func(p string) types.AttributeValue) string {
 	for _, p := range placeholder.FindAllString(e, -1) {
 		if p[0] == '#' {

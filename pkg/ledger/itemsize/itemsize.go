@@ -56,9 +56,8 @@ func sum[T any](xs []T, size func(T) int) int {
 	return n
 }
 
-// Number returns the size of a number in DynamoDB's string form: 1 byte per
-// two significant digits (rounded up) plus 1 byte. Sign, decimal point and
-// exponent are not digits; leading and trailing zeroes are trimmed.
+// Number returns the size of a number in DynamoDB's string form (package
+// doc); sign, decimal point and exponent are not digits.
 func Number(s string) int {
 	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
 	digits := strings.Map(func(r rune) rune {
