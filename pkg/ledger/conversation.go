@@ -8,8 +8,7 @@ import (
 // Conversation is the conversation a task belongs to (seed 003), embedded
 // in Task. Both attributes are set by Create only and never change.
 type Conversation struct {
-	// ConversationID is the caller's conversation id ("" for none).
-	ConversationID string `dynamodbav:"conversation_id,omitempty"`
+	ConversationID string `dynamodbav:"conversation_id,omitempty"` // the caller's conversation id ("" for none)
 	// ConversationKey is ConversationKey(scope, ConversationID): the
 	// by_conversation partition, so a conversation id names tasks of its
 	// own caller only.

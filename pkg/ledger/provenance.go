@@ -28,8 +28,6 @@ type Provenance struct {
 	ArtifactSHA256 string `dynamodbav:"artifact_sha256,omitempty"`
 	DecidedBy      string `dynamodbav:"decided_by,omitempty"`
 	Round          int    `dynamodbav:"round"`
-	// Caller is the caller scope of a direct submit.
-	Caller string `dynamodbav:"caller,omitempty"`
-	// Event is what a notification tells.
-	Event string `dynamodbav:"event,omitempty"`
+	Caller         string `dynamodbav:"caller,omitempty"` // the caller scope of a direct submit
+	Event          string `dynamodbav:"event,omitempty"`  // what a notification tells
 }
