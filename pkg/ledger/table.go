@@ -42,10 +42,8 @@ type (
 	Refusal string
 	// ReviewEffect is what a transition does to the task's review item.
 	ReviewEffect string
-	// EffectClass says which steps a row serves (DESIGN §14): retry-safe
-	// rows only steps whose repetition costs money alone (a generation),
-	// effect rows only steps that may act twice (a delivery, a provider
-	// without idempotency); "" any step.
+	// EffectClass says which steps a row serves (DESIGN §14; docs/protocol.md,
+	// "Effect classes"): retry-safe, effect, or "" any step.
 	EffectClass string
 )
 
