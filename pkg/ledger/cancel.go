@@ -5,33 +5,30 @@ import (
 	"time"
 )
 
-// Error classes of a cancel while running, and the messages recorded with them.
+// Error classes of a cancel while running (the method recording each), and
+// the messages CancelRunning and CompleteCancelled record.
 const (
 	ErrorCancelRequested       = "cancel_requested"        // CancelRunning: unknown until decided
 	ErrorCancelledWhileRunning = "cancelled_while_running" // CancelUnknown
 	ErrorCancelTooLate         = "cancel_too_late"         // CompleteCancelled: the provider had replied
-	// CancelRequestedMessage is the error message CancelRunning records.
-	CancelRequestedMessage = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
-	// CancelTooLateMessage is the error message CompleteCancelled records.
-	CancelTooLateMessage = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
+	CancelRequestedMessage     = "cancel requested while running: the attempt was fenced; the task ends cancelled once it is known that the provider did not act (no call started, or a readback that finds nothing), completed if the fenced worker already held the provider's reply or a readback finds the result, or parked for review when that cannot be known"
+	CancelTooLateMessage       = "a cancel arrived after the provider had replied: the provider had acted, so its one result was saved instead of being discarded"
 )
 
 // CancelRunning cancels a task running as read (or unknown, no cancel pending)
 // by bumping its fencing token: none of the worker's writes can land. Whether
-// the provider acted is not known yet, so the task goes to unknown
-// (cancel_version = the version read), due when the fenced lease would end;
-// the unknown rules end it cancelled, completed or parked unless the fenced
-// worker settles it first (CompleteCancelled, CancelUnknown). Errors:
-// ErrNotFound; *ConflictError (no longer running at the version).
+// the provider acted is not known yet: the task goes to unknown
+// (cancel_version = the version read), which the unknown rules end cancelled,
+// completed or parked unless the fenced worker settles it first
+// (CompleteCancelled, CancelUnknown). Errors: ErrNotFound; *ConflictError.
 func (l *Ledger) CancelRunning(ctx context.Context, read *Task) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate()
 	// A live worker renews every lease/3: its lease as read ends after the renewal that finds it fenced.
 	l.live(u, StateUnknown, read.TaskID, max(read.LeaseUntil, now.UnixMilli()))
-	// The fenced call started while its lease held, so it ends by the lease's end
-	// plus the call timeout: the uncertainty dates from there (Task.UnknownSince),
-	// or from an unknown task's own. A lapsed lease read must still be the item's
-	// (guard "lapsed lease as read"): one renewed since may have started its call later.
+	// The fenced call started while its lease held: uncertain since the lease's
+	// end (or an unknown task's own). A lapsed lease read must still be the
+	// item's: one renewed since may have started its call later.
 	c := &Call{Now: now, Version: read.AssignmentVersion}
 	switch {
 	case read.State == StateUnknown:
@@ -59,12 +56,10 @@ func (l *Ledger) CancelUnknown(ctx context.Context, taskID string, version int64
 	})
 }
 
-// CompleteCancelled saves the result the worker received before a cancel
-// while running fenced it (version: the one the cancel left). The provider
-// acted and billed; discarding the result in hand would leave a park whose
-// only remedy is a second call. The task completes (or awaits approval),
-// class cancel_too_late; anything that decided it first: *FencedError,
-// nothing written. Accepts WithNonce.
+// CompleteCancelled saves, class cancel_too_late, the result the worker got
+// before a cancel while running fenced it (version: the one the cancel left):
+// the provider acted and billed, and a park would only offer a second call.
+// Anything that decided it first: *FencedError. Accepts WithNonce.
 func (l *Ledger) CompleteCancelled(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)

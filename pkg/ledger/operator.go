@@ -27,13 +27,12 @@ var ErrInvalidAction = errors.New("ledger: invalid operator action")
 const MaxNote = 2000
 
 // Act applies an operator action to taskID's open review item and its parked
-// task in one transaction (rows operator_*): retry queues the task with a
-// fresh budget (the caller then sends its SQS message); completed and failed
-// end it, the note its evidence or error. An applied action again is a replay
-// (replayed=true); another on a resolved item, or one decided on an earlier
-// park, a *ConflictError — but a retry of an ungated task, which only a retry
-// leaves for a later park, is a replay. A poison item has no task: completed
-// or failed just close it.
+// task in one transaction (rows operator_*): retry queues the task with a fresh
+// budget (the caller sends its SQS message); completed and failed end it, the
+// note its evidence or error. Repeated, an action is a replay (replayed=true);
+// another on a resolved item or an earlier park is a *ConflictError, but a
+// retry of an ungated task (only a retry leaves it for a later park) is a
+// replay. A poison item has no task: completed or failed just close it.
 func (l *Ledger) Act(ctx context.Context, taskID string, a OperatorAction) (r *Review, t *Task, replayed bool, err error) {
 	if err := a.validate(); err != nil {
 		return nil, nil, false, err

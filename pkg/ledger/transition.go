@@ -18,10 +18,9 @@ import (
 type ClaimOptions struct {
 	Owner string        // the worker (e.g. request id + record id), for operators
 	Lease time.Duration // how long the claim holds without a heartbeat
-	// AllowTakeover permits claiming a running task whose lease expired:
-	// only safe when the provider honours the operation id as an
-	// idempotency key. TakeoverKind, when set, limits it to that kind (a
-	// deliver task's expired lease is the reconciler's to resolve).
+	// AllowTakeover also claims a running task whose lease expired, safe only
+	// when the provider dedupes by operation id; TakeoverKind limits it to
+	// one kind (a deliver task's lapse is the reconciler's to resolve).
 	AllowTakeover bool
 	TakeoverKind  string
 }
@@ -31,11 +30,10 @@ type ClaimOptions struct {
 // writes again as ClaimRetry; with AllowTakeover, by a running task whose
 // lease expired, as TakeOver. Errors: *NotClaimableError, *ThrottledError.
 func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
-	return l.claim(ctx, "claim", taskID, nil, o, Call{}, nil)
+	return l.claim(ctx, "claim", taskID, nil, o, Call{}, func(*update) {})
 }
 
-// ClaimRetry claims read, a retry_wait task, for its next attempt: the
-// refused claim's second write (row claim_retry). Errors: as Claim's.
+// ClaimRetry claims read, a retry_wait task (row claim_retry). Errors: as Claim's.
 func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	return l.claim(ctx, "claim_retry", read.TaskID, read, o, Call{}, func(u *update) {
 		u.set("state_shard", str(l.StateShard(StateRunning, read.TaskID)))
@@ -43,8 +41,8 @@ func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*T
 }
 
 // TakeOver claims read, a running task whose lease expired, at its version
-// (row claim_takeover). The attempt taken over may have reached the provider:
-// its outcome stays open since its lease's end. Errors: as Claim's.
+// (row claim_takeover); the attempt taken over stays open since its lease's
+// end (it may have reached the provider). Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
 	return l.claim(ctx, "claim_takeover", read.TaskID, read, o, c, func(u *update) {
@@ -54,10 +52,8 @@ func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Tas
 	})
 }
 
-// claim sends row op for c, its update completed by set: Claim's first write
-// (read nil), or a second one of read, unsent when read does not allow it.
-// No index write (doc.go, "States and retention") but claim_retry's move to
-// active, where a worker dead before its first heartbeat is found at once.
+// claim sends row op for c, set completing its update: Claim's first write
+// (read nil), or a second one of read, unsent unless read allows it.
 func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o ClaimOptions, c Call, set func(*update)) (*Task, error) {
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
@@ -73,18 +69,15 @@ func (l *Ledger) claim(ctx context.Context, op, taskID string, read *Task, o Cla
 	u.set("lease_until", num(c.Now.Add(o.Lease).UnixMilli()))
 	u.stamp(c.Now)
 	u.remove("not_before")
-	if set != nil {
-		set(u)
-	}
+	set(u)
 	t, old, err := l.attempt(ctx, "claim", taskID, tr.condition(u, &c))
 	switch {
 	case err != nil:
 		return nil, err
 	case t != nil && t.DueAt > t.LeaseUntil+o.Lease.Milliseconds():
-		// The kept dispatch deadline (backed off, or a long dispatch timeout)
-		// lies over a lease past the lease's end: renew as the first heartbeat
-		// would, so a worker dying before that heartbeat is found in time
-		// (failed, the heartbeat retries). None at the defaults.
+		// The kept dispatch deadline lies over a lease past the lease's end
+		// (never at the defaults): renew now, so a worker dead before its
+		// first heartbeat is found in time (failed: the heartbeat retries).
 		if r, rerr := l.Renew(ctx, taskID, t.AssignmentVersion, o.Lease, WithAgeDeadline(t.DeadlineMs)); rerr == nil {
 			return r, nil
 		}
@@ -149,8 +142,7 @@ func fencedBy(taskID string, version int64, old *Task) *FencedError {
 	return fe
 }
 
-// fenced sends row op for the caller's assignment version; set fills its
-// update at the ledger's clock.
+// fenced sends row op at the caller's version, set filling its update.
 func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, opts []WriteOption, set func(u *update, now time.Time)) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -158,10 +150,9 @@ func (l *Ledger) fenced(ctx context.Context, op, taskID string, version int64, o
 	return l.write(ctx, op, row(op), taskID, &Call{Now: now, Version: version}, u)
 }
 
-// write stamps u and sends it as tr for c (errors say label), or its
-// "_after_refusal" twin (AfterRefusal), or its "_follow_ups" twin in a
-// transaction (writeTx): refused, a *FencedError. A completion that cannot
-// fit is refused unsent (update.fits); one left queued is clamped (clampDue).
+// write stamps u and sends it as tr for c (errors say label), as its
+// "_after_refusal" twin (AfterRefusal) or "_follow_ups" one (writeTx); refused:
+// *FencedError. Too large, it is refused unsent (fits); left queued, clampDue.
 func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID string, c *Call, u *update) (*Task, error) {
 	u.stamp(c.Now)
 	if tw, ok := byOp[tr.Op+"_after_refusal"]; ok && u.refused {
@@ -191,17 +182,14 @@ func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease 
 	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
 
-// renewLease sets u's lease to end at now + lease, due_at by runningDue.
 func renewLease(u *update, now time.Time, lease time.Duration) {
 	until := now.Add(lease).UnixMilli()
 	u.set("lease_until", num(until))
 	u.set("due_at", num(runningDue(until, lease, u.deadlineMs)))
 }
 
-// runningDue is the due_at of a running task whose lease ends at untilMs:
-// the next multiple of lease from it while within the age deadline
-// (deadlineMs: a dead worker's task is still found in its age budget), else
-// untilMs.
+// runningDue is the due_at of a lease ending at untilMs: the next multiple of
+// lease, unless past deadlineMs (a dead worker's task is found in its age budget).
 func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	if step := lease.Milliseconds(); step > 0 && deadlineMs > 0 {
 		if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
@@ -212,11 +200,10 @@ func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 }
 
 // MarkCallStarted records, right before the provider call, that the caller's
-// assignment makes it: for a provider without idempotency keys, the
-// reconciler then tells a worker that died before its call (re-queue) from
-// one that may have reached the provider (unknown). It trusts a readback's
-// "not found" only after the lease's end plus the call timeout, so under
-// lease/2 left, a second write renews it. Errors: *FencedError (do not call).
+// assignment makes it: the reconciler tells a worker dead before its call
+// (re-queue) from one that may have reached the provider (unknown). A readback's
+// "not found" counts only after the lease's end plus the call timeout, so under
+// lease/2 left a second write renews it. Errors: *FencedError (do not call).
 func (l *Ledger) MarkCallStarted(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	c := &Call{Now: now, Version: version, Lease: lease}
@@ -266,8 +253,8 @@ func (l *Ledger) CompleteFromReadback(ctx context.Context, taskID string, versio
 	return l.complete(ctx, "complete_readback", taskID, version, c, opts)
 }
 
-// complete sends op (its "_gated" twin, as c says); a caller that misjudged
-// the approval gate is corrected once from the item.
+// complete sends op or its "_gated" twin, as c says; a caller that misjudged
+// the gate is corrected once from the item.
 func (l *Ledger) complete(ctx context.Context, op, taskID string, version int64, c Completion, opts []WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	call := &Call{Now: now, Version: version}
@@ -286,8 +273,7 @@ func gated(op string, gate bool) *Transition {
 	return row(op + pick(gate, "_gated", ""))
 }
 
-// completion sets on u what saves c: result, state (awaiting_approval behind
-// a gate, due at the approval deadline), provider fields and follow-ups.
+// completion sets on u what saving c writes (behind a gate: awaiting_approval).
 func (l *Ledger) completion(u *update, taskID string, c Completion, now time.Time) {
 	if c.FollowUps != nil {
 		u.followUps = c.FollowUps
@@ -339,9 +325,8 @@ func (l *Ledger) ScheduleRetry(ctx context.Context, taskID string, version int64
 }
 
 // ScheduleRetryUncertain is ScheduleRetry for an attempt whose outcome is
-// unknown (reply lost, call timed out) but whose repeat collects what the
-// call generated (the provider deduplicates by operation id); until then the
-// outcome stays open (OpenUncertainty). Errors: *FencedError.
+// unknown but whose repeat collects what its call generated (the provider
+// dedupes by operation id); till then it stays open (OpenUncertainty).
 func (l *Ledger) ScheduleRetryUncertain(ctx context.Context, taskID string, version int64, notBefore time.Time, errMsg string, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "retry_uncertain", taskID, version, opts, func(u *update, now time.Time) {
 		l.retryWait(u, taskID, notBefore)
@@ -396,17 +381,15 @@ func (l *Ledger) Release(ctx context.Context, taskID string, version int64, opts
 	})
 }
 
-// ErrorCallNotStarted and CallNotStartedMessage record a lapse voided: no
-// provider call was made under the assignment (voidLapse).
+// ErrorCallNotStarted and CallNotStartedMessage record a voided lapse (voidLapse).
 const (
 	ErrorCallNotStarted   = "call_not_started"
 	CallNotStartedMessage = "no provider call was made under this assignment; its lease had lapsed before the worker gave it back; re-queued"
 )
 
-// ReleaseUnknown is Release from unknown: the lease expired (the worker was
-// slow, not gone) before a provider call the worker knows it never made.
-// The lapse is void (voidLapse); refused once the attempt is no longer
-// counted (guard "attempt still counted"). Errors: *FencedError.
+// ReleaseUnknown is Release from unknown: the lease of a slow worker expired
+// before the call it never made. The lapse is void (voidLapse); refused once
+// the attempt is no longer counted. Errors: *FencedError.
 func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_unknown", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -415,9 +398,8 @@ func (l *Ledger) ReleaseUnknown(ctx context.Context, taskID string, version int6
 	})
 }
 
-// ReleaseRequeued is Release of an assignment re-queued after its lease
-// lapsed (RequeuedAt) that made no provider call; given InAttempt, the lapse
-// is void (voidLapse). Errors: *FencedError.
+// ReleaseRequeued is Release of an assignment re-queued after its lapse
+// (RequeuedAt) that made no call; given InAttempt, voidLapse. Errors: *FencedError.
 func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "release_requeued", taskID, version, opts, func(u *update, now time.Time) {
 		l.giveBack(u, taskID, now)
@@ -427,11 +409,10 @@ func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int
 	})
 }
 
-// voidLapse voids on u what a lapse recorded of an attempt that made no
-// provider call: error ErrorCallNotStarted, not the unknown_outcome a later
-// park would repeat as "may have acted"; open_unknown_ms and attempt_log as
-// the claim read them (InAttempt: every write at its version since was this
-// attempt's). An earlier attempt's unknown_outcome stands: it may have acted.
+// voidLapse undoes what a lapse recorded of an attempt that made no call:
+// error ErrorCallNotStarted, not an unknown_outcome a later park would call
+// "may have acted" (an earlier attempt's stands); open_unknown_ms and
+// attempt_log as the claim read them (InAttempt).
 func voidLapse(u *update) {
 	keepOpenOutcome(u)
 	a := u.attempt
@@ -457,15 +438,14 @@ func RequeuedAt(t *Task, version int64) bool {
 	return row("release_requeued").Allows(t, Call{Version: version})
 }
 
-// keepOpenOutcome restores an earlier attempt's open outcome (as claimed:
-// InAttempt), which a park cleared and this attempt's answer does not settle.
+// keepOpenOutcome restores an earlier attempt's open outcome (InAttempt),
+// which a park cleared and this attempt's answer does not settle.
 func keepOpenOutcome(u *update) {
 	if a := u.attempt; a != nil && a.OpenUnknownMs > 0 {
 		u.setIfAbsent("open_unknown_ms", num(a.OpenUnknownMs))
 	}
 }
 
-// giveBack queues the task again, due for dispatch.
 func (l *Ledger) giveBack(u *update, taskID string, now time.Time) {
 	l.live(u, StateQueued, taskID, now.Add(l.cfg.DispatchTimeout).UnixMilli())
 }
@@ -492,9 +472,8 @@ func (l *Ledger) ReleaseClaim(ctx context.Context, taskID, owner string, version
 	return t, true, nil
 }
 
-// Requeue moves a task from `from` at version back to queued: the
-// reconciler's move for an expired lease (from running) and for an unknown
-// outcome the provider credibly never saw. Errors: *FencedError.
+// Requeue moves a task from `from` at version to queued: from running, its lease
+// expired; from unknown, the provider credibly never saw it. Errors: *FencedError.
 func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version int64, opts ...WriteOption) (*Task, error) {
 	if op, ok := map[State]string{StateRunning: "requeue", StateUnknown: "requeue_readback_absent"}[from]; ok {
 		return l.requeue(ctx, taskID, op, version, opts...)
@@ -503,24 +482,21 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 }
 
 // RequeueUnstarted re-queues a running task whose lease expired with no call
-// start marked (its worker died before calling), unless one is marked
-// meanwhile. Errors: *FencedError.
+// start marked (its worker died before calling). Errors: *FencedError.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
 
-// RequeueRetrySafe re-queues an unknown task whose step is retry-safe (a
-// repeat costs only money) without a readback's answer: the attempt stays
-// counted, the error says its outcome was not learnt. Errors: *FencedError.
+// RequeueRetrySafe re-queues an unknown task of a retry-safe step without a
+// readback's answer, its attempt still counted. Errors: *FencedError.
 func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_retry_safe", version)
 }
 
-// RequeueCallMayRun is Requeue from unknown of read, at its version, when a
-// deduplicating provider's readback found nothing while a lapsed call may
-// still reach it: that call's outcome stays open, so a budget park reads it
-// back again or says the provider may have acted. Its history: unknown if
-// the lease lapsed, else as ScheduleRetryUncertain's. Errors: *FencedError.
+// RequeueCallMayRun is Requeue from unknown of read at its version (row
+// requeue_readback_absent_call_may_run): the open outcome stays, so a budget
+// park reads back again or says the provider may have acted. Its history:
+// unknown if the lease lapsed, else as ScheduleRetryUncertain's.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
 }
@@ -533,7 +509,6 @@ const (
 	CallMayRunMessage     = "the provider's readback found no record of the operation, but a call of an attempt whose lease lapsed may still reach the provider; re-queued: a call under the same operation id collects what it generates"
 )
 
-// requeue sends row op (its errors labelled requeue).
 func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, opts ...WriteOption) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	u := newUpdate().with(opts)
@@ -566,8 +541,7 @@ func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, 
 }
 
 // clampDue pulls a queued task's due_at forward to its age deadline, so the
-// reconciler parks a task out of age budget within one period: a second
-// write only on that edge; a failed condition means the task moved on.
+// reconciler parks it within one period; a failed condition: it moved on.
 func (l *Ledger) clampDue(ctx context.Context, t *Task) (*Task, error) {
 	if t.State != StateQueued || t.DeadlineMs <= 0 || t.DueAt <= t.DeadlineMs {
 		return t, nil
@@ -605,10 +579,9 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 }
 
 // DeferDispatch is ClaimDispatch for a re-send held back because the queue's
-// backlog most likely holds the message: due in DispatchBackoffCap, or half
-// the time left to the age deadline, so a shorter consumer outage re-sends
-// nothing (a duplicate would queue behind the backlog), and a lost send
-// still goes with half its age budget left.
+// backlog most likely holds the message: due in DispatchBackoffCap or half
+// the age budget left, so a shorter outage re-sends nothing (a duplicate
+// queues behind the backlog) and a lost send still goes in time.
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	wait := l.cfg.DispatchBackoffCap
 	if t.DeadlineMs > 0 {
@@ -644,9 +617,9 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	return t, err
 }
 
-// decideOne stamps u and sends it as row op for c, a write by another actor
-// than the assignment's holder. Refused: ErrNotFound; the task as found with
-// repeat=true when a Repeat row finds its to-state; else a *ConflictError.
+// decideOne stamps u and sends it as row op for c (not the holder's write).
+// Refused: ErrNotFound; the task as found, repeat=true, when a Repeat row
+// finds its to-state; else *ConflictError.
 func (l *Ledger) decideOne(ctx context.Context, op, taskID string, c *Call, u *update) (t *Task, repeat bool, err error) {
 	tr := row(op)
 	u.stamp(c.Now)
@@ -687,9 +660,8 @@ func truncate(s string, n int) string {
 }
 
 // ExpireToUnknown moves a running task whose lease expired to unknown, for a
-// provider without idempotency keys (re-running could act twice: read it
-// back instead); given InAttempt, unknown_since is the lease's end, where
-// the wait for a call that may still run starts. Errors: *FencedError.
+// provider without idempotency keys (a re-run could act twice); given
+// InAttempt, unknown_since is the lease's end. Errors: *FencedError.
 func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int64, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "expire", taskID, version, opts, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -701,10 +673,9 @@ func (l *Ledger) ExpireToUnknown(ctx context.Context, taskID string, version int
 	})
 }
 
-// AwaitReadback moves a queued or retry_wait task whose budgets are spent,
-// an earlier attempt's outcome open since since (OpenUncertainty), to
-// unknown, its error kept: the readback then decides what a park would leave
-// open (a result completes it, "not found" parks it). Errors: *FencedError.
+// AwaitReadback moves a queued or retry_wait task out of budget, an earlier
+// attempt's outcome open since since, to unknown, its error kept: its readback
+// then completes it, or parks it "not found". Errors: *FencedError.
 func (l *Ledger) AwaitReadback(ctx context.Context, taskID string, version int64, since time.Time) (*Task, error) {
 	return l.fenced(ctx, "await_readback", taskID, version, nil, func(u *update, now time.Time) {
 		l.live(u, StateUnknown, taskID, now.UnixMilli())
@@ -726,10 +697,9 @@ func (t *Task) OpenUncertainty() (time.Time, bool) {
 }
 
 // DeferReadback moves an unknown task whose readback gave no answer behind
-// those still waiting, so readbacks hanging at a stream's head cannot starve
-// the rest: due_at becomes due, the reconciler's run start (after every
-// due_at that run found due); since (UnknownSince as read) is kept. A slow
-// worker may still save its result (same version). Errors: *FencedError.
+// the others waiting (due: the run's start), so hanging readbacks cannot
+// starve the rest; since (UnknownSince as read) is kept, and a slow worker
+// may still save its result. Errors: *FencedError.
 func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64, since, due time.Time) (*Task, error) {
 	return l.fenced(ctx, "defer_readback", taskID, version, nil, func(u *update, now time.Time) {
 		u.set("due_at", num(due.UnixMilli()))
