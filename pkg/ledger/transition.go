@@ -25,10 +25,9 @@ type ClaimOptions struct {
 	TakeoverKind  string
 }
 
-// Claim takes the task for one attempt (row claim): running, its fencing
-// token and attempts +1, leased to o.Owner. Refused by a retry_wait task it
-// writes again as ClaimRetry; with AllowTakeover, by a running task whose
-// lease expired, as TakeOver. Errors: *NotClaimableError, *ThrottledError.
+// Claim takes the task for one attempt (row claim): running, fencing token and
+// attempts +1, leased to o.Owner; refused by a retry_wait task, ClaimRetry; with
+// AllowTakeover, by an expired lease, TakeOver. Errors: *NotClaimableError, *ThrottledError.
 func (l *Ledger) Claim(ctx context.Context, taskID string, o ClaimOptions) (*Task, error) {
 	return l.claim(ctx, "claim", taskID, nil, o, Call{}, func(*update) {})
 }
@@ -40,9 +39,8 @@ func (l *Ledger) ClaimRetry(ctx context.Context, read *Task, o ClaimOptions) (*T
 	})
 }
 
-// TakeOver claims read, a running task whose lease expired, at its version
-// (row claim_takeover); the attempt taken over stays open since its lease's
-// end (it may have reached the provider). Errors: as Claim's.
+// TakeOver claims read, a running task whose lease expired, at its version (row
+// claim_takeover), the attempt taken over open since its lease's end. Errors: as Claim's.
 func (l *Ledger) TakeOver(ctx context.Context, read *Task, o ClaimOptions) (*Task, error) {
 	c := Call{Kind: o.TakeoverKind, Version: read.AssignmentVersion}
 	return l.claim(ctx, "claim_takeover", read.TaskID, read, o, c, func(u *update) {
@@ -174,10 +172,9 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 	return nil, fencedBy(taskID, c.Version, old)
 }
 
-// Renew extends the lease of the caller's assignment; given WithAgeDeadline,
-// due_at rounds up to whole leases (runningDue): two in three heartbeats keep
-// the by_state key, a dead worker is found at most a lease later. Errors:
-// *FencedError: the caller lost it (stop the provider call, save nothing).
+// Renew extends the caller's lease; given WithAgeDeadline, due_at rounds up to
+// whole leases (runningDue): two in three heartbeats keep the by_state key, a
+// dead worker is found a lease later. Errors: *FencedError (stop, save nothing).
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
@@ -236,10 +233,9 @@ type Completion struct {
 	FollowUps   map[State][]NewTask // created with the completion (WithFollowUps)
 }
 
-// Complete saves the result of the caller's assignment, running or unknown
-// at its version (the reconciler expired a slow worker's lease: no other
-// attempt has started, so the result settles it). Errors: *FencedError
-// (never retry it blindly); *ItemTooLargeError (see CheckCompletion).
+// Complete saves the result of the caller's assignment, running or unknown at
+// its version (a slow worker's expired lease: no other attempt started). Errors:
+// *FencedError (never retry it blindly); *ItemTooLargeError (see CheckCompletion).
 func (l *Ledger) Complete(ctx context.Context, taskID string, version int64, c Completion, opts ...WriteOption) (*Task, error) {
 	return l.complete(ctx, "complete", taskID, version, c, opts)
 }
@@ -501,8 +497,7 @@ func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, erro
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
 }
 
-// Errors recorded by a re-queue from unknown: by Requeue (the readback
-// credibly found nothing), RequeueRetrySafe and RequeueCallMayRun.
+// Errors recorded by a re-queue from unknown: Requeue's, RequeueRetrySafe's and RequeueCallMayRun's.
 const (
 	ErrorReadbackAbsent   = "readback_absent"
 	ErrorUncertainRetried = "uncertain_retried"
@@ -570,10 +565,9 @@ func (l *Ledger) DispatchBackoff(n int) time.Duration {
 }
 
 // ClaimDispatch is the outbox relay's lock: it counts the dispatch and moves
-// due_at to now + DispatchBackoff(t.Dispatches+1), capped by the age
-// deadline; only the caller whose update succeeds sends the SQS message.
-// ok=false: moved since t was read, or not in t's state (unprojected: an
-// active entry is tried as queued); nt is then the task as found, nil: gone.
+// due_at to now + DispatchBackoff(t.Dispatches+1), capped by the age deadline;
+// only a caller whose update succeeds sends. ok=false: moved since t was read,
+// or not in t's state (an active entry is tried as queued); nt: as found, nil: gone.
 func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	return l.claimDispatch(ctx, t, l.DispatchBackoff(t.Dispatches+1))
 }
@@ -617,9 +611,8 @@ func (l *Ledger) Cancel(ctx context.Context, taskID string) (*Task, error) {
 	return t, err
 }
 
-// decideOne stamps u and sends it as row op for c (not the holder's write).
-// Refused: ErrNotFound; the task as found, repeat=true, when a Repeat row
-// finds its to-state; else *ConflictError.
+// decideOne stamps u and sends it as row op for c. Refused: ErrNotFound; the task
+// as found, repeat=true, when a Repeat row finds its to-state; else *ConflictError.
 func (l *Ledger) decideOne(ctx context.Context, op, taskID string, c *Call, u *update) (t *Task, repeat bool, err error) {
 	tr := row(op)
 	u.stamp(c.Now)
@@ -736,10 +729,8 @@ func CheckCompletion(t *Task, c Completion) error {
 // of the item t would become when completed with c.
 func CompletedItemSize(t *Task, c Completion) (int, error) {
 	x := *t
-	x.State, x.Result, x.ResultRef, x.ResultSHA256 = StateCompleted, c.Result, c.ResultRef, c.resultSHA256()
-	if c.ResultRef != nil {
-		x.Result = ""
-	}
+	x.State, x.ResultRef, x.ResultSHA256 = StateCompleted, c.ResultRef, c.resultSHA256()
+	x.Result = pick(c.ResultRef == nil, c.Result, "")
 	if c.ApprovalTTL > 0 {
 		x.State, x.ApprovalState, x.ApprovalDeadlineMs = StateAwaitingApproval, ApprovalPending, 1<<41-1
 	}
