@@ -21,16 +21,12 @@ const (
 	ApprovalRejected  = "rejected"
 	ApprovalWithdrawn = "withdrawn"
 	ApprovalExpired   = "expired"
-	// ReviewApprovalExpired: a task's approval deadline passed without a decision.
-	ReviewApprovalExpired = "approval_expired"
-	// DefaultApprovalTTL is the approval deadline of a gated task whose plan names none.
-	DefaultApprovalTTL = 72 * time.Hour
-	// MaxApprovalTTL is the longest approval deadline Create and the API accept (spend's retention relies on it).
-	MaxApprovalTTL = 30 * 24 * time.Hour
-	// MaxDeliveries caps one approval's deliver tasks (in its TransactWriteItems: at most 100 items).
-	MaxDeliveries = 10
-	// KindDeliver is the kind of the effect tasks an approval creates.
-	KindDeliver = "deliver"
+
+	ReviewApprovalExpired = "approval_expired"  // the review reason: the approval deadline passed undecided
+	DefaultApprovalTTL    = 72 * time.Hour      // of a gated task whose plan names none
+	MaxApprovalTTL        = 30 * 24 * time.Hour // the longest Create and the API accept (spend's retention relies on it)
+	MaxDeliveries         = 10                  // one approval's deliver tasks (its TransactWriteItems: at most 100 items)
+	KindDeliver           = "deliver"           // the kind of the effect tasks an approval creates
 )
 
 // Approval is a task's approval gate, fixed at submit with Plan, and the
@@ -116,11 +112,10 @@ func (e *ArtifactChangedError) Error() string {
 	return fmt.Sprintf("ledger: task %s: approved artifact %.12s is not the current result %.12s", e.TaskID, e.ApprovedSHA256, e.CurrentSHA256)
 }
 
-// Approve completes t (as read) and creates its deliver and follow-up tasks
-// in ONE TransactWriteItems (rows approve, approve_delivery); the same
-// approval again writes nothing and returns t, replay=true. Errors:
-// *ArtifactChangedError, *ConflictError (not awaiting approval, or a delivery
-// id taken), *ItemTooLargeError, *ThrottledError.
+// Approve completes t (as read) and creates its deliver and follow-up tasks in ONE
+// TransactWriteItems (rows approve, approve_delivery); the same approval again writes nothing
+// and returns t, replay=true. Errors: *ArtifactChangedError, *ConflictError (not awaiting
+// approval, or a delivery id taken), *ItemTooLargeError, *ThrottledError.
 func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Task, replay bool, _ error) {
 	if len(r.Deliveries) > MaxDeliveries {
 		return nil, false, fmt.Errorf("ledger: Approve %s: %d deliveries, at most %d", t.TaskID, len(r.Deliveries), MaxDeliveries)
@@ -170,8 +165,8 @@ func (l *Ledger) Approve(ctx context.Context, t *Task, r ApproveRequest) (_ *Tas
 	if r.EditedResult != "" {
 		u.set("result", str(r.EditedResult))
 		u.set("result_sha256", str(approved))
-		// The generated artifact is kept once, not overwritten by a second
-		// edit (after a withdraw); one in S3 by its reference (the edit is inline).
+		// The generated artifact is kept once, not overwritten by a second edit (after a
+		// withdraw); one in S3 by its reference (the edit is inline).
 		if t.GeneratedSHA256 == "" {
 			u.set("generated_sha256", str(t.ResultSHA256))
 			if t.ResultRef != nil {
@@ -260,13 +255,11 @@ func (l *Ledger) Deliveries(ctx context.Context, ids []string) ([]*Task, error) 
 	return out, nil
 }
 
-// Withdraw withdraws a completed task's standing approval, its deliveries all
-// unstarted, in ONE TransactWriteItems (rows withdraw, withdraw_delivery); a
-// delivery claimed in between refuses it, decided again from fresh reads. A
-// withdrawn approval is returned unchanged. notify's follow-ups (to approvers)
-// join it unless the new round is due at once (nextRoundDeadline): nobody
-// could decide it. Errors: *DeliveriesStartedError, *ConflictError (no
-// standing approval), ErrNotFound.
+// Withdraw withdraws a completed task's standing approval, its deliveries all unstarted, in ONE
+// TransactWriteItems (rows withdraw, withdraw_delivery); a delivery claimed in between refuses it,
+// decided again from fresh reads. A withdrawn approval is returned unchanged. notify's follow-ups
+// (to approvers) join it unless the new round is due at once (nextRoundDeadline): nobody could
+// decide it. Errors: *DeliveriesStartedError, *ConflictError (no standing approval), ErrNotFound.
 func (l *Ledger) Withdraw(ctx context.Context, taskID, by, note, policy string, notify ...func(*Task) []NewTask) (*Task, error) {
 	for try := 0; ; try++ {
 		t, err := l.Get(ctx, taskID)

@@ -18,10 +18,9 @@ import (
 // worker of the old task may still run (a Lambda runs at most 15 minutes).
 const MinRetention = time.Hour
 
-// NewTask describes a submission; fields named as Task's are recorded as
-// they are. Input must be validated and canonical; PayloadSHA256 is the
-// hash the caller computed over it and whatever else identifies the
-// request (kind, parent, the documents' SHA-256s).
+// NewTask describes a submission; fields named as Task's are recorded as they are. Input
+// must be validated and canonical; PayloadSHA256 is the hash the caller computed over it and
+// whatever else identifies the request (kind, parent, the documents' SHA-256s).
 type NewTask struct {
 	Scope          string
 	IdempotencyKey string
@@ -44,8 +43,7 @@ type NewTask struct {
 	// ("": none); ApprovalTTL > 0 (at most MaxApprovalTTL) gives a gate.
 	Plan        string
 	ApprovalTTL time.Duration
-	// DecidedBy, DecidedAt and ApprovalPolicy: who approved a deliver task
-	// an approval creates, when, and under which policy.
+	// DecidedBy, DecidedAt and ApprovalPolicy: who approved a deliver task, when, under which policy.
 	DecidedBy, DecidedAt, ApprovalPolicy string
 	// Provenance: Approve sets the approval's on its deliveries, whatever the request said.
 	Provenance     *Provenance
@@ -53,12 +51,10 @@ type NewTask struct {
 	ConversationID string // the caller's conversation (conversation.go): 1-128 of [A-Za-z0-9_-], or ""
 }
 
-// Create records a new queued task with one conditional PutItem, due for
-// dispatch at now + DispatchTimeout: if the caller's SQS send is lost, the
-// reconciler re-sends it then. With a watch table (watch.go) the task's watch
-// item is put first and the task is not indexed; if the task's put then
-// fails, the reconciler passes over the watch item.
-//
+// Create records a new queued task with one conditional PutItem, due for dispatch at
+// now + DispatchTimeout: if the caller's SQS send is lost, the reconciler re-sends it then.
+// With a watch table (watch.go) the watch item is put first and the task is not indexed
+// (the reconciler passes over a watch item whose task's put failed).
 // Errors: *DuplicateError (a replay), *PayloadMismatchError, *ThrottledError.
 func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 	now := l.cfg.Now().UTC()
@@ -67,9 +63,8 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 		return nil, err
 	}
 	if l.watched() {
-		// Both puts must be over by the time the reconciler may read the
-		// watch item (due_at), or it would pass over a task put later as
-		// never put: half the way there, whatever the caller's deadline.
+		// Both puts must be over when the reconciler may read the watch item (due_at), or it
+		// would pass over a task put later as never put: half the way there, at the latest.
 		half := time.Duration(t.DueAt-now.UnixMilli()) * time.Millisecond / 2
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, half)
@@ -84,10 +79,9 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			return nil, &ThrottledError{Op: "PutItem watch", RetryAfter: time.Second, Err: err}
 		}
 	}
-	// An item past its retention is absent (doc.go, "States and retention"):
-	// replaced if it is exactly the one read. Three tries: a put is repeated
-	// only when the conflicting item turned out expired or gone, or changed
-	// between the failed put and the read.
+	// An item past its retention is absent (doc.go, "States and retention"): replaced if it is
+	// exactly the one read. Three tries: a put is repeated only when the conflicting item
+	// turned out expired or gone, or changed between the failed put and the read.
 	var expired *Task
 	for try := 0; try < 3; try++ {
 		in := &dynamodb.PutItemInput{
@@ -129,9 +123,8 @@ func (l *Ledger) Create(ctx context.Context, n NewTask) (*Task, error) {
 			l.dropWatch(ctx, t)
 			return nil, &PayloadMismatchError{TaskID: old.TaskID, ExistingSHA256: old.PayloadSHA256, NewSHA256: n.PayloadSHA256}
 		default:
-			// A replay keeps the watch item of a task live, unindexed and a
-			// dispatch timeout past due: its put may have landed after the
-			// reconciler read the item and its recheck, a dispatch timeout later.
+			// A replay keeps the watch item of a task live, unindexed and a dispatch timeout past due: its
+			// put may have landed after the reconciler read the item and its recheck, a dispatch timeout later.
 			if old.StateShard != "" || !old.State.Live() || now.Before(time.UnixMilli(old.DueAt).Add(l.cfg.DispatchTimeout)) {
 				l.dropWatch(ctx, t)
 			}
@@ -185,8 +178,7 @@ func (l *Ledger) newTaskItem(n NewTask, now time.Time) (*Task, map[string]types.
 	orDefault(&t.MaxAttempts, l.cfg.MaxAttempts)
 	orDefault(&t.MaxAgeMs, l.cfg.MaxAge.Milliseconds())
 	t.DeadlineMs = t.BudgetStartMs + t.MaxAgeMs
-	// Due at the outbox deadline, or the age deadline if sooner, so the
-	// reconciler parks it in time.
+	// Due at the outbox deadline, or the age deadline if sooner, so the reconciler parks it in time.
 	t.DueAt = min(now.Add(l.cfg.DispatchTimeout).UnixMilli(), t.DeadlineMs)
 	var err error
 	if t.Conversation, err = conversationOf(n); err != nil {

@@ -10,16 +10,14 @@ import (
 // ErrNotFound is returned (wrapped) when a task or review item does not exist.
 var ErrNotFound = errors.New("ledger: not found")
 
-// DuplicateError reports that a task with the same scope, idempotency key and
-// payload already exists. Task is the existing task: a replay, not a failure.
+// DuplicateError: the task (scope, idempotency key, payload) exists already, as Task: a replay.
 type DuplicateError struct{ Task *Task }
 
 func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("ledger: task %s already exists for this idempotency key", e.Task.TaskID)
 }
 
-// PayloadMismatchError reports that the idempotency key was used before with a
-// different payload. Nothing was written.
+// PayloadMismatchError: the idempotency key was used before with another payload; nothing was written.
 type PayloadMismatchError struct{ TaskID, ExistingSHA256, NewSHA256 string }
 
 func (e *PayloadMismatchError) Error() string {
@@ -65,8 +63,7 @@ func (e *NotClaimableError) Error() string {
 	return fmt.Sprintf("ledger: task %s not claimable: %s", e.TaskID, e.Reason)
 }
 
-// ConflictError reports a state transition that the task's current state
-// does not allow (for example cancelling a running task).
+// ConflictError reports a state transition the task's current state does not allow.
 type ConflictError struct {
 	TaskID, Op string
 	State      State
@@ -82,8 +79,7 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("ledger: %s not allowed for task %s in state %s", e.Op, e.TaskID, e.State)
 }
 
-// ThrottledError reports that DynamoDB throttled the request after the SDK's
-// bounded retries. Nothing was written by the failed call.
+// ThrottledError: DynamoDB throttled the request past the SDK's bounded retries; the call wrote nothing.
 type ThrottledError struct {
 	Op         string
 	RetryAfter time.Duration
@@ -93,13 +89,11 @@ type ThrottledError struct {
 func (e *ThrottledError) Error() string { return fmt.Sprintf("ledger: %s throttled: %v", e.Op, e.Err) }
 func (e *ThrottledError) Unwrap() error { return e.Err }
 
-// ItemTooLargeError reports a write refused because the item would exceed
-// DynamoDB's 400 KB item limit, by the ledger's own check (Err nil) or by
-// DynamoDB. Nothing was written; repeating the write cannot succeed.
+// ItemTooLargeError: a write refused, by the ledger's own check (Err nil) or by DynamoDB, as its
+// item would exceed the 400 KB limit. Nothing was written; repeating the write cannot succeed.
 type ItemTooLargeError struct {
 	TaskID, Op string
-	// Bytes is the item's size as computed (0 when only DynamoDB's error is
-	// known); ResultBytes the size of the result being saved, if any.
+	// Bytes: the item's computed size (0: only DynamoDB's error is known); ResultBytes: the result's.
 	Bytes, ResultBytes, Limit int
 	Err                       error
 }

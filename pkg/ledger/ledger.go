@@ -41,9 +41,8 @@ const (
 	DefaultMaxAttempts = 5
 	DefaultMaxAge      = time.Hour
 	DefaultRetention   = 7 * 24 * time.Hour
-	// DefaultDispatchTimeout is the worker's default lease: as a claim keeps
-	// its task's due_at, a task whose worker dies before its first heartbeat
-	// is looked at when its dispatch deadline passes.
+	// DefaultDispatchTimeout is the worker's default lease: a claim keeps due_at, so a task
+	// whose worker dies before its first heartbeat is looked at at its dispatch deadline.
 	DefaultDispatchTimeout       = 30 * time.Second
 	DefaultDispatchBackoffFactor = 8 // × DispatchTimeout: the default DispatchBackoffCap
 	// ByStateIndex and OpenReviewsIndex are the GSI names in template.yaml.
@@ -63,27 +62,23 @@ type Config struct {
 	// WatchTable, when set, is where Create records each submission for the
 	// reconciler instead of indexing the task (doc.go, "States and retention").
 	WatchTable string
-	// Shards per state in by_state (default 16); fixed for a live table, whose
-	// indexed tasks a change strands in shards nobody queries.
+	// Shards per state in by_state: fixed for a live table, whose indexed tasks a change
+	// strands in shards nobody queries.
 	Shards int
 	// MaxAttempts and MaxAge are the default budgets of new tasks.
 	MaxAttempts int
 	MaxAge      time.Duration
-	// Retention is how long terminal tasks (and so their idempotency keys)
-	// are kept before TTL deletes them (at least MinRetention).
-	Retention time.Duration
-	// DispatchTimeout is the outbox deadline: how long a queued task waits for
-	// its SQS message to be consumed before the reconciler re-sends it (each
-	// re-send doubles it, see DispatchBackoff). A claim keeps it as due_at, or
-	// renews at once (a second write) when it lies more than a lease past the
-	// lease's end: keep it near the lease.
+	Retention   time.Duration // how long TTL keeps terminal tasks and so their keys (at least MinRetention)
+	// DispatchTimeout is the outbox deadline: how long a queued task's SQS message may wait
+	// before the reconciler re-sends it (DispatchBackoff doubles it). A claim keeps it as
+	// due_at, or renews at once (a second write) when it lies over a lease past the lease's
+	// end: keep it near the lease.
 	DispatchTimeout    time.Duration
 	DispatchBackoffCap time.Duration    // the longest wait between re-sends
 	Now                func() time.Time // the clock (default time.Now)
-	// IDKey is the server secret task ids are derived with (Ledger.TaskID),
-	// so nobody can compute one from an Idempotency-Key; at least
-	// MinIDKeyBytes, fixed while tasks are live (or replays get new ids).
-	// Empty: the unkeyed package function TaskID (tests, tools).
+	// IDKey is the server secret task ids are derived with (Ledger.TaskID), so nobody can
+	// compute one from an Idempotency-Key: at least MinIDKeyBytes, fixed while tasks are
+	// live (or replays get new ids). Empty: the unkeyed package function TaskID (tests, tools).
 	IDKey SecretKey
 }
 
@@ -297,10 +292,9 @@ func WithAgeDeadline(deadlineMs int64) WriteOption {
 // and Fail also accept unknown at the caller's version (rows "_after_refusal").
 func AfterRefusal() WriteOption { return func(u *update) { u.refused = true } }
 
-// WithFollowUps has a settling write (Complete and its variants, Fail)
-// create the follow-up tasks by names for the state it leaves the task in,
-// in ONE TransactWriteItems with it (doc.go, "Approval gates and follow-ups").
-// Each names the task as ParentTaskID; at most MaxFollowUps. None: one UpdateItem.
+// WithFollowUps has a settling write (Complete and its variants, Fail) create the follow-up
+// tasks by names for the state it leaves, in ONE TransactWriteItems with it (doc.go, "Approval
+// gates and follow-ups"). Each names the task as ParentTaskID; at most MaxFollowUps.
 func WithFollowUps(by map[State][]NewTask) WriteOption { return func(u *update) { u.followUps = by } }
 
 func (u *update) with(opts []WriteOption) *update {
@@ -449,10 +443,9 @@ func (l *Ledger) attempt(ctx context.Context, label, taskID string, u *update) (
 	return nil, old, err
 }
 
-// ownWrite resolves err, the failure of a write (op) that set nonce: the
-// task as written if the write may have applied (MayHaveApplied) and the
-// item carries the nonce, else err labelled by op. It reads up to 4 times,
-// 50 ms apart and doubling (jittered): a failed read tells nothing, and
+// ownWrite resolves err, the failure of a write (op) that set nonce: the task as written if the
+// write may have applied (MayHaveApplied) and the item carries the nonce, else err labelled by op.
+// It reads up to 4 times, 50 ms apart and doubling (jittered): a failed read tells nothing, and
 // giving up turns an applied write into an unconfirmed one.
 func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err error) (*Task, error) {
 	for i := 0; i < 4 && MayHaveApplied(err); i++ {
@@ -474,10 +467,9 @@ func (l *Ledger) ownWrite(ctx context.Context, op, taskID, nonce string, err err
 	return nil, wrapErr(op, err)
 }
 
-// transact sends items, among them an update of the task setting
-// write_nonce = nonce, as one TransactWriteItems (op names it in errors).
-// applied: by this call (cur nil) or by an earlier send whose reply was
-// lost (cur carries nonce). Refused: cur is the task as read (nil: gone).
+// transact sends items, among them an update of the task setting write_nonce = nonce, as one
+// TransactWriteItems (op names it in errors). applied: by this call (cur nil) or by an earlier
+// send whose reply was lost (cur carries nonce). Refused: cur is the task as read (nil: gone).
 func (l *Ledger) transact(ctx context.Context, op, taskID, nonce string, items []types.TransactWriteItem) (applied bool, cur *Task, err error) {
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	switch {

@@ -65,11 +65,10 @@ type Review struct {
 	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty" json:"expires_at,omitempty"`
 }
 
-// ParkMark stands for the park's number in a review's SafeActions: a command
-// ("taskledger review retry <id> --park "+ParkMark) copied later from a ticket
-// or alert must decide only the park it was read on. The write that records
-// the review, the only one sure of the number, replaces the mark (Park counts
-// it from the task it is conditioned on; ReviseLapsed* are given it; poison: 1).
+// ParkMark stands for the park's number in a review's SafeActions: a command ("taskledger
+// review retry <id> --park "+ParkMark) copied later from a ticket or alert must decide only the
+// park it was read on. The write recording the review, the only one sure of the number,
+// replaces it (Park: from the task it is conditioned on; ReviseLapsed*: given; poison: 1).
 const ParkMark = "{park}"
 
 // withPark copies actions, ParkMark replaced by n: the caller's review may be written again.
@@ -95,11 +94,10 @@ type ParkOptions struct {
 	FollowUps    []NewTask // in the park's transaction (row follow_up), parent the task; at most MaxFollowUps
 }
 
-// Park moves a task to needs_review and writes its review item in ONE
-// TransactWriteItems. The caller gives r's explanation, the rest comes from
-// the task; ParkMark becomes this park's number (park_count read, plus one).
-// Errors: *ConflictError when the task moved (IsAlreadyParked: another actor
-// parked it first), ErrNotFound, *ThrottledError.
+// Park moves a task to needs_review and writes its review item in ONE TransactWriteItems. The
+// caller gives r's explanation, the rest comes from the task; ParkMark becomes this park's
+// number (park_count read, plus one). Errors: *ConflictError when the task moved
+// (IsAlreadyParked: another actor parked it first), ErrNotFound, *ThrottledError.
 func (l *Ledger) Park(ctx context.Context, t *Task, o ParkOptions, r Review) (*Task, error) {
 	now := l.cfg.Now().UTC()
 	r.TaskState, r.Attempts = string(o.State), t.Attempts

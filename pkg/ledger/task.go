@@ -71,9 +71,8 @@ type Task struct {
 	Input          string `dynamodbav:"input"`
 	Kind           string `dynamodbav:"kind"`
 	ParentTaskID   string `dynamodbav:"parent_task_id,omitempty"`
-	// InputInherited says whether a regenerate's request named no input (it
-	// took its parent's), so a retry is recognised once the parent is
-	// deleted; nil on other tasks and older regenerates.
+	// InputInherited: a regenerate's request named no input (took its parent's), so a
+	// retry is recognised once the parent is deleted; nil on other tasks and older regenerates.
 	InputInherited    *bool  `dynamodbav:"input_inherited,omitempty"`
 	CorrelationID     string `dynamodbav:"correlation_id,omitempty"`
 	Attempts          int    `dynamodbav:"attempts"`
@@ -82,9 +81,8 @@ type Task struct {
 	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
 	LeaseUntil        int64  `dynamodbav:"lease_until,omitempty"` // epoch ms
 	NotBefore         int64  `dynamodbav:"not_before,omitempty"`  // epoch ms
-	// CreatedAt, UpdatedAt and CompletedAt (RFC 3339 UTC) are derived from
-	// the _ms attributes: stored, they would take a small completed task
-	// over 1 KB, a write unit more per write.
+	// CreatedAt, UpdatedAt and CompletedAt (RFC 3339 UTC) are derived from the _ms attributes:
+	// stored, they would take a small completed task over 1 KB, a write unit more per write.
 	CreatedAt     string `dynamodbav:"-"`
 	CreatedMs     int64  `dynamodbav:"created_ms"`
 	UpdatedAt     string `dynamodbav:"-"`
@@ -106,9 +104,8 @@ type Task struct {
 	// UnknownSinceMs: when an unknown task's outcome became uncertain, once
 	// DeferReadback moved due_at (which held it until then); else 0.
 	UnknownSinceMs int64 `dynamodbav:"unknown_since,omitempty"`
-	// OpenUnknownMs: when an earlier attempt's outcome became uncertain and
-	// stayed open (Requeue from running, for a provider that deduplicates),
-	// whatever later attempts record, until a readback or an end settles it.
+	// OpenUnknownMs: when an earlier attempt's outcome became uncertain and stayed open (Requeue
+	// from running, deduplicating provider), whatever later attempts record, until settled.
 	OpenUnknownMs int64  `dynamodbav:"open_unknown_ms,omitempty"`
 	ReviewReason  string `dynamodbav:"review_reason,omitempty"`
 	ReviewSummary string `dynamodbav:"review_summary,omitempty"`
@@ -117,23 +114,20 @@ type Task struct {
 	// a call whose reply was lost recognise its own write (doc.go).
 	CreateNonce string `dynamodbav:"create_nonce,omitempty"`
 	WriteNonce  string `dynamodbav:"write_nonce,omitempty"`
-	// CallStartedVersion is the assignment version whose worker marked its
-	// provider call started (MarkCallStarted; providers without idempotency
-	// keys). It equals AssignmentVersion only if the current one's did.
+	// CallStartedVersion: the assignment version whose worker marked its provider call started
+	// (MarkCallStarted; providers without idempotency keys), so the current one's iff equal.
 	CallStartedVersion int64 `dynamodbav:"call_started_version,omitempty"`
 	// ClaimedMs, CallStartedMs and AttemptLog are the attempt history (History).
 	ClaimedMs     int64    `dynamodbav:"claimed_ms,omitempty"`
 	CallStartedMs int64    `dynamodbav:"call_started_ms,omitempty"`
 	AttemptLog    []string `dynamodbav:"attempt_log,omitempty"`
 	Dispatches    int      `dynamodbav:"dispatches,omitempty"` // the reconciler's outbox re-sends
-	// CancelVersion is the assignment version a cancel while running fenced
-	// (CancelRunning), 0 if none; it stays after the cancel is decided
-	// (CancelledWhileRunning: whether it is the current assignment's).
+	// CancelVersion: the assignment version a cancel while running fenced (CancelRunning), 0 if
+	// none; kept once the cancel is decided (CancelledWhileRunning: whether it is the current one).
 	CancelVersion int64 `dynamodbav:"cancel_version,omitempty"`
-	// BudgetMaxTokens and BudgetMaxMicros are the task's spend budget
-	// (tokens; micro-dollars; 0: unlimited; DESIGN §13). A regenerate shares
-	// its chain's (ChainBudget), named by ChainRoot (the root's id, "" on the
-	// root) and ChainEpochMs (the root's creation).
+	// BudgetMaxTokens and BudgetMaxMicros: the spend budget (0: unlimited; DESIGN §13). A
+	// regenerate shares its chain's (ChainBudget), named by ChainRoot (the root's id, "" on
+	// the root) and ChainEpochMs (the root's creation).
 	BudgetMaxTokens int64         `dynamodbav:"budget_max_tokens,omitempty"`
 	BudgetMaxMicros int64         `dynamodbav:"budget_max_micros,omitempty"`
 	ChainRoot       string        `dynamodbav:"chain_root,omitempty"`
@@ -147,9 +141,8 @@ type Task struct {
 	Conversation
 }
 
-// PastRetention reports whether the task's retention window (expires_at,
-// terminal tasks only) is over at now: Create then records a fresh task
-// under its id, so every reader must take it as gone.
+// PastRetention reports whether the task's retention window (expires_at, terminal tasks only) is
+// over at now: Create then records a fresh task under its id, so every reader must take it as gone.
 func (t *Task) PastRetention(now time.Time) bool {
 	return t.ExpiresAt > 0 && t.ExpiresAt < now.Unix()
 }
@@ -157,19 +150,17 @@ func (t *Task) PastRetention(now time.Time) bool {
 // HasBudget reports whether the task carries a spend budget.
 func (t *Task) HasBudget() bool { return t.BudgetMaxTokens > 0 || t.BudgetMaxMicros > 0 }
 
-// ChainBudget names the budget record of the task's regenerate chain:
-// "<root id>.<root's creation, epoch ms, base 36>" (the id alone for a root
-// created before BudgetNamesSince). Budget records outlive retention, after
-// which the id names a new task that must not count its predecessor's spend.
+// ChainBudget names the budget record of the task's regenerate chain: "<root id>.<root's creation,
+// epoch ms, base 36>" (the id alone for a root created before BudgetNamesSince). Budget records
+// outlive retention, after which the id names a new task that must not count its predecessor's spend.
 func (t *Task) ChainBudget() string { return budgetName(t.Chain(), t.ChainEpoch()) }
 
 // OwnBudget names the task's own budget record the same way, by its id and
 // creation; it prefixes the ids of the task's reservations.
 func (t *Task) OwnBudget() string { return budgetName(t.TaskID, t.CreatedMs) }
 
-// BudgetNamesSince (epoch ms) is when budget records began to carry their
-// task's (or chain root's) creation: older ones (and a creation unknown, 0)
-// keep the id alone, so an upgrade finds the spend they hold.
+// BudgetNamesSince (epoch ms) is when budget records began to carry their task's (or chain root's)
+// creation: older ones (and a creation unknown, 0) keep the id alone, so an upgrade finds their spend.
 const BudgetNamesSince int64 = 1796162400000 // 2026-12-01T22:00:00Z
 
 func budgetName(id string, createdMs int64) string {
@@ -230,10 +221,9 @@ func msString(ms int64) string {
 	return rfc3339(time.UnixMilli(ms))
 }
 
-// CancelledWhileRunning reports whether t's current assignment is the one a
-// cancel while running left (row cancel_running), so that cancel is what its
-// unknown or unknown_outcome state is about; not after an operator's retry
-// of its park and the claim after it, though cancel_version stays.
+// CancelledWhileRunning reports whether t's current assignment is the one a cancel while running
+// left (row cancel_running), so that cancel is what its unknown or unknown_outcome state is about;
+// not after an operator's retry of its park and the claim after it, though cancel_version stays.
 func (t *Task) CancelledWhileRunning() bool {
 	return gCancelOfPrev.holds(t, &Call{Version: t.AssignmentVersion})
 }
