@@ -30,8 +30,8 @@ type NewTask struct {
 	Documents      []DocumentRef // their objects written before Create
 	PayloadSHA256  string
 	ParentTaskID   string
-	InputInherited *bool // a regenerate's only
-	CorrelationID  string
+	InputInherited *bool  // a regenerate's only
+	CorrelationID  string // "": the task id
 	// MaxAttempts and MaxAge override the ledger defaults when > 0.
 	MaxAttempts     int
 	MaxAge          time.Duration

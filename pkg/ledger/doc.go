@@ -59,7 +59,7 @@
 // a renewal that keeps due_at (runningDue) bills an index write. Its
 // reads, and the review table's open_reviews index, are read models in
 // internal/tasklist. With a watch table (watch.go) a submitted task is
-// indexed only if the reconciler adopts it (row adopt).
+// indexed only once adopted (row adopt) or moved by any write but a claim.
 //
 // Terminal tasks carry expires_at (end + Retention) for DynamoDB's TTL.
 // Create treats an item past it as absent and writes a fresh task under
@@ -71,7 +71,7 @@
 //
 // A task created with NewTask.ApprovalTTL has an approval gate: every
 // completion saves the result the same fenced way and lands in
-// awaiting_approval (the "_gated" rows); Approve and Withdraw decide it.
+// awaiting_approval (the "_gated" rows); Approve or Reject decides it.
 // A settling write can carry the tasks it causes (WithFollowUps,
 // ParkOptions.FollowUps: a plan's deliveries, notifications), chosen by
 // the state it leaves and put (row follow_up) in ONE TransactWriteItems

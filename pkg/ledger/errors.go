@@ -79,7 +79,8 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("ledger: %s not allowed for task %s in state %s", e.Op, e.TaskID, e.State)
 }
 
-// ThrottledError: DynamoDB throttled the request past the SDK's bounded retries; the call wrote nothing.
+// ThrottledError: DynamoDB throttled the request past the SDK's bounded retries, a transaction
+// conflicted, or Create's watch put was too slow (its watch item stays); nothing else was written.
 type ThrottledError struct {
 	Op         string
 	RetryAfter time.Duration

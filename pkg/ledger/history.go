@@ -16,13 +16,13 @@ import (
 //   - call_started_ms: set by MarkCallStarted;
 //   - attempt_log (L of S, oldest first, at most max_attempts): an entry
 //     (encodeAttempt) per earlier attempt, added by the writes that end an
-//     attempt with another to follow (ScheduleRetry, MarkUnknown,
-//     RetryLapsed) given the caller's task (InAttempt).
+//     attempt with another to follow (ScheduleRetry*, MarkUnknown,
+//     RetryLapsed, TakeOver, Requeue*) given the caller's task (InAttempt).
 //
 // The latest attempt needs no entry: its claim is claimed_ms, its end
 // completed_ms (or updated_ms), its outcome the state. The log is rewritten
 // whole, as kumo applies no list_append. An attempt that ended without
-// such a write (its worker died, a takeover) shows as OutcomeNotRecorded.
+// such a write (expired to unknown, then re-queued) shows as OutcomeNotRecorded.
 
 // Outcomes of an attempt (AttemptRecord.Outcome).
 const (

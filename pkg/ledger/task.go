@@ -101,8 +101,8 @@ type Task struct {
 	ExpiresAt     int64  `dynamodbav:"expires_at,omitempty"` // epoch s, terminal only
 	StateShard    string `dynamodbav:"state_shard,omitempty"`
 	DueAt         int64  `dynamodbav:"due_at,omitempty"` // epoch ms
-	// UnknownSinceMs: when an unknown task's outcome became uncertain, once
-	// DeferReadback moved due_at (which held it until then); else 0.
+	// UnknownSinceMs: when an unknown task's outcome became uncertain, where the
+	// write that made it unknown or DeferReadback recorded it; else 0 (UnknownSince).
 	UnknownSinceMs int64 `dynamodbav:"unknown_since,omitempty"`
 	// OpenUnknownMs: when an earlier attempt's outcome became uncertain and stayed open (Requeue
 	// from running, deduplicating provider), whatever later attempts record, until settled.

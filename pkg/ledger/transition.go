@@ -174,7 +174,7 @@ func (l *Ledger) write(ctx context.Context, label string, tr *Transition, taskID
 
 // Renew extends the caller's lease; given WithAgeDeadline, due_at rounds up to
 // whole leases (runningDue): two in three heartbeats keep the by_state key, a
-// dead worker is found a lease later. Errors: *FencedError (stop, save nothing).
+// dead worker is found up to a lease later. Errors: *FencedError (stop, save nothing).
 func (l *Ledger) Renew(ctx context.Context, taskID string, version int64, lease time.Duration, opts ...WriteOption) (*Task, error) {
 	return l.fenced(ctx, "renew", taskID, version, opts, func(u *update, now time.Time) { renewLease(u, now, lease) })
 }
@@ -186,7 +186,8 @@ func renewLease(u *update, now time.Time, lease time.Duration) {
 }
 
 // runningDue is the due_at of a lease ending at untilMs: the next multiple of
-// lease, unless past deadlineMs (a dead worker's task is found in its age budget).
+// lease, unless past deadlineMs or either is unset (then untilMs): a dead
+// worker's task is found in its age budget.
 func runningDue(untilMs int64, lease time.Duration, deadlineMs int64) int64 {
 	if step := lease.Milliseconds(); step > 0 && deadlineMs > 0 {
 		if d := (untilMs + step - 1) / step * step; d <= deadlineMs {
@@ -408,7 +409,8 @@ func (l *Ledger) ReleaseRequeued(ctx context.Context, taskID string, version int
 // voidLapse undoes what a lapse recorded of an attempt that made no call:
 // error ErrorCallNotStarted, not an unknown_outcome a later park would call
 // "may have acted" (an earlier attempt's stands); open_unknown_ms and
-// attempt_log as the claim read them (InAttempt).
+// attempt_log as the claim read them (InAttempt): a claim changes the version,
+// so every write at it since was this attempt's.
 func voidLapse(u *update) {
 	keepOpenOutcome(u)
 	a := u.attempt
@@ -478,7 +480,8 @@ func (l *Ledger) Requeue(ctx context.Context, taskID string, from State, version
 }
 
 // RequeueUnstarted re-queues a running task whose lease expired with no call
-// start marked (its worker died before calling). Errors: *FencedError.
+// start marked (its worker died before calling), the mark still absent: a
+// worker that marked its call meanwhile is never re-queued. Errors: *FencedError.
 func (l *Ledger) RequeueUnstarted(ctx context.Context, taskID string, version int64) (*Task, error) {
 	return l.requeue(ctx, taskID, "requeue_unstarted", version)
 }
@@ -573,9 +576,9 @@ func (l *Ledger) ClaimDispatch(ctx context.Context, t *Task) (nt *Task, ok bool,
 }
 
 // DeferDispatch is ClaimDispatch for a re-send held back because the queue's
-// backlog most likely holds the message: due in DispatchBackoffCap or half
-// the age budget left, so a shorter outage re-sends nothing (a duplicate
-// queues behind the backlog) and a lost send still goes in time.
+// backlog most likely holds the message: due in DispatchBackoffCap or, if
+// sooner, half the age budget left, so a shorter outage re-sends nothing (a
+// duplicate queues behind the backlog) and a lost send still goes in time.
 func (l *Ledger) DeferDispatch(ctx context.Context, t *Task) (nt *Task, ok bool, err error) {
 	wait := l.cfg.DispatchBackoffCap
 	if t.DeadlineMs > 0 {
