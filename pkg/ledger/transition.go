@@ -705,7 +705,7 @@ func (l *Ledger) DeferReadback(ctx context.Context, taskID string, version int64
 
 // UnknownSince is when t's outcome became uncertain: unknown_since when a
 // write set it, else the end of the lease of an attempt whose worker
-// vanished, else the due_at it entered unknown with.
+// vanished, else the due_at it entered unknown with, else updated_ms.
 func (t *Task) UnknownSince() time.Time {
 	switch {
 	case t.UnknownSinceMs > 0:
