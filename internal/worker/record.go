@@ -546,7 +546,8 @@ func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t 
 }
 
 // unconfirmedClaim gives back a claim that may have been applied unconfirmed
-// (doc.go, "Failed settling writes"). false when err may not have applied.
+// (doc.go, "Failed settling writes"). false, sending nothing, when err
+// certainly did not apply or the invocation is ending.
 func (h *Handler) unconfirmedClaim(ctx context.Context, rec events.SQSMessage, id, owner string, err error, log *slog.Logger) bool {
 	var th *ledger.ThrottledError
 	if errors.As(err, &th) || !ledger.MayHaveApplied(err) || ctx.Err() != nil {

@@ -223,7 +223,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		work, cancel = context.WithDeadline(ctx, dl.Add(-h.margin()))
 		defer cancel()
 		if left := time.Until(dl); len(ev.Records) > 0 && left < h.callTimeout()+h.margin() {
-			// In Lambda, where each batch starts a fresh invocation, nothing is ever admitted.
+			// Expected near the end of a long test invocation; in Lambda, where each
+			// batch starts a fresh invocation, it means nothing is ever admitted.
 			h.log().WarnContext(ctx, "the invocation starts with less time than one provider call needs; no record is admitted "+
 				"(keep the function Timeout at least the call timeout + deadline margin + slack, README \"Timing\")",
 				"time_left_ms", left.Milliseconds(), "call_timeout_ms", h.callTimeout().Milliseconds(), "deadline_margin_ms", h.margin().Milliseconds())
