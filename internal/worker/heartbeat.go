@@ -57,7 +57,8 @@ func (h *Handler) startHeartbeat(callCtx context.Context, cancelCall context.Can
 					return
 				}
 				// Tried again at the next beat; a lease that runs out lapses to
-				// unknown at this version, from which Complete still saves.
+				// unknown at this version (a marked call's; a deduplicating
+				// step's is re-queued), from which Complete still saves.
 				log.WarnContext(ctx, "heartbeat renewal failed", "error", err.Error())
 				continue
 			}

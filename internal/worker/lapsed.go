@@ -191,18 +191,22 @@ func (h *Handler) uncalled(ctx context.Context, rec events.SQSMessage, t, read *
 		log.WarnContext(ctx, done)
 		return d, nil
 	}
-	// Refused because the task moved on, never back (giveBackStage): sent
-	// again from there.
+	// Refused because the task moved on: settled again from there — a
+	// give-back only further on (giveBackStage), so none repeats; a cancel
+	// while running ended by what this worker knows, as from a first read.
 	var fe *ledger.FencedError
-	if errors.As(err, &fe) && giveBackStage[settle(fe.Current, v, knowNoCall)] > giveBackStage[d] {
+	if !errors.As(err, &fe) {
+		return d, err
+	}
+	if next := settle(fe.Current, v, knowNoCall); next != sendNothing && (!next.givesBack() || giveBackStage[next] > giveBackStage[d]) {
 		return h.uncalled(ctx, rec, t, fe.Current, log)
 	}
 	return d, err
 }
 
-// giveBackStage orders the give-backs as a lapsed lease's task moves on:
-// queued at mine (re-queued), then unknown (the spent budget's readback),
-// then its park.
+// giveBackStage orders the give-backs as a lapsed lease's task moves on
+// (never back): queued at mine (re-queued), then unknown (the spent
+// budget's readback), then its park.
 var giveBackStage = map[decision]int{sendReleaseRequeued: 1, sendReleaseUnknown: 2, sendReleaseLapsed: 3}
 
 // uncalledRefusal settles by uncalled, and logs, what (a no-call write)

@@ -51,8 +51,8 @@ func giveBackFrom(params any) string {
 // refused because the task moved on in between — a re-queued lapse to
 // unknown for its readback, an unknown task to its park — the worker sends
 // the give-back of the new place, so the attempt that made no call is
-// neither counted nor reviewed as one that may have acted. A task that
-// moved anywhere else (cancelled) is left as it is.
+// neither counted nor reviewed as one that may have acted. A task
+// cancelled in between ends cancelled, saying the provider did not act.
 //
 // Each case starts like a re-queued lapse (a deduplicating provider, so no
 // call-start mark; the worker pauses after its claim while the reconciler
@@ -75,6 +75,7 @@ func TestARefusedNoCallGiveBackIsSentAgainFromWhereTheTaskMovedOn(t *testing.T) 
 		wantState ledger.State
 		wantLog   string // the give-back that succeeded
 		resolved  bool   // the park's review resolved as a retry that made no call
+		wantClass string // the error class it ends with, where it says why
 	}{{
 		name:      "requeued then unknown",
 		wantSent:  []string{"queued", "unknown"},
@@ -109,11 +110,15 @@ func TestARefusedNoCallGiveBackIsSentAgainFromWhereTheTaskMovedOn(t *testing.T) 
 		before:    map[string][]string{"queued": {toCancel}},
 		wantState: ledger.StateCancelled,
 	}, {
-		name:      "unknown then cancelled",
-		wantSent:  []string{"unknown"},
-		unknown:   true,
-		before:    map[string][]string{"unknown": {toCancel}},
-		wantState: ledger.StateUnknown, // the cancel's, at the next version: the reconciler's to end
+		name:     "unknown then cancelled",
+		wantSent: []string{"unknown"},
+		unknown:  true,
+		before:   map[string][]string{"unknown": {toCancel}},
+		// The cancel while running fenced an assignment that made no call,
+		// and no earlier attempt's could have acted: ended by what the
+		// worker knows, not left to a readback that may be missing.
+		wantState: ledger.StateCancelled,
+		wantClass: ledger.ErrorCancelledWhileRunning,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,6 +205,9 @@ func TestARefusedNoCallGiveBackIsSentAgainFromWhereTheTaskMovedOn(t *testing.T) 
 				if got.State != tc.wantState {
 					t.Fatalf("after give-backs from %v the task is %s at version %d (attempts %d, error %q); want %s",
 						sent, got.State, got.AssignmentVersion, got.Attempts, got.ErrorClass, tc.wantState)
+				}
+				if tc.wantClass != "" && got.ErrorClass != tc.wantClass {
+					t.Errorf("ended %s with error %q (%s); want %q", got.State, got.ErrorClass, got.ErrorMessage, tc.wantClass)
 				}
 				if tc.wantState == ledger.StateQueued {
 					if got.Attempts != 0 || got.ErrorClass != ledger.ErrorCallNotStarted || got.AssignmentVersion != 1 {
