@@ -56,7 +56,8 @@
 //     is no such proof: with budget left → RequeueCallMayRun and send (the
 //     next call collects what that call generates; the outcome stays
 //     open), else the task waits for it, and is parked saying so past its
-//     age budget.
+//     age budget. So is an idempotent destination's "not found" without
+//     deliver.ErrAbsent: with budget left → RequeueCallMayRun and send.
 //     contract.ErrNoReadback, or no Looker → park unknown_outcome (a
 //     retry-safe step instead: ledger.RequeueRetrySafe while budgets last).
 //     A failed lookup is deferred (DeferReadback) and retried after Settle,

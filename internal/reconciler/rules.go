@@ -335,10 +335,13 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			return
 		}
 		var u *ledger.Task
-		if until, ok := r.callMayRunUntil(t); ok && r.now.Before(until) && !h.retrySafe(t) {
+		until, lapsed := r.callMayRunUntil(t)
+		if (lapsed && r.now.Before(until) || t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent)) && !h.retrySafe(t) {
 			// A lapsed call may still generate, and the next call collects
-			// it (callMayRun): not waited for, but not settled either (a
-			// retry-safe one's outcome is never kept open for a readback).
+			// it (callMayRun); or an idempotent destination's "not found"
+			// proves no absence, and a re-send is deduplicated: not waited
+			// for, but not settled either (a retry-safe one's outcome is
+			// never kept open for a readback).
 			u, err = h.Ledger.RequeueCallMayRun(ctx, t)
 		} else {
 			u, err = h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)

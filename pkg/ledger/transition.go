@@ -493,8 +493,10 @@ func (l *Ledger) RequeueRetrySafe(ctx context.Context, taskID string, version in
 }
 
 // RequeueCallMayRun is Requeue from unknown of read at its version (row
-// requeue_readback_absent_call_may_run): the open outcome stays, so a budget
-// park reads back again or says the provider may have acted. Its history:
+// requeue_readback_absent_call_may_run) when the readback's "not found"
+// proves nothing, for a provider that deduplicates (CallMayRunMessage): the
+// open outcome stays, so a budget park reads back again or says the
+// provider may have acted. Its history:
 // unknown if the lease lapsed, else as ScheduleRetryUncertain's.
 func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, error) {
 	return l.requeue(ctx, read.TaskID, "requeue_readback_absent_call_may_run", read.AssignmentVersion, InAttempt(read))
@@ -504,7 +506,7 @@ func (l *Ledger) RequeueCallMayRun(ctx context.Context, read *Task) (*Task, erro
 const (
 	ErrorReadbackAbsent   = "readback_absent"
 	ErrorUncertainRetried = "uncertain_retried"
-	CallMayRunMessage     = "the provider's readback found no record of the operation, but a call of an attempt whose lease lapsed may still reach the provider; re-queued: a call under the same operation id collects what it generates"
+	CallMayRunMessage     = "the provider's readback found no record of the operation, which does not prove it did not act (a call of an attempt whose lease lapsed may still reach it, or the destination cannot prove absence); re-queued: a call under the same operation id collects what it did"
 )
 
 func (l *Ledger) requeue(ctx context.Context, taskID, op string, version int64, opts ...WriteOption) (*Task, error) {
