@@ -116,9 +116,9 @@
 //	‡ on the task's first attempt: after earlier ones, whose calls may have acted, the reconciler reads back
 //	"charged": a retry-safe generation's call that may have acted (see Uncertain outcomes and effect classes)
 //
-// Queued at v with its attempt still counted and no readback's "not
-// found" since (ledger.RequeuedAt: the reconciler re-queued the lapsed
-// lease), a worker that made no call sends ReleaseRequeued: the attempt is
+// Queued at v with its attempt still counted and its outcome not settled
+// by a readback since (ledger.RequeuedAt: the reconciler re-queued the
+// lapsed lease), a worker that made no call sends ReleaseRequeued: the attempt is
 // given back and the lapse's record voided, so no later review claims a
 // call that never started; nothing else is sent from there.
 //
