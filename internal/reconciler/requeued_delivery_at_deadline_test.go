@@ -32,34 +32,8 @@ func TestRequeuedDeliveryAtItsDeadlineIsNotReviewedAsNeverDelivered(t *testing.T
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		g := destination.Guarantees{Idempotent: true, Readback: destination.ReadbackNone}
-		sd, err := simdest.New(simdest.Notify, simdest.Options{Now: b.clock.Now, Guarantees: &g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := deliver.NewRegistry(sd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := func() *reconciler.Handler { x := b.handler(); x.Destinations = reg; return x }
-		task := create(t, b, "requeued-delivery-at-deadline", func(n *ledger.NewTask) {
-			n.Kind = deliver.Kind
-			n.Input = `{"destination":"notify","params":{"to":"ops@example.com"},"payload":{"text":"invoice INV-7 is ready"}}`
-			n.MaxAge = 10 * time.Minute
-		})
+		task, _, h := deliveredWithLostReply(t, b, "requeued-delivery-at-deadline", 2*time.Minute)
 		deadline := time.UnixMilli(task.DeadlineMs)
-		b.clock.Set(deadline.Add(-2 * time.Minute))
-		c := claim(t, b, task.TaskID)
-		// The worker's call reaches the destination, which delivers; the
-		// reply is lost, then the worker vanishes before saving anything.
-		sd.Script(task.TaskID, simdest.AcceptLoseReply)
-		step := deliver.Bind(reg, deliver.Task{TaskID: c.TaskID, Input: c.Input, Provenance: deliver.ProvenanceOf(c)})
-		if _, err := step.Generate(ctx, contract.Request{OperationID: c.TaskID, Attempt: 1, Kind: c.Kind, Input: json.RawMessage(c.Input)}); err == nil {
-			t.Fatal("scripted accept_lose_reply returned no error")
-		}
-		if n := sd.SideEffects(task.TaskID); n != 1 {
-			t.Fatalf("setup: %d deliveries, want 1", n)
-		}
 
 		b.clock.Set(deadline.Add(-time.Minute)) // lease expired 90 s ago, budget left
 		if s := handle(t, h()); s.Requeued != 1 {
@@ -82,4 +56,39 @@ func TestRequeuedDeliveryAtItsDeadlineIsNotReviewedAsNeverDelivered(t *testing.T
 			t.Fatalf("the destination delivered (1 side effect) and cannot be read back, but the review (%s) says:\n%s", r.Reason, all)
 		}
 	})
+}
+
+// deliveredWithLostReply creates a deliver task to a destination that
+// deduplicates by operation id but cannot be read back (an idempotent
+// notifier), with a 10-minute age budget, and claims it when `before` is
+// left of that budget. Its worker's call reaches the destination, which
+// delivers; the reply is lost. h builds a reconciler with the destination.
+func deliveredWithLostReply(t *testing.T, b *bundle, key string, before time.Duration) (task, claimed *ledger.Task, h func() *reconciler.Handler) {
+	t.Helper()
+	g := destination.Guarantees{Idempotent: true, Readback: destination.ReadbackNone}
+	sd, err := simdest.New(simdest.Notify, simdest.Options{Now: b.clock.Now, Guarantees: &g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := deliver.NewRegistry(sd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = func() *reconciler.Handler { x := b.handler(); x.Destinations = reg; return x }
+	task = create(t, b, key, func(n *ledger.NewTask) {
+		n.Kind = deliver.Kind
+		n.Input = `{"destination":"notify","params":{"to":"ops@example.com"},"payload":{"text":"invoice ` + key + ` is ready"}}`
+		n.MaxAge = 10 * time.Minute
+	})
+	b.clock.Set(time.UnixMilli(task.DeadlineMs).Add(-before))
+	c := claim(t, b, task.TaskID)
+	sd.Script(task.TaskID, simdest.AcceptLoseReply)
+	step := deliver.Bind(reg, deliver.Task{TaskID: c.TaskID, Input: c.Input, Provenance: deliver.ProvenanceOf(c)})
+	if _, err := step.Generate(ctx, contract.Request{OperationID: c.TaskID, Attempt: 1, Kind: c.Kind, Input: json.RawMessage(c.Input)}); err == nil {
+		t.Fatal("scripted accept_lose_reply returned no error")
+	}
+	if n := sd.SideEffects(task.TaskID); n != 1 {
+		t.Fatalf("setup: %d deliveries, want 1", n)
+	}
+	return task, c, h
 }

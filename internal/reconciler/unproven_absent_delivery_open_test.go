@@ -1,16 +1,10 @@
 package reconciler_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskledger/taskledger/internal/deliver"
-	"github.com/taskledger/taskledger/internal/destination"
-	simdest "github.com/taskledger/taskledger/internal/destination/simulated"
-	"github.com/taskledger/taskledger/internal/provider/contract"
-	"github.com/taskledger/taskledger/internal/reconciler"
 	"github.com/taskledger/taskledger/internal/testenv"
 	"github.com/taskledger/taskledger/pkg/ledger"
 )
@@ -29,32 +23,8 @@ func TestDeliveryReadBackWithoutProofOfAbsenceIsRequeuedWithItsOutcomeOpen(t *te
 	t.Parallel()
 	testenv.Each(t, func(t *testing.T, e *testenv.Env) {
 		b := setup(t, e)
-		g := destination.Guarantees{Idempotent: true, Readback: destination.ReadbackNone}
-		sd, err := simdest.New(simdest.Notify, simdest.Options{Now: b.clock.Now, Guarantees: &g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := deliver.NewRegistry(sd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := func() *reconciler.Handler { x := b.handler(); x.Destinations = reg; return x }
-		task := create(t, b, "unproven-absent-delivery", func(n *ledger.NewTask) {
-			n.Kind = deliver.Kind
-			n.Input = `{"destination":"notify","params":{"to":"ops@example.com"},"payload":{"text":"invoice INV-8 is ready"}}`
-			n.MaxAge = 10 * time.Minute
-		})
+		task, c, h := deliveredWithLostReply(t, b, "unproven-absent-delivery", 5*time.Minute)
 		deadline := time.UnixMilli(task.DeadlineMs)
-		b.clock.Set(deadline.Add(-5 * time.Minute))
-		c := claim(t, b, task.TaskID)
-		sd.Script(task.TaskID, simdest.AcceptLoseReply)
-		step := deliver.Bind(reg, deliver.Task{TaskID: c.TaskID, Input: c.Input, Provenance: deliver.ProvenanceOf(c)})
-		if _, err := step.Generate(ctx, contract.Request{OperationID: c.TaskID, Attempt: 1, Kind: c.Kind, Input: json.RawMessage(c.Input)}); err == nil {
-			t.Fatal("scripted accept_lose_reply returned no error")
-		}
-		if n := sd.SideEffects(task.TaskID); n != 1 {
-			t.Fatalf("setup: %d deliveries, want 1", n)
-		}
 		if _, err := b.l.MarkUnknown(ctx, c.TaskID, c.AssignmentVersion, "unknown_outcome", "504 Gateway Timeout; Retry-After past the age deadline",
 			ledger.InAttempt(c)); err != nil {
 			t.Fatal(err)
