@@ -520,28 +520,34 @@ func (h *Handler) parkKnown(ctx context.Context, rec events.SQSMessage, t *ledge
 
 // release gives back an assignment, and its attempt, under which no call was
 // made, saved like a settling write (a lost release leaves the task leased
-// with no call behind it). Refused, uncalled settles it.
-func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) error {
-	err := h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) (*ledger.Task, error) {
+// with no call behind it). Refused, uncalled settles it: cancelled, when a
+// cancel while running had fenced it.
+func (h *Handler) release(ctx context.Context, rec events.SQSMessage, t *ledger.Task, log *slog.Logger) (cancelled bool, err error) {
+	err = h.save(ctx, rec, t, "release", func(o ...ledger.WriteOption) (*ledger.Task, error) {
 		return h.Ledger.Release(ctx, t.TaskID, t.AssignmentVersion, o...)
 	}, log)
 	var fe *ledger.FencedError
 	if errors.As(err, &fe) {
 		if d, gerr := h.uncalled(ctx, rec, t, fe.Current, log); d != sendNothing {
-			return gerr // given back, or ended cancelled: the message finds it so
+			return !d.givesBack(), gerr // given back, or the cancel settled: the message finds it so
 		}
 	}
-	return err
+	return false, err
 }
 
 // releaseUncalled releases t after why stopped the record before any call,
 // and logs the outcome with attrs. false: the release failed.
 func (h *Handler) releaseUncalled(ctx context.Context, rec events.SQSMessage, t *ledger.Task, why string, log *slog.Logger, attrs ...any) bool {
-	if err := h.release(ctx, rec, t, log); err != nil {
+	cancelled, err := h.release(ctx, rec, t, log)
+	switch {
+	case err != nil:
 		log.ErrorContext(ctx, why+"; provider not called, and the release failed: the lease will expire", append(attrs, "release_error", err.Error())...)
 		return false
+	case cancelled:
+		log.WarnContext(ctx, why+"; the task was cancelled while running in between, provider not called", attrs...)
+	default:
+		log.WarnContext(ctx, why+"; released the task and its attempt, provider not called", attrs...)
 	}
-	log.WarnContext(ctx, why+"; released the task and its attempt, provider not called", attrs...)
 	return true
 }
 
