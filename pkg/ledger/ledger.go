@@ -176,31 +176,26 @@ func taskKey(id string) map[string]types.AttributeValue {
 
 // Get reads a task with a strongly consistent read.
 func (l *Ledger) Get(ctx context.Context, taskID string) (*Task, error) {
-	return getItem[Task](ctx, l, l.cfg.TasksTable, "task", taskID)
-}
-
-// getItem reads item id of table (consistent) as a T; what names it in errors.
-func getItem[T any](ctx context.Context, l *Ledger, table, what, id string) (*T, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: taskKey(id), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &l.cfg.TasksTable,
+		Key:            taskKey(taskID),
+		ConsistentRead: aws.Bool(true),
+	})
 	if err != nil {
-		return nil, wrapErr("GetItem "+what, err)
+		return nil, wrapErr("GetItem task", err)
 	}
 	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+		return nil, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
 	}
-	return decode[T](out.Item, what)
-}
-
-func decode[T any](item map[string]types.AttributeValue, what string) (*T, error) {
-	v := new(T)
-	if err := attributevalue.UnmarshalMap(item, v); err != nil {
-		return nil, fmt.Errorf("ledger: decode %s: %w", what, err)
-	}
-	return v, nil
+	return decodeTask(out.Item)
 }
 
 func decodeTask(item map[string]types.AttributeValue) (*Task, error) {
-	return decode[Task](item, "task")
+	var t Task
+	if err := attributevalue.UnmarshalMap(item, &t); err != nil {
+		return nil, fmt.Errorf("ledger: decode task: %w", err)
+	}
+	return &t, nil
 }
 
 // oldOrRead returns the item a failed condition reported (ALL_OLD) or, where

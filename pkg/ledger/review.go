@@ -82,7 +82,19 @@ func withPark(actions []string, n int) []string {
 
 // GetReview reads a review item (consistent). Errors: ErrNotFound.
 func (l *Ledger) GetReview(ctx context.Context, taskID string) (*Review, error) {
-	return getItem[Review](ctx, l, l.cfg.ReviewTable, "review", taskID)
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.cfg.ReviewTable, Key: taskKey(taskID),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, wrapErr("GetItem review", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("review %s: %w", taskID, ErrNotFound)
+	}
+	var r Review
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return nil, fmt.Errorf("ledger: decode review: %w", err)
+	}
+	return &r, nil
 }
 
 // ParkOptions say what the task, as the caller read it, must still be for Park to apply.
