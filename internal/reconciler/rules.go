@@ -313,7 +313,10 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		r.park(ctx, t, opts, review.BudgetExhaustedCallMayRun(t, budget, until))
 	case errors.Is(err, contract.ErrNotFound):
 		r.count(func(s *Summary) { s.ReadbackNotFound++ })
-		if t.CancelledWhileRunning() && t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
+		// An idempotent destination's "not found" proves only that a re-send
+		// is harmless, not that the delivery did not happen.
+		unproven := t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent)
+		if t.CancelledWhileRunning() && unproven {
 			// A re-send would be harmless (an idempotent destination), but
 			// nothing proves the cancelled delivery did not happen.
 			r.park(ctx, t, opts, h.unknownReview(t, name, at, "cancelled while running; "+err.Error()+", but its absence is not proven"))
@@ -324,10 +327,7 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 			return
 		}
 		if ok, budget := t.BudgetLeft(r.now); !ok {
-			if t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent) {
-				// Only a re-send was proven harmless (an idempotent
-				// destination), not that the delivery did not happen:
-				// the review must not say nothing was delivered.
+			if unproven { // the review must not say nothing was delivered
 				r.park(ctx, t, opts, h.unknownReview(t, name, at, err.Error()+", but its absence is not proven and the budget to send again is spent"))
 				return
 			}
@@ -336,12 +336,12 @@ func (r *run) unknown(ctx context.Context, t *ledger.Task) {
 		}
 		var u *ledger.Task
 		until, lapsed := r.callMayRunUntil(t)
-		if (lapsed && r.now.Before(until) || t.Kind == deliver.Kind && !errors.Is(err, deliver.ErrAbsent)) && !h.retrySafe(t) {
+		if (lapsed && r.now.Before(until) || unproven) && !h.retrySafe(t) {
 			// A lapsed call may still generate, and the next call collects
-			// it (callMayRun); or an idempotent destination's "not found"
-			// proves no absence, and a re-send is deduplicated: not waited
-			// for, but not settled either (a retry-safe one's outcome is
-			// never kept open for a readback).
+			// it (callMayRun); or the delivery may have happened, and a
+			// re-send is deduplicated: not waited for, but not settled
+			// either (a retry-safe one's outcome is never kept open for a
+			// readback).
 			u, err = h.Ledger.RequeueCallMayRun(ctx, t)
 		} else {
 			u, err = h.Ledger.Requeue(ctx, t.TaskID, ledger.StateUnknown, t.AssignmentVersion)
